@@ -1,0 +1,179 @@
+import { z } from 'zod';
+
+/**
+ * Domain schemas: what the planner, generator and evaluator return, and the records the harness
+ * keeps of them. Model-facing schemas avoid `.optional()`, records and top-level arrays so that
+ * they convert to strict OpenAI structured-output JSON Schemas; types are inferred, never written twice.
+ */
+
+/** Identifiers that travel inside NATS subjects: no `.`, `*`, `>` or white space. */
+export const SafeId = z
+  .string()
+  .min(1)
+  .max(128)
+  .regex(/^[A-Za-z0-9_-]+$/, 'ids may hold only letters, digits, "-" and "_"');
+
+/** A score on the rubric's 1–10 scale. */
+export const Score = z.number().min(1).max(10);
+
+/** Criterion weights; `weightValue` turns them into numbers for the weighted mean. */
+export const CriterionWeight = z.enum(['high', 'standard', 'low']);
+export type CriterionWeight = z.infer<typeof CriterionWeight>;
+
+/** A criterion name, normalised: trimmed and lower-case (DESIGN semantics 1). */
+export const CriterionName = z
+  .string()
+  .transform((s) => s.trim().toLowerCase())
+  .pipe(z.string().min(1).max(120));
+
+/** A rubric criterion. `threshold` is the plan's, `null` when the planner leaves it to the harness. */
+export const Criterion = z.object({
+  name: CriterionName,
+  weight: CriterionWeight,
+  description: z.string(),
+  threshold: Score.nullable(),
+});
+export type Criterion = z.infer<typeof Criterion>;
+
+/** A criterion with the threshold the harness enforces (plan, else defaults, else fallback). */
+export const ResolvedCriterion = Criterion.extend({ threshold: Score });
+export type ResolvedCriterion = z.infer<typeof ResolvedCriterion>;
+
+/** One step of a plan. `dependsOn` names earlier steps whose artifacts the generator receives. */
+export const PlanStep = z.object({
+  id: SafeId,
+  title: z.string().min(1),
+  description: z.string().min(1),
+  expectedOutput: z.string().min(1),
+  dependsOn: z.array(SafeId),
+});
+export type PlanStep = z.infer<typeof PlanStep>;
+
+/** The planner's answer: scope, ordered steps and the graded rubric. */
+export const Plan = z
+  .object({
+    scope: z.string(),
+    steps: z.array(PlanStep).min(1),
+    criteria: z.array(Criterion).min(1),
+  })
+  .superRefine((plan, ctx) => {
+    const seen = new Set<string>();
+    plan.steps.forEach((step, i) => {
+      if (seen.has(step.id)) ctx.addIssue({ code: 'custom', path: ['steps', i, 'id'], message: `duplicate step id "${step.id}"` });
+      for (const dep of step.dependsOn) {
+        if (!seen.has(dep)) {
+          ctx.addIssue({
+            code: 'custom',
+            path: ['steps', i, 'dependsOn'],
+            message: `step "${step.id}" depends on "${dep}", which is not an earlier step`,
+          });
+        }
+      }
+      seen.add(step.id);
+    });
+    const names = new Set<string>();
+    plan.criteria.forEach((c, i) => {
+      if (names.has(c.name)) ctx.addIssue({ code: 'custom', path: ['criteria', i, 'name'], message: `duplicate criterion "${c.name}"` });
+      names.add(c.name);
+    });
+  });
+export type Plan = z.infer<typeof Plan>;
+
+/** The generator's proposal of what a step will deliver and how it will be checked. */
+export const ContractProposal = z.object({
+  title: z.string().min(1),
+  acceptanceCriteria: z.array(z.string().min(1)).min(1),
+  expectedOutput: z.string().min(1),
+  verificationMethod: z.string().min(1),
+});
+export type ContractProposal = z.infer<typeof ContractProposal>;
+
+/** The evaluator's review of a proposal: a closed status, never a substring test. */
+export const ContractReview = z
+  .object({
+    status: z.enum(['approved', 'amendments_required']),
+    amendments: z.array(z.string().min(1)),
+    rationale: z.string(),
+  })
+  .refine((r) => r.status === 'approved' || r.amendments.length > 0, {
+    message: 'amendments_required needs at least one amendment',
+    path: ['amendments'],
+  });
+export type ContractReview = z.infer<typeof ContractReview>;
+
+/** The contract that binds every attempt of a step; `imposed` when negotiation hit its bound. */
+export const Contract = ContractProposal.extend({
+  rounds: z.number().int().min(1),
+  imposed: z.boolean(),
+});
+export type Contract = z.infer<typeof Contract>;
+
+/** A self-assessed or evaluated score for one criterion. */
+export const SelfScore = z.object({ criterion: CriterionName, score: Score, comment: z.string() });
+export type SelfScore = z.infer<typeof SelfScore>;
+
+/** The generator's work: the artifact, its notes, and its self-assessment (never shown to the evaluator). */
+export const Work = z.object({
+  output: z.string().min(1),
+  notes: z.string(),
+  selfAssessment: z.array(SelfScore),
+});
+export type Work = z.infer<typeof Work>;
+
+/** One criterion's score with the evidence for it. */
+export const CriterionScore = z.object({ criterion: CriterionName, score: Score, evidence: z.string() });
+export type CriterionScore = z.infer<typeof CriterionScore>;
+
+/** The evaluator's answer. Whether it covers the plan's criteria is checked by `checkEvaluationCoverage`. */
+export const Evaluation = z.object({
+  scores: z.array(CriterionScore).min(1),
+  findings: z.array(z.string()),
+  actionableFeedback: z.array(z.string()),
+  summary: z.string(),
+});
+export type Evaluation = z.infer<typeof Evaluation>;
+
+/**
+ * Problems that make an evaluation invalid for a rubric: a criterion missing, scored twice, or not
+ * in the rubric. An empty list means the evaluation covers exactly the rubric.
+ */
+export function checkEvaluationCoverage(evaluation: Evaluation, criteria: readonly { name: string }[]): string[] {
+  const wanted = new Set(criteria.map((c) => c.name));
+  const problems: string[] = [];
+  const seen = new Set<string>();
+  for (const s of evaluation.scores) {
+    if (!wanted.has(s.criterion)) problems.push(`"${s.criterion}" is not a criterion of this rubric`);
+    else if (seen.has(s.criterion)) problems.push(`"${s.criterion}" is scored more than once`);
+    seen.add(s.criterion);
+  }
+  for (const name of wanted) if (!seen.has(name)) problems.push(`criterion "${name}" has no score`);
+  return problems;
+}
+
+/** Token usage and cost of one or more model calls. */
+export const Usage = z.object({
+  promptTokens: z.number().int().min(0),
+  completionTokens: z.number().int().min(0),
+  costUsd: z.number().min(0),
+  calls: z.number().int().min(0),
+});
+export type Usage = z.infer<typeof Usage>;
+
+/** Zero usage, the identity of `addUsage`. */
+export const ZERO_USAGE: Usage = Object.freeze({ promptTokens: 0, completionTokens: 0, costUsd: 0, calls: 0 });
+
+/** Sums two usage records. */
+export function addUsage(a: Usage, b: Usage): Usage {
+  return {
+    promptTokens: a.promptTokens + b.promptTokens,
+    completionTokens: a.completionTokens + b.completionTokens,
+    costUsd: a.costUsd + b.costUsd,
+    calls: a.calls + b.calls,
+  };
+}
+
+/** Roles and the phases each one answers; a phase names the schema of its answer (`pge_<phase>`). */
+export const Role = z.enum(['planner', 'generator', 'evaluator']);
+export type Role = z.infer<typeof Role>;
+export const Phase = z.enum(['plan', 'contract', 'contract_review', 'work', 'evaluation']);
+export type Phase = z.infer<typeof Phase>;

@@ -1,0 +1,259 @@
+import { z } from 'zod';
+import {
+  Contract,
+  ContractProposal,
+  ContractReview,
+  Evaluation,
+  Phase,
+  Plan,
+  ResolvedCriterion,
+  Role,
+  SafeId,
+  Score,
+  Usage,
+  Work,
+} from './domain.js';
+import {
+  ContractInput,
+  ContractReviewInput,
+  EvaluationInput,
+  PlanInput,
+  RetrySignal,
+  WorkInput,
+} from './inputs.js';
+
+/**
+ * Every event of a run, one discriminated union on `type`. The coordinator is the only writer of
+ * a run's events and numbers them with `seq`, so the stream, the log and a resumed run agree on
+ * one order. Names are `<entity>.<aspect>.<past-tense verb>`.
+ */
+
+/** The envelope every event shares. */
+const envelope = {
+  id: z.string().min(1),
+  runId: SafeId,
+  seq: z.number().int().min(1),
+  ts: z.iso.datetime(),
+};
+
+function event<T extends string, P extends z.ZodType>(type: T, payload: P) {
+  return z.strictObject({ ...envelope, type: z.literal(type), payload });
+}
+
+const StepRef = { stepId: SafeId, stepNumber: z.number().int().min(1) };
+const AttemptRef = { ...StepRef, attempt: z.number().int().min(1) };
+
+/** A named error as it travels in events and results. */
+export const ErrorInfo = z.strictObject({
+  name: z.string(),
+  message: z.string(),
+  retryable: z.boolean(),
+});
+export type ErrorInfo = z.infer<typeof ErrorInfo>;
+
+/** One model call, repairs included, as reported by the role that made it. */
+export const ModelCall = z.strictObject({
+  role: Role,
+  phase: Phase,
+  model: z.string(),
+  promptTokens: z.number().int().min(0),
+  completionTokens: z.number().int().min(0),
+  costUsd: z.number().min(0),
+  latencyMs: z.number().min(0),
+  repair: z.number().int().min(0),
+  outcome: z.enum(['valid', 'invalid']),
+  problem: z.string().nullable(),
+});
+export type ModelCall = z.infer<typeof ModelCall>;
+
+/** One criterion's verdict in a judged attempt; `score` is null when the evaluation was invalid. */
+export const JudgedScore = z.strictObject({
+  criterion: z.string(),
+  weight: z.enum(['high', 'standard', 'low']),
+  score: Score.nullable(),
+  threshold: Score,
+  passed: z.boolean(),
+});
+export type JudgedScore = z.infer<typeof JudgedScore>;
+
+/** Stop reasons of a run that did not complete. */
+export const RunStopReason = z.enum(['aborted', 'budget', 'error', 'interrupted']);
+export type RunStopReason = z.infer<typeof RunStopReason>;
+
+/** The run's closing figures, shared by `run.completed` and `run.failed`. */
+const RunTotals = {
+  passed: z.boolean(),
+  stepsPassed: z.number().int().min(0),
+  stepsTotal: z.number().int().min(0),
+  totalRetries: z.number().int().min(0),
+  usage: Usage,
+  durationMs: z.number().min(0),
+  summary: z.string(),
+};
+
+/** Budgets the run was started with; `null` is no limit. */
+export const Budgets = z.strictObject({
+  maxCostUsd: z.number().positive().nullable(),
+  maxTokens: z.number().int().positive().nullable(),
+  maxDurationMs: z.number().int().positive().nullable(),
+});
+export type Budgets = z.infer<typeof Budgets>;
+
+export const RunStarted = event(
+  'run.started',
+  z.strictObject({
+    task: z.string().min(1),
+    logPath: z.string(),
+    settings: z.strictObject({
+      maxSteps: z.number().int().min(1),
+      maxRetriesPerStep: z.number().int().min(0),
+      maxContractRounds: z.number().int().min(1),
+      onStepExhausted: z.enum(['advance', 'abort', 'replan']),
+      maxReplans: z.number().int().min(0),
+      budgets: Budgets,
+      models: z.strictObject({ planner: z.string(), generator: z.string(), evaluator: z.string() }),
+    }),
+  }),
+);
+export const PlanRequested = event('plan.requested', z.strictObject({ phase: z.literal('plan'), input: PlanInput }));
+export const PlanCreated = event(
+  'plan.created',
+  z.strictObject({ plan: Plan, criteria: z.array(ResolvedCriterion), replan: z.number().int().min(0) }),
+);
+export const PlanTruncated = event(
+  'plan.truncated',
+  z.strictObject({ from: z.number().int(), to: z.number().int(), droppedStepIds: z.array(SafeId) }),
+);
+export const StepStarted = event('step.started', z.strictObject({ ...StepRef, title: z.string() }));
+export const ContractRequested = event(
+  'step.contract.requested',
+  z.strictObject({ phase: z.literal('contract'), input: ContractInput }),
+);
+export const ContractProposed = event(
+  'step.contract.proposed',
+  z.strictObject({ ...StepRef, round: z.number().int().min(1), proposal: ContractProposal }),
+);
+export const ReviewRequested = event(
+  'step.review.requested',
+  z.strictObject({ phase: z.literal('contract_review'), input: ContractReviewInput }),
+);
+export const ContractReviewed = event(
+  'step.contract.reviewed',
+  z.strictObject({ ...StepRef, round: z.number().int().min(1), review: ContractReview }),
+);
+export const ContractAgreed = event('step.contract.agreed', z.strictObject({ ...StepRef, contract: Contract }));
+export const ContractImposed = event(
+  'step.contract.imposed',
+  z.strictObject({ ...StepRef, contract: Contract, outstandingAmendments: z.array(z.string()) }),
+);
+export const WorkRequested = event('step.work.requested', z.strictObject({ phase: z.literal('work'), input: WorkInput }));
+export const WorkCompleted = event('step.work.completed', z.strictObject({ ...AttemptRef, work: Work }));
+export const EvaluationRequested = event(
+  'step.evaluation.requested',
+  z.strictObject({ phase: z.literal('evaluation'), input: EvaluationInput }),
+);
+export const EvaluationCompleted = event(
+  'step.evaluation.completed',
+  z.strictObject({ ...AttemptRef, evaluation: Evaluation }),
+);
+export const EvaluationInvalid = event(
+  'step.evaluation.invalid',
+  z.strictObject({ ...AttemptRef, problem: z.string(), raw: z.string().nullable() }),
+);
+export const AttemptJudged = event(
+  'step.attempt.judged',
+  z.strictObject({
+    ...AttemptRef,
+    verdict: z.enum(['pass', 'fail']),
+    reason: z.enum(['all_criteria_pass', 'below_threshold', 'invalid_evaluation']),
+    scores: z.array(JudgedScore),
+    weightedMean: z.number().nullable(),
+  }),
+);
+export const RetryScheduled = event(
+  'step.retry.scheduled',
+  z.strictObject({
+    ...StepRef,
+    nextAttempt: z.number().int().min(2),
+    signal: RetrySignal,
+    previousMean: z.number().nullable(),
+    lastMean: z.number().nullable(),
+  }),
+);
+export const StepPassed = event('step.passed', z.strictObject({ ...AttemptRef, bestAttempt: z.number().int().min(1) }));
+export const StepFailed = event(
+  'step.failed',
+  z.strictObject({
+    ...StepRef,
+    attempts: z.number().int().min(0),
+    bestAttempt: z.number().int().min(1).nullable(),
+    policy: z.enum(['advance', 'abort', 'replan']),
+  }),
+);
+export const ModelCallCompleted = event(
+  'model.call.completed',
+  ModelCall.extend({ requestId: z.string() }).strict(),
+);
+export const RoleFailed = event(
+  'role.failed',
+  z.strictObject({ requestId: z.string(), role: Role, phase: Phase, error: ErrorInfo, raw: z.string().nullable() }),
+);
+export const RunCompleted = event('run.completed', z.strictObject(RunTotals));
+export const RunFailed = event(
+  'run.failed',
+  z.strictObject({ ...RunTotals, reason: RunStopReason, message: z.string() }),
+);
+
+/** Every event of a run. */
+export const RunEvent = z.discriminatedUnion('type', [
+  RunStarted,
+  PlanRequested,
+  PlanCreated,
+  PlanTruncated,
+  StepStarted,
+  ContractRequested,
+  ContractProposed,
+  ReviewRequested,
+  ContractReviewed,
+  ContractAgreed,
+  ContractImposed,
+  WorkRequested,
+  WorkCompleted,
+  EvaluationRequested,
+  EvaluationCompleted,
+  EvaluationInvalid,
+  AttemptJudged,
+  RetryScheduled,
+  StepPassed,
+  StepFailed,
+  ModelCallCompleted,
+  RoleFailed,
+  RunCompleted,
+  RunFailed,
+]);
+export type RunEvent = z.infer<typeof RunEvent>;
+/** The `type` of any run event. */
+export type RunEventType = RunEvent['type'];
+/** The event of a given type. */
+export type RunEventOf<T extends RunEventType> = Extract<RunEvent, { type: T }>;
+/** An event before the coordinator stamps it with its envelope. */
+export type RunEventDraft = { [T in RunEventType]: { type: T; payload: RunEventOf<T>['payload'] } }[RunEventType];
+
+/** Request events, each of which is also a work item for one role. */
+export const RoleRequest = z.discriminatedUnion('type', [
+  PlanRequested,
+  ContractRequested,
+  ReviewRequested,
+  WorkRequested,
+  EvaluationRequested,
+]);
+export type RoleRequest = z.infer<typeof RoleRequest>;
+
+/** The role that serves each request type. */
+export const ROLE_OF_REQUEST = {
+  'plan.requested': 'planner',
+  'step.contract.requested': 'generator',
+  'step.review.requested': 'evaluator',
+  'step.work.requested': 'generator',
+  'step.evaluation.requested': 'evaluator',
+} as const satisfies Record<RoleRequest['type'], Role>;

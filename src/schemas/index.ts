@@ -1,0 +1,50 @@
+/** The single source of truth for every payload pge sends, receives or stores. */
+export {
+  addUsage,
+  CriterionScore,
+  CriterionWeight,
+  CriterionName,
+  Contract,
+  ContractProposal,
+  ContractReview,
+  Criterion,
+  checkEvaluationCoverage,
+  Evaluation,
+  Phase,
+  Plan,
+  PlanStep,
+  ResolvedCriterion,
+  Role,
+  SafeId,
+  Score,
+  SelfScore,
+  Usage,
+  Work,
+  ZERO_USAGE,
+} from './domain.js';
+export {
+  AttemptJudged,
+  Budgets,
+  ErrorInfo,
+  JudgedScore,
+  ModelCall,
+  ROLE_OF_REQUEST,
+  RoleRequest,
+  RunEvent,
+  RunStopReason,
+} from './events.js';
+export type { RunEventDraft, RunEventOf, RunEventType } from './events.js';
+export {
+  ContractInput,
+  ContractReviewInput,
+  DependencyArtifact,
+  EvaluationInput,
+  PlanInput,
+  PlanOutline,
+  ReplanContext,
+  RetryContext,
+  RetrySignal,
+  ScoreStanding,
+  WorkInput,
+} from './inputs.js';
+export { RoleFailure, RoleResult, RoleSuccess } from './results.js';
