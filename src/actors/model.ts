@@ -1,0 +1,46 @@
+import type { Phase, Role } from '../schemas/index.js';
+
+/** One message of a chat conversation, as OpenAI-compatible servers take it. */
+export interface ChatMessage {
+  role: 'system' | 'user' | 'assistant';
+  content: string;
+}
+
+/**
+ * One call to a model: a fresh conversation and the JSON Schema its answer must follow. The
+ * schema is named by phase (`pge_plan`, `pge_contract`, `pge_contract_review`, `pge_work`,
+ * `pge_evaluation`) so that a proxy, a log or a test server can tell the calls apart.
+ */
+export interface ModelRequest {
+  role: Role;
+  phase: Phase;
+  schemaName: `pge_${Phase}`;
+  jsonSchema: Record<string, unknown>;
+  messages: ChatMessage[];
+  signal?: AbortSignal;
+}
+
+/** A model's answer. `content` is the raw text the role validates; nothing is trusted before that. */
+export interface ModelAnswer {
+  content: string | null;
+  /** The model's refusal message, when it declined to answer. */
+  refusal: string | null;
+  /** `stop`, `length` (cut off by the token limit), `content_filter`, … as the server reports it. */
+  finishReason: string;
+  /** The model that answered, as the server names it. */
+  model: string;
+  promptTokens: number;
+  completionTokens: number;
+  /** Cost of the call in USD, when the model client knows its price; otherwise 0. */
+  costUsd: number;
+}
+
+/**
+ * Anything that answers role prompts: the OpenAI SDK client, the demo model, a test double. Throws
+ * `ModelTransportError` or `ModelRequestError` when no answer could be had.
+ */
+export interface Model {
+  /** The model name reported in events and results. */
+  readonly name: string;
+  complete(request: ModelRequest): Promise<ModelAnswer>;
+}

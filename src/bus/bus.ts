@@ -1,0 +1,55 @@
+/**
+ * The bus: NATS semantics behind one interface, implemented in process (`InProcessBus`) and on
+ * NATS. Subjects are dot-separated tokens with `*` and `>` wildcards; a subscription with a
+ * `queue` shares its messages with the other members of that queue group (each message to one
+ * member); `request` publishes with a reply subject and resolves with the first reply. Every
+ * message is validated against its subject's schema (`schemaForSubject`) when published and when
+ * received: an invalid publish rejects with `MessageRejectedError`; an invalid received message
+ * is not handed to the handler but reported on `pge.errors.rejected`.
+ */
+
+/** A message as a handler receives it: already decoded and validated. */
+export interface BusMessage {
+  readonly subject: string;
+  readonly data: unknown;
+  /** Present when the sender awaits a reply (`request`). */
+  readonly reply: string | null;
+  /** Replies to a request; rejects when the message has no reply subject. */
+  respond(data: unknown): Promise<void>;
+}
+
+/** Handles one message. A thrown error or rejected promise is reported, never swallowed silently. */
+export type BusHandler = (message: BusMessage) => void | Promise<void>;
+
+/** A live subscription. */
+export interface BusSubscription {
+  readonly subject: string;
+  readonly queue: string | null;
+  /** Stops delivery; messages already handed to the handler finish. */
+  unsubscribe(): void;
+}
+
+/** Options of `subscribe`. */
+export interface SubscribeOptions {
+  /** Queue group: each message goes to one member of the group. */
+  queue?: string;
+}
+
+/** Options of `request`. */
+export interface RequestOptions {
+  /** Milliseconds to wait for a reply before rejecting with `BusError` (default 10 000). */
+  timeoutMs?: number;
+}
+
+/** The transport every pge process uses to talk to the others. */
+export interface Bus {
+  /** Validates and publishes; resolves once the message is accepted by the transport. */
+  publish(subject: string, data: unknown): Promise<void>;
+  subscribe(subject: string, handler: BusHandler, options?: SubscribeOptions): BusSubscription;
+  /** Publishes with a reply subject and resolves with the (validated) reply. */
+  request(subject: string, data: unknown, options?: RequestOptions): Promise<unknown>;
+  /** Resolves when everything published so far has reached its handlers (and they returned). */
+  flush(): Promise<void>;
+  /** Flushes, removes every subscription and refuses further publishes. */
+  close(): Promise<void>;
+}

@@ -1,0 +1,90 @@
+import { z } from 'zod';
+import { MessageRejectedError } from '../errors.js';
+import { ROLE_OF_REQUEST, RoleRequest, RoleResult, RunEvent } from '../schemas/index.js';
+import { subjectMatches, subjects } from './subjects.js';
+
+/**
+ * Which schema each pge subject carries, and the validation both buses run on publish and on
+ * receive. Nothing outside `src/bus` touches raw messages.
+ */
+
+/** A bad message, as reported on `pge.errors.rejected`. */
+export const MessageRejection = z.strictObject({
+  subject: z.string(),
+  problem: z.string(),
+  ts: z.iso.datetime(),
+});
+export type MessageRejection = z.infer<typeof MessageRejection>;
+
+interface SubjectRule {
+  pattern: string;
+  schema: z.ZodType;
+  /** Extra checks that tie the payload to its subject. */
+  check?: (subject: string, data: never) => string | null;
+}
+
+const RULES: SubjectRule[] = [
+  {
+    pattern: subjects.events('*'),
+    schema: RunEvent,
+    check: (subject, event: RunEvent) =>
+      subject === subjects.event(event.runId, event.type)
+        ? null
+        : `event ${event.type} of run ${event.runId} does not belong on ${subject}`,
+  },
+  {
+    pattern: 'pge.work.*',
+    schema: RoleRequest,
+    check: (subject, request: RoleRequest) => (subject === subjects.work(ROLE_OF_REQUEST[request.type]) ? null : `${request.type} does not belong on ${subject}`),
+  },
+  {
+    pattern: subjects.result('*'),
+    schema: RoleResult,
+    check: (subject, result: RoleResult) =>
+      subject === subjects.result(result.runId) ? null : `a result of run ${result.runId} does not belong on ${subject}`,
+  },
+  { pattern: subjects.rejected, schema: MessageRejection },
+];
+
+/** Registers the schema of a subject pattern that a later module owns (run submission, …). */
+export function registerSubjectSchema(pattern: string, schema: z.ZodType): void {
+  RULES.push({ pattern, schema });
+}
+
+/** The rule for a subject, or null for subjects outside pge's contract (e.g. `_INBOX.*` replies). */
+function ruleFor(subject: string): SubjectRule | null {
+  for (const rule of RULES) if (subjectMatches(rule.pattern, subject)) return rule;
+  return null;
+}
+
+/**
+ * Validates `data` for `subject` and returns the parsed copy. Subjects outside the contract pass
+ * through unchanged. Throws `MessageRejectedError` naming the subject and the problem.
+ */
+export function validateMessage(subject: string, data: unknown): unknown {
+  const rule = ruleFor(subject);
+  if (!rule) return data;
+  const parsed = rule.schema.safeParse(data);
+  if (!parsed.success) {
+    throw new MessageRejectedError(`invalid message on ${subject}: ${z.prettifyError(parsed.error)}`, { subject });
+  }
+  const problem = rule.check?.(subject, parsed.data as never) ?? null;
+  if (problem) throw new MessageRejectedError(`invalid message on ${subject}: ${problem}`, { subject });
+  return parsed.data;
+}
+
+/** Encodes a message for a wire transport. */
+export function encodeMessage(subject: string, data: unknown): Uint8Array {
+  return new TextEncoder().encode(JSON.stringify(validateMessage(subject, data)));
+}
+
+/** Decodes and validates a message from a wire transport. */
+export function decodeMessage(subject: string, bytes: Uint8Array): unknown {
+  let data: unknown;
+  try {
+    data = JSON.parse(new TextDecoder().decode(bytes));
+  } catch (cause) {
+    throw new MessageRejectedError(`invalid message on ${subject}: not JSON`, { subject, cause });
+  }
+  return validateMessage(subject, data);
+}

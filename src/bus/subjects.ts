@@ -1,0 +1,62 @@
+import type { Role, RunEventType } from '../schemas/index.js';
+
+/**
+ * The one place subjects are built. Events of a run: `pge.run.<runId>.evt.<type>` (the type's dots
+ * become subject tokens, so `pge.run.*.evt.step.>` follows every step event); work for a role:
+ * `pge.work.<role>`; a worker's reply to a request: `pge.run.<runId>.result`; run submission:
+ * `pge.runs.submit`.
+ */
+
+const TOKEN = /^[A-Za-z0-9_-]+$/;
+
+/** Rejects ids that would change a subject's shape: `.`, `*`, `>`, white space, empty. */
+export function assertSubjectToken(kind: string, value: string): string {
+  if (!TOKEN.test(value)) {
+    throw new TypeError(`${kind} "${value}" cannot be used in a subject: use only letters, digits, "-" and "_"`);
+  }
+  return value;
+}
+
+export const subjects = {
+  /** The subject of one event of a run. */
+  event(runId: string, type: RunEventType): string {
+    return `pge.run.${assertSubjectToken('run id', runId)}.evt.${type}`;
+  },
+  /** Every event of one run (`'*'` for every run). */
+  events(runId: string | '*'): string {
+    return `pge.run.${runId === '*' ? '*' : assertSubjectToken('run id', runId)}.evt.>`;
+  },
+  /** Where a role's work items are queued. */
+  work(role: Role): string {
+    return `pge.work.${role}`;
+  },
+  /** Where workers reply to requests of one run (`'*'` for every run). */
+  result(runId: string | '*'): string {
+    return `pge.run.${runId === '*' ? '*' : assertSubjectToken('run id', runId)}.result`;
+  },
+  /** Where runs are submitted by request/reply. */
+  submit: 'pge.runs.submit',
+  /** Where the bus reports messages it rejected. */
+  rejected: 'pge.errors.rejected',
+} as const;
+
+/** The queue group that the workers of a role share, so each work item goes to one of them. */
+export function workerQueue(role: Role): string {
+  return `pge-${role}`;
+}
+
+/**
+ * True when `subject` matches `pattern` under NATS rules: tokens split on `.`, `*` matches one
+ * token, `>` (last token only) matches one or more.
+ */
+export function subjectMatches(pattern: string, subject: string): boolean {
+  const p = pattern.split('.');
+  const s = subject.split('.');
+  for (let i = 0; i < p.length; i++) {
+    const token = p[i];
+    if (token === '>') return i === p.length - 1 && s.length > i;
+    if (i >= s.length) return false;
+    if (token !== '*' && token !== s[i]) return false;
+  }
+  return p.length === s.length;
+}

@@ -1,0 +1,71 @@
+/**
+ * The closed set of errors pge raises. Each sets `name`, takes `{ cause }`, and says whether the
+ * operation may succeed if tried again (as nats.js does in `core/src/errors.ts`).
+ */
+
+/** Base of every pge error. */
+export abstract class PgeError extends Error {
+  abstract readonly retryable: boolean;
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = new.target.name;
+  }
+}
+
+/** Bad options, flags or configuration: the user must change something. CLI exit code 2. */
+export class ConfigurationError extends PgeError {
+  readonly retryable = false;
+}
+
+/** A model answer that never validated (bad JSON, schema violation, refusal, cut off), after repairs. */
+export class InvalidOutputError extends PgeError {
+  readonly retryable = false;
+  /** The last raw answer, kept for the log. */
+  readonly raw: string | null;
+  constructor(message: string, options: { cause?: unknown; raw: string | null }) {
+    super(message, options);
+    this.raw = options.raw;
+  }
+}
+
+/** The model server could not be reached or kept failing (timeouts, 429, 5xx) after retries. */
+export class ModelTransportError extends PgeError {
+  readonly retryable = true;
+}
+
+/** The model server refused the request for a reason retrying cannot fix (400, 401, 403, 404). */
+export class ModelRequestError extends PgeError {
+  readonly retryable = false;
+  readonly status: number | null;
+  constructor(message: string, options: { cause?: unknown; status: number | null }) {
+    super(message, options);
+    this.status = options.status;
+  }
+}
+
+/** A message on a pge subject that is not valid JSON or fails its schema. */
+export class MessageRejectedError extends PgeError {
+  readonly retryable = false;
+  readonly subject: string;
+  constructor(message: string, options: { cause?: unknown; subject: string }) {
+    super(message, options);
+    this.subject = options.subject;
+  }
+}
+
+/** The shared-state log could not be written; the run stops, since the log is not best-effort. */
+export class LogWriteError extends PgeError {
+  readonly retryable = false;
+}
+
+/** A bus operation failed: closed connection, request timeout, no responders. */
+export class BusError extends PgeError {
+  readonly retryable = true;
+}
+
+/** Describes any thrown value as `{ name, message, retryable }` for events and results. */
+export function describeError(error: unknown): { name: string; message: string; retryable: boolean } {
+  if (error instanceof PgeError) return { name: error.name, message: error.message, retryable: error.retryable };
+  if (error instanceof Error) return { name: error.name, message: error.message, retryable: false };
+  return { name: 'Error', message: String(error), retryable: false };
+}
