@@ -65,7 +65,8 @@ export class BusError extends PgeError {
 
 /** Describes any thrown value as `{ name, message, retryable }` for events and results. */
 export function describeError(error: unknown): { name: string; message: string; retryable: boolean } {
-  if (error instanceof PgeError) return { name: error.name, message: error.message, retryable: error.retryable };
+  if (error instanceof PgeError)
+    return { name: error.name, message: error.message, retryable: error.retryable };
   if (error instanceof Error) return { name: error.name, message: error.message, retryable: false };
   return { name: 'Error', message: String(error), retryable: false };
 }

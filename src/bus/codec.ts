@@ -35,13 +35,18 @@ const RULES: SubjectRule[] = [
   {
     pattern: 'pge.work.*',
     schema: RoleRequest,
-    check: (subject, request: RoleRequest) => (subject === subjects.work(ROLE_OF_REQUEST[request.type]) ? null : `${request.type} does not belong on ${subject}`),
+    check: (subject, request: RoleRequest) =>
+      subject === subjects.work(ROLE_OF_REQUEST[request.type])
+        ? null
+        : `${request.type} does not belong on ${subject}`,
   },
   {
     pattern: subjects.result('*'),
     schema: RoleResult,
     check: (subject, result: RoleResult) =>
-      subject === subjects.result(result.runId) ? null : `a result of run ${result.runId} does not belong on ${subject}`,
+      subject === subjects.result(result.runId)
+        ? null
+        : `a result of run ${result.runId} does not belong on ${subject}`,
   },
   { pattern: subjects.rejected, schema: MessageRejection },
 ];
@@ -66,7 +71,9 @@ export function validateMessage(subject: string, data: unknown): unknown {
   if (!rule) return data;
   const parsed = rule.schema.safeParse(data);
   if (!parsed.success) {
-    throw new MessageRejectedError(`invalid message on ${subject}: ${z.prettifyError(parsed.error)}`, { subject });
+    throw new MessageRejectedError(`invalid message on ${subject}: ${z.prettifyError(parsed.error)}`, {
+      subject,
+    });
   }
   const problem = rule.check?.(subject, parsed.data as never) ?? null;
   if (problem) throw new MessageRejectedError(`invalid message on ${subject}: ${problem}`, { subject });

@@ -12,7 +12,9 @@ const TOKEN = /^[A-Za-z0-9_-]+$/;
 /** Rejects ids that would change a subject's shape: `.`, `*`, `>`, white space, empty. */
 export function assertSubjectToken(kind: string, value: string): string {
   if (!TOKEN.test(value)) {
-    throw new TypeError(`${kind} "${value}" cannot be used in a subject: use only letters, digits, "-" and "_"`);
+    throw new TypeError(
+      `${kind} "${value}" cannot be used in a subject: use only letters, digits, "-" and "_"`,
+    );
   }
   return value;
 }

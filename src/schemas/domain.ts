@@ -59,7 +59,8 @@ export const Plan = z
   .superRefine((plan, ctx) => {
     const seen = new Set<string>();
     plan.steps.forEach((step, i) => {
-      if (seen.has(step.id)) ctx.addIssue({ code: 'custom', path: ['steps', i, 'id'], message: `duplicate step id "${step.id}"` });
+      if (seen.has(step.id))
+        ctx.addIssue({ code: 'custom', path: ['steps', i, 'id'], message: `duplicate step id "${step.id}"` });
       for (const dep of step.dependsOn) {
         if (!seen.has(dep)) {
           ctx.addIssue({
@@ -73,7 +74,12 @@ export const Plan = z
     });
     const names = new Set<string>();
     plan.criteria.forEach((c, i) => {
-      if (names.has(c.name)) ctx.addIssue({ code: 'custom', path: ['criteria', i, 'name'], message: `duplicate criterion "${c.name}"` });
+      if (names.has(c.name))
+        ctx.addIssue({
+          code: 'custom',
+          path: ['criteria', i, 'name'],
+          message: `duplicate criterion "${c.name}"`,
+        });
       names.add(c.name);
     });
   });
@@ -137,7 +143,10 @@ export type Evaluation = z.infer<typeof Evaluation>;
  * Problems that make an evaluation invalid for a rubric: a criterion missing, scored twice, or not
  * in the rubric. An empty list means the evaluation covers exactly the rubric.
  */
-export function checkEvaluationCoverage(evaluation: Evaluation, criteria: readonly { name: string }[]): string[] {
+export function checkEvaluationCoverage(
+  evaluation: Evaluation,
+  criteria: readonly { name: string }[],
+): string[] {
   const wanted = new Set(criteria.map((c) => c.name));
   const problems: string[] = [];
   const seen = new Set<string>();
@@ -160,7 +169,12 @@ export const Usage = z.object({
 export type Usage = z.infer<typeof Usage>;
 
 /** Zero usage, the identity of `addUsage`. */
-export const ZERO_USAGE: Usage = Object.freeze({ promptTokens: 0, completionTokens: 0, costUsd: 0, calls: 0 });
+export const ZERO_USAGE: Usage = Object.freeze({
+  promptTokens: 0,
+  completionTokens: 0,
+  costUsd: 0,
+  calls: 0,
+});
 
 /** Sums two usage records. */
 export function addUsage(a: Usage, b: Usage): Usage {

@@ -76,6 +76,15 @@ export const JudgedScore = z.strictObject({
 });
 export type JudgedScore = z.infer<typeof JudgedScore>;
 
+/** Why an attempt passed or failed: a failed attempt is never an unexamined one. */
+export const AttemptReason = z.enum([
+  'all_criteria_pass',
+  'below_threshold',
+  'invalid_evaluation',
+  'invalid_work',
+]);
+export type AttemptReason = z.infer<typeof AttemptReason>;
+
 /** Stop reasons of a run that did not complete. */
 export const RunStopReason = z.enum(['aborted', 'budget', 'error', 'interrupted']);
 export type RunStopReason = z.infer<typeof RunStopReason>;
@@ -115,7 +124,10 @@ export const RunStarted = event(
     }),
   }),
 );
-export const PlanRequested = event('plan.requested', z.strictObject({ phase: z.literal('plan'), input: PlanInput }));
+export const PlanRequested = event(
+  'plan.requested',
+  z.strictObject({ phase: z.literal('plan'), input: PlanInput }),
+);
 export const PlanCreated = event(
   'plan.created',
   z.strictObject({ plan: Plan, criteria: z.array(ResolvedCriterion), replan: z.number().int().min(0) }),
@@ -141,13 +153,23 @@ export const ContractReviewed = event(
   'step.contract.reviewed',
   z.strictObject({ ...StepRef, round: z.number().int().min(1), review: ContractReview }),
 );
-export const ContractAgreed = event('step.contract.agreed', z.strictObject({ ...StepRef, contract: Contract }));
+export const ContractAgreed = event(
+  'step.contract.agreed',
+  z.strictObject({ ...StepRef, contract: Contract }),
+);
 export const ContractImposed = event(
   'step.contract.imposed',
   z.strictObject({ ...StepRef, contract: Contract, outstandingAmendments: z.array(z.string()) }),
 );
-export const WorkRequested = event('step.work.requested', z.strictObject({ phase: z.literal('work'), input: WorkInput }));
+export const WorkRequested = event(
+  'step.work.requested',
+  z.strictObject({ phase: z.literal('work'), input: WorkInput }),
+);
 export const WorkCompleted = event('step.work.completed', z.strictObject({ ...AttemptRef, work: Work }));
+export const WorkInvalid = event(
+  'step.work.invalid',
+  z.strictObject({ ...AttemptRef, problem: z.string(), raw: z.string().nullable() }),
+);
 export const EvaluationRequested = event(
   'step.evaluation.requested',
   z.strictObject({ phase: z.literal('evaluation'), input: EvaluationInput }),
@@ -165,7 +187,7 @@ export const AttemptJudged = event(
   z.strictObject({
     ...AttemptRef,
     verdict: z.enum(['pass', 'fail']),
-    reason: z.enum(['all_criteria_pass', 'below_threshold', 'invalid_evaluation']),
+    reason: AttemptReason,
     scores: z.array(JudgedScore),
     weightedMean: z.number().nullable(),
   }),
@@ -180,7 +202,10 @@ export const RetryScheduled = event(
     lastMean: z.number().nullable(),
   }),
 );
-export const StepPassed = event('step.passed', z.strictObject({ ...AttemptRef, bestAttempt: z.number().int().min(1) }));
+export const StepPassed = event(
+  'step.passed',
+  z.strictObject({ ...AttemptRef, bestAttempt: z.number().int().min(1) }),
+);
 export const StepFailed = event(
   'step.failed',
   z.strictObject({
@@ -196,7 +221,13 @@ export const ModelCallCompleted = event(
 );
 export const RoleFailed = event(
   'role.failed',
-  z.strictObject({ requestId: z.string(), role: Role, phase: Phase, error: ErrorInfo, raw: z.string().nullable() }),
+  z.strictObject({
+    requestId: z.string(),
+    role: Role,
+    phase: Phase,
+    error: ErrorInfo,
+    raw: z.string().nullable(),
+  }),
 );
 export const RunCompleted = event('run.completed', z.strictObject(RunTotals));
 export const RunFailed = event(
@@ -219,6 +250,7 @@ export const RunEvent = z.discriminatedUnion('type', [
   ContractImposed,
   WorkRequested,
   WorkCompleted,
+  WorkInvalid,
   EvaluationRequested,
   EvaluationCompleted,
   EvaluationInvalid,
@@ -237,7 +269,9 @@ export type RunEventType = RunEvent['type'];
 /** The event of a given type. */
 export type RunEventOf<T extends RunEventType> = Extract<RunEvent, { type: T }>;
 /** An event before the coordinator stamps it with its envelope. */
-export type RunEventDraft = { [T in RunEventType]: { type: T; payload: RunEventOf<T>['payload'] } }[RunEventType];
+export type RunEventDraft = {
+  [T in RunEventType]: { type: T; payload: RunEventOf<T>['payload'] };
+}[RunEventType];
 
 /** Request events, each of which is also a work item for one role. */
 export const RoleRequest = z.discriminatedUnion('type', [

@@ -1,13 +1,13 @@
 /** The single source of truth for every payload pge sends, receives or stores. */
 export {
   addUsage,
-  CriterionScore,
-  CriterionWeight,
-  CriterionName,
   Contract,
   ContractProposal,
   ContractReview,
   Criterion,
+  CriterionName,
+  CriterionScore,
+  CriterionWeight,
   checkEvaluationCoverage,
   Evaluation,
   Phase,
@@ -22,8 +22,10 @@ export {
   Work,
   ZERO_USAGE,
 } from './domain.js';
+export type { RunEventDraft, RunEventOf, RunEventType } from './events.js';
 export {
   AttemptJudged,
+  AttemptReason,
   Budgets,
   ErrorInfo,
   JudgedScore,
@@ -33,7 +35,6 @@ export {
   RunEvent,
   RunStopReason,
 } from './events.js';
-export type { RunEventDraft, RunEventOf, RunEventType } from './events.js';
 export {
   ContractInput,
   ContractReviewInput,

@@ -1,0 +1,508 @@
+import { assign, fromPromise, setup } from 'xstate';
+import type { Contract, ContractProposal, ErrorInfo, RetryContext, Usage } from '../schemas/index.js';
+import { addUsage, ZERO_USAGE } from '../schemas/index.js';
+import {
+  bestAttemptIndex,
+  budgetExceeded,
+  judgeAttempt,
+  lastTwoMeans,
+  retriesLeft,
+  retrySignal,
+  toErrorInfo,
+} from './guards.js';
+import type {
+  AttemptRecord,
+  CallReport,
+  ContractInput,
+  ContractReviewInput,
+  ContractRound,
+  EvaluateOutput,
+  EvaluationInput,
+  ProposalOutput,
+  RecordParams,
+  ReviewOutput,
+  StepInput,
+  StepOutcome,
+  StepStatus,
+  WorkInput,
+  WorkOutput,
+} from './types.js';
+
+/**
+ * The lifecycle of one step (DESIGN semantics 3–9): contract negotiation in bounded rounds, then
+ * attempts of work → evaluation → judgement, retried with a refine or pivot signal until the step
+ * passes or its attempts are spent. Every model call is preceded by a budget gate. The machine
+ * does no I/O: role actors and the `record` action are provided at the composition root.
+ */
+
+/** Context of the step machine. */
+export interface StepContext extends StepInput {
+  round: number;
+  rounds: ContractRound[];
+  contract: Contract | null;
+  attempt: number;
+  signal: AttemptRecord['signal'];
+  pendingWork: WorkOutput | null;
+  attempts: AttemptRecord[];
+  usage: Usage;
+  status: StepStatus;
+  stoppedBy: StepOutcome['stoppedBy'];
+  error: ErrorInfo | null;
+}
+
+function notProvided(name: string) {
+  return fromPromise<never, unknown>(async () => {
+    throw new Error(`actor "${name}" must be provided at the composition root`);
+  });
+}
+
+/** Adds an actor's reported usage and clock to the context. */
+function spend(context: StepContext, report: CallReport): Pick<StepContext, 'usage' | 'budget'> {
+  return {
+    usage: addUsage(context.usage, report.usage),
+    budget: {
+      ...context.budget,
+      spent: addUsage(context.budget.spent, report.usage),
+      clock: Math.max(context.budget.clock, report.finishedAt),
+    },
+  };
+}
+
+function lastRound(context: StepContext): ContractRound {
+  return context.rounds[context.rounds.length - 1]!;
+}
+
+function contractFrom(proposal: ContractProposal, rounds: number, amendments: string[]): Contract {
+  return {
+    ...proposal,
+    acceptanceCriteria: [...proposal.acceptanceCriteria, ...amendments],
+    rounds,
+    imposed: amendments.length > 0,
+  };
+}
+
+function ref(context: StepContext) {
+  return { stepId: context.plan.steps[context.stepNumber - 1]!.id, stepNumber: context.stepNumber };
+}
+
+function step(context: StepContext) {
+  return context.plan.steps[context.stepNumber - 1]!;
+}
+
+function retryContext(context: StepContext): RetryContext | null {
+  if (context.attempt === 1) return null;
+  const last = context.attempts[context.attempts.length - 1]!;
+  const previous = context.attempts
+    .slice(0, -1)
+    .reverse()
+    .find((a) => a.weightedMean !== null);
+  return {
+    signal: context.signal === 'pivot' ? 'pivot' : 'refine',
+    scores: last.scores.map((s) => {
+      const before = previous?.scores.find((p) => p.criterion === s.criterion)?.score ?? null;
+      return {
+        criterion: s.criterion,
+        score: s.score,
+        threshold: s.threshold,
+        delta: s.score !== null && before !== null ? s.score - before : null,
+      };
+    }),
+    feedback: last.evaluation?.actionableFeedback ?? [],
+    invalidEvaluation:
+      last.reason === 'invalid_evaluation' ? (last.problem ?? 'the evaluation was invalid') : null,
+  };
+}
+
+function outcome(context: StepContext): StepOutcome {
+  const best = bestAttemptIndex(context.attempts.map((a) => ({ ...a, hasWork: a.work !== null })));
+  return {
+    status: context.status,
+    ...ref(context),
+    title: step(context).title,
+    contract: context.contract,
+    rounds: context.rounds,
+    attempts: context.attempts,
+    best,
+    usage: context.usage,
+    budget: context.budget,
+    stoppedBy: context.stoppedBy,
+    error: context.error,
+  };
+}
+
+/**
+ * Every state that calls a model starts in this gate: a call that would break a budget is never
+ * made, and the step stops cleanly instead (DESIGN 9).
+ */
+const budgetGate = {
+  always: [{ guard: 'overBudget', target: '#step.stopped', actions: 'noteBudget' }, { target: 'calling' }],
+} as const;
+
+/** The step statechart. Provide `proposeContract`, `reviewContract`, `doWork`, `evaluateWork` and `record`. */
+export const stepMachine = setup({
+  types: {
+    context: {} as StepContext,
+    input: {} as StepInput,
+    output: {} as StepOutcome,
+  },
+  actors: {
+    proposeContract: notProvided('proposeContract') as unknown as ReturnType<
+      typeof fromPromise<ProposalOutput, ContractInput>
+    >,
+    reviewContract: notProvided('reviewContract') as unknown as ReturnType<
+      typeof fromPromise<ReviewOutput, ContractReviewInput>
+    >,
+    doWork: notProvided('doWork') as unknown as ReturnType<typeof fromPromise<WorkOutput, WorkInput>>,
+    evaluateWork: notProvided('evaluateWork') as unknown as ReturnType<
+      typeof fromPromise<EvaluateOutput, EvaluationInput>
+    >,
+  },
+  guards: {
+    overBudget: ({ context }) =>
+      budgetExceeded(
+        context.budget.budgets,
+        context.budget.spent,
+        context.budget.clock - context.budget.startedAt,
+      ) !== null,
+    contractApproved: ({ context }) => lastRound(context).review?.status === 'approved',
+    roundsLeft: ({ context }) => context.round < context.maxContractRounds,
+    attemptPassed: ({ context }) => context.attempts[context.attempts.length - 1]?.verdict === 'pass',
+    retriesLeft: ({ context }) => retriesLeft(context.attempt, context.maxRetriesPerStep),
+  },
+  actions: {
+    record: (_, _params: RecordParams) => {},
+    noteBudget: assign(({ context }) => ({
+      stoppedBy: budgetExceeded(
+        context.budget.budgets,
+        context.budget.spent,
+        context.budget.clock - context.budget.startedAt,
+      ),
+    })),
+  },
+}).createMachine({
+  id: 'step',
+  context: ({ input }) => ({
+    ...input,
+    round: 1,
+    rounds: [],
+    contract: null,
+    attempt: 1,
+    signal: 'initial',
+    pendingWork: null,
+    attempts: [],
+    usage: ZERO_USAGE,
+    status: 'failed',
+    stoppedBy: null,
+    error: null,
+  }),
+  initial: 'negotiating',
+  output: ({ context }) => outcome(context),
+  states: {
+    negotiating: {
+      initial: 'proposing',
+      states: {
+        proposing: {
+          initial: 'gate',
+          states: {
+            gate: budgetGate,
+            calling: {
+              invoke: {
+                src: 'proposeContract',
+                input: ({ context }): ContractInput => {
+                  const last = context.rounds[context.rounds.length - 1];
+                  return {
+                    task: context.task,
+                    stepNumber: context.stepNumber,
+                    step: step(context),
+                    criteria: context.criteria,
+                    plan: context.outline,
+                    round: context.round,
+                    previous: last
+                      ? { proposal: last.proposal, amendments: last.review?.amendments ?? [] }
+                      : null,
+                  };
+                },
+                onDone: {
+                  target: '#step.negotiating.reviewing',
+                  actions: assign(({ context, event }) => ({
+                    ...spend(context, event.output),
+                    rounds: [
+                      ...context.rounds,
+                      { round: context.round, proposal: event.output.proposal, review: null },
+                    ],
+                  })),
+                },
+                onError: {
+                  target: '#step.failed',
+                  actions: assign({ error: ({ event }) => toErrorInfo(event.error) }),
+                },
+              },
+            },
+          },
+        },
+        reviewing: {
+          initial: 'gate',
+          states: {
+            gate: budgetGate,
+            calling: {
+              invoke: {
+                src: 'reviewContract',
+                input: ({ context }): ContractReviewInput => ({
+                  task: context.task,
+                  stepNumber: context.stepNumber,
+                  step: step(context),
+                  criteria: context.criteria,
+                  round: context.round,
+                  maxRounds: context.maxContractRounds,
+                  proposal: lastRound(context).proposal,
+                }),
+                onDone: {
+                  target: '#step.negotiating.decided',
+                  actions: assign(({ context, event }) => ({
+                    ...spend(context, event.output),
+                    rounds: [
+                      ...context.rounds.slice(0, -1),
+                      { ...lastRound(context), review: event.output.review },
+                    ],
+                  })),
+                },
+                onError: {
+                  target: '#step.failed',
+                  actions: assign({ error: ({ event }) => toErrorInfo(event.error) }),
+                },
+              },
+            },
+          },
+        },
+        decided: {
+          always: [
+            {
+              guard: 'contractApproved',
+              target: '#step.executing',
+              actions: [
+                assign({
+                  contract: ({ context }) => contractFrom(lastRound(context).proposal, context.round, []),
+                }),
+                {
+                  type: 'record',
+                  params: ({ context }) => ({
+                    type: 'step.contract.agreed',
+                    payload: { ...ref(context), contract: context.contract! },
+                  }),
+                },
+              ],
+            },
+            {
+              guard: 'roundsLeft',
+              target: 'proposing',
+              actions: assign({ round: ({ context }) => context.round + 1 }),
+            },
+            {
+              target: '#step.executing',
+              actions: [
+                assign({
+                  contract: ({ context }) =>
+                    contractFrom(
+                      lastRound(context).proposal,
+                      context.round,
+                      lastRound(context).review?.amendments ?? [],
+                    ),
+                }),
+                {
+                  type: 'record',
+                  params: ({ context }) => ({
+                    type: 'step.contract.imposed',
+                    payload: {
+                      ...ref(context),
+                      contract: context.contract!,
+                      outstandingAmendments: lastRound(context).review?.amendments ?? [],
+                    },
+                  }),
+                },
+              ],
+            },
+          ],
+        },
+      },
+    },
+    executing: {
+      initial: 'gate',
+      states: {
+        gate: budgetGate,
+        calling: {
+          invoke: {
+            src: 'doWork',
+            input: ({ context }): WorkInput => ({
+              task: context.task,
+              stepNumber: context.stepNumber,
+              step: step(context),
+              criteria: context.criteria,
+              plan: context.outline,
+              contract: context.contract!,
+              attempt: context.attempt,
+              dependencies: context.dependencies,
+              retry: retryContext(context),
+            }),
+            onDone: [
+              {
+                guard: ({ event }) => event.output.work === null,
+                target: '#step.judging',
+                actions: assign(({ context, event }) => ({
+                  ...spend(context, event.output),
+                  pendingWork: event.output,
+                })),
+              },
+              {
+                target: '#step.evaluating',
+                actions: assign(({ context, event }) => ({
+                  ...spend(context, event.output),
+                  pendingWork: event.output,
+                })),
+              },
+            ],
+            onError: {
+              target: '#step.failed',
+              actions: assign({ error: ({ event }) => toErrorInfo(event.error) }),
+            },
+          },
+        },
+      },
+    },
+    evaluating: {
+      initial: 'gate',
+      states: {
+        gate: budgetGate,
+        calling: {
+          invoke: {
+            src: 'evaluateWork',
+            input: ({ context }): EvaluationInput => ({
+              task: context.task,
+              stepNumber: context.stepNumber,
+              step: step(context),
+              criteria: context.criteria,
+              contract: context.contract!,
+              attempt: context.attempt,
+              artifact: context.pendingWork!.work!.output,
+            }),
+            onDone: {
+              target: '#step.judging',
+              actions: assign(({ context, event }) => ({
+                ...spend(context, event.output),
+                attempts: [...context.attempts, judged(context, event.output)],
+                pendingWork: null,
+              })),
+            },
+            onError: {
+              target: '#step.failed',
+              actions: assign({ error: ({ event }) => toErrorInfo(event.error) }),
+            },
+          },
+        },
+      },
+    },
+    judging: {
+      entry: [
+        assign(({ context }) =>
+          context.pendingWork
+            ? { attempts: [...context.attempts, judged(context, null)], pendingWork: null }
+            : {},
+        ),
+        {
+          type: 'record',
+          params: ({ context }) => {
+            const a = context.attempts[context.attempts.length - 1]!;
+            return {
+              type: 'step.attempt.judged',
+              payload: {
+                ...ref(context),
+                attempt: a.attempt,
+                verdict: a.verdict,
+                reason: a.reason,
+                scores: a.scores,
+                weightedMean: a.weightedMean,
+              },
+            };
+          },
+        },
+      ],
+      always: [
+        { guard: 'attemptPassed', target: 'passed' },
+        { guard: 'retriesLeft', target: 'retrying' },
+        { target: 'exhausted' },
+      ],
+    },
+    retrying: {
+      entry: [
+        assign(({ context }) => ({
+          attempt: context.attempt + 1,
+          signal: retrySignal(context.attempts.map((a) => a.weightedMean)),
+        })),
+        {
+          type: 'record',
+          params: ({ context }) => ({
+            type: 'step.retry.scheduled',
+            payload: {
+              ...ref(context),
+              nextAttempt: context.attempt,
+              signal: context.signal === 'pivot' ? 'pivot' : 'refine',
+              ...lastTwoMeans(context.attempts.map((a) => a.weightedMean)),
+            },
+          }),
+        },
+      ],
+      always: { target: 'executing' },
+    },
+    passed: {
+      type: 'final',
+      entry: [
+        assign({ status: 'passed' }),
+        {
+          type: 'record',
+          params: ({ context }) => ({
+            type: 'step.passed',
+            payload: { ...ref(context), attempt: context.attempt, bestAttempt: outcome(context).best + 1 },
+          }),
+        },
+      ],
+    },
+    exhausted: {
+      type: 'final',
+      entry: [
+        assign({ status: 'exhausted' }),
+        {
+          type: 'record',
+          params: ({ context }) => {
+            const best = outcome(context).best;
+            return {
+              type: 'step.failed',
+              payload: {
+                ...ref(context),
+                attempts: context.attempts.length,
+                bestAttempt: best >= 0 ? best + 1 : null,
+                policy: context.onStepExhausted,
+              },
+            };
+          },
+        },
+      ],
+    },
+    stopped: { type: 'final', entry: assign({ status: 'stopped' }) },
+    failed: { type: 'final', entry: assign({ status: 'failed' }) },
+  },
+});
+
+/** Builds the record of the current attempt from its work and evaluation (or their absence). */
+function judged(context: StepContext, evaluated: EvaluateOutput | null): AttemptRecord {
+  const work = context.pendingWork?.work ?? null;
+  const evaluation = evaluated?.evaluation ?? null;
+  const invalid = work === null ? 'invalid_work' : evaluation === null ? 'invalid_evaluation' : null;
+  const judgement = judgeAttempt(context.criteria, { evaluation, invalid });
+  return {
+    attempt: context.attempt,
+    signal: context.signal,
+    work,
+    evaluation,
+    problem: work === null ? (context.pendingWork?.problem ?? null) : (evaluated?.problem ?? null),
+    ...judgement,
+  };
+}

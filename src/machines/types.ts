@@ -1,0 +1,131 @@
+import type {
+  AttemptReason,
+  Budgets,
+  Contract,
+  ContractInput,
+  ContractProposal,
+  ContractReview,
+  ContractReviewInput,
+  DependencyArtifact,
+  ErrorInfo,
+  Evaluation,
+  EvaluationInput,
+  JudgedScore,
+  Plan,
+  PlanInput,
+  PlanOutline,
+  ResolvedCriterion,
+  RunEventDraft,
+  Usage,
+  Work,
+  WorkInput,
+} from '../schemas/index.js';
+import type { BudgetName } from './guards.js';
+
+/**
+ * The data the statecharts exchange with the actors plugged into them. Role actors return their
+ * validated answer with the usage of the calls behind it and the time they finished, which the
+ * budget guards read (the machines never read a clock themselves).
+ */
+
+/** What every role actor reports besides its answer. */
+export interface CallReport {
+  usage: Usage;
+  /** Epoch milliseconds when the answer arrived. */
+  finishedAt: number;
+}
+
+/** Output of the `plan` actor. */
+export interface PlanOutput extends CallReport {
+  plan: Plan;
+}
+/** Output of the `proposeContract` actor. */
+export interface ProposalOutput extends CallReport {
+  proposal: ContractProposal;
+}
+/** Output of the `reviewContract` actor. */
+export interface ReviewOutput extends CallReport {
+  review: ContractReview;
+}
+/** Output of the `doWork` actor: `work` is null when the answer never validated (fail closed). */
+export interface WorkOutput extends CallReport {
+  work: Work | null;
+  problem: string | null;
+}
+/** Output of the `evaluateWork` actor: `evaluation` is null when it never validated (fail closed). */
+export interface EvaluateOutput extends CallReport {
+  evaluation: Evaluation | null;
+  problem: string | null;
+}
+
+export type { ContractInput, ContractReviewInput, EvaluationInput, PlanInput, WorkInput };
+
+/** One contract negotiation round. */
+export interface ContractRound {
+  round: number;
+  proposal: ContractProposal;
+  review: ContractReview | null;
+}
+
+/** One attempt at a step, as the step log keeps it. */
+export interface AttemptRecord {
+  attempt: number;
+  /** `initial` for the first attempt, else the signal the generator was given. */
+  signal: 'initial' | 'refine' | 'pivot';
+  work: Work | null;
+  evaluation: Evaluation | null;
+  /** Why the work or the evaluation was invalid, when it was. */
+  problem: string | null;
+  verdict: 'pass' | 'fail';
+  reason: AttemptReason;
+  scores: JudgedScore[];
+  weightedMean: number | null;
+}
+
+/** Budget limits and the spend so far, threaded from the run into each step. */
+export interface BudgetState {
+  budgets: Budgets;
+  /** Spend of the whole run so far. */
+  spent: Usage;
+  /** Epoch ms the run started, and the latest time an actor reported. */
+  startedAt: number;
+  clock: number;
+}
+
+/** Input of the step machine. */
+export interface StepInput {
+  task: string;
+  stepNumber: number;
+  plan: Plan;
+  outline: PlanOutline;
+  criteria: ResolvedCriterion[];
+  dependencies: DependencyArtifact[];
+  maxContractRounds: number;
+  maxRetriesPerStep: number;
+  onStepExhausted: 'advance' | 'abort' | 'replan';
+  budget: BudgetState;
+}
+
+/** How a step ended. */
+export type StepStatus = 'passed' | 'exhausted' | 'stopped' | 'failed';
+
+/** Output of the step machine: everything the step log and the run need. */
+export interface StepOutcome {
+  status: StepStatus;
+  stepId: string;
+  stepNumber: number;
+  title: string;
+  contract: Contract | null;
+  rounds: ContractRound[];
+  attempts: AttemptRecord[];
+  /** Index into `attempts` of the attempt the step keeps (DESIGN 6), or -1. */
+  best: number;
+  /** Spend of this step alone. */
+  usage: Usage;
+  budget: BudgetState;
+  stoppedBy: BudgetName | null;
+  error: ErrorInfo | null;
+}
+
+/** The `record` action's parameter: an event for the coordinator to stamp and publish. */
+export type RecordParams = RunEventDraft;
