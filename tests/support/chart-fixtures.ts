@@ -1,0 +1,190 @@
+import { createActor, fromPromise, toPromise } from 'xstate';
+import type { RunInput, RunOutcome } from '../../src/machines/run-machine.js';
+import { runMachine } from '../../src/machines/run-machine.js';
+import { stepMachine } from '../../src/machines/step-machine.js';
+import type {
+  ContractInput,
+  ContractReviewInput,
+  EvaluateOutput,
+  EvaluationInput,
+  PlanInput,
+  PlanOutput,
+  ProposalOutput,
+  ReviewOutput,
+  WorkInput,
+  WorkOutput,
+} from '../../src/machines/types.js';
+import type { ContractReview, Evaluation, Plan, RunEventDraft, Usage } from '../../src/schemas/index.js';
+
+/** Test fixtures for the statecharts: fake role actors fed from scripts, plugged in with `provide`. */
+
+export const CALL_USAGE: Usage = { promptTokens: 100, completionTokens: 50, costUsd: 0.01, calls: 1 };
+
+export function makePlan(stepIds: string[] = ['s1'], thresholds: (number | null)[] = [7, 6]): Plan {
+  return {
+    scope: 'write a short guide',
+    steps: stepIds.map((id, i) => ({
+      id,
+      title: `Step ${id}`,
+      description: `do ${id}`,
+      expectedOutput: `${id} done`,
+      dependsOn: i > 0 ? [stepIds[i - 1]!] : [],
+    })),
+    criteria: [
+      { name: 'accuracy', weight: 'high', description: 'facts right', threshold: thresholds[0] ?? null },
+      { name: 'clarity', weight: 'standard', description: 'easy to read', threshold: thresholds[1] ?? null },
+    ],
+  };
+}
+
+export const APPROVED: ContractReview = { status: 'approved', amendments: [], rationale: 'testable' };
+export const amend = (...amendments: string[]): ContractReview => ({
+  status: 'amendments_required',
+  amendments,
+  rationale: 'needs work',
+});
+
+/** An evaluation with the given scores for accuracy and clarity. */
+export function scored(
+  accuracy: number,
+  clarity: number,
+  feedback = [`raise accuracy from ${accuracy}`],
+): Evaluation {
+  return {
+    scores: [
+      { criterion: 'accuracy', score: accuracy, evidence: 'e1' },
+      { criterion: 'clarity', score: clarity, evidence: 'e2' },
+    ],
+    findings: [`accuracy at ${accuracy}`],
+    actionableFeedback: feedback,
+    summary: 'ok',
+  };
+}
+
+/** What each fake actor answers, in order; an Error is thrown, `null` is an invalid answer. */
+export interface ChartScript {
+  plans?: (Plan | Error)[];
+  reviews?: (ContractReview | Error)[];
+  works?: (string | null | Error)[];
+  evaluations?: (Evaluation | null | Error)[];
+  /** Cost of every call (default 0.01 USD). */
+  usage?: Usage;
+  /** Milliseconds each call advances the fake clock (default 1000). */
+  msPerCall?: number;
+}
+
+export interface ChartRun {
+  outcome: RunOutcome;
+  events: RunEventDraft[];
+  inputs: {
+    plan: PlanInput[];
+    contract: ContractInput[];
+    review: ContractReviewInput[];
+    work: WorkInput[];
+    evaluation: EvaluationInput[];
+  };
+}
+
+export function runInput(overrides: Partial<RunInput> = {}): RunInput {
+  return {
+    task: 'Write a guide to intermittent fasting',
+    logPath: '/tmp/pge-test.md',
+    maxSteps: 10,
+    maxRetriesPerStep: 3,
+    maxContractRounds: 3,
+    onStepExhausted: 'advance',
+    maxReplans: 1,
+    defaultThresholds: {},
+    fallbackThreshold: 6,
+    budgets: { maxCostUsd: null, maxTokens: null, maxDurationMs: null },
+    startedAt: 1_000_000,
+    ...overrides,
+  };
+}
+
+function take<T>(queue: T[] | undefined, what: string): T {
+  const next = queue?.shift();
+  if (next === undefined) throw new Error(`script has no more ${what}`);
+  return next;
+}
+
+/** Runs the run machine to its end with scripted fake actors and returns what happened. */
+export async function runChart(script: ChartScript, overrides: Partial<RunInput> = {}): Promise<ChartRun> {
+  const events: RunEventDraft[] = [];
+  const inputs: ChartRun['inputs'] = { plan: [], contract: [], review: [], work: [], evaluation: [] };
+  const usage = script.usage ?? CALL_USAGE;
+  let clock = overrides.startedAt ?? 1_000_000;
+  const report = () => ({ usage, finishedAt: (clock += script.msPerCall ?? 1000) });
+  const plans = [...(script.plans ?? [makePlan()])];
+  const record = (_: unknown, params: RunEventDraft) => {
+    events.push(params);
+  };
+  const steps = stepMachine.provide({
+    actors: {
+      proposeContract: fromPromise<ProposalOutput, ContractInput>(async ({ input }) => {
+        inputs.contract.push(input);
+        return {
+          proposal: {
+            title: `${input.step.title} contract r${input.round}`,
+            acceptanceCriteria: ['covers the basics'],
+            expectedOutput: input.step.expectedOutput,
+            verificationMethod: 'read it',
+          },
+          ...report(),
+        };
+      }),
+      reviewContract: fromPromise<ReviewOutput, ContractReviewInput>(async ({ input }) => {
+        inputs.review.push(input);
+        const review = script.reviews?.length ? take(script.reviews, 'reviews') : APPROVED;
+        if (review instanceof Error) throw review;
+        return { review, ...report() };
+      }),
+      doWork: fromPromise<WorkOutput, WorkInput>(async ({ input }) => {
+        inputs.work.push(input);
+        const output = script.works?.length
+          ? take(script.works, 'works')
+          : `work of ${input.step.id} attempt ${input.attempt}`;
+        if (output instanceof Error) throw output;
+        return output === null
+          ? { work: null, problem: 'work answer never validated', ...report() }
+          : {
+              work: {
+                output,
+                notes: 'secret notes',
+                selfAssessment: [{ criterion: 'accuracy', score: 9, comment: 'great' }],
+              },
+              problem: null,
+              ...report(),
+            };
+      }),
+      evaluateWork: fromPromise<EvaluateOutput, EvaluationInput>(async ({ input }) => {
+        inputs.evaluation.push(input);
+        const evaluation = take(script.evaluations, 'evaluations');
+        if (evaluation instanceof Error) throw evaluation;
+        return evaluation === null
+          ? { evaluation: null, problem: 'criterion "clarity" has no score', ...report() }
+          : { evaluation, problem: null, ...report() };
+      }),
+    },
+    actions: { record },
+  });
+  const machine = runMachine.provide({
+    actors: {
+      plan: fromPromise<PlanOutput, PlanInput>(async ({ input }) => {
+        inputs.plan.push(input);
+        const plan = take(plans, 'plans');
+        if (plan instanceof Error) throw plan;
+        return { plan, ...report() };
+      }),
+      runStep: steps,
+    },
+    actions: { record },
+  });
+  const actor = createActor(machine, { input: runInput(overrides) });
+  actor.start();
+  const outcome = await toPromise(actor);
+  return { outcome, events, inputs };
+}
+
+/** Event types in order, for asserting the chart's path. */
+export const types = (events: RunEventDraft[]) => events.map((e) => e.type);
