@@ -114,7 +114,10 @@ export async function runChart(script: ChartScript, overrides: Partial<RunInput>
   const inputs: ChartRun['inputs'] = { plan: [], contract: [], review: [], work: [], evaluation: [] };
   const usage = script.usage ?? CALL_USAGE;
   let clock = overrides.startedAt ?? 1_000_000;
-  const report = () => ({ usage, finishedAt: (clock += script.msPerCall ?? 1000) });
+  const report = () => {
+    clock += script.msPerCall ?? 1000;
+    return { usage, finishedAt: clock };
+  };
   const plans = [...(script.plans ?? [makePlan()])];
   const record = (_: unknown, params: RunEventDraft) => {
     events.push(params);
