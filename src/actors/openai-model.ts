@@ -1,0 +1,351 @@
+import { AsyncLocalStorage } from 'node:async_hooks';
+import OpenAI, { APIConnectionError, APIConnectionTimeoutError, APIError, APIUserAbortError } from 'openai';
+import type {
+  ChatCompletion,
+  ChatCompletionCreateParamsNonStreaming,
+} from 'openai/resources/chat/completions';
+import { z } from 'zod';
+import { ConfigurationError, ModelRequestError, ModelTransportError } from '../errors.js';
+import type { ChatMessage, Model, ModelAnswer, ModelRequest } from './model.js';
+import { costOf, DEFAULT_PRICES, PriceTable } from './pricing.js';
+
+/**
+ * The model client for OpenAI and OpenAI-compatible servers (vLLM, llama.cpp, Ollama, LM Studio,
+ * proxies), on the official SDK. Retries are the SDK's: it retries connection errors, timeouts,
+ * 408, 409, 429 and 5xx up to `maxRetries` times, waits what `retry-after-ms` / `retry-after` ask,
+ * else backs off exponentially (0.5 s doubling to 8 s, minus up to 25 % jitter). pge adds two
+ * refusals to retry: a wait longer than a minute (a daily quota, say) and OpenAI's
+ * `insufficient_quota`, which no wait fixes. Errors that remain are mapped to `ModelTransportError`
+ * (worth trying again later) or `ModelRequestError` (the user must change something), with
+ * messages that never contain the API key.
+ */
+
+/** Options of `OpenAIModel`; unknown keys are a `ConfigurationError`. */
+export const OpenAIModelOptions = z.strictObject({
+  /** The model to call, also the `name` reported in events. */
+  model: z.string().min(1),
+  /** Defaults to `OPENAI_API_KEY`; a loopback server needs none. */
+  apiKey: z.string().min(1).optional(),
+  /** Defaults to `OPENAI_BASE_URL`, else `https://api.openai.com/v1`. */
+  baseURL: z.url().optional(),
+  /** How the schema is imposed: strict JSON Schema, JSON mode plus the schema in the prompt, or the prompt alone. */
+  structuredOutput: z.enum(['json_schema', 'json_object', 'prompt']).default('json_schema'),
+  temperature: z.number().min(0).max(2).optional(),
+  /** Sent as `max_completion_tokens` (reasoning tokens count against it). */
+  maxOutputTokens: z.number().int().positive().optional(),
+  /** Sent as `reasoning_effort`, only when set: models without reasoning refuse it. */
+  reasoningEffort: z.enum(['minimal', 'low', 'medium', 'high']).optional(),
+  /** Retries after the first attempt, done by the SDK. */
+  maxRetries: z.number().int().min(0).max(10).default(4),
+  /** Per attempt, not per call: a call may take `(maxRetries + 1) × timeoutMs` plus the waits. */
+  timeoutMs: z.number().int().positive().default(120_000),
+  /** Prices by model name, added to (and overriding) the default table. */
+  prices: PriceTable.optional(),
+});
+export type OpenAIModelOptions = z.input<typeof OpenAIModelOptions>;
+
+const DEFAULT_BASE_URL = 'https://api.openai.com/v1';
+// The SDK refuses to start without a key; a local server ignores it.
+const LOCAL_DUMMY_KEY = 'not-needed';
+/** Longest `retry-after` pge waits for; a longer one ends the call at once. */
+export const MAX_RETRY_WAIT_MS = 60_000;
+
+/** A base URL without credentials, query or trailing slash: safe for messages and logs. */
+export function describeEndpoint(baseURL: string): string {
+  try {
+    const url = new URL(baseURL);
+    return `${url.protocol}//${url.host}${url.pathname}`.replace(/\/+$/, '');
+  } catch {
+    return '(invalid base URL)';
+  }
+}
+
+function isLoopback(baseURL: string): boolean {
+  const host = new URL(baseURL).hostname.replace(/^\[|\]$/g, '');
+  return host === 'localhost' || host.endsWith('.localhost') || host === '::1' || /^127\./.test(host);
+}
+
+/** What one `complete` call saw on the wire; fetch runs inside the call's async context. */
+interface CallRecord {
+  attempts: number;
+  refusedWaitMs: number | null;
+  quotaExhausted: boolean;
+}
+const callContext = new AsyncLocalStorage<CallRecord>();
+
+function retryAfterMs(headers: Headers): number | null {
+  const ms = Number.parseFloat(headers.get('retry-after-ms') ?? '');
+  if (!Number.isNaN(ms)) return ms;
+  const value = headers.get('retry-after');
+  if (!value) return null;
+  const seconds = Number.parseFloat(value);
+  return Number.isNaN(seconds) ? Date.parse(value) - Date.now() : seconds * 1000;
+}
+
+async function isQuotaExhausted(response: Response): Promise<boolean> {
+  try {
+    const body = JSON.parse(await response.clone().text()) as { error?: { code?: unknown; type?: unknown } };
+    return body.error?.code === 'insufficient_quota' || body.error?.type === 'insufficient_quota';
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Counts attempts, and turns a retry the SDK would make pointlessly (an over-long wait, no quota)
+ * into `x-should-retry: false`, the header the SDK obeys before its own rules.
+ */
+async function observingFetch(input: string | URL | Request, init?: RequestInit): Promise<Response> {
+  const call = callContext.getStore();
+  if (call) call.attempts += 1;
+  const response = await fetch(input, init);
+  if (!call || response.ok) return response;
+  const wait = retryAfterMs(response.headers);
+  if (wait !== null && wait > MAX_RETRY_WAIT_MS) call.refusedWaitMs = wait;
+  if (response.status === 429 && (await isQuotaExhausted(response))) call.quotaExhausted = true;
+  if (call.refusedWaitMs === null && !call.quotaExhausted) return response;
+  const headers = new Headers(response.headers);
+  headers.set('x-should-retry', 'false');
+  return new Response(response.body, { status: response.status, statusText: response.statusText, headers });
+}
+
+const FENCED = /^\s*```[a-z]*\s*\n([\s\S]*?)\n?\s*```\s*$/i;
+
+function withSchemaInstruction(request: ModelRequest, mode: 'json_object' | 'prompt'): ChatMessage[] {
+  const schema = JSON.stringify(request.jsonSchema);
+  const line =
+    mode === 'json_object'
+      ? `Answer with a JSON object that follows this JSON Schema (${request.schemaName}):\n${schema}`
+      : `Answer with JSON only: one JSON object that follows this JSON Schema (${request.schemaName}), with no text before or after it and no code fence.\n${schema}`;
+  const at = request.messages.findIndex((m) => m.role === 'system');
+  if (at === -1) return [{ role: 'system', content: line }, ...request.messages];
+  return request.messages.map((m, i) => (i === at ? { ...m, content: `${m.content}\n\n${line}` } : m));
+}
+
+// Request parameters a server may refuse, and the option that sets each.
+const OPTION_OF_PARAM: Record<string, string> = {
+  temperature: 'temperature',
+  reasoning_effort: 'reasoningEffort',
+  max_completion_tokens: 'maxOutputTokens',
+};
+
+/** An OpenAI or OpenAI-compatible chat model, called through the official SDK. */
+export class OpenAIModel implements Model {
+  /** The configured model name. */
+  readonly name: string;
+  /** The server, without credentials: what error messages name. */
+  readonly endpoint: string;
+  readonly #options: z.output<typeof OpenAIModelOptions>;
+  readonly #client: OpenAI;
+  readonly #secret: string | null;
+  readonly #prices: PriceTable;
+
+  /** Throws `ConfigurationError` on invalid options, or when no API key is set for a remote server. */
+  constructor(options: OpenAIModelOptions) {
+    const parsed = OpenAIModelOptions.safeParse(options);
+    if (!parsed.success) {
+      throw new ConfigurationError(`invalid OpenAIModel options: ${z.prettifyError(parsed.error)}`, {
+        cause: parsed.error,
+      });
+    }
+    this.#options = parsed.data;
+    this.name = parsed.data.model;
+    const baseURL = parsed.data.baseURL ?? (process.env.OPENAI_BASE_URL || DEFAULT_BASE_URL);
+    if (!URL.canParse(baseURL)) throw new ConfigurationError('OPENAI_BASE_URL is not a valid URL');
+    this.endpoint = describeEndpoint(baseURL);
+    const apiKey = parsed.data.apiKey ?? (process.env.OPENAI_API_KEY || undefined);
+    if (!apiKey && !isLoopback(baseURL)) {
+      throw new ConfigurationError(
+        `OPENAI_API_KEY is not set: set it (or pass apiKey) for the model server at ${this.endpoint}; ` +
+          'a server that needs no key accepts any value',
+      );
+    }
+    this.#secret = apiKey ?? null;
+    this.#prices = { ...DEFAULT_PRICES, ...parsed.data.prices };
+    this.#client = new OpenAI({
+      apiKey: apiKey ?? LOCAL_DUMMY_KEY,
+      baseURL,
+      maxRetries: parsed.data.maxRetries,
+      timeout: parsed.data.timeoutMs,
+      fetch: observingFetch,
+    });
+  }
+
+  /**
+   * One chat completion. Resolves with the raw answer (refusals and cut-off answers included: the
+   * role decides what they mean). Rejects with `ModelTransportError` or `ModelRequestError`, or with
+   * the signal's reason when `request.signal` aborts the call.
+   */
+  async complete(request: ModelRequest): Promise<ModelAnswer> {
+    const call: CallRecord = { attempts: 0, refusedWaitMs: null, quotaExhausted: false };
+    let completion: ChatCompletion;
+    try {
+      completion = await callContext.run(call, () =>
+        this.#client.chat.completions.create(this.#params(request), { signal: request.signal }),
+      );
+    } catch (error) {
+      if (error instanceof APIUserAbortError && request.signal?.aborted) throw request.signal.reason ?? error;
+      throw this.#mapError(error, call);
+    }
+    return this.#answer(completion);
+  }
+
+  #params(request: ModelRequest): ChatCompletionCreateParamsNonStreaming {
+    const { structuredOutput: mode, temperature, maxOutputTokens, reasoningEffort } = this.#options;
+    const params: ChatCompletionCreateParamsNonStreaming = {
+      model: this.name,
+      messages: mode === 'json_schema' ? request.messages : withSchemaInstruction(request, mode),
+    };
+    if (temperature !== undefined) params.temperature = temperature;
+    if (maxOutputTokens !== undefined) params.max_completion_tokens = maxOutputTokens;
+    if (reasoningEffort !== undefined) params.reasoning_effort = reasoningEffort;
+    if (mode === 'json_schema') {
+      params.response_format = {
+        type: 'json_schema',
+        json_schema: { name: request.schemaName, schema: request.jsonSchema, strict: true },
+      };
+    } else if (mode === 'json_object') {
+      params.response_format = { type: 'json_object' };
+    }
+    return params;
+  }
+
+  #answer(completion: ChatCompletion): ModelAnswer {
+    // A compatible server may send anything with a 200; nothing below trusts the SDK's types.
+    const choice = (completion as Partial<ChatCompletion> | null)?.choices?.[0];
+    if (!choice?.message) {
+      throw new ModelTransportError(
+        `the model server at ${this.endpoint} answered without a message (no choices)`,
+      );
+    }
+    let content = choice.message.content ?? null;
+    if (content !== null && this.#options.structuredOutput !== 'json_schema') {
+      content = FENCED.exec(content)?.[1] ?? content;
+    }
+    const promptTokens = completion.usage?.prompt_tokens ?? 0;
+    const completionTokens = completion.usage?.completion_tokens ?? 0;
+    const model = completion.model || this.name;
+    // Price the snapshot the server names, else the name configured (a proxy may rename models).
+    let cost = costOf(model, promptTokens, completionTokens, this.#prices);
+    if (!cost.priced) cost = costOf(this.name, promptTokens, completionTokens, this.#prices);
+    return {
+      content,
+      refusal: choice.message.refusal ?? null,
+      finishReason: (choice.finish_reason as string | null) ?? 'unknown',
+      model,
+      promptTokens,
+      completionTokens,
+      costUsd: cost.costUsd,
+    };
+  }
+
+  #scrub(text: string): string {
+    return this.#secret && this.#secret.length >= 4 ? text.split(this.#secret).join('[redacted]') : text;
+  }
+
+  /** A copy of an error chain with the key scrubbed from every message and stack. */
+  #scrubbed(error: unknown, depth = 0): Error {
+    const source = error instanceof Error ? error : new Error(String(error));
+    const copy = new Error(this.#scrub(source.message));
+    copy.name = source.name;
+    copy.stack = source.stack === undefined ? undefined : this.#scrub(source.stack);
+    for (const key of ['status', 'code', 'type', 'param', 'requestID'] as const) {
+      const value = (source as unknown as Record<string, unknown>)[key];
+      if (typeof value === 'string' || typeof value === 'number') Object.assign(copy, { [key]: value });
+    }
+    if (source.cause !== undefined && depth < 4) copy.cause = this.#scrubbed(source.cause, depth + 1);
+    return copy;
+  }
+
+  #mapError(error: unknown, call: CallRecord): Error {
+    const [where, model] = [this.endpoint, this.name];
+    const tries = `${call.attempts} attempt${call.attempts === 1 ? '' : 's'}`;
+    const cause = this.#scrubbed(error);
+    const transport = (text: string) => new ModelTransportError(this.#scrub(text), { cause });
+    const refused = (text: string, status: number) =>
+      new ModelRequestError(this.#scrub(text), { cause, status });
+    if (error instanceof APIConnectionTimeoutError) {
+      return transport(
+        `the model server at ${where} did not answer within ${this.#options.timeoutMs} ms (${tries})`,
+      );
+    }
+    if (error instanceof APIConnectionError) {
+      // The SDK says only "Connection error."; the reason (ECONNREFUSED, socket closed) is in its causes.
+      const reasons: string[] = [];
+      for (let e = error.cause; e instanceof Error && reasons.length < 4; e = e.cause)
+        reasons.push(e.message);
+      return transport(
+        `could not reach the model server at ${where} (${tries}): ${reasons.join(': ') || error.message}`,
+      );
+    }
+    if (!(error instanceof APIError) || error.status === undefined) {
+      return transport(
+        `the call to the model server at ${where} failed: ${(error as Error)?.message ?? String(error)}`,
+      );
+    }
+    const status = error.status;
+    const body = error.error as { message?: unknown } | undefined;
+    const said = this.#scrub(typeof body?.message === 'string' ? body.message : error.message);
+    if (call.quotaExhausted) {
+      return refused(
+        `the account of the API key has no quota left (429 insufficient_quota) at ${where}: ${said}`,
+        status,
+      );
+    }
+    if (call.refusedWaitMs !== null) {
+      const seconds = Math.ceil(call.refusedWaitMs / 1000);
+      return transport(
+        `the model server at ${where} answered ${status} and asked to wait ${seconds} s, longer than the ` +
+          `${MAX_RETRY_WAIT_MS / 1000} s pge waits; gave up after ${tries}: ${said}`,
+      );
+    }
+    switch (status) {
+      case 401:
+        return refused(
+          `the model server rejected the API key (401): set OPENAI_API_KEY to a valid key for ${where}`,
+          status,
+        );
+      case 403:
+        return refused(
+          `the model server at ${where} denied access to model "${model}" (403): ${said}; check that the ` +
+            "API key's project and organisation may use this model",
+          status,
+        );
+      case 404:
+        return refused(
+          `model "${model}" was not found at ${where} (404): ${said}; check the model name, and that the ` +
+            'base URL includes the API prefix (usually /v1)',
+          status,
+        );
+      case 429:
+        return transport(`the model server at ${where} kept rate-limiting (429) after ${tries}: ${said}`);
+    }
+    if (status === 408 || status === 409 || status >= 500) {
+      return transport(`the model server at ${where} failed (${status}) after ${tries}: ${said}`);
+    }
+    return refused(
+      `the model server at ${where} rejected the request for model "${model}" (${status}): ${said}${this.#hint(error, said)}`,
+      status,
+    );
+  }
+
+  /** What to change when a server refuses a parameter, by the parameter it names. */
+  #hint(error: APIError, said: string): string {
+    const mode = this.#options.structuredOutput;
+    if (
+      error.param === 'response_format' ||
+      /response_format|json_schema|json_object|structured output/i.test(said)
+    ) {
+      if (mode === 'json_schema') {
+        return "; if the server does not support strict JSON Schema output, use structuredOutput: 'json_object' or 'prompt'";
+      }
+      if (mode === 'json_object')
+        return "; if the server does not support JSON mode, use structuredOutput: 'prompt'";
+    }
+    for (const [param, option] of Object.entries(OPTION_OF_PARAM)) {
+      if (error.param === param || said.includes(param))
+        return `; the model may not take "${param}": change or drop the ${option} option`;
+    }
+    return '';
+  }
+}
