@@ -70,3 +70,27 @@ export function describeError(error: unknown): { name: string; message: string; 
   if (error instanceof Error) return { name: error.name, message: error.message, retryable: false };
   return { name: 'Error', message: String(error), retryable: false };
 }
+
+/**
+ * Rebuilds a named error that crossed the bus as `{ name, message, retryable }`, so callers can
+ * tell a model transport failure from a rejected request after it came back from a worker.
+ */
+export function errorFromInfo(info: { name: string; message: string; retryable: boolean }): PgeError {
+  switch (info.name) {
+    case 'ModelTransportError':
+      return new ModelTransportError(info.message);
+    case 'ModelRequestError':
+      return new ModelRequestError(info.message, { status: null });
+    case 'InvalidOutputError':
+      return new InvalidOutputError(info.message, { raw: null });
+    case 'ConfigurationError':
+      return new ConfigurationError(info.message);
+    case 'LogWriteError':
+      return new LogWriteError(info.message);
+    default:
+      // Anything else came from a role's model (a custom agent's own error, say): a model failure.
+      return info.retryable
+        ? new ModelTransportError(`${info.name}: ${info.message}`)
+        : new ModelRequestError(`${info.name}: ${info.message}`, { status: null });
+  }
+}

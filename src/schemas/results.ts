@@ -14,7 +14,13 @@ function ok<P extends string, S extends z.ZodType>(phase: P, output: S) {
 
 /** A successful answer, typed by phase; the plan also says whether it was cut to `maxSteps`. */
 export const RoleSuccess = z.discriminatedUnion('phase', [
-  ok('plan', z.strictObject({ plan: Plan, truncatedFrom: z.number().int().nullable() })),
+  ok(
+    'plan',
+    z.strictObject({
+      plan: Plan,
+      truncation: z.strictObject({ from: z.number().int(), droppedStepIds: z.array(SafeId) }).nullable(),
+    }),
+  ),
   ok('contract', ContractProposal),
   ok('contract_review', ContractReview),
   ok('work', Work),

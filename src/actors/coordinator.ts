@@ -1,0 +1,298 @@
+import { createActor, fromPromise, type InspectionEvent, toPromise } from 'xstate';
+import type { Bus } from '../bus/bus.js';
+import { enqueueWork, publishEvent, subscribeResults } from '../bus/channels.js';
+import { PgeError } from '../errors.js';
+import type { RunInput, RunOutcome } from '../machines/run-machine.js';
+import { runMachine } from '../machines/run-machine.js';
+import { stepMachine } from '../machines/step-machine.js';
+import type {
+  CallReport,
+  ContractInput,
+  ContractReviewInput,
+  EvaluateOutput,
+  EvaluationInput,
+  PlanInput,
+  PlanOutput,
+  ProposalOutput,
+  ReviewOutput,
+  WorkInput,
+  WorkOutput,
+} from '../machines/types.js';
+import type {
+  ErrorInfo,
+  ModelCall,
+  RoleRequest,
+  RoleResult,
+  RoleSuccess,
+  RunEvent,
+  RunEventDraft,
+  RunEventOf,
+} from '../schemas/index.js';
+import { addUsage, ZERO_USAGE } from '../schemas/index.js';
+
+/**
+ * The coordinator owns a run's statechart. It is the only writer of the run's events: it stamps
+ * each one with `seq`, id and time and publishes it; it turns every role call of the chart into a
+ * request on the role's work queue and the worker's result into events and a machine event.
+ * Request ids are `<runId>-<seq>`, so a replay of the same results yields the same events.
+ */
+
+/** Settings of one run, as the API resolves them. */
+export interface RunSpec extends Omit<RunInput, 'startedAt'> {
+  runId: string;
+  models: { planner: string; generator: string; evaluator: string };
+}
+
+/** A run in progress. */
+export interface RunHandle {
+  readonly runId: string;
+  /** Resolves with the outcome once the chart is done and every event is published. */
+  readonly done: Promise<RunOutcome>;
+  /** Every model call of the run so far, repairs included. */
+  readonly calls: readonly ModelCall[];
+  /** Ends the run as interrupted; a call in flight is abandoned. */
+  interrupt(): void;
+}
+
+/** Options of `createCoordinator`. */
+export interface CoordinatorOptions {
+  bus: Bus;
+  /** Epoch milliseconds; the charts read time only through what the coordinator reports. */
+  clock?: () => number;
+  /** XState inspection (e.g. `@statelyai/inspect`), attached to each run's actor. */
+  inspect?: (event: InspectionEvent) => void;
+}
+
+/** A role failure re-thrown into the chart, keeping the worker's name and retryability. */
+class RoleError extends PgeError {
+  readonly retryable: boolean;
+  constructor(info: ErrorInfo) {
+    super(info.message);
+    this.name = info.name;
+    this.retryable = info.retryable;
+  }
+}
+
+type Success<P extends RoleSuccess['phase']> = Extract<RoleSuccess, { phase: P }>['output'];
+
+/** Creates a coordinator on `bus`; one coordinator runs any number of runs at once. */
+export function createCoordinator(options: CoordinatorOptions) {
+  const { bus } = options;
+  const clock = options.clock ?? Date.now;
+
+  function startRun(spec: RunSpec): RunHandle {
+    const { runId } = spec;
+    let seq = 0;
+    const calls: ModelCall[] = [];
+    const publishing: Promise<void>[] = [];
+    let publishFailure: unknown = null;
+    const pending = new Map<string, (result: RoleResult) => void>();
+
+    const record = <T extends RunEventDraft>(draft: T): RunEventOf<T['type']> => {
+      seq += 1;
+      const event = {
+        id: `${runId}-${seq}`,
+        runId,
+        seq,
+        ts: new Date(clock()).toISOString(),
+        ...draft,
+      } as RunEvent;
+      publishing.push(
+        publishEvent(bus, event).catch((error: unknown) => {
+          // A run whose events cannot be published has no record: stop it rather than go on unrecorded.
+          publishFailure ??= error;
+          actor.send({ type: 'interrupt' });
+        }),
+      );
+      return event as RunEventOf<T['type']>;
+    };
+
+    const results = subscribeResults(bus, runId, (result) => {
+      const resolve = pending.get(result.requestId);
+      // A result nobody waits for is a duplicate (a redelivered request); the first one counted.
+      if (resolve) {
+        pending.delete(result.requestId);
+        resolve(result);
+      }
+    });
+
+    /** Sends a request and waits for its result; records the calls it cost. */
+    async function ask(
+      draft: RoleRequest extends infer R
+        ? R extends RoleRequest
+          ? Pick<R, 'type' | 'payload'>
+          : never
+        : never,
+    ) {
+      const request = record(draft as RunEventDraft) as RoleRequest;
+      const answered = new Promise<RoleResult>((resolve) => pending.set(request.id, resolve));
+      await enqueueWork(bus, request);
+      const result = await answered;
+      const usage = result.calls.reduce(
+        (u, c) =>
+          addUsage(u, {
+            promptTokens: c.promptTokens,
+            completionTokens: c.completionTokens,
+            costUsd: c.costUsd,
+            calls: 1,
+          }),
+        ZERO_USAGE,
+      );
+      for (const call of result.calls) {
+        calls.push(call);
+        record({ type: 'model.call.completed', payload: { requestId: request.id, ...call } });
+      }
+      const report: CallReport = { usage, finishedAt: clock() };
+      return { request, result: result.result, report };
+    }
+
+    function fail(
+      requestId: string,
+      result: RoleResult['result'] & { status: 'error' },
+      role: RoleResult['role'],
+    ): never {
+      record({
+        type: 'role.failed',
+        payload: { requestId, role, phase: result.phase, error: result.error, raw: result.raw },
+      });
+      throw new RoleError(result.error);
+    }
+
+    function ok<P extends RoleSuccess['phase']>(
+      answer: Awaited<ReturnType<typeof ask>>,
+      phase: P,
+      role: RoleResult['role'],
+    ): Success<P> {
+      if (answer.result.status === 'error') fail(answer.request.id, answer.result, role);
+      if (answer.result.phase !== phase)
+        throw new RoleError({
+          name: 'ProtocolError',
+          message: `expected a ${phase} result`,
+          retryable: false,
+        });
+      return answer.result.output as Success<P>;
+    }
+
+    const steps = stepMachine.provide({
+      actors: {
+        proposeContract: fromPromise<ProposalOutput, ContractInput>(async ({ input }) => {
+          const answer = await ask({
+            type: 'step.contract.requested',
+            payload: { phase: 'contract', input },
+          });
+          const proposal = ok(answer, 'contract', 'generator');
+          record({
+            type: 'step.contract.proposed',
+            payload: { stepId: input.step.id, stepNumber: input.stepNumber, round: input.round, proposal },
+          });
+          return { proposal, ...answer.report };
+        }),
+        reviewContract: fromPromise<ReviewOutput, ContractReviewInput>(async ({ input }) => {
+          const answer = await ask({
+            type: 'step.review.requested',
+            payload: { phase: 'contract_review', input },
+          });
+          const review = ok(answer, 'contract_review', 'evaluator');
+          record({
+            type: 'step.contract.reviewed',
+            payload: { stepId: input.step.id, stepNumber: input.stepNumber, round: input.round, review },
+          });
+          return { review, ...answer.report };
+        }),
+        doWork: fromPromise<WorkOutput, WorkInput>(async ({ input }) => {
+          const answer = await ask({ type: 'step.work.requested', payload: { phase: 'work', input } });
+          const ref = { stepId: input.step.id, stepNumber: input.stepNumber, attempt: input.attempt };
+          if (answer.result.status === 'error' && answer.result.error.name === 'InvalidOutputError') {
+            record({
+              type: 'step.work.invalid',
+              payload: { ...ref, problem: answer.result.error.message, raw: answer.result.raw },
+            });
+            return { work: null, problem: answer.result.error.message, ...answer.report };
+          }
+          const work = ok(answer, 'work', 'generator');
+          record({ type: 'step.work.completed', payload: { ...ref, work } });
+          return { work, problem: null, ...answer.report };
+        }),
+        evaluateWork: fromPromise<EvaluateOutput, EvaluationInput>(async ({ input }) => {
+          const answer = await ask({
+            type: 'step.evaluation.requested',
+            payload: { phase: 'evaluation', input },
+          });
+          const ref = { stepId: input.step.id, stepNumber: input.stepNumber, attempt: input.attempt };
+          if (answer.result.status === 'error' && answer.result.error.name === 'InvalidOutputError') {
+            record({
+              type: 'step.evaluation.invalid',
+              payload: { ...ref, problem: answer.result.error.message, raw: answer.result.raw },
+            });
+            return { evaluation: null, problem: answer.result.error.message, ...answer.report };
+          }
+          const evaluation = ok(answer, 'evaluation', 'evaluator');
+          record({ type: 'step.evaluation.completed', payload: { ...ref, evaluation } });
+          return { evaluation, problem: null, ...answer.report };
+        }),
+      },
+      actions: { record: (_, draft) => void record(draft) },
+    });
+
+    const machine = runMachine.provide({
+      actors: {
+        plan: fromPromise<PlanOutput, PlanInput>(async ({ input }) => {
+          const answer = await ask({ type: 'plan.requested', payload: { phase: 'plan', input } });
+          const { plan, truncation } = ok(answer, 'plan', 'planner');
+          if (truncation)
+            record({ type: 'plan.truncated', payload: { ...truncation, to: plan.steps.length } });
+          return { plan, ...answer.report };
+        }),
+        runStep: steps,
+      },
+      actions: { record: (_, draft) => void record(draft) },
+    });
+
+    const startedAt = clock();
+    const { runId: _runId, models, ...settings } = spec;
+    record({
+      type: 'run.started',
+      payload: {
+        task: spec.task,
+        logPath: spec.logPath,
+        settings: {
+          maxSteps: settings.maxSteps,
+          maxRetriesPerStep: settings.maxRetriesPerStep,
+          maxContractRounds: settings.maxContractRounds,
+          onStepExhausted: settings.onStepExhausted,
+          maxReplans: settings.maxReplans,
+          budgets: settings.budgets,
+          models,
+        },
+      },
+    });
+    const actor = createActor(machine, {
+      input: { ...settings, startedAt },
+      ...(options.inspect ? { inspect: options.inspect } : {}),
+    });
+    actor.start();
+
+    const done = (async () => {
+      try {
+        const outcome = await toPromise(actor);
+        await Promise.all(publishing);
+        if (publishFailure) throw publishFailure;
+        return outcome;
+      } finally {
+        results.unsubscribe();
+      }
+    })();
+
+    return {
+      runId,
+      done,
+      calls,
+      interrupt: () => actor.send({ type: 'interrupt' }),
+    };
+  }
+
+  return { startRun };
+}
+
+/** A coordinator as `createCoordinator` returns it. */
+export type Coordinator = ReturnType<typeof createCoordinator>;

@@ -1,0 +1,197 @@
+import { z } from 'zod';
+import type { Bus, BusSubscription } from '../bus/bus.js';
+import { publishResult, serveWork } from '../bus/channels.js';
+import { describeError, InvalidOutputError } from '../errors.js';
+import type {
+  Evaluation,
+  ModelCall,
+  Phase,
+  Plan,
+  Role,
+  RoleRequest,
+  RoleResult,
+  RoleSuccess,
+} from '../schemas/index.js';
+import { checkEvaluationCoverage, ROLE_OF_REQUEST } from '../schemas/index.js';
+import type { Model } from './model.js';
+import { buildMessages, repairMessages } from './prompts.js';
+import { responseSchemaFor } from './response-schemas.js';
+
+/**
+ * A role worker: takes a request of its role from the bus, builds a fresh conversation from the
+ * typed input only, calls its model, validates the answer (JSON, then the phase schema, then the
+ * checks that need the input, like rubric coverage), re-asks with the precise problem at most
+ * `maxRepairs` times, and fails closed. Stateless: scale a role by starting more workers.
+ */
+
+/** Default number of re-asks after an invalid answer. */
+export const DEFAULT_MAX_REPAIRS = 2;
+
+/** What answering one request produced: every model call, and the result. */
+export interface Answer {
+  calls: ModelCall[];
+  result: RoleResult['result'];
+}
+
+function phaseOf(request: RoleRequest): Phase {
+  return request.payload.phase;
+}
+
+/** Problems the phase schema cannot see because they depend on the input. */
+function contextualProblems(request: RoleRequest, output: unknown): string[] {
+  if (request.type === 'step.evaluation.requested') {
+    return checkEvaluationCoverage(output as Evaluation, request.payload.input.criteria);
+  }
+  return [];
+}
+
+/** Parses and validates one raw answer; returns the output or the problem to re-ask with. */
+function validate(request: RoleRequest, raw: string | null, refusal: string | null, finishReason: string) {
+  if (refusal) return { problem: `the model refused: ${refusal}` } as const;
+  if (finishReason === 'length')
+    return { problem: 'the answer was cut off by the token limit; answer more concisely' } as const;
+  if (raw === null || raw.trim() === '') return { problem: 'the answer was empty' } as const;
+  let json: unknown;
+  try {
+    json = JSON.parse(raw);
+  } catch (error) {
+    return { problem: `the answer is not valid JSON (${(error as Error).message})` } as const;
+  }
+  const parsed = responseSchemaFor(phaseOf(request)).schema.safeParse(json);
+  if (!parsed.success)
+    return { problem: `the answer does not follow the schema: ${z.prettifyError(parsed.error)}` } as const;
+  const problems = contextualProblems(request, parsed.data);
+  return problems.length > 0
+    ? ({ problem: problems.join('; ') } as const)
+    : ({ output: parsed.data } as const);
+}
+
+/** Cuts a plan to `maxSteps`, dropping dependencies on the steps cut. */
+function cutPlan(plan: Plan, maxSteps: number): Plan {
+  const steps = plan.steps.slice(0, maxSteps);
+  const kept = new Set(steps.map((s) => s.id));
+  return { ...plan, steps: steps.map((s) => ({ ...s, dependsOn: s.dependsOn.filter((d) => kept.has(d)) })) };
+}
+
+/**
+ * Answers one request with `model`: the whole validate-and-repair loop, no bus. A plan with more
+ * steps than `maxSteps` is re-asked once, then cut (DESIGN 1), which the result reports.
+ */
+export async function answerRequest(request: RoleRequest, model: Model, maxRepairs: number): Promise<Answer> {
+  const role = ROLE_OF_REQUEST[request.type];
+  const phase = phaseOf(request);
+  const { name, jsonSchema } = responseSchemaFor(phase);
+  const calls: ModelCall[] = [];
+  let messages = buildMessages(role, phase, request.payload.input);
+  let raw: string | null = null;
+  let problem = '';
+  let askedToShorten = false;
+  for (let repair = 0; repair <= maxRepairs; repair++) {
+    const started = performance.now();
+    let answer: Awaited<ReturnType<Model['complete']>>;
+    try {
+      answer = await model.complete({ role, phase, schemaName: name, jsonSchema, messages });
+    } catch (error) {
+      return { calls, result: { status: 'error', phase, error: describeError(error), raw: null } };
+    }
+    raw = answer.content;
+    const checked = validate(request, raw, answer.refusal, answer.finishReason);
+    const call: ModelCall = {
+      role,
+      phase,
+      model: answer.model,
+      promptTokens: answer.promptTokens,
+      completionTokens: answer.completionTokens,
+      costUsd: answer.costUsd,
+      latencyMs: performance.now() - started,
+      repair,
+      outcome: 'output' in checked ? 'valid' : 'invalid',
+      problem: 'problem' in checked ? (checked.problem ?? null) : null,
+    };
+    calls.push(call);
+    if ('output' in checked) {
+      if (request.type === 'plan.requested') {
+        const plan = checked.output as Plan;
+        const maxSteps = request.payload.input.maxSteps;
+        if (plan.steps.length > maxSteps && !askedToShorten && repair < maxRepairs) {
+          askedToShorten = true;
+          problem = `the plan has ${plan.steps.length} steps; at most ${maxSteps} are allowed`;
+          messages = repairMessages(messages, raw ?? '', problem);
+          continue;
+        }
+        const truncation =
+          plan.steps.length > maxSteps
+            ? { from: plan.steps.length, droppedStepIds: plan.steps.slice(maxSteps).map((s) => s.id) }
+            : null;
+        return {
+          calls,
+          result: { status: 'ok', phase: 'plan', output: { plan: cutPlan(plan, maxSteps), truncation } },
+        };
+      }
+      return { calls, result: { status: 'ok', phase, output: checked.output } as RoleSuccess };
+    }
+    problem = checked.problem;
+    messages = repairMessages(messages, raw ?? '', problem);
+  }
+  const error = new InvalidOutputError(`${phase} answer invalid after ${maxRepairs + 1} tries: ${problem}`, {
+    raw,
+  });
+  return { calls, result: { status: 'error', phase, error: describeError(error), raw } };
+}
+
+/** Options of `createRoleWorker`. */
+export interface RoleWorkerOptions {
+  bus: Bus;
+  role: Role;
+  model: Model;
+  maxRepairs?: number;
+  /** Requests handled at once by this worker (default 64: model calls are I/O-bound). */
+  concurrency?: number;
+  /** Name reported in results (default `<role>-<random>`). */
+  workerId?: string;
+}
+
+/** A running role worker. */
+export interface RoleWorker {
+  readonly id: string;
+  /** Stops taking requests and waits for the ones in flight. */
+  stop(): Promise<void>;
+}
+
+/** Starts a worker serving `role` on the bus, as one member of the role's queue group. */
+export function createRoleWorker(options: RoleWorkerOptions): RoleWorker {
+  const { bus, role, model } = options;
+  const maxRepairs = options.maxRepairs ?? DEFAULT_MAX_REPAIRS;
+  const concurrency = options.concurrency ?? 64;
+  const id = options.workerId ?? `${role}-${Math.random().toString(36).slice(2, 8)}`;
+  const inFlight = new Set<Promise<void>>();
+  const handle = async (request: RoleRequest) => {
+    const { calls, result } = await answerRequest(request, model, maxRepairs);
+    await publishResult(bus, {
+      requestId: request.id,
+      runId: request.runId,
+      role,
+      worker: id,
+      calls,
+      result,
+    });
+  };
+  const subscription: BusSubscription = serveWork(bus, role, async (request) => {
+    // The bus hands a subscription one message at a time; returning before the model answers lets
+    // this worker serve up to `concurrency` requests at once, and waiting here applies back-pressure.
+    while (inFlight.size >= concurrency) await Promise.race(inFlight);
+    const job = handle(request)
+      .catch((error: unknown) => {
+        console.error(`pge ${id}: could not publish the result of ${request.id}:`, error);
+      })
+      .finally(() => inFlight.delete(job));
+    inFlight.add(job);
+  });
+  return {
+    id,
+    async stop() {
+      subscription.unsubscribe();
+      await Promise.all(inFlight);
+    },
+  };
+}

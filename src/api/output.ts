@@ -1,0 +1,82 @@
+import { stringify } from 'yaml';
+import type { HarnessResult } from './result.js';
+
+/**
+ * `outputType`: what `run` returns, as the reference's history formatter does, from a transcript
+ * of the run (`dict`, `list`, `str`, `json`, `yaml`) — except `final`, which returns the final
+ * artifact rather than the summary line.
+ */
+
+/** One transcript message, with the reference's role names. */
+export interface TranscriptMessage {
+  role: string;
+  content: string;
+}
+
+/** The run as a conversation: task, plan, contracts, outputs, evaluations, summary. */
+export function transcript(task: string, result: HarnessResult): TranscriptMessage[] {
+  const messages: TranscriptMessage[] = [{ role: 'User', content: task }];
+  if (result.plan) {
+    const steps = result.plan.steps.map((s, i) => `Step ${i + 1}: ${s.title} — ${s.description}`).join('\n');
+    const criteria = result.criteria
+      .map((c) => `${c.name} (${c.weight}, threshold ${c.threshold})`)
+      .join(', ');
+    messages.push({ role: 'PGE-Planner', content: `${result.plan.scope}\n${steps}\nCriteria: ${criteria}` });
+  }
+  for (const step of result.stepLogs) {
+    const n = step.stepNumber;
+    for (const round of step.contractRounds) {
+      messages.push({
+        role: 'PGE-Generator',
+        content: `[Step ${n} Contract] ${JSON.stringify(round.proposal)}`,
+      });
+      if (round.review)
+        messages.push({
+          role: 'PGE-Evaluator',
+          content: `[Step ${n} Contract Review] ${JSON.stringify(round.review)}`,
+        });
+    }
+    for (const a of step.attempts) {
+      messages.push({
+        role: 'PGE-Generator',
+        content: `[Step ${n} Output (attempt ${a.attempt})] ${a.output ?? `(invalid: ${a.problem})`}`,
+      });
+      const scores = a.scores.map((s) => `${s.criterion} ${s.score ?? '-'}/${s.threshold}`).join(', ');
+      messages.push({
+        role: 'PGE-Evaluator',
+        content: `[Step ${n} Evaluation] ${a.verdict.toUpperCase()} (${a.reason}): ${scores}`,
+      });
+    }
+    messages.push({
+      role: 'System',
+      content: `--- Step ${n}/${result.totalSteps} ${step.passed ? 'PASSED' : 'FAILED'} ---`,
+    });
+  }
+  messages.push({ role: 'System', content: result.summary });
+  return messages;
+}
+
+/** What `run` returns for each output type. */
+export type RunOutput = TranscriptMessage[] | string[] | string;
+
+/** Formats a finished run for `outputType`. */
+export function formatOutput(
+  outputType: 'dict' | 'str' | 'list' | 'final' | 'json' | 'yaml',
+  task: string,
+  result: HarnessResult,
+): RunOutput {
+  if (outputType === 'final') return result.finalArtifact;
+  const messages = transcript(task, result);
+  switch (outputType) {
+    case 'dict':
+      return messages;
+    case 'list':
+      return messages.map((m) => `${m.role}: ${m.content}`);
+    case 'str':
+      return messages.map((m) => `${m.role}: ${m.content}`).join('\n\n');
+    case 'json':
+      return JSON.stringify(messages, null, 2);
+    case 'yaml':
+      return stringify(messages);
+  }
+}

@@ -1,0 +1,211 @@
+import { randomBytes } from 'node:crypto';
+import { existsSync, statSync } from 'node:fs';
+import { basename, dirname, extname, join, resolve } from 'node:path';
+import type { Model } from '../actors/model.js';
+import { OpenAIModel } from '../actors/openai-model.js';
+import { subscribeEvents } from '../bus/channels.js';
+import { ConfigurationError, errorFromInfo, type LogWriteError } from '../errors.js';
+import { createEmbeddedRuntime, type EmbeddedRuntime } from '../runtime/embedded.js';
+import type { Role, RunEvent } from '../schemas/index.js';
+import { type PgeOptions, type ResolvedOptions, resolveOptions } from './options.js';
+import { formatOutput, type RunOutput } from './output.js';
+import { buildResult, type HarnessResult } from './result.js';
+
+/**
+ * The public entry point, with the reference's surface: `new PlannerGeneratorEvaluator(options)`,
+ * `run(task)`, `batchedRun(tasks)`, `lastResult`. Runs on the embedded runtime (one process, the
+ * in-process bus); every run gets its own id and its own log, and a log is never overwritten.
+ */
+
+const ROLES: readonly Role[] = ['planner', 'generator', 'evaluator'];
+
+/** A new run id: sortable by start time, safe in subjects and file names. */
+export function newRunId(now = new Date()): string {
+  const stamp = now.toISOString().replace(/[-:]/g, '').replace('T', '-').slice(0, 15);
+  return `pge-${stamp}-${randomBytes(4).toString('hex')}`;
+}
+
+export class PlannerGeneratorEvaluator {
+  /** The options after validation and defaults. */
+  readonly options: ResolvedOptions;
+  /** The result of the last finished run, or null. */
+  lastResult: HarnessResult | null = null;
+  private readonly models: Record<Role, Model>;
+  private runtime: EmbeddedRuntime | null = null;
+  private readonly logErrors = new Map<string, LogWriteError>();
+  private readonly interrupts = new Map<string, () => void>();
+
+  /** Validates every option first: on a bad one it throws `ConfigurationError` and creates nothing. */
+  constructor(options: PgeOptions = {}) {
+    this.options = resolveOptions(options);
+    const o = this.options;
+    const names: Record<Role, string> = {
+      planner: o.plannerModelName ?? o.modelName,
+      generator: o.generatorModelName ?? o.modelName,
+      evaluator: o.evaluatorModelName ?? o.modelName,
+    };
+    const agents: Record<Role, Model | undefined> = {
+      planner: o.plannerAgent,
+      generator: o.generatorAgent,
+      evaluator: o.evaluatorAgent,
+    };
+    this.models = Object.fromEntries(
+      ROLES.map((role) => [
+        role,
+        agents[role] ??
+          new OpenAIModel({
+            model: names[role],
+            ...(o.apiKey ? { apiKey: o.apiKey } : {}),
+            ...(o.baseURL ? { baseURL: o.baseURL } : {}),
+            structuredOutput: o.structuredOutput,
+            ...pick({
+              temperature: o.temperature,
+              maxOutputTokens: o.maxOutputTokens,
+              reasoningEffort: o.reasoningEffort,
+            }),
+            ...pick(o.roleSettings[role] ?? {}),
+            maxRetries: o.maxRetries,
+            timeoutMs: o.timeoutMs,
+            ...(o.prices ? { prices: o.prices } : {}),
+          }),
+      ]),
+    ) as Record<Role, Model>;
+  }
+
+  /** The model name each role reports. */
+  get modelNames(): Record<Role, string> {
+    return {
+      planner: this.models.planner.name,
+      generator: this.models.generator.name,
+      evaluator: this.models.evaluator.name,
+    };
+  }
+
+  /**
+   * Runs one task to its end and returns it formatted by `outputType`; `lastResult` holds the
+   * details. Rejects with the run's error when a model or the log failed; a run that finished with
+   * failed steps resolves, with `lastResult.passed` false.
+   */
+  async run(task: string): Promise<RunOutput> {
+    return this.runOne(task, this.options.sharedStatePath ? resolve(this.options.sharedStatePath) : null);
+  }
+
+  /** Runs tasks one after another, each with its own run id and log; returns their outputs. */
+  async batchedRun(tasks: readonly string[]): Promise<RunOutput[]> {
+    for (const task of tasks) checkTask(task);
+    const outputs: RunOutput[] = [];
+    for (const task of tasks) outputs.push(await this.runOne(task, null, true));
+    return outputs;
+  }
+
+  /** Interrupts every run in progress; each ends as `interrupted` with a consistent log. */
+  interrupt(): void {
+    for (const stop of this.interrupts.values()) stop();
+  }
+
+  /** Stops the workers and closes the logs. The instance can run again afterwards. */
+  async close(): Promise<void> {
+    const runtime = this.runtime;
+    this.runtime = null;
+    await runtime?.close();
+  }
+
+  private async runOne(task: string, fixedPath: string | null, batch = false): Promise<RunOutput> {
+    checkTask(task);
+    const runId = newRunId();
+    const logPath = fixedPath ?? this.defaultLogPath(runId, batch);
+    checkLogPath(logPath);
+    const runtime = this.ensureRuntime();
+    const started = performance.now();
+    const o = this.options;
+    const follow =
+      o.onEvent || o.verbose
+        ? subscribeEvents(runtime.bus, runId, (event) => {
+            o.onEvent?.(event);
+            if (o.verbose) console.error(describe(event));
+          })
+        : null;
+    const handle = runtime.coordinator.startRun({
+      runId,
+      task,
+      logPath,
+      maxSteps: o.maxSteps,
+      maxRetriesPerStep: o.maxRetriesPerStep,
+      maxContractRounds: o.maxContractRounds,
+      onStepExhausted: o.onStepExhausted,
+      maxReplans: o.maxReplans,
+      defaultThresholds: o.defaultThresholds,
+      fallbackThreshold: o.fallbackThreshold,
+      budgets: {
+        maxCostUsd: o.maxCostUsd ?? null,
+        maxTokens: o.maxTokens ?? null,
+        maxDurationMs: o.maxDurationMs ?? null,
+      },
+      models: this.modelNames,
+    });
+    this.interrupts.set(runId, handle.interrupt);
+    try {
+      const outcome = await handle.done;
+      await runtime.bus.flush();
+      await runtime.persistence.flushed(runId);
+      const logError = this.logErrors.get(runId);
+      if (logError) throw logError;
+      const result = buildResult(runId, logPath, outcome, handle.calls, performance.now() - started);
+      this.lastResult = result;
+      if (outcome.status === 'failed' && outcome.error) throw errorFromInfo(outcome.error);
+      return formatOutput(o.outputType, task, result);
+    } finally {
+      follow?.unsubscribe();
+      this.interrupts.delete(runId);
+      this.logErrors.delete(runId);
+    }
+  }
+
+  private defaultLogPath(runId: string, batch: boolean): string {
+    const fixed = this.options.sharedStatePath;
+    if (batch && fixed) {
+      // One log per task: the run id goes before the extension of the configured path.
+      const path = resolve(fixed);
+      const ext = extname(path);
+      return join(dirname(path), `${basename(path, ext)}-${runId}${ext || '.md'}`);
+    }
+    return join(this.options.workingDirectory, `pge_shared_state_${runId}.md`);
+  }
+
+  private ensureRuntime(): EmbeddedRuntime {
+    this.runtime ??= createEmbeddedRuntime({
+      models: this.models,
+      maxRepairs: this.options.maxRepairs,
+      onLogError: (runId, error) => {
+        this.logErrors.set(runId, error);
+        this.interrupts.get(runId)?.();
+      },
+    });
+    return this.runtime;
+  }
+}
+
+function pick<T extends Record<string, unknown>>(values: T): Partial<T> {
+  return Object.fromEntries(Object.entries(values).filter(([, v]) => v !== undefined)) as Partial<T>;
+}
+
+function checkTask(task: unknown): asserts task is string {
+  if (typeof task !== 'string' || task.trim() === '')
+    throw new ConfigurationError('Task must be a non-empty string');
+}
+
+/** A log path must be free: pge never truncates a file that holds another run. */
+function checkLogPath(path: string): void {
+  if (existsSync(path) && statSync(path).size > 0) {
+    throw new ConfigurationError(
+      `sharedStatePath ${path} already holds another run; pge never overwrites a log`,
+    );
+  }
+  if (!existsSync(dirname(path)))
+    throw new ConfigurationError(`the directory of sharedStatePath ${path} does not exist`);
+}
+
+/** One line per event for `verbose`. */
+function describe(event: RunEvent): string {
+  return `[pge ${event.runId} #${event.seq}] ${event.type}`;
+}

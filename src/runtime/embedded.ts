@@ -1,0 +1,53 @@
+import { createCoordinator } from '../actors/coordinator.js';
+import type { Model } from '../actors/model.js';
+import { createPersistenceActor } from '../actors/persistence-actor.js';
+import { createRoleWorker, type RoleWorker } from '../actors/role-worker.js';
+import { InProcessBus } from '../bus/in-process-bus.js';
+import type { LogWriteError } from '../errors.js';
+import type { Role } from '../schemas/index.js';
+
+/**
+ * The embedded composition root: the coordinator, one worker per role, and the persistence actor,
+ * all in one process on the in-process bus. The distributed deployment wires the same pieces to
+ * the NATS bus, one process each.
+ */
+
+/** Options of `createEmbeddedRuntime`. */
+export interface EmbeddedRuntimeOptions {
+  models: Record<Role, Model>;
+  maxRepairs: number;
+  /** A run's log could not be written: that run must stop. */
+  onLogError: (runId: string, error: LogWriteError) => void;
+  clock?: () => number;
+}
+
+/** Starts the embedded runtime. */
+export function createEmbeddedRuntime(options: EmbeddedRuntimeOptions) {
+  const bus = new InProcessBus();
+  const persistence = createPersistenceActor({ bus, onError: options.onLogError });
+  const workers: RoleWorker[] = (['planner', 'generator', 'evaluator'] as const).map((role) =>
+    createRoleWorker({
+      bus,
+      role,
+      model: options.models[role],
+      maxRepairs: options.maxRepairs,
+      workerId: `${role}-embedded`,
+    }),
+  );
+  const coordinator = createCoordinator({ bus, ...(options.clock ? { clock: options.clock } : {}) });
+  return {
+    bus,
+    coordinator,
+    persistence,
+    /** Stops the workers, drains the bus and closes every log. */
+    async close(): Promise<void> {
+      await Promise.all(workers.map((w) => w.stop()));
+      await bus.flush();
+      await persistence.close();
+      await bus.close();
+    },
+  };
+}
+
+/** The runtime as `createEmbeddedRuntime` returns it. */
+export type EmbeddedRuntime = ReturnType<typeof createEmbeddedRuntime>;
