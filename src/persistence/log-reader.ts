@@ -1,0 +1,167 @@
+import { readFile } from 'node:fs/promises';
+import { z } from 'zod';
+import { RunEvent } from '../schemas/index.js';
+import { LOG_TITLE, RUN_ID_PREFIX } from './markdown-log.js';
+
+/**
+ * Reading the shared-state log back. Only the event blocks count: a line
+ * `<!-- pge:event seq=<n> type=<type> -->` outside any fenced block, followed at once by a
+ * fenced `json` block holding the event. Fences are tracked as CommonMark does, so a marker,
+ * heading or fence inside model text (which the writer always fences) is just text here.
+ */
+
+/** A line outside fences, or a whole fenced block (`closed` false when the text ends inside it). */
+type Token =
+  | { kind: 'line'; text: string; line: number }
+  | { kind: 'fence'; info: string; body: string[]; line: number; closed: boolean };
+
+interface Fence {
+  char: string;
+  length: number;
+  info: string;
+}
+
+/** A fence opener: up to 3 spaces, then 3+ backticks or tildes; a backtick fence's info has no backtick. */
+function openingFence(line: string): Fence | null {
+  let i = 0;
+  while (i < 3 && line.charCodeAt(i) === 32) i++;
+  const char = line[i];
+  if (char !== '`' && char !== '~') return null;
+  let j = i;
+  while (line[j] === char) j++;
+  if (j - i < 3) return null;
+  const info = line.slice(j).trim();
+  if (char === '`' && info.includes('`')) return null;
+  return { char, length: j - i, info };
+}
+
+/** A fence closes only on a run of its own character at least as long, with nothing after it. */
+function closesFence(line: string, fence: Fence): boolean {
+  let i = 0;
+  while (i < 3 && line.charCodeAt(i) === 32) i++;
+  let j = i;
+  while (line[j] === fence.char) j++;
+  return j - i >= fence.length && line.slice(j).trim() === '';
+}
+
+/** Splits on every CommonMark line ending (`\r\n`, `\r`, `\n`); line numbers start at 1. */
+function* tokens(text: string): Generator<Token> {
+  const lines = text.split(/\r\n|\r|\n/);
+  let open: Extract<Token, { kind: 'fence' }> | null = null;
+  let fence: Fence | null = null;
+  for (let i = 0; i < lines.length; i++) {
+    const line = lines[i]!;
+    if (open !== null && fence !== null) {
+      if (closesFence(line, fence)) {
+        open.closed = true;
+        yield open;
+        open = null;
+        fence = null;
+      } else {
+        open.body.push(line);
+      }
+      continue;
+    }
+    fence = openingFence(line);
+    if (fence !== null) open = { kind: 'fence', info: fence.info, body: [], line: i + 1, closed: false };
+    else yield { kind: 'line', text: line, line: i + 1 };
+  }
+  if (open !== null) yield open;
+}
+
+const MARKER = /^<!-- pge:event seq=(\d+) type=([a-z.]+) -->$/;
+
+/**
+ * Parses a log into its exact event sequence. Throws an error naming the line when a marker has
+ * no JSON block, a block is torn or fails the `RunEvent` schema, a marker disagrees with its event,
+ * seq is not 1..n without gaps, or the events belong to more than one run.
+ */
+export function readLog(text: string, source = 'log'): RunEvent[] {
+  const events: RunEvent[] = [];
+  const fail = (line: number, message: string, cause?: unknown): never => {
+    throw new Error(`${source}:${line}: ${message}`, cause === undefined ? undefined : { cause });
+  };
+  let marker: { seq: number; type: string; line: number } | null = null;
+  for (const token of tokens(text)) {
+    if (marker !== null) {
+      if (token.kind !== 'fence' || token.info !== 'json') {
+        fail(marker.line, 'event marker is not followed by a json block');
+      } else {
+        if (!token.closed) fail(token.line, 'event block is never closed (a torn write?)');
+        events.push(parseEvent(token.body.join('\n'), marker, events, fail));
+      }
+      marker = null;
+      continue;
+    }
+    if (token.kind === 'fence') {
+      if (!token.closed) fail(token.line, 'fenced block is never closed (a torn write?)');
+      continue;
+    }
+    if (!token.text.startsWith('<!-- pge:event')) continue;
+    const match = MARKER.exec(token.text);
+    if (match === null) fail(token.line, `malformed event marker: ${token.text}`);
+    else marker = { seq: Number(match[1]), type: match[2]!, line: token.line };
+  }
+  if (marker !== null) fail(marker.line, 'event marker at the end of the log has no json block');
+  return events;
+}
+
+function parseEvent(
+  json: string,
+  marker: { seq: number; type: string; line: number },
+  before: readonly RunEvent[],
+  fail: (line: number, message: string, cause?: unknown) => never,
+): RunEvent {
+  const at = marker.line + 1;
+  let data: unknown;
+  try {
+    data = JSON.parse(json);
+  } catch (error) {
+    return fail(at, `event block is not valid JSON: ${(error as Error).message}`, error);
+  }
+  const parsed = RunEvent.safeParse(data);
+  if (!parsed.success)
+    return fail(at, `not a valid run event:\n${z.prettifyError(parsed.error)}`, parsed.error);
+  const event = parsed.data;
+  if (event.seq !== marker.seq || event.type !== marker.type) {
+    fail(
+      at,
+      `marker says seq=${marker.seq} type=${marker.type} but the event is seq=${event.seq} type=${event.type}`,
+    );
+  }
+  if (event.seq !== before.length + 1) fail(at, `expected seq ${before.length + 1}, found seq ${event.seq}`);
+  const runId = before[0]?.runId ?? event.runId;
+  if (event.runId !== runId) fail(at, `event of run ${event.runId} in the log of run ${runId}`);
+  return event;
+}
+
+/** Reads and parses a log file; errors name the file and line. */
+export async function readLogFile(path: string): Promise<RunEvent[]> {
+  return readLog(await readFile(path, 'utf8'), path);
+}
+
+/**
+ * The section headings outside fenced blocks, in order: lines starting `# `, `## ` or `### [`.
+ * This is what a reader of the log sees as its structure, so tests use it to prove that model
+ * text cannot forge a section.
+ */
+export function logHeadings(text: string): string[] {
+  const headings: string[] = [];
+  for (const token of tokens(text)) {
+    if (token.kind !== 'line') continue;
+    const t = token.text;
+    if (t.startsWith('### [') || t.startsWith('# ') || t.startsWith('## ')) headings.push(t);
+  }
+  return headings;
+}
+
+/**
+ * The run a log belongs to, from its header (`# PGE Harness Shared State` then `**Run ID**: …`
+ * within the first lines), or null when the text does not start like a pge log.
+ */
+export function readLogRunId(text: string): string | null {
+  const head = text.slice(0, 4096).split(/\r\n|\r|\n/, 8);
+  if (head[0] !== LOG_TITLE) return null;
+  const line = head.find((l) => l.startsWith(RUN_ID_PREFIX));
+  return line === undefined ? null : line.slice(RUN_ID_PREFIX.length).trim();
+}

@@ -1,0 +1,323 @@
+import type { RunEvent, RunEventOf } from '../schemas/index.js';
+
+/**
+ * Rendering of the shared-state log: one chunk per event, computed from the event alone, so a
+ * writer needs no state but the file. Headings keep the reference's words (swarms PGE, section 3);
+ * every chunk ends with its event as JSON so the file parses back into the exact event sequence.
+ *
+ * Safety invariant: no model-produced text ever starts a line outside a fenced block. Multi-line
+ * text goes into a fence longer than any backtick run it holds (so no line of it can close the
+ * fence), and single-line text (table cells, summaries) is escaped by `inline`, which removes line
+ * breaks and so can never begin a heading, a fence or an event marker.
+ */
+
+/** The first line of every log. */
+export const LOG_TITLE = '# PGE Harness Shared State';
+/** The prefix of the header line that names the run a log belongs to. */
+export const RUN_ID_PREFIX = '**Run ID**: ';
+
+/** Length of the longest run of backticks in `text`, found with `indexOf` jumps, not a regex. */
+function longestBacktickRun(text: string): number {
+  let longest = 0;
+  let i = text.indexOf('`');
+  while (i !== -1) {
+    let j = i + 1;
+    while (text.charCodeAt(j) === 96) j++;
+    if (j - i > longest) longest = j - i;
+    i = text.indexOf('`', j);
+  }
+  return longest;
+}
+
+/** A backtick fence longer than any backtick run in `text` (at least 3), so `text` cannot close it. */
+export function fenceFor(text: string): string {
+  return '`'.repeat(Math.max(3, longestBacktickRun(text) + 1));
+}
+
+/** `text` in a fenced code block that it cannot escape from, followed by a newline. */
+export function fenced(text: string, info = ''): string {
+  const fence = fenceFor(text);
+  return `${fence}${info}\n${text}\n${fence}\n`;
+}
+
+const INLINE_TEST = /[\\`|<&\r\n]/;
+const INLINE_ALL = /\r\n|[\\`|<&\r\n]/g;
+const INLINE_ESCAPES: Record<string, string> = {
+  '\\': '\\\\',
+  '`': '\\`',
+  '|': '\\|',
+  '<': '&lt;',
+  '&': '&amp;',
+};
+
+/**
+ * Model text made safe for one line of markdown or a table cell: line breaks become `<br>`, and
+ * `|`, backticks, `\`, `<` and `&` are escaped, so it cannot split a table row, open a code span,
+ * or smuggle raw HTML (an unclosed `<!--` would hide the rest of the log in a viewer).
+ */
+export function inline(text: string): string {
+  if (!INLINE_TEST.test(text)) return text;
+  return text.replace(INLINE_ALL, (c) => INLINE_ESCAPES[c] ?? '<br>');
+}
+
+/** The line that introduces an event's JSON block; the reader recognises it only outside fences. */
+export function eventMarker(event: Pick<RunEvent, 'seq' | 'type'>): string {
+  return `<!-- pge:event seq=${event.seq} type=${event.type} -->`;
+}
+
+/** The chunk that the log holds for `event`: its section or note, then the event as JSON. */
+export function renderEvent(event: RunEvent): string {
+  return `${renderBody(event)}${eventMarker(event)}\n${fenced(JSON.stringify(event), 'json')}`;
+}
+
+/** The whole log of a sequence of events, as a writer appending them in order produces it. */
+export function renderLog(events: readonly RunEvent[]): string {
+  let out = '';
+  for (const event of events) out += renderEvent(event);
+  return out;
+}
+
+function section(label: string, ts: string, body: string): string {
+  return `\n---\n### [${label}] (${ts})\n\n${body}`;
+}
+
+function note(event: RunEvent, summary: string, details = ''): string {
+  return `\n#### ${event.type} (${event.ts})\n\n${summary}\n\n${details}`;
+}
+
+const retryLabel = (attempt: number): string => (attempt > 1 ? ` (Retry ${attempt - 1})` : '');
+const roundLabel = (round: number): string => (round > 1 ? ` (Round ${round})` : '');
+
+/** A labelled fenced block, or `_none_` when the text is empty. */
+function block(label: string, text: string): string {
+  return `**${label}**\n\n${text === '' ? '_none_\n' : fenced(text)}\n`;
+}
+
+/** A list of model strings as one fenced block; continuation lines are indented under their item. */
+function listBlock(label: string, items: readonly string[]): string {
+  if (items.length === 0) return block(label, '');
+  return block(label, items.map((item) => `- ${item.replaceAll('\n', '\n  ')}`).join('\n'));
+}
+
+function table(header: readonly string[], rows: readonly (readonly (string | number)[])[]): string {
+  if (rows.length === 0) return '_none_\n\n';
+  let out = `| ${header.join(' | ')} |\n|${' --- |'.repeat(header.length)}\n`;
+  for (const row of rows)
+    out += `| ${row.map((cell) => (typeof cell === 'number' ? String(cell) : inline(cell))).join(' | ')} |\n`;
+  return `${out}\n`;
+}
+
+const usd = (n: number): string => `$${n.toFixed(4)}`;
+const seconds = (ms: number): string => `${(ms / 1000).toFixed(1)} s`;
+const plural = (n: number, one: string, many = `${one}s`): string => `${n} ${n === 1 ? one : many}`;
+
+function renderBody(event: RunEvent): string {
+  switch (event.type) {
+    case 'run.started':
+      return renderHeader(event);
+    case 'plan.created':
+      return section(
+        event.payload.replan > 0 ? `PLANNER OUTPUT (Replan ${event.payload.replan})` : 'PLANNER OUTPUT',
+        event.ts,
+        renderPlan(event.payload),
+      );
+    case 'step.contract.proposed': {
+      const { stepNumber, round, proposal } = event.payload;
+      return section(
+        `STEP ${stepNumber} CONTRACT PROPOSAL${roundLabel(round)}`,
+        event.ts,
+        `**Title**: ${inline(proposal.title)}\n\n${listBlock('Acceptance criteria', proposal.acceptanceCriteria)}${block('Expected output', proposal.expectedOutput)}${block('Verification method', proposal.verificationMethod)}`,
+      );
+    }
+    case 'step.contract.reviewed': {
+      const { stepNumber, round, review } = event.payload;
+      return section(
+        `STEP ${stepNumber} CONTRACT REVIEW${roundLabel(round)}`,
+        event.ts,
+        `**Status**: ${review.status}\n\n${listBlock('Amendments', review.amendments)}${block('Rationale', review.rationale)}`,
+      );
+    }
+    case 'step.work.completed': {
+      const { stepNumber, attempt, work } = event.payload;
+      const selfRows = work.selfAssessment.map((s) => [s.criterion, s.score, s.comment]);
+      return section(
+        `STEP ${stepNumber} WORK LOG${retryLabel(attempt)}`,
+        event.ts,
+        `**Attempt**: ${attempt}\n\n${block('Output', work.output)}${block('Notes', work.notes)}**Self-assessment**\n\n${table(['Criterion', 'Score', 'Comment'], selfRows)}`,
+      );
+    }
+    case 'step.evaluation.completed': {
+      const { stepNumber, attempt, evaluation } = event.payload;
+      const rows = evaluation.scores.map((s) => [s.criterion, s.score, s.evidence]);
+      return section(
+        `STEP ${stepNumber} EVALUATION${retryLabel(attempt)}`,
+        event.ts,
+        `**Attempt**: ${attempt}\n\n**Scores**\n\n${table(['Criterion', 'Score', 'Evidence'], rows)}${listBlock('Findings', evaluation.findings)}${listBlock('Actionable feedback', evaluation.actionableFeedback)}${block('Summary', evaluation.summary)}`,
+      );
+    }
+    case 'step.evaluation.invalid':
+      return section(
+        `STEP ${event.payload.stepNumber} EVALUATION${retryLabel(event.payload.attempt)}`,
+        event.ts,
+        `**Attempt**: ${event.payload.attempt} — the evaluation is invalid\n\n${block('Problem', event.payload.problem)}${block('Raw answer', event.payload.raw ?? '')}`,
+      );
+    case 'run.completed':
+    case 'run.failed':
+      return section('HARNESS SUMMARY', event.ts, renderSummary(event));
+    default:
+      return renderNote(event);
+  }
+}
+
+function renderHeader(event: RunEventOf<'run.started'>): string {
+  const { task, settings } = event.payload;
+  const { budgets, models } = settings;
+  const limits = [
+    budgets.maxCostUsd === null ? null : usd(budgets.maxCostUsd),
+    budgets.maxTokens === null ? null : `${budgets.maxTokens} tokens`,
+    budgets.maxDurationMs === null ? null : seconds(budgets.maxDurationMs),
+  ].filter((s) => s !== null);
+  return (
+    `${LOG_TITLE}\n\n${RUN_ID_PREFIX}${event.runId}\n**Created**: ${event.ts}\n\n---\n\n## User Prompt\n\n${fenced(task)}\n` +
+    `- **Models**: planner ${inline(models.planner)}, generator ${inline(models.generator)}, evaluator ${inline(models.evaluator)}\n` +
+    `- **Limits**: at most ${plural(settings.maxSteps, 'step')}, ${plural(settings.maxRetriesPerStep, 'retry', 'retries')} per step, ` +
+    `${plural(settings.maxContractRounds, 'contract round')}; budgets: ${limits.length === 0 ? 'none' : limits.join(', ')}\n` +
+    `- **When a step is exhausted**: ${settings.onStepExhausted} (at most ${plural(settings.maxReplans, 'replan')})\n\n`
+  );
+}
+
+function renderPlan({ plan, criteria }: RunEventOf<'plan.created'>['payload']): string {
+  let out = block('Scope', plan.scope);
+  out += '**Steps**\n\n';
+  plan.steps.forEach((step, i) => {
+    const deps = step.dependsOn.length === 0 ? 'none' : step.dependsOn.join(', ');
+    out += `**Step ${i + 1}: ${inline(step.title)}** (id ${step.id}; depends on: ${deps})\n\n`;
+    out += `${block('Description', step.description)}${block('Expected output', step.expectedOutput)}`;
+  });
+  const rows = criteria.map((c) => [c.name, c.weight, c.description, c.threshold]);
+  return `${out}**Criteria**\n\n${table(['Criterion', 'Weight', 'Description', 'Threshold'], rows)}`;
+}
+
+function renderSummary(event: RunEventOf<'run.completed'> | RunEventOf<'run.failed'>): string {
+  const p = event.payload;
+  const result =
+    event.type === 'run.failed'
+      ? `FAILED (${event.payload.reason})`
+      : p.passed
+        ? 'PASSED'
+        : 'COMPLETED WITH FAILED STEPS';
+  let out =
+    `- **Result**: ${result}\n- **Steps passed**: ${p.stepsPassed} / ${p.stepsTotal}\n- **Total retries**: ${p.totalRetries}\n` +
+    `- **Model calls**: ${p.usage.calls} (${p.usage.promptTokens} prompt + ${p.usage.completionTokens} completion tokens, ${usd(p.usage.costUsd)})\n` +
+    `- **Duration**: ${seconds(p.durationMs)}\n\n`;
+  if (event.type === 'run.failed') out += block('Why it stopped', event.payload.message);
+  return out + block('Summary', p.summary);
+}
+
+function renderNote(event: RunEvent): string {
+  switch (event.type) {
+    case 'plan.requested': {
+      const { input } = event.payload;
+      const why =
+        input.replan === null ? '' : ` (replan after step ${input.replan.failedStepId} was exhausted)`;
+      return note(event, `Planner asked for a plan of at most ${plural(input.maxSteps, 'step')}${why}.`);
+    }
+    case 'plan.truncated': {
+      const { from, to, droppedStepIds } = event.payload;
+      return note(
+        event,
+        `The plan had ${from} steps, more than allowed: cut to ${to}, dropping ${droppedStepIds.join(', ')}.`,
+      );
+    }
+    case 'step.started':
+      return note(
+        event,
+        `Step ${event.payload.stepNumber} (${event.payload.stepId}) started: ${inline(event.payload.title)}`,
+      );
+    case 'step.contract.requested':
+      return note(
+        event,
+        `Generator asked to propose step ${event.payload.input.stepNumber}'s contract, round ${event.payload.input.round}.`,
+      );
+    case 'step.review.requested': {
+      const { stepNumber, round, maxRounds } = event.payload.input;
+      return note(
+        event,
+        `Evaluator asked to review step ${stepNumber}'s contract, round ${round} of ${maxRounds}.`,
+      );
+    }
+    case 'step.contract.agreed':
+      return note(
+        event,
+        `Step ${event.payload.stepNumber}'s contract was agreed after ${plural(event.payload.contract.rounds, 'round')}.`,
+      );
+    case 'step.contract.imposed': {
+      const { stepNumber, contract, outstandingAmendments } = event.payload;
+      return note(
+        event,
+        `Step ${stepNumber}'s contract was imposed after ${plural(contract.rounds, 'round')}, with ${plural(outstandingAmendments.length, 'outstanding amendment')} added.`,
+        listBlock('Outstanding amendments', outstandingAmendments),
+      );
+    }
+    case 'step.work.requested': {
+      const { stepNumber, attempt, retry } = event.payload.input;
+      return note(
+        event,
+        `Generator asked to work on step ${stepNumber}, attempt ${attempt}${retry === null ? '' : ` (${retry.signal})`}.`,
+      );
+    }
+    case 'step.evaluation.requested':
+      return note(
+        event,
+        `Evaluator asked to judge step ${event.payload.input.stepNumber}, attempt ${event.payload.input.attempt}.`,
+      );
+    case 'step.attempt.judged': {
+      const { stepNumber, attempt, verdict, reason, scores, weightedMean } = event.payload;
+      const parts = scores.map(
+        (s) => `${inline(s.criterion)} ${s.score ?? '—'}/${s.threshold} ${s.passed ? '✓' : '✗'}`,
+      );
+      const mean = weightedMean === null ? 'no weighted mean' : `weighted mean ${weightedMean.toFixed(2)}`;
+      return note(
+        event,
+        `Step ${stepNumber} attempt ${attempt}: **${verdict.toUpperCase()}** (${reason}), ${mean} — ${parts.join(', ')}`,
+      );
+    }
+    case 'step.retry.scheduled': {
+      const { stepNumber, nextAttempt, signal, previousMean, lastMean } = event.payload;
+      const trend =
+        lastMean === null
+          ? ''
+          : ` (weighted mean ${previousMean === null ? '' : `${previousMean.toFixed(2)} → `}${lastMean.toFixed(2)})`;
+      return note(
+        event,
+        `Step ${stepNumber} will be retried as attempt ${nextAttempt}: **${signal}**${trend}.`,
+      );
+    }
+    case 'step.passed':
+      return note(event, `Step ${event.payload.stepNumber} passed on attempt ${event.payload.attempt}.`);
+    case 'step.failed': {
+      const { stepNumber, attempts, bestAttempt, policy } = event.payload;
+      const best = bestAttempt === null ? 'no attempt was judged' : `best attempt ${bestAttempt}`;
+      return note(
+        event,
+        `Step ${stepNumber} failed after ${plural(attempts, 'attempt')} (${best}); policy: ${policy}.`,
+      );
+    }
+    case 'model.call.completed': {
+      const c = event.payload;
+      const extra = `${c.repair > 0 ? `, repair ${c.repair}` : ''}${c.outcome === 'invalid' ? `, invalid: ${inline(c.problem ?? 'no reason given')}` : ''}`;
+      return note(
+        event,
+        `${c.role}/${c.phase} on ${inline(c.model)}: ${c.promptTokens} prompt + ${c.completionTokens} completion tokens, ${usd(c.costUsd)}, ${seconds(c.latencyMs)}${extra}`,
+      );
+    }
+    case 'role.failed': {
+      const { role, phase, error, raw } = event.payload;
+      const summary = `${role}/${phase} failed (${error.retryable ? 'retryable' : 'not retryable'}): ${inline(error.name)}: ${inline(error.message)}`;
+      return note(event, summary, raw === null ? '' : block('Raw answer', raw));
+    }
+    default:
+      // Only reached by the section types, which renderBody handles before calling here.
+      return note(event, event.type);
+  }
+}

@@ -1,0 +1,97 @@
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import {
+  eventMarker,
+  logHeadings,
+  readLog,
+  readLogFile,
+  readLogRunId,
+  renderEvent,
+  renderLog,
+} from '../../src/persistence/index.js';
+import { fullRun } from './fixtures.js';
+
+const events = fullRun('run-a');
+const text = renderLog(events);
+/** The 1-based line number of the first line of `text` that equals `line`. */
+const lineOf = (source: string, line: string): number => source.split('\n').indexOf(line) + 1;
+
+describe('readLog', () => {
+  it('reads the run id from the header, and nothing from other files', () => {
+    expect(readLogRunId(text)).toBe('run-a');
+    expect(readLogRunId('# My notes\n\n**Run ID**: run-a\n')).toBeNull();
+  });
+
+  it('ignores markers inside tilde fences as well as backtick fences', () => {
+    const fake = renderEvent(events[1]!);
+    const inTilde = `${renderEvent(events[0]!)}\n~~~~\n${fake}~~~~\n`;
+    const inBackticks = `${renderEvent(events[0]!)}\n\`\`\`\`\`\`\`\`\`\`\n${fake}\`\`\`\`\`\`\`\`\`\`\n`;
+    expect(readLog(inTilde)).toEqual(events.slice(0, 1));
+    expect(readLog(inBackticks)).toEqual(events.slice(0, 1));
+    expect(logHeadings(`~~~\n### [STEP 9 EVALUATION] (x)\n~~~\n### [STEP 1 WORK LOG] (y)\n`)).toEqual([
+      '### [STEP 1 WORK LOG] (y)',
+    ]);
+  });
+
+  it('closes a fence only on a run of its own character at least as long', () => {
+    // Neither `~~~` nor a shorter backtick run closes the four-backtick fence, so the marker stays inside it.
+    const log = `${renderEvent(events[0]!)}\`\`\`\`\n~~~~\n\`\`\`\n${renderEvent(events[1]!)}\`\`\`\`\n`;
+    expect(readLog(log)).toEqual(events.slice(0, 1));
+  });
+
+  it('rejects a gap in seq, naming the line', () => {
+    const gapped = renderLog([events[0]!, events[2]!]);
+    const line = lineOf(gapped, eventMarker(events[2]!)) + 1;
+    expect(() => readLog(gapped)).toThrow(`log:${line}: expected seq 2, found seq 3`);
+  });
+
+  it('rejects events of two runs in one log', () => {
+    const other = fullRun('run-b');
+    expect(() => readLog(renderLog([events[0]!, other[1]!]))).toThrow(
+      /:\d+: event of run run-b in the log of run run-a/,
+    );
+  });
+
+  it('rejects a torn tail', () => {
+    expect(() => readLog(text.slice(0, -20))).toThrow(/:\d+: event block is never closed/);
+  });
+
+  it('rejects a marker without its JSON block', () => {
+    const broken = `${renderEvent(events[0]!)}\n${eventMarker(events[1]!)}\n\nsome text\n`;
+    expect(() => readLog(broken)).toThrow(
+      `log:${lineOf(broken, eventMarker(events[1]!))}: event marker is not followed by a json block`,
+    );
+  });
+
+  it('rejects an event that fails the schema, or disagrees with its marker', () => {
+    const invalid = text.replace('"maxSteps":5,"maxRetriesPerStep"', '"maxSteps":0,"maxRetriesPerStep"');
+    expect(() => readLog(invalid)).toThrow(/log:\d+: not a valid run event/);
+    const mislabelled = text.replace(
+      '<!-- pge:event seq=2 type=plan.requested -->',
+      '<!-- pge:event seq=2 type=plan.created -->',
+    );
+    expect(() => readLog(mislabelled)).toThrow(
+      /marker says seq=2 type=plan.created but the event is seq=2 type=plan.requested/,
+    );
+  });
+
+  describe('readLogFile', () => {
+    let dir: string;
+    beforeEach(async () => {
+      dir = await mkdtemp(join(tmpdir(), 'pge-reader-'));
+    });
+    afterEach(async () => {
+      await rm(dir, { recursive: true, force: true });
+    });
+
+    it('reads a file back, and names the file in errors', async () => {
+      const path = join(dir, 'log.md');
+      await writeFile(path, text);
+      expect(await readLogFile(path)).toEqual(events);
+      await writeFile(path, text.slice(0, -20));
+      await expect(readLogFile(path)).rejects.toThrow(`${path}:`);
+    });
+  });
+});
