@@ -1,0 +1,77 @@
+import type { Role, RoleRequest, RoleResult, RunEvent } from '../schemas/index.js';
+import { ROLE_OF_REQUEST } from '../schemas/index.js';
+import type { Bus, BusSubscription } from './bus.js';
+import type { MessageRejection } from './codec.js';
+import { subjects, workerQueue } from './subjects.js';
+
+/**
+ * Typed channels over a `Bus`, so that no module outside `src/bus` builds a subject or reads a raw
+ * message. The bus validates every message before a handler sees it, so the casts below only
+ * restate what the subject's schema already guaranteed.
+ */
+
+/** A subject built from an invalid id throws; a function that returns a promise should reject instead. */
+function publishOn(bus: Bus, subject: () => string, data: unknown): Promise<void> {
+  let built: string;
+  try {
+    built = subject();
+  } catch (error) {
+    return Promise.reject(error);
+  }
+  return bus.publish(built, data);
+}
+
+/** Publishes a run event on `pge.run.<runId>.evt.<type>`. */
+export function publishEvent(bus: Bus, event: RunEvent): Promise<void> {
+  return publishOn(bus, () => subjects.event(event.runId, event.type), event);
+}
+
+/** Follows the events of one run, or of every run with `'*'`, in the order they were published. */
+export function subscribeEvents(
+  bus: Bus,
+  runId: string | '*',
+  handler: (event: RunEvent) => void | Promise<void>,
+): BusSubscription {
+  return bus.subscribe(subjects.events(runId), (message) => handler(message.data as RunEvent));
+}
+
+/** Queues a request for the role that serves it (`ROLE_OF_REQUEST`), on `pge.work.<role>`. */
+export function enqueueWork(bus: Bus, request: RoleRequest): Promise<void> {
+  return publishOn(bus, () => subjects.work(ROLE_OF_REQUEST[request.type]), request);
+}
+
+/**
+ * Serves a role's work queue as one member of the role's queue group: each request goes to one of
+ * the workers serving the role, so workers scale by starting more.
+ */
+export function serveWork(
+  bus: Bus,
+  role: Role,
+  handler: (request: RoleRequest) => Promise<void>,
+): BusSubscription {
+  return bus.subscribe(subjects.work(role), (message) => handler(message.data as RoleRequest), {
+    queue: workerQueue(role),
+  });
+}
+
+/** Publishes a worker's result on `pge.run.<runId>.result`. */
+export function publishResult(bus: Bus, result: RoleResult): Promise<void> {
+  return publishOn(bus, () => subjects.result(result.runId), result);
+}
+
+/** Follows the worker results of one run, or of every run with `'*'`. */
+export function subscribeResults(
+  bus: Bus,
+  runId: string | '*',
+  handler: (result: RoleResult) => void | Promise<void>,
+): BusSubscription {
+  return bus.subscribe(subjects.result(runId), (message) => handler(message.data as RoleResult));
+}
+
+/** Follows the messages the bus refused on receive (`pge.errors.rejected`). */
+export function subscribeRejections(
+  bus: Bus,
+  handler: (rejection: MessageRejection) => void,
+): BusSubscription {
+  return bus.subscribe(subjects.rejected, (message) => handler(message.data as MessageRejection));
+}

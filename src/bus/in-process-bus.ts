@@ -1,0 +1,440 @@
+import { randomUUID } from 'node:crypto';
+import { BusError, ConfigurationError } from '../errors.js';
+import type {
+  Bus,
+  BusHandler,
+  BusMessage,
+  BusSubscription,
+  RequestOptions,
+  SubscribeOptions,
+} from './bus.js';
+import type { MessageRejection } from './codec.js';
+import { validateMessage } from './codec.js';
+import { subjectMatches, subjects } from './subjects.js';
+
+/**
+ * The bus of the embedded mode: NATS semantics (wildcards, queue groups, request/reply with
+ * `_INBOX` replies and "no responders") inside one process. It sits on the hot path of every model
+ * call, so the routes of a concrete subject are cached, deliveries are batched per subscription in
+ * one microtask, and a synchronous handler costs no extra promise.
+ */
+
+/** Options of `InProcessBus`. Validation is not an option: messages are validated on send and on receive. */
+export interface InProcessBusOptions {
+  /** Told when a handler throws or rejects; the bus goes on delivering. Default: `console.error`. */
+  onHandlerError?: (error: unknown, subject: string) => void;
+}
+
+const OPTION_NAMES: ReadonlySet<string> = new Set(['onHandlerError']);
+const DEFAULT_TIMEOUT_MS = 10_000;
+/** Bounds the route cache: every run adds ~25 concrete subjects, and runs never end in a server. */
+const ROUTE_CACHE_LIMIT = 4096;
+/** Shrink a backlog once this many delivered slots sit at its front. */
+const COMPACT_AFTER = 1024;
+const INBOX = '_INBOX.';
+const WHITE_SPACE = /\s/;
+const RESOLVED: Promise<void> = Promise.resolve();
+
+/** One published message, shared by all of its deliveries: each one validates it into its own copy. */
+interface Envelope {
+  readonly subject: string;
+  readonly data: unknown;
+  readonly reply: string | null;
+}
+
+interface Group {
+  readonly members: readonly Subscription[];
+  readonly cursor: { next: number };
+}
+
+/** Who gets a message on one concrete subject: every plain subscriber and one member per queue group. */
+interface Route {
+  readonly plain: readonly Subscription[];
+  readonly groups: readonly Group[];
+}
+
+const NO_ROUTE: Route = Object.freeze({ plain: [], groups: [] });
+
+/** What a subscription needs from its bus, so that the bus keeps no public internals. */
+interface Host {
+  readonly bus: Bus;
+  settle(): void;
+  rejectReceived(subject: string, error: unknown): void;
+  report(error: unknown, subject: string): void;
+  detach(subscription: Subscription): void;
+}
+
+interface PendingRequest {
+  resolve(data: unknown): void;
+  reject(error: unknown): void;
+  timer: NodeJS.Timeout;
+}
+
+class Delivery implements BusMessage {
+  readonly subject: string;
+  readonly data: unknown;
+  readonly reply: string | null;
+  private readonly bus: Bus;
+
+  constructor(bus: Bus, subject: string, data: unknown, reply: string | null) {
+    this.bus = bus;
+    this.subject = subject;
+    this.data = data;
+    this.reply = reply;
+  }
+
+  respond(data: unknown): Promise<void> {
+    if (this.reply === null) {
+      return Promise.reject(
+        new BusError(`the message on ${this.subject} has no reply subject to respond to`),
+      );
+    }
+    return this.bus.publish(this.reply, data);
+  }
+}
+
+/**
+ * A subscription with its own FIFO backlog. At most one of its handler calls is in flight: the
+ * next message is handed over only after the previous call settled, which is what lets a per-run
+ * consumer (the log writer) be a plain handler.
+ */
+class Subscription implements BusSubscription {
+  readonly subject: string;
+  readonly queue: string | null;
+  active = true;
+  running = false;
+  private readonly handler: BusHandler;
+  private readonly host: Host;
+  private backlog: (Envelope | undefined)[] = [];
+  private head = 0;
+  private current = '';
+  // Bound once per subscription so that scheduling and resuming allocate nothing per message.
+  private readonly drain = (): void => this.pump();
+  private readonly resume = (): void => {
+    this.host.settle();
+    this.pump();
+  };
+  private readonly fail = (error: unknown): void => {
+    this.host.report(error, this.current);
+    this.resume();
+  };
+
+  constructor(subject: string, queue: string | null, handler: BusHandler, host: Host) {
+    this.subject = subject;
+    this.queue = queue;
+    this.handler = handler;
+    this.host = host;
+  }
+
+  unsubscribe(): void {
+    if (!this.active) return;
+    this.active = false;
+    this.host.detach(this);
+  }
+
+  enqueue(envelope: Envelope): void {
+    this.backlog.push(envelope);
+    if (this.running) return;
+    this.running = true;
+    // Never deliver inside publish's call stack: a handler must not run before its publisher resumes.
+    queueMicrotask(this.drain);
+  }
+
+  private pump(): void {
+    const host = this.host;
+    while (this.head < this.backlog.length) {
+      if (this.head >= COMPACT_AFTER && this.head * 2 >= this.backlog.length) {
+        this.backlog = this.backlog.slice(this.head);
+        this.head = 0;
+      }
+      const envelope = this.backlog[this.head]!;
+      this.backlog[this.head++] = undefined;
+      // Unsubscribed: messages not yet handed over are dropped, as NATS drops them.
+      if (!this.active) {
+        host.settle();
+        continue;
+      }
+      let data: unknown;
+      try {
+        data = validateMessage(envelope.subject, envelope.data);
+      } catch (error) {
+        host.rejectReceived(envelope.subject, error);
+        host.settle();
+        continue;
+      }
+      let result: unknown;
+      try {
+        result = this.handler(new Delivery(host.bus, envelope.subject, data, envelope.reply));
+      } catch (error) {
+        host.report(error, envelope.subject);
+        host.settle();
+        continue;
+      }
+      if (isThenable(result)) {
+        this.current = envelope.subject;
+        // Not floating: both callbacks catch everything, so the chained promise never rejects.
+        result.then(this.resume, this.fail);
+        return;
+      }
+      host.settle();
+    }
+    this.backlog.length = 0;
+    this.head = 0;
+    this.running = false;
+  }
+}
+
+/**
+ * The in-process implementation of `Bus`. Messages are validated with `validateMessage` when
+ * published (an invalid one rejects the publish and reaches nobody) and again for each delivery,
+ * so every handler gets its own parsed copy; a message that fails on receive is reported on
+ * `pge.errors.rejected` instead of being delivered. Delivery is asynchronous and FIFO per
+ * subscription; a failing handler is reported through `onHandlerError` and the bus goes on.
+ */
+export class InProcessBus implements Bus {
+  private readonly subscriptions = new Set<Subscription>();
+  private readonly routes = new Map<string, Route>();
+  private readonly cursors = new Map<string, { next: number }>();
+  private readonly requests = new Map<string, PendingRequest>();
+  private readonly inbox = `${INBOX}${randomUUID()}.`;
+  private readonly onHandlerError: (error: unknown, subject: string) => void;
+  private readonly host: Host;
+  private replies: Subscription | null = null;
+  private nextToken = 0;
+  private pending = 0;
+  private idle: (() => void)[] = [];
+  private closed = false;
+
+  /** Throws `ConfigurationError` on an unknown option. */
+  constructor(options: InProcessBusOptions = {}) {
+    for (const key of Object.keys(options)) {
+      if (!OPTION_NAMES.has(key)) throw new ConfigurationError(`unknown InProcessBus option "${key}"`);
+    }
+    this.onHandlerError = options.onHandlerError ?? reportToConsole;
+    this.host = {
+      bus: this,
+      settle: () => this.settle(),
+      rejectReceived: (subject, error) => this.rejectReceived(subject, error),
+      report: (error, subject) => this.report(error, subject),
+      detach: (subscription) => {
+        this.subscriptions.delete(subscription);
+        this.routes.clear();
+      },
+    };
+  }
+
+  /** Validates and queues the message for delivery; rejects with `MessageRejectedError` or `BusError`. */
+  publish(subject: string, data: unknown): Promise<void> {
+    try {
+      this.send(subject, data, null, false);
+      return RESOLVED;
+    } catch (error) {
+      return Promise.reject(error);
+    }
+  }
+
+  /** Subscribes to a subject or wildcard pattern; throws `TypeError` on a malformed pattern. */
+  subscribe(subject: string, handler: BusHandler, options: SubscribeOptions = {}): BusSubscription {
+    if (this.closed) throw new BusError(`cannot subscribe to ${subject}: the bus is closed`);
+    checkSubject(subject, true);
+    const queue = options.queue ?? null;
+    if (queue !== null && (queue === '' || WHITE_SPACE.test(queue))) {
+      throw new TypeError(`"${queue}" is not a valid queue group name`);
+    }
+    const subscription = new Subscription(subject, queue, handler, this.host);
+    this.subscriptions.add(subscription);
+    this.routes.clear();
+    return subscription;
+  }
+
+  /**
+   * Publishes with an `_INBOX` reply subject and resolves with the first reply. Rejects with
+   * `BusError` at once when nothing subscribes to the subject (as NATS answers "no responders"),
+   * and after `timeoutMs` without a reply.
+   */
+  request(subject: string, data: unknown, options: RequestOptions = {}): Promise<unknown> {
+    const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
+    return new Promise((resolve, reject) => {
+      const token = (this.nextToken++).toString(36);
+      try {
+        if (this.closed) throw new BusError(`cannot request on ${subject}: the bus is closed`);
+        // One wildcard subscription serves every reply, as nats.js muxes its inbox, so a request
+        // does not subscribe and unsubscribe (which would empty the route cache each time).
+        this.replies ??= this.subscribe(`${this.inbox}*`, (message) => this.onReply(message)) as Subscription;
+        this.send(subject, data, this.inbox + token, true);
+      } catch (error) {
+        reject(error);
+        return;
+      }
+      const timer = setTimeout(() => {
+        this.requests.delete(token);
+        reject(new BusError(`request on ${subject} timed out after ${timeoutMs} ms`));
+      }, timeoutMs);
+      this.requests.set(token, { resolve, reject, timer });
+    });
+  }
+
+  /** Resolves once every message published so far, and every message their handlers published, was handled. */
+  flush(): Promise<void> {
+    if (this.pending === 0) return RESOLVED;
+    return new Promise((resolve) => this.idle.push(resolve));
+  }
+
+  /** Flushes, drops every subscription, rejects pending requests; later publishes reject with `BusError`. */
+  async close(): Promise<void> {
+    if (this.closed) return;
+    await this.flush();
+    this.closed = true;
+    for (const subscription of this.subscriptions) subscription.active = false;
+    this.subscriptions.clear();
+    this.routes.clear();
+    this.replies = null;
+    for (const pending of this.requests.values()) {
+      clearTimeout(pending.timer);
+      pending.reject(new BusError('the bus was closed before a reply arrived'));
+    }
+    this.requests.clear();
+  }
+
+  private send(subject: string, data: unknown, reply: string | null, needsResponder: boolean): void {
+    if (this.closed) throw new BusError(`cannot publish on ${subject}: the bus is closed`);
+    const route = this.route(subject);
+    const envelope: Envelope = { subject, data: validateMessage(subject, data), reply };
+    if (needsResponder && route.plain.length === 0 && route.groups.length === 0) {
+      throw new BusError(`no responders on ${subject}`);
+    }
+    for (const subscription of route.plain) {
+      this.pending++;
+      subscription.enqueue(envelope);
+    }
+    for (const group of route.groups) {
+      const members = group.members;
+      const index = group.cursor.next % members.length;
+      group.cursor.next = index + 1;
+      this.pending++;
+      members[index]!.enqueue(envelope);
+    }
+  }
+
+  private route(subject: string): Route {
+    const cached = this.routes.get(subject);
+    if (cached) return cached;
+    checkSubject(subject, false);
+    const route = this.match(subject);
+    // Reply subjects are used once; caching them would only evict routes that are used again.
+    if (!subject.startsWith(INBOX)) {
+      if (this.routes.size >= ROUTE_CACHE_LIMIT) this.routes.delete(this.routes.keys().next().value!);
+      this.routes.set(subject, route);
+    }
+    return route;
+  }
+
+  private match(subject: string): Route {
+    let plain: Subscription[] | null = null;
+    let groups: Map<string, Subscription[]> | null = null;
+    for (const subscription of this.subscriptions) {
+      if (!subjectMatches(subscription.subject, subject)) continue;
+      if (subscription.queue === null) {
+        plain ??= [];
+        plain.push(subscription);
+        continue;
+      }
+      // Members of one queue name form one group even across patterns, as in the NATS server.
+      groups ??= new Map();
+      const members = groups.get(subscription.queue);
+      if (members) members.push(subscription);
+      else groups.set(subscription.queue, [subscription]);
+    }
+    if (plain === null && groups === null) return NO_ROUTE;
+    return {
+      plain: plain ?? [],
+      groups:
+        groups === null
+          ? []
+          : [...groups].map(([queue, members]) => ({ members, cursor: this.cursor(queue) })),
+    };
+  }
+
+  /** Round-robin position of a queue group, kept across route rebuilds so members share the load evenly. */
+  private cursor(queue: string): { next: number } {
+    let cursor = this.cursors.get(queue);
+    if (!cursor) {
+      cursor = { next: 0 };
+      this.cursors.set(queue, cursor);
+    }
+    return cursor;
+  }
+
+  private onReply(message: BusMessage): void {
+    const token = message.subject.slice(this.inbox.length);
+    const pending = this.requests.get(token);
+    // A late reply (after the timeout) or a second responder's reply is dropped, as in NATS.
+    if (!pending) return;
+    this.requests.delete(token);
+    clearTimeout(pending.timer);
+    pending.resolve(message.data);
+  }
+
+  private settle(): void {
+    if (--this.pending > 0 || this.idle.length === 0) return;
+    const idle = this.idle;
+    this.idle = [];
+    for (const resolve of idle) resolve();
+  }
+
+  private rejectReceived(subject: string, error: unknown): void {
+    // A rejection report that is itself rejected goes to onHandlerError, never back on the bus: no loop.
+    if (subject === subjects.rejected) {
+      this.report(error, subject);
+      return;
+    }
+    const rejection: MessageRejection = {
+      subject,
+      problem: error instanceof Error ? error.message : String(error),
+      ts: new Date().toISOString(),
+    };
+    try {
+      this.send(subjects.rejected, rejection, null, false);
+    } catch (failure) {
+      this.report(failure, subject);
+    }
+  }
+
+  private report(error: unknown, subject: string): void {
+    try {
+      this.onHandlerError(error, subject);
+    } catch (failure) {
+      // The reporter failing must not stall the subscription that was delivering.
+      reportToConsole(failure, subject);
+    }
+  }
+}
+
+function reportToConsole(error: unknown, subject: string): void {
+  console.error(`pge bus: handler for ${subject} failed:`, error);
+}
+
+function isThenable(value: unknown): value is PromiseLike<unknown> {
+  return (
+    typeof value === 'object' && value !== null && typeof (value as PromiseLike<unknown>).then === 'function'
+  );
+}
+
+/** NATS subject rules: non-empty tokens without white space; wildcards only in patterns, `>` only last. */
+function checkSubject(subject: string, pattern: boolean): void {
+  const tokens = subject.split('.');
+  for (let i = 0; i < tokens.length; i++) {
+    const token = tokens[i]!;
+    const wildcard = token === '*' || token === '>';
+    if (
+      token === '' ||
+      WHITE_SPACE.test(token) ||
+      (wildcard && !pattern) ||
+      (token === '>' && i < tokens.length - 1)
+    ) {
+      throw new TypeError(
+        `"${subject}" is not a valid ${pattern ? 'subscription subject' : 'subject to publish on'}`,
+      );
+    }
+  }
+}
