@@ -1,0 +1,125 @@
+import { readFileSync } from 'node:fs';
+import { resolve } from 'node:path';
+import type { HarnessResult } from '../api/result.js';
+import { ConfigurationError, InvalidOutputError } from '../errors.js';
+import { resolveConfig } from './config.js';
+import { ExitCode, errorMessage, exitCodeOfError, exitCodeOfResult } from './exit-codes.js';
+import type { CommandLine } from './flags.js';
+import type { CliIo } from './io.js';
+import { withSession } from './session.js';
+
+/**
+ * `pge batch <file>`: one task per line, run one after another with `batchedRun`'s semantics (each
+ * its own run id and log), one summary line per task on stdout as it finishes.
+ */
+
+/** How one task of a batch ended. */
+export interface BatchEntry {
+  task: string;
+  status: 'passed' | 'failed' | 'interrupted' | 'error' | 'skipped';
+  exitCode: number | null;
+  error: string | null;
+  result: HarnessResult | null;
+}
+
+/** The tasks of a batch file: non-empty lines, trimmed, except comments (`#`). */
+export function readTasks(text: string): string[] {
+  return text
+    .split(/\r?\n/)
+    .map((line) => line.trim())
+    .filter((line) => line !== '' && !line.startsWith('#'));
+}
+
+function quote(task: string): string {
+  return JSON.stringify(task.length > 60 ? `${task.slice(0, 59)}…` : task);
+}
+
+/** The summary line of one task. */
+export function entryLine(entry: BatchEntry, index: number, total: number): string {
+  const head = `[${index + 1}/${total}] ${entry.status}`;
+  const r = entry.result;
+  const figures = r
+    ? `${r.totalStepsCompleted}/${r.totalSteps} steps passed, ${r.totalRetries} retries, ` +
+      `${r.totalDuration.toFixed(1)}s, $${r.usage.costUsd.toFixed(4)}`
+    : null;
+  return [head, entry.error, figures, quote(entry.task), r ? `log: ${r.outputPath}` : null]
+    .filter((part) => part !== null)
+    .join('  ');
+}
+
+/**
+ * Whether the tasks after a failed one may still succeed. An invalid answer is about one task; a
+ * refused request (key, model name) or a failing server would fail every task the same way, and a
+ * configuration error or an unwritable log will not fix itself.
+ */
+function stopsBatch(error: unknown): boolean {
+  return !(error instanceof InvalidOutputError);
+}
+
+function statusOf(result: HarnessResult, interrupted: boolean): BatchEntry['status'] {
+  if (interrupted || result.status === 'interrupted') return 'interrupted';
+  return result.passed ? 'passed' : 'failed';
+}
+
+/** `pge batch <file> [flags]`. */
+export async function batchCommand(line: CommandLine, io: CliIo): Promise<number> {
+  if (line.positionals.length !== 1)
+    throw new ConfigurationError('pge batch needs one file of tasks: pge batch <file>');
+  const path = resolve(io.cwd, line.positionals[0]!);
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch (cause) {
+    throw new ConfigurationError(`cannot read the task file ${path}: ${(cause as Error).message}`, { cause });
+  }
+  const tasks = readTasks(text);
+  if (tasks.length === 0) throw new ConfigurationError(`the task file ${path} holds no tasks`);
+  const config = resolveConfig({ flags: line.flags, env: io.env, cwd: io.cwd });
+  const json = line.flags.json;
+
+  return withSession(config.options, io, async ({ pge, progress, interrupted }) => {
+    const entries: BatchEntry[] = [];
+    let stop = false;
+    for (const [i, task] of tasks.entries()) {
+      let entry: BatchEntry;
+      if (stop || interrupted()) {
+        entry = { task, status: 'skipped', exitCode: null, error: null, result: null };
+      } else {
+        progress.note(`task ${i + 1}/${tasks.length}: ${task}`);
+        const before = pge.lastResult;
+        try {
+          await pge.batchedRun([task]);
+          const result = pge.lastResult!;
+          const exitCode = exitCodeOfResult(result, interrupted());
+          entry = { task, status: statusOf(result, interrupted()), exitCode, error: null, result };
+        } catch (error) {
+          // `lastResult` is this task's only if the run got far enough to have one.
+          const result = pge.lastResult === before ? null : pge.lastResult;
+          const exitCode = interrupted() ? ExitCode.interrupted : exitCodeOfError(error);
+          entry = { task, status: 'error', exitCode, error: errorMessage(error), result };
+          stop = stopsBatch(error);
+        }
+      }
+      entries.push(entry);
+      progress.stop();
+      if (!json) io.stdout.write(`${entryLine(entry, i, tasks.length)}\n`);
+    }
+    if (json) io.stdout.write(`${JSON.stringify(entries, null, 2)}\n`);
+    else io.stdout.write(`${tally(entries)}\n`);
+    return worst(entries);
+  });
+}
+
+function tally(entries: readonly BatchEntry[]): string {
+  const counts = new Map<string, number>();
+  for (const e of entries) counts.set(e.status, (counts.get(e.status) ?? 0) + 1);
+  const parts = [...counts].map(([status, n]) => `${n} ${status}`);
+  return `batch: ${entries.length} task${entries.length === 1 ? '' : 's'}: ${parts.join(', ')}`;
+}
+
+/** The batch's exit code: an interrupt first, then the highest code of any task. */
+function worst(entries: readonly BatchEntry[]): number {
+  const codes = entries.map((e) => e.exitCode ?? 0);
+  if (codes.includes(ExitCode.interrupted)) return ExitCode.interrupted;
+  return Math.max(0, ...codes);
+}

@@ -1,0 +1,48 @@
+import type { HarnessResult } from '../api/result.js';
+import { ConfigurationError, PgeError } from '../errors.js';
+
+/**
+ * The exit codes of `pge` and the mapping from outcomes and errors to them. The help prints the
+ * same table (`help.ts`); a script can tell "the work failed" (1) from "fix the command" (2) from
+ * "the service failed, try later" (3).
+ */
+
+/** Exit codes. */
+export const ExitCode = {
+  passed: 0,
+  failed: 1,
+  usage: 2,
+  model: 3,
+  interrupted: 130,
+} as const;
+export type ExitCode = (typeof ExitCode)[keyof typeof ExitCode];
+
+/** The exit code of a run that finished (it resolved): passed, failed steps, budget, abort, interrupt. */
+export function exitCodeOfResult(result: HarnessResult | null, interrupted: boolean): ExitCode {
+  if (interrupted || result?.status === 'interrupted') return ExitCode.interrupted;
+  return result?.passed ? ExitCode.passed : ExitCode.failed;
+}
+
+/**
+ * The exit code of an error a run or its setup threw. A `ConfigurationError` (bad option, no key, a
+ * log path that is taken) is detected before any model is called: 2. Everything else stopped a run
+ * that had started: a model or transport error, an answer that stayed invalid, a log that could not
+ * be written (`LogWriteError` is an I/O failure in flight, not something a flag fixes): 3.
+ */
+export function exitCodeOfError(error: unknown): ExitCode {
+  if (error instanceof ConfigurationError || isParseArgsError(error)) return ExitCode.usage;
+  return ExitCode.model;
+}
+
+/** `node:util` `parseArgs` throws TypeErrors with `ERR_PARSE_ARGS_*` codes for unknown or malformed flags. */
+export function isParseArgsError(error: unknown): error is Error & { code: string } {
+  const code = (error as { code?: unknown } | null)?.code;
+  return error instanceof TypeError && typeof code === 'string' && code.startsWith('ERR_PARSE_ARGS');
+}
+
+/** One line for stderr: pge's own errors by their message, anything else with its name too. */
+export function errorMessage(error: unknown): string {
+  if (error instanceof PgeError || isParseArgsError(error)) return error.message;
+  if (error instanceof Error) return `${error.name}: ${error.message}`;
+  return String(error);
+}

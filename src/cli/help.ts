@@ -1,0 +1,149 @@
+import { CONFIG_FILE_NAME, DEMO_TASK } from './defaults.js';
+import { FLAG_GROUPS, type FlagSpec, flagsFor } from './flag-table.js';
+
+/** The help texts: one per command, the flag lists generated from the flag table. */
+
+/** The commands of `pge`. */
+export type Command = 'run' | 'demo' | 'batch' | 'config';
+
+const EXIT_CODES = `Exit codes:
+  0    every step passed
+  1    the run finished with failed steps, was stopped by a budget, or aborted (--on-exhausted abort)
+  2    usage or configuration error: unknown flag, bad value, bad config file, no API key,
+       a log path that is taken or whose directory is missing (all detected before a model is called)
+  3    the run could not complete: the model server failed or refused the request (network, 5xx,
+       401/403/404), a model's answer stayed invalid after repairs, or the log could not be written
+       while the run was going (a log that cannot be written stops the run)
+  130  interrupted (Ctrl-C or SIGTERM): the run ends as "interrupted" and its log stays consistent;
+       a second Ctrl-C quits at once`;
+
+const CONFIGURATION = `Configuration, highest precedence first:
+  1. flags
+  2. environment: OPENAI_API_KEY (apiKey), OPENAI_BASE_URL (baseURL), PGE_MODEL (modelName)
+  3. a config file: ./${CONFIG_FILE_NAME}, or --config <file>: a JSON object whose keys are option
+     names in camelCase (maxSteps, maxRetriesPerStep, defaultThresholds, modelName, roleSettings, …);
+     an unknown key is an error; relative paths in it are relative to the file
+  4. defaults
+  'pge config' shows the result and where each value came from.`;
+
+const TOP = `pge: a Planner-Generator-Evaluator harness. A planner turns a task into steps and a graded
+rubric; for each step a generator and an evaluator agree a contract, the generator does the work,
+the evaluator scores it against hard thresholds, and failed attempts are retried (refine or pivot).
+Every event is recorded in a markdown log.
+
+Usage:
+  pge run "<task>" [flags]      run a task with an OpenAI-compatible model
+  pge demo ["<task>"] [flags]   run the whole loop offline with a built-in demo model (not an AI)
+  pge batch <file> [flags]      run one task per line of a file, each with its own log
+  pge config [flags]            show the resolved configuration and where each value came from
+  pge help [<command>]          show the help of a command (or: pge <command> --help)
+
+Flags:
+  -h, --help                    show help
+  --version                     print the version
+
+Progress goes to stderr; stdout carries only the result, so 'pge run … > out.md' keeps the artifact.
+
+${CONFIGURATION}
+
+${EXIT_CODES}
+
+Examples:
+  pge demo
+  export OPENAI_API_KEY=sk-…
+  pge run "Write a short guide to intermittent fasting"
+  pge run "Plan a 3-day trip to Lisbon" --model gpt-4.1-mini --max-retries 2 --threshold accuracy=8
+  pge run "Draft a README for a CLI" --base-url http://localhost:11434/v1 --model llama3.1 \\
+      --structured-output json_object
+  pge batch tasks.txt --working-dir runs --max-cost 2
+  pge config --model gpt-4.1-mini`;
+
+const COMMANDS: Record<Command, { usage: string; about: string; examples: string[] }> = {
+  run: {
+    usage: 'pge run "<task>" [flags]',
+    about: `Plans the task, runs every step through contract, work and evaluation, and prints the
+result on stdout: the final artifact (or the transcript, with --output-type), then the summary
+line with the path of the log. With --json it prints the result object instead.`,
+    examples: [
+      'pge run "Write a short guide to intermittent fasting"',
+      'pge run "Summarise the causes of the 2008 crisis" --model gpt-4.1-mini --max-retries 2',
+      'pge run "Write a haiku about rain" --threshold creativity=8 --fallback-threshold 7 --max-cost 0.50',
+      'pge run "Explain TCP slow start" --evaluator-model gpt-4.1 --generator-model gpt-4.1-mini --json > result.json',
+      'pge run "Draft a README" --base-url http://localhost:8000/v1 --model qwen2.5 --structured-output prompt',
+    ],
+  },
+  demo: {
+    usage: 'pge demo ["<task>"] [flags]',
+    about: `Runs the whole loop offline with a built-in demo model: scripted templates, not an AI. It
+needs no API key and sends nothing anywhere. Its script shows a contract amendment, a failed
+attempt, a refine and a pivot; every step passes in the end. It reads neither the environment
+nor a config file, so it behaves the same everywhere.
+Default task: "${DEMO_TASK}".`,
+    examples: ['pge demo', 'pge demo "Plan a birthday party" --working-dir /tmp/pge', 'pge demo --json'],
+  },
+  batch: {
+    usage: 'pge batch <file> [flags]',
+    about: `Runs one task per non-empty line of <file> (lines starting with # are comments), one after
+another, each with its own run id and log (with --log, the run id is added to the file name).
+Prints one summary line per task on stdout (with --json, an array of results). After a model
+server error (exit 3 other than an invalid answer) the remaining tasks are skipped, since they
+would fail the same way. The exit code is the worst of the tasks'.`,
+    examples: [
+      'pge batch tasks.txt',
+      'pge batch tasks.txt --working-dir runs --max-cost 1 --json > results.json',
+    ],
+  },
+  config: {
+    usage: 'pge config [flags]',
+    about: `Prints every option with its resolved value and where it came from: flag, env, config file
+or default. The API key is never printed: it shows as (set) or (not set). Takes the flags of
+'pge run', so you can check what a command line would do. With --json it prints the same as JSON.`,
+    examples: [
+      'pge config',
+      'pge config --model gpt-4.1-mini --max-steps 5',
+      'PGE_MODEL=gpt-4.1-mini pge config --config team.json',
+    ],
+  },
+};
+
+function flagLines(flags: readonly FlagSpec[]): string {
+  const label = (f: FlagSpec) =>
+    `--${f.name}${f.choices ? ` ${f.choices.join('|')}` : f.value ? ` ${f.value}` : ''}`;
+  // A label longer than the column gets a line of its own, so that the help fits 100 columns.
+  const width = 30;
+  const row = (name: string, text: string) =>
+    `  ${name}${name.length >= width ? `\n  ${' '.repeat(width)}` : ' '.repeat(width - name.length)}${text}`;
+  const sections = Object.entries(FLAG_GROUPS).flatMap(([group, title]) => {
+    const inGroup = flags.filter((f) => f.group === group);
+    if (inGroup.length === 0) return [];
+    const rows = inGroup.map((f) => row(label(f), `${f.help}${f.option ? ` [${f.option}]` : ''}`));
+    return [`${title}:\n${rows.join('\n')}`];
+  });
+  return `${sections.join('\n\n')}\n${row('-h, --help', 'Show this help')}`;
+}
+
+/** The help of `pge` itself. */
+export function topHelp(): string {
+  return TOP;
+}
+
+/** The help of one command. */
+export function commandHelp(command: Command): string {
+  const { usage, about, examples } = COMMANDS[command];
+  const extra = command === 'demo' ? '' : `\n\n${CONFIGURATION}`;
+  return `Usage: ${usage}
+
+${about}
+
+${flagLines(flagsFor(command))}${extra}
+
+${EXIT_CODES}
+
+Examples:
+${examples.map((e) => `  ${e}`).join('\n')}`;
+}
+
+/** The line that follows a usage error. */
+export function helpHint(command: Command | null): string {
+  return `Run 'pge ${command ? `${command} ` : ''}--help' for usage.`;
+}

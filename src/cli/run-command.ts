@@ -1,0 +1,84 @@
+import { DemoModel } from '../actors/demo-model.js';
+import type { PgeOptions } from '../api/options.js';
+import type { RunOutput } from '../api/output.js';
+import type { HarnessResult } from '../api/result.js';
+import { ConfigurationError } from '../errors.js';
+import { resolveConfig } from './config.js';
+import { DEMO_TASK } from './defaults.js';
+import { ExitCode, errorMessage, exitCodeOfError, exitCodeOfResult } from './exit-codes.js';
+import type { CommandLine } from './flags.js';
+import { helpHint } from './help.js';
+import type { CliIo } from './io.js';
+import { withSession } from './session.js';
+
+/** `pge run` and `pge demo`: one task, its progress on stderr, its result on stdout. */
+
+/** What `pge demo` says before anything else, so nobody mistakes its output for a model's. */
+export const DEMO_NOTICE =
+  'pge demo: this run uses a built-in demo model (scripted templates), not an AI. ' +
+  'It needs no API key and sends nothing anywhere; the scores are scripted to show a refine and a pivot.';
+
+/** The run's output as text: a string as it is, a transcript as pretty JSON. */
+export function outputText(output: RunOutput): string {
+  return typeof output === 'string' ? output : JSON.stringify(output, null, 2);
+}
+
+/** The summary line, and the log path if the summary does not already name it. */
+export function summaryLines(result: HarnessResult): string {
+  return result.summary.includes(result.outputPath)
+    ? `${result.summary}\n`
+    : `${result.summary}\nLog: ${result.outputPath}\n`;
+}
+
+/** Runs one task and prints its result; returns the exit code. */
+async function runTask(
+  command: 'run' | 'demo',
+  task: string,
+  options: PgeOptions,
+  json: boolean,
+  io: CliIo,
+): Promise<number> {
+  return withSession(options, io, async ({ pge, progress, interrupted }) => {
+    let output: RunOutput;
+    try {
+      output = await pge.run(task);
+    } catch (error) {
+      progress.stop();
+      const code = exitCodeOfError(error);
+      io.stderr.write(`pge: ${errorMessage(error)}\n`);
+      if (code === ExitCode.usage) io.stderr.write(`${helpHint(command)}\n`);
+      // A run that started has a log, and a result that says how far it got.
+      const result = pge.lastResult;
+      if (result) io.stderr.write(`pge: the log of the run is at ${result.outputPath}\n`);
+      if (json && result) io.stdout.write(`${JSON.stringify(result, null, 2)}\n`);
+      return interrupted() ? ExitCode.interrupted : code;
+    }
+    progress.stop();
+    const result = pge.lastResult!;
+    if (json) {
+      io.stdout.write(`${JSON.stringify(result, null, 2)}\n`);
+    } else {
+      const text = outputText(output);
+      io.stdout.write(`${text === '' ? '' : `${text}\n\n`}${summaryLines(result)}`);
+    }
+    return exitCodeOfResult(result, interrupted());
+  });
+}
+
+/** `pge run "<task>" [flags]`. */
+export async function runCommand(line: CommandLine, io: CliIo): Promise<number> {
+  const task = line.positionals.join(' ').trim();
+  if (task === '') throw new ConfigurationError('pge run needs a task: pge run "<task>"');
+  const config = resolveConfig({ flags: line.flags, env: io.env, cwd: io.cwd });
+  return runTask('run', task, config.options, line.flags.json, io);
+}
+
+/** `pge demo ["<task>"] [flags]`: the whole loop, offline, with `DemoModel` in every role. */
+export async function demoCommand(line: CommandLine, io: CliIo): Promise<number> {
+  const config = resolveConfig({ flags: line.flags, env: io.env, cwd: io.cwd, flagsOnly: true });
+  io.stderr.write(`${DEMO_NOTICE}\n`);
+  const model = new DemoModel();
+  const task = line.positionals.join(' ').trim() || DEMO_TASK;
+  const options = { ...config.options, plannerAgent: model, generatorAgent: model, evaluatorAgent: model };
+  return runTask('demo', task, options, line.flags.json, io);
+}

@@ -1,0 +1,391 @@
+import { execFileSync, spawn } from 'node:child_process';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { type FakeOpenAI, type FakeStep, startFakeOpenAI } from '../support/fake-openai-server.js';
+
+/**
+ * The CLI as a user meets it: `node bin/pge.js …` in a child process, its exit code, stdout, stderr
+ * and the log it leaves. Model runs talk to the scriptable fake OpenAI server over real HTTP.
+ */
+
+const ROOT = resolve(import.meta.dirname, '../..');
+const BIN = join(ROOT, 'bin/pge.js');
+const SECRET = 'sk-test-SECRET-abcdefghijklmnopqrstuvwxyz';
+
+interface Outcome {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+interface SpawnOptions {
+  env?: Record<string, string>;
+  cwd?: string;
+  /** Called with the child and its stderr so far, each time stderr grows. */
+  onStderr?: (child: ReturnType<typeof spawn>, stderr: string) => void;
+}
+
+/** Runs the CLI; the environment is built from scratch so the developer's never leaks in. */
+function pge(args: string[], options: SpawnOptions = {}): Promise<Outcome> {
+  return new Promise((resolvePromise, reject) => {
+    const child = spawn(process.execPath, [BIN, ...args], {
+      cwd: options.cwd ?? tmp,
+      env: { PATH: process.env.PATH ?? '', OPENAI_API_KEY: SECRET, ...options.env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (chunk: Buffer) => {
+      stdout += chunk.toString();
+    });
+    child.stderr.on('data', (chunk: Buffer) => {
+      stderr += chunk.toString();
+      options.onStderr?.(child, stderr);
+    });
+    child.on('error', reject);
+    child.on('close', (code) => resolvePromise({ code, stdout, stderr }));
+  });
+}
+
+const PLAN = {
+  scope: 'A haiku about rain',
+  steps: [
+    {
+      id: 'write',
+      title: 'Write the haiku',
+      description: 'Write it',
+      expectedOutput: 'A haiku',
+      dependsOn: [],
+    },
+  ],
+  criteria: [
+    { name: 'accuracy', weight: 'high', description: 'Follows 5-7-5', threshold: null },
+    { name: 'imagery', weight: 'standard', description: 'Vivid', threshold: 7 },
+  ],
+};
+const CONTRACT = {
+  title: 'Haiku',
+  acceptanceCriteria: ['Three lines, 5-7-5'],
+  expectedOutput: 'A haiku',
+  verificationMethod: 'Count syllables',
+};
+const REVIEW = { status: 'approved', amendments: [], rationale: 'Testable.' };
+const ARTIFACT = 'Soft rain on the roof / a kettle hums in the dark / the cat counts the drops';
+const WORK = {
+  output: ARTIFACT,
+  notes: 'first try',
+  selfAssessment: [{ criterion: 'accuracy', score: 9, comment: 'ok' }],
+};
+const evaluation = (score: number) => ({
+  scores: [
+    { criterion: 'accuracy', score, evidence: 'counted' },
+    { criterion: 'imagery', score, evidence: 'kettle' },
+  ],
+  findings: [],
+  actionableFeedback: score < 7 ? ['Make it sharper'] : [],
+  summary: 'judged',
+});
+
+/** Answers each phase by the name of the schema it asks for. */
+function scripted(score = 9) {
+  // biome-ignore lint/suspicious/noExplicitAny: the request body as the client sent it.
+  return (body: any): FakeStep => {
+    const answers: Record<string, object> = {
+      pge_plan: PLAN,
+      pge_contract: CONTRACT,
+      pge_contract_review: REVIEW,
+      pge_work: WORK,
+      pge_evaluation: evaluation(score),
+    };
+    const answer = answers[body?.response_format?.json_schema?.name];
+    return answer ? { content: answer } : { status: 400, error: { message: 'unexpected schema' } };
+  };
+}
+
+/** Every file under a directory, as text. */
+function filesUnder(dir: string): string {
+  return readdirSync(dir, { recursive: true, withFileTypes: true })
+    .filter((d) => d.isFile())
+    .map((d) => readFileSync(join(d.parentPath, d.name), 'utf8'))
+    .join('\n');
+}
+
+const logsIn = (dir: string) => readdirSync(dir).filter((f) => /^pge_shared_state_.*\.md$/.test(f));
+
+let tmp: string;
+let server: FakeOpenAI;
+
+beforeAll(async () => {
+  // The CLI runs from dist, as installed; build it once for the whole file.
+  execFileSync('npm', ['run', 'build'], { cwd: ROOT, stdio: 'pipe' });
+  server = await startFakeOpenAI();
+}, 120_000);
+
+afterAll(async () => {
+  await server?.close();
+});
+
+beforeEach(() => {
+  tmp = mkdtempSync(join(tmpdir(), 'pge-cli-'));
+  server.reset();
+});
+
+afterEach(() => {
+  rmSync(tmp, { recursive: true, force: true });
+});
+
+describe('pge demo', () => {
+  it('runs offline, says it is a demo model, shows a refine and a pivot, and writes the log', async () => {
+    const r = await pge(['demo', '--working-dir', tmp], { env: { OPENAI_API_KEY: '' } });
+    expect(r.code).toBe(0);
+    expect(r.stderr.split('\n')[0]).toMatch(/demo model.*not an AI/);
+    expect(r.stderr).toMatch(/step 1\/3 retry: attempt 2 will refine/);
+    expect(r.stderr).toMatch(/step 2\/3 retry: attempt 3 will pivot/);
+    expect(r.stderr).toMatch(/run passed: 3\/3 steps passed/);
+    const [log] = logsIn(tmp);
+    expect(log).toBeDefined();
+    const path = join(tmp, log!);
+    expect(r.stdout).toContain(path);
+    expect(r.stdout).toContain('## Step 2: Write the deliverable');
+    expect(readFileSync(path, 'utf8').startsWith('# PGE Harness Shared State')).toBe(true);
+    expect(server.requests).toHaveLength(0);
+  });
+
+  it('prints the result object as JSON with --json', async () => {
+    const r = await pge(['demo', 'Plan a picnic', '--working-dir', tmp, '--json']);
+    expect(r.code).toBe(0);
+    const result = JSON.parse(r.stdout);
+    expect(result.passed).toBe(true);
+    expect(result.totalRetries).toBe(3);
+    expect(result.plan.scope).toContain('Plan a picnic');
+    expect(existsSync(result.outputPath)).toBe(true);
+  });
+
+  it('refuses flags that configure a model server', async () => {
+    const r = await pge(['demo', '--model', 'gpt-4.1']);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain("Run 'pge demo --help'");
+  });
+});
+
+describe('pge run against an OpenAI-compatible server', () => {
+  it('passes when every criterion meets its threshold: exit 0, artifact on stdout, log written', async () => {
+    server.script(scripted(9));
+    const r = await pge([
+      'run',
+      'Write a haiku about rain',
+      '--base-url',
+      server.url,
+      '--model',
+      'test-model',
+      '--working-dir',
+      tmp,
+    ]);
+    expect(r.code).toBe(0);
+    expect(r.stdout.startsWith(`## Step 1: Write the haiku\n\n${ARTIFACT}`)).toBe(true);
+    expect(r.stderr).toMatch(/step 1\/1 attempt 1 passed: accuracy 9\/6 ✓, imagery 9\/7 ✓/);
+    const [log] = logsIn(tmp);
+    expect(r.stdout).toContain(join(tmp, log!));
+    expect(readFileSync(join(tmp, log!), 'utf8')).toContain('[STEP 1 EVALUATION]');
+    const schemas = server
+      .completions()
+      .map(
+        (q) =>
+          (q.body as { response_format: { json_schema: { name: string } } }).response_format.json_schema.name,
+      );
+    expect(schemas).toEqual([
+      'pge_plan',
+      'pge_contract',
+      'pge_contract_review',
+      'pge_work',
+      'pge_evaluation',
+    ]);
+    expect(server.completions().every((q) => (q.body as { model: string }).model === 'test-model')).toBe(
+      true,
+    );
+  });
+
+  it('exits 1 when a step fails its thresholds and has no retries left', async () => {
+    server.script(scripted(4));
+    const r = await pge([
+      'run',
+      'Write a haiku',
+      '--base-url',
+      server.url,
+      '--max-retries',
+      '0',
+      '--working-dir',
+      tmp,
+      '--json',
+    ]);
+    expect(r.code).toBe(1);
+    const result = JSON.parse(r.stdout);
+    expect(result.passed).toBe(false);
+    expect(result.stepLogs[0].attempts).toHaveLength(1);
+    expect(r.stderr).toMatch(/step 1\/1 failed after 1 attempt/);
+  });
+
+  it('exits 3 on a rejected key, explains it, and never shows the key', async () => {
+    server.script(() => ({ status: 401, error: { message: `Incorrect API key provided: ${SECRET}` } }));
+    const r = await pge(['run', 'Write a haiku', '--base-url', server.url, '--working-dir', tmp]);
+    expect(r.code).toBe(3);
+    expect(r.stderr).toMatch(/rejected the API key \(401\)/);
+    expect(r.stderr).toContain('OPENAI_API_KEY');
+    expect(server.completions()[0]?.headers.authorization).toBe(`Bearer ${SECRET}`);
+    for (const text of [r.stdout, r.stderr, filesUnder(tmp)]) expect(text).not.toContain(SECRET);
+    expect(filesUnder(tmp)).toContain('# PGE Harness Shared State');
+  });
+
+  it('exits 3 when the server keeps failing, after --max-model-retries retries', async () => {
+    server.script(() => ({ status: 500, headers: { 'retry-after-ms': '10' } }));
+    const r = await pge([
+      'run',
+      'Write a haiku',
+      '--base-url',
+      server.url,
+      '--max-model-retries',
+      '1',
+      '--working-dir',
+      tmp,
+    ]);
+    expect(r.code).toBe(3);
+    expect(r.stderr).toMatch(/failed \(500\) after 2 attempts/);
+    expect(server.completions()).toHaveLength(2);
+  });
+
+  it('exits 130 on SIGINT; the run ends as interrupted and its log says so', async () => {
+    server.script((body) => ({ ...scripted(9)(body), delayMs: 800 }));
+    let sent = false;
+    const r = await pge(['run', 'Write a haiku', '--base-url', server.url, '--working-dir', tmp], {
+      onStderr: (child, stderr) => {
+        if (!sent && stderr.includes('started; log:')) {
+          sent = true;
+          child.kill('SIGINT');
+        }
+      },
+    });
+    expect(r.code).toBe(130);
+    expect(r.stderr).toMatch(/run stopped \(interrupted\)/);
+    expect(r.stdout).toMatch(/PGE Harness stopped \(interrupted\)/);
+    expect(readFileSync(join(tmp, logsIn(tmp)[0]!), 'utf8')).toContain('[HARNESS SUMMARY]');
+  });
+
+  it('exits 2 without an API key for a remote server', async () => {
+    const r = await pge(['run', 'Write a haiku'], { env: { OPENAI_API_KEY: '' } });
+    expect(r.code).toBe(2);
+    expect(r.stderr).toMatch(/OPENAI_API_KEY is not set/);
+  });
+});
+
+describe('pge batch', () => {
+  it('runs each task with its own log and prints one line per task', async () => {
+    server.script(scripted(9));
+    writeFileSync(
+      join(tmp, 'tasks.txt'),
+      '# haiku batch\nWrite a haiku about rain\n\nWrite a haiku about snow\n',
+    );
+    const r = await pge(['batch', 'tasks.txt', '--base-url', server.url, '--working-dir', tmp]);
+    expect(r.code).toBe(0);
+    const lines = r.stdout.trim().split('\n');
+    expect(lines).toHaveLength(3);
+    expect(lines[0]).toMatch(/^\[1\/2\] passed .*"Write a haiku about rain"/);
+    expect(lines[1]).toMatch(/^\[2\/2\] passed .*"Write a haiku about snow"/);
+    expect(lines[2]).toBe('batch: 2 tasks: 2 passed');
+    expect(logsIn(tmp)).toHaveLength(2);
+  });
+
+  it('exits with the worst code and skips the rest after a refused request', async () => {
+    server.script(() => ({ status: 401 }));
+    writeFileSync(join(tmp, 'tasks.txt'), 'one\ntwo\n');
+    const r = await pge(['batch', 'tasks.txt', '--base-url', server.url, '--working-dir', tmp]);
+    expect(r.code).toBe(3);
+    expect(r.stdout).toMatch(/\[1\/2\] error .*401/);
+    expect(r.stdout).toMatch(/\[2\/2\] skipped/);
+  });
+});
+
+describe('usage and configuration errors exit 2', () => {
+  it.each([
+    [['run', 'task', '--frobnicate'], /Unknown option '--frobnicate'/],
+    [['run', 'task', '--max-steps', '0'], /maxSteps must be >= 1/],
+    [['run', 'task', '--threshold', 'accuracy=11'], /threshold must be between 1 and 10/],
+    [['run', 'task', '--max-retries', 'two'], /--max-retries expects an integer, got "two"/],
+    [['run', 'task', '--on-exhausted', 'panic'], /--on-exhausted expects one of advance, abort, replan/],
+    [['run'], /needs a task/],
+    [['launch'], /unknown command "launch"/],
+  ])('pge %j', async (args, message) => {
+    const r = await pge(args);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toMatch(message);
+    expect(r.stderr).toMatch(/Run 'pge (run )?--help' for usage/);
+    expect(r.stdout).toBe('');
+  });
+});
+
+describe('pge config', () => {
+  it('shows a flag as the source of a value and never the key', async () => {
+    const r = await pge(['config', '--model', 'x']);
+    expect(r.code).toBe(0);
+    expect(r.stdout).toContain('modelName: x (flag)');
+    expect(r.stdout).toContain('apiKey: (set) (env)');
+    expect(r.stdout).toContain('maxSteps: 10 (default)');
+    expect(r.stdout).not.toContain(SECRET);
+  });
+
+  it('applies flags over the environment over the config file over defaults', async () => {
+    writeFileSync(
+      join(tmp, 'pge.config.json'),
+      JSON.stringify({
+        modelName: 'from-file',
+        maxSteps: 4,
+        defaultThresholds: { accuracy: 8 },
+        workingDirectory: 'runs',
+      }),
+    );
+    const env = { PGE_MODEL: 'from-env' };
+    const r = await pge(['config', '--threshold', 'clarity=7'], { env });
+    expect(r.code).toBe(0);
+    expect(r.stdout).toContain(`Config file: ${join(tmp, 'pge.config.json')}`);
+    expect(r.stdout).toContain('modelName: from-env (env)');
+    expect(r.stdout).toContain('maxSteps: 4 (config file)');
+    expect(r.stdout).toContain(`workingDirectory: ${join(tmp, 'runs')} (config file)`);
+    expect(r.stdout).toContain('defaultThresholds: {"accuracy":8,"clarity":7} (flag + config file)');
+    expect(r.stdout).toContain('maxRetriesPerStep: 3 (default)');
+    const flagged = await pge(['config', '--model', 'from-flag', '--max-steps', '2'], { env });
+    expect(flagged.stdout).toContain('modelName: from-flag (flag)');
+    expect(flagged.stdout).toContain('maxSteps: 2 (flag)');
+  });
+
+  it('rejects an unknown key in the config file', async () => {
+    writeFileSync(join(tmp, 'pge.config.json'), JSON.stringify({ maxSteps: 4, max_steps: 4 }));
+    const r = await pge(['config']);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toMatch(/unknown option max_steps/);
+  });
+});
+
+describe('help and version', () => {
+  it('prints the top-level help with examples', async () => {
+    const r = await pge(['--help']);
+    expect(r.code).toBe(0);
+    expect(r.stdout).toMatch(/pge run "<task>"/);
+    expect(r.stdout).toMatch(/Exit codes:[\s\S]*130/);
+    expect(r.stdout).toMatch(/Examples:\n {2}pge demo/);
+  });
+
+  it.each(['run', 'demo', 'batch', 'config'])('prints the help of pge %s with examples', async (command) => {
+    const r = await pge([command, '--help']);
+    expect(r.code).toBe(0);
+    expect(r.stdout).toContain(`Usage: pge ${command}`);
+    expect(r.stdout).toMatch(new RegExp(`Examples:\\n {2}(\\w+=\\S+ )?pge ${command}`));
+  });
+
+  it('prints the version', async () => {
+    const r = await pge(['--version']);
+    expect(r.code).toBe(0);
+    const { version } = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8'));
+    expect(r.stdout.trim()).toBe(version);
+  });
+});

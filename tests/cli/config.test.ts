@@ -1,0 +1,187 @@
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { describeConfig, resolveConfig } from '../../src/cli/config.js';
+import { parseCommandLine } from '../../src/cli/flags.js';
+import type { CliIo } from '../../src/cli/io.js';
+import { main } from '../../src/cli/main.js';
+import { ConfigurationError } from '../../src/errors.js';
+
+/** Flags, environment and config file, resolved in-process: the rules behind `pge config` and `pge run`. */
+
+let dir: string;
+beforeEach(() => {
+  dir = mkdtempSync(join(tmpdir(), 'pge-cli-config-'));
+});
+afterEach(() => {
+  rmSync(dir, { recursive: true, force: true });
+});
+
+const flags = (...argv: string[]) => parseCommandLine('run', argv).flags;
+const resolveIn = (argv: string[], env: Record<string, string> = {}) =>
+  resolveConfig({ flags: flags(...argv), env, cwd: dir });
+
+function fakeIo(env: Record<string, string> = {}): CliIo & { out: () => string; err: () => string } {
+  let out = '';
+  let err = '';
+  return {
+    stdout: { write: (text: string) => (out += text) },
+    stderr: { write: (text: string) => (err += text) },
+    env,
+    cwd: dir,
+    out: () => out,
+    err: () => err,
+  };
+}
+
+describe('flag values', () => {
+  it('converts numbers, durations, choices and repeated thresholds', () => {
+    const { options, json } = flags(
+      '--max-steps=4',
+      '--max-cost',
+      '0.25',
+      '--timeout',
+      '30s',
+      '--max-duration',
+      '1500',
+      '--on-exhausted',
+      'replan',
+      '--threshold',
+      ' Accuracy =8',
+      '--threshold',
+      'clarity=7.5',
+      '--json',
+    );
+    expect(options).toEqual({
+      maxSteps: 4,
+      maxCostUsd: 0.25,
+      timeoutMs: 30_000,
+      maxDurationMs: 1500,
+      onStepExhausted: 'replan',
+      defaultThresholds: { accuracy: 8, clarity: 7.5 },
+    });
+    expect(json).toBe(true);
+  });
+
+  it.each([
+    [['--max-steps', '1.5'], '--max-steps expects an integer, got "1.5"'],
+    [['--max-tokens', '0x10'], '--max-tokens expects an integer, got "0x10"'],
+    [['--temperature', ''], '--temperature expects a number, got ""'],
+    [['--timeout', '5 minutes'], '--timeout expects a duration'],
+    [['--threshold', 'accuracy'], '--threshold expects <criterion>=<score>'],
+    [['--threshold', 'accuracy=0'], 'a threshold must be between 1 and 10'],
+    [['--structured-output', 'xml'], 'one of json_schema, json_object, prompt'],
+  ])('rejects %j', (argv, message) => {
+    expect(() => flags(...argv)).toThrow(ConfigurationError);
+    expect(() => flags(...argv)).toThrow(message);
+  });
+
+  it('does not read values when --help is given', () => {
+    expect(parseCommandLine('run', ['--max-steps', 'many', '--help']).help).toBe(true);
+  });
+
+  it('gives pge demo no flag that configures a model server', () => {
+    expect(() => parseCommandLine('demo', ['--base-url', 'http://x'])).toThrow(/Unknown option '--base-url'/);
+    expect(parseCommandLine('demo', ['--max-retries', '1']).flags.options).toEqual({ maxRetriesPerStep: 1 });
+  });
+});
+
+describe('resolveConfig', () => {
+  it('takes flags over env over the config file over defaults, each with its source', () => {
+    writeFileSync(
+      join(dir, 'pge.config.json'),
+      JSON.stringify({ modelName: 'file', maxSteps: 3, maxReplans: 2 }),
+    );
+    const c = resolveIn(['--max-steps', '5'], { PGE_MODEL: 'env', OPENAI_BASE_URL: '' });
+    expect(c.options).toMatchObject({ modelName: 'env', maxSteps: 5, maxReplans: 2, outputType: 'final' });
+    expect(c.sources).toMatchObject({
+      modelName: 'env',
+      maxSteps: 'flag',
+      maxReplans: 'config file',
+      baseURL: 'default',
+      outputType: 'default',
+    });
+    expect(c.configFile).toBe(join(dir, 'pge.config.json'));
+  });
+
+  it('reads paths in a config file relative to the file, and flag paths relative to the cwd', () => {
+    mkdirSync(join(dir, 'conf'));
+    writeFileSync(join(dir, 'conf', 'team.json'), JSON.stringify({ workingDirectory: 'runs' }));
+    const c = resolveIn(['--config', 'conf/team.json', '--log', 'out/run.md']);
+    expect(c.options.workingDirectory).toBe(join(dir, 'conf', 'runs'));
+    expect(c.options.sharedStatePath).toBe(join(dir, 'out', 'run.md'));
+  });
+
+  it.each([
+    ['{ "maxSteps": ', /is not valid JSON/],
+    ['[1, 2]', /must hold a JSON object/],
+    ['{ "maxSteps": "3" }', /pge\.config\.json: maxSteps: Invalid input: expected number/],
+    ['{ "maxSteps": 0 }', /pge\.config\.json: maxSteps must be >= 1, got 0/],
+    ['{ "plannerAgent": {} }', /plannerAgent can be set only through the API/],
+    ['{ "roleSettings": { "critic": {} } }', /roleSettings/],
+  ])('rejects the config file %s', (text, message) => {
+    writeFileSync(join(dir, 'pge.config.json'), text);
+    expect(() => resolveIn([])).toThrow(message);
+  });
+
+  it('rejects a --config file that does not exist, but not a missing pge.config.json', () => {
+    expect(() => resolveIn(['--config', 'nope.json'])).toThrow(/nope\.json does not exist/);
+    expect(resolveIn([]).configFile).toBeNull();
+  });
+
+  it('names the flag that holds a bad value', () => {
+    expect(() => resolveIn(['--max-steps', '0'])).toThrow('--max-steps: maxSteps must be >= 1, got 0');
+  });
+
+  it('reads neither env nor config file for the demo', () => {
+    writeFileSync(join(dir, 'pge.config.json'), '{ "nonsense": true }');
+    const c = resolveConfig({ flags: flags(), env: { PGE_MODEL: 'env' }, cwd: dir, flagsOnly: true });
+    expect(c.options).toEqual({ outputType: 'final' });
+  });
+
+  it('never shows the API key, and shows a base URL without its credentials', () => {
+    writeFileSync(join(dir, 'pge.config.json'), JSON.stringify({ apiKey: 'sk-from-file-123456' }));
+    const c = resolveIn(['--base-url', 'https://user:hunter2@proxy.example/v1?key=abc']);
+    const lines = describeConfig(c, dir);
+    const text = JSON.stringify(lines);
+    expect(lines.find((l) => l.key === 'apiKey')).toEqual({
+      key: 'apiKey',
+      value: '(set)',
+      source: 'config file',
+    });
+    expect(lines.find((l) => l.key === 'baseURL')?.value).toBe('https://proxy.example/v1');
+    for (const secret of ['sk-from-file', 'hunter2', 'abc']) expect(text).not.toContain(secret);
+    expect(lines.find((l) => l.key === 'workingDirectory')).toMatchObject({ value: dir, source: 'default' });
+  });
+});
+
+describe('main in-process', () => {
+  it('prints the configuration as JSON with pge config --json', async () => {
+    const io = fakeIo({ OPENAI_API_KEY: 'sk-in-process-secret' });
+    expect(await main(['config', '--json', '--max-retries', '1'], io)).toBe(0);
+    const shown = JSON.parse(io.out());
+    expect(shown.options.maxRetriesPerStep).toEqual({ value: 1, source: 'flag' });
+    expect(shown.options.apiKey).toEqual({ value: '(set)', source: 'env' });
+    expect(shown.options.maxCostUsd).toEqual({ value: null, source: 'default' });
+    expect(io.out()).not.toContain('sk-in-process-secret');
+  });
+
+  it.each([
+    [['help', 'batch'], 0, /^Usage: pge batch <file>/],
+    [['help'], 0, /^pge: a Planner-Generator-Evaluator harness/],
+    [['help', 'nope'], 2, /no help for "nope"/],
+    [['--max-steps', '3'], 2, /unknown flag --max-steps \(flags go after the command\)/],
+  ])('pge %j exits %i', async (argv, code, text) => {
+    const io = fakeIo();
+    expect(await main(argv, io)).toBe(code);
+    expect(code === 0 ? io.out() : io.err()).toMatch(text);
+  });
+
+  it('answers pge with no command with the help on stderr and exit code 2', async () => {
+    const io = fakeIo();
+    expect(await main([], io)).toBe(2);
+    expect(io.err()).toContain('Usage:');
+    expect(io.out()).toBe('');
+  });
+});
