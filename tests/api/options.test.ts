@@ -1,0 +1,116 @@
+import {
+  chmodSync,
+  existsSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { ScriptedModel } from '../../src/actors/scripted-model.js';
+import type { PgeOptions } from '../../src/api/options.js';
+import { PlannerGeneratorEvaluator } from '../../src/api/planner-generator-evaluator.js';
+import { ConfigurationError } from '../../src/errors.js';
+import { passingScript } from '../support/scripts.js';
+
+let dir: string;
+beforeEach(() => {
+  dir = mkdtempSync(join(tmpdir(), 'pge-opts-'));
+});
+afterEach(() => {
+  chmodSync(dir, 0o755);
+  rmSync(dir, { recursive: true, force: true });
+});
+
+const agents = () => {
+  const m = new ScriptedModel(passingScript(1));
+  return { plannerAgent: m, generatorAgent: m, evaluatorAgent: m };
+};
+
+function rejects(options: Record<string, unknown>, message: RegExp) {
+  expect(
+    () => new PlannerGeneratorEvaluator({ ...agents(), workingDirectory: dir, ...options } as PgeOptions),
+  ).toThrow(message);
+  try {
+    new PlannerGeneratorEvaluator({ ...agents(), workingDirectory: dir, ...options } as PgeOptions);
+  } catch (error) {
+    expect(error).toBeInstanceOf(ConfigurationError);
+  }
+}
+
+describe('bad options get a clear error and nothing half-done', () => {
+  it("rejects the reference's conditions with its words", () => {
+    rejects({ maxSteps: 0 }, /maxSteps must be >= 1, got 0/);
+    rejects({ maxRetriesPerStep: -1 }, /maxRetriesPerStep must be >= 0, got -1/);
+    rejects({ modelName: '' }, /modelName must be provided/);
+    rejects({ modelName: '   ' }, /modelName must be provided/);
+  });
+
+  it('rejects unknown option names instead of ignoring them', () => {
+    rejects({ maxRetries: 3, score_threshold: 0.8 }, /unknown option: score_threshold/);
+    rejects({ sharedFilePath: 'x', generatorTools: [] }, /unknown options: sharedFilePath, generatorTools/);
+  });
+
+  it('rejects thresholds outside 1-10', () => {
+    rejects({ defaultThresholds: { accuracy: 11 } }, /between 1 and 10/);
+    rejects({ defaultThresholds: { accuracy: 0 } }, /between 1 and 10/);
+    rejects({ fallbackThreshold: 0.5 }, /between 1 and 10/);
+  });
+
+  it('rejects a bad output type, policy or agent', () => {
+    rejects({ outputType: 'basemodel' }, /outputType/);
+    rejects({ onStepExhausted: 'retry' }, /onStepExhausted/);
+    rejects({ generatorAgent: { run: () => 'x' } }, /must be a Model/);
+  });
+
+  it('rejects an unwritable working directory', () => {
+    writeFileSync(join(dir, 'file-not-dir'), 'x');
+    rejects({ workingDirectory: join(dir, 'file-not-dir') }, /not a writable directory/);
+    rejects({ workingDirectory: join(dir, 'file-not-dir', 'sub') }, /not a writable directory/);
+    // A device is no directory, even to root, who may write anywhere else.
+    rejects({ workingDirectory: '/dev/null/pge-working-dir' }, /not a writable directory/);
+    if (process.getuid?.() !== 0) {
+      chmodSync(dir, 0o500);
+      rejects({ workingDirectory: join(dir, 'locked') }, /not a writable directory/);
+    }
+  });
+
+  it('rejects an empty task before doing anything', async () => {
+    const pge = new PlannerGeneratorEvaluator({ ...agents(), workingDirectory: dir });
+    await expect(pge.run('')).rejects.toThrow(/Task must be a non-empty string/);
+    await expect(pge.run('   ')).rejects.toThrow(ConfigurationError);
+    await expect(pge.batchedRun(['ok', ''])).rejects.toThrow(/non-empty/);
+    await pge.close();
+    expect(readdirSync(dir)).toEqual([]);
+  });
+
+  it('never truncates a sharedStatePath that already holds another run', async () => {
+    const path = join(dir, 'state.md');
+    const before = '# PGE Harness Shared State\n\n**Run ID**: pge-other-run\n';
+    writeFileSync(path, before);
+    const pge = new PlannerGeneratorEvaluator({ ...agents(), sharedStatePath: path });
+    await expect(pge.run('task')).rejects.toThrow(/already holds another run/);
+    await pge.close();
+    expect(readFileSync(path, 'utf8')).toBe(before);
+  });
+
+  it('runs twice on one sharedStatePath only once: the second run refuses instead of overwriting', async () => {
+    const path = join(dir, 'state.md');
+    const m = new ScriptedModel({ ...passingScript(1) });
+    const pge = new PlannerGeneratorEvaluator({
+      plannerAgent: m,
+      generatorAgent: m,
+      evaluatorAgent: m,
+      sharedStatePath: path,
+    });
+    await pge.run('first');
+    const first = readFileSync(path, 'utf8');
+    await expect(pge.run('second')).rejects.toThrow(ConfigurationError);
+    await pge.close();
+    expect(readFileSync(path, 'utf8')).toBe(first);
+    expect(existsSync(path)).toBe(true);
+  });
+});
