@@ -1,0 +1,103 @@
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { PlannerGeneratorEvaluator } from '../src/api/planner-generator-evaluator.js';
+import type { RunEvent } from '../src/schemas/index.js';
+import { callsPerRun, InstantModel } from './instant-model.js';
+import { type HarnessFigures, loopFigures, median, pool, timed } from './measure.js';
+import { MeteredModel } from './metered-model.js';
+
+/**
+ * Section 1: the harness's own cost per model call. Whole runs through the public API on the
+ * embedded runtime (in-process bus, role workers, validation, the markdown log on disk), with an
+ * instant model; the model's own time is measured and taken out.
+ */
+
+/** Settings of the overhead section. */
+export interface OverheadSettings {
+  /** Root of the temporary logs. */
+  dir: string;
+  steps: number;
+  warmupRuns: number;
+  runs: number;
+  /** Batches of `runs` per figure; the median is kept. */
+  reps: number;
+  concurrency: number;
+}
+
+const TASK = 'Write a five-part technical document (benchmark task)';
+
+/** Figures of the pge harness: sequential and concurrent with `onEvent`, and sequential without. */
+export interface HarnessResults {
+  sequential: HarnessFigures;
+  concurrent: HarnessFigures;
+  /** Sequential, no `onEvent`: one subscriber fewer per event (the log writer is then the only one). */
+  sequentialNoOnEvent: HarnessFigures;
+}
+
+/** An instance on the embedded runtime with the metered instant model, counting events when `follow`. */
+function harness(settings: OverheadSettings, name: string, follow: boolean) {
+  const workingDirectory = join(settings.dir, name);
+  mkdirSync(workingDirectory, { recursive: true });
+  const model = new MeteredModel(new InstantModel(settings.steps));
+  const counts = { events: 0, passed: 0 };
+  const pge = new PlannerGeneratorEvaluator({
+    plannerAgent: model,
+    generatorAgent: model,
+    evaluatorAgent: model,
+    workingDirectory,
+    maxSteps: settings.steps,
+    ...(follow
+      ? {
+          onEvent: (event: RunEvent) => {
+            counts.events++;
+            if (event.type === 'run.completed' && event.payload.passed) counts.passed++;
+          },
+        }
+      : {}),
+  });
+
+  /** Runs `runs` runs, `concurrency` at a time; `eventsPerRun` stands in for the count without `onEvent`. */
+  const batch = async (runs: number, concurrency: number, eventsPerRun = 0): Promise<HarnessFigures> => {
+    model.reset();
+    counts.events = 0;
+    counts.passed = 0;
+    let passed = 0;
+    const time = await timed(() =>
+      pool(runs, concurrency, async () => {
+        await pge.run(TASK);
+        if (pge.lastResult?.passed) passed++;
+      }),
+    );
+    // A benchmark of runs that did not do what they should would measure the wrong thing.
+    const expected = runs * callsPerRun(settings.steps);
+    if (model.calls !== expected || (follow ? counts.passed : passed) !== runs) {
+      throw new Error(
+        `harness batch: ${model.calls} model calls (expected ${expected}), not every run passed`,
+      );
+    }
+    const events = follow ? counts.events : eventsPerRun * runs;
+    const figures = loopFigures({ runs, concurrency, calls: model.calls, modelMs: model.modelMs }, time);
+    return { ...figures, events, eventsPerSecond: events / (time.wallMs / 1000) };
+  };
+  return { pge, batch };
+}
+
+/** Measures the pge harness after a warm-up. */
+export async function measureHarness(settings: OverheadSettings): Promise<HarnessResults> {
+  const followed = harness(settings, 'overhead', true);
+  const plain = harness(settings, 'overhead-no-on-event', false);
+  try {
+    await followed.batch(settings.warmupRuns, 1);
+    await followed.batch(settings.warmupRuns, settings.concurrency);
+    await plain.batch(settings.warmupRuns, 1);
+    const { runs, reps } = settings;
+    const sequential = await median(reps, () => followed.batch(runs, 1));
+    const concurrent = await median(reps, () => followed.batch(runs, settings.concurrency));
+    const eventsPerRun = sequential.events / sequential.runs;
+    const sequentialNoOnEvent = await median(reps, () => plain.batch(runs, 1, eventsPerRun));
+    return { sequential, concurrent, sequentialNoOnEvent };
+  } finally {
+    await followed.pge.close();
+    await plain.pge.close();
+  }
+}

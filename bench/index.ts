@@ -1,0 +1,85 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { cpus, tmpdir, totalmem } from 'node:os';
+import { join } from 'node:path';
+import { measureBare } from './bare-xstate.js';
+import { measureHarness } from './harness-overhead.js';
+import { measureMemory } from './memory.js';
+import { measurePromptSizes } from './prompt-size.js';
+import { type BenchResults, printReport } from './report.js';
+
+/**
+ * `npm run bench`: the harness's overhead per model call against a bare XState loop, prompt size
+ * against steps run, and memory per active run, measured in one process and printed as a table
+ * followed by one line of JSON. Logs go to a temporary directory, deleted at the end.
+ * See docs/benchmarks.md for what each figure means.
+ */
+
+const SETTINGS = {
+  /** Steps of the plan in the overhead runs: 1 + 6 × 5 = 31 model calls per run. */
+  steps: 5,
+  warmupRuns: 50,
+  runs: 200,
+  /** Batches per figure of sections 1-2; the median is reported. */
+  reps: 3,
+  concurrency: 50,
+  memoryRuns: 1000,
+  /** After the memory measure, how long the 1,000 runs go on before the rest are interrupted. */
+  drainWindowMs: 10_000,
+} as const;
+
+/** Runs one section, telling stderr what it does and how long it took. */
+async function section<T>(name: string, body: () => Promise<T>): Promise<T> {
+  process.stderr.write(`pge bench: ${name}… `);
+  const started = performance.now();
+  const result = await body();
+  process.stderr.write(`${((performance.now() - started) / 1000).toFixed(1)} s\n`);
+  return result;
+}
+
+async function main(): Promise<void> {
+  const dir = mkdtempSync(join(tmpdir(), 'pge-bench-'));
+  const started = performance.now();
+  try {
+    const cpu = cpus();
+    const machine = {
+      date: new Date().toISOString(),
+      node: process.version,
+      platform: `${process.platform} ${process.arch}`,
+      cpus: cpu.length,
+      cpuModel: cpu[0]?.model.trim() ?? 'unknown',
+      memoryGiB: Math.round((totalmem() / 2 ** 30) * 10) / 10,
+    };
+    const harness = await section('1/4 harness overhead (pge runs on the embedded bus, log on disk)', () =>
+      measureHarness({ dir, ...SETTINGS }),
+    );
+    const bare = await section('2/4 bare XState loop', () => measureBare(SETTINGS));
+    const prompts = await section('3/4 prompt size against steps run (plans of 10, 50, 200 steps)', () =>
+      measurePromptSizes(dir),
+    );
+    const memory = await section(`4/4 memory with ${SETTINGS.memoryRuns} runs in flight`, () =>
+      measureMemory({
+        dir,
+        runs: SETTINGS.memoryRuns,
+        steps: SETTINGS.steps,
+        drainWindowMs: SETTINGS.drainWindowMs,
+      }),
+    );
+    const results: BenchResults = {
+      machine,
+      settings: SETTINGS,
+      harness,
+      bare,
+      prompts,
+      memory,
+      totalSeconds: (performance.now() - started) / 1000,
+    };
+    printReport(results);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+main().catch((error: unknown) => {
+  console.error('pge bench failed:', error);
+  process.exitCode = 1;
+});
