@@ -71,6 +71,11 @@ export function describeError(error: unknown): { name: string; message: string; 
   return { name: 'Error', message: String(error), retryable: false };
 }
 
+/** A worker stopped while it held a request: the request is handed back, not failed. */
+export class WorkerStoppedError extends PgeError {
+  readonly retryable = true;
+}
+
 /**
  * Rebuilds a named error that crossed the bus as `{ name, message, retryable }`, so callers can
  * tell a model transport failure from a rejected request after it came back from a worker.

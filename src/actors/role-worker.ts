@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import type { Bus, BusSubscription } from '../bus/bus.js';
 import { publishResult, serveWork } from '../bus/channels.js';
-import { describeError, InvalidOutputError } from '../errors.js';
+import { describeError, InvalidOutputError, WorkerStoppedError } from '../errors.js';
 import type {
   Evaluation,
   ModelCall,
@@ -77,7 +77,12 @@ function cutPlan(plan: Plan, maxSteps: number): Plan {
  * Answers one request with `model`: the whole validate-and-repair loop, no bus. A plan with more
  * steps than `maxSteps` is re-asked once, then cut (DESIGN 1), which the result reports.
  */
-export async function answerRequest(request: RoleRequest, model: Model, maxRepairs: number): Promise<Answer> {
+export async function answerRequest(
+  request: RoleRequest,
+  model: Model,
+  maxRepairs: number,
+  signal?: AbortSignal,
+): Promise<Answer> {
   const role = ROLE_OF_REQUEST[request.type];
   const phase = phaseOf(request);
   const { name, jsonSchema } = responseSchemaFor(phase);
@@ -90,8 +95,17 @@ export async function answerRequest(request: RoleRequest, model: Model, maxRepai
     const started = performance.now();
     let answer: Awaited<ReturnType<Model['complete']>>;
     try {
-      answer = await model.complete({ role, phase, schemaName: name, jsonSchema, messages });
+      answer = await model.complete({
+        role,
+        phase,
+        schemaName: name,
+        jsonSchema,
+        messages,
+        ...(signal ? { signal } : {}),
+      });
     } catch (error) {
+      // An aborted call has no result: the request goes back to the queue for another worker.
+      if (signal?.aborted) throw error;
       return { calls, result: { status: 'error', phase, error: describeError(error), raw: null } };
     }
     raw = answer.content;
@@ -145,7 +159,7 @@ export interface RoleWorkerOptions {
   role: Role;
   model: Model;
   maxRepairs?: number;
-  /** Requests handled at once by this worker (default 64: model calls are I/O-bound). */
+  /** Requests handled at once by this worker (default 16: model calls are I/O-bound). */
   concurrency?: number;
   /** Name reported in results (default `<role>-<random>`). */
   workerId?: string;
@@ -154,44 +168,54 @@ export interface RoleWorkerOptions {
 /** A running role worker. */
 export interface RoleWorker {
   readonly id: string;
-  /** Stops taking requests and waits for the ones in flight. */
-  stop(): Promise<void>;
+  /**
+   * Stops taking requests. `finish` (default) lets the requests in flight complete and publish
+   * their results; `abort` cancels their model calls and publishes nothing, so that a durable
+   * queue hands them to another worker.
+   */
+  stop(mode?: 'finish' | 'abort'): Promise<void>;
 }
 
 /** Starts a worker serving `role` on the bus, as one member of the role's queue group. */
 export function createRoleWorker(options: RoleWorkerOptions): RoleWorker {
   const { bus, role, model } = options;
   const maxRepairs = options.maxRepairs ?? DEFAULT_MAX_REPAIRS;
-  const concurrency = options.concurrency ?? 64;
+  const concurrency = options.concurrency ?? 16;
   const id = options.workerId ?? `${role}-${Math.random().toString(36).slice(2, 8)}`;
+  const aborter = new AbortController();
   const inFlight = new Set<Promise<void>>();
-  const handle = async (request: RoleRequest) => {
-    const { calls, result } = await answerRequest(request, model, maxRepairs);
-    await publishResult(bus, {
-      requestId: request.id,
-      runId: request.runId,
-      role,
-      worker: id,
-      calls,
-      result,
-    });
-  };
-  const subscription: BusSubscription = serveWork(bus, role, async (request) => {
-    // The bus hands a subscription one message at a time; returning before the model answers lets
-    // this worker serve up to `concurrency` requests at once, and waiting here applies back-pressure.
-    while (inFlight.size >= concurrency) await Promise.race(inFlight);
-    const job = handle(request)
-      .catch((error: unknown) => {
-        console.error(`pge ${id}: could not publish the result of ${request.id}:`, error);
-      })
-      .finally(() => inFlight.delete(job));
-    inFlight.add(job);
-  });
+  // One subscription per unit of concurrency, all in the role's queue group: the bus hands each
+  // subscription one message at a time and acknowledges it only when the handler settles, so a
+  // request counts as done once its result is published, and one abandoned by `stop('abort')`
+  // (the handler rejects) is handed back to the queue.
+  const subscriptions: BusSubscription[] = Array.from({ length: concurrency }, () =>
+    serveWork(bus, role, async (request) => {
+      const job = (async () => {
+        const { calls, result } = await answerRequest(request, model, maxRepairs, aborter.signal);
+        await publishResult(bus, {
+          requestId: request.id,
+          runId: request.runId,
+          role,
+          worker: id,
+          calls,
+          result,
+        });
+      })();
+      inFlight.add(job);
+      try {
+        await job;
+      } finally {
+        inFlight.delete(job);
+      }
+    }),
+  );
   return {
     id,
-    async stop() {
-      subscription.unsubscribe();
-      await Promise.all(inFlight);
+    async stop(mode = 'finish') {
+      for (const s of subscriptions) s.unsubscribe();
+      if (mode === 'abort')
+        aborter.abort(new WorkerStoppedError(`worker ${id} stopped; its requests go back to the queue`));
+      await Promise.allSettled(inFlight);
     },
   };
 }

@@ -3,7 +3,7 @@ import type { Model } from '../actors/model.js';
 import { createPersistenceActor } from '../actors/persistence-actor.js';
 import { createRoleWorker, type RoleWorker } from '../actors/role-worker.js';
 import { InProcessBus } from '../bus/in-process-bus.js';
-import type { LogWriteError } from '../errors.js';
+import { type LogWriteError, WorkerStoppedError } from '../errors.js';
 import type { Role } from '../schemas/index.js';
 
 /**
@@ -23,7 +23,13 @@ export interface EmbeddedRuntimeOptions {
 
 /** Starts the embedded runtime. */
 export function createEmbeddedRuntime(options: EmbeddedRuntimeOptions) {
-  const bus = new InProcessBus();
+  const bus = new InProcessBus({
+    onHandlerError: (error, subject) => {
+      // Requests abandoned by `close()` belong to runs that were interrupted: nothing to report.
+      if (!(error instanceof WorkerStoppedError))
+        console.error(`pge: a handler on ${subject} failed:`, error);
+    },
+  });
   const persistence = createPersistenceActor({ bus, onError: options.onLogError });
   const workers: RoleWorker[] = (['planner', 'generator', 'evaluator'] as const).map((role) =>
     createRoleWorker({
@@ -39,9 +45,12 @@ export function createEmbeddedRuntime(options: EmbeddedRuntimeOptions) {
     bus,
     coordinator,
     persistence,
-    /** Stops the workers, drains the bus and closes every log. */
+    /**
+     * Stops the workers, drains the bus and closes every log. Calls still in flight belong to
+     * interrupted runs (a finished run has none), so they are aborted rather than awaited.
+     */
     async close(): Promise<void> {
-      await Promise.all(workers.map((w) => w.stop()));
+      await Promise.all(workers.map((w) => w.stop('abort')));
       await bus.flush();
       await persistence.close();
       await bus.close();
