@@ -79,6 +79,18 @@ type Success<P extends RoleSuccess['phase']> = Extract<RoleSuccess, { phase: P }
 export function createCoordinator(options: CoordinatorOptions) {
   const { bus } = options;
   const clock = options.clock ?? Date.now;
+  // One subscription for the results of every run: request ids are unique across runs, and a
+  // subscription per run would make the bus re-match subjects each time a run starts or ends.
+  const pending = new Map<string, (result: RoleResult) => void>();
+  const results = subscribeResults(bus, '*', (result) => {
+    const resolve = pending.get(result.requestId);
+    // A result nobody waits for is a duplicate (a redelivered request) or belongs to another
+    // coordinator's run; the first one counted.
+    if (resolve) {
+      pending.delete(result.requestId);
+      resolve(result);
+    }
+  });
 
   function startRun(spec: RunSpec): RunHandle {
     const { runId } = spec;
@@ -86,7 +98,6 @@ export function createCoordinator(options: CoordinatorOptions) {
     const calls: ModelCall[] = [];
     const publishing: Promise<void>[] = [];
     let publishFailure: unknown = null;
-    const pending = new Map<string, (result: RoleResult) => void>();
 
     const record = <T extends RunEventDraft>(draft: T): RunEventOf<T['type']> => {
       seq += 1;
@@ -106,15 +117,6 @@ export function createCoordinator(options: CoordinatorOptions) {
       );
       return event as RunEventOf<T['type']>;
     };
-
-    const results = subscribeResults(bus, runId, (result) => {
-      const resolve = pending.get(result.requestId);
-      // A result nobody waits for is a duplicate (a redelivered request); the first one counted.
-      if (resolve) {
-        pending.delete(result.requestId);
-        resolve(result);
-      }
-    });
 
     /** Sends a request and waits for its result; records the calls it cost. */
     async function ask(
@@ -273,14 +275,10 @@ export function createCoordinator(options: CoordinatorOptions) {
     actor.start();
 
     const done = (async () => {
-      try {
-        const outcome = await toPromise(actor);
-        await Promise.all(publishing);
-        if (publishFailure) throw publishFailure;
-        return outcome;
-      } finally {
-        results.unsubscribe();
-      }
+      const outcome = await toPromise(actor);
+      await Promise.all(publishing);
+      if (publishFailure) throw publishFailure;
+      return outcome;
     })();
 
     return {
@@ -291,7 +289,13 @@ export function createCoordinator(options: CoordinatorOptions) {
     };
   }
 
-  return { startRun };
+  return {
+    startRun,
+    /** Stops taking results; runs still going will not finish. */
+    close(): void {
+      results.unsubscribe();
+    },
+  };
 }
 
 /** A coordinator as `createCoordinator` returns it. */

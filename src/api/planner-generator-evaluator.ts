@@ -118,13 +118,6 @@ export class PlannerGeneratorEvaluator {
     const runtime = this.ensureRuntime();
     const started = performance.now();
     const o = this.options;
-    const follow =
-      o.onEvent || o.verbose
-        ? subscribeEvents(runtime.bus, runId, (event) => {
-            o.onEvent?.(event);
-            if (o.verbose) console.error(describe(event));
-          })
-        : null;
     const handle = runtime.coordinator.startRun({
       runId,
       task,
@@ -155,7 +148,6 @@ export class PlannerGeneratorEvaluator {
       if (outcome.status === 'failed' && outcome.error) throw errorFromInfo(outcome.error);
       return formatOutput(o.outputType, task, result);
     } finally {
-      follow?.unsubscribe();
       this.interrupts.delete(runId);
       this.logErrors.delete(runId);
     }
@@ -173,7 +165,8 @@ export class PlannerGeneratorEvaluator {
   }
 
   private ensureRuntime(): EmbeddedRuntime {
-    this.runtime ??= createEmbeddedRuntime({
+    if (this.runtime) return this.runtime;
+    this.runtime = createEmbeddedRuntime({
       models: this.models,
       maxRepairs: this.options.maxRepairs,
       onLogError: (runId, error) => {
@@ -181,6 +174,14 @@ export class PlannerGeneratorEvaluator {
         this.interrupts.get(runId)?.();
       },
     });
+    const o = this.options;
+    if (o.onEvent || o.verbose) {
+      // One subscription for every run of this instance, set up once: see createCoordinator.
+      subscribeEvents(this.runtime.bus, '*', (event) => {
+        o.onEvent?.(event);
+        if (o.verbose) console.error(describe(event));
+      });
+    }
     return this.runtime;
   }
 }

@@ -332,8 +332,15 @@ export class InProcessBus implements Bus {
   private match(subject: string): Route {
     let plain: Subscription[] | null = null;
     let groups: Map<string, Subscription[]> | null = null;
+    // Many subscriptions share a pattern (a worker's units of concurrency): match each pattern once.
+    const verdicts = new Map<string, boolean>();
     for (const subscription of this.subscriptions) {
-      if (!subjectMatches(subscription.subject, subject)) continue;
+      let matches = verdicts.get(subscription.subject);
+      if (matches === undefined) {
+        matches = subjectMatches(subscription.subject, subject);
+        verdicts.set(subscription.subject, matches);
+      }
+      if (!matches) continue;
       if (subscription.queue === null) {
         plain ??= [];
         plain.push(subscription);

@@ -286,6 +286,8 @@ export const runMachine = setup({
         next: {
           always: [
             { guard: 'noMoreSteps', target: '#run.completed' },
+            // A step starts with a model call: the budget guard of DESIGN 9 comes first.
+            { guard: 'overBudget', target: '#run.stopped', actions: 'noteBudget' },
             {
               guard: 'stepAlreadyPassed',
               target: 'next',

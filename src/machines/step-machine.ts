@@ -1,4 +1,4 @@
-import { assign, fromPromise, setup } from 'xstate';
+import { and, assign, fromPromise, setup } from 'xstate';
 import type { Contract, ContractProposal, ErrorInfo, RetryContext, Usage } from '../schemas/index.js';
 import { addUsage, ZERO_USAGE } from '../schemas/index.js';
 import {
@@ -31,7 +31,8 @@ import type {
 /**
  * The lifecycle of one step (DESIGN semantics 3–9): contract negotiation in bounded rounds, then
  * attempts of work → evaluation → judgement, retried with a refine or pivot signal until the step
- * passes or its attempts are spent. Every model call is preceded by a budget gate. The machine
+ * passes or its attempts are spent. Every transition that leads to a model call is guarded by the
+ * budgets. The machine
  * does no I/O: role actors and the `record` action are provided at the composition root.
  */
 
@@ -130,13 +131,11 @@ function outcome(context: StepContext): StepOutcome {
   };
 }
 
-/**
- * Every state that calls a model starts in this gate: a call that would break a budget is never
- * made, and the step stops cleanly instead (DESIGN 9).
- */
-const budgetGate = {
-  always: [{ guard: 'overBudget', target: '#step.stopped', actions: 'noteBudget' }, { target: 'calling' }],
-} as const;
+/** The budget a call would break after spending `report`, or null (DESIGN 9). */
+function budgetAfter(context: StepContext, report: CallReport | null): StepOutcome['stoppedBy'] {
+  const budget = report ? spend(context, report).budget : context.budget;
+  return budgetExceeded(budget.budgets, budget.spent, budget.clock - budget.startedAt);
+}
 
 /** The step statechart. Provide `proposeContract`, `reviewContract`, `doWork`, `evaluateWork` and `record`. */
 export const stepMachine = setup({
@@ -202,80 +201,77 @@ export const stepMachine = setup({
       initial: 'proposing',
       states: {
         proposing: {
-          initial: 'gate',
-          states: {
-            gate: budgetGate,
-            calling: {
-              invoke: {
-                src: 'proposeContract',
-                input: ({ context }): ContractInput => {
-                  const last = context.rounds[context.rounds.length - 1];
-                  return {
-                    task: context.task,
-                    stepNumber: context.stepNumber,
-                    step: step(context),
-                    criteria: context.criteria,
-                    plan: context.outline,
-                    round: context.round,
-                    previous: last
-                      ? { proposal: last.proposal, amendments: last.review?.amendments ?? [] }
-                      : null,
-                  };
-                },
-                onDone: {
-                  target: '#step.negotiating.reviewing',
-                  actions: assign(({ context, event }) => ({
-                    ...spend(context, event.output),
-                    rounds: [
-                      ...context.rounds,
-                      { round: context.round, proposal: event.output.proposal, review: null },
-                    ],
-                  })),
-                },
-                onError: {
-                  target: '#step.failed',
-                  actions: assign({ error: ({ event }) => toErrorInfo(event.error) }),
-                },
+          invoke: {
+            src: 'proposeContract',
+            input: ({ context }): ContractInput => {
+              const last = context.rounds[context.rounds.length - 1];
+              return {
+                task: context.task,
+                stepNumber: context.stepNumber,
+                step: step(context),
+                criteria: context.criteria,
+                plan: context.outline,
+                round: context.round,
+                previous: last
+                  ? { proposal: last.proposal, amendments: last.review?.amendments ?? [] }
+                  : null,
+              };
+            },
+            onDone: [
+              {
+                // Budgets are guards on the transitions that lead to a model call (DESIGN 9).
+                guard: ({ context, event }) => budgetAfter(context, event.output) !== null,
+                target: '#step.stopped',
+                actions: [assign(({ context, event }) => spend(context, event.output)), 'noteBudget'],
               },
+              {
+                target: '#step.negotiating.reviewing',
+                actions: assign(({ context, event }) => ({
+                  ...spend(context, event.output),
+                  rounds: [
+                    ...context.rounds,
+                    { round: context.round, proposal: event.output.proposal, review: null },
+                  ],
+                })),
+              },
+            ],
+            onError: {
+              target: '#step.failed',
+              actions: assign({ error: ({ event }) => toErrorInfo(event.error) }),
             },
           },
         },
         reviewing: {
-          initial: 'gate',
-          states: {
-            gate: budgetGate,
-            calling: {
-              invoke: {
-                src: 'reviewContract',
-                input: ({ context }): ContractReviewInput => ({
-                  task: context.task,
-                  stepNumber: context.stepNumber,
-                  step: step(context),
-                  criteria: context.criteria,
-                  round: context.round,
-                  maxRounds: context.maxContractRounds,
-                  proposal: lastRound(context).proposal,
-                }),
-                onDone: {
-                  target: '#step.negotiating.decided',
-                  actions: assign(({ context, event }) => ({
-                    ...spend(context, event.output),
-                    rounds: [
-                      ...context.rounds.slice(0, -1),
-                      { ...lastRound(context), review: event.output.review },
-                    ],
-                  })),
-                },
-                onError: {
-                  target: '#step.failed',
-                  actions: assign({ error: ({ event }) => toErrorInfo(event.error) }),
-                },
-              },
+          invoke: {
+            src: 'reviewContract',
+            input: ({ context }): ContractReviewInput => ({
+              task: context.task,
+              stepNumber: context.stepNumber,
+              step: step(context),
+              criteria: context.criteria,
+              round: context.round,
+              maxRounds: context.maxContractRounds,
+              proposal: lastRound(context).proposal,
+            }),
+            onDone: {
+              target: '#step.negotiating.decided',
+              actions: assign(({ context, event }) => ({
+                ...spend(context, event.output),
+                rounds: [
+                  ...context.rounds.slice(0, -1),
+                  { ...lastRound(context), review: event.output.review },
+                ],
+              })),
+            },
+            onError: {
+              target: '#step.failed',
+              actions: assign({ error: ({ event }) => toErrorInfo(event.error) }),
             },
           },
         },
         decided: {
           always: [
+            { guard: 'overBudget', target: '#step.stopped', actions: 'noteBudget' },
             {
               guard: 'contractApproved',
               target: '#step.executing',
@@ -326,77 +322,77 @@ export const stepMachine = setup({
       },
     },
     executing: {
-      initial: 'gate',
-      states: {
-        gate: budgetGate,
-        calling: {
-          invoke: {
-            src: 'doWork',
-            input: ({ context }): WorkInput => ({
-              task: context.task,
-              stepNumber: context.stepNumber,
-              step: step(context),
-              criteria: context.criteria,
-              plan: context.outline,
-              contract: context.contract!,
-              attempt: context.attempt,
-              dependencies: context.dependencies,
-              retry: retryContext(context),
-            }),
-            onDone: [
-              {
-                guard: ({ event }) => event.output.work === null,
-                target: '#step.judging',
-                actions: assign(({ context, event }) => ({
-                  ...spend(context, event.output),
-                  pendingWork: event.output,
-                })),
-              },
-              {
-                target: '#step.evaluating',
-                actions: assign(({ context, event }) => ({
-                  ...spend(context, event.output),
-                  pendingWork: event.output,
-                })),
-              },
-            ],
-            onError: {
-              target: '#step.failed',
-              actions: assign({ error: ({ event }) => toErrorInfo(event.error) }),
-            },
+      invoke: {
+        src: 'doWork',
+        input: ({ context }): WorkInput => ({
+          task: context.task,
+          stepNumber: context.stepNumber,
+          step: step(context),
+          criteria: context.criteria,
+          plan: context.outline,
+          contract: context.contract!,
+          attempt: context.attempt,
+          dependencies: context.dependencies,
+          retry: retryContext(context),
+        }),
+        onDone: [
+          {
+            guard: ({ event }) => event.output.work === null,
+            target: '#step.judging',
+            actions: assign(({ context, event }) => ({
+              ...spend(context, event.output),
+              pendingWork: event.output,
+            })),
           },
+          {
+            guard: ({ context, event }) =>
+              event.output.work !== null && budgetAfter(context, event.output) !== null,
+            target: '#step.stopped',
+            actions: [
+              assign(({ context, event }) => ({
+                ...spend(context, event.output),
+                pendingWork: event.output,
+              })),
+              'noteBudget',
+            ],
+          },
+          {
+            target: '#step.evaluating',
+            actions: assign(({ context, event }) => ({
+              ...spend(context, event.output),
+              pendingWork: event.output,
+            })),
+          },
+        ],
+        onError: {
+          target: '#step.failed',
+          actions: assign({ error: ({ event }) => toErrorInfo(event.error) }),
         },
       },
     },
     evaluating: {
-      initial: 'gate',
-      states: {
-        gate: budgetGate,
-        calling: {
-          invoke: {
-            src: 'evaluateWork',
-            input: ({ context }): EvaluationInput => ({
-              task: context.task,
-              stepNumber: context.stepNumber,
-              step: step(context),
-              criteria: context.criteria,
-              contract: context.contract!,
-              attempt: context.attempt,
-              artifact: context.pendingWork!.work!.output,
-            }),
-            onDone: {
-              target: '#step.judging',
-              actions: assign(({ context, event }) => ({
-                ...spend(context, event.output),
-                attempts: [...context.attempts, judged(context, event.output)],
-                pendingWork: null,
-              })),
-            },
-            onError: {
-              target: '#step.failed',
-              actions: assign({ error: ({ event }) => toErrorInfo(event.error) }),
-            },
-          },
+      invoke: {
+        src: 'evaluateWork',
+        input: ({ context }): EvaluationInput => ({
+          task: context.task,
+          stepNumber: context.stepNumber,
+          step: step(context),
+          criteria: context.criteria,
+          contract: context.contract!,
+          attempt: context.attempt,
+          artifact: context.pendingWork!.work!.output,
+        }),
+        onDone: {
+          target: '#step.judging',
+          actions: assign(({ context, event }) => ({
+            ...spend(context, event.output),
+            attempts: [...context.attempts, judged(context, event.output)],
+            pendingWork: null,
+          })),
+        },
+        onError: {
+          target: '#step.failed',
+          actions: assign({ error: ({ event }) => toErrorInfo(event.error) }),
         },
       },
     },
@@ -427,6 +423,7 @@ export const stepMachine = setup({
       ],
       always: [
         { guard: 'attemptPassed', target: 'passed' },
+        { guard: and(['retriesLeft', 'overBudget']), target: 'stopped', actions: 'noteBudget' },
         { guard: 'retriesLeft', target: 'retrying' },
         { target: 'exhausted' },
       ],

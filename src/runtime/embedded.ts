@@ -51,6 +51,7 @@ export function createEmbeddedRuntime(options: EmbeddedRuntimeOptions) {
      */
     async close(): Promise<void> {
       await Promise.all(workers.map((w) => w.stop('abort')));
+      coordinator.close();
       await bus.flush();
       await persistence.close();
       await bus.close();

@@ -200,6 +200,27 @@ describe('budgets, errors and interruption', () => {
     expect(last.type === 'run.failed' && last.payload.message).toMatch(/maxCostUsd/);
   });
 
+  it('checks the budget before the first call of a step', async () => {
+    // The plan costs 150 tokens; reserving another 150 would pass 200, so no contract is proposed.
+    const { outcome, inputs } = await runChart(
+      { evaluations: [scored(9, 9)] },
+      { budgets: { maxCostUsd: null, maxTokens: 200, maxDurationMs: null } },
+    );
+    expect(inputs.plan).toHaveLength(1);
+    expect(inputs.contract).toHaveLength(0);
+    expect(outcome).toMatchObject({ status: 'stopped', stoppedBy: 'maxTokens' });
+  });
+
+  it('does not turn a passing last affordable attempt into a budget stop', async () => {
+    // 5 calls at 0.01 each; the cap allows exactly them, and the step passes on the 5th.
+    const { outcome } = await runChart(
+      { evaluations: [scored(9, 9)] },
+      { budgets: { maxCostUsd: 0.05, maxTokens: null, maxDurationMs: null } },
+    );
+    expect(outcome.status).toBe('completed');
+    expect(outcome.totals.passed).toBe(true);
+  });
+
   it('stops on maxTokens and on maxDurationMs', async () => {
     const tokens = await runChart(
       { evaluations: [scored(9, 9)] },
