@@ -142,7 +142,10 @@ export function createCoordinator(options: CoordinatorOptions) {
       );
       for (const call of result.calls) {
         calls.push(call);
-        record({ type: 'model.call.completed', payload: { requestId: request.id, ...call } });
+        record({
+          type: 'model.call.completed',
+          payload: { requestId: request.id, worker: result.worker, ...call },
+        });
       }
       const report: CallReport = { usage, finishedAt: clock() };
       return { request, result: result.result, report };

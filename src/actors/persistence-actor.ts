@@ -1,4 +1,4 @@
-import type { Bus } from '../bus/bus.js';
+import type { Bus, BusSubscription } from '../bus/bus.js';
 import { subscribeEvents } from '../bus/channels.js';
 import { LogWriteError } from '../errors.js';
 import { LogWriter } from '../persistence/index.js';
@@ -9,6 +9,11 @@ export interface PersistenceActorOptions {
   bus: Bus;
   /** Where a run's log goes; default: the `logPath` of its `run.started` event. */
   resolvePath?: (event: RunEventOf<'run.started'>) => string;
+  /**
+   * How to receive every run's events; default a plain subscription to `pge.run.*.evt.>`. The NATS
+   * deployment passes a durable consumer, so a restarted persistence process misses nothing.
+   */
+  subscribe?: (handler: (event: RunEvent) => void | Promise<void>) => BusSubscription;
   /** Told of every failure to write a run's log; that run must stop, since the log is not best-effort. */
   onError: (runId: string, error: LogWriteError) => void;
 }
@@ -49,6 +54,7 @@ const TERMINAL: ReadonlySet<RunEvent['type']> = new Set(['run.completed', 'run.f
  */
 export function createPersistenceActor(options: PersistenceActorOptions): PersistenceActor {
   const { bus, resolvePath, onError } = options;
+  const subscribe = options.subscribe ?? ((handler) => subscribeEvents(bus, '*', handler));
   const runs = new Map<string, RunLog>();
 
   const report = (runId: string, run: RunLog, error: LogWriteError): void => {
@@ -145,7 +151,7 @@ export function createPersistenceActor(options: PersistenceActorOptions): Persis
     else if (run.terminalSeq > 0) finish(run, writer, run.terminalSeq);
   };
 
-  const subscription = subscribeEvents(bus, '*', receive);
+  const subscription = subscribe(receive);
 
   const flushed = (runId: string): Promise<void> => {
     const run = runs.get(runId);

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { MessageRejectedError } from '../errors.js';
 import { ROLE_OF_REQUEST, RoleRequest, RoleResult, RunEvent } from '../schemas/index.js';
+import { RunSubmission } from '../schemas/submission.js';
 import { subjectMatches, subjects } from './subjects.js';
 
 /**
@@ -49,6 +50,7 @@ const RULES: SubjectRule[] = [
         : `a result of run ${result.runId} does not belong on ${subject}`,
   },
   { pattern: subjects.rejected, schema: MessageRejection },
+  { pattern: subjects.submit, schema: RunSubmission },
 ];
 
 /** Registers the schema of a subject pattern that a later module owns (run submission, …). */

@@ -217,7 +217,7 @@ export const StepFailed = event(
 );
 export const ModelCallCompleted = event(
   'model.call.completed',
-  ModelCall.extend({ requestId: z.string() }).strict(),
+  ModelCall.extend({ requestId: z.string(), worker: z.string() }).strict(),
 );
 export const RoleFailed = event(
   'role.failed',

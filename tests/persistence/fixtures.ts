@@ -92,6 +92,7 @@ export function fullRun(runId: string, options: FullRunOptions = {}): RunEvent[]
     payload: {
       role,
       phase,
+      worker: `${role}-1`,
       model: 'gpt-x',
       promptTokens: 1200,
       completionTokens: 300,

@@ -1,0 +1,156 @@
+import { join } from 'node:path';
+import { createCoordinator, type RunSpec } from '../actors/coordinator.js';
+import type { ResolvedOptions } from '../api/options.js';
+import { newRunId } from '../api/planner-generator-evaluator.js';
+import type { Bus, BusSubscription } from '../bus/bus.js';
+import { subscribeEvents } from '../bus/channels.js';
+import { subjects } from '../bus/subjects.js';
+import { BusError } from '../errors.js';
+import type { Role, RunEvent, RunEventOf } from '../schemas/index.js';
+import { type RunSubmission, RunSubmissionReply } from '../schemas/submission.js';
+
+/**
+ * The distributed deployment's services, written against the `Bus` interface so that they run on
+ * NATS in separate processes (`pge worker --role coordinator`) and, in tests, on the in-process
+ * bus: a coordinator that takes runs submitted on `pge.runs.submit`, and the client side that
+ * submits a run and follows its events.
+ */
+
+/** The queue group of coordinators: a submitted run is taken by exactly one of them. */
+export const COORDINATOR_QUEUE = 'pge-coordinator';
+
+/** Options of `startCoordinatorService`. */
+export interface CoordinatorServiceOptions {
+  bus: Bus;
+  /** Run settings that a submission may override, and where logs are said to go. */
+  options: ResolvedOptions;
+  /** The model names reported in `run.started` (the workers own the models). */
+  models: Record<Role, string>;
+  /** Called with every run started, for logging. */
+  onRun?: (runId: string, task: string) => void;
+}
+
+/** Builds a run's settings from the coordinator's options and a submission's overrides. */
+export function runSpecOf(
+  runId: string,
+  submission: RunSubmission,
+  options: ResolvedOptions,
+  models: Record<Role, string>,
+): RunSpec {
+  const o = { ...options, ...submission.options };
+  return {
+    runId,
+    task: submission.task,
+    logPath: join(options.workingDirectory, `pge_shared_state_${runId}.md`),
+    maxSteps: o.maxSteps,
+    maxRetriesPerStep: o.maxRetriesPerStep,
+    maxContractRounds: o.maxContractRounds,
+    onStepExhausted: o.onStepExhausted,
+    maxReplans: o.maxReplans,
+    defaultThresholds: o.defaultThresholds,
+    fallbackThreshold: o.fallbackThreshold,
+    budgets: {
+      maxCostUsd: o.maxCostUsd ?? null,
+      maxTokens: o.maxTokens ?? null,
+      maxDurationMs: o.maxDurationMs ?? null,
+    },
+    models,
+  };
+}
+
+/** A running coordinator service. */
+export interface CoordinatorService {
+  /** Runs in progress. */
+  readonly active: ReadonlyMap<string, { interrupt(): void; done: Promise<unknown> }>;
+  /**
+   * Stops taking submissions. `finish` waits for the runs in progress; `interrupt` ends them as
+   * interrupted (their logs stay consistent), then waits for their closing events.
+   */
+  stop(mode?: 'finish' | 'interrupt'): Promise<void>;
+}
+
+/**
+ * Takes runs submitted on `pge.runs.submit` (as one member of the coordinators' queue group),
+ * replies with the run id, and drives each run's statechart on the bus.
+ */
+export function startCoordinatorService(service: CoordinatorServiceOptions): CoordinatorService {
+  const { bus, options, models } = service;
+  const coordinator = createCoordinator({ bus });
+  const active = new Map<string, { interrupt(): void; done: Promise<unknown> }>();
+  const subscription: BusSubscription = bus.subscribe(
+    subjects.submit,
+    async (message) => {
+      const submission = message.data as RunSubmission;
+      const runId = submission.runId ?? newRunId();
+      if (active.has(runId)) throw new BusError(`run ${runId} is already running`);
+      const handle = coordinator.startRun(runSpecOf(runId, submission, options, models));
+      const done = handle.done.catch((error: unknown) => {
+        console.error(`pge coordinator: run ${runId} failed to complete:`, error);
+      });
+      active.set(runId, { interrupt: handle.interrupt, done });
+      void done.finally(() => active.delete(runId));
+      service.onRun?.(runId, submission.task);
+      await message.respond({ runId });
+    },
+    { queue: COORDINATOR_QUEUE },
+  );
+  return {
+    active,
+    async stop(mode = 'finish') {
+      subscription.unsubscribe();
+      if (mode === 'interrupt') for (const run of active.values()) run.interrupt();
+      await Promise.all([...active.values()].map((r) => r.done));
+      coordinator.close();
+    },
+  };
+}
+
+/** The closing event of a run. */
+export type ClosingEvent = RunEventOf<'run.completed'> | RunEventOf<'run.failed'>;
+
+/**
+ * Submits a run and follows it: subscribes to the run's events first (the run id is chosen here),
+ * then submits, and resolves with the closing event. `onEvent` sees every event in `seq` order.
+ */
+export async function submitAndFollow(
+  bus: Bus,
+  submission: Omit<RunSubmission, 'runId'>,
+  onEvent: (event: RunEvent) => void = () => {},
+  options: { timeoutMs?: number; runId?: string } = {},
+): Promise<{ runId: string; closing: Promise<ClosingEvent> }> {
+  const runId = options.runId ?? newRunId();
+  let settle!: (event: ClosingEvent) => void;
+  const closing = new Promise<ClosingEvent>((resolve) => {
+    settle = resolve;
+  });
+  // Core subscriptions see events in publication order, but a reconnect could skip or repeat one:
+  // order by seq and drop repeats, so `onEvent` sees each event once, in order.
+  const early = new Map<number, RunEvent>();
+  let next = 1;
+  const subscription = subscribeEvents(bus, runId, (event) => {
+    if (event.seq < next || early.has(event.seq)) return;
+    early.set(event.seq, event);
+    for (let e = early.get(next); e; e = early.get(next)) {
+      early.delete(next);
+      next++;
+      onEvent(e);
+      if (e.type === 'run.completed' || e.type === 'run.failed') {
+        subscription.unsubscribe();
+        settle(e);
+      }
+    }
+  });
+  try {
+    const reply = RunSubmissionReply.parse(
+      await bus.request(
+        subjects.submit,
+        { ...submission, runId },
+        { timeoutMs: options.timeoutMs ?? 10_000 },
+      ),
+    );
+    return { runId: reply.runId, closing };
+  } catch (error) {
+    subscription.unsubscribe();
+    throw error;
+  }
+}

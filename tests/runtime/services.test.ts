@@ -1,0 +1,101 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { DemoModel } from '../../src/actors/demo-model.js';
+import { createPersistenceActor } from '../../src/actors/persistence-actor.js';
+import { createRoleWorker } from '../../src/actors/role-worker.js';
+import { resolveOptions } from '../../src/api/options.js';
+import { InProcessBus } from '../../src/bus/in-process-bus.js';
+import { subjects } from '../../src/bus/subjects.js';
+import { readLogFile } from '../../src/persistence/index.js';
+import { startCoordinatorService, submitAndFollow } from '../../src/runtime/services.js';
+import type { RunEvent } from '../../src/schemas/index.js';
+
+/** The distributed services, on the in-process bus: submission, coordination, persistence, following. */
+
+let dir: string;
+beforeEach(() => {
+  dir = mkdtempSync(join(tmpdir(), 'pge-services-'));
+});
+afterEach(() => rmSync(dir, { recursive: true, force: true }));
+
+function deployment() {
+  const bus = new InProcessBus();
+  const model = new DemoModel();
+  const workers = (['planner', 'generator', 'evaluator'] as const).map((role) =>
+    createRoleWorker({ bus, role, model, concurrency: 2 }),
+  );
+  const errors: unknown[] = [];
+  const persistence = createPersistenceActor({ bus, onError: (_runId, error) => errors.push(error) });
+  const coordinator = startCoordinatorService({
+    bus,
+    options: resolveOptions({ workingDirectory: dir, maxRetriesPerStep: 3 }),
+    models: { planner: model.name, generator: model.name, evaluator: model.name },
+  });
+  return {
+    bus,
+    persistence,
+    errors,
+    coordinator,
+    async close() {
+      await coordinator.stop('interrupt');
+      await Promise.all(workers.map((w) => w.stop()));
+      await bus.flush();
+      await persistence.close();
+      await bus.close();
+    },
+  };
+}
+
+describe('coordinator service', () => {
+  it('takes a submitted run, and the submitter follows every event in order to the end', async () => {
+    const d = deployment();
+    try {
+      const seen: RunEvent[] = [];
+      const { runId, closing } = await submitAndFollow(
+        d.bus,
+        { task: 'Write a haiku', options: { maxSteps: 2 } },
+        (e) => seen.push(e),
+      );
+      const last = await closing;
+      expect(last.type).toBe('run.completed');
+      expect(last.payload).toMatchObject({ passed: true, stepsTotal: 2 });
+      expect(seen.map((e) => e.seq)).toEqual(seen.map((_, i) => i + 1));
+      expect(seen[0]).toMatchObject({ type: 'run.started', runId, payload: { settings: { maxSteps: 2 } } });
+      await d.bus.flush();
+      await d.persistence.flushed(runId);
+      const logged = await readLogFile(join(dir, `pge_shared_state_${runId}.md`));
+      expect(logged).toEqual(seen);
+      expect(d.errors).toEqual([]);
+    } finally {
+      await d.close();
+    }
+  });
+
+  it('runs concurrent submissions independently', async () => {
+    const d = deployment();
+    try {
+      const runs = await Promise.all(
+        ['task one', 'task two', 'task three'].map((task) => submitAndFollow(d.bus, { task })),
+      );
+      const closings = await Promise.all(runs.map((r) => r.closing));
+      expect(new Set(runs.map((r) => r.runId)).size).toBe(3);
+      expect(closings.every((c) => c.type === 'run.completed' && c.payload.passed)).toBe(true);
+    } finally {
+      await d.close();
+    }
+  });
+
+  it('rejects a submission with unknown options before any run starts', async () => {
+    const d = deployment();
+    try {
+      await expect(d.bus.request(subjects.submit, { task: 'x', options: { maxSteps: 0 } })).rejects.toThrow(
+        /maxSteps/,
+      );
+      expect(d.coordinator.active.size).toBe(0);
+    } finally {
+      await d.close();
+    }
+  });
+});
