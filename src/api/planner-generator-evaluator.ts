@@ -17,8 +17,6 @@ import { buildResult, type HarnessResult } from './result.js';
  * in-process bus); every run gets its own id and its own log, and a log is never overwritten.
  */
 
-const ROLES: readonly Role[] = ['planner', 'generator', 'evaluator'];
-
 /** A new run id: sortable by start time, safe in subjects and file names. */
 export function newRunId(now = new Date()): string {
   const stamp = now.toISOString().replace(/[-:]/g, '').replace('T', '-').slice(0, 15);
@@ -38,38 +36,7 @@ export class PlannerGeneratorEvaluator {
   /** Validates every option first: on a bad one it throws `ConfigurationError` and creates nothing. */
   constructor(options: PgeOptions = {}) {
     this.options = resolveOptions(options);
-    const o = this.options;
-    const names: Record<Role, string> = {
-      planner: o.plannerModelName ?? o.modelName,
-      generator: o.generatorModelName ?? o.modelName,
-      evaluator: o.evaluatorModelName ?? o.modelName,
-    };
-    const agents: Record<Role, Model | undefined> = {
-      planner: o.plannerAgent,
-      generator: o.generatorAgent,
-      evaluator: o.evaluatorAgent,
-    };
-    this.models = Object.fromEntries(
-      ROLES.map((role) => [
-        role,
-        agents[role] ??
-          new OpenAIModel({
-            model: names[role],
-            ...(o.apiKey ? { apiKey: o.apiKey } : {}),
-            ...(o.baseURL ? { baseURL: o.baseURL } : {}),
-            structuredOutput: o.structuredOutput,
-            ...pick({
-              temperature: o.temperature,
-              maxOutputTokens: o.maxOutputTokens,
-              reasoningEffort: o.reasoningEffort,
-            }),
-            ...pick(o.roleSettings[role] ?? {}),
-            maxRetries: o.maxRetries,
-            timeoutMs: o.timeoutMs,
-            ...(o.prices ? { prices: o.prices } : {}),
-          }),
-      ]),
-    ) as Record<Role, Model>;
+    this.models = buildRoleModels(this.options);
   }
 
   /** The model name each role reports. */
@@ -184,6 +151,44 @@ export class PlannerGeneratorEvaluator {
     }
     return this.runtime;
   }
+}
+
+/**
+ * The model of a role: its custom agent if one was given, else an `OpenAIModel` with the role's
+ * model name and settings. Shared by the embedded API and the distributed role workers.
+ */
+export function buildRoleModel(o: ResolvedOptions, role: Role): Model {
+  const agent = { planner: o.plannerAgent, generator: o.generatorAgent, evaluator: o.evaluatorAgent }[role];
+  if (agent) return agent;
+  const name = {
+    planner: o.plannerModelName,
+    generator: o.generatorModelName,
+    evaluator: o.evaluatorModelName,
+  }[role];
+  return new OpenAIModel({
+    model: name ?? o.modelName,
+    ...(o.apiKey ? { apiKey: o.apiKey } : {}),
+    ...(o.baseURL ? { baseURL: o.baseURL } : {}),
+    structuredOutput: o.structuredOutput,
+    ...pick({
+      temperature: o.temperature,
+      maxOutputTokens: o.maxOutputTokens,
+      reasoningEffort: o.reasoningEffort,
+    }),
+    ...pick(o.roleSettings[role] ?? {}),
+    maxRetries: o.maxRetries,
+    timeoutMs: o.timeoutMs,
+    ...(o.prices ? { prices: o.prices } : {}),
+  });
+}
+
+/** The model of every role (see `buildRoleModel`). */
+export function buildRoleModels(o: ResolvedOptions): Record<Role, Model> {
+  return {
+    planner: buildRoleModel(o, 'planner'),
+    generator: buildRoleModel(o, 'generator'),
+    evaluator: buildRoleModel(o, 'evaluator'),
+  };
 }
 
 function pick<T extends Record<string, unknown>>(values: T): Partial<T> {
