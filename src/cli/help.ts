@@ -1,10 +1,32 @@
+import { GRAPH_FORMATS, MACHINE_NAMES } from '../graph/graph-choices.js';
 import { CONFIG_FILE_NAME, DEMO_TASK } from './defaults.js';
 import { FLAG_GROUPS, type FlagSpec, flagsFor } from './flag-table.js';
 
 /** The help texts: one per command, the flag lists generated from the flag table. */
 
 /** The commands of `pge`. */
-export type Command = 'run' | 'demo' | 'batch' | 'config';
+export type Command = 'run' | 'demo' | 'batch' | 'config' | 'graph';
+
+/**
+ * The flags of `pge graph`. They choose a chart and set no option of a run, so they are not in the
+ * flag table; `graph-command.ts` parses them from this list, so they cannot go undocumented.
+ */
+export const GRAPH_FLAGS: readonly FlagSpec[] = [
+  {
+    name: 'machine',
+    kind: 'choice',
+    choices: MACHINE_NAMES,
+    group: 'output',
+    help: 'The chart of a whole run, or of one step of the plan (default run)',
+  },
+  {
+    name: 'format',
+    kind: 'choice',
+    choices: GRAPH_FORMATS,
+    group: 'output',
+    help: 'Mermaid stateDiagram-v2, Graphviz DOT or JSON (default mermaid)',
+  },
+];
 
 const EXIT_CODES = `Exit codes:
   0    every step passed
@@ -16,6 +38,10 @@ const EXIT_CODES = `Exit codes:
        while the run was going (a log that cannot be written stops the run)
   130  interrupted (Ctrl-C or SIGTERM): the run ends as "interrupted" and its log stays consistent;
        a second Ctrl-C quits at once`;
+
+const GRAPH_EXIT_CODES = `Exit codes:
+  0    the chart was printed
+  2    usage error: unknown flag or bad value`;
 
 const CONFIGURATION = `Configuration, highest precedence first:
   1. flags
@@ -36,6 +62,7 @@ Usage:
   pge demo ["<task>"] [flags]   run the whole loop offline with a built-in demo model (not an AI)
   pge batch <file> [flags]      run one task per line of a file, each with its own log
   pge config [flags]            show the resolved configuration and where each value came from
+  pge graph [flags]             print the run or step statechart as Mermaid, DOT or JSON
   pge help [<command>]          show the help of a command (or: pge <command> --help)
 
 Flags:
@@ -56,7 +83,8 @@ Examples:
   pge run "Draft a README for a CLI" --base-url http://localhost:11434/v1 --model llama3.1 \\
       --structured-output json_object
   pge batch tasks.txt --working-dir runs --max-cost 2
-  pge config --model gpt-4.1-mini`;
+  pge config --model gpt-4.1-mini
+  pge graph --machine step --format dot | dot -Tsvg > step.svg`;
 
 const COMMANDS: Record<Command, { usage: string; about: string; examples: string[] }> = {
   run: {
@@ -104,6 +132,21 @@ or default. The API key is never printed: it shows as (set) or (not set). Takes 
       'PGE_MODEL=gpt-4.1-mini pge config --config team.json',
     ],
   },
+  graph: {
+    usage: 'pge graph [flags]',
+    about: `Prints a statechart of the harness, read from the machine definitions themselves, so it is
+the chart the code runs: the run (planning, the steps in turn, replans, budget stops, interrupt)
+or one step (contract negotiation, work, evaluation, refine and pivot retries). Edges are labelled
+with their event ("always" for eventless ones, "done: <actor>" when an invoked actor finishes)
+and their guard in brackets. Mermaid output renders wherever Mermaid does (GitHub markdown, the
+Mermaid live editor); DOT is for Graphviz; JSON lists the states and transitions as nodes and
+edges. Calls no model and reads no configuration.`,
+    examples: [
+      'pge graph',
+      'pge graph --machine step --format dot | dot -Tsvg > step.svg',
+      'pge graph --machine run --format json > run.json',
+    ],
+  },
 };
 
 function flagLines(flags: readonly FlagSpec[]): string {
@@ -130,14 +173,15 @@ export function topHelp(): string {
 /** The help of one command. */
 export function commandHelp(command: Command): string {
   const { usage, about, examples } = COMMANDS[command];
-  const extra = command === 'demo' ? '' : `\n\n${CONFIGURATION}`;
+  const graph = command === 'graph';
+  const extra = command === 'demo' || graph ? '' : `\n\n${CONFIGURATION}`;
   return `Usage: ${usage}
 
 ${about}
 
-${flagLines(flagsFor(command))}${extra}
+${flagLines(graph ? GRAPH_FLAGS : flagsFor(command))}${extra}
 
-${EXIT_CODES}
+${graph ? GRAPH_EXIT_CODES : EXIT_CODES}
 
 Examples:
 ${examples.map((e) => `  ${e}`).join('\n')}`;

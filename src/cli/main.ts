@@ -6,16 +6,24 @@ import { type Command, commandHelp, helpHint, topHelp } from './help.js';
 import { type CliIo, processIo } from './io.js';
 
 /**
- * The `pge` command line: `run`, `demo`, `batch`, `config`, `help`. `bin/pge.js` calls `main` and
- * exits with the code it returns; `main` closes everything it opened, so nothing else is needed.
+ * The `pge` command line: `run`, `demo`, `batch`, `config`, `graph`, `help`. `bin/pge.js` calls
+ * `main` and exits with the code it returns; `main` closes everything it opened, so nothing else is
+ * needed.
  */
 
+type RunsCommandLine = (line: CommandLine, io: CliIo) => Promise<number>;
+/** `graph` reads its own flags: they choose a chart and set no option of a run. */
+type ReadsOwnFlags = (argv: string[], io: CliIo) => Promise<number>;
+
 // Loaded on demand: help, version and usage errors answer without loading the harness and its SDKs.
-const COMMANDS: Record<Command, () => Promise<(line: CommandLine, io: CliIo) => Promise<number>>> = {
+const COMMANDS: Record<Exclude<Command, 'graph'>, () => Promise<RunsCommandLine>> & {
+  graph: () => Promise<ReadsOwnFlags>;
+} = {
   run: async () => (await import('./run-command.js')).runCommand,
   demo: async () => (await import('./run-command.js')).demoCommand,
   batch: async () => (await import('./batch-command.js')).batchCommand,
   config: async () => (await import('./config-command.js')).configCommand,
+  graph: async () => (await import('./graph-command.js')).graphCommand,
 };
 
 const isCommand = (name: string | undefined): name is Command =>
@@ -66,8 +74,9 @@ export async function main(argv: string[], io: CliIo = processIo()): Promise<num
       const what = first.startsWith('-')
         ? `unknown flag ${first} (flags go after the command)`
         : `unknown command "${first}"`;
-      return usageError(io, `${what}; the commands are run, demo, batch, config`, null);
+      return usageError(io, `${what}; the commands are run, demo, batch, config, graph`, null);
     }
+    if (command === 'graph') return await (await COMMANDS.graph())(rest, io);
     const line = parseCommandLine(command, rest);
     if (line.help) {
       io.stdout.write(`${commandHelp(command)}\n`);

@@ -1,0 +1,34 @@
+import { runMachine } from '../machines/run-machine.js';
+import { stepMachine } from '../machines/step-machine.js';
+import { statechartsDoc } from './statecharts-doc.js';
+import { toDot } from './to-dot.js';
+import { toMermaid } from './to-mermaid.js';
+
+/**
+ * The committed documentation that is generated from the machines. `scripts/gen-diagrams.ts`
+ * writes it; `tests/graph/graph.test.ts` fails when the committed files differ from it.
+ */
+
+/** The command that regenerates the files, as a stale-file message quotes it. */
+export const REGENERATE = 'npx tsx scripts/gen-diagrams.ts';
+
+const MERMAID_HEADER = `%% Generated from src/machines by ${REGENERATE}; do not edit.`;
+const DOT_HEADER = `// Generated from src/machines by ${REGENERATE}; do not edit.`;
+
+/** Mermaid comments may not come before the diagram type, so the header goes after it. */
+function withMermaidHeader(source: string): string {
+  const [type, ...rest] = source.split('\n');
+  return [type, MERMAID_HEADER, ...rest].join('\n');
+}
+
+/**
+ * Every generated file, by path relative to the repository root, with the function that makes
+ * its content. Each file is made on its own, so a test can report each one that is stale.
+ */
+export const DIAGRAM_FILES: Readonly<Record<string, () => string>> = {
+  'docs/diagrams/run-machine.mmd': () => withMermaidHeader(toMermaid(runMachine)),
+  'docs/diagrams/run-machine.dot': () => `${DOT_HEADER}\n${toDot(runMachine)}`,
+  'docs/diagrams/step-machine.mmd': () => withMermaidHeader(toMermaid(stepMachine)),
+  'docs/diagrams/step-machine.dot': () => `${DOT_HEADER}\n${toDot(stepMachine)}`,
+  'docs/statecharts.md': () => statechartsDoc(runMachine, stepMachine),
+};

@@ -1,0 +1,138 @@
+import type { AnyStateMachine } from 'xstate';
+import { machineGraph } from './machine-graph.js';
+import { toMermaid } from './to-mermaid.js';
+
+/**
+ * The text of `docs/statecharts.md`: both charts, as Mermaid generated from the machines, and a
+ * note on every state. The notes are keyed by state path; a state without a note, or a note for a
+ * state that is gone, is an error, so the document cannot fall behind the machines unnoticed.
+ */
+
+/** What happens in each state of the run machine, by path below the root. */
+const RUN_NOTES: Record<string, string> = {
+  planning:
+    'The **planner** turns the task into a plan: a scope, at most `maxSteps` steps (each with its dependencies) and a graded rubric of criteria. The harness, not the planner, owns the thresholds: the plan\'s own, else `defaultThresholds`, else `fallbackThreshold`. After a failed step under `onStepExhausted: "replan"` the planner gets the previous plan, the failed step, the findings and feedback of its best attempt and the steps already done.',
+  'planning.gate':
+    'Budget check before the planner is called (`overBudget`); a call that would break a budget is never made.',
+  'planning.calling':
+    'Invokes `plan` (the planner role). Done: the plan is recorded (`plan.created`) and stepping starts at the first step. Error: `failed`.',
+  stepping: "The plan's steps in order, each run to its end by the step machine before the next starts.",
+  'stepping.next':
+    "Chooses what comes next: no steps left, `completed`; the step's first model call would break a budget, `stopped`; a step whose id already passed (before a replan) is skipped; otherwise the step runs.",
+  'stepping.running':
+    'Records `step.started` and invokes `runStep`, the step machine below, with the step, the outputs of the steps it depends on and the budget spent so far. On its outcome, in this order: passed, the next step; stopped, `stopped`; failed, `failed`; exhausted, the exhaustion policy: `abort` goes to `aborted`, `replan` goes back to `planning` while `maxReplans` allows, and otherwise (`advance`, or no replans left) the step stays failed and the run goes on with the next step.',
+  completed:
+    'Every step has run. The run passed if every step passed (under `advance` an exhausted step does not stop the run, but the run does not pass). Records `run.completed`.',
+  aborted:
+    'A step exhausted its attempts under `onStepExhausted: "abort"`. Records `run.failed` (reason `aborted`).',
+  stopped:
+    'A budget check (here or in the step) found that the next model call would break a budget. Records `run.failed` (reason `budget`) naming the budget.',
+  failed:
+    'An actor failed: the model server or transport, an answer that stayed invalid after repairs, or the log. Records `run.failed` (reason `error`).',
+  interrupted:
+    'The `interrupt` event (Ctrl-C or SIGTERM in the CLI) is taken in any state until the run has ended. Records `run.failed` (reason `interrupted`).',
+};
+
+/** What happens in each state of the step machine, by path below the root. */
+const STEP_NOTES: Record<string, string> = {
+  negotiating:
+    'Before any work, the generator and the evaluator agree a contract for the step: what will be delivered, its acceptance criteria and how they will be checked.',
+  'negotiating.proposing':
+    "The **generator** proposes the contract (`proposeContract`); from round 2 on it revises its last proposal with the evaluator's amendments. Done: to the review, unless the spend so far means the review would break a budget (the first, inline guard), then `stopped`. Error: `failed`.",
+  'negotiating.reviewing':
+    'The **evaluator** reviews the proposal (`reviewContract`): it approves it, or asks for amendments. Error: `failed`.',
+  'negotiating.decided':
+    'Over budget: `stopped`. Approved: the contract is agreed (`step.contract.agreed`). Amendments with rounds left (`maxContractRounds`): another round. Amendments in the last round: the proposal is taken with the amendments added to its criteria, and the contract is imposed (`step.contract.imposed`).',
+  executing:
+    "The **generator** does the work of the current attempt (`doWork`) against the contract, given the outputs of the steps this one depends on; on a retry also the signal (refine or pivot), the scores with their change since the previous attempt, and the evaluator's feedback. Done, in order: work that stayed invalid after repairs skips the evaluation and is judged at once as a failed attempt (`invalid_work`); an evaluation that would break a budget is not made (`stopped`); otherwise the work goes to the evaluator. Error: `failed`.",
+  evaluating:
+    "The **evaluator** scores the artifact against every criterion of the rubric and the contract (`evaluateWork`), with evidence, findings and actionable feedback. It sees the artifact, not the generator's notes or self-assessment. An evaluation that stayed invalid after repairs fails the attempt (`invalid_evaluation`): the harness fails closed. Error: `failed`.",
+  judging:
+    'The harness, not a model, judges the attempt: it passes only if every criterion has a score at or above its threshold. Records `step.attempt.judged`. Passed: `passed`. Failed with retries left (at most `maxRetriesPerStep` retries): `retrying`, or `stopped` if the retry would break a budget. Otherwise: `exhausted`.',
+  retrying:
+    'Schedules the next attempt (`step.retry.scheduled`) with its signal: the first retry refines; later ones refine while the weighted mean of the scores rises and pivot to a different approach when it is flat or falling. The contract stays as agreed.',
+  passed: 'The step passed. Records `step.passed` with the passing attempt.',
+  exhausted:
+    'No attempt passed and no retries are left. Records `step.failed` with the best attempt and the policy; the run machine then applies `onStepExhausted`.',
+  stopped: 'The next model call would have broken a budget; the run machine goes to `stopped`.',
+  failed: 'An invoked actor failed; the run machine goes to `failed`.',
+};
+
+/** The notes in the order of the machine's states; throws if notes and states do not match. */
+function noteRows(machine: AnyStateMachine, notes: Record<string, string>): string[] {
+  const graph = machineGraph(machine);
+  const paths = graph.nodes.slice(1).map((n) => n.id.slice(graph.id.length + 1));
+  const missing = paths.filter((p) => !Object.hasOwn(notes, p));
+  const stale = Object.keys(notes).filter((p) => !paths.includes(p));
+  if (missing.length > 0 || stale.length > 0)
+    throw new Error(
+      `the notes on the ${graph.id} machine do not match its states (src/graph/statecharts-doc.ts): ` +
+        `missing ${missing.join(', ') || 'none'}; no such state ${stale.join(', ') || 'none'}`,
+    );
+  return paths.map((p) => `| \`${p}\` | ${notes[p]} |`);
+}
+
+function section(machine: AnyStateMachine, notes: Record<string, string>): string {
+  return [
+    '```mermaid',
+    toMermaid(machine).trimEnd(),
+    '```',
+    '',
+    '| State | What happens there |',
+    '| --- | --- |',
+    ...noteRows(machine, notes),
+  ].join('\n');
+}
+
+/** The markdown of `docs/statecharts.md` for the given run and step machines. */
+export function statechartsDoc(runMachine: AnyStateMachine, stepMachine: AnyStateMachine): string {
+  return `# Statecharts
+
+<!-- Generated from src/machines by \`npx tsx scripts/gen-diagrams.ts\`; edit the machines or
+src/graph/statecharts-doc.ts, then regenerate. tests/graph/graph.test.ts fails when this is stale. -->
+
+The harness is two XState statecharts. The **run machine** plans the task and runs the plan's
+steps one after another; for each step it invokes the **step machine**, which negotiates a
+contract, has the work done and evaluated, and retries until the step passes or its attempts run
+out. The machines do no I/O: the planner, generator and evaluator are actors they invoke by name,
+wired in at the composition root. The charts below are generated from the machine definitions,
+as \`pge graph\` prints them (\`pge graph --machine step --format dot\` for Graphviz); the same
+charts are in \`docs/diagrams/\` as \`.mmd\` and \`.dot\` files.
+
+How to read the edges: the label is the event, then the guard in brackets. \`always\` is an
+eventless transition, taken as soon as its guard holds; the guarded ones are tried in order and
+the unguarded one last. \`done: plan\` and \`error: plan\` are the invoked actor \`plan\` finishing or
+failing. \`[guard]\` is a guard written inline in the machine rather than named; the notes say
+what each one checks.
+
+Budgets are checked on the way to every model call: the spend so far plus the mean cost of one
+call must stay within \`maxCostUsd\` and \`maxTokens\`, and \`maxDurationMs\` must not have passed.
+A call that would break a budget is never made; the machine goes to \`stopped\` instead, and so
+does the run. The edges into \`stopped\` are these checks: \`overBudget\` where the guard is named,
+and the inline guards on the \`done\` edges that lead to the next call.
+
+## The run
+
+From \`src/machines/run-machine.ts\`.
+
+${section(runMachine, RUN_NOTES)}
+
+### When a step is exhausted
+
+The step machine ends \`exhausted\` when no attempt passed within \`maxRetriesPerStep\` retries.
+The run then follows \`onStepExhausted\`, the \`done: runStep [guard]\` edges out of
+\`stepping.running\`:
+
+- \`advance\` (the default): the step is recorded as failed and the run goes on with the next
+  step; the run completes but does not pass.
+- \`abort\`: the run ends \`aborted\`.
+- \`replan\`: back to \`planning\`, with what was learnt from the failed step, at most
+  \`maxReplans\` times; after that the step is treated as under \`advance\`.
+
+## The step
+
+From \`src/machines/step-machine.ts\`.
+
+${section(stepMachine, STEP_NOTES)}
+`;
+}

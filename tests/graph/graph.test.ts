@@ -1,0 +1,374 @@
+import { execFileSync, spawn } from 'node:child_process';
+import { existsSync, readFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { type AnyStateMachine, and, createMachine, fromPromise, not } from 'xstate';
+import { DIAGRAM_FILES, REGENERATE } from '../../src/graph/diagram-files.js';
+import { exportGraph } from '../../src/graph/export-graph.js';
+import { type MachineGraph, machineGraph, toJson } from '../../src/graph/machine-graph.js';
+import { toDot } from '../../src/graph/to-dot.js';
+import { toMermaid } from '../../src/graph/to-mermaid.js';
+import { runMachine } from '../../src/machines/run-machine.js';
+import { stepMachine } from '../../src/machines/step-machine.js';
+
+/**
+ * The statechart exports: the committed diagrams are what the machines produce now, every state
+ * and the branches a reader looks for are drawn, the Mermaid and DOT are well formed, and
+ * `pge graph` prints them from the built CLI.
+ */
+
+const ROOT = resolve(import.meta.dirname, '../..');
+const BIN = join(ROOT, 'bin/pge.js');
+const MACHINES: [string, AnyStateMachine][] = [
+  ['run', runMachine],
+  ['step', stepMachine],
+];
+
+/** The Mermaid id of a state: its path below the root, joined with `_` (true of these machines). */
+const mermaidId = (graph: MachineGraph, id: string) => id.slice(graph.id.length + 1).replace(/\./g, '_');
+
+/** Checks the Mermaid the way its parser would object: balanced blocks, every id declared before use. */
+function expectWellFormedMermaid(source: string): void {
+  const lines = source.trimEnd().split('\n');
+  expect(lines[0]).toBe('stateDiagram-v2');
+  let depth = 0;
+  const declared = new Set<string>();
+  const initials: string[] = [];
+  for (const line of lines.slice(1)) {
+    const text = line.trim();
+    if (text.startsWith('%%') || text === '--') continue;
+    const state = /^state "[^"]*" as (\w+)( \{)?$/.exec(text);
+    if (state) {
+      declared.add(state[1]!);
+      if (state[2]) depth++;
+      continue;
+    }
+    if (text === '}') {
+      depth--;
+      expect(depth).toBeGreaterThanOrEqual(0);
+      continue;
+    }
+    const edge = /^(\[\*\]|\w+) --> (\[\*\]|\w+)( : [^;#\n]+)?$/.exec(text);
+    const note = /^(\w+) : [^;#\n]+$/.exec(text);
+    expect(edge ?? note, `not a stateDiagram-v2 statement: ${line}`).not.toBeNull();
+    // The first mention of a state places it in a composite: apart from the initial arrow, which
+    // is in the right composite, every use must come after the state's own declaration.
+    if (edge?.[1] === '[*]') initials.push(edge[2]!);
+    else
+      for (const id of edge ? [edge[1]!, edge[2]!] : [note![1]!])
+        if (id !== '[*]') expect(declared, `${id} used before it is declared`).toContain(id);
+  }
+  expect(depth).toBe(0);
+  for (const id of initials) expect(declared).toContain(id);
+}
+
+describe('the committed diagrams', () => {
+  it.each(Object.keys(DIAGRAM_FILES))('%s is what the machines produce now', (path) => {
+    const file = join(ROOT, path);
+    const committed = existsSync(file) ? readFileSync(file, 'utf8') : null;
+    expect(committed, `${path} is stale or missing: run \`${REGENERATE}\``).toBe(DIAGRAM_FILES[path]!());
+  });
+
+  it('docs/statecharts.md embeds both Mermaid charts and a note on every state', () => {
+    const doc = DIAGRAM_FILES['docs/statecharts.md']!();
+    const blocks = [...doc.matchAll(/```mermaid\n([\s\S]*?)```/g)].map((m) => m[1]);
+    expect(blocks).toEqual([toMermaid(runMachine), toMermaid(stepMachine)]);
+    for (const [, machine] of MACHINES) {
+      const graph = machineGraph(machine);
+      for (const node of graph.nodes.slice(1))
+        expect(doc).toContain(`| \`${node.id.slice(graph.id.length + 1)}\` |`);
+    }
+  });
+});
+
+describe.each(MACHINES)('the %s machine', (_name, machine) => {
+  const graph = machineGraph(machine);
+
+  it('draws every state in Mermaid, in its composite, with initial and final markers', () => {
+    const source = toMermaid(machine);
+    expectWellFormedMermaid(source);
+    for (const node of graph.nodes.slice(1)) {
+      const id = mermaidId(graph, node.id);
+      const composite = node.type === 'compound' || node.type === 'parallel';
+      expect(source).toContain(`state "${node.key}" as ${id}${composite ? ' {' : '\n'}`);
+      if (node.type === 'final') expect(source).toContain(`${id} --> [*]`);
+      if (node.initial) expect(source).toContain(`[*] --> ${mermaidId(graph, node.initial)}`);
+    }
+    expect(source).toContain(`\n  [*] --> ${mermaidId(graph, graph.nodes[0]!.initial!)}\n`);
+  });
+
+  it('draws every state in DOT, compound states as clusters, every edge between declared nodes', () => {
+    const source = toDot(machine);
+    expect(source.startsWith(`digraph "${graph.id}" {\n  compound=true;`)).toBe(true);
+    expect(source.match(/\{/g)?.length).toBe(source.match(/\}/g)?.length);
+    const declared = new Set([...source.matchAll(/^\s*"([^"]+)" \[/gm)].map((m) => m[1]));
+    for (const node of graph.nodes) expect(declared).toContain(node.id);
+    for (const node of graph.nodes.slice(1).filter((n) => n.type === 'compound'))
+      expect(source).toContain(`subgraph "cluster_${node.id}" {\n`);
+    for (const [, from, to] of source.matchAll(/^\s*"([^"]+)" -> "([^"]+)"/gm)) {
+      expect(declared).toContain(from);
+      expect(declared).toContain(to);
+    }
+  });
+
+  it('lists the states and transitions as JSON nodes and edges', () => {
+    const json = JSON.parse(toJson(machine)) as MachineGraph;
+    expect(json.nodes.map((n) => n.id)).toEqual(graph.nodes.map((n) => n.id));
+    expect(json.edges.length).toBe(graph.edges.length);
+    expect(exportGraph(machine, 'json')).toBe(toJson(machine));
+    expect(exportGraph(machine, 'dot')).toBe(toDot(machine));
+    expect(exportGraph(machine, 'mermaid')).toBe(toMermaid(machine));
+  });
+});
+
+describe('the run chart', () => {
+  const source = toMermaid(runMachine);
+
+  it('shows the outcomes of a step and the exhaustion policies', () => {
+    for (const line of [
+      'stepping_running --> stepping_next : done: runStep [guard]', // passed
+      'stepping_running --> stopped : done: runStep [guard]',
+      'stepping_running --> failed : done: runStep [guard]',
+      'stepping_running --> aborted : done: runStep [guard]', // onStepExhausted: abort
+      'stepping_running --> planning : done: runStep [guard]', // onStepExhausted: replan
+      'stepping_running --> stepping_next : done: runStep\n', // advance, or no replans left
+      'stepping_running --> failed : error: runStep',
+    ])
+      expect(source).toContain(line);
+  });
+
+  it('shows planning, the step loop, the budget checks, completion and the interrupt from every running state', () => {
+    for (const line of [
+      'planning_gate --> stopped : always [overBudget]',
+      'planning_gate --> planning_calling : always\n',
+      'planning_calling : invoke: plan',
+      'stepping_next --> stopped : always [overBudget]',
+      'planning_calling --> stepping : done: plan',
+      'planning_calling --> failed : error: plan',
+      'stepping_next --> completed : always [noMoreSteps]',
+      'stepping_next --> stepping_next : always [stepAlreadyPassed]',
+      'stepping_next --> stepping_running : always\n',
+      'planning --> interrupted : interrupt',
+      'stepping --> interrupted : interrupt',
+      'stepping_running : invoke: runStep',
+    ])
+      expect(source).toContain(line);
+    expect(source).not.toMatch(/^\s*(completed|aborted|stopped|failed|interrupted) --> interrupted/m);
+  });
+});
+
+describe('the step chart', () => {
+  const source = toMermaid(stepMachine);
+
+  it('shows retrying, passed, exhausted and stopped', () => {
+    for (const line of [
+      'judging --> passed : always [attemptPassed]',
+      'judging --> retrying : always [retriesLeft]',
+      'judging --> exhausted : always\n',
+      'judging --> stopped : always [and(retriesLeft, overBudget)]',
+      'retrying --> executing : always\n',
+      'negotiating_proposing --> stopped : done: proposeContract [guard]',
+      'negotiating_decided --> stopped : always [overBudget]',
+      'executing --> stopped : done: doWork [guard]',
+      'passed --> [*]',
+      'exhausted --> [*]',
+      'stopped --> [*]',
+    ])
+      expect(source).toContain(line);
+  });
+
+  it('shows the contract rounds, invalid work skipping the evaluation, and the actors', () => {
+    for (const line of [
+      'negotiating_decided --> executing : always [contractApproved]',
+      'negotiating_decided --> negotiating_proposing : always [roundsLeft]',
+      'negotiating_decided --> executing : always\n',
+      'negotiating_proposing --> negotiating_reviewing : done: proposeContract\n',
+      'negotiating_reviewing --> negotiating_decided : done: reviewContract',
+      'executing --> judging : done: doWork [guard]',
+      'executing --> evaluating : done: doWork\n',
+      'evaluating --> judging : done: evaluateWork',
+      'evaluating --> failed : error: evaluateWork',
+      'negotiating_proposing : invoke: proposeContract',
+      'negotiating_reviewing : invoke: reviewContract',
+      'executing : invoke: doWork',
+      'evaluating : invoke: evaluateWork',
+    ])
+      expect(source).toContain(line);
+  });
+});
+
+describe('any machine', () => {
+  // Parallel regions, history, delays, higher-order and inline guards, a root event, inline
+  // actors, and keys that are Mermaid keywords or collide once sanitised.
+  const machine = createMachine({
+    id: 'demo',
+    initial: 'idle',
+    on: { RESET: '#demo' },
+    states: {
+      idle: {
+        on: {
+          GO: { target: 'busy', guard: not('ready') },
+          NOTE: 'note',
+          SKIP: { target: 'a-b', guard: ({ event }) => event.type === 'SKIP' },
+        },
+        after: { 500: 'busy' },
+      },
+      note: { type: 'final' },
+      'a-b': { on: { NEXT: 'a_b' } },
+      a_b: {},
+      busy: {
+        type: 'parallel',
+        invoke: { src: 'load', onDone: { target: 'end', guard: and(['ready', { type: 'fresh' }]) } },
+        onDone: 'end',
+        states: {
+          left: {
+            initial: 'one',
+            states: { one: { on: { NEXT: 'two' } }, two: { type: 'final' }, back: { type: 'history' } },
+          },
+          right: {
+            initial: 'loading',
+            states: {
+              loading: { invoke: { id: 'loader', src: fromPromise(async () => 2), onError: 'loading' } },
+            },
+          },
+        },
+      },
+      end: { type: 'final' },
+    },
+  }).provide({
+    guards: { ready: () => true, fresh: () => true },
+    actors: { load: fromPromise(async () => 1) },
+  });
+  const graph = machineGraph(machine);
+  const edge = (source: string, target: string) =>
+    graph.edges.filter((e) => e.source === `demo.${source}` && e.target === `demo.${target}`);
+
+  it('labels events, delays, done events and guards readably', () => {
+    expect(edge('idle', 'busy').map((e) => [e.label, e.guard])).toEqual([
+      ['GO', 'not(ready)'],
+      ['after 500ms', null],
+    ]);
+    expect(edge('idle', 'a-b')).toMatchObject([{ label: 'SKIP', guard: 'guard' }]);
+    expect(edge('busy', 'end').map((e) => [e.label, e.guard])).toEqual([
+      ['done: busy', null],
+      ['done: load', 'and(ready, fresh)'],
+    ]);
+    expect(edge('busy.right.loading', 'busy.right.loading')).toMatchObject([{ label: 'error: loader' }]);
+    expect(graph.nodes.find((n) => n.id === 'demo.busy.right.loading')?.invokes).toEqual(['loader']);
+    expect(graph.nodes.find((n) => n.id === 'demo.busy')).toMatchObject({ type: 'parallel', initial: null });
+  });
+
+  it('renders parallel regions, history, keywords and colliding keys as valid Mermaid', () => {
+    const source = toMermaid(machine);
+    expectWellFormedMermaid(source);
+    expect(source).toContain('state "busy (invoke: load)" as busy {');
+    expect(source).toMatch(/ {4}}\n {4}--\n {4}state "right" as busy_right \{/);
+    expect(source).toContain('state "H" as busy_left_back');
+    expect(source).toContain('state "note" as note_\n  note_ --> [*]');
+    expect(source).toContain('state "a-b" as a_b\n');
+    expect(source).toContain('state "a_b" as a_b_2\n');
+    // The root's RESET is drawn from each state that is not final, to the root's initial state.
+    expect(source).toMatch(/^ {2}idle --> idle : RESET$/m);
+    expect(source).toMatch(/^ {2}busy --> idle : RESET$/m);
+    expect(source).not.toMatch(/(note_|end_) --> idle : RESET/);
+  });
+
+  it('renders parallel states as dashed clusters that enter every region', () => {
+    const source = toDot(machine);
+    expect(source).toContain(
+      'subgraph "cluster_demo.busy" {\n    label="busy\\ninvoke: load";\n    style="rounded,dashed";',
+    );
+    expect(source).toContain('"demo.busy" -> "demo.busy.left" [lhead="cluster_demo.busy.left"];');
+    expect(source).toContain('"demo.busy" -> "demo.busy.right" [lhead="cluster_demo.busy.right"];');
+    expect(source).toContain(
+      '"demo.busy" -> "demo.end" [label="done: load [and(ready, fresh)]", ltail="cluster_demo.busy"];',
+    );
+  });
+});
+
+describe('pge graph', () => {
+  beforeAll(() => {
+    // The CLI runs from dist, as installed.
+    execFileSync('npm', ['run', 'build'], { cwd: ROOT, stdio: 'pipe' });
+  }, 120_000);
+
+  function pge(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
+    return new Promise((done, fail) => {
+      const child = spawn(process.execPath, [BIN, ...args], {
+        cwd: ROOT,
+        env: { PATH: process.env.PATH ?? '' },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      let stdout = '';
+      let stderr = '';
+      child.stdout.on('data', (chunk: Buffer) => {
+        stdout += chunk.toString();
+      });
+      child.stderr.on('data', (chunk: Buffer) => {
+        stderr += chunk.toString();
+      });
+      child.on('error', fail);
+      child.on('close', (code) => done({ code, stdout, stderr }));
+    });
+  }
+
+  it('prints the step chart as JSON with every state', async () => {
+    const r = await pge(['graph', '--machine', 'step', '--format', 'json']);
+    expect(r.code).toBe(0);
+    const json = JSON.parse(r.stdout) as MachineGraph;
+    expect(json.id).toBe('step');
+    expect(json.nodes.map((n) => n.id)).toEqual(
+      expect.arrayContaining([
+        'step.negotiating.proposing',
+        'step.negotiating.decided',
+        'step.executing',
+        'step.evaluating',
+        'step.judging',
+        'step.retrying',
+        'step.passed',
+        'step.exhausted',
+        'step.stopped',
+        'step.failed',
+      ]),
+    );
+    expect(json.nodes.map((n) => n.id)).toEqual(machineGraph(stepMachine).nodes.map((n) => n.id));
+    expect(json.edges).toContainEqual({
+      source: 'step.judging',
+      target: 'step.retrying',
+      event: null,
+      label: 'always',
+      guard: 'retriesLeft',
+    });
+  });
+
+  it('prints the run chart as Mermaid by default, and DOT on request', async () => {
+    const mermaid = await pge(['graph']);
+    expect(mermaid.code).toBe(0);
+    expect(mermaid.stdout).toBe(toMermaid(runMachine));
+    const dot = await pge(['graph', '--format', 'dot', '--machine', 'run']);
+    expect(dot.stdout).toBe(toDot(runMachine));
+  });
+
+  it.each([
+    [['graph', '--machine', 'walk'], /--machine expects one of run, step, got "walk"/],
+    [['graph', '--format', 'svg'], /--format expects one of mermaid, dot, json, got "svg"/],
+    [['graph', '--colour'], /Unknown option '--colour'/],
+    [['graph', 'run'], /pge graph takes no arguments/],
+  ])('pge %j is a usage error (exit 2)', async (args, message) => {
+    const r = await pge(args);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toMatch(message);
+    expect(r.stderr).toContain("Run 'pge graph --help' for usage.");
+    expect(r.stdout).toBe('');
+  });
+
+  it('has help with its flags and examples', async () => {
+    const r = await pge(['graph', '--help']);
+    expect(r.code).toBe(0);
+    expect(r.stdout).toContain('Usage: pge graph [flags]');
+    expect(r.stdout).toContain('--machine run|step');
+    expect(r.stdout).toContain('--format mermaid|dot|json');
+    expect(r.stdout).toMatch(/Examples:\n {2}pge graph/);
+    expect((await pge(['--help'])).stdout).toContain('pge graph [flags]');
+  });
+});
