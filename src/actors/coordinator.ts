@@ -63,6 +63,11 @@ export interface CoordinatorOptions {
   inspect?: (event: InspectionEvent) => void;
 }
 
+/** Thrown into an actor that answers after its run ended; the stopped chart never sees it. */
+class RunClosedError extends PgeError {
+  readonly retryable = false;
+}
+
 /** A role failure re-thrown into the chart, keeping the worker's name and retryability. */
 class RoleError extends PgeError {
   readonly retryable: boolean;
@@ -99,7 +104,12 @@ export function createCoordinator(options: CoordinatorOptions) {
     const publishing: Promise<void>[] = [];
     let publishFailure: unknown = null;
 
+    let closed = false;
     const record = <T extends RunEventDraft>(draft: T): RunEventOf<T['type']> => {
+      // After the closing event nothing more belongs to the run: a call that was in flight when
+      // the run was interrupted answers into the void rather than behind the log's last section.
+      if (closed) throw new RunClosedError(`run ${runId} has ended`);
+      if (draft.type === 'run.completed' || draft.type === 'run.failed') closed = true;
       seq += 1;
       const event = {
         id: `${runId}-${seq}`,
