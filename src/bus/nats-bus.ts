@@ -1,0 +1,373 @@
+import type { JetStreamClient, JetStreamManager } from '@nats-io/jetstream';
+import { jetstream, jetstreamManager } from '@nats-io/jetstream';
+import type { NatsConnection } from '@nats-io/transport-node';
+import { errors as natsErrors } from '@nats-io/transport-node';
+import { BusError, ConfigurationError } from '../errors.js';
+import type { Bus, BusHandler, BusSubscription, RequestOptions, SubscribeOptions } from './bus.js';
+import type { MessageRejection } from './codec.js';
+import { decodeMessage, encodeMessage } from './codec.js';
+import type { NatsConnectionOptions } from './nats-connection.js';
+import { connectNats, describeNatsServers } from './nats-connection.js';
+import { busError, checkSubject, hasCause, within } from './nats-helpers.js';
+import { ensureStreams, messageIdOf, streamOf } from './nats-streams.js';
+import type { NatsHost, NatsSubscription, PullTimings } from './nats-subscriptions.js';
+import { CoreSubscription, PullSubscription } from './nats-subscriptions.js';
+import { subjectMatches, subjects } from './subjects.js';
+
+/**
+ * The bus of the distributed mode: the `Bus` contract over a nats-server with JetStream. Events,
+ * work items and results are published to JetStream (acknowledged, stored, de-duplicated by id);
+ * a role's workers share one durable pull consumer, so each work item is handled once even when
+ * it was queued while no worker ran; everything else is core NATS. Every message is validated
+ * when published and when received (`encodeMessage` / `decodeMessage`).
+ */
+
+/** Options of the bus itself, beside how to connect. */
+export interface NatsBusSettings {
+  /** Told when a handler throws or rejects, or a consumer fails; default `console.error`. */
+  onHandlerError?: (error: unknown, subject: string) => void;
+  /** Milliseconds before JetStream redelivers an unacknowledged work item (default 60 000); handlers heartbeat meanwhile. */
+  ackWaitMs?: number;
+  /** Deliveries of a work item whose handler keeps throwing before it is dropped (default 5). */
+  maxDeliver?: number;
+  /** Milliseconds before a work item whose handler threw is delivered again (default 2000). */
+  nakDelayMs?: number;
+}
+
+/** Options of `NatsBus.connect`: the connection's and the bus's. */
+export interface NatsBusOptions extends NatsConnectionOptions, NatsBusSettings {}
+
+const SETTING_NAMES: ReadonlySet<string> = new Set([
+  'onHandlerError',
+  'ackWaitMs',
+  'maxDeliver',
+  'nakDelayMs',
+]);
+const DEFAULT_TIMEOUT_MS = 10_000;
+/** Bound of each step of `close` (flush, drain) when the server does not answer. */
+const CLOSE_STEP_MS = 5_000;
+const WORK_SUBJECT = 'pge.work.*';
+const DURABLE_NAME = /^[A-Za-z0-9_-]+$/;
+const WHITE_SPACE = /\s/;
+
+/** The `Bus` on NATS with JetStream. Create it with `NatsBus.connect` or `NatsBus.fromConnection`. */
+export class NatsBus implements Bus {
+  private readonly subscriptions = new Set<NatsSubscription>();
+  private readonly publishing = new Set<Promise<unknown>>();
+  private readonly host: NatsHost;
+  private readonly timings: PullTimings;
+  private readonly onHandlerError: (error: unknown, subject: string) => void;
+  private published = 0;
+  private inFlight = 0;
+  private idle: (() => void)[] = [];
+  private closed = false;
+  private closing: Promise<void> | null = null;
+
+  private constructor(
+    /** The underlying connection, for what the `Bus` interface does not cover. */
+    readonly connection: NatsConnection,
+    private readonly js: JetStreamClient,
+    private readonly jsm: JetStreamManager,
+    private readonly ownsConnection: boolean,
+    settings: NatsBusSettings,
+  ) {
+    this.onHandlerError = settings.onHandlerError ?? reportToConsole;
+    this.timings = {
+      ackWaitMs: positive(settings.ackWaitMs ?? 60_000, 'ackWaitMs'),
+      maxDeliver: positive(settings.maxDeliver ?? 5, 'maxDeliver'),
+      nakDelayMs: positive(settings.nakDelayMs ?? 2_000, 'nakDelayMs'),
+    };
+    this.host = {
+      bus: this,
+      begin: () => void this.inFlight++,
+      end: () => this.end(),
+      rejectReceived: (subject, error) => this.rejectReceived(subject, error),
+      report: (error, subject) => this.report(error, subject),
+      detach: (subscription) => void this.subscriptions.delete(subscription),
+    };
+  }
+
+  /**
+   * Connects (see `connectNats`), then creates or updates the streams. Rejects with
+   * `ConfigurationError` when the server cannot be reached, refuses the credentials, has no
+   * JetStream, or holds a pge stream that cannot be brought to pge's configuration.
+   */
+  static async connect(options: NatsBusOptions = {}): Promise<NatsBus> {
+    const connection: Record<string, unknown> = {};
+    const settings: Record<string, unknown> = {};
+    for (const [key, value] of Object.entries(options))
+      (SETTING_NAMES.has(key) ? settings : connection)[key] = value;
+    const nc = await connectNats(connection as NatsConnectionOptions);
+    try {
+      return await NatsBus.create(nc, settings as NatsBusSettings, true, describeNatsServers(options));
+    } catch (error) {
+      await nc.close();
+      throw error;
+    }
+  }
+
+  /** A bus on a connection the caller owns: `close` leaves the connection open. */
+  static async fromConnection(nc: NatsConnection, settings: NatsBusSettings = {}): Promise<NatsBus> {
+    return NatsBus.create(nc, settings, false, nc.getServer());
+  }
+
+  private static async create(
+    nc: NatsConnection,
+    settings: NatsBusSettings,
+    owns: boolean,
+    where: string,
+  ): Promise<NatsBus> {
+    for (const key of Object.keys(settings)) {
+      if (!SETTING_NAMES.has(key)) throw new ConfigurationError(`unknown NatsBus option "${key}"`);
+    }
+    let jsm: JetStreamManager;
+    try {
+      jsm = await jetstreamManager(nc);
+    } catch (cause) {
+      const reason = cause instanceof Error ? cause.message : String(cause);
+      throw new ConfigurationError(`JetStream is not available at ${where}: ${reason}`, { cause });
+    }
+    await ensureStreams(jsm);
+    return new NatsBus(nc, jetstream(nc), jsm, owns, settings);
+  }
+
+  /**
+   * Validates and publishes. Events, work items and results resolve once JetStream stored them
+   * (a re-sent one, same id, is stored once); other subjects once the message is handed to the
+   * client. Rejects with `MessageRejectedError`, `TypeError` (malformed subject) or `BusError`.
+   */
+  publish(subject: string, data: unknown): Promise<void> {
+    let bytes: Uint8Array;
+    try {
+      if (this.closed) throw new BusError(`cannot publish on ${subject}: the bus is closed`);
+      checkSubject(subject, false);
+      bytes = encodeMessage(subject, data);
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    this.published++;
+    const stream = streamOf(subject);
+    if (stream === null) {
+      try {
+        this.connection.publish(subject, bytes);
+        return Promise.resolve();
+      } catch (error) {
+        return Promise.reject(busError(error, `cannot publish on ${subject}`));
+      }
+    }
+    const msgID = messageIdOf(stream, data);
+    const stored = this.js.publish(subject, bytes, msgID === undefined ? {} : { msgID }).then(
+      () => undefined,
+      (error: unknown) => {
+        throw busError(error, `cannot publish on ${subject}`);
+      },
+    );
+    this.publishing.add(stored);
+    const forget = () => void this.publishing.delete(stored);
+    stored.then(forget, forget);
+    return stored;
+  }
+
+  /**
+   * Subscribes to a subject or pattern. With a `queue`, a concrete work subject (`pge.work.<role>`)
+   * is served through the durable JetStream consumer named after the queue, shared by every
+   * worker of the role; anything else is a core NATS subscription (a queue group when given).
+   */
+  subscribe(subject: string, handler: BusHandler, options: SubscribeOptions = {}): BusSubscription {
+    if (this.closed) throw new BusError(`cannot subscribe to ${subject}: the bus is closed`);
+    checkSubject(subject, true);
+    const queue = options.queue ?? null;
+    if (queue !== null && (queue === '' || WHITE_SPACE.test(queue))) {
+      throw new TypeError(`"${queue}" is not a valid queue group name`);
+    }
+    if (queue !== null && subjectMatches(WORK_SUBJECT, subject)) {
+      // Workers of a role take items in parallel, each one at a time (see PullSubscription).
+      return this.pull(subject, queue, queue, handler, 1000);
+    }
+    let subscription: CoreSubscription;
+    try {
+      subscription = new CoreSubscription(this.connection, subject, queue, handler, this.host);
+    } catch (error) {
+      throw busError(error, `cannot subscribe to ${subject}`);
+    }
+    this.subscriptions.add(subscription);
+    return subscription;
+  }
+
+  /**
+   * Reads a stream subject (e.g. `pge.run.*.evt.>`) through the durable consumer `durableName`,
+   * one message at a time in stream order, acknowledging each after its handler resolved: a reader
+   * that restarts under the same name goes on where it stopped and misses nothing. A handler that
+   * throws gets the message again (after `nakDelayMs`, up to `maxDeliver` times) before any later one.
+   */
+  subscribeDurable(subject: string, durableName: string, handler: BusHandler): BusSubscription {
+    if (this.closed) throw new BusError(`cannot subscribe to ${subject}: the bus is closed`);
+    checkSubject(subject, true);
+    if (streamOf(subject) === null) throw new TypeError(`no pge stream holds ${subject}`);
+    return this.pull(subject, durableName, null, handler, 1);
+  }
+
+  /**
+   * Core NATS request/reply. Rejects with `BusError` on "no responders" (at once), after
+   * `timeoutMs` (default 10 000) without a reply, when the bus is closed, or on a subject that a
+   * pge stream stores (events, work, results), since the stream would answer.
+   */
+  async request(subject: string, data: unknown, options: RequestOptions = {}): Promise<unknown> {
+    if (this.closed) throw new BusError(`cannot request on ${subject}: the bus is closed`);
+    checkSubject(subject, false);
+    if (streamOf(subject) !== null) {
+      // JetStream itself would answer, with the PubAck of storing the request.
+      throw new BusError(`cannot request on ${subject}: JetStream stores that subject, it takes no requests`);
+    }
+    const bytes = encodeMessage(subject, data);
+    const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
+    this.published++;
+    let reply: { subject: string; data: Uint8Array };
+    try {
+      reply = await this.connection.request(subject, bytes, { timeout: timeoutMs });
+    } catch (error) {
+      if (hasCause(error, natsErrors.NoRespondersError)) throw new BusError(`no responders on ${subject}`);
+      if (hasCause(error, natsErrors.TimeoutError)) {
+        throw new BusError(`request on ${subject} timed out after ${timeoutMs} ms`, { cause: error });
+      }
+      throw busError(error, `request on ${subject} failed`);
+    }
+    return decodeMessage(reply.subject, reply.data);
+  }
+
+  /**
+   * Resolves when what this bus published so far was accepted by the server, and what reached this
+   * process's subscriptions in consequence (their JetStream consumers included) was handled, over
+   * as many rounds as handlers keep publishing. Best effort across processes: it waits for nothing
+   * another process still has to do.
+   */
+  async flush(): Promise<void> {
+    if (this.closed) return;
+    for (;;) {
+      const mark = this.published;
+      await Promise.allSettled([...this.publishing]);
+      try {
+        await this.connection.flush();
+      } catch (error) {
+        throw busError(error, 'cannot flush');
+      }
+      await Promise.all([...this.subscriptions].map((subscription) => subscription.caughtUp()));
+      if (this.inFlight > 0) await new Promise<void>((resolve) => this.idle.push(resolve));
+      if (mark !== this.published) continue;
+      // The acknowledgements the handlers' ends sent reach the server too.
+      try {
+        await this.connection.flush();
+      } catch (error) {
+        throw busError(error, 'cannot flush');
+      }
+      return;
+    }
+  }
+
+  /**
+   * Flushes, stops every subscription (handlers already running finish, and their messages are
+   * acknowledged), then drains the connection if the bus opened it. Later publishes, requests and
+   * subscribes fail with `BusError`. Never rejects: when the server is unreachable, the flush and
+   * the drain each give up after 5 s, are reported to `onHandlerError`, and the connection is closed.
+   */
+  close(): Promise<void> {
+    this.closing ??= this.shutDown();
+    return this.closing;
+  }
+
+  private async shutDown(): Promise<void> {
+    // During an outage neither a flush nor a drain can finish: close is bounded, and reports.
+    await within(this.flush(), CLOSE_STEP_MS, 'flushing on close').catch((error: unknown) =>
+      this.report(error, 'close'),
+    );
+    this.closed = true;
+    for (const subscription of this.subscriptions) subscription.stop();
+    this.subscriptions.clear();
+    if (this.inFlight > 0) await new Promise<void>((resolve) => this.idle.push(resolve));
+    if (this.connection.isClosed()) return;
+    try {
+      await within(
+        this.ownsConnection ? this.connection.drain() : this.connection.flush(),
+        CLOSE_STEP_MS,
+        'draining the NATS connection',
+      );
+    } catch (error) {
+      this.report(busError(error, 'cannot drain the NATS connection'), 'close');
+      if (this.ownsConnection) await this.connection.close();
+    }
+  }
+
+  private pull(
+    subject: string,
+    durable: string,
+    queue: string | null,
+    handler: BusHandler,
+    maxAckPending: number,
+  ): BusSubscription {
+    if (!DURABLE_NAME.test(durable)) {
+      throw new TypeError(`"${durable}" cannot name a durable consumer: use letters, digits, "-" and "_"`);
+    }
+    const stream = streamOf(subject);
+    if (stream === null) throw new TypeError(`no pge stream holds ${subject}`);
+    const settings = {
+      stream: stream.name,
+      durable,
+      filter: subject,
+      ackWaitMs: this.timings.ackWaitMs,
+      maxDeliver: this.timings.maxDeliver,
+      maxAckPending,
+    };
+    const subscription = new PullSubscription(
+      this.js,
+      this.jsm,
+      settings,
+      subject,
+      queue,
+      handler,
+      this.host,
+      this.timings,
+    );
+    this.subscriptions.add(subscription);
+    return subscription;
+  }
+
+  private end(): void {
+    if (--this.inFlight > 0 || this.idle.length === 0) return;
+    const idle = this.idle;
+    this.idle = [];
+    for (const resolve of idle) resolve();
+  }
+
+  private rejectReceived(subject: string, error: unknown): void {
+    // A rejection report that is itself rejected goes to onHandlerError, never back on the bus: no loop.
+    if (subject === subjects.rejected || this.closed) {
+      this.report(error, subject);
+      return;
+    }
+    const rejection: MessageRejection = {
+      subject,
+      problem: error instanceof Error ? error.message : String(error),
+      ts: new Date().toISOString(),
+    };
+    this.publish(subjects.rejected, rejection).catch((failure: unknown) => this.report(failure, subject));
+  }
+
+  private report(error: unknown, subject: string): void {
+    try {
+      this.onHandlerError(error, subject);
+    } catch (failure) {
+      // The reporter failing must not stall the subscription that was delivering.
+      reportToConsole(failure, subject);
+    }
+  }
+}
+
+function reportToConsole(error: unknown, subject: string): void {
+  console.error(`pge bus: handler for ${subject} failed:`, error);
+}
+
+function positive(value: number, name: string): number {
+  if (!Number.isFinite(value) || value <= 0)
+    throw new ConfigurationError(`${name} must be a positive number`);
+  return value;
+}

@@ -1,0 +1,53 @@
+import { errors as natsErrors } from '@nats-io/transport-node';
+import { BusError } from '../errors.js';
+
+/** Subject checks and the mapping of nats.js failures to pge errors, shared by the NATS bus modules. */
+
+const WHITE_SPACE = /\s/;
+
+/** True when `error` or one of its causes is an instance of `type`. */
+export function hasCause(error: unknown, type: abstract new (...args: never[]) => Error): boolean {
+  let current: unknown = error;
+  for (let depth = 0; depth < 5 && current instanceof Error; depth++) {
+    if (current instanceof type) return true;
+    current = (current as Error).cause;
+  }
+  return false;
+}
+
+/** `promise`, or a `BusError` once `ms` passed without it settling. */
+export function within<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new BusError(`${what} timed out after ${ms} ms`)), ms);
+  });
+  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
+}
+
+/** `error` as a `BusError` saying `what` failed; a closed or draining connection is named as such. */
+export function busError(error: unknown, what: string): BusError {
+  if (error instanceof BusError) return error;
+  const closed =
+    hasCause(error, natsErrors.ClosedConnectionError) || hasCause(error, natsErrors.DrainingConnectionError);
+  const reason = closed ? 'the connection is closed' : error instanceof Error ? error.message : String(error);
+  return new BusError(`${what}: ${reason}`, { cause: error });
+}
+
+/** NATS subject rules: non-empty tokens without white space; wildcards only in patterns, `>` only last. */
+export function checkSubject(subject: string, pattern: boolean): void {
+  const tokens = subject.split('.');
+  for (let i = 0; i < tokens.length; i++) {
+    const token = tokens[i]!;
+    const wildcard = token === '*' || token === '>';
+    if (
+      token === '' ||
+      WHITE_SPACE.test(token) ||
+      (wildcard && !pattern) ||
+      (token === '>' && i < tokens.length - 1)
+    ) {
+      throw new TypeError(
+        `"${subject}" is not a valid ${pattern ? 'subscription subject' : 'subject to publish on'}`,
+      );
+    }
+  }
+}

@@ -1,0 +1,202 @@
+import type { ConsumerConfig, JetStreamManager, StreamConfig, StreamInfo } from '@nats-io/jetstream';
+import {
+  AckPolicy,
+  DeliverPolicy,
+  JetStreamApiError,
+  RetentionPolicy,
+  StorageType,
+} from '@nats-io/jetstream';
+import { nanos } from '@nats-io/transport-node';
+import { ConfigurationError } from '../errors.js';
+import { subjectMatches, subjects } from './subjects.js';
+
+/**
+ * The JetStream side of the NATS bus: which streams hold which subjects, how they are created or
+ * brought up to date at start (so a deployment needs no setup step), the id a message is
+ * de-duplicated by, and the durable pull consumers that serve work queues and ordered readers.
+ * Only features of nats-server 2.9 are used (Debian ships 2.9.10).
+ */
+
+/** A stream pge creates. */
+export interface PgeStream {
+  readonly name: string;
+  readonly subject: string;
+  readonly retention: 'limits' | 'workqueue';
+}
+
+/** Within this window a message re-sent with the same id (an event id, a request id) is stored once. */
+export const DUPLICATE_WINDOW_MS = 2 * 60_000;
+
+/**
+ * Events are the run's record (kept, limits retention); work items are taken once (work-queue
+ * retention: a message goes when a worker acks it); results are kept like events, so that a
+ * coordinator that restarts can read what it missed.
+ */
+export const PGE_STREAMS: readonly PgeStream[] = [
+  { name: 'PGE_EVENTS', subject: subjects.events('*'), retention: 'limits' },
+  { name: 'PGE_WORK', subject: 'pge.work.>', retention: 'workqueue' },
+  { name: 'PGE_RESULTS', subject: subjects.result('*'), retention: 'limits' },
+];
+
+/** The part of a stream's configuration that pge sets; the server's defaults stand for the rest. */
+export type PgeStreamConfig = Pick<
+  StreamConfig,
+  'name' | 'subjects' | 'retention' | 'storage' | 'duplicate_window'
+>;
+
+/** The stream configuration pge wants for `stream`. */
+export function streamConfig(stream: PgeStream): PgeStreamConfig {
+  return {
+    name: stream.name,
+    subjects: [stream.subject],
+    retention: stream.retention === 'workqueue' ? RetentionPolicy.Workqueue : RetentionPolicy.Limits,
+    storage: StorageType.File,
+    duplicate_window: nanos(DUPLICATE_WINDOW_MS),
+  };
+}
+
+/**
+ * Creates the streams that are missing and updates those whose subjects or duplicate window differ.
+ * A stream whose retention or storage differs cannot be updated in place: that is a
+ * `ConfigurationError` that says which stream to delete.
+ */
+export async function ensureStreams(jsm: JetStreamManager): Promise<void> {
+  // Every stream is tried, so that one message lists everything an operator has to fix.
+  const problems: ConfigurationError[] = [];
+  for (const stream of PGE_STREAMS) {
+    try {
+      await ensureStream(jsm, streamConfig(stream));
+    } catch (error) {
+      problems.push(error instanceof ConfigurationError ? error : streamError(stream.name, error));
+    }
+  }
+  if (problems.length === 1) throw problems[0];
+  if (problems.length > 1) {
+    throw new ConfigurationError(problems.map((problem) => problem.message).join('; '), { cause: problems });
+  }
+}
+
+async function ensureStream(jsm: JetStreamManager, wanted: PgeStreamConfig): Promise<void> {
+  // Two processes starting together may both find the stream missing: the loser of the create
+  // race reads the winner's stream on the second pass.
+  for (let pass = 0; pass < 2; pass++) {
+    const existing = await streamInfo(jsm, wanted.name);
+    if (existing === null) {
+      try {
+        await jsm.streams.add(wanted);
+        return;
+      } catch (error) {
+        if (pass === 0 && error instanceof JetStreamApiError) continue;
+        throw streamError(wanted.name, error);
+      }
+    }
+    const have = existing.config;
+    if (have.retention !== wanted.retention || have.storage !== wanted.storage) {
+      throw new ConfigurationError(
+        `JetStream stream ${wanted.name} exists with ${have.retention} retention and ${have.storage} storage; ` +
+          `pge needs ${wanted.retention} and ${wanted.storage}: delete the stream (nats stream rm ${wanted.name})`,
+      );
+    }
+    const sameSubjects = have.subjects.length === 1 && have.subjects[0] === wanted.subjects[0];
+    if (sameSubjects && have.duplicate_window === wanted.duplicate_window) return;
+    try {
+      await jsm.streams.update(wanted.name, {
+        subjects: wanted.subjects,
+        duplicate_window: wanted.duplicate_window,
+      });
+      return;
+    } catch (error) {
+      throw streamError(wanted.name, error);
+    }
+  }
+}
+
+async function streamInfo(jsm: JetStreamManager, name: string): Promise<StreamInfo | null> {
+  try {
+    return await jsm.streams.info(name);
+  } catch (error) {
+    if (error instanceof JetStreamApiError && error.code === 10059) return null; // stream not found
+    throw streamError(name, error);
+  }
+}
+
+function streamError(name: string, cause: unknown): ConfigurationError {
+  const reason = cause instanceof Error ? cause.message : String(cause);
+  return new ConfigurationError(`cannot set up JetStream stream ${name}: ${reason}`, { cause });
+}
+
+/**
+ * The stream that stores `subject` (a subject, or a filter that must lie wholly inside one
+ * stream), or null for subjects no stream holds (rejections, run submission, inboxes).
+ */
+export function streamOf(subject: string): PgeStream | null {
+  for (const stream of PGE_STREAMS) if (covers(stream.subject, subject)) return stream;
+  return null;
+}
+
+/** True when every subject that `filter` matches is matched by `pattern`. */
+function covers(pattern: string, filter: string): boolean {
+  if (!filter.includes('*') && !filter.includes('>')) return subjectMatches(pattern, filter);
+  const p = pattern.split('.');
+  const f = filter.split('.');
+  for (let i = 0; i < p.length; i++) {
+    if (p[i] === '>') return f.length > i;
+    if (i >= f.length || f[i] === '>') return false;
+    if (p[i] !== '*' && (f[i] === '*' || p[i] !== f[i])) return false;
+  }
+  return p.length === f.length;
+}
+
+/**
+ * The id JetStream de-duplicates a message by: an event's id, a request's id, and
+ * `<requestId>-result` for a worker's result, so that a re-sent message is stored once.
+ */
+export function messageIdOf(stream: PgeStream, data: unknown): string | undefined {
+  const record = (typeof data === 'object' && data !== null ? data : {}) as Record<string, unknown>;
+  if (stream.name === 'PGE_RESULTS') {
+    return typeof record.requestId === 'string' ? `${record.requestId}-result` : undefined;
+  }
+  return typeof record.id === 'string' ? record.id : undefined;
+}
+
+/** How a durable pull consumer acknowledges and retries. */
+export interface PullConsumerSettings {
+  readonly stream: string;
+  readonly durable: string;
+  readonly filter: string;
+  /** Milliseconds before an unacknowledged message is redelivered (the handler heartbeats meanwhile). */
+  readonly ackWaitMs: number;
+  /** Deliveries of one message before it is given up (terminated). */
+  readonly maxDeliver: number;
+  /** 1 keeps stream order even across redeliveries; more lets workers take messages in parallel. */
+  readonly maxAckPending: number;
+}
+
+/**
+ * Creates the durable pull consumer, or brings an existing one of that name to these settings
+ * (nats-server 2.9 updates a durable whose editable fields differ). A consumer whose filter
+ * overlaps another one's on the work-queue stream is refused by the server: a `ConfigurationError`.
+ */
+export async function ensurePullConsumer(
+  jsm: JetStreamManager,
+  settings: PullConsumerSettings,
+): Promise<void> {
+  const config: Partial<ConsumerConfig> = {
+    durable_name: settings.durable,
+    filter_subject: settings.filter,
+    ack_policy: AckPolicy.Explicit,
+    deliver_policy: DeliverPolicy.All,
+    ack_wait: nanos(settings.ackWaitMs),
+    max_deliver: settings.maxDeliver,
+    max_ack_pending: settings.maxAckPending,
+  };
+  try {
+    await jsm.consumers.add(settings.stream, config);
+  } catch (cause) {
+    const reason = cause instanceof Error ? cause.message : String(cause);
+    throw new ConfigurationError(
+      `cannot consume ${settings.filter} as durable ${settings.durable} on ${settings.stream}: ${reason}`,
+      { cause },
+    );
+  }
+}

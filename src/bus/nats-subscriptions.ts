@@ -1,0 +1,279 @@
+import type {
+  Consumer,
+  ConsumerMessages,
+  JetStreamClient,
+  JetStreamManager,
+  JsMsg,
+} from '@nats-io/jetstream';
+import type { Msg, NatsConnection, Subscription } from '@nats-io/transport-node';
+import { BusError } from '../errors.js';
+import type { Bus, BusHandler, BusMessage, BusSubscription } from './bus.js';
+import { decodeMessage } from './codec.js';
+import { busError } from './nats-helpers.js';
+import type { PullConsumerSettings } from './nats-streams.js';
+import { ensurePullConsumer, streamOf } from './nats-streams.js';
+
+/**
+ * The two kinds of subscription of the NATS bus. Both hand messages to their handler one at a
+ * time, in arrival order, as the in-process bus does: a core subscription keeps a local backlog;
+ * a pull subscription asks JetStream for one message at a time, so that a busy worker leaves the
+ * next work item to an idle one, and acknowledges it only when the handler returned.
+ */
+
+/** What a subscription needs from its bus. */
+export interface NatsHost {
+  readonly bus: Bus;
+  /** A message was taken in: `flush` waits until the matching `end`. */
+  begin(): void;
+  end(): void;
+  /** Reports a message that failed decoding on `pge.errors.rejected`. */
+  rejectReceived(subject: string, error: unknown): void;
+  /** Tells the bus's `onHandlerError` about a failure; delivery goes on. */
+  report(error: unknown, subject: string): void;
+  detach(subscription: NatsSubscription): void;
+}
+
+/** Timings of pull subscriptions. */
+export interface PullTimings {
+  readonly ackWaitMs: number;
+  readonly maxDeliver: number;
+  readonly nakDelayMs: number;
+}
+
+/** A subscription of the NATS bus. */
+export interface NatsSubscription extends BusSubscription {
+  /** Resolves once JetStream has nothing left to hand this subscription (core ones: at once). */
+  caughtUp(): Promise<void>;
+  /** Stops taking messages; what a handler already has finishes. */
+  stop(): void;
+}
+
+/** How long one pull request waits at the server before the client asks again. */
+const FETCH_EXPIRES_MS = 30_000;
+/** Pause after a failed pull (server restarting, consumer being recreated) before trying again. */
+const PULL_RETRY_MS = 1_000;
+const CAUGHT_UP_POLL_MS = 10;
+
+class Delivery implements BusMessage {
+  constructor(
+    private readonly bus: Bus,
+    readonly subject: string,
+    readonly data: unknown,
+    readonly reply: string | null,
+  ) {}
+
+  respond(data: unknown): Promise<void> {
+    if (this.reply === null) {
+      return Promise.reject(
+        new BusError(`the message on ${this.subject} has no reply subject to respond to`),
+      );
+    }
+    return this.bus.publish(this.reply, data);
+  }
+}
+
+/** A core NATS subscription (plain or in a queue group): at most once, like NATS itself. */
+export class CoreSubscription implements NatsSubscription {
+  private active = true;
+  private running = false;
+  private readonly backlog: Msg[] = [];
+  private readonly sub: Subscription;
+
+  constructor(
+    nc: NatsConnection,
+    readonly subject: string,
+    readonly queue: string | null,
+    private readonly handler: BusHandler,
+    private readonly host: NatsHost,
+  ) {
+    this.sub = nc.subscribe(subject, {
+      ...(queue === null ? {} : { queue }),
+      callback: (error, msg) => this.receive(error, msg),
+    });
+  }
+
+  unsubscribe(): void {
+    if (!this.active) return;
+    this.stop();
+    this.host.detach(this);
+  }
+
+  stop(): void {
+    this.active = false;
+    if (!this.sub.isClosed()) this.sub.unsubscribe();
+  }
+
+  caughtUp(): Promise<void> {
+    return Promise.resolve();
+  }
+
+  private receive(error: Error | null, msg: Msg): void {
+    if (error) {
+      this.host.report(error, this.subject);
+      return;
+    }
+    if (!this.active) return;
+    this.host.begin();
+    this.backlog.push(msg);
+    if (this.running) return;
+    this.running = true;
+    // Not floating: pump catches every failure of a handler and reports it.
+    void this.pump();
+  }
+
+  private async pump(): Promise<void> {
+    for (let msg = this.backlog.shift(); msg !== undefined; msg = this.backlog.shift()) {
+      // Unsubscribed: messages not yet handed over are dropped, as NATS drops them.
+      if (this.active) await this.deliver(msg);
+      this.host.end();
+    }
+    this.running = false;
+  }
+
+  private async deliver(msg: Msg): Promise<void> {
+    let data: unknown;
+    try {
+      data = decodeMessage(msg.subject, msg.data);
+    } catch (error) {
+      this.host.rejectReceived(msg.subject, error);
+      return;
+    }
+    try {
+      // A message JetStream stores was published with a reply subject for its PubAck, not for an
+      // answer from its readers: it has nothing to respond to.
+      const reply = streamOf(msg.subject) === null ? (msg.reply ?? null) : null;
+      await this.handler(new Delivery(this.host.bus, msg.subject, data, reply));
+    } catch (error) {
+      this.host.report(error, msg.subject);
+    }
+  }
+}
+
+/**
+ * A durable JetStream pull consumer: at least once. A message is acknowledged after its handler
+ * resolved, kept alive (`working`) while the handler runs, given back with a delay when the
+ * handler throws, and terminated when it cannot be decoded or failed `maxDeliver` times.
+ */
+export class PullSubscription implements NatsSubscription {
+  private active = true;
+  private consumer: Consumer | null = null;
+  private batch: ConsumerMessages | null = null;
+  private readonly ready: Promise<void>;
+  private readonly durable: string;
+
+  constructor(
+    js: JetStreamClient,
+    jsm: JetStreamManager,
+    settings: PullConsumerSettings,
+    readonly subject: string,
+    readonly queue: string | null,
+    private readonly handler: BusHandler,
+    private readonly host: NatsHost,
+    private readonly timings: PullTimings,
+  ) {
+    this.durable = settings.durable;
+    this.ready = ensurePullConsumer(jsm, settings)
+      .then(() => js.consumers.get(settings.stream, settings.durable))
+      .then((consumer) => {
+        this.consumer = consumer;
+      })
+      .catch((error: unknown) => this.host.report(error, subject));
+    // Not floating: run catches and reports everything, and ends when the subscription stops.
+    void this.run();
+  }
+
+  unsubscribe(): void {
+    if (!this.active) return;
+    this.stop();
+    this.host.detach(this);
+  }
+
+  stop(): void {
+    this.active = false;
+    // Ends a pull that is waiting at the server, so that it cannot capture a message nobody handles.
+    this.batch?.close().catch(() => undefined);
+  }
+
+  async caughtUp(): Promise<void> {
+    await this.ready;
+    while (this.active && this.consumer !== null) {
+      let pending: number;
+      try {
+        pending = (await this.consumer.info(false)).num_pending;
+      } catch (error) {
+        this.host.report(error, this.subject);
+        return;
+      }
+      if (pending === 0) break;
+      await sleep(CAUGHT_UP_POLL_MS);
+    }
+    // A message already sent to this client is taken in (begin) within the microtasks that follow
+    // its arrival; one macrotask later the bus's idle count covers it.
+    await new Promise<void>((resolve) => setImmediate(resolve));
+  }
+
+  private async run(): Promise<void> {
+    await this.ready;
+    const consumer = this.consumer;
+    if (consumer === null) return;
+    while (this.active) {
+      try {
+        // One message per pull: a worker holds only what it is handling.
+        this.batch = await consumer.fetch({ max_messages: 1, expires: FETCH_EXPIRES_MS });
+        if (!this.active) await this.batch.close();
+        for await (const msg of this.batch) await this.take(msg);
+      } catch (error) {
+        if (!this.active) break;
+        this.host.report(busError(error, `cannot pull ${this.subject} as ${this.durable}`), this.subject);
+        await sleep(PULL_RETRY_MS);
+      } finally {
+        this.batch = null;
+      }
+    }
+  }
+
+  private async take(msg: JsMsg): Promise<void> {
+    // Stopped while the pull was open: give the message back at once for another worker.
+    if (!this.active) return settle(() => msg.nak());
+    this.host.begin();
+    try {
+      let data: unknown;
+      try {
+        data = decodeMessage(msg.subject, msg.data);
+      } catch (error) {
+        this.host.rejectReceived(msg.subject, error);
+        // Redelivering a message that can never decode would only repeat the rejection.
+        return settle(() => msg.term());
+      }
+      const heartbeat = setInterval(() => settle(() => msg.working()), this.timings.ackWaitMs / 3);
+      try {
+        await this.handler(new Delivery(this.host.bus, msg.subject, data, null));
+        settle(() => msg.ack());
+      } catch (error) {
+        this.host.report(error, msg.subject);
+        if (msg.info.deliveryCount >= this.timings.maxDeliver) settle(() => msg.term());
+        else settle(() => msg.nak(this.timings.nakDelayMs));
+      } finally {
+        clearInterval(heartbeat);
+      }
+    } finally {
+      this.host.end();
+    }
+  }
+}
+
+/**
+ * Acks, naks and heartbeats are fire-and-forget publishes; on a connection that closed meanwhile
+ * they throw, and the server redelivers after `ack_wait` anyway.
+ */
+function settle(action: () => void): void {
+  try {
+    action();
+  } catch {
+    // see above: the server's redelivery covers a lost acknowledgement
+  }
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}

@@ -1,0 +1,393 @@
+import type { JetStreamManager } from '@nats-io/jetstream';
+import { jetstreamManager, RetentionPolicy, StorageType } from '@nats-io/jetstream';
+import type { NatsConnection } from '@nats-io/transport-node';
+import { connect, nanos } from '@nats-io/transport-node';
+import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from 'vitest';
+import { enqueueWork, publishEvent, serveWork, subscribeRejections } from '../../src/bus/channels.js';
+import type { MessageRejection } from '../../src/bus/codec.js';
+import { NatsBus } from '../../src/bus/nats-bus.js';
+import { connectNats, natsOptionsFromEnv } from '../../src/bus/nats-connection.js';
+import { subjects } from '../../src/bus/subjects.js';
+import { BusError, ConfigurationError } from '../../src/errors.js';
+import type { RoleRequest, RunEvent } from '../../src/schemas/index.js';
+import { fullRun } from '../persistence/fixtures.js';
+import type { NatsServerHandle } from '../support/nats-server.js';
+import { startNatsServer } from '../support/nats-server.js';
+import { describeBusContract, freshRunId, runStarted } from './bus-contract.js';
+
+/**
+ * NatsBus against real nats-servers: the bus contract on the run's shared server (global setup),
+ * then what only JetStream gives — de-duplication, durable work queues shared by workers,
+ * redelivery, durable ordered readers, rejections of raw messages, outages — on servers of this
+ * file's own, and the connection's failure modes.
+ */
+
+const natsUrl = inject('natsUrl');
+
+describeBusContract('NatsBus', () => NatsBus.connect({ servers: natsUrl }));
+
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+/** Polls until `done()` holds; fails with `what` after `timeoutMs`. */
+async function waitFor(what: string, done: () => boolean, timeoutMs = 5_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!done()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting until ${what}`);
+    await sleep(10);
+  }
+}
+
+/** A request of `type` for run `runId`, told apart by `n`; built from the persistence fixture run. */
+function requestOf(
+  type: 'step.work.requested' | 'step.evaluation.requested',
+  runId: string,
+  n: number,
+): RoleRequest {
+  const template = fullRun(runId).find((event) => event.type === type);
+  if (!template) throw new Error(`the fixture run has no ${type}`);
+  return { ...template, id: `${runId}-req-${n}`, seq: n } as RoleRequest;
+}
+
+/** Messages the stream holds on `subject`. */
+async function storedOn(jsm: JetStreamManager, stream: string, subject: string): Promise<number> {
+  const info = await jsm.streams.info(stream, { subjects_filter: subject });
+  return info.state.subjects?.[subject] ?? 0;
+}
+
+describe('NatsBus on JetStream', () => {
+  // A server of this file's own: its work queues are not shared with workers of other test files.
+  let server: NatsServerHandle;
+  let nc: NatsConnection;
+  let jsm: JetStreamManager;
+  const buses: NatsBus[] = [];
+  const open = async (options: Parameters<typeof NatsBus.connect>[0] = {}): Promise<NatsBus> => {
+    const bus = await NatsBus.connect({ servers: server.url, ...options });
+    buses.push(bus);
+    return bus;
+  };
+
+  beforeAll(async () => {
+    server = await startNatsServer();
+    nc = await connect({ servers: server.url });
+    jsm = await jetstreamManager(nc);
+  });
+  afterEach(async () => {
+    await Promise.all(buses.splice(0).map((bus) => bus.close()));
+  });
+  afterAll(async () => {
+    await nc?.close();
+    await server?.stop();
+  });
+
+  it('creates its streams at start, and connecting again reuses them', async () => {
+    await open();
+    await open();
+    const names: string[] = [];
+    for await (const name of jsm.streams.names()) names.push(name);
+    expect(names.sort()).toEqual(['PGE_EVENTS', 'PGE_RESULTS', 'PGE_WORK']);
+    const work = await jsm.streams.info('PGE_WORK');
+    expect(work.config).toMatchObject({ subjects: ['pge.work.>'], retention: 'workqueue', storage: 'file' });
+    const events = await jsm.streams.info('PGE_EVENTS');
+    expect(events.config).toMatchObject({
+      subjects: [subjects.events('*')],
+      retention: 'limits',
+      duplicate_window: nanos(120_000),
+    });
+    expect((await jsm.streams.info('PGE_RESULTS')).config.subjects).toEqual([subjects.result('*')]);
+  });
+
+  it('stores an event re-sent with the same id once', async () => {
+    const bus = await open();
+    const runId = freshRunId();
+    const event = runStarted(runId);
+    await publishEvent(bus, event);
+    await publishEvent(bus, event);
+    await publishEvent(bus, runStarted(runId, 2));
+    expect(await storedOn(jsm, 'PGE_EVENTS', subjects.event(runId, 'run.started'))).toBe(2);
+  });
+
+  it('keeps a work item queued while no worker runs and hands it to the first worker that starts', async () => {
+    const producer = await open();
+    const runId = freshRunId();
+    await enqueueWork(producer, requestOf('step.work.requested', runId, 1));
+    await producer.close();
+    expect(await storedOn(jsm, 'PGE_WORK', subjects.work('generator'))).toBeGreaterThanOrEqual(1);
+
+    const worker = await open();
+    const handled: string[] = [];
+    serveWork(worker, 'generator', async (request) => {
+      if (request.runId === runId) handled.push(request.id);
+    });
+    await worker.flush();
+    expect(handled).toEqual([`${runId}-req-1`]);
+    // Acknowledged, so the work queue let it go.
+    await expect.poll(() => storedOn(jsm, 'PGE_WORK', subjects.work('generator'))).toBe(0);
+  });
+
+  it('shares the requests of a role among its workers, each request handled exactly once', async () => {
+    const producer = await open();
+    const workers = await Promise.all([open(), open(), open()]);
+    const runId = freshRunId();
+    const handled: string[][] = [[], [], []];
+    workers.forEach((worker, i) => {
+      serveWork(worker, 'generator', async (request) => {
+        if (request.runId !== runId) return;
+        handled[i]!.push(request.id);
+        await sleep(5);
+      });
+    });
+    const total = 30;
+    for (let n = 1; n <= total; n++) await enqueueWork(producer, requestOf('step.work.requested', runId, n));
+    await waitFor('every request was handled', () => handled.flat().length >= total, 10_000);
+    await Promise.all(workers.map((worker) => worker.flush()));
+    const ids = handled.flat().sort();
+    expect(ids).toEqual(Array.from({ length: total }, (_, i) => `${runId}-req-${i + 1}`).sort());
+    for (const got of handled) expect(got.length).toBeGreaterThan(0);
+  });
+
+  it('rejects raw messages that are not JSON or fail the schema, and the worker goes on serving', async () => {
+    const worker = await open();
+    const watcher = await open();
+    const runId = freshRunId();
+    const rejections: MessageRejection[] = [];
+    subscribeRejections(watcher, (rejection) => void rejections.push(rejection));
+    const handled: string[] = [];
+    serveWork(worker, 'evaluator', async (request) => void handled.push(request.id));
+    await worker.flush();
+    await watcher.flush();
+
+    const subject = subjects.work('evaluator');
+    nc.publish(subject, 'not json');
+    nc.publish(subject, JSON.stringify({ type: 'step.evaluation.requested', runId }));
+    await nc.flush();
+    await waitFor('two rejections arrived', () => rejections.length >= 2);
+    expect(rejections).toEqual([
+      { subject, problem: expect.stringMatching(/not JSON/), ts: expect.any(String) },
+      {
+        subject,
+        problem: expect.stringMatching(/invalid message on pge\.work\.evaluator: .*id/s),
+        ts: expect.any(String),
+      },
+    ]);
+
+    const valid = requestOf('step.evaluation.requested', runId, 7);
+    await enqueueWork(watcher, valid);
+    await waitFor('the valid request was handled', () => handled.includes(valid.id));
+    await worker.flush();
+    // Terminated and acknowledged: nothing is left to redeliver.
+    await expect.poll(() => storedOn(jsm, 'PGE_WORK', subject)).toBe(0);
+    expect(rejections).toHaveLength(2);
+  });
+
+  it('delivers again a work item whose handler threw, and keeps a slow handler’s item from redelivery', async () => {
+    const errors: unknown[] = [];
+    const worker = await open({
+      ackWaitMs: 1_000,
+      nakDelayMs: 50,
+      onHandlerError: (error) => errors.push(error),
+    });
+    const producer = await open();
+    const runId = freshRunId();
+    const calls: string[] = [];
+    serveWork(worker, 'planner', async (request) => {
+      if (request.runId !== runId) return;
+      calls.push(request.id);
+      if (request.seq === 1 && calls.length === 1) throw new Error('model down');
+      // Longer than ack_wait: only the handler's heartbeat keeps JetStream from redelivering it.
+      if (request.seq === 2) await sleep(2_500);
+    });
+    const plan = fullRun(runId).find((event) => event.type === 'plan.requested') as RoleRequest;
+    await enqueueWork(producer, { ...plan, id: `${runId}-p1`, seq: 1 });
+    await waitFor('the failed request came back', () => calls.length >= 2);
+    expect(calls).toEqual([`${runId}-p1`, `${runId}-p1`]);
+    expect(errors.map((error) => (error as Error).message)).toEqual(['model down']);
+
+    await enqueueWork(producer, { ...plan, id: `${runId}-p2`, seq: 2 });
+    await waitFor('the slow request started', () => calls.length >= 3);
+    await worker.flush();
+    await sleep(300);
+    expect(calls).toEqual([`${runId}-p1`, `${runId}-p1`, `${runId}-p2`]);
+  });
+
+  it('reads a stream through a durable consumer in order and resumes where it stopped', async () => {
+    const producer = await open();
+    const runId = freshRunId();
+    const durable = `log-${runId}`;
+    const seqs = (events: RunEvent[]) => events.map((event) => event.seq);
+    const events = fullRun(runId);
+    for (const event of events.slice(0, 5)) await publishEvent(producer, event);
+
+    const firstReader = await open();
+    const first: RunEvent[] = [];
+    firstReader.subscribeDurable(subjects.events(runId), durable, async (message) => {
+      first.push(message.data as RunEvent);
+      await sleep(1);
+    });
+    await firstReader.flush();
+    expect(seqs(first)).toEqual([1, 2, 3, 4, 5]);
+    await firstReader.close();
+
+    for (const event of events.slice(5, 8)) await publishEvent(producer, event);
+    const secondReader = await open();
+    const second: RunEvent[] = [];
+    secondReader.subscribeDurable(subjects.events(runId), durable, (message) => {
+      second.push(message.data as RunEvent);
+    });
+    await secondReader.flush();
+    expect(seqs(second)).toEqual([6, 7, 8]);
+    expect(second[0]).toEqual(events[5]);
+  });
+
+  it('runs on a connection it was given and leaves that connection open when it closes', async () => {
+    const shared = await connect({ servers: server.url });
+    const bus = await NatsBus.fromConnection(shared);
+    const runId = freshRunId();
+    const seen: RunEvent[] = [];
+    bus.subscribe(subjects.events(runId), (message) => void seen.push(message.data as RunEvent));
+    await publishEvent(bus, runStarted(runId));
+    await bus.close();
+    expect(seen.map((event) => event.id)).toEqual([`${runId}-1`]);
+    expect(shared.isClosed()).toBe(false);
+    await expect(publishEvent(bus, runStarted(runId, 2))).rejects.toBeInstanceOf(BusError);
+    await shared.close();
+  });
+
+  it('brings an existing stream to its configuration, and names one it cannot fix', async () => {
+    const other = await startNatsServer();
+    try {
+      const admin = await connect({ servers: other.url });
+      const adminJsm = await jetstreamManager(admin);
+      await adminJsm.streams.add({
+        name: 'PGE_RESULTS',
+        subjects: [subjects.result('*')],
+        storage: StorageType.File,
+        duplicate_window: nanos(10_000),
+      });
+      await adminJsm.streams.add({
+        name: 'PGE_WORK',
+        subjects: ['pge.work.>'],
+        retention: RetentionPolicy.Limits,
+      });
+      const error = await NatsBus.connect({ servers: other.url }).catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(ConfigurationError);
+      expect((error as Error).message).toMatch(/PGE_WORK .*limits retention.*workqueue/);
+      expect((await adminJsm.streams.info('PGE_RESULTS')).config.duplicate_window).toBe(nanos(120_000));
+
+      await adminJsm.streams.delete('PGE_WORK');
+      const bus = await NatsBus.connect({ servers: other.url });
+      await bus.close();
+      expect((await adminJsm.streams.info('PGE_WORK')).config.retention).toBe('workqueue');
+      await admin.close();
+    } finally {
+      await other.stop();
+    }
+  });
+});
+
+describe('NatsBus through an outage', () => {
+  it('reconnects after the server restarts and its worker serves what was queued meanwhile', async () => {
+    const server = await startNatsServer();
+    const errors: unknown[] = [];
+    const worker = await NatsBus.connect({
+      servers: server.url,
+      onHandlerError: (error) => errors.push(error),
+    });
+    try {
+      const runId = freshRunId();
+      const handled: string[] = [];
+      serveWork(worker, 'evaluator', async (request) => void handled.push(request.id));
+      await worker.flush();
+      await server.restart(300);
+      const producer = await NatsBus.connect({ servers: server.url });
+      await enqueueWork(producer, requestOf('step.evaluation.requested', runId, 1));
+      await producer.close();
+      await waitFor('the worker served the request', () => handled.length === 1, 10_000);
+      expect(handled).toEqual([`${runId}-req-1`]);
+      // The outage is reported (the pull that the restart cut off), never thrown.
+      for (const error of errors)
+        expect((error as Error).message).toMatch(/^cannot pull pge\.work\.evaluator as pge-evaluator: /);
+      for (const error of errors) expect(error).toBeInstanceOf(BusError);
+    } finally {
+      await worker.close();
+      await server.stop();
+    }
+  });
+
+  it('refuses a server without JetStream with a ConfigurationError', async () => {
+    const server = await startNatsServer({ jetstream: false });
+    try {
+      const error = await NatsBus.connect({ servers: server.url }).catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(ConfigurationError);
+      expect((error as Error).message).toMatch(/^JetStream is not available at nats:\/\/127\.0\.0\.1:\d+: /);
+    } finally {
+      await server.stop();
+    }
+  });
+});
+
+describe('connecting to NATS', () => {
+  it('fails fast with a ConfigurationError when the server cannot be reached', async () => {
+    const started = Date.now();
+    const error = await NatsBus.connect({ servers: 'nats://127.0.0.1:1' }).catch((e: unknown) => e);
+    expect(Date.now() - started).toBeLessThan(5_000);
+    expect(error).toBeInstanceOf(ConfigurationError);
+    expect((error as Error).message).toMatch(/^cannot connect to NATS at nats:\/\/127\.0\.0\.1:1: \S/);
+  });
+
+  it('never shows a password, in the URL or in the options', async () => {
+    const server = await startNatsServer({ args: ['--user', 'pge', '--pass', 'hunter2-secret'] });
+    try {
+      const inUrl = await connectNats({ servers: 'nats://pge:hunter2-secret@127.0.0.1:1' }).catch((e) => e);
+      expect((inUrl as Error).message).toMatch(
+        /^cannot connect to NATS at nats:\/\/pge:\*\*\*@127\.0\.0\.1:1: /,
+      );
+      const wrong = await connectNats({ servers: server.url, user: 'pge', pass: 'wrong-secret' }).catch(
+        (e) => e,
+      );
+      expect(wrong).toBeInstanceOf(ConfigurationError);
+      expect((wrong as Error).message).toContain(`cannot connect to NATS at ${server.url}: `);
+      expect((wrong as Error).message).not.toMatch(/secret/);
+      const nc = await connectNats({ servers: server.url, user: 'pge', pass: 'hunter2-secret' });
+      await nc.close();
+    } finally {
+      await server.stop();
+    }
+  });
+
+  it('reads its options from the environment and refuses unknown or conflicting ones', async () => {
+    expect(
+      natsOptionsFromEnv({
+        NATS_URL: 'nats://a:4222, nats://b:4222',
+        NATS_USER: 'pge',
+        NATS_PASSWORD: 'pw',
+        NATS_CA: '/etc/ca.pem',
+        NATS_TOKEN: '',
+      }),
+    ).toEqual({
+      servers: ['nats://a:4222', 'nats://b:4222'],
+      user: 'pge',
+      pass: 'pw',
+      tls: { caFile: '/etc/ca.pem' },
+    });
+    expect(
+      natsOptionsFromEnv({
+        NATS_CREDS: '/x.creds',
+        NATS_NKEY_SEED_FILE: '/seed',
+        NATS_CERT: 'c',
+        NATS_KEY: 'k',
+      }),
+    ).toEqual({
+      credsFile: '/x.creds',
+      nkeyFile: '/seed',
+      tls: { certFile: 'c', keyFile: 'k' },
+    });
+    await expect(connectNats({ server: 'x' } as never)).rejects.toBeInstanceOf(ConfigurationError);
+    await expect(connectNats({ token: 't', user: 'u', pass: 'p' })).rejects.toThrow(/choose one/);
+    await expect(connectNats({ credsFile: '/nonexistent/pge.creds' })).rejects.toThrow(
+      /cannot read the NATS creds file \/nonexistent\/pge\.creds: ENOENT/,
+    );
+    await expect(NatsBus.connect({ servers: natsUrl, ackWait: 5 } as never)).rejects.toBeInstanceOf(
+      ConfigurationError,
+    );
+  });
+});

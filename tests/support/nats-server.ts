@@ -1,0 +1,191 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { accessSync, constants } from 'node:fs';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { createServer, connect as tcpConnect } from 'node:net';
+import { tmpdir } from 'node:os';
+import { delimiter, join } from 'node:path';
+
+/**
+ * A private nats-server for tests: JetStream on, bound to 127.0.0.1 on a free port, its store in a
+ * fresh temporary directory that `stop()` deletes. The global setup starts one for the whole run;
+ * a test that needs a server of its own (to restart it, or to give it other flags) starts another.
+ *
+ * ```ts
+ * const server = await startNatsServer();
+ * const bus = await NatsBus.connect({ servers: server.url });
+ * …
+ * await server.stop();
+ * ```
+ */
+
+/** A running nats-server. */
+export interface NatsServerHandle {
+  /** `nats://127.0.0.1:<port>`. */
+  readonly url: string;
+  readonly port: number;
+  /** The JetStream store directory (deleted by `stop`). */
+  readonly storeDir: string;
+  /** Stops the server and starts it again on the same port and store, `downMs` later: an outage. */
+  restart(downMs?: number): Promise<void>;
+  /** Stops the server (SIGTERM, then SIGKILL after 5 s) and deletes its store. */
+  stop(): Promise<void>;
+}
+
+/** Options of `startNatsServer`. */
+export interface StartNatsServerOptions {
+  /** Start with JetStream (default true); false gives a server pge must refuse. */
+  jetstream?: boolean;
+  /** Extra command-line arguments (`--user`, `--pass`, …). */
+  args?: readonly string[];
+  /** Milliseconds to wait for the server to accept connections (default 10 000). */
+  readyTimeoutMs?: number;
+}
+
+/** The message every test run shows when the binary is missing: CI must not skip NATS tests. */
+export const NATS_SERVER_MISSING =
+  'nats-server not found: install it (apt-get install nats-server) or set NATS_URL';
+
+/** Debian installs the binary in /usr/sbin, which is not on every user's PATH. */
+const EXTRA_DIRS = ['/usr/sbin', '/usr/local/sbin', '/usr/local/bin', '/usr/bin'];
+
+/** The nats-server binary: `NATS_SERVER_BIN`, else the first on PATH or in the usual sbin/bin dirs. */
+export function findNatsServer(env: NodeJS.ProcessEnv = process.env): string {
+  const candidates = env.NATS_SERVER_BIN
+    ? [env.NATS_SERVER_BIN]
+    : [...(env.PATH ?? '').split(delimiter).filter(Boolean), ...EXTRA_DIRS].map((dir) =>
+        join(dir, 'nats-server'),
+      );
+  for (const candidate of candidates) {
+    try {
+      accessSync(candidate, constants.X_OK);
+      return candidate;
+    } catch {
+      // not this one: try the next directory
+    }
+  }
+  throw new Error(NATS_SERVER_MISSING);
+}
+
+/** Starts a private nats-server; retries on another port if the port was taken meanwhile. */
+export async function startNatsServer(options: StartNatsServerOptions = {}): Promise<NatsServerHandle> {
+  const binary = findNatsServer();
+  const readyTimeoutMs = options.readyTimeoutMs ?? 10_000;
+  let lastError: unknown = null;
+  for (let attempt = 0; attempt < 3; attempt++) {
+    const port = await freePort();
+    const storeDir = await mkdtemp(join(tmpdir(), 'pge-nats-'));
+    const args = [
+      ...(options.jetstream === false ? [] : ['-js']),
+      ...['-a', '127.0.0.1', '-p', String(port), '-sd', storeDir],
+      ...(options.args ?? []),
+    ];
+    const server = new ServerProcess(binary, args, port, readyTimeoutMs);
+    try {
+      await server.start();
+      return makeHandle(server, port, storeDir);
+    } catch (error) {
+      lastError = error;
+      await server.kill();
+      await rm(storeDir, { recursive: true, force: true });
+    }
+  }
+  throw lastError;
+}
+
+/** One nats-server process at a time on a fixed port and store: `restart` spawns the next. */
+class ServerProcess {
+  private child: ChildProcess | null = null;
+  private exited: Promise<void> = Promise.resolve();
+
+  constructor(
+    private readonly binary: string,
+    private readonly args: readonly string[],
+    private readonly port: number,
+    private readonly readyTimeoutMs: number,
+  ) {}
+
+  async start(): Promise<void> {
+    const child = spawn(this.binary, this.args, { stdio: ['ignore', 'ignore', 'pipe'] });
+    this.child = child;
+    this.exited = new Promise((resolve) => child.once('exit', () => resolve()));
+    await waitUntilReady(child, this.port, this.readyTimeoutMs);
+  }
+
+  async kill(): Promise<void> {
+    const child = this.child;
+    if (child === null) return;
+    this.child = null;
+    if (child.exitCode === null && child.signalCode === null) {
+      child.kill('SIGTERM');
+      const killer = setTimeout(() => child.kill('SIGKILL'), 5_000);
+      await this.exited;
+      clearTimeout(killer);
+    }
+  }
+}
+
+function makeHandle(server: ServerProcess, port: number, storeDir: string): NatsServerHandle {
+  let stopping: Promise<void> | null = null;
+  return {
+    url: `nats://127.0.0.1:${port}`,
+    port,
+    storeDir,
+    async restart(downMs = 0) {
+      await server.kill();
+      if (downMs > 0) await new Promise((resolve) => setTimeout(resolve, downMs));
+      await server.start();
+    },
+    stop() {
+      stopping ??= (async () => {
+        await server.kill();
+        await rm(storeDir, { recursive: true, force: true });
+      })();
+      return stopping;
+    },
+  };
+}
+
+/** A port the kernel just handed out; it can be taken again before the server binds it (hence the retry). */
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      const port = typeof address === 'object' && address !== null ? address.port : 0;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+/** Resolves once a TCP connection succeeds; rejects with the server's stderr if it exits first. */
+async function waitUntilReady(child: ChildProcess, port: number, timeoutMs: number): Promise<void> {
+  let stderr = '';
+  child.stderr?.setEncoding('utf8');
+  child.stderr?.on('data', (chunk: string) => {
+    // Keep the tail only: a long-running server logs for as long as the test run lasts.
+    stderr = (stderr + chunk).slice(-4096);
+  });
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    if (child.exitCode !== null || child.signalCode !== null) {
+      throw new Error(`nats-server exited before accepting connections:\n${stderr}`);
+    }
+    if (await accepts(port)) return;
+    await new Promise((resolve) => setTimeout(resolve, 25));
+  }
+  throw new Error(
+    `nats-server did not accept connections on port ${port} within ${timeoutMs} ms:\n${stderr}`,
+  );
+}
+
+function accepts(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = tcpConnect({ host: '127.0.0.1', port });
+    socket.once('connect', () => {
+      socket.destroy();
+      resolve(true);
+    });
+    socket.once('error', () => resolve(false));
+  });
+}
