@@ -1,22 +1,20 @@
 /** pge: a Planner–Generator–Evaluator harness. The library entry point. */
-export { PlannerGeneratorEvaluator, newRunId } from './api/planner-generator-evaluator.js';
-export type { PgeOptions, ResolvedOptions, RoleModelSettings } from './api/options.js';
-export type { AttemptLog, HarnessResult, PhaseUsage, SelfEvaluationBias, StepLog } from './api/result.js';
-export type { RunOutput, TranscriptMessage } from './api/output.js';
+
+export { createCoordinator } from './actors/coordinator.js';
+export { DemoModel } from './actors/demo-model.js';
 export type { ChatMessage, Model, ModelAnswer, ModelRequest } from './actors/model.js';
 export { OpenAIModel } from './actors/openai-model.js';
-export { DemoModel } from './actors/demo-model.js';
-export { ScriptedModel } from './actors/scripted-model.js';
-export type { Script, ScriptedAnswer } from './actors/scripted-model.js';
-export { createCoordinator } from './actors/coordinator.js';
-export { createRoleWorker } from './actors/role-worker.js';
 export { createPersistenceActor } from './actors/persistence-actor.js';
+export { createRoleWorker } from './actors/role-worker.js';
+export type { Script, ScriptedAnswer } from './actors/scripted-model.js';
+export { ScriptedModel } from './actors/scripted-model.js';
+export type { PgeOptions, ResolvedOptions, RoleModelSettings } from './api/options.js';
+export type { RunOutput, TranscriptMessage } from './api/output.js';
+export { newRunId, PlannerGeneratorEvaluator } from './api/planner-generator-evaluator.js';
+export type { AttemptLog, HarnessResult, PhaseUsage, SelfEvaluationBias, StepLog } from './api/result.js';
 export type { Bus, BusHandler, BusMessage, BusSubscription } from './bus/bus.js';
 export { InProcessBus } from './bus/in-process-bus.js';
 export { subjects } from './bus/subjects.js';
-export { runMachine } from './machines/run-machine.js';
-export { stepMachine } from './machines/step-machine.js';
-export { readLog, readLogFile } from './persistence/index.js';
 export {
   BusError,
   ConfigurationError,
@@ -27,4 +25,7 @@ export {
   ModelTransportError,
   PgeError,
 } from './errors.js';
+export { runMachine } from './machines/run-machine.js';
+export { stepMachine } from './machines/step-machine.js';
+export { readLog, readLogFile } from './persistence/index.js';
 export type { RunEvent, RunEventType } from './schemas/index.js';

@@ -56,12 +56,55 @@ const RULES: SubjectRule[] = [
 /** Registers the schema of a subject pattern that a later module owns (run submission, …). */
 export function registerSubjectSchema(pattern: string, schema: z.ZodType): void {
   RULES.push({ pattern, schema });
+  ruleCache.clear();
 }
+
+// Every message looks its rule up on publish and on receive; subjects repeat within a run.
+const ruleCache = new Map<string, SubjectRule | null>();
+const RULE_CACHE_LIMIT = 4096;
 
 /** The rule for a subject, or null for subjects outside pge's contract (e.g. `_INBOX.*` replies). */
 function ruleFor(subject: string): SubjectRule | null {
-  for (const rule of RULES) if (subjectMatches(rule.pattern, subject)) return rule;
-  return null;
+  let rule = ruleCache.get(subject);
+  if (rule !== undefined) return rule;
+  rule = RULES.find((r) => subjectMatches(r.pattern, subject)) ?? null;
+  if (ruleCache.size >= RULE_CACHE_LIMIT) ruleCache.clear();
+  ruleCache.set(subject, rule);
+  return rule;
+}
+
+/** Messages parsed by `sealMessage`, with the rule they were parsed under. */
+const sealed = new WeakMap<object, SubjectRule>();
+
+function deepFreeze(value: unknown): void {
+  if (value === null || typeof value !== 'object' || Object.isFrozen(value)) return;
+  Object.freeze(value);
+  for (const child of Object.values(value)) deepFreeze(child);
+}
+
+/**
+ * Publish-side validation for a transport that hands objects over in memory: validates like
+ * `validateMessage` and returns the parsed copy deep-frozen, remembered as valid for its rule.
+ */
+export function sealMessage(subject: string, data: unknown): unknown {
+  const parsed = validateMessage(subject, data);
+  const rule = ruleFor(subject);
+  if (rule && parsed !== null && typeof parsed === 'object') {
+    deepFreeze(parsed);
+    sealed.set(parsed, rule);
+  }
+  return parsed;
+}
+
+/**
+ * Receive-side validation for an in-memory transport. A sealed message received under the rule it
+ * was sealed for is valid by construction — it was parsed on publish and, frozen, cannot have
+ * changed since — so it is handed over as it is, shared by every handler (none can alter what
+ * another receives). Anything else is parsed as `validateMessage` does.
+ */
+export function checkReceived(subject: string, data: unknown): unknown {
+  if (data !== null && typeof data === 'object' && sealed.get(data) === ruleFor(subject)) return data;
+  return validateMessage(subject, data);
 }
 
 /**

@@ -9,7 +9,7 @@ import type {
   SubscribeOptions,
 } from './bus.js';
 import type { MessageRejection } from './codec.js';
-import { validateMessage } from './codec.js';
+import { checkReceived, sealMessage } from './codec.js';
 import { subjectMatches, subjects } from './subjects.js';
 
 /**
@@ -35,7 +35,7 @@ const INBOX = '_INBOX.';
 const WHITE_SPACE = /\s/;
 const RESOLVED: Promise<void> = Promise.resolve();
 
-/** One published message, shared by all of its deliveries: each one validates it into its own copy. */
+/** One published message, shared by all of its deliveries: sealed (parsed, frozen) on publish. */
 interface Envelope {
   readonly subject: string;
   readonly data: unknown;
@@ -156,7 +156,7 @@ class Subscription implements BusSubscription {
       }
       let data: unknown;
       try {
-        data = validateMessage(envelope.subject, envelope.data);
+        data = checkReceived(envelope.subject, envelope.data);
       } catch (error) {
         host.rejectReceived(envelope.subject, error);
         host.settle();
@@ -185,10 +185,11 @@ class Subscription implements BusSubscription {
 }
 
 /**
- * The in-process implementation of `Bus`. Messages are validated with `validateMessage` when
- * published (an invalid one rejects the publish and reaches nobody) and again for each delivery,
- * so every handler gets its own parsed copy; a message that fails on receive is reported on
- * `pge.errors.rejected` instead of being delivered. Delivery is asynchronous and FIFO per
+ * The in-process implementation of `Bus`. Messages are validated when published (`sealMessage`:
+ * an invalid one rejects the publish and reaches nobody; a valid one is parsed into a deep-frozen
+ * copy) and again on receive (`checkReceived`: a sealed copy under its own rule passes as it is,
+ * anything else is parsed); a message that fails on receive is reported on `pge.errors.rejected`
+ * instead of being delivered. Handlers share the frozen copy, so none can alter what another gets. Delivery is asynchronous and FIFO per
  * subscription; a failing handler is reported through `onHandlerError` and the bus goes on.
  */
 export class InProcessBus implements Bus {
@@ -299,7 +300,7 @@ export class InProcessBus implements Bus {
   private send(subject: string, data: unknown, reply: string | null, needsResponder: boolean): void {
     if (this.closed) throw new BusError(`cannot publish on ${subject}: the bus is closed`);
     const route = this.route(subject);
-    const envelope: Envelope = { subject, data: validateMessage(subject, data), reply };
+    const envelope: Envelope = { subject, data: sealMessage(subject, data), reply };
     if (needsResponder && route.plain.length === 0 && route.groups.length === 0) {
       throw new BusError(`no responders on ${subject}`);
     }

@@ -21,6 +21,7 @@ export const FLAG_GROUPS = {
   harness: 'Harness',
   budget: 'Budgets (the run stops cleanly before exceeding one)',
   output: 'Output',
+  nats: 'Distributed (NATS)',
   cli: 'Command line',
 } as const;
 
@@ -230,6 +231,15 @@ const OUTPUT_FLAGS: readonly Omit<FlagSpec, 'group'>[] = [
   },
 ];
 
+const NATS_FLAGS: readonly Omit<FlagSpec, 'group'>[] = [
+  {
+    name: 'nats',
+    kind: 'text',
+    value: '<url>',
+    help: 'Run through a deployment of pge workers on this NATS server (also: NATS_URL)',
+  },
+];
+
 const CLI_FLAGS: readonly Omit<FlagSpec, 'group'>[] = [
   {
     name: 'config',
@@ -245,11 +255,14 @@ export const FLAGS: readonly FlagSpec[] = [
   ...HARNESS_FLAGS.map((f) => ({ ...f, group: 'harness' as const })),
   ...BUDGET_FLAGS.map((f) => ({ ...f, group: 'budget' as const })),
   ...OUTPUT_FLAGS.map((f) => ({ ...f, group: 'output' as const })),
+  ...NATS_FLAGS.map((f) => ({ ...f, group: 'nats' as const })),
   ...CLI_FLAGS.map((f) => ({ ...f, group: 'cli' as const })),
 ];
 
 /** The flags a command accepts. */
 export function flagsFor(command: 'run' | 'batch' | 'config' | 'demo'): readonly FlagSpec[] {
   // The demo's model is built in: flags that configure a model server or a config file do not apply.
-  return command === 'demo' ? FLAGS.filter((f) => f.group !== 'model' && f.group !== 'cli') : FLAGS;
+  if (command === 'demo')
+    return FLAGS.filter((f) => f.group !== 'model' && f.group !== 'cli' && f.group !== 'nats');
+  return command === 'run' ? FLAGS : FLAGS.filter((f) => f.group !== 'nats');
 }

@@ -79,6 +79,8 @@ export interface ParsedFlags {
   options: Partial<Record<ConfigKey, unknown>>;
   json: boolean;
   configPath: string | null;
+  /** `--nats <url>`: run through a distributed deployment. */
+  nats: string | null;
 }
 
 /** Converts `parseArgs` values into option values; throws `ConfigurationError` on a bad value. */
@@ -93,7 +95,12 @@ export function readFlags(
     options[spec.option] = convert(spec, raw as string | boolean | string[]);
   }
   const config = values.config;
-  return { options, json: values.json === true, configPath: typeof config === 'string' ? config : null };
+  return {
+    options,
+    json: values.json === true,
+    configPath: typeof config === 'string' ? config : null,
+    nats: typeof values.nats === 'string' ? values.nats : null,
+  };
 }
 
 /** A parsed command line. */
@@ -119,6 +126,6 @@ export function parseCommandLine(
     strict: true,
   });
   if (values.help === true)
-    return { help: true, positionals, flags: { options: {}, json: false, configPath: null } };
+    return { help: true, positionals, flags: { options: {}, json: false, configPath: null, nats: null } };
   return { help: false, positionals, flags: readFlags(values, flags) };
 }

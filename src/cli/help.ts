@@ -5,7 +5,7 @@ import { FLAG_GROUPS, type FlagSpec, flagsFor } from './flag-table.js';
 /** The help texts: one per command, the flag lists generated from the flag table. */
 
 /** The commands of `pge`. */
-export type Command = 'run' | 'demo' | 'batch' | 'config' | 'graph';
+export type Command = 'run' | 'demo' | 'batch' | 'config' | 'graph' | 'worker';
 
 /**
  * The flags of `pge graph`. They choose a chart and set no option of a run, so they are not in the
@@ -39,6 +39,49 @@ const EXIT_CODES = `Exit codes:
   130  interrupted (Ctrl-C or SIGTERM): the run ends as "interrupted" and its log stays consistent;
        a second Ctrl-C quits at once`;
 
+/** The flags of `pge worker` beside the run flags (`worker-command.ts` parses them by these names). */
+export const WORKER_FLAGS: readonly FlagSpec[] = [
+  {
+    name: 'role',
+    kind: 'choice',
+    choices: ['planner', 'generator', 'evaluator', 'persistence', 'coordinator'],
+    group: 'nats',
+    help: 'What this process does (required)',
+  },
+  {
+    name: 'concurrency',
+    kind: 'integer',
+    value: '<n>',
+    group: 'nats',
+    help: 'Requests a role worker handles at once (default 4)',
+  },
+  {
+    name: 'nats',
+    kind: 'text',
+    value: '<url>',
+    group: 'nats',
+    help: 'NATS server(s), comma-separated (default NATS_URL, else nats://127.0.0.1:4222)',
+  },
+  {
+    name: 'demo',
+    kind: 'switch',
+    group: 'nats',
+    help: 'Answer with the built-in demo model (not an AI): no key needed',
+  },
+  {
+    name: 'worker-id',
+    kind: 'text',
+    value: '<id>',
+    group: 'nats',
+    help: 'Name reported in model-call events (default <role>-<pid>)',
+  },
+];
+
+const WORKER_EXIT_CODES = `Exit codes:
+  0    drained and stopped after SIGINT or SIGTERM
+  2    usage or configuration error, or NATS unreachable ("cannot connect to NATS at <url>: …")
+  3    an unexpected failure`;
+
 const GRAPH_EXIT_CODES = `Exit codes:
   0    the chart was printed
   2    usage error: unknown flag or bad value`;
@@ -63,6 +106,7 @@ Usage:
   pge batch <file> [flags]      run one task per line of a file, each with its own log
   pge config [flags]            show the resolved configuration and where each value came from
   pge graph [flags]             print the run or step statechart as Mermaid, DOT or JSON
+  pge worker --role <role>      one process of a distributed deployment on NATS
   pge help [<command>]          show the help of a command (or: pge <command> --help)
 
 Flags:
@@ -84,7 +128,9 @@ Examples:
       --structured-output json_object
   pge batch tasks.txt --working-dir runs --max-cost 2
   pge config --model gpt-4.1-mini
-  pge graph --machine step --format dot | dot -Tsvg > step.svg`;
+  pge graph --machine step --format dot | dot -Tsvg > step.svg
+  pge worker --role generator --nats nats://127.0.0.1:4222 --concurrency 8
+  pge run "Write a haiku" --nats nats://127.0.0.1:4222`;
 
 const COMMANDS: Record<Command, { usage: string; about: string; examples: string[] }> = {
   run: {
@@ -132,6 +178,25 @@ or default. The API key is never printed: it shows as (set) or (not set). Takes 
       'PGE_MODEL=gpt-4.1-mini pge config --config team.json',
     ],
   },
+  worker: {
+    usage: 'pge worker --role planner|generator|evaluator|persistence|coordinator [flags]',
+    about: `Starts one process of a distributed deployment on NATS (JetStream). Role workers take their
+role's work from a shared durable queue, so a role scales by starting more of them; the
+persistence worker writes every run's log (to --working-dir) from a durable consumer; a
+coordinator takes runs submitted on pge.runs.submit ('pge run --nats', or any NATS client) and
+drives their statecharts. Streams and consumers are created by the processes themselves.
+Model flags, the environment and pge.config.json configure role workers as they configure
+'pge run'; harness flags set a coordinator's defaults. NATS connection settings come from NATS_URL,
+NATS_USER/NATS_PASSWORD, NATS_TOKEN, NATS_NKEY_SEED_FILE, NATS_CREDS and NATS_CA/NATS_CERT/NATS_KEY.
+SIGINT or SIGTERM drains: work in flight finishes (a second signal hands it back to the queue
+for another worker), then the connection closes.`,
+    examples: [
+      'pge worker --role coordinator --nats nats://127.0.0.1:4222',
+      'pge worker --role persistence --working-dir /var/lib/pge/logs',
+      'OPENAI_API_KEY=sk-… pge worker --role generator --concurrency 8 --model gpt-4.1',
+      'pge worker --role evaluator --demo',
+    ],
+  },
   graph: {
     usage: 'pge graph [flags]',
     about: `Prints a statechart of the harness, read from the machine definitions themselves, so it is
@@ -174,14 +239,17 @@ export function topHelp(): string {
 export function commandHelp(command: Command): string {
   const { usage, about, examples } = COMMANDS[command];
   const graph = command === 'graph';
+  const worker = command === 'worker';
   const extra = command === 'demo' || graph ? '' : `\n\n${CONFIGURATION}`;
+  const flags = graph ? GRAPH_FLAGS : worker ? [...WORKER_FLAGS, ...flagsFor('batch')] : flagsFor(command);
+  const exits = graph ? GRAPH_EXIT_CODES : worker ? WORKER_EXIT_CODES : EXIT_CODES;
   return `Usage: ${usage}
 
 ${about}
 
-${flagLines(graph ? GRAPH_FLAGS : flagsFor(command))}${extra}
+${flagLines(flags)}${extra}
 
-${graph ? GRAPH_EXIT_CODES : EXIT_CODES}
+${exits}
 
 Examples:
 ${examples.map((e) => `  ${e}`).join('\n')}`;

@@ -16,14 +16,16 @@ type RunsCommandLine = (line: CommandLine, io: CliIo) => Promise<number>;
 type ReadsOwnFlags = (argv: string[], io: CliIo) => Promise<number>;
 
 // Loaded on demand: help, version and usage errors answer without loading the harness and its SDKs.
-const COMMANDS: Record<Exclude<Command, 'graph'>, () => Promise<RunsCommandLine>> & {
+const COMMANDS: Record<Exclude<Command, 'graph' | 'worker'>, () => Promise<RunsCommandLine>> & {
   graph: () => Promise<ReadsOwnFlags>;
+  worker: () => Promise<ReadsOwnFlags>;
 } = {
   run: async () => (await import('./run-command.js')).runCommand,
   demo: async () => (await import('./run-command.js')).demoCommand,
   batch: async () => (await import('./batch-command.js')).batchCommand,
   config: async () => (await import('./config-command.js')).configCommand,
   graph: async () => (await import('./graph-command.js')).graphCommand,
+  worker: async () => (await import('./worker-command.js')).workerCommand,
 };
 
 const isCommand = (name: string | undefined): name is Command =>
@@ -74,9 +76,16 @@ export async function main(argv: string[], io: CliIo = processIo()): Promise<num
       const what = first.startsWith('-')
         ? `unknown flag ${first} (flags go after the command)`
         : `unknown command "${first}"`;
-      return usageError(io, `${what}; the commands are run, demo, batch, config, graph`, null);
+      return usageError(io, `${what}; the commands are run, demo, batch, config, graph, worker`, null);
     }
     if (command === 'graph') return await (await COMMANDS.graph())(rest, io);
+    if (command === 'worker') {
+      if (rest.includes('--help') || rest.includes('-h')) {
+        io.stdout.write(`${commandHelp('worker')}\n`);
+        return ExitCode.passed;
+      }
+      return await (await COMMANDS.worker())(rest, io);
+    }
     const line = parseCommandLine(command, rest);
     if (line.help) {
       io.stdout.write(`${commandHelp(command)}\n`);

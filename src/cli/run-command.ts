@@ -70,6 +70,11 @@ export async function runCommand(line: CommandLine, io: CliIo): Promise<number> 
   const task = line.positionals.join(' ').trim();
   if (task === '') throw new ConfigurationError('pge run needs a task: pge run "<task>"');
   const config = resolveConfig({ flags: line.flags, env: io.env, cwd: io.cwd });
+  const nats = line.flags.nats ?? io.env.NATS_URL?.trim();
+  if (nats) {
+    const { remoteRun } = await import('./remote-run.js');
+    return remoteRun(task, nats, config.options, line.flags.json, io);
+  }
   return runTask('run', task, config.options, line.flags.json, io);
 }
 

@@ -1,0 +1,154 @@
+import { basename, join } from 'node:path';
+import { parseArgs } from 'node:util';
+import { DemoModel } from '../actors/demo-model.js';
+import { createPersistenceActor } from '../actors/persistence-actor.js';
+import { createRoleWorker } from '../actors/role-worker.js';
+import { resolveOptions } from '../api/options.js';
+import { buildRoleModel } from '../api/planner-generator-evaluator.js';
+import { NatsBus } from '../bus/nats-bus.js';
+import { natsOptionsFromEnv } from '../bus/nats-connection.js';
+import { subjects } from '../bus/subjects.js';
+import { ConfigurationError } from '../errors.js';
+import { startCoordinatorService } from '../runtime/services.js';
+import type { Role, RunEvent } from '../schemas/index.js';
+import { resolveConfig } from './config.js';
+import { FLAGS } from './flag-table.js';
+import { readFlags } from './flags.js';
+import { WORKER_FLAGS } from './help.js';
+import type { CliIo } from './io.js';
+
+/**
+ * `pge worker --role <role>`: one process of the distributed deployment on NATS. Role workers
+ * (planner, generator, evaluator) share their role's work queue, so a role scales by starting
+ * more of them; the persistence worker writes every run's log from a durable consumer; a
+ * coordinator takes runs submitted on `pge.runs.submit` and drives their statecharts. Streams
+ * and consumers are created by the processes themselves. SIGINT/SIGTERM drains: requests in
+ * flight finish (a second signal hands them back to the queue), then the connection closes.
+ */
+
+export const WORKER_ROLES = ['planner', 'generator', 'evaluator', 'persistence', 'coordinator'] as const;
+export type WorkerRole = (typeof WORKER_ROLES)[number];
+
+function toRole(value: unknown): WorkerRole {
+  if (typeof value !== 'string' || !(WORKER_ROLES as readonly string[]).includes(value)) {
+    throw new ConfigurationError(`--role must be one of ${WORKER_ROLES.join(', ')}`);
+  }
+  return value as WorkerRole;
+}
+
+/** Waits for SIGINT or SIGTERM; a second one calls `hurry`. */
+function untilSignal(io: CliIo, hurry: () => void): Promise<NodeJS.Signals> {
+  return new Promise((resolve) => {
+    let seen = false;
+    const on = (signal: NodeJS.Signals) => {
+      if (seen) return hurry();
+      seen = true;
+      io.stderr.write(`pge worker: ${signal}: draining (send it again to hand work in flight back)\n`);
+      resolve(signal);
+    };
+    process.on('SIGINT', on);
+    process.on('SIGTERM', on);
+  });
+}
+
+/** What a `pge worker` command line asks for, checked before anything connects. */
+export interface WorkerPlan {
+  role: WorkerRole;
+  demo: boolean;
+  concurrency: number;
+  id: string;
+  nats: ReturnType<typeof natsOptionsFromEnv>;
+  options: ReturnType<typeof resolveOptions>;
+}
+
+/**
+ * Reads and checks a `pge worker` command line with its environment; throws `ConfigurationError`
+ * (or parseArgs' error) on a bad one. Pure but for the working directory check of the options.
+ */
+export function parseWorkerCommand(argv: readonly string[], io: Pick<CliIo, 'env' | 'cwd'>): WorkerPlan {
+  const { values: parsed } = parseArgs({
+    args: [...argv],
+    options: Object.fromEntries(
+      [...FLAGS, ...WORKER_FLAGS].map((f) => [
+        f.name,
+        {
+          type: f.kind === 'switch' ? 'boolean' : 'string',
+          ...(f.kind === 'threshold' ? { multiple: true } : {}),
+        },
+      ]),
+    ) as NonNullable<Parameters<typeof parseArgs>[0]>['options'],
+    allowPositionals: false,
+    strict: true,
+  });
+  const values = parsed as Record<string, string | boolean | string[] | undefined>;
+  const role = toRole(values.role);
+  // PGE_DEMO=1 is --demo for deployments that set flags through the environment (docker compose).
+  const demo = values.demo === true || /^(1|true|yes)$/i.test(io.env.PGE_DEMO ?? '');
+  const concurrency = values.concurrency === undefined ? 4 : Number(values.concurrency);
+  if (!Number.isInteger(concurrency) || concurrency < 1)
+    throw new ConfigurationError('--concurrency must be an integer >= 1');
+  const config = resolveConfig({ flags: readFlags(values, FLAGS), env: io.env, cwd: io.cwd });
+  const options = resolveOptions({ ...config.options, verbose: false });
+  const nats = natsOptionsFromEnv(io.env);
+  if (typeof values.nats === 'string') nats.servers = values.nats;
+  const id = typeof values['worker-id'] === 'string' ? values['worker-id'] : `${role}-${process.pid}`;
+  return { role, demo, concurrency, id, nats, options };
+}
+
+/** `pge worker --role <role> [flags]`. Returns when the process has drained. */
+export async function workerCommand(argv: readonly string[], io: CliIo): Promise<number> {
+  const { role, demo, concurrency, id, nats, options } = parseWorkerCommand(argv, io);
+  const bus = await NatsBus.connect({ ...nats, name: `pge-${id}` });
+
+  let stop: (hurry: boolean) => Promise<void>;
+  if (role === 'planner' || role === 'generator' || role === 'evaluator') {
+    const model = demo ? new DemoModel() : buildRoleModel(options, role as Role);
+    const worker = createRoleWorker({
+      bus,
+      role,
+      model,
+      concurrency,
+      workerId: id,
+      maxRepairs: options.maxRepairs,
+    });
+    stop = (hurry) => worker.stop(hurry ? 'abort' : 'finish');
+  } else if (role === 'persistence') {
+    const persistence = createPersistenceActor({
+      bus,
+      // Logs go to this process's working directory, under the name the coordinator chose.
+      resolvePath: (event) => join(options.workingDirectory, basename(event.payload.logPath)),
+      subscribe: (handler) =>
+        bus.subscribeDurable(subjects.events('*'), 'pge-persistence', (m) => handler(m.data as RunEvent)),
+      onError: (runId, error) =>
+        io.stderr.write(`pge persistence: the log of run ${runId} failed: ${error.message}\n`),
+    });
+    stop = () => persistence.close();
+  } else {
+    const name = (r: Role) =>
+      demo
+        ? new DemoModel().name
+        : ({
+            planner: options.plannerModelName,
+            generator: options.generatorModelName,
+            evaluator: options.evaluatorModelName,
+          }[r] ?? options.modelName);
+    const service = startCoordinatorService({
+      bus,
+      options,
+      models: { planner: name('planner'), generator: name('generator'), evaluator: name('evaluator') },
+      onRun: (runId, task) =>
+        io.stderr.write(`pge coordinator: run ${runId} started: ${task.slice(0, 80)}\n`),
+    });
+    stop = (hurry) => service.stop(hurry ? 'interrupt' : 'finish');
+  }
+  io.stderr.write(`pge worker ${role} ready (${id}) on ${nats.servers ?? 'nats://127.0.0.1:4222'}\n`);
+  let hurried = false;
+  await untilSignal(io, () => {
+    hurried = true;
+    void stop(true);
+  });
+  await stop(hurried);
+  await bus.close();
+  io.stderr.write(`pge worker ${role} (${id}) stopped\n`);
+  return 0;
+}

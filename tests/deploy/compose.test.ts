@@ -1,0 +1,79 @@
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { parse } from 'yaml';
+import { parseWorkerCommand } from '../../src/cli/worker-command.js';
+
+/**
+ * docker-compose.yml as far as it can be checked without a Docker engine: it parses, it has the
+ * services the docs promise, and each pge service runs a real `pge` subcommand whose flags pge accepts.
+ */
+
+const ROOT = join(import.meta.dirname, '..', '..');
+interface Service {
+  image?: string;
+  build?: string;
+  command?: string[];
+  environment?: Record<string, string>;
+  volumes?: string[];
+  depends_on?: Record<string, unknown>;
+}
+const compose = parse(readFileSync(join(ROOT, 'docker-compose.yml'), 'utf8'), { merge: true }) as {
+  services: Record<string, Service>;
+  volumes: Record<string, unknown>;
+};
+
+describe('docker-compose.yml', () => {
+  it('has NATS with JetStream and a volume, and every pge process', () => {
+    expect(Object.keys(compose.services).sort()).toEqual([
+      'coordinator',
+      'evaluator',
+      'generator',
+      'nats',
+      'persistence',
+      'planner',
+    ]);
+    const nats = compose.services.nats!;
+    expect(nats.command).toContain('-js');
+    expect(nats.volumes?.some((v) => v.startsWith('nats-data:'))).toBe(true);
+    expect(Object.keys(compose.volumes)).toContain('nats-data');
+  });
+
+  it('runs a real `pge worker` subcommand in each pge service, with flags pge accepts', () => {
+    const roles: string[] = [];
+    for (const [name, service] of Object.entries(compose.services)) {
+      if (name === 'nats') continue;
+      expect(service.build).toBe('.');
+      expect(service.depends_on).toHaveProperty('nats');
+      const command = service.command!;
+      expect(command[0]).toBe('worker');
+      const env = { ...service.environment, NATS_URL: 'nats://nats:4222' } as Record<string, string>;
+      // A scratch directory stands in for the container's working directory.
+      const cwd = mkdtempSync(join(tmpdir(), 'pge-compose-'));
+      const plan = parseWorkerCommand(command.slice(1), { env, cwd });
+      rmSync(cwd, { recursive: true, force: true });
+      expect(plan.role).toBe(name);
+      roles.push(plan.role);
+    }
+    expect(roles.sort()).toEqual(['coordinator', 'evaluator', 'generator', 'persistence', 'planner']);
+  });
+
+  it('passes the OpenAI settings through and points every process at the nats service', () => {
+    for (const [name, service] of Object.entries(compose.services)) {
+      if (name === 'nats') continue;
+      expect(service.environment).toMatchObject({
+        NATS_URL: 'nats://nats:4222',
+        // Compose interpolation, not template strings: the values come from the user's shell.
+        OPENAI_API_KEY: ['$', '{OPENAI_API_KEY:-}'].join(''),
+        OPENAI_BASE_URL: ['$', '{OPENAI_BASE_URL:-}'].join(''),
+      });
+    }
+  });
+
+  it('runs the image entry point on bin/pge.js, built from the repository', () => {
+    const dockerfile = readFileSync(join(ROOT, 'Dockerfile'), 'utf8');
+    expect(dockerfile).toMatch(/ENTRYPOINT \["node", "\/app\/bin\/pge\.js"\]/);
+    expect(dockerfile).toMatch(/npm ci/);
+  });
+});

@@ -1,0 +1,172 @@
+import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { AckPolicy, DeliverPolicy, jetstream, jetstreamManager } from '@nats-io/jetstream';
+import { connect } from '@nats-io/transport-node';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { readLogFile } from '../../src/persistence/index.js';
+import type { RunEvent } from '../../src/schemas/index.js';
+import { type FakeOpenAI, type FakeStep, startFakeOpenAI } from '../support/fake-openai-server.js';
+import { type NatsServerHandle, startNatsServer } from '../support/nats-server.js';
+import { type PgeProcess, startPge } from '../support/processes.js';
+
+/**
+ * The distributed deployment as users run it: separate `pge worker` processes (coordinator,
+ * persistence, planner, evaluator, three generators) on a private nats-server, models served by a
+ * scripted OpenAI-compatible server, runs submitted by a client that imports nothing from pge.
+ */
+
+const PLAN = {
+  scope: 'distributed test',
+  steps: [1, 2, 3].map((n) => ({
+    id: `s${n}`,
+    title: `Step ${n}`,
+    description: `do ${n}`,
+    expectedOutput: `out ${n}`,
+    dependsOn: n > 1 ? [`s${n - 1}`] : [],
+  })),
+  criteria: [
+    { name: 'accuracy', weight: 'high', description: 'right', threshold: 7 },
+    { name: 'clarity', weight: 'standard', description: 'clear', threshold: null },
+  ],
+};
+
+// biome-ignore lint/suspicious/noExplicitAny: the request body as the SDK sent it.
+function answer(body: any): FakeStep {
+  const answers: Record<string, object> = {
+    pge_plan: PLAN,
+    pge_contract: { title: 'c', acceptanceCriteria: ['a'], expectedOutput: 'o', verificationMethod: 'v' },
+    pge_contract_review: { status: 'approved', amendments: [], rationale: 'ok' },
+    pge_work: { output: 'the work', notes: 'n', selfAssessment: [] },
+    pge_evaluation: {
+      scores: [
+        { criterion: 'accuracy', score: 9, evidence: 'e' },
+        { criterion: 'clarity', score: 8, evidence: 'e' },
+      ],
+      findings: [],
+      actionableFeedback: [],
+      summary: 's',
+    },
+  };
+  const content = answers[body?.response_format?.json_schema?.name];
+  // A model that takes a while, so that work overlaps and every generator gets some.
+  return content ? { content, delayMs: 40 } : { status: 400, error: { message: 'unexpected schema' } };
+}
+
+let nats: NatsServerHandle;
+let openai: FakeOpenAI;
+let logs: string;
+const processes: PgeProcess[] = [];
+
+beforeAll(async () => {
+  nats = await startNatsServer();
+  openai = await startFakeOpenAI();
+  openai.script(answer);
+  logs = mkdtempSync(join(tmpdir(), 'pge-dist-'));
+  const env = {
+    NATS_URL: nats.url,
+    OPENAI_BASE_URL: openai.url,
+    OPENAI_API_KEY: 'sk-test-distributed',
+    PGE_MODEL: 'test-model',
+  };
+  const roles: [string, string[]][] = [
+    ['coordinator', []],
+    ['persistence', ['--working-dir', logs]],
+    ['planner', []],
+    ['evaluator', ['--concurrency', '4']],
+    ['generator', ['--concurrency', '1', '--worker-id', 'gen-a']],
+    ['generator', ['--concurrency', '1', '--worker-id', 'gen-b']],
+    ['generator', ['--concurrency', '1', '--worker-id', 'gen-c']],
+  ];
+  for (const [role, extra] of roles) processes.push(startPge(['worker', '--role', role, ...extra], env));
+  await Promise.all(processes.map((p) => p.waitFor(/ready/)));
+}, 60_000);
+
+afterAll(async () => {
+  const codes = await Promise.all(processes.map((p) => p.stop('SIGTERM')));
+  await openai?.close();
+  await nats?.stop();
+  rmSync(logs, { recursive: true, force: true });
+  // Every process drained and exited cleanly on SIGTERM.
+  expect(codes).toEqual(processes.map(() => 0));
+}, 60_000);
+
+/** Submits a run with plain nats.js and reads its events from JetStream in order until it closes. */
+async function submitAndRead(task: string): Promise<RunEvent[]> {
+  const nc = await connect({ servers: nats.url });
+  try {
+    const reply = await nc.request('pge.runs.submit', JSON.stringify({ task }), { timeout: 10_000 });
+    const { runId } = reply.json<{ runId: string }>();
+    const js = jetstream(nc);
+    const consumer = await js.consumers.get('PGE_EVENTS', {
+      filter_subjects: `pge.run.${runId}.evt.>`,
+      deliver_policy: DeliverPolicy.All,
+    });
+    const events: RunEvent[] = [];
+    const messages = await consumer.consume();
+    for await (const m of messages) {
+      const event = m.json<RunEvent>();
+      events.push(event);
+      if (event.type === 'run.completed' || event.type === 'run.failed') break;
+    }
+    return events;
+  } finally {
+    await nc.close();
+  }
+}
+
+describe('distributed deployment on NATS', () => {
+  it('runs concurrent submissions across separate worker processes; each work item is handled once', async () => {
+    const runs = await Promise.all(['task one', 'task two', 'task three'].map(submitAndRead));
+    for (const events of runs) {
+      expect(events.map((e) => e.seq)).toEqual(events.map((_, i) => i + 1));
+      expect(events.at(-1)).toMatchObject({
+        type: 'run.completed',
+        payload: { passed: true, stepsTotal: 3 },
+      });
+    }
+    const all = runs.flat();
+    const workRequests = all.filter((e) => e.type === 'step.work.requested').map((e) => e.id);
+    const workCalls = all.filter((e) => e.type === 'model.call.completed' && e.payload.phase === 'work');
+    expect(workRequests).toHaveLength(9);
+    // Exactly one model call per work request: no request was handled twice.
+    expect(workCalls.map((e) => e.type === 'model.call.completed' && e.payload.requestId).sort()).toEqual(
+      [...workRequests].sort(),
+    );
+    const workers = new Set(workCalls.map((e) => e.type === 'model.call.completed' && e.payload.worker));
+    expect(workers).toEqual(new Set(['gen-a', 'gen-b', 'gen-c']));
+    expect(
+      openai.completions().filter((r) => r.body?.response_format?.json_schema?.name === 'pge_work'),
+    ).toHaveLength(9);
+  }, 60_000);
+
+  it('the persistence worker writes each run log from the stream, identical to the events', async () => {
+    const events = await submitAndRead('task four');
+    const runId = events[0]!.runId;
+    const path = join(logs, `pge_shared_state_${runId}.md`);
+    let logged: RunEvent[] = [];
+    for (let i = 0; i < 100 && logged.length < events.length; i++) {
+      await new Promise((r) => setTimeout(r, 50));
+      if (readdirSync(logs).includes(`pge_shared_state_${runId}.md`))
+        logged = await readLogFile(path).catch(() => []);
+    }
+    expect(logged).toEqual(events);
+  }, 30_000);
+
+  it('streams and consumers exist without any manual setup', async () => {
+    const nc = await connect({ servers: nats.url });
+    try {
+      const jsm = await jetstreamManager(nc);
+      const names: string[] = [];
+      for await (const s of jsm.streams.list()) names.push(s.config.name);
+      expect(names.sort()).toEqual(['PGE_EVENTS', 'PGE_RESULTS', 'PGE_WORK']);
+      const consumers: string[] = [];
+      for await (const c of jsm.consumers.list('PGE_WORK')) consumers.push(c.name);
+      expect(consumers.sort()).toEqual(['pge-evaluator', 'pge-generator', 'pge-planner']);
+      const durable = await jsm.consumers.info('PGE_EVENTS', 'pge-persistence');
+      expect(durable.config.ack_policy).toBe(AckPolicy.Explicit);
+    } finally {
+      await nc.close();
+    }
+  });
+});
