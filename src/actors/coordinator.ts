@@ -1,6 +1,6 @@
 import { createActor, fromPromise, type InspectionEvent, toPromise } from 'xstate';
 import type { Bus } from '../bus/bus.js';
-import { enqueueWork, publishEvent, subscribeResults } from '../bus/channels.js';
+import { publishEvent, publishRequest, subscribeResults } from '../bus/channels.js';
 import { PgeError } from '../errors.js';
 import type { RunInput, RunOutcome } from '../machines/run-machine.js';
 import { runMachine } from '../machines/run-machine.js';
@@ -28,7 +28,7 @@ import type {
   RunEventDraft,
   RunEventOf,
 } from '../schemas/index.js';
-import { addUsage, ZERO_USAGE } from '../schemas/index.js';
+import { addUsage, ROLE_OF_REQUEST, ZERO_USAGE } from '../schemas/index.js';
 
 /**
  * The coordinator owns a run's statechart. It is the only writer of the run's events: it stamps
@@ -118,12 +118,15 @@ export function createCoordinator(options: CoordinatorOptions) {
         ts: new Date(clock()).toISOString(),
         ...draft,
       } as RunEvent;
+      const isRequest = Object.hasOwn(ROLE_OF_REQUEST, event.type);
       publishing.push(
-        publishEvent(bus, event).catch((error: unknown) => {
-          // A run whose events cannot be published has no record: stop it rather than go on unrecorded.
-          publishFailure ??= error;
-          actor.send({ type: 'interrupt' });
-        }),
+        (isRequest ? publishRequest(bus, event as RoleRequest) : publishEvent(bus, event)).catch(
+          (error: unknown) => {
+            // A run whose events cannot be published has no record: stop it rather than go on unrecorded.
+            publishFailure ??= error;
+            actor.send({ type: 'interrupt' });
+          },
+        ),
       );
       return event as RunEventOf<T['type']>;
     };
@@ -137,9 +140,8 @@ export function createCoordinator(options: CoordinatorOptions) {
         : never,
     ) {
       const request = record(draft as RunEventDraft) as RoleRequest;
-      const answered = new Promise<RoleResult>((resolve) => pending.set(request.id, resolve));
-      await enqueueWork(bus, request);
-      const result = await answered;
+      // `record` published the request both as an event and on the role's work queue.
+      const result = await new Promise<RoleResult>((resolve) => pending.set(request.id, resolve));
       const usage = result.calls.reduce(
         (u, c) =>
           addUsage(u, {

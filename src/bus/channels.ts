@@ -2,6 +2,7 @@ import type { Role, RoleRequest, RoleResult, RunEvent } from '../schemas/index.j
 import { ROLE_OF_REQUEST } from '../schemas/index.js';
 import type { Bus, BusSubscription } from './bus.js';
 import type { MessageRejection } from './codec.js';
+import { freezeMessage } from './codec.js';
 import { subjects, workerQueue } from './subjects.js';
 
 /**
@@ -33,6 +34,15 @@ export function subscribeEvents(
   handler: (event: RunEvent) => void | Promise<void>,
 ): BusSubscription {
   return bus.subscribe(subjects.events(runId), (message) => handler(message.data as RunEvent));
+}
+
+/**
+ * Publishes a request event on its run's event subject and queues it for the role that serves
+ * it: one message in two places. It is frozen first, so an in-memory bus parses it once.
+ */
+export function publishRequest(bus: Bus, request: RoleRequest): Promise<void> {
+  freezeMessage(request);
+  return Promise.all([publishEvent(bus, request), enqueueWork(bus, request)]).then(() => undefined);
 }
 
 /** Queues a request for the role that serves it (`ROLE_OF_REQUEST`), on `pge.work.<role>`. */

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { MessageRejectedError } from '../errors.js';
-import { ROLE_OF_REQUEST, RoleRequest, RoleResult, RunEvent } from '../schemas/index.js';
+import type { Role } from '../schemas/index.js';
+import { ROLE_OF_REQUEST, RoleResult, RunEvent } from '../schemas/index.js';
 import { RunSubmission } from '../schemas/submission.js';
 import { subjectMatches, subjects } from './subjects.js';
 
@@ -35,11 +36,15 @@ const RULES: SubjectRule[] = [
   },
   {
     pattern: 'pge.work.*',
-    schema: RoleRequest,
-    check: (subject, request: RoleRequest) =>
-      subject === subjects.work(ROLE_OF_REQUEST[request.type])
-        ? null
-        : `${request.type} does not belong on ${subject}`,
+    // A work item is the request event itself; parsing it as a RunEvent (then checking that it is
+    // a request for this role) is what RoleRequest says, and lets the coordinator's one event
+    // serve as both the event and the work item without being parsed twice.
+    schema: RunEvent,
+    check: (subject, event: RunEvent) => {
+      const role = (ROLE_OF_REQUEST as Record<string, string | undefined>)[event.type];
+      if (role === undefined) return `${event.type} is not a request: it does not belong on ${subject}`;
+      return subject === subjects.work(role as Role) ? null : `${event.type} does not belong on ${subject}`;
+    },
   },
   {
     pattern: subjects.result('*'),
@@ -75,6 +80,9 @@ function ruleFor(subject: string): SubjectRule | null {
 
 /** Messages parsed by `sealMessage`, with the rule they were parsed under. */
 const sealed = new WeakMap<object, SubjectRule>();
+/** Objects their sender froze with `freezeMessage`, and what they were sealed into, by schema. */
+const frozenBySender = new WeakSet<object>();
+const sealedFrom = new WeakMap<object, { schema: z.ZodType; parsed: unknown }>();
 
 function deepFreeze(value: unknown): void {
   if (value === null || typeof value !== 'object' || Object.isFrozen(value)) return;
@@ -87,13 +95,36 @@ function deepFreeze(value: unknown): void {
  * `validateMessage` and returns the parsed copy deep-frozen, remembered as valid for its rule.
  */
 export function sealMessage(subject: string, data: unknown): unknown {
-  const parsed = validateMessage(subject, data);
   const rule = ruleFor(subject);
+  const reusable = rule !== null && data !== null && typeof data === 'object' && frozenBySender.has(data);
+  if (reusable) {
+    // The sender froze it: unchanged since it was last parsed under this schema, so only the
+    // subject check is left to run.
+    const memo = sealedFrom.get(data);
+    if (memo && memo.schema === rule.schema) {
+      const problem = rule.check?.(subject, memo.parsed as never) ?? null;
+      if (problem) throw new MessageRejectedError(`invalid message on ${subject}: ${problem}`, { subject });
+      sealed.set(memo.parsed as object, rule);
+      return memo.parsed;
+    }
+  }
+  const parsed = validateMessage(subject, data);
   if (rule && parsed !== null && typeof parsed === 'object') {
     deepFreeze(parsed);
     sealed.set(parsed, rule);
+    if (reusable) sealedFrom.set(data, { schema: rule.schema, parsed });
   }
   return parsed;
+}
+
+/**
+ * Deep-freezes a message its sender will publish more than once (the coordinator's request events
+ * go out as an event and as a work item), so that an in-memory bus parses it only once.
+ */
+export function freezeMessage<T extends object>(message: T): T {
+  deepFreeze(message);
+  frozenBySender.add(message);
+  return message;
 }
 
 /**
