@@ -43,6 +43,38 @@ export interface RunSpec extends Omit<RunInput, 'startedAt'> {
   models: { planner: string; generator: string; evaluator: string };
 }
 
+/** The options a run's settings are taken from (a subset of the API's resolved options). */
+export interface RunSettingsSource {
+  maxSteps: number;
+  maxRetriesPerStep: number;
+  maxContractRounds: number;
+  onStepExhausted: 'advance' | 'abort' | 'replan';
+  maxReplans: number;
+  defaultThresholds: Record<string, number>;
+  fallbackThreshold: number;
+  maxCostUsd?: number | undefined;
+  maxTokens?: number | undefined;
+  maxDurationMs?: number | undefined;
+}
+
+/** A run's settings from options: the harness bounds and the budgets (`null` is no limit). */
+export function runSettingsOf(o: RunSettingsSource): Omit<RunSpec, 'runId' | 'task' | 'logPath' | 'models'> {
+  return {
+    maxSteps: o.maxSteps,
+    maxRetriesPerStep: o.maxRetriesPerStep,
+    maxContractRounds: o.maxContractRounds,
+    onStepExhausted: o.onStepExhausted,
+    maxReplans: o.maxReplans,
+    defaultThresholds: o.defaultThresholds,
+    fallbackThreshold: o.fallbackThreshold,
+    budgets: {
+      maxCostUsd: o.maxCostUsd ?? null,
+      maxTokens: o.maxTokens ?? null,
+      maxDurationMs: o.maxDurationMs ?? null,
+    },
+  };
+}
+
 /** A run in progress. */
 export interface RunHandle {
   readonly runId: string;

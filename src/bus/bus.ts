@@ -53,3 +53,8 @@ export interface Bus {
   /** Flushes, removes every subscription and refuses further publishes. */
   close(): Promise<void>;
 }
+
+/** The default `onHandlerError` of both buses: a failing handler is reported, never swallowed. */
+export function reportToConsole(error: unknown, subject: string): void {
+  console.error(`pge bus: handler for ${subject} failed:`, error);
+}

@@ -8,9 +8,10 @@ import type {
   RequestOptions,
   SubscribeOptions,
 } from './bus.js';
+import { reportToConsole } from './bus.js';
 import type { MessageRejection } from './codec.js';
 import { checkReceived, sealMessage } from './codec.js';
-import { subjectMatches, subjects } from './subjects.js';
+import { checkSubject, subjectMatches, subjects } from './subjects.js';
 
 /**
  * The bus of the embedded mode: NATS semantics (wildcards, queue groups, request/reply with
@@ -418,31 +419,8 @@ export class InProcessBus implements Bus {
   }
 }
 
-function reportToConsole(error: unknown, subject: string): void {
-  console.error(`pge bus: handler for ${subject} failed:`, error);
-}
-
 function isThenable(value: unknown): value is PromiseLike<unknown> {
   return (
     typeof value === 'object' && value !== null && typeof (value as PromiseLike<unknown>).then === 'function'
   );
-}
-
-/** NATS subject rules: non-empty tokens without white space; wildcards only in patterns, `>` only last. */
-function checkSubject(subject: string, pattern: boolean): void {
-  const tokens = subject.split('.');
-  for (let i = 0; i < tokens.length; i++) {
-    const token = tokens[i]!;
-    const wildcard = token === '*' || token === '>';
-    if (
-      token === '' ||
-      WHITE_SPACE.test(token) ||
-      (wildcard && !pattern) ||
-      (token === '>' && i < tokens.length - 1)
-    ) {
-      throw new TypeError(
-        `"${subject}" is not a valid ${pattern ? 'subscription subject' : 'subject to publish on'}`,
-      );
-    }
-  }
 }

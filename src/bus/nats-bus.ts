@@ -4,15 +4,16 @@ import type { NatsConnection } from '@nats-io/transport-node';
 import { errors as natsErrors } from '@nats-io/transport-node';
 import { BusError, ConfigurationError } from '../errors.js';
 import type { Bus, BusHandler, BusSubscription, RequestOptions, SubscribeOptions } from './bus.js';
+import { reportToConsole } from './bus.js';
 import type { MessageRejection } from './codec.js';
 import { decodeMessage, encodeMessage } from './codec.js';
 import type { NatsConnectionOptions } from './nats-connection.js';
 import { connectNats, describeNatsServers } from './nats-connection.js';
-import { busError, checkSubject, hasCause, within } from './nats-helpers.js';
+import { busError, hasCause, within } from './nats-helpers.js';
 import { ensureStreams, messageIdOf, streamOf } from './nats-streams.js';
 import type { NatsHost, NatsSubscription, PullTimings } from './nats-subscriptions.js';
 import { CoreSubscription, PullSubscription } from './nats-subscriptions.js';
-import { subjectMatches, subjects } from './subjects.js';
+import { checkSubject, subjectMatches, subjects } from './subjects.js';
 
 /**
  * The bus of the distributed mode: the `Bus` contract over a nats-server with JetStream. Events,
@@ -360,10 +361,6 @@ export class NatsBus implements Bus {
       reportToConsole(failure, subject);
     }
   }
-}
-
-function reportToConsole(error: unknown, subject: string): void {
-  console.error(`pge bus: handler for ${subject} failed:`, error);
 }
 
 function positive(value: number, name: string): number {

@@ -3,8 +3,6 @@ import { BusError } from '../errors.js';
 
 /** Subject checks and the mapping of nats.js failures to pge errors, shared by the NATS bus modules. */
 
-const WHITE_SPACE = /\s/;
-
 /** True when `error` or one of its causes is an instance of `type`. */
 export function hasCause(error: unknown, type: abstract new (...args: never[]) => Error): boolean {
   let current: unknown = error;
@@ -31,23 +29,4 @@ export function busError(error: unknown, what: string): BusError {
     hasCause(error, natsErrors.ClosedConnectionError) || hasCause(error, natsErrors.DrainingConnectionError);
   const reason = closed ? 'the connection is closed' : error instanceof Error ? error.message : String(error);
   return new BusError(`${what}: ${reason}`, { cause: error });
-}
-
-/** NATS subject rules: non-empty tokens without white space; wildcards only in patterns, `>` only last. */
-export function checkSubject(subject: string, pattern: boolean): void {
-  const tokens = subject.split('.');
-  for (let i = 0; i < tokens.length; i++) {
-    const token = tokens[i]!;
-    const wildcard = token === '*' || token === '>';
-    if (
-      token === '' ||
-      WHITE_SPACE.test(token) ||
-      (wildcard && !pattern) ||
-      (token === '>' && i < tokens.length - 1)
-    ) {
-      throw new TypeError(
-        `"${subject}" is not a valid ${pattern ? 'subscription subject' : 'subject to publish on'}`,
-      );
-    }
-  }
 }

@@ -62,3 +62,24 @@ export function subjectMatches(pattern: string, subject: string): boolean {
   }
   return p.length === s.length;
 }
+
+const WHITE_SPACE = /\s/;
+
+/** NATS subject rules: non-empty tokens without white space; wildcards only in patterns, `>` only last. */
+export function checkSubject(subject: string, pattern: boolean): void {
+  const tokens = subject.split('.');
+  for (let i = 0; i < tokens.length; i++) {
+    const token = tokens[i]!;
+    const wildcard = token === '*' || token === '>';
+    if (
+      token === '' ||
+      WHITE_SPACE.test(token) ||
+      (wildcard && !pattern) ||
+      (token === '>' && i < tokens.length - 1)
+    ) {
+      throw new TypeError(
+        `"${subject}" is not a valid ${pattern ? 'subscription subject' : 'subject to publish on'}`,
+      );
+    }
+  }
+}

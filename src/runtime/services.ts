@@ -1,5 +1,5 @@
 import { join } from 'node:path';
-import { createCoordinator, type RunSpec } from '../actors/coordinator.js';
+import { createCoordinator, type RunSpec, runSettingsOf } from '../actors/coordinator.js';
 import type { ResolvedOptions } from '../api/options.js';
 import { newRunId } from '../api/planner-generator-evaluator.js';
 import type { Bus, BusSubscription } from '../bus/bus.js';
@@ -37,23 +37,11 @@ export function runSpecOf(
   options: ResolvedOptions,
   models: Record<Role, string>,
 ): RunSpec {
-  const o = { ...options, ...submission.options };
   return {
     runId,
     task: submission.task,
     logPath: join(options.workingDirectory, `pge_shared_state_${runId}.md`),
-    maxSteps: o.maxSteps,
-    maxRetriesPerStep: o.maxRetriesPerStep,
-    maxContractRounds: o.maxContractRounds,
-    onStepExhausted: o.onStepExhausted,
-    maxReplans: o.maxReplans,
-    defaultThresholds: o.defaultThresholds,
-    fallbackThreshold: o.fallbackThreshold,
-    budgets: {
-      maxCostUsd: o.maxCostUsd ?? null,
-      maxTokens: o.maxTokens ?? null,
-      maxDurationMs: o.maxDurationMs ?? null,
-    },
+    ...runSettingsOf({ ...options, ...submission.options }),
     models,
   };
 }
