@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { existsSync, statSync } from 'node:fs';
 import { basename, dirname, extname, join, resolve } from 'node:path';
+import type { InspectionEvent } from 'xstate';
 import type { Model } from '../actors/model.js';
 import { OpenAIModel } from '../actors/openai-model.js';
 import { subscribeEvents } from '../bus/channels.js';
@@ -32,6 +33,7 @@ export class PlannerGeneratorEvaluator {
   private runtime: EmbeddedRuntime | null = null;
   private readonly logErrors = new Map<string, LogWriteError>();
   private readonly interrupts = new Map<string, () => void>();
+  private inspect: ((event: InspectionEvent) => void) | null = null;
 
   /** Validates every option first: on a bad one it throws `ConfigurationError` and creates nothing. */
   constructor(options: PgeOptions = {}) {
@@ -63,6 +65,16 @@ export class PlannerGeneratorEvaluator {
     const outputs: RunOutput[] = [];
     for (const task of tasks) outputs.push(await this.runOne(task, null, true));
     return outputs;
+  }
+
+  /**
+   * Attaches XState inspection to the actors of every later run: the run and step statecharts
+   * (`@statelyai/inspect`'s `inspector.inspect`, or any function of `InspectionEvent`). Call it
+   * before the first run, or after `close()`: a running runtime keeps the inspector it started with.
+   */
+  attachInspector(inspect: (event: InspectionEvent) => void): void {
+    if (this.runtime) throw new ConfigurationError('attachInspector must be called before the first run');
+    this.inspect = inspect;
   }
 
   /** Interrupts every run in progress; each ends as `interrupted` with a consistent log. */
@@ -136,6 +148,7 @@ export class PlannerGeneratorEvaluator {
     this.runtime = createEmbeddedRuntime({
       models: this.models,
       maxRepairs: this.options.maxRepairs,
+      ...(this.inspect ? { inspect: this.inspect } : {}),
       onLogError: (runId, error) => {
         this.logErrors.set(runId, error);
         this.interrupts.get(runId)?.();

@@ -5,7 +5,7 @@ import { FLAG_GROUPS, type FlagSpec, flagsFor } from './flag-table.js';
 /** The help texts: one per command, the flag lists generated from the flag table. */
 
 /** The commands of `pge`. */
-export type Command = 'run' | 'demo' | 'batch' | 'config' | 'graph' | 'worker';
+export type Command = 'run' | 'demo' | 'batch' | 'config' | 'graph' | 'worker' | 'dashboard';
 
 /**
  * The flags of `pge graph`. They choose a chart and set no option of a run, so they are not in the
@@ -82,6 +82,54 @@ const WORKER_EXIT_CODES = `Exit codes:
   2    usage or configuration error, or NATS unreachable ("cannot connect to NATS at <url>: …")
   3    an unexpected failure`;
 
+/**
+ * `--inspect` of `pge run` and `pge demo`. It attaches a viewer and sets no option of the run, so it
+ * is not in the flag table; `main.ts` takes it off the command line before the table's flags are parsed.
+ */
+export const INSPECT_FLAG: FlagSpec = {
+  name: 'inspect',
+  kind: 'switch',
+  group: 'output',
+  help: "Watch the run live in Stately's inspector (needs internet)",
+};
+
+/** The flags of `pge dashboard` (`dashboard-command.ts` parses them by these names). */
+export const DASHBOARD_FLAGS: readonly FlagSpec[] = [
+  {
+    name: 'log',
+    kind: 'text',
+    value: '<file>',
+    group: 'cli',
+    help: 'Log file to follow as its run writes it; repeatable',
+  },
+  {
+    name: 'nats',
+    kind: 'text',
+    value: '<url>',
+    group: 'cli',
+    help: 'Follow every run on this NATS server (default: NATS_URL)',
+  },
+  {
+    name: 'port',
+    kind: 'integer',
+    value: '<n>',
+    group: 'cli',
+    help: 'Port to serve on (default 4780; 0 picks a free one)',
+  },
+  {
+    name: 'host',
+    kind: 'text',
+    value: '<addr>',
+    group: 'cli',
+    help: 'Address to bind (default 127.0.0.1: this machine only)',
+  },
+];
+
+const DASHBOARD_EXIT_CODES = `Exit codes:
+  0    stopped by SIGINT or SIGTERM
+  2    usage error: no source, unknown flag, bad value, a port that is taken, NATS unreachable
+  3    an unexpected failure`;
+
 const GRAPH_EXIT_CODES = `Exit codes:
   0    the chart was printed
   2    usage error: unknown flag or bad value`;
@@ -107,6 +155,7 @@ Usage:
   pge config [flags]            show the resolved configuration and where each value came from
   pge graph [flags]             print the run or step statechart as Mermaid, DOT or JSON
   pge worker --role <role>      one process of a distributed deployment on NATS
+  pge dashboard [flags]         a local web page that shows runs live, from a log or NATS
   pge help [<command>]          show the help of a command (or: pge <command> --help)
 
 Flags:
@@ -130,7 +179,8 @@ Examples:
   pge config --model gpt-4.1-mini
   pge graph --machine step --format dot | dot -Tsvg > step.svg
   pge worker --role generator --nats nats://127.0.0.1:4222 --concurrency 8
-  pge run "Write a haiku" --nats nats://127.0.0.1:4222`;
+  pge run "Write a haiku" --nats nats://127.0.0.1:4222
+  pge dashboard --log pge_shared_state_<runId>.md`;
 
 const COMMANDS: Record<Command, { usage: string; about: string; examples: string[] }> = {
   run: {
@@ -153,7 +203,12 @@ needs no API key and sends nothing anywhere. Its script shows a contract amendme
 attempt, a refine and a pivot; every step passes in the end. It reads neither the environment
 nor a config file, so it behaves the same everywhere.
 Default task: "${DEMO_TASK}".`,
-    examples: ['pge demo', 'pge demo "Plan a birthday party" --working-dir /tmp/pge', 'pge demo --json'],
+    examples: [
+      'pge demo',
+      'pge demo "Plan a birthday party" --working-dir /tmp/pge',
+      'pge demo --json',
+      'pge demo --inspect',
+    ],
   },
   batch: {
     usage: 'pge batch <file> [flags]',
@@ -197,6 +252,22 @@ for another worker), then the connection closes.`,
       'pge worker --role evaluator --demo',
     ],
   },
+  dashboard: {
+    usage: 'pge dashboard [--log <file>]... [--nats <url>] [--port <n>] [--host <addr>]',
+    about: `Serves a read-only web page that shows runs as they go, and after: the run and step
+statecharts with the active state highlighted, the plan, each attempt's score per criterion
+against its threshold, the contract rounds, the refine and pivot decisions, tokens, cost and time
+per phase, and every event. With --log it follows a log file while its run writes it; with --nats
+it follows every run on the server, seen from when the dashboard joined, with a run selector.
+The page loads nothing from the internet (no CDN, no fonts), shows model text as text, and takes
+only GET requests. It binds 127.0.0.1 unless --host says otherwise: the runs' tasks and model
+output are visible to anyone who can reach the port. It runs until Ctrl-C.`,
+    examples: [
+      'pge dashboard --log pge_shared_state_<runId>.md',
+      'pge dashboard --nats nats://127.0.0.1:4222 --port 8080',
+      'pge dashboard --log a.md --log b.md --port 0',
+    ],
+  },
   graph: {
     usage: 'pge graph [flags]',
     about: `Prints a statechart of the harness, read from the machine definitions themselves, so it is
@@ -238,16 +309,43 @@ export function topHelp(): string {
 /** The help of one command. */
 export function commandHelp(command: Command): string {
   const { usage, about, examples } = COMMANDS[command];
+  if (command === 'dashboard')
+    return ownFlagsHelp(usage, about, DASHBOARD_FLAGS, DASHBOARD_EXIT_CODES, examples);
   const graph = command === 'graph';
   const worker = command === 'worker';
   const extra = command === 'demo' || graph ? '' : `\n\n${CONFIGURATION}`;
-  const flags = graph ? GRAPH_FLAGS : worker ? [...WORKER_FLAGS, ...flagsFor('batch')] : flagsFor(command);
+  const inspect = command === 'run' || command === 'demo' ? [INSPECT_FLAG] : [];
+  const flags = graph
+    ? GRAPH_FLAGS
+    : worker
+      ? [...WORKER_FLAGS, ...flagsFor('batch')]
+      : [...flagsFor(command), ...inspect];
   const exits = graph ? GRAPH_EXIT_CODES : worker ? WORKER_EXIT_CODES : EXIT_CODES;
   return `Usage: ${usage}
 
 ${about}
 
 ${flagLines(flags)}${extra}
+
+${exits}
+
+Examples:
+${examples.map((e) => `  ${e}`).join('\n')}`;
+}
+
+/** The help of a command that reads its own flags and no configuration. */
+function ownFlagsHelp(
+  usage: string,
+  about: string,
+  flags: readonly FlagSpec[],
+  exits: string,
+  examples: readonly string[],
+): string {
+  return `Usage: ${usage}
+
+${about}
+
+${flagLines(flags)}
 
 ${exits}
 

@@ -11,14 +11,15 @@ import { type CliIo, processIo } from './io.js';
  * needed.
  */
 
-type RunsCommandLine = (line: CommandLine, io: CliIo) => Promise<number>;
+type RunsCommandLine = (line: CommandLine, io: CliIo, extras?: { inspect: boolean }) => Promise<number>;
 /** `graph` reads its own flags: they choose a chart and set no option of a run. */
 type ReadsOwnFlags = (argv: string[], io: CliIo) => Promise<number>;
 
 // Loaded on demand: help, version and usage errors answer without loading the harness and its SDKs.
-const COMMANDS: Record<Exclude<Command, 'graph' | 'worker'>, () => Promise<RunsCommandLine>> & {
+const COMMANDS: Record<Exclude<Command, 'graph' | 'worker' | 'dashboard'>, () => Promise<RunsCommandLine>> & {
   graph: () => Promise<ReadsOwnFlags>;
   worker: () => Promise<ReadsOwnFlags>;
+  dashboard: () => Promise<ReadsOwnFlags>;
 } = {
   run: async () => (await import('./run-command.js')).runCommand,
   demo: async () => (await import('./run-command.js')).demoCommand,
@@ -26,7 +27,18 @@ const COMMANDS: Record<Exclude<Command, 'graph' | 'worker'>, () => Promise<RunsC
   config: async () => (await import('./config-command.js')).configCommand,
   graph: async () => (await import('./graph-command.js')).graphCommand,
   worker: async () => (await import('./worker-command.js')).workerCommand,
+  dashboard: async () => (await import('./dashboard-command.js')).dashboardCommand,
 };
+
+/**
+ * Takes `--inspect` (see `INSPECT_FLAG`) off a `run` or `demo` command line: it sets no option of
+ * the run, so the flag table does not parse it. Arguments after `--` are the task's, left alone.
+ */
+function takeInspect(argv: string[]): { argv: string[]; inspect: boolean } {
+  const end = argv.includes('--') ? argv.indexOf('--') : argv.length;
+  const kept = argv.filter((arg, i) => i >= end || arg !== '--inspect');
+  return { argv: kept, inspect: kept.length < argv.length };
+}
 
 const isCommand = (name: string | undefined): name is Command =>
   name !== undefined && Object.hasOwn(COMMANDS, name);
@@ -76,9 +88,14 @@ export async function main(argv: string[], io: CliIo = processIo()): Promise<num
       const what = first.startsWith('-')
         ? `unknown flag ${first} (flags go after the command)`
         : `unknown command "${first}"`;
-      return usageError(io, `${what}; the commands are run, demo, batch, config, graph, worker`, null);
+      return usageError(
+        io,
+        `${what}; the commands are run, demo, batch, config, graph, worker, dashboard`,
+        null,
+      );
     }
     if (command === 'graph') return await (await COMMANDS.graph())(rest, io);
+    if (command === 'dashboard') return await (await COMMANDS.dashboard())(rest, io);
     if (command === 'worker') {
       if (rest.includes('--help') || rest.includes('-h')) {
         io.stdout.write(`${commandHelp('worker')}\n`);
@@ -86,13 +103,15 @@ export async function main(argv: string[], io: CliIo = processIo()): Promise<num
       }
       return await (await COMMANDS.worker())(rest, io);
     }
-    const line = parseCommandLine(command, rest);
+    const { argv, inspect } =
+      command === 'run' || command === 'demo' ? takeInspect(rest) : { argv: rest, inspect: false };
+    const line = parseCommandLine(command, argv);
     if (line.help) {
       io.stdout.write(`${commandHelp(command)}\n`);
       return ExitCode.passed;
     }
     const run = await COMMANDS[command]();
-    return await run(line, io);
+    return await run(line, io, { inspect });
   } catch (error) {
     const code = exitCodeOfError(error);
     if (code === ExitCode.usage) return usageError(io, errorMessage(error), command);

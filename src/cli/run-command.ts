@@ -1,6 +1,7 @@
 import { DemoModel } from '../actors/demo-model.js';
 import type { PgeOptions } from '../api/options.js';
 import type { RunOutput } from '../api/output.js';
+import type { PlannerGeneratorEvaluator } from '../api/planner-generator-evaluator.js';
 import type { HarnessResult } from '../api/result.js';
 import { ConfigurationError } from '../errors.js';
 import { resolveConfig } from './config.js';
@@ -37,8 +38,56 @@ async function runTask(
   options: PgeOptions,
   json: boolean,
   io: CliIo,
+  inspect = false,
+): Promise<number> {
+  if (!inspect) return runTaskWith(command, task, options, json, io);
+  return withInspector(io, (attach) => runTaskWith(command, task, options, json, io, attach));
+}
+
+/**
+ * `--inspect`: serves the bridge to Stately's inspector on 127.0.0.1, prints its URL, and starts
+ * the run once an inspector has connected, so that the run is seen from its first state (a demo
+ * run is over in well under a second). A signal while waiting quits with 130.
+ */
+async function withInspector(
+  io: CliIo,
+  work: (attach: (pge: PlannerGeneratorEvaluator) => void) => Promise<number>,
+): Promise<number> {
+  const { startInspectorBridge } = await import('../dashboard/inspector-bridge.js');
+  const bridge = await startInspectorBridge();
+  try {
+    io.stderr.write(
+      `pge: inspector at ${bridge.url}: open it in a browser; the run starts when it has connected ` +
+        "(the page loads Stately's inspector from stately.ai, so it needs internet; Ctrl-C to give up)\n",
+    );
+    let onSignal: () => void = () => {};
+    const signalled = new Promise<'signal'>((resolve) => {
+      onSignal = () => resolve('signal');
+      process.once('SIGINT', onSignal);
+      process.once('SIGTERM', onSignal);
+    });
+    const outcome = await Promise.race([bridge.connected.then(() => 'connected' as const), signalled]);
+    process.off('SIGINT', onSignal);
+    process.off('SIGTERM', onSignal);
+    if (outcome === 'signal') return ExitCode.interrupted;
+    io.stderr.write('pge: inspector connected\n');
+    return await work((pge) => pge.attachInspector(bridge.inspect));
+  } finally {
+    await bridge.close();
+  }
+}
+
+/** `runTask` once the inspector, if any, is ready; `attach` hands it to the harness. */
+async function runTaskWith(
+  command: 'run' | 'demo',
+  task: string,
+  options: PgeOptions,
+  json: boolean,
+  io: CliIo,
+  attach?: (pge: PlannerGeneratorEvaluator) => void,
 ): Promise<number> {
   return withSession(options, io, async ({ pge, progress, interrupted }) => {
+    attach?.(pge);
     let output: RunOutput;
     try {
       output = await pge.run(task);
@@ -65,25 +114,37 @@ async function runTask(
   });
 }
 
-/** `pge run "<task>" [flags]`. */
-export async function runCommand(line: CommandLine, io: CliIo): Promise<number> {
+/** `pge run "<task>" [flags]`; `--inspect` comes in `extras` (see `INSPECT_FLAG`). */
+export async function runCommand(
+  line: CommandLine,
+  io: CliIo,
+  extras: { inspect: boolean } = { inspect: false },
+): Promise<number> {
   const task = line.positionals.join(' ').trim();
   if (task === '') throw new ConfigurationError('pge run needs a task: pge run "<task>"');
   const config = resolveConfig({ flags: line.flags, env: io.env, cwd: io.cwd });
   const nats = line.flags.nats ?? io.env.NATS_URL?.trim();
   if (nats) {
+    if (extras.inspect)
+      throw new ConfigurationError(
+        '--inspect needs the run in this process: it cannot inspect a run on NATS',
+      );
     const { remoteRun } = await import('./remote-run.js');
     return remoteRun(task, nats, config.options, line.flags.json, io);
   }
-  return runTask('run', task, config.options, line.flags.json, io);
+  return runTask('run', task, config.options, line.flags.json, io, extras.inspect);
 }
 
 /** `pge demo ["<task>"] [flags]`: the whole loop, offline, with `DemoModel` in every role. */
-export async function demoCommand(line: CommandLine, io: CliIo): Promise<number> {
+export async function demoCommand(
+  line: CommandLine,
+  io: CliIo,
+  extras: { inspect: boolean } = { inspect: false },
+): Promise<number> {
   const config = resolveConfig({ flags: line.flags, env: io.env, cwd: io.cwd, flagsOnly: true });
   io.stderr.write(`${DEMO_NOTICE}\n`);
   const model = new DemoModel();
   const task = line.positionals.join(' ').trim() || DEMO_TASK;
   const options = { ...config.options, plannerAgent: model, generatorAgent: model, evaluatorAgent: model };
-  return runTask('demo', task, options, line.flags.json, io);
+  return runTask('demo', task, options, line.flags.json, io, extras.inspect);
 }

@@ -1,3 +1,4 @@
+import type { InspectionEvent } from 'xstate';
 import { createCoordinator } from '../actors/coordinator.js';
 import type { Model } from '../actors/model.js';
 import { createPersistenceActor } from '../actors/persistence-actor.js';
@@ -19,6 +20,8 @@ export interface EmbeddedRuntimeOptions {
   /** A run's log could not be written: that run must stop. */
   onLogError: (runId: string, error: LogWriteError) => void;
   clock?: () => number;
+  /** XState inspection of every run's actors (e.g. `@statelyai/inspect`), passed to the coordinator. */
+  inspect?: (event: InspectionEvent) => void;
 }
 
 /** Starts the embedded runtime. */
@@ -40,7 +43,11 @@ export function createEmbeddedRuntime(options: EmbeddedRuntimeOptions) {
       workerId: `${role}-embedded`,
     }),
   );
-  const coordinator = createCoordinator({ bus, ...(options.clock ? { clock: options.clock } : {}) });
+  const coordinator = createCoordinator({
+    bus,
+    ...(options.clock ? { clock: options.clock } : {}),
+    ...(options.inspect ? { inspect: options.inspect } : {}),
+  });
   return {
     bus,
     coordinator,

@@ -1,0 +1,116 @@
+import { type ParseArgsConfig, parseArgs } from 'node:util';
+import { ConfigurationError } from '../errors.js';
+import { ExitCode } from './exit-codes.js';
+import { commandHelp, DASHBOARD_FLAGS } from './help.js';
+import type { CliIo } from './io.js';
+
+/**
+ * `pge dashboard [--log <file>]… [--nats <url>] [--port <n>] [--host <addr>]`: a read-only local
+ * web page that shows runs as they go: their statecharts with the active state, the plan, each
+ * attempt's scores, the decisions, usage by phase and the timeline. It works with no network:
+ * everything the page loads comes from this process. It runs until SIGINT or SIGTERM.
+ */
+
+/** The default port: stable, so that a bookmark keeps working. */
+export const DEFAULT_DASHBOARD_PORT = 4780;
+
+interface DashboardCommand {
+  logs: string[];
+  nats: string | null;
+  host: string;
+  port: number;
+}
+
+function parseDashboardCommand(argv: readonly string[], io: CliIo): DashboardCommand | null {
+  const options: NonNullable<ParseArgsConfig['options']> = { help: { type: 'boolean', short: 'h' } };
+  for (const f of DASHBOARD_FLAGS) options[f.name] = { type: 'string', multiple: f.name === 'log' };
+  const { values, positionals } = parseArgs({
+    args: [...argv],
+    options,
+    allowPositionals: true,
+    strict: true,
+  });
+  if (values.help === true) return null;
+  if (positionals.length > 0)
+    throw new ConfigurationError(`pge dashboard takes no arguments, got "${positionals.join(' ')}"`);
+  const logs = (values.log as string[] | undefined) ?? [];
+  const nats =
+    (values.nats as string | undefined) ?? (logs.length === 0 ? io.env.NATS_URL?.trim() : undefined);
+  if (logs.length === 0 && !nats)
+    throw new ConfigurationError('pge dashboard needs --log <file> or --nats <url> (or NATS_URL)');
+  const rawPort = (values.port as string | undefined) ?? String(DEFAULT_DASHBOARD_PORT);
+  const port = Number(rawPort);
+  if (!/^\d+$/.test(rawPort) || port > 65_535)
+    throw new ConfigurationError(`--port expects a port number (0 for any free port), got "${rawPort}"`);
+  const host = (values.host as string | undefined) ?? '127.0.0.1';
+  return { logs, nats: nats || null, host, port };
+}
+
+/** Resolves on the first SIGINT or SIGTERM. */
+function untilSignal(): Promise<NodeJS.Signals> {
+  return new Promise((resolve) => {
+    const stop = (signal: NodeJS.Signals) => {
+      process.off('SIGINT', stop);
+      process.off('SIGTERM', stop);
+      resolve(signal);
+    };
+    process.on('SIGINT', stop);
+    process.on('SIGTERM', stop);
+  });
+}
+
+/**
+ * `pge dashboard`: serves until a signal, then closes its sources and returns 0. Bad flags throw
+ * (exit 2), as do a port that is taken and a NATS server that cannot be reached.
+ */
+export async function dashboardCommand(argv: readonly string[], io: CliIo): Promise<number> {
+  const command = parseDashboardCommand(argv, io);
+  if (command === null) {
+    io.stdout.write(`${commandHelp('dashboard')}\n`);
+    return ExitCode.passed;
+  }
+  const [{ RunStore }, { followLog }, { startDashboard }, { isLoopback }] = await Promise.all([
+    import('../dashboard/run-store.js'),
+    import('../dashboard/log-follower.js'),
+    import('../dashboard/server.js'),
+    import('../dashboard/http-util.js'),
+  ]);
+  const store = new RunStore();
+  const closers: (() => Promise<void>)[] = [];
+  try {
+    for (const log of command.logs) {
+      const follower = followLog(log, store);
+      closers.push(() => follower.close());
+    }
+    if (command.nats) {
+      const [{ followNats }, { natsOptionsFromEnv }] = await Promise.all([
+        import('../dashboard/nats-source.js'),
+        import('../bus/nats-connection.js'),
+      ]);
+      const source = await followNats({ ...natsOptionsFromEnv(io.env), servers: command.nats }, store);
+      closers.push(() => source.close());
+    }
+    let dashboard: Awaited<ReturnType<typeof startDashboard>>;
+    try {
+      dashboard = await startDashboard({ store, host: command.host, port: command.port });
+    } catch (error) {
+      const code = (error as NodeJS.ErrnoException).code;
+      if (code === 'EADDRINUSE' || code === 'EACCES' || code === 'EADDRNOTAVAIL')
+        throw new ConfigurationError(
+          `cannot listen on ${command.host}:${command.port} (${code}); choose another --port (0 picks a free one)`,
+        );
+      throw error;
+    }
+    closers.push(() => dashboard.close());
+    if (!isLoopback(command.host))
+      io.stderr.write(
+        `pge dashboard: listening on ${command.host}: anyone who can reach it sees the runs (tasks and model output), without a password\n`,
+      );
+    io.stderr.write(`pge dashboard: ${dashboard.url} (read-only; Ctrl-C to stop)\n`);
+    const signal = await untilSignal();
+    io.stderr.write(`pge dashboard: ${signal}: stopping\n`);
+    return ExitCode.passed;
+  } finally {
+    for (const close of closers.reverse()) await close();
+  }
+}

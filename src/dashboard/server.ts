@@ -1,0 +1,168 @@
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { runMachine } from '../machines/run-machine.js';
+import { stepMachine } from '../machines/step-machine.js';
+import { APP_SCRIPT } from './assets/app-script.js';
+import { APP_STYLE, PAGE_HTML } from './assets/page.js';
+import { type ChartLayout, layoutChart } from './chart-layout.js';
+import {
+  admit,
+  DASHBOARD_CSP,
+  openEventStream,
+  securityHeaders,
+  send,
+  sendJson,
+  writeEvent,
+} from './http-util.js';
+import type { RunStore } from './run-store.js';
+
+/**
+ * The dashboard's web server: node:http, one page, its script and style, a JSON API and a
+ * server-sent event stream. Everything the page needs comes from this server, so it works with
+ * no network at all. It only reads: every method but GET and HEAD is refused.
+ */
+
+/** Options of `startDashboard`. */
+export interface DashboardOptions {
+  store: RunStore;
+  /** Address to bind; default 127.0.0.1, this machine only. */
+  host?: string;
+  /** Port; 0 (the default) picks a free one. */
+  port?: number;
+  /** Milliseconds to gather changes before pushing a view (default 100). */
+  debounceMs?: number;
+}
+
+/** A running dashboard. */
+export interface Dashboard {
+  /** The page's address, e.g. `http://127.0.0.1:4317/`. */
+  readonly url: string;
+  readonly port: number;
+  /** Ends the event streams and stops the server. */
+  close(): Promise<void>;
+}
+
+/** Both charts, laid out once: the machines do not change while the server runs. */
+function charts(): { run: ChartLayout; step: ChartLayout } {
+  return { run: layoutChart(runMachine), step: layoutChart(stepMachine) };
+}
+
+/** A path segment decoded; a malformed escape names no run rather than failing the request. */
+function decodeOr(segment: string): string {
+  try {
+    return decodeURIComponent(segment);
+  } catch {
+    return '';
+  }
+}
+
+/** Starts the dashboard; resolves once it listens. */
+export async function startDashboard(options: DashboardOptions): Promise<Dashboard> {
+  const { store } = options;
+  const host = options.host ?? '127.0.0.1';
+  const debounceMs = options.debounceMs ?? 100;
+  const layouts = charts();
+  const streams = new Set<() => void>();
+  const csp = DASHBOARD_CSP;
+
+  function stream(req: IncomingMessage, res: ServerResponse, wanted: string | null): void {
+    openEventStream(res, csp);
+    // Without a run named, the stream follows the most recently updated run.
+    const current = () => wanted ?? store.list()[0]?.runId ?? null;
+    let shown = current();
+    let listChanged = true;
+    let viewChanged = true;
+    let timer: NodeJS.Timeout | null = null;
+    const flush = () => {
+      timer = null;
+      if (listChanged) writeEvent(res, 'runs', { runs: store.list(), problems: store.problems });
+      const now = current();
+      if (viewChanged || now !== shown) {
+        shown = now;
+        const view = now === null ? undefined : store.view(now);
+        if (view) writeEvent(res, 'view', view);
+      }
+      listChanged = false;
+      viewChanged = false;
+    };
+    const unsubscribe = store.subscribe((runId) => {
+      listChanged = true;
+      if (runId === null || runId === current()) viewChanged = true;
+      timer ??= setTimeout(flush, debounceMs);
+    });
+    // A comment line now and then keeps proxies and idle timeouts from closing the stream.
+    const heartbeat = setInterval(() => res.write(': ping\n\n'), 15_000);
+    const end = () => {
+      unsubscribe();
+      clearInterval(heartbeat);
+      if (timer) clearTimeout(timer);
+      streams.delete(end);
+      res.end();
+    };
+    streams.add(end);
+    req.on('close', end);
+    flush();
+  }
+
+  const files = new Map([
+    ['/', ['text/html', PAGE_HTML]],
+    ['/index.html', ['text/html', PAGE_HTML]],
+    ['/app.js', ['text/javascript', APP_SCRIPT]],
+    ['/app.css', ['text/css', APP_STYLE]],
+  ] as const);
+
+  function route(req: IncomingMessage, res: ServerResponse): void {
+    if (!admit(req, res, host, csp)) return;
+    const url = new URL(req.url ?? '/', 'http://dashboard.invalid');
+    const path = url.pathname;
+    const file = files.get(path as '/');
+    if (file) {
+      send(res, 200, file[0], file[1], csp);
+    } else if (path === '/api/charts') {
+      sendJson(res, 200, layouts, csp);
+    } else if (path === '/api/runs') {
+      sendJson(res, 200, { runs: store.list(), problems: store.problems }, csp);
+    } else if (path.startsWith('/api/runs/')) {
+      const view = store.view(decodeOr(path.slice('/api/runs/'.length)));
+      if (view) sendJson(res, 200, view, csp);
+      else sendJson(res, 404, { error: 'no such run' }, csp);
+    } else if (path === '/favicon.ico') {
+      // No icon: an empty answer, so the browser neither asks again nor logs an error.
+      res.writeHead(204, securityHeaders(csp)).end();
+    } else if (path === '/events') {
+      stream(req, res, url.searchParams.get('run') || null);
+    } else {
+      send(res, 404, 'text/plain', 'Not Found\n', csp);
+    }
+  }
+
+  const server = createServer((req, res) => {
+    try {
+      route(req, res);
+    } catch (error) {
+      // A defect in building a view must not take the dashboard down for the other runs.
+      if (!res.headersSent) send(res, 500, 'text/plain', `Internal error: ${String(error)}\n`, csp);
+      else res.end();
+    }
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(options.port ?? 0, host, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+  const port = (server.address() as AddressInfo).port;
+  const shownHost = host.includes(':') ? `[${host}]` : host;
+  return {
+    url: `http://${shownHost}:${port}/`,
+    port,
+    async close() {
+      for (const end of [...streams]) end();
+      await new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        server.closeAllConnections();
+      });
+    },
+  };
+}

@@ -1,0 +1,201 @@
+import { appendFileSync, copyFileSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { Page } from 'playwright-core';
+import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from 'vitest';
+import { publishEvent } from '../../src/bus/channels.js';
+import { NatsBus } from '../../src/bus/nats-bus.js';
+import { followLog } from '../../src/dashboard/log-follower.js';
+import { followNats } from '../../src/dashboard/nats-source.js';
+import { RunStore } from '../../src/dashboard/run-store.js';
+import { startDashboard } from '../../src/dashboard/server.js';
+import type { RunEvent } from '../../src/schemas/index.js';
+import {
+  artifact,
+  type Browser,
+  HOSTILE_IMG,
+  HOSTILE_SCRIPT,
+  HostileModel,
+  launchBrowser,
+  openPage,
+  type RecordedRun,
+  ROOT,
+  recordRun,
+} from './support.js';
+
+/**
+ * The dashboard in a real Chromium, offline: every request that leaves 127.0.0.1 is blocked and
+ * recorded, and a test fails if there was one. A run in progress (a recorded demo run's log,
+ * written again in chunks with pauses), a finished run, and a run whose model answered with
+ * markup. `PGE_UPDATE_SCREENSHOTS=1` also writes docs/dashboard.png from the finished run.
+ */
+
+let browser: Browser;
+let demo: RecordedRun;
+const open: { close(): Promise<void> }[] = [];
+
+beforeAll(async () => {
+  browser = await launchBrowser();
+  demo = await recordRun('Write a short guide to brewing green tea');
+}, 60_000);
+afterEach(async () => {
+  for (const o of open.splice(0).reverse()) await o.close();
+  expect(browser.offMachine, 'requests that tried to leave the machine').toEqual([]);
+});
+afterAll(async () => {
+  await browser?.close();
+});
+
+/** A dashboard following the log at `path`; resolves with its URL. */
+async function dashboardFor(path: string): Promise<string> {
+  const store = new RunStore();
+  const follower = followLog(path, store, { intervalMs: 40 });
+  open.push(follower);
+  const dashboard = await startDashboard({ store, debounceMs: 20 });
+  open.push(dashboard);
+  return dashboard.url;
+}
+
+/** The text of the highlighted state in a chart, or '' when none is. */
+async function activeState(page: Page, chart: 'run-chart' | 'step-chart'): Promise<string> {
+  const active = page.locator(`#${chart} .state.active text.label`);
+  return (await active.count()) === 0 ? '' : ((await active.first().textContent()) ?? '');
+}
+
+function judged(events: readonly RunEvent[]) {
+  return events.filter(
+    (e): e is Extract<RunEvent, { type: 'step.attempt.judged' }> => e.type === 'step.attempt.judged',
+  );
+}
+
+describe('dashboard in a browser', () => {
+  it('follows a run while its log is written: the plan appears and the active state moves', async () => {
+    const path = join(mkdtempSync(join(tmpdir(), 'pge-live-')), 'live.md');
+    const url = await dashboardFor(path);
+    const { page, errors } = await openPage(browser, url);
+    await page.locator('#empty').waitFor();
+
+    // Replay the log in 60 chunks, 60 ms apart, cut anywhere: a run of about four seconds.
+    const chunk = Math.ceil(demo.text.length / 60);
+    let written = false;
+    const writing = (async () => {
+      writeFileSync(path, '');
+      for (let at = 0; at < demo.text.length; at += chunk) {
+        appendFileSync(path, demo.text.slice(at, at + chunk));
+        await new Promise((resolve) => setTimeout(resolve, 60));
+      }
+      written = true;
+    })();
+
+    await page.locator('#plan .step-title').first().waitFor({ timeout: 10_000 });
+    // Two reads of the highlighted step state while the run goes on: they must differ.
+    let first = '';
+    while (first === '') {
+      expect(written, 'no step state was highlighted during the run').toBe(false);
+      await page.waitForTimeout(20);
+      first = await activeState(page, 'step-chart');
+    }
+    let second = first;
+    while (second === first || second === '') {
+      expect(written, `the highlighted step state stayed "${first}" for the whole run`).toBe(false);
+      await page.waitForTimeout(50);
+      second = await activeState(page, 'step-chart');
+    }
+    expect(await page.locator('body').getAttribute('data-status')).toBe('running');
+    expect(second).not.toBe(first);
+    await writing;
+
+    await page.locator('body[data-status="passed"]').waitFor({ timeout: 10_000 });
+    const plan = demo.events.find((e) => e.type === 'plan.created')!;
+    const titles = await page.locator('#plan .step-title').allTextContents();
+    expect(titles).toEqual(plan.payload.plan.steps.map((s) => s.title));
+    expect(await activeState(page, 'run-chart')).toBe('completed');
+    expect(await page.locator('#problems').isHidden()).toBe(true);
+    await page.screenshot({ path: artifact('dashboard-live.png'), fullPage: true });
+    expect(errors).toEqual([]);
+  });
+
+  it('shows a finished run with the score of every criterion of every attempt', async () => {
+    const url = await dashboardFor(demo.path);
+    const { page, errors } = await openPage(browser, url);
+    await page.locator('body[data-status="passed"]').waitFor();
+    for (const event of judged(demo.events)) {
+      const { stepNumber, attempt, scores } = event.payload;
+      const chart = page.locator(
+        `#steps .step[data-step="${stepNumber}"] svg.scores[data-attempt="${attempt}"]`,
+      );
+      expect(await chart.locator('text.score').allTextContents()).toEqual(scores.map((s) => String(s.score)));
+      expect(await chart.locator('text.threshold-value').allTextContents()).toEqual(
+        scores.map((s) => `≥ ${s.threshold}`),
+      );
+    }
+    const decisions = await page.locator('#steps .decisions li').allTextContents();
+    expect(decisions.join('\n')).toMatch(/^refine → attempt 2/m);
+    expect(decisions.join('\n')).toMatch(/^pivot → attempt 3/m);
+    expect(await page.locator('#phases td').first().textContent()).toBe('plan');
+    expect(await page.locator('#timeline li').count()).toBe(demo.events.length);
+    await page.screenshot({ path: artifact('dashboard-finished.png'), fullPage: true });
+    if (process.env.PGE_UPDATE_SCREENSHOTS === '1') {
+      await page.screenshot({
+        path: artifact('dashboard.png'),
+        fullPage: true,
+        clip: { x: 0, y: 0, width: 1280, height: 2000 },
+      });
+      copyFileSync(artifact('dashboard.png'), join(ROOT, 'docs', 'dashboard.png'));
+    }
+    expect(errors).toEqual([]);
+  });
+
+  it('shows hostile model text as text and runs none of it', async () => {
+    const hostile = await recordRun(`Summarise this page: ${HOSTILE_IMG}`, new HostileModel());
+    const url = await dashboardFor(hostile.path);
+    const { page, errors } = await openPage(browser, url);
+    await page.locator('body[data-status="passed"]').waitFor();
+    await page.locator('#steps details summary').first().click();
+
+    const outputs = await page.locator('#steps pre.output').allTextContents();
+    expect(outputs.length).toBeGreaterThan(0);
+    for (const output of outputs) expect(output).toContain(`${HOSTILE_SCRIPT}\n${HOSTILE_IMG}`);
+    const summaries = await page.locator('#steps p.summary').allTextContents();
+    for (const summary of summaries) expect(summary).toContain(`${HOSTILE_IMG} ${HOSTILE_SCRIPT}`);
+    expect(await page.locator('#overview').textContent()).toContain(HOSTILE_IMG);
+
+    expect(
+      await page.evaluate(() => (globalThis as unknown as { __pwned?: unknown }).__pwned),
+    ).toBeUndefined();
+    expect(await page.locator('main script, main img, main iframe').count()).toBe(0);
+    // An <img src=x> that had become an element would have asked for /x.
+    expect(browser.requested.filter((u) => new URL(u).pathname === '/x')).toEqual([]);
+    await page.screenshot({ path: artifact('dashboard-hostile.png'), fullPage: true });
+    expect(errors).toEqual([]);
+  });
+
+  it('lists the runs seen on NATS and shows the one selected', async () => {
+    const store = new RunStore();
+    open.push(await followNats({ servers: inject('natsUrl') }, store));
+    const dashboard = await startDashboard({ store, debounceMs: 20 });
+    open.push(dashboard);
+    const { page, errors } = await openPage(browser, dashboard.url);
+    const other = await recordRun('Plan a dinner for six');
+    const bus = await NatsBus.connect({ servers: inject('natsUrl') });
+    open.push(bus);
+    for (const event of demo.events) await publishEvent(bus, event);
+    await page.locator('body[data-status="passed"]').waitFor();
+    for (const event of other.events) await publishEvent(bus, event);
+
+    // Two runs in the selector (after "latest run"); the latest is shown until one is chosen.
+    const options = page.locator('#run-select option');
+    await expect.poll(() => options.count()).toBe(3);
+    const runIds = [other.events[0]!.runId, demo.events[0]!.runId];
+    expect(await options.evaluateAll((o) => o.map((x) => (x as unknown as { value: string }).value))).toEqual(
+      ['', ...runIds],
+    );
+    await expect.poll(() => page.locator('body').getAttribute('data-run')).toBe(runIds[0]);
+    await page.locator('#run-select').selectOption(runIds[1]!);
+    await expect.poll(() => page.locator('body').getAttribute('data-run')).toBe(runIds[1]);
+    expect(await page.locator('#overview').textContent()).toContain(
+      'Write a short guide to brewing green tea',
+    );
+    expect(errors).toEqual([]);
+  });
+});

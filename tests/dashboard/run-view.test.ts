@@ -1,0 +1,156 @@
+import { beforeAll, describe, expect, it } from 'vitest';
+import { activeStates, NAMED_STATES } from '../../src/dashboard/active-state.js';
+import { layoutChart } from '../../src/dashboard/chart-layout.js';
+import { parseLogPrefix } from '../../src/dashboard/log-follower.js';
+import { buildRunView } from '../../src/dashboard/run-view.js';
+import { machineGraph } from '../../src/graph/machine-graph.js';
+import { runMachine } from '../../src/machines/run-machine.js';
+import { stepMachine } from '../../src/machines/step-machine.js';
+import type { RunEvent } from '../../src/schemas/index.js';
+import { type RecordedRun, recordRun } from './support.js';
+
+/**
+ * What the dashboard makes of events, without a browser: the active states, the run view, the
+ * tolerant log prefix and the chart layout, on a real demo run.
+ */
+
+let demo: RecordedRun;
+beforeAll(async () => {
+  demo = await recordRun('Write a short guide to brewing green tea');
+});
+
+/** The events up to and including the first of `type` (after `from`, if given). */
+function upTo(events: readonly RunEvent[], type: RunEvent['type'], from = 0): RunEvent[] {
+  const at = events.findIndex((e, i) => i >= from && e.type === type);
+  expect(at, `no ${type} in the run`).toBeGreaterThanOrEqual(0);
+  return events.slice(0, at + 1);
+}
+
+describe('active states', () => {
+  it('names only states that exist in the machines', () => {
+    const ids = new Set(
+      [...machineGraph(runMachine).nodes, ...machineGraph(stepMachine).nodes].map((n) => n.id),
+    );
+    for (const state of NAMED_STATES) expect(ids, state).toContain(state);
+  });
+
+  it('follows a run through planning, each step phase and completion', () => {
+    const e = demo.events;
+    expect(activeStates(upTo(e, 'plan.requested')).run).toBe('run.planning.calling');
+    expect(activeStates(upTo(e, 'step.contract.requested'))).toEqual({
+      run: 'run.stepping.running',
+      step: 'step.negotiating.proposing',
+      stepNumber: 1,
+    });
+    expect(activeStates(upTo(e, 'step.review.requested')).step).toBe('step.negotiating.reviewing');
+    expect(activeStates(upTo(e, 'step.work.requested')).step).toBe('step.executing');
+    expect(activeStates(upTo(e, 'step.evaluation.requested')).step).toBe('step.evaluating');
+    expect(activeStates(upTo(e, 'step.attempt.judged')).step).toBe('step.judging');
+    expect(activeStates(upTo(e, 'step.retry.scheduled')).step).toBe('step.retrying');
+    expect(activeStates(upTo(e, 'step.passed'))).toMatchObject({
+      run: 'run.stepping.next',
+      step: 'step.passed',
+    });
+    const second = upTo(e, 'step.started', upTo(e, 'step.passed').length);
+    expect(activeStates(second)).toMatchObject({ step: 'step.negotiating.proposing', stepNumber: 2 });
+    expect(activeStates(e)).toMatchObject({ run: 'run.completed', step: 'step.passed', stepNumber: 3 });
+  });
+
+  it('ends in the final state that a failed run names', () => {
+    const last = demo.events.at(-1) as Extract<RunEvent, { type: 'run.completed' }>;
+    const midStep = upTo(demo.events, 'step.work.requested');
+    const failed = (reason: 'budget' | 'interrupted') =>
+      ({
+        ...last,
+        type: 'run.failed',
+        payload: { ...last.payload, passed: false, reason, message: reason },
+      }) as RunEvent;
+    expect(activeStates([...midStep, failed('budget')])).toMatchObject({
+      run: 'run.stopped',
+      step: 'step.stopped',
+    });
+    expect(activeStates([...midStep, failed('interrupted')])).toMatchObject({
+      run: 'run.interrupted',
+      step: 'step.executing',
+    });
+  });
+});
+
+describe('run view', () => {
+  it('holds the plan, every attempt with its scores, the decisions and the usage', () => {
+    const view = buildRunView(demo.events[0]!.runId, demo.events);
+    expect(view.status).toBe('passed');
+    expect(view.task).toBe('Write a short guide to brewing green tea');
+    expect(view.plan?.steps.map((s) => s.status)).toEqual(['passed', 'passed', 'passed']);
+    const judged = demo.events.filter((e) => e.type === 'step.attempt.judged');
+    const attempts = view.steps.flatMap((s) => s.attempts);
+    expect(attempts.map((a) => a.scores)).toEqual(judged.map((e) => e.payload.scores));
+    const signals = view.steps.flatMap((s) => s.decisions.map((d) => d.signal));
+    expect(signals).toEqual(
+      demo.events.filter((e) => e.type === 'step.retry.scheduled').map((e) => e.payload.signal),
+    );
+    expect(signals).toContain('refine');
+    expect(signals).toContain('pivot');
+    // The demo's first step needs an amendment before its contract is approved.
+    expect(view.steps[0]!.rounds.map((r) => r.review?.status)).toEqual(['amendments_required', 'approved']);
+    const completed = demo.events.at(-1) as Extract<RunEvent, { type: 'run.completed' }>;
+    expect(view.totals.calls).toBe(completed.payload.usage.calls);
+    expect(view.totals.promptTokens).toBe(completed.payload.usage.promptTokens);
+    expect(view.phases.reduce((n, p) => n + p.completionTokens, 0)).toBe(
+      completed.payload.usage.completionTokens,
+    );
+    expect(view.timeline).toHaveLength(demo.events.length);
+  });
+
+  it('shows a run seen from the middle', () => {
+    const view = buildRunView('late', demo.events.slice(20));
+    expect(view.task).toBeNull();
+    expect(view.status).toBe('passed');
+    expect(view.steps.map((s) => s.stepNumber)).toEqual([2, 3]);
+  });
+});
+
+describe('log prefix', () => {
+  it('parses every cut of a log into a prefix of its events, never an error', () => {
+    const { text, events } = demo;
+    let previous = 0;
+    for (let end = 0; end <= text.length; end += 61) {
+      const { events: parsed } = parseLogPrefix(text.slice(0, end));
+      expect(parsed).toEqual(events.slice(0, parsed.length));
+      expect(parsed.length).toBeGreaterThanOrEqual(previous);
+      previous = parsed.length;
+    }
+    expect(parseLogPrefix(text)).toEqual({ events, error: null });
+  });
+
+  it('says why a log that is not whole does not parse', () => {
+    const cut = demo.text.slice(0, demo.text.lastIndexOf('```'));
+    const { events, error } = parseLogPrefix(cut);
+    expect(events).toEqual(demo.events.slice(0, -1));
+    expect(error?.message).toMatch(/never closed/);
+  });
+});
+
+describe('chart layout', () => {
+  it('draws every state once, each child inside its parent', () => {
+    for (const machine of [runMachine, stepMachine]) {
+      const graph = machineGraph(machine);
+      const layout = layoutChart(machine);
+      const states = graph.nodes.slice(1);
+      expect(layout.boxes.map((b) => b.id).sort()).toEqual(states.map((n) => n.id).sort());
+      const byId = new Map(layout.boxes.map((b) => [b.id, b]));
+      for (const node of states) {
+        const box = byId.get(node.id)!;
+        expect(box.x + box.w).toBeLessThanOrEqual(layout.width);
+        expect(box.y + box.h).toBeLessThanOrEqual(layout.height);
+        const parent = byId.get(node.parent!);
+        if (!parent) continue;
+        expect(box.x).toBeGreaterThan(parent.x);
+        expect(box.y).toBeGreaterThan(parent.y);
+        expect(box.x + box.w).toBeLessThan(parent.x + parent.w);
+        expect(box.y + box.h).toBeLessThan(parent.y + parent.h);
+      }
+      expect(layout.edges.length).toBeGreaterThan(5);
+    }
+  });
+});
