@@ -1,5 +1,6 @@
 import type { RunEvent } from '../schemas/index.js';
-import { buildRunView, type RunSummary, type RunView, summarize } from './run-view.js';
+import { buildRunView, summarize } from './run-view.js';
+import type { RunSummary, RunView } from './run-view-types.js';
 
 /**
  * The runs the dashboard knows, as event sequences, from whichever source feeds them (a log being

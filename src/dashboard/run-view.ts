@@ -1,117 +1,13 @@
-import type { ContractReview, JudgedScore, Phase, ResolvedCriterion, RunEvent } from '../schemas/index.js';
-import { type ActiveStates, activeStates } from './active-state.js';
+import type { Phase, RunEvent } from '../schemas/index.js';
+import { activeStates } from './active-state.js';
 import { describeEvent } from './event-text.js';
+import type { AttemptView, RunSummary, RunView, StepView } from './run-view-types.js';
 
 /**
  * What the dashboard shows of one run, folded from its events. The page only renders this object,
  * so every rule about what an event means lives here, typed and tested, not in browser code. All
  * strings are data: the page puts them into the DOM as text, never as markup.
  */
-
-/** A plan step as the plan lists it, with how far it got. */
-export interface PlanStepView {
-  id: string;
-  title: string;
-  description: string;
-  dependsOn: string[];
-  status: StepStatus;
-}
-
-/** Where a step stands. */
-export type StepStatus = 'pending' | 'running' | 'passed' | 'failed';
-
-/** One round of contract negotiation: the proposal and, once it came, its review. */
-export interface ContractRoundView {
-  round: number;
-  title: string;
-  acceptanceCriteria: string[];
-  review: ContractReview | null;
-}
-
-/** One attempt at a step: the work, the evaluation and the harness's verdict. */
-export interface AttemptView {
-  attempt: number;
-  output: string | null;
-  /** Why the work was invalid, when it was. */
-  workProblem: string | null;
-  summary: string | null;
-  findings: string[];
-  feedback: string[];
-  /** Why the evaluation was invalid, when it was. */
-  evaluationProblem: string | null;
-  verdict: 'pass' | 'fail' | null;
-  reason: string | null;
-  weightedMean: number | null;
-  scores: JudgedScore[];
-}
-
-/** A retry and its signal: refine keeps the direction, pivot changes it. */
-export interface DecisionView {
-  nextAttempt: number;
-  signal: 'refine' | 'pivot';
-  previousMean: number | null;
-  lastMean: number | null;
-}
-
-/** One run of one plan step (a step run again after a replan gets a second entry). */
-export interface StepView {
-  stepNumber: number;
-  stepId: string;
-  title: string;
-  status: StepStatus;
-  rounds: ContractRoundView[];
-  /** The binding contract: agreed, or imposed at the round limit. */
-  contract: { title: string; acceptanceCriteria: string[]; imposed: boolean; outstanding: string[] } | null;
-  attempts: AttemptView[];
-  decisions: DecisionView[];
-}
-
-/** Model usage of one phase, summed over its calls (repairs included). */
-export interface PhaseView {
-  phase: Phase;
-  calls: number;
-  promptTokens: number;
-  completionTokens: number;
-  costUsd: number;
-  latencyMs: number;
-}
-
-/** One line of the event timeline. */
-export interface TimelineEntry {
-  seq: number;
-  ts: string;
-  type: RunEvent['type'];
-  text: string;
-}
-
-/** Everything the page shows of a run. */
-export interface RunView {
-  runId: string;
-  task: string | null;
-  /** `running` until a closing event; then the run's outcome. */
-  status: 'running' | 'passed' | 'failed';
-  /** The closing event's summary and, for `run.failed`, its reason and message. */
-  outcome: { summary: string; reason: string | null; message: string | null } | null;
-  startedAt: string | null;
-  updatedAt: string | null;
-  durationMs: number | null;
-  models: { planner: string; generator: string; evaluator: string } | null;
-  active: ActiveStates;
-  plan: { scope: string; replan: number; steps: PlanStepView[]; criteria: ResolvedCriterion[] } | null;
-  steps: StepView[];
-  phases: PhaseView[];
-  totals: Omit<PhaseView, 'phase'>;
-  timeline: TimelineEntry[];
-}
-
-/** A line of the run list. */
-export interface RunSummary {
-  runId: string;
-  task: string | null;
-  status: RunView['status'];
-  updatedAt: string | null;
-  events: number;
-}
 
 const PHASES: readonly Phase[] = ['plan', 'contract', 'contract_review', 'work', 'evaluation'];
 

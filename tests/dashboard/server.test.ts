@@ -8,7 +8,7 @@ import { NatsBus } from '../../src/bus/nats-bus.js';
 import { followLog } from '../../src/dashboard/log-follower.js';
 import { followNats } from '../../src/dashboard/nats-source.js';
 import { RunStore } from '../../src/dashboard/run-store.js';
-import type { RunSummary, RunView } from '../../src/dashboard/run-view.js';
+import type { RunSummary, RunView } from '../../src/dashboard/run-view-types.js';
 import { type Dashboard, startDashboard } from '../../src/dashboard/server.js';
 import { type RecordedRun, recordRun, startCli } from './support.js';
 

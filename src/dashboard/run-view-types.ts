@@ -1,0 +1,113 @@
+import type { ContractReview, JudgedScore, Phase, ResolvedCriterion, RunEvent } from '../schemas/index.js';
+import type { ActiveStates } from './active-state.js';
+
+/**
+ * The shape of what the dashboard shows of a run: `buildRunView` folds a run's events into a
+ * `RunView`, the server sends it as JSON, and the page renders it. Every string in it is data,
+ * which the page shows as text.
+ */
+
+/** A plan step as the plan lists it, with how far it got. */
+export interface PlanStepView {
+  id: string;
+  title: string;
+  description: string;
+  dependsOn: string[];
+  status: StepStatus;
+}
+
+/** Where a step stands. */
+export type StepStatus = 'pending' | 'running' | 'passed' | 'failed';
+
+/** One round of contract negotiation: the proposal and, once it came, its review. */
+export interface ContractRoundView {
+  round: number;
+  title: string;
+  acceptanceCriteria: string[];
+  review: ContractReview | null;
+}
+
+/** One attempt at a step: the work, the evaluation and the harness's verdict. */
+export interface AttemptView {
+  attempt: number;
+  output: string | null;
+  /** Why the work was invalid, when it was. */
+  workProblem: string | null;
+  summary: string | null;
+  findings: string[];
+  feedback: string[];
+  /** Why the evaluation was invalid, when it was. */
+  evaluationProblem: string | null;
+  verdict: 'pass' | 'fail' | null;
+  reason: string | null;
+  weightedMean: number | null;
+  scores: JudgedScore[];
+}
+
+/** A retry and its signal: refine keeps the direction, pivot changes it. */
+export interface DecisionView {
+  nextAttempt: number;
+  signal: 'refine' | 'pivot';
+  previousMean: number | null;
+  lastMean: number | null;
+}
+
+/** One run of one plan step (a step run again after a replan gets a second entry). */
+export interface StepView {
+  stepNumber: number;
+  stepId: string;
+  title: string;
+  status: StepStatus;
+  rounds: ContractRoundView[];
+  /** The binding contract: agreed, or imposed at the round limit. */
+  contract: { title: string; acceptanceCriteria: string[]; imposed: boolean; outstanding: string[] } | null;
+  attempts: AttemptView[];
+  decisions: DecisionView[];
+}
+
+/** Model usage of one phase, summed over its calls (repairs included). */
+export interface PhaseView {
+  phase: Phase;
+  calls: number;
+  promptTokens: number;
+  completionTokens: number;
+  costUsd: number;
+  latencyMs: number;
+}
+
+/** One line of the event timeline. */
+export interface TimelineEntry {
+  seq: number;
+  ts: string;
+  type: RunEvent['type'];
+  text: string;
+}
+
+/** Everything the page shows of a run. */
+export interface RunView {
+  runId: string;
+  task: string | null;
+  /** `running` until a closing event; then the run's outcome. */
+  status: 'running' | 'passed' | 'failed';
+  /** The closing event's summary and, for `run.failed`, its reason and message. */
+  outcome: { summary: string; reason: string | null; message: string | null } | null;
+  startedAt: string | null;
+  updatedAt: string | null;
+  durationMs: number | null;
+  models: { planner: string; generator: string; evaluator: string } | null;
+  active: ActiveStates;
+  plan: { scope: string; replan: number; steps: PlanStepView[]; criteria: ResolvedCriterion[] } | null;
+  steps: StepView[];
+  phases: PhaseView[];
+  totals: Omit<PhaseView, 'phase'>;
+  timeline: TimelineEntry[];
+}
+
+/** A line of the run list. */
+export interface RunSummary {
+  runId: string;
+  task: string | null;
+  status: RunView['status'];
+  updatedAt: string | null;
+  events: number;
+}
