@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { existsSync, statSync } from 'node:fs';
 import { basename, dirname, extname, join, resolve } from 'node:path';
 import type { InspectionEvent } from 'xstate';
+import { runSettingsOf } from '../actors/coordinator.js';
 import type { Model } from '../actors/model.js';
 import { OpenAIModel } from '../actors/openai-model.js';
 import { subscribeEvents } from '../bus/channels.js';
@@ -101,18 +102,7 @@ export class PlannerGeneratorEvaluator {
       runId,
       task,
       logPath,
-      maxSteps: o.maxSteps,
-      maxRetriesPerStep: o.maxRetriesPerStep,
-      maxContractRounds: o.maxContractRounds,
-      onStepExhausted: o.onStepExhausted,
-      maxReplans: o.maxReplans,
-      defaultThresholds: o.defaultThresholds,
-      fallbackThreshold: o.fallbackThreshold,
-      budgets: {
-        maxCostUsd: o.maxCostUsd ?? null,
-        maxTokens: o.maxTokens ?? null,
-        maxDurationMs: o.maxDurationMs ?? null,
-      },
+      ...runSettingsOf(o),
       models: this.modelNames,
     });
     this.interrupts.set(runId, handle.interrupt);
