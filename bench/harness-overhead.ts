@@ -34,8 +34,11 @@ export interface HarnessResults {
   sequentialNoOnEvent: HarnessFigures;
 }
 
-/** An instance on the embedded runtime with the metered instant model, counting events when `follow`. */
-function harness(settings: OverheadSettings, name: string, follow: boolean) {
+/**
+ * An instance on the embedded runtime with the metered instant model, counting events when
+ * `follow`, and `batch`, which times runs on it (section 6 reuses it as its in-process baseline).
+ */
+export function harness(settings: OverheadSettings, name: string, follow: boolean) {
   const workingDirectory = join(settings.dir, name);
   mkdirSync(workingDirectory, { recursive: true });
   const model = new MeteredModel(new InstantModel(settings.steps));

@@ -1,16 +1,21 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { cpus, tmpdir, totalmem } from 'node:os';
 import { join } from 'node:path';
+import { findNatsServer } from '../tests/support/nats-server.js';
 import { measureBare } from './bare-xstate.js';
 import { measureHarness } from './harness-overhead.js';
 import { measureMemory } from './memory.js';
+import { measureBusOverhead } from './nats-overhead.js';
+import type { NatsResults } from './nats-report.js';
+import { measureNatsScaling } from './nats-scaling.js';
 import { measurePromptSizes } from './prompt-size.js';
 import { type BenchResults, printReport } from './report.js';
 
 /**
  * `npm run bench`: the harness's overhead per model call against a bare XState loop, prompt size
- * against steps run, and memory per active run, measured in one process and printed as a table
- * followed by one line of JSON. Logs go to a temporary directory, deleted at the end.
+ * against steps run, memory per active run, and on a private nats-server throughput against
+ * workers per role and the bus's cost per model call, measured in one process and printed as a
+ * table followed by one line of JSON. Logs go to a temporary directory, deleted at the end.
  * See docs/benchmarks.md for what each figure means.
  */
 
@@ -26,6 +31,39 @@ const SETTINGS = {
   /** After the memory measure, how long the 1,000 runs go on before the rest are interrupted. */
   drainWindowMs: 10_000,
 } as const;
+
+/** Settings of sections 5-6 (NATS). */
+const NATS_SETTINGS = {
+  scaling: {
+    workers: [1, 2, 4, 8],
+    runsPerWorker: 4,
+    modelDelayMs: 200,
+    /** About one run's duration at saturation: 4 runs per worker × 5 generator calls × 200 ms. */
+    startSpreadMs: 4_000,
+    warmupMs: 4_000,
+    windowMs: 20_000,
+    maxSteps: 2,
+    maxRetriesPerStep: 0,
+  },
+  busOverhead: { steps: 3, warmupRuns: 20, runs: 50, reps: 3, workerConcurrency: 4 },
+} as const;
+
+/** Sections 5-6, or why they cannot run (no nats-server binary). */
+async function measureNats(dir: string): Promise<NatsResults> {
+  try {
+    findNatsServer();
+  } catch (error) {
+    return { skipped: error instanceof Error ? error.message : String(error) };
+  }
+  const scaling = await section(
+    `5/6 scaling on NATS (workers per role ${NATS_SETTINGS.scaling.workers.join(', ')})`,
+    () => measureNatsScaling({ dir, ...NATS_SETTINGS.scaling }),
+  );
+  const busOverhead = await section('6/6 bus overhead per model call, NATS vs in process', () =>
+    measureBusOverhead({ dir, ...NATS_SETTINGS.busOverhead }),
+  );
+  return { scaling, busOverhead };
+}
 
 /** Runs one section, telling stderr what it does and how long it took. */
 async function section<T>(name: string, body: () => Promise<T>): Promise<T> {
@@ -49,14 +87,14 @@ async function main(): Promise<void> {
       cpuModel: cpu[0]?.model.trim() ?? 'unknown',
       memoryGiB: Math.round((totalmem() / 2 ** 30) * 10) / 10,
     };
-    const harness = await section('1/4 harness overhead (pge runs on the embedded bus, log on disk)', () =>
+    const harness = await section('1/6 harness overhead (pge runs on the embedded bus, log on disk)', () =>
       measureHarness({ dir, ...SETTINGS }),
     );
-    const bare = await section('2/4 bare XState loop', () => measureBare(SETTINGS));
-    const prompts = await section('3/4 prompt size against steps run (plans of 10, 50, 200 steps)', () =>
+    const bare = await section('2/6 bare XState loop', () => measureBare(SETTINGS));
+    const prompts = await section('3/6 prompt size against steps run (plans of 10, 50, 200 steps)', () =>
       measurePromptSizes(dir),
     );
-    const memory = await section(`4/4 memory with ${SETTINGS.memoryRuns} runs in flight`, () =>
+    const memory = await section(`4/6 memory with ${SETTINGS.memoryRuns} runs in flight`, () =>
       measureMemory({
         dir,
         runs: SETTINGS.memoryRuns,
@@ -64,6 +102,7 @@ async function main(): Promise<void> {
         drainWindowMs: SETTINGS.drainWindowMs,
       }),
     );
+    const nats = await measureNats(dir);
     const results: BenchResults = {
       machine,
       settings: SETTINGS,
@@ -71,6 +110,7 @@ async function main(): Promise<void> {
       bare,
       prompts,
       memory,
+      nats,
       totalSeconds: (performance.now() - started) / 1000,
     };
     printReport(results);

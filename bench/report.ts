@@ -1,6 +1,7 @@
 import type { HarnessResults } from './harness-overhead.js';
 import type { LoopFigures } from './measure.js';
 import type { MemoryFigures } from './memory.js';
+import { type NatsResults, natsReportLines, scalingVerdict } from './nats-report.js';
 import type { PlanPromptFigures } from './prompt-size.js';
 
 /** Prints the benchmark's tables and, last, one line of JSON with every figure and verdict. */
@@ -20,6 +21,8 @@ export interface BenchResults {
   bare: { sequential: LoopFigures; concurrent: LoopFigures };
   prompts: PlanPromptFigures[];
   memory: MemoryFigures;
+  /** Sections 5-6: scaling and bus overhead on NATS. */
+  nats: NatsResults;
   totalSeconds: number;
 }
 
@@ -79,6 +82,7 @@ export function verdicts(r: BenchResults) {
         measured: r.memory.bytesPerRun,
         pass: r.memory.bytesPerRun <= TARGETS.bytesPerRun,
       },
+      natsScaling: scalingVerdict(r.nats),
     },
   };
 }
@@ -200,6 +204,7 @@ export function printReport(r: BenchResults): void {
     `after release: ${int(mem.callsInWindow)} calls and ${int(mem.runsFinishedInWindow)} finished runs in ${fixed(mem.drainWindowMs / 1000)} s = ${fixed(mem.usPerCallInWindow)} µs per call with up to ${int(mem.runs)} runs in flight; the rest interrupted in ${fixed(mem.interruptMs, 0)} ms`,
   );
   out.push('');
+  out.push(...natsReportLines(r.nats, table));
   out.push(`total ${fixed(r.totalSeconds)} s`);
   console.log(out.join('\n'));
   console.log(JSON.stringify({ ...r, derived: v }));

@@ -1,0 +1,215 @@
+import { execFileSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { jetstreamManager } from '@nats-io/jetstream';
+import type { Model } from '../src/actors/model.js';
+import { createPersistenceActor, type PersistenceActor } from '../src/actors/persistence-actor.js';
+import { createRoleWorker, type RoleWorker } from '../src/actors/role-worker.js';
+import { resolveOptions } from '../src/api/options.js';
+import type { Bus } from '../src/bus/bus.js';
+import { NatsBus } from '../src/bus/nats-bus.js';
+import { subjects } from '../src/bus/subjects.js';
+import { WorkerStoppedError } from '../src/errors.js';
+import { type CoordinatorService, startCoordinatorService } from '../src/runtime/services.js';
+import type { Role, RunEvent } from '../src/schemas/index.js';
+import { type NatsServerHandle, startNatsServer } from '../tests/support/nats-server.js';
+
+/**
+ * The distributed deployment of the NATS sections, in this one process: a coordinator service, a
+ * persistence actor, `workersPerRole` role workers per role and a client, each on its own bus (on
+ * NATS, its own connection), wired as `pge worker --role …` wires them. Also a private nats-server
+ * whose CPU time can be read, so that the server's share of the work is counted too.
+ */
+
+/** The durable consumer the persistence actor reads events through, as `pge worker --role persistence`. */
+export const PERSISTENCE_DURABLE = 'pge-persistence';
+
+const ROLES: readonly Role[] = ['planner', 'generator', 'evaluator'];
+/** How long `stop` waits for the persistence actor to have every event. */
+const CATCH_UP_MS = 5_000;
+
+/** A private nats-server (JetStream, loopback, fresh store) and the CPU time it has used. */
+export interface BenchNatsServer {
+  readonly url: string;
+  /** User + system CPU time of the server process so far (every thread), or null off Linux. */
+  cpuMs(): number | null;
+  stop(): Promise<void>;
+}
+
+let clockTicks: number | null = null;
+
+/** `CLK_TCK`, the unit of the times in `/proc/<pid>/stat` (100 on every common Linux). */
+function ticksPerSecond(): number {
+  if (clockTicks === null) {
+    try {
+      clockTicks = Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim()) || 100;
+    } catch {
+      clockTicks = 100;
+    }
+  }
+  return clockTicks;
+}
+
+/** CPU time of a process from `/proc/<pid>/stat` (utime + stime, fields 14 and 15), or null. */
+function processCpuMs(pid: number): number | null {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    // The command name (field 2) may hold spaces: count fields from the closing parenthesis.
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    const ticks = Number(fields[11]) + Number(fields[12]);
+    return Number.isFinite(ticks) ? (ticks * 1000) / ticksPerSecond() : null;
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * Starts a private nats-server with `tests/support/nats-server.ts` (the one the integration tests
+ * use), asking it to write its pid to `pidFile` so that its CPU time can be read.
+ */
+export async function startBenchNatsServer(pidFile: string): Promise<BenchNatsServer> {
+  const server: NatsServerHandle = await startNatsServer({ args: ['-P', pidFile] });
+  let pid: number | null = null;
+  try {
+    pid = Number(readFileSync(pidFile, 'utf8').trim()) || null;
+  } catch {
+    // No pid file: the server's CPU time is reported as unknown.
+  }
+  return {
+    url: server.url,
+    cpuMs: () => (pid === null ? null : processCpuMs(pid)),
+    stop: () => server.stop(),
+  };
+}
+
+/** Options of `startDeployment`. */
+export interface DeploymentOptions {
+  /** Opens the bus of one service; called once per service (on NATS: one connection each). */
+  connect: (name: string) => Promise<Bus>;
+  /** True on NATS: the persistence actor reads a durable consumer, as in `pge worker --role persistence`. */
+  durablePersistence: boolean;
+  workersPerRole: number;
+  /** Requests each worker handles at once. */
+  concurrency: number;
+  /** The model of the `index`-th worker of `role`. */
+  model: (role: Role, index: number) => Model;
+  /** Where the coordinator says logs go, and where the persistence actor writes them. */
+  workingDirectory: string;
+  /** Run settings of the coordinator (a submission may override them). */
+  maxSteps: number;
+  maxRetriesPerStep: number;
+  /** Where failures of the persistence actor are collected (pass the connector's list too). */
+  errors: string[];
+}
+
+/** A running deployment. */
+export interface Deployment {
+  /** The client's bus: submit runs on it with `submitAndFollow`. */
+  readonly client: Bus;
+  readonly coordinator: CoordinatorService;
+  /** The persistence actor's bus: `flush()` waits until every event so far is in a log. */
+  readonly persistenceBus: Bus;
+  /** Events not yet handed to the persistence actor (NATS: its consumer's pending count), or null. */
+  persistenceBacklog(): Promise<number | null>;
+  /**
+   * Interrupts the runs still going, stops the workers (requests in flight are aborted), waits for
+   * the persistence actor to catch up (at most 5 s, then it is reported), closes every log and bus.
+   */
+  stop(): Promise<void>;
+}
+
+/** Starts the services. Every bus is opened before anything subscribes, as separate processes would be. */
+export async function startDeployment(options: DeploymentOptions): Promise<Deployment> {
+  const { errors } = options;
+  const buses: Bus[] = [];
+  const open = async (name: string): Promise<Bus> => {
+    const bus = await options.connect(name);
+    if (!buses.includes(bus)) buses.push(bus);
+    return bus;
+  };
+  const client = await open('client');
+  const coordinatorBus = await open('coordinator');
+  const persistenceBus = await open('persistence');
+  const workerBuses: { role: Role; index: number; bus: Bus }[] = [];
+  for (const role of ROLES) {
+    for (let index = 0; index < options.workersPerRole; index++) {
+      workerBuses.push({ role, index, bus: await open(`${role}-${index + 1}`) });
+    }
+  }
+
+  const persistence: PersistenceActor = createPersistenceActor({
+    bus: persistenceBus,
+    onError: (runId, error) => errors.push(`log of ${runId}: ${error.message}`),
+    ...(options.durablePersistence && persistenceBus instanceof NatsBus
+      ? {
+          subscribe: (handler: (event: RunEvent) => void | Promise<void>) =>
+            persistenceBus.subscribeDurable(subjects.events('*'), PERSISTENCE_DURABLE, (m) =>
+              handler(m.data as RunEvent),
+            ),
+        }
+      : {}),
+  });
+  const workers: RoleWorker[] = workerBuses.map(({ role, index, bus }) =>
+    createRoleWorker({
+      bus,
+      role,
+      model: options.model(role, index),
+      concurrency: options.concurrency,
+      workerId: `${role}-${index + 1}`,
+    }),
+  );
+  // The workers own the models; the coordinator only reports a name in run.started.
+  const name = 'bench model';
+  const coordinator = startCoordinatorService({
+    bus: coordinatorBus,
+    options: resolveOptions({
+      workingDirectory: options.workingDirectory,
+      maxSteps: options.maxSteps,
+      maxRetriesPerStep: options.maxRetriesPerStep,
+    }),
+    models: { planner: name, generator: name, evaluator: name },
+  });
+  // A subscription reaches the server some time after `subscribe` returns (and a durable consumer
+  // is created asynchronously): until then a submission finds no responders.
+  await Promise.all(buses.map((bus) => bus.flush()));
+
+  return {
+    client,
+    coordinator,
+    persistenceBus,
+    async persistenceBacklog() {
+      if (!(persistenceBus instanceof NatsBus)) return null;
+      const jsm = await jetstreamManager(persistenceBus.connection);
+      const info = await jsm.consumers.info('PGE_EVENTS', PERSISTENCE_DURABLE);
+      return info.num_pending + info.num_ack_pending;
+    },
+    async stop() {
+      await coordinator.stop('interrupt');
+      await Promise.all(workers.map((worker) => worker.stop('abort')));
+      // Bounded: a persistence actor that cannot catch up is a failure to report, not a hang.
+      let timer: NodeJS.Timeout | undefined;
+      const late = new Promise<void>((resolve) => {
+        timer = setTimeout(() => {
+          errors.push(`the persistence actor did not catch up within ${CATCH_UP_MS} ms`);
+          resolve();
+        }, CATCH_UP_MS);
+      });
+      await Promise.race([persistenceBus.flush(), late]);
+      clearTimeout(timer);
+      await persistence.close();
+      await Promise.all(buses.map((bus) => bus.close()));
+    },
+  };
+}
+
+/** Opens one NATS connection per service; failures are collected in `errors`, not printed. */
+export function natsConnector(url: string, errors: string[]): (name: string) => Promise<Bus> {
+  return (name) =>
+    NatsBus.connect({
+      servers: url,
+      name: `pge-bench-${name}`,
+      onHandlerError: (error, subject) => {
+        // Requests abandoned by `stop('abort')` at the end of a configuration are expected.
+        if (!(error instanceof WorkerStoppedError)) errors.push(`${name} on ${subject}: ${String(error)}`);
+      },
+    });
+}

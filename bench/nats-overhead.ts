@@ -1,0 +1,187 @@
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { InProcessBus } from '../src/bus/in-process-bus.js';
+import { WorkerStoppedError } from '../src/errors.js';
+import { submitAndFollow } from '../src/runtime/services.js';
+import { harness } from './harness-overhead.js';
+import { callsPerRun, InstantModel } from './instant-model.js';
+import { type LoopFigures, loopFigures, median } from './measure.js';
+import { MeteredModel } from './metered-model.js';
+import { type Deployment, natsConnector, startBenchNatsServer, startDeployment } from './nats-deployment.js';
+
+/**
+ * Section 6: what the NATS bus costs per model call. The same sequential runs, with the instant
+ * model of sections 1–2, on three set-ups: the embedded runtime through the public API (section
+ * 1's code), the distributed services (coordinator service, one worker per role, persistence,
+ * a client that submits and follows) on one in-process bus, and the same services on NATS with one
+ * connection each. The model's own time is taken out, as in section 1.
+ */
+
+/** Settings of the bus overhead section. */
+export interface BusOverheadSettings {
+  /** Root of the temporary logs and pid file. */
+  dir: string;
+  steps: number;
+  warmupRuns: number;
+  runs: number;
+  /** Batches of `runs` per figure; the median is kept. */
+  reps: number;
+  /** Requests each role worker of the services set-ups handles at once. */
+  workerConcurrency: number;
+}
+
+/** Figures of a set-up; on NATS also the server's CPU time per model call. */
+export interface BusFigures extends LoopFigures {
+  /** nats-server CPU time per model call, in µs (null in process, or when it cannot be read). */
+  serverCpuUsPerCall: number | null;
+}
+
+/** Results of the section, and NATS's net µs per call over each in-process set-up's. */
+export interface BusOverheadResults {
+  settings: Omit<BusOverheadSettings, 'dir'>;
+  embedded: BusFigures;
+  servicesInProcess: BusFigures;
+  servicesNats: BusFigures;
+  natsOverEmbedded: number;
+  natsOverServicesInProcess: number;
+}
+
+const TASK = 'Write a three-part technical document (bus overhead benchmark)';
+
+/** Times sequential runs submitted to a deployment; the log is drained at the end of each batch. */
+function deploymentBatch(
+  deployment: Deployment,
+  model: MeteredModel,
+  settings: BusOverheadSettings,
+  serverCpuMs: () => number | null,
+) {
+  return async (runs: number): Promise<BusFigures> => {
+    model.reset();
+    const server = serverCpuMs();
+    const cpu = process.cpuUsage();
+    const started = performance.now();
+    let passed = 0;
+    for (let i = 0; i < runs; i++) {
+      const { closing } = await submitAndFollow(deployment.client, {
+        task: TASK,
+        options: { maxSteps: settings.steps },
+      });
+      const last = await closing;
+      if (last.type === 'run.completed' && last.payload.passed) passed++;
+    }
+    // A run's log is written by another service: the batch ends when the last one is on disk.
+    await deployment.persistenceBus.flush();
+    const wallMs = performance.now() - started;
+    const used = process.cpuUsage(cpu);
+    const serverAfter = serverCpuMs();
+    const expected = runs * callsPerRun(settings.steps);
+    if (model.calls !== expected || passed !== runs) {
+      throw new Error(
+        `bus overhead: ${model.calls} model calls (expected ${expected}), ${passed}/${runs} passed`,
+      );
+    }
+    const figures = loopFigures(
+      { runs, concurrency: 1, calls: model.calls, modelMs: model.modelMs },
+      { wallMs, cpuMs: (used.user + used.system) / 1000 },
+    );
+    const serverCpuUsPerCall =
+      server === null || serverAfter === null ? null : ((serverAfter - server) * 1000) / model.calls;
+    return { ...figures, serverCpuUsPerCall };
+  };
+}
+
+/** Runs the warm-up and the batches of one services set-up, then stops it. */
+async function measureServices(
+  settings: BusOverheadSettings,
+  deployment: Deployment,
+  model: MeteredModel,
+  errors: string[],
+  serverCpuMs: () => number | null,
+): Promise<BusFigures> {
+  let figures: BusFigures;
+  try {
+    const batch = deploymentBatch(deployment, model, settings, serverCpuMs);
+    await batch(settings.warmupRuns);
+    figures = await median(settings.reps, () => batch(settings.runs));
+  } finally {
+    await deployment.stop();
+  }
+  if (errors.length > 0) throw new Error(`bus overhead: ${errors.join('; ')}`);
+  return figures;
+}
+
+/** The services' settings shared by both buses. */
+function servicesOptions(settings: BusOverheadSettings, model: MeteredModel, workingDirectory: string) {
+  mkdirSync(workingDirectory, { recursive: true });
+  return {
+    workersPerRole: 1,
+    concurrency: settings.workerConcurrency,
+    model: () => model,
+    workingDirectory,
+    maxSteps: settings.steps,
+    maxRetriesPerStep: 3,
+  };
+}
+
+/** Measures the three set-ups in turn. */
+export async function measureBusOverhead(settings: BusOverheadSettings): Promise<BusOverheadResults> {
+  const { dir, ...rest } = settings;
+  const sectionOne = { ...rest, dir, concurrency: 1 };
+  const embedded = harness(sectionOne, 'bus-overhead-embedded', true);
+  let embeddedFigures: LoopFigures;
+  try {
+    await embedded.batch(settings.warmupRuns, 1);
+    embeddedFigures = await median(settings.reps, () => embedded.batch(settings.runs, 1));
+  } finally {
+    await embedded.pge.close();
+  }
+
+  const localErrors: string[] = [];
+  const local = new InProcessBus({
+    onHandlerError: (error, subject) => {
+      if (!(error instanceof WorkerStoppedError)) localErrors.push(`${subject}: ${String(error)}`);
+    },
+  });
+  const localModel = new MeteredModel(new InstantModel(settings.steps));
+  const localDeployment = await startDeployment({
+    ...servicesOptions(settings, localModel, join(dir, 'bus-overhead-in-process')),
+    connect: async () => local,
+    durablePersistence: false,
+    errors: localErrors,
+  });
+  const servicesInProcess = await measureServices(
+    settings,
+    localDeployment,
+    localModel,
+    localErrors,
+    () => null,
+  );
+
+  const natsDir = join(dir, 'bus-overhead-nats');
+  const natsModel = new MeteredModel(new InstantModel(settings.steps));
+  const natsErrors: string[] = [];
+  const opts = servicesOptions(settings, natsModel, natsDir);
+  const server = await startBenchNatsServer(join(natsDir, 'nats-server.pid'));
+  let servicesNats: BusFigures;
+  try {
+    const natsDeployment = await startDeployment({
+      ...opts,
+      connect: natsConnector(server.url, natsErrors),
+      durablePersistence: true,
+      errors: natsErrors,
+    });
+    servicesNats = await measureServices(settings, natsDeployment, natsModel, natsErrors, () =>
+      server.cpuMs(),
+    );
+  } finally {
+    await server.stop();
+  }
+  return {
+    settings: rest,
+    embedded: { ...embeddedFigures, serverCpuUsPerCall: null },
+    servicesInProcess,
+    servicesNats,
+    natsOverEmbedded: servicesNats.usPerCall / embeddedFigures.usPerCall,
+    natsOverServicesInProcess: servicesNats.usPerCall / servicesInProcess.usPerCall,
+  };
+}
