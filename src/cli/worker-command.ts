@@ -141,6 +141,8 @@ export async function workerCommand(argv: readonly string[], io: CliIo): Promise
     });
     stop = (hurry) => service.stop(hurry ? 'interrupt' : 'finish');
   }
+  // "ready" means the server knows this process's subscriptions: a submission sent now is taken.
+  await bus.flush();
   io.stderr.write(`pge worker ${role} ready (${id}) on ${nats.servers ?? 'nats://127.0.0.1:4222'}\n`);
   let hurried = false;
   await untilSignal(io, () => {
