@@ -1,3 +1,5 @@
+import { execFileSync } from 'node:child_process';
+import { join } from 'node:path';
 import type { TestProject } from 'vitest/node';
 import { startNatsServer } from './support/nats-server.js';
 
@@ -16,6 +18,9 @@ declare module 'vitest' {
 }
 
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {
+  // Tests that spawn the CLI run it from dist, as installed: build it once, before any file runs,
+  // so that no test runs a stale build and no two files build at the same time.
+  execFileSync('npm', ['run', 'build'], { cwd: join(import.meta.dirname, '..'), stdio: 'pipe' });
   const given = process.env.NATS_URL?.trim();
   if (given) {
     project.provide('natsUrl', given);

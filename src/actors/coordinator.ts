@@ -14,6 +14,7 @@ import type {
   PlanInput,
   PlanOutput,
   ProposalOutput,
+  RecordParams,
   ReviewOutput,
   WorkInput,
   WorkOutput,
@@ -21,6 +22,8 @@ import type {
 import type {
   ErrorInfo,
   ModelCall,
+  Phase,
+  PhaseTotals,
   RoleRequest,
   RoleResult,
   RoleSuccess,
@@ -28,7 +31,7 @@ import type {
   RunEventDraft,
   RunEventOf,
 } from '../schemas/index.js';
-import { addUsage, ROLE_OF_REQUEST, ZERO_USAGE } from '../schemas/index.js';
+import { addUsage, ROLE_OF_REQUEST, truncatePlan, ZERO_USAGE } from '../schemas/index.js';
 
 /**
  * The coordinator owns a run's statechart. It is the only writer of the run's events: it stamps
@@ -73,6 +76,31 @@ export function runSettingsOf(o: RunSettingsSource): Omit<RunSpec, 'runId' | 'ta
       maxDurationMs: o.maxDurationMs ?? null,
     },
   };
+}
+
+/** Calls, tokens, cost and model time per phase, in phase order, over `calls`. */
+export function phaseTotals(calls: readonly ModelCall[]): PhaseTotals[] {
+  const phases: Phase[] = ['plan', 'contract', 'contract_review', 'work', 'evaluation'];
+  return phases.map((phase) => {
+    const of = calls.filter((c) => c.phase === phase);
+    return {
+      phase,
+      calls: of.length,
+      promptTokens: of.reduce((n, c) => n + c.promptTokens, 0),
+      completionTokens: of.reduce((n, c) => n + c.completionTokens, 0),
+      costUsd: of.reduce((n, c) => n + c.costUsd, 0),
+      latencyMs: of.reduce((n, c) => n + c.latencyMs, 0),
+    };
+  });
+}
+
+/** A chart's event, completed with what only the coordinator knows: the per-phase table. */
+function completeDraft(draft: RecordParams, calls: readonly ModelCall[]): RunEventDraft {
+  if (draft.type === 'run.completed')
+    return { type: draft.type, payload: { ...draft.payload, byPhase: phaseTotals(calls) } };
+  if (draft.type === 'run.failed')
+    return { type: draft.type, payload: { ...draft.payload, byPhase: phaseTotals(calls) } };
+  return draft;
 }
 
 /** A run in progress. */
@@ -280,21 +308,24 @@ export function createCoordinator(options: CoordinatorOptions) {
           return { evaluation, problem: null, ...answer.report };
         }),
       },
-      actions: { record: (_, draft) => void record(draft) },
+      actions: { record: (_, draft) => void record(completeDraft(draft, calls)) },
     });
 
     const machine = runMachine.provide({
       actors: {
         plan: fromPromise<PlanOutput, PlanInput>(async ({ input }) => {
           const answer = await ask({ type: 'plan.requested', payload: { phase: 'plan', input } });
-          const { plan, truncation } = ok(answer, 'plan', 'planner');
+          const answered = ok(answer, 'plan', 'planner');
+          // Cut here too: a planner written in another language may not (DESIGN 1 is the harness's).
+          const cut = answered.truncation ? answered : truncatePlan(answered.plan, input.maxSteps);
+          const { plan, truncation } = cut;
           if (truncation)
             record({ type: 'plan.truncated', payload: { ...truncation, to: plan.steps.length } });
           return { plan, ...answer.report };
         }),
         runStep: steps,
       },
-      actions: { record: (_, draft) => void record(draft) },
+      actions: { record: (_, draft) => void record(completeDraft(draft, calls)) },
     });
 
     const startedAt = clock();

@@ -14,6 +14,12 @@ export interface PersistenceActorOptions {
    * deployment passes a durable consumer, so a restarted persistence process misses nothing.
    */
   subscribe?: (handler: (event: RunEvent) => void | Promise<void>) => BusSubscription;
+  /**
+   * Settle each delivery only once its event is on disk (default false). A durable consumer acks
+   * a message when its handler settles, so with this on a crash between receipt and write leaves
+   * the event in the stream for the restarted process; the in-process bus has no acks to hold.
+   */
+  acknowledgeAfterWrite?: boolean;
   /** Told of every failure to write a run's log; that run must stop, since the log is not best-effort. */
   onError: (runId: string, error: LogWriteError) => void;
 }
@@ -151,7 +157,14 @@ export function createPersistenceActor(options: PersistenceActorOptions): Persis
     else if (run.terminalSeq > 0) finish(run, writer, run.terminalSeq);
   };
 
-  const subscription = subscribe(receive);
+  const subscription = subscribe(
+    options.acknowledgeAfterWrite
+      ? (event) => {
+          receive(event);
+          return flushed(event.runId);
+        }
+      : receive,
+  );
 
   const flushed = (runId: string): Promise<void> => {
     const run = runs.get(runId);

@@ -12,7 +12,7 @@ import type {
   RoleResult,
   RoleSuccess,
 } from '../schemas/index.js';
-import { checkEvaluationCoverage, ROLE_OF_REQUEST } from '../schemas/index.js';
+import { checkEvaluationCoverage, ROLE_OF_REQUEST, truncatePlan } from '../schemas/index.js';
 import type { Model } from './model.js';
 import { buildMessages, repairMessages } from './prompts.js';
 import { responseSchemaFor } from './response-schemas.js';
@@ -66,13 +66,6 @@ function validate(request: RoleRequest, raw: string | null, refusal: string | nu
     : ({ output: parsed.data } as const);
 }
 
-/** Cuts a plan to `maxSteps`, dropping dependencies on the steps cut. */
-function cutPlan(plan: Plan, maxSteps: number): Plan {
-  const steps = plan.steps.slice(0, maxSteps);
-  const kept = new Set(steps.map((s) => s.id));
-  return { ...plan, steps: steps.map((s) => ({ ...s, dependsOn: s.dependsOn.filter((d) => kept.has(d)) })) };
-}
-
 /**
  * Answers one request with `model`: the whole validate-and-repair loop, no bus. A plan with more
  * steps than `maxSteps` is re-asked once, then cut (DESIGN 1), which the result reports.
@@ -91,7 +84,8 @@ export async function answerRequest(
   let raw: string | null = null;
   let problem = '';
   let askedToShorten = false;
-  for (let repair = 0; repair <= maxRepairs; repair++) {
+  // The re-ask of a plan with too many steps is its own, not one of the repairs (DESIGN 1).
+  for (let repair = 0; repair <= maxRepairs + (askedToShorten ? 1 : 0); repair++) {
     const started = performance.now();
     let answer: Awaited<ReturnType<Model['complete']>>;
     try {
@@ -127,20 +121,13 @@ export async function answerRequest(
       if (request.type === 'plan.requested') {
         const plan = checked.output as Plan;
         const maxSteps = request.payload.input.maxSteps;
-        if (plan.steps.length > maxSteps && !askedToShorten && repair < maxRepairs) {
+        if (plan.steps.length > maxSteps && !askedToShorten) {
           askedToShorten = true;
           problem = `the plan has ${plan.steps.length} steps; at most ${maxSteps} are allowed`;
           messages = repairMessages(messages, raw ?? '', problem);
           continue;
         }
-        const truncation =
-          plan.steps.length > maxSteps
-            ? { from: plan.steps.length, droppedStepIds: plan.steps.slice(maxSteps).map((s) => s.id) }
-            : null;
-        return {
-          calls,
-          result: { status: 'ok', phase: 'plan', output: { plan: cutPlan(plan, maxSteps), truncation } },
-        };
+        return { calls, result: { status: 'ok', phase: 'plan', output: truncatePlan(plan, maxSteps) } };
       }
       return { calls, result: { status: 'ok', phase, output: checked.output } as RoleSuccess };
     }

@@ -77,8 +77,16 @@ export const PgeOptionsSchema = z.strictObject({
   maxReplans: z.number().int().min(0, { error: 'maxReplans must be >= 0' }).default(1),
   fallbackThreshold: score('fallbackThreshold').default(6),
   maxCostUsd: positive('maxCostUsd'),
-  maxTokens: positive('maxTokens'),
-  maxDurationMs: positive('maxDurationMs'),
+  maxTokens: z
+    .number()
+    .int({ error: 'maxTokens must be a whole number' })
+    .positive({ error: 'maxTokens must be > 0' })
+    .optional(),
+  maxDurationMs: z
+    .number()
+    .int({ error: 'maxDurationMs must be a whole number of milliseconds' })
+    .positive({ error: 'maxDurationMs must be > 0' })
+    .optional(),
   /** Re-asks after an invalid model answer before failing closed. */
   maxRepairs: z.number().int().min(0).max(10).default(2),
   /** OpenAI-compatible endpoint and key; default `OPENAI_BASE_URL` / `OPENAI_API_KEY`. */

@@ -38,8 +38,10 @@ export class PlannerGeneratorEvaluator {
 
   /** Validates every option first: on a bad one it throws `ConfigurationError` and creates nothing. */
   constructor(options: PgeOptions = {}) {
-    this.options = resolveOptions(options);
-    this.models = buildRoleModels(this.options);
+    const resolved = resolveOptions(options);
+    this.models = buildRoleModels(resolved);
+    // The key lives in the model clients only: `options` is public and ends up in logs and dumps.
+    this.options = { ...resolved, apiKey: resolved.apiKey === undefined ? undefined : '(set)' };
   }
 
   /** The model name each role reports. */

@@ -1,3 +1,4 @@
+import { phaseTotals } from '../actors/coordinator.js';
 import type { RunOutcome, RunStatus } from '../machines/run-machine.js';
 import type { AttemptRecord, ContractRound, StepOutcome } from '../machines/types.js';
 import type {
@@ -9,7 +10,6 @@ import type {
   ResolvedCriterion,
   Usage,
 } from '../schemas/index.js';
-import { addUsage, ZERO_USAGE } from '../schemas/index.js';
 
 /**
  * `lastResult`: the reference's `HarnessResult` fields (outputPath, plan, stepLogs, totalDuration,
@@ -132,24 +132,10 @@ function finalArtifact(outcome: RunOutcome): string {
 }
 
 function usageByPhase(calls: readonly ModelCall[]): Record<Phase, PhaseUsage> {
-  const phases: Phase[] = ['plan', 'contract', 'contract_review', 'work', 'evaluation'];
-  const table = Object.fromEntries(phases.map((p) => [p, { ...ZERO_USAGE, latencyMs: 0 }])) as Record<
+  return Object.fromEntries(phaseTotals(calls).map(({ phase, ...usage }) => [phase, usage])) as Record<
     Phase,
     PhaseUsage
   >;
-  for (const c of calls) {
-    const row = table[c.phase];
-    table[c.phase] = {
-      ...addUsage(row, {
-        promptTokens: c.promptTokens,
-        completionTokens: c.completionTokens,
-        costUsd: c.costUsd,
-        calls: 1,
-      }),
-      latencyMs: row.latencyMs + c.latencyMs,
-    };
-  }
-  return table;
 }
 
 /** Self-assessment against the evaluator's scores, over every attempt that has both. */

@@ -117,6 +117,7 @@ export async function workerCommand(argv: readonly string[], io: CliIo): Promise
       bus,
       // Logs go to this process's working directory, under the name the coordinator chose.
       resolvePath: (event) => join(options.workingDirectory, basename(event.payload.logPath)),
+      acknowledgeAfterWrite: true,
       subscribe: (handler) =>
         bus.subscribeDurable(subjects.events('*'), 'pge-persistence', (m) => handler(m.data as RunEvent)),
       onError: (runId, error) =>

@@ -7,7 +7,6 @@ import type {
   PlanOutline,
   ReplanContext,
   ResolvedCriterion,
-  RunEventDraft,
   RunStopReason,
 } from '../schemas/index.js';
 import { addUsage, ZERO_USAGE } from '../schemas/index.js';
@@ -147,7 +146,7 @@ function stopMessage(context: RunContext): string {
 }
 
 /** The closing event of a run that ended with `context.status`. */
-function closingEvent(context: RunContext): RunEventDraft {
+function closingEvent(context: RunContext): RecordParams {
   const totals = runTotals(context);
   return context.status === 'completed'
     ? { type: 'run.completed', payload: totals }
@@ -319,7 +318,11 @@ export const runMachine = setup({
               dependencies: dependencies(context, context.plan!.steps[context.index]!.dependsOn),
               maxContractRounds: context.maxContractRounds,
               maxRetriesPerStep: context.maxRetriesPerStep,
-              onStepExhausted: context.onStepExhausted,
+              // What will happen if this step is exhausted: a spent replan budget means advance.
+              onStepExhausted:
+                context.onStepExhausted === 'replan' && context.replans >= context.maxReplans
+                  ? 'advance'
+                  : context.onStepExhausted,
               budget: context.budget,
             }),
             onDone: [

@@ -109,8 +109,12 @@ function retryContext(context: StepContext): RetryContext | null {
       };
     }),
     feedback: last.evaluation?.actionableFeedback ?? [],
+    // A fixed sentence, not the validation problem: that can quote the evaluator's raw answer,
+    // which the generator must never see (DESIGN 7).
     invalidEvaluation:
-      last.reason === 'invalid_evaluation' ? (last.problem ?? 'the evaluation was invalid') : null,
+      last.reason === 'invalid_evaluation'
+        ? 'the evaluation of the previous attempt could not be read, so it has no scores; work from the contract'
+        : null,
   };
 }
 

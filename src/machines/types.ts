@@ -127,5 +127,18 @@ export interface StepOutcome {
   error: ErrorInfo | null;
 }
 
-/** The `record` action's parameter: an event for the coordinator to stamp and publish. */
-export type RecordParams = RunEventDraft;
+type ClosingType = 'run.completed' | 'run.failed';
+type ClosingDraft<T extends ClosingType> = {
+  type: T;
+  payload: Omit<Extract<RunEventDraft, { type: T }>['payload'], 'byPhase'>;
+};
+
+/**
+ * The `record` action's parameter: an event for the coordinator to stamp and publish. The closing
+ * events come without their per-phase table, which the coordinator adds: it sees every call's
+ * phase and latency, which the charts do not track.
+ */
+export type RecordParams =
+  | Exclude<RunEventDraft, { type: ClosingType }>
+  | ClosingDraft<'run.completed'>
+  | ClosingDraft<'run.failed'>;

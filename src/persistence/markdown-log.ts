@@ -210,6 +210,18 @@ function renderSummary(event: RunEventOf<'run.completed'> | RunEventOf<'run.fail
     `- **Result**: ${result}\n- **Steps passed**: ${p.stepsPassed} / ${p.stepsTotal}\n- **Total retries**: ${p.totalRetries}\n` +
     `- **Model calls**: ${p.usage.calls} (${p.usage.promptTokens} prompt + ${p.usage.completionTokens} completion tokens, ${usd(p.usage.costUsd)})\n` +
     `- **Duration**: ${seconds(p.durationMs)}\n\n`;
+  if (p.byPhase.length > 0) {
+    // The per-phase breakdown the design article reports by hand.
+    const rows = p.byPhase.map((x) => [
+      x.phase,
+      x.calls,
+      seconds(x.latencyMs),
+      x.promptTokens,
+      x.completionTokens,
+      usd(x.costUsd),
+    ]);
+    out += table(['Phase', 'Calls', 'Model time', 'Prompt tokens', 'Completion tokens', 'Cost'], rows);
+  }
   if (event.type === 'run.failed') out += block('Why it stopped', event.payload.message);
   return out + block('Summary', p.summary);
 }

@@ -191,3 +191,21 @@ export const Role = z.enum(['planner', 'generator', 'evaluator']);
 export type Role = z.infer<typeof Role>;
 export const Phase = z.enum(['plan', 'contract', 'contract_review', 'work', 'evaluation']);
 export type Phase = z.infer<typeof Phase>;
+
+/**
+ * Cuts a plan to `maxSteps` (DESIGN 1: after one re-ask, a longer plan is cut, never silently):
+ * returns the plan, and what was dropped (null when nothing was), dependencies on the dropped
+ * steps removed.
+ */
+export function truncatePlan(
+  plan: Plan,
+  maxSteps: number,
+): { plan: Plan; truncation: { from: number; droppedStepIds: string[] } | null } {
+  if (plan.steps.length <= maxSteps) return { plan, truncation: null };
+  const steps = plan.steps.slice(0, maxSteps);
+  const kept = new Set(steps.map((s) => s.id));
+  return {
+    plan: { ...plan, steps: steps.map((s) => ({ ...s, dependsOn: s.dependsOn.filter((d) => kept.has(d)) })) },
+    truncation: { from: plan.steps.length, droppedStepIds: plan.steps.slice(maxSteps).map((s) => s.id) },
+  };
+}

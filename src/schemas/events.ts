@@ -89,8 +89,20 @@ export type AttemptReason = z.infer<typeof AttemptReason>;
 export const RunStopReason = z.enum(['aborted', 'budget', 'error', 'interrupted']);
 export type RunStopReason = z.infer<typeof RunStopReason>;
 
+/** Calls, tokens, cost and model time of one phase, for the summary's per-phase table. */
+export const PhaseTotals = z.strictObject({
+  phase: Phase,
+  calls: z.number().int().min(0),
+  promptTokens: z.number().int().min(0),
+  completionTokens: z.number().int().min(0),
+  costUsd: z.number().min(0),
+  latencyMs: z.number().min(0),
+});
+export type PhaseTotals = z.infer<typeof PhaseTotals>;
+
 /** The run's closing figures, shared by `run.completed` and `run.failed`. */
 const RunTotals = {
+  byPhase: z.array(PhaseTotals),
   passed: z.boolean(),
   stepsPassed: z.number().int().min(0),
   stepsTotal: z.number().int().min(0),

@@ -54,6 +54,22 @@ describe('bad options get a clear error and nothing half-done', () => {
     rejects({ sharedFilePath: 'x', generatorTools: [] }, /unknown options: sharedFilePath, generatorTools/);
   });
 
+  it('rejects budgets the run could not carry: fractional tokens or milliseconds', () => {
+    rejects({ maxTokens: 1000.5 }, /maxTokens must be a whole number/);
+    rejects({ maxDurationMs: 0.5 }, /maxDurationMs must be a whole number/);
+    rejects({ maxCostUsd: 0 }, /maxCostUsd must be > 0/);
+  });
+
+  it('keeps the API key out of the public options', () => {
+    const pge = new PlannerGeneratorEvaluator({
+      ...agents(),
+      workingDirectory: dir,
+      apiKey: 'sk-test-SECRET-options-0123456789',
+    });
+    expect(JSON.stringify(pge.options)).not.toContain('SECRET');
+    expect(pge.options.apiKey).toBe('(set)');
+  });
+
   it('rejects thresholds outside 1-10', () => {
     rejects({ defaultThresholds: { accuracy: 11 } }, /between 1 and 10/);
     rejects({ defaultThresholds: { accuracy: 0 } }, /between 1 and 10/);

@@ -199,6 +199,18 @@ describe('a run end to end on the embedded bus', () => {
     expect(cut?.payload).toEqual({ from: 3, to: 2, droppedStepIds: ['s3'] });
   });
 
+  it('re-asks a too-long plan even with maxRepairs 0: the re-ask is not a repair', async () => {
+    const { model, result } = await runWith(
+      { ...passingScript(2), plan: [{ json: planOf(4) }, { json: planOf(2) }] },
+      { maxSteps: 2, maxRepairs: 0 },
+    );
+    expect(model.requestsOf('plan')).toHaveLength(2);
+    expect(model.requestsOf('plan')[1]!.messages.at(-1)!.content).toContain(
+      'the plan has 4 steps; at most 2',
+    );
+    expect(result.totalSteps).toBe(2);
+  });
+
   it('stops on a budget before the call that would break it', async () => {
     const model = new ScriptedModel(passingScript(3), { costUsd: 0.01 });
     const pge = new PlannerGeneratorEvaluator({

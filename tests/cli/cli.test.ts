@@ -1,4 +1,4 @@
-import { execFileSync, spawn } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -118,8 +118,7 @@ let tmp: string;
 let server: FakeOpenAI;
 
 beforeAll(async () => {
-  // The CLI runs from dist, as installed; build it once for the whole file.
-  execFileSync('npm', ['run', 'build'], { cwd: ROOT, stdio: 'pipe' });
+  // The CLI runs from dist, as installed: the global setup builds it once for every file.
   server = await startFakeOpenAI();
 }, 120_000);
 

@@ -219,6 +219,7 @@ const RARER_EVENTS: RunEventDraft[] = [
   {
     type: 'run.failed',
     payload: {
+      byPhase: [],
       passed: false,
       stepsPassed: 0,
       stepsTotal: 1,

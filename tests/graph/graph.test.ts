@@ -1,7 +1,7 @@
-import { execFileSync, spawn } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { type AnyStateMachine, and, createMachine, fromPromise, not } from 'xstate';
 import { DIAGRAM_FILES, REGENERATE } from '../../src/graph/diagram-files.js';
 import { exportGraph } from '../../src/graph/export-graph.js';
@@ -287,11 +287,6 @@ describe('any machine', () => {
 });
 
 describe('pge graph', () => {
-  beforeAll(() => {
-    // The CLI runs from dist, as installed.
-    execFileSync('npm', ['run', 'build'], { cwd: ROOT, stdio: 'pipe' });
-  }, 120_000);
-
   function pge(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
     return new Promise((done, fail) => {
       const child = spawn(process.execPath, [BIN, ...args], {

@@ -98,7 +98,9 @@ describe('step chart paths', () => {
     const judged = events.filter((e) => e.type === 'step.attempt.judged').map((e) => e.payload);
     expect(judged[0]).toMatchObject({ verdict: 'fail', reason: 'invalid_evaluation', weightedMean: null });
     expect(judged[0]!.scores.every((s) => s.score === null && !s.passed)).toBe(true);
-    expect(inputs.work[1]!.retry!.invalidEvaluation).toContain('clarity');
+    // The generator learns that the evaluation was unreadable, never what the evaluator wrote.
+    expect(inputs.work[1]!.retry!.invalidEvaluation).toMatch(/could not be read/);
+    expect(inputs.work[1]!.retry!.invalidEvaluation).not.toContain('clarity');
     expect(outcome.totals.passed).toBe(true);
   });
 
@@ -176,6 +178,11 @@ describe('exhaustion policies', () => {
     expect(outcome.status).toBe('completed');
     expect(outcome.totals).toMatchObject({ passed: false, stepsPassed: 1, stepsTotal: 2 });
     expect(events.filter((e) => e.type === 'plan.created').map((e) => e.payload.replan)).toEqual([0, 1]);
+    // The second exhaustion found the replan budget spent: the log says the run advanced.
+    expect(events.filter((e) => e.type === 'step.failed').map((e) => e.payload.policy)).toEqual([
+      'replan',
+      'advance',
+    ]);
   });
 });
 

@@ -260,6 +260,24 @@ export function fullRun(runId: string, options: FullRunOptions = {}): RunEvent[]
     {
       type: 'run.completed',
       payload: {
+        byPhase: [
+          {
+            phase: 'plan',
+            calls: 1,
+            promptTokens: 1200,
+            completionTokens: 300,
+            costUsd: 0.0031,
+            latencyMs: 1400,
+          },
+          {
+            phase: 'work',
+            calls: 2,
+            promptTokens: 2400,
+            completionTokens: 600,
+            costUsd: 0.0062,
+            latencyMs: 2800,
+          },
+        ],
         passed: true,
         stepsPassed: 1,
         stepsTotal: 1,

@@ -128,6 +128,7 @@ describe('the shared-state log format', () => {
     const failed = makeEvent('run-a', 43, {
       type: 'run.failed',
       payload: {
+        byPhase: [],
         passed: false,
         stepsPassed: 0,
         stepsTotal: 2,

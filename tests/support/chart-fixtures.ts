@@ -10,11 +10,12 @@ import type {
   PlanInput,
   PlanOutput,
   ProposalOutput,
+  RecordParams,
   ReviewOutput,
   WorkInput,
   WorkOutput,
 } from '../../src/machines/types.js';
-import type { ContractReview, Evaluation, Plan, RunEventDraft, Usage } from '../../src/schemas/index.js';
+import type { ContractReview, Evaluation, Plan, Usage } from '../../src/schemas/index.js';
 
 /** Test fixtures for the statecharts: fake role actors fed from scripts, plugged in with `provide`. */
 
@@ -75,7 +76,7 @@ export interface ChartScript {
 
 export interface ChartRun {
   outcome: RunOutcome;
-  events: RunEventDraft[];
+  events: RecordParams[];
   inputs: {
     plan: PlanInput[];
     contract: ContractInput[];
@@ -110,7 +111,7 @@ function take<T>(queue: T[] | undefined, what: string): T {
 
 /** Runs the run machine to its end with scripted fake actors and returns what happened. */
 export async function runChart(script: ChartScript, overrides: Partial<RunInput> = {}): Promise<ChartRun> {
-  const events: RunEventDraft[] = [];
+  const events: RecordParams[] = [];
   const inputs: ChartRun['inputs'] = { plan: [], contract: [], review: [], work: [], evaluation: [] };
   const usage = script.usage ?? CALL_USAGE;
   let clock = overrides.startedAt ?? 1_000_000;
@@ -119,7 +120,7 @@ export async function runChart(script: ChartScript, overrides: Partial<RunInput>
     return { usage, finishedAt: clock };
   };
   const plans = [...(script.plans ?? [makePlan()])];
-  const record = (_: unknown, params: RunEventDraft) => {
+  const record = (_: unknown, params: RecordParams) => {
     events.push(params);
   };
   const steps = stepMachine.provide({
@@ -190,4 +191,4 @@ export async function runChart(script: ChartScript, overrides: Partial<RunInput>
 }
 
 /** Event types in order, for asserting the chart's path. */
-export const types = (events: RunEventDraft[]) => events.map((e) => e.type);
+export const types = (events: RecordParams[]) => events.map((e) => e.type);
