@@ -207,10 +207,9 @@ function checkTask(task: unknown): asserts task is string {
 
 /** A log path must be free: pge never truncates a file that holds another run. */
 function checkLogPath(path: string): void {
-  if (existsSync(path) && statSync(path).size > 0) {
-    throw new ConfigurationError(
-      `sharedStatePath ${path} already holds another run; pge never overwrites a log`,
-    );
+  if (existsSync(path) && statSync(path).isFile()) {
+    const what = statSync(path).size > 0 ? 'already holds another run' : 'already exists';
+    throw new ConfigurationError(`sharedStatePath ${path} ${what}; pge never overwrites a log`);
   }
   if (!existsSync(dirname(path)))
     throw new ConfigurationError(`the directory of sharedStatePath ${path} does not exist`);

@@ -126,13 +126,24 @@ export class LogWriter {
 
   async #open(): Promise<void> {
     let handle: FileHandle;
+    // A new log is created exclusively, so two writers can never share one file; only an existing
+    // log of this very run is opened for appending (a resume).
+    let created = true;
     try {
-      handle = await open(this.path, 'a');
+      handle = await open(this.path, 'wx');
     } catch (error) {
-      throw new LogWriteError(`cannot open ${this.path}: ${message(error)}`, { cause: error });
+      if ((error as NodeJS.ErrnoException).code !== 'EEXIST') {
+        throw new LogWriteError(`cannot open ${this.path}: ${message(error)}`, { cause: error });
+      }
+      created = false;
+      try {
+        handle = await open(this.path, 'a');
+      } catch (error2) {
+        throw new LogWriteError(`cannot open ${this.path}: ${message(error2)}`, { cause: error2 });
+      }
     }
     try {
-      this.#nextSeq = (await this.#lastSeqInFile(handle)) + 1;
+      this.#nextSeq = created ? 1 : (await this.#lastSeqInFile(handle)) + 1;
     } catch (error) {
       await handle.close().catch(() => undefined); // the refusal below is the error that matters
       throw error instanceof LogWriteError
@@ -144,9 +155,17 @@ export class LogWriter {
     this.#writtenSeq = this.#nextSeq - 1;
   }
 
-  /** 0 for a new or empty file; the last seq of this run's own log when resuming; throws otherwise. */
+  /** The last seq of this run's own existing log (a resume), 0 for a device; throws for any other file. */
   async #lastSeqInFile(handle: FileHandle): Promise<number> {
-    if ((await handle.stat()).size === 0) return 0;
+    // Empty but already there: another writer has just created it, or someone left it; either way
+    // it is not this run's log to resume.
+    const stat = await handle.stat();
+    // A device or pipe (/dev/stdout, say) holds no earlier run: write from the start.
+    if (!stat.isFile()) return 0;
+    if (stat.size === 0)
+      throw new LogWriteError(
+        `${this.path} already exists (empty): another writer may hold it; pge never shares a log`,
+      );
     const text = await readFile(this.path, 'utf8');
     const owner = readLogRunId(text);
     if (owner === null)

@@ -84,6 +84,22 @@ describe('LogWriter', () => {
     expect(await readFile(path, 'utf8')).toBe(other);
   });
 
+  it('lets only one of two writers that start together on a new path have it', async () => {
+    const path = join(dir, 'shared.md');
+    const opened = await Promise.allSettled([
+      LogWriter.open({ path, runId: 'run-a', onError: () => undefined }),
+      LogWriter.open({ path, runId: 'run-b', onError: () => undefined }),
+    ]);
+    const winners = opened.filter((o) => o.status === 'fulfilled');
+    const losers = opened.filter((o) => o.status === 'rejected');
+    expect(winners).toHaveLength(1);
+    expect(losers).toHaveLength(1);
+    expect(String((losers[0] as PromiseRejectedResult).reason)).toMatch(
+      /pge never (shares|overwrites) a log/,
+    );
+    await (winners[0] as PromiseFulfilledResult<LogWriter>).value.close();
+  });
+
   it('never touches a file that is not a pge log', async () => {
     const path = join(dir, 'notes.md');
     await writeFile(path, '# My notes\n');
