@@ -165,6 +165,8 @@ export function createCoordinator(options: CoordinatorOptions) {
     let publishFailure: unknown = null;
 
     let closed = false;
+    /** Requests of this run still waiting for their result. */
+    const asked = new Set<string>();
     const record = <T extends RunEventDraft>(draft: T): RunEventOf<T['type']> => {
       // After the closing event nothing more belongs to the run: a call that was in flight when
       // the run was interrupted answers into the void rather than behind the log's last section.
@@ -201,7 +203,9 @@ export function createCoordinator(options: CoordinatorOptions) {
     ) {
       const request = record(draft as RunEventDraft) as RoleRequest;
       // `record` published the request both as an event and on the role's work queue.
+      asked.add(request.id);
       const result = await new Promise<RoleResult>((resolve) => pending.set(request.id, resolve));
+      asked.delete(request.id);
       const usage = result.calls.reduce(
         (u, c) =>
           addUsage(u, {
@@ -353,10 +357,15 @@ export function createCoordinator(options: CoordinatorOptions) {
     actor.start();
 
     const done = (async () => {
-      const outcome = await toPromise(actor);
-      await Promise.all(publishing);
-      if (publishFailure) throw publishFailure;
-      return outcome;
+      try {
+        const outcome = await toPromise(actor);
+        await Promise.all(publishing);
+        if (publishFailure) throw publishFailure;
+        return outcome;
+      } finally {
+        // An interrupted run leaves requests nobody will answer any more: stop waiting for them.
+        for (const id of asked) pending.delete(id);
+      }
     })();
 
     return {
