@@ -47,18 +47,16 @@ export interface RunSpec extends Omit<RunInput, 'startedAt'> {
 }
 
 /** The options a run's settings are taken from (a subset of the API's resolved options). */
-export interface RunSettingsSource {
-  maxSteps: number;
-  maxRetriesPerStep: number;
-  maxContractRounds: number;
-  onStepExhausted: 'advance' | 'abort' | 'replan';
-  maxReplans: number;
-  defaultThresholds: Record<string, number>;
-  fallbackThreshold: number;
-  maxCostUsd?: number | undefined;
-  maxTokens?: number | undefined;
-  maxDurationMs?: number | undefined;
-}
+export type RunSettingsSource = Pick<
+  RunInput,
+  | 'maxSteps'
+  | 'maxRetriesPerStep'
+  | 'maxContractRounds'
+  | 'onStepExhausted'
+  | 'maxReplans'
+  | 'defaultThresholds'
+  | 'fallbackThreshold'
+> & { maxCostUsd?: number | undefined; maxTokens?: number | undefined; maxDurationMs?: number | undefined };
 
 /** A run's settings from options: the harness bounds and the budgets (`null` is no limit). */
 export function runSettingsOf(o: RunSettingsSource): Omit<RunSpec, 'runId' | 'task' | 'logPath' | 'models'> {
