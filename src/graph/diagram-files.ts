@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { runMachine } from '../machines/run-machine.js';
 import { stepMachine } from '../machines/step-machine.js';
 import { statechartsDoc } from './statecharts-doc.js';
@@ -31,4 +32,20 @@ export const DIAGRAM_FILES: Readonly<Record<string, () => string>> = {
   'docs/diagrams/step-machine.mmd': () => withMermaidHeader(toMermaid(stepMachine)),
   'docs/diagrams/step-machine.dot': () => `${DOT_HEADER}\n${toDot(stepMachine)}`,
   'docs/statecharts.md': () => statechartsDoc(runMachine, stepMachine),
+  'README.md': () => withChartsIn(readFileSync(new URL('../../README.md', import.meta.url), 'utf8')),
 };
+
+/**
+ * The README with its two generated chart blocks (between `<!-- generated from src/machines: … -->`
+ * and `<!-- end generated -->`) replaced by the charts the machines produce now; the prose is kept.
+ */
+function withChartsIn(readme: string): string {
+  const charts: Record<string, string> = {
+    'run-machine': withMermaidHeader(toMermaid(runMachine)),
+    'step-machine': withMermaidHeader(toMermaid(stepMachine)),
+  };
+  return readme.replace(
+    /(<!-- generated from src\/machines: (run-machine|step-machine) -->\n)[\s\S]*?(\n<!-- end generated -->)/g,
+    (_, open: string, name: string, close: string) => `${open}\`\`\`mermaid\n${charts[name]}\n\`\`\`${close}`,
+  );
+}
