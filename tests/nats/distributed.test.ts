@@ -153,6 +153,18 @@ describe('distributed deployment on NATS', () => {
     expect(logged).toEqual(events);
   }, 30_000);
 
+  it('pge run --nats submits to the deployment, shows progress and exits like a local run', async () => {
+    const run = startPge(['run', 'Write a haiku', '--nats', nats.url, '--json'], {
+      OPENAI_API_KEY: 'sk-test-client',
+    });
+    const code = await run.exited();
+    expect(code, run.stderr()).toBe(0);
+    const closing = JSON.parse(run.stdout()) as RunEvent;
+    expect(closing).toMatchObject({ type: 'run.completed', payload: { passed: true, stepsTotal: 3 } });
+    expect(run.stderr()).toMatch(/plan created: 3 steps/);
+    expect(readdirSync(logs)).toContain(`pge_shared_state_${closing.runId}.md`);
+  }, 30_000);
+
   it('streams and consumers exist without any manual setup', async () => {
     const nc = await connect({ servers: nats.url });
     try {
@@ -169,4 +181,20 @@ describe('distributed deployment on NATS', () => {
       await nc.close();
     }
   });
+});
+
+describe('an unreachable NATS server', () => {
+  it('makes pge worker and pge run --nats exit 2 within seconds, saying where they tried', async () => {
+    for (const args of [
+      ['worker', '--role', 'planner', '--demo', '--nats', 'nats://127.0.0.1:1'],
+      ['run', 'Write a haiku', '--nats', 'nats://127.0.0.1:1'],
+    ]) {
+      const started = Date.now();
+      const p = startPge(args, { OPENAI_API_KEY: 'sk-test-unreachable' });
+      const code = await p.exited();
+      expect(code, p.stderr()).toBe(2);
+      expect(p.stderr()).toMatch(/cannot connect to NATS at nats:\/\/127\.0\.0\.1:1/);
+      expect(Date.now() - started).toBeLessThan(10_000);
+    }
+  }, 30_000);
 });
