@@ -25,6 +25,7 @@ import { fileURLToPath } from 'node:url';
 import { stringify } from 'yaml';
 import { z } from 'zod';
 import { MessageRejection } from '../src/bus/codec.js';
+import { RunControl } from '../src/schemas/control.js';
 import type { RunEventType } from '../src/schemas/index.js';
 import {
   AttemptReason,
@@ -174,6 +175,7 @@ function componentSchemas(): Record<string, Json> {
   );
   add(RunSubmissionReply, 'RunSubmissionReply', 'The id of the run that was started.');
   add(MessageRejection, 'MessageRejection', 'A message that a pge process refused on receive, and why.');
+  add(RunControl, 'RunControl', 'A command for a run from outside its coordinator: today, interrupt it.');
   add(SafeId, 'SafeId', 'An id that travels inside NATS subjects: letters, digits, "-" and "_" only.');
   add(Score, 'Score', 'A score on the rubric’s 1–10 scale.');
   add(
@@ -330,6 +332,13 @@ export function buildAsyncApi(options: AsyncApiOptions = {}): Json {
       contentType: 'application/json',
       payload: schemaRef('RunSubmissionReply'),
     },
+    RunControl: {
+      name: 'RunControl',
+      title: 'Run command',
+      summary: 'A command for one run: interrupt it, with the reason its closing event will give.',
+      contentType: 'application/json',
+      payload: schemaRef('RunControl'),
+    },
     MessageRejection: {
       name: 'MessageRejection',
       title: 'Message rejection',
@@ -448,6 +457,15 @@ export function buildAsyncApi(options: AsyncApiOptions = {}): Json {
       description:
         "The requester's reply subject (a NATS inbox, `_INBOX.…`), chosen per request by the client.",
       messages: channelMessages(['RunSubmissionReply']),
+      'x-pge-nats': { transport: 'core' },
+    },
+    runControl: {
+      address: 'pge.run.{runId}.control',
+      title: 'Commands for a run',
+      description:
+        'Core NATS (not stored). The coordinator that owns the run acts on it; the others ignore it. The persistence worker sends an interrupt when a log cannot be written, since the log is not best-effort.',
+      parameters: { runId: ref('#/components/parameters/runId') },
+      messages: channelMessages(['RunControl']),
       'x-pge-nats': { transport: 'core' },
     },
     rejections: {
@@ -572,6 +590,22 @@ export function buildAsyncApi(options: AsyncApiOptions = {}): Json {
       ].join('\n'),
       tags: [tag('integrator')],
       messages: opMessages('runEvents', eventNames),
+    },
+    sendRunControl: {
+      action: 'send',
+      channel: ref('#/channels/runControl'),
+      title: 'Interrupt a run',
+      summary: 'The persistence worker (or an operator) asks the run’s coordinator to stop it.',
+      tags: [tag('persistence'), tag('integrator')],
+      messages: opMessages('runControl', ['RunControl']),
+    },
+    receiveRunControl: {
+      action: 'receive',
+      channel: ref('#/channels/runControl'),
+      title: 'Act on a command for a run',
+      summary: 'The coordinator that owns the run interrupts it; its closing event gives the reason.',
+      tags: [tag('coordinator')],
+      messages: opMessages('runControl', ['RunControl']),
     },
     watchRejections: {
       action: 'receive',

@@ -108,8 +108,8 @@ export interface RunHandle {
   readonly done: Promise<RunOutcome>;
   /** Every model call of the run so far, repairs included. */
   readonly calls: readonly ModelCall[];
-  /** Ends the run as interrupted; a call in flight is abandoned. */
-  interrupt(): void;
+  /** Ends the run as interrupted, `reason` going into its closing event; a call in flight is abandoned. */
+  interrupt(reason?: string): void;
 }
 
 /** Options of `createCoordinator`. */
@@ -184,7 +184,7 @@ export function createCoordinator(options: CoordinatorOptions) {
           (error: unknown) => {
             // A run whose events cannot be published has no record: stop it rather than go on unrecorded.
             publishFailure ??= error;
-            actor.send({ type: 'interrupt' });
+            actor.send({ type: 'interrupt', reason: `its events could not be published: ${String(error)}` });
           },
         ),
       );
@@ -370,7 +370,8 @@ export function createCoordinator(options: CoordinatorOptions) {
       runId,
       done,
       calls,
-      interrupt: () => actor.send({ type: 'interrupt' }),
+      interrupt: (reason?: string) =>
+        actor.send(reason ? { type: 'interrupt', reason } : { type: 'interrupt' }),
     };
   }
 

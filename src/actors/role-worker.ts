@@ -89,7 +89,7 @@ export async function answerRequest(
     const started = performance.now();
     let answer: Awaited<ReturnType<Model['complete']>>;
     try {
-      answer = await model.complete({
+      const call = model.complete({
         role,
         phase,
         schemaName: name,
@@ -97,6 +97,8 @@ export async function answerRequest(
         messages,
         ...(signal ? { signal } : {}),
       });
+      // A model that ignores the signal must not hold a stopping worker: the abort wins the race.
+      answer = signal ? await Promise.race([call, aborted(signal)]) : await call;
     } catch (error) {
       // An aborted call has no result: the request goes back to the queue for another worker.
       if (signal?.aborted) throw error;
@@ -138,6 +140,14 @@ export async function answerRequest(
     raw,
   });
   return { calls, result: { status: 'error', phase, error: describeError(error), raw } };
+}
+
+/** Rejects when `signal` aborts (at once if it already has). */
+function aborted(signal: AbortSignal): Promise<never> {
+  return new Promise((_, reject) => {
+    if (signal.aborted) reject(signal.reason);
+    else signal.addEventListener('abort', () => reject(signal.reason), { once: true });
+  });
 }
 
 /** Options of `createRoleWorker`. */

@@ -1,3 +1,4 @@
+import type { RunControl } from '../schemas/control.js';
 import type { Role, RoleRequest, RoleResult, RunEvent } from '../schemas/index.js';
 import { ROLE_OF_REQUEST } from '../schemas/index.js';
 import type { Bus, BusSubscription } from './bus.js';
@@ -84,4 +85,14 @@ export function subscribeRejections(
   handler: (rejection: MessageRejection) => void,
 ): BusSubscription {
   return bus.subscribe(subjects.rejected, (message) => handler(message.data as MessageRejection));
+}
+
+/** Sends a command to a run's coordinator (`pge.run.<runId>.control`). */
+export function publishControl(bus: Bus, control: RunControl): Promise<void> {
+  return publishOn(bus, () => subjects.control(control.runId), control);
+}
+
+/** Follows the commands for every run; a coordinator acts on those of its own runs. */
+export function subscribeControl(bus: Bus, handler: (control: RunControl) => void): BusSubscription {
+  return bus.subscribe(subjects.control('*'), (message) => handler(message.data as RunControl));
 }

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { MessageRejectedError } from '../errors.js';
+import { RunControl } from '../schemas/control.js';
 import type { Role } from '../schemas/index.js';
 import { ROLE_OF_REQUEST, RoleResult, RunEvent } from '../schemas/index.js';
 import { RunSubmission } from '../schemas/submission.js';
@@ -56,6 +57,14 @@ const RULES: SubjectRule[] = [
   },
   { pattern: subjects.rejected, schema: MessageRejection },
   { pattern: subjects.submit, schema: RunSubmission },
+  {
+    pattern: subjects.control('*'),
+    schema: RunControl,
+    check: (subject, control: RunControl) =>
+      subject === subjects.control(control.runId)
+        ? null
+        : `a command for run ${control.runId} does not belong on ${subject}`,
+  },
 ];
 
 /** Registers the schema of a subject pattern that a later module owns (run submission, …). */

@@ -3,7 +3,8 @@ import type { Role, RunEventType } from '../schemas/index.js';
 /**
  * The one place subjects are built. Events of a run: `pge.run.<runId>.evt.<type>` (the type's dots
  * become subject tokens, so `pge.run.*.evt.step.>` follows every step event); work for a role:
- * `pge.work.<role>`; a worker's reply to a request: `pge.run.<runId>.result`; run submission:
+ * `pge.work.<role>`; a worker's reply to a request: `pge.run.<runId>.result`; commands for a run:
+ * `pge.run.<runId>.control`; run submission:
  * `pge.runs.submit`.
  */
 
@@ -35,6 +36,10 @@ export const subjects = {
   /** Where workers reply to requests of one run (`'*'` for every run). */
   result(runId: string | '*'): string {
     return `pge.run.${runId === '*' ? '*' : assertSubjectToken('run id', runId)}.result`;
+  },
+  /** Commands for one run from outside its coordinator (`'*'` for every run). */
+  control(runId: string | '*'): string {
+    return `pge.run.${runId === '*' ? '*' : assertSubjectToken('run id', runId)}.control`;
   },
   /** Where runs are submitted by request/reply. */
   submit: 'pge.runs.submit',

@@ -5,6 +5,7 @@ import { createPersistenceActor } from '../actors/persistence-actor.js';
 import { createRoleWorker } from '../actors/role-worker.js';
 import { resolveOptions } from '../api/options.js';
 import { buildRoleModel } from '../api/planner-generator-evaluator.js';
+import { publishControl } from '../bus/channels.js';
 import { NatsBus } from '../bus/nats-bus.js';
 import { natsOptionsFromEnv } from '../bus/nats-connection.js';
 import { subjects } from '../bus/subjects.js';
@@ -120,8 +121,15 @@ export async function workerCommand(argv: readonly string[], io: CliIo): Promise
       acknowledgeAfterWrite: true,
       subscribe: (handler) =>
         bus.subscribeDurable(subjects.events('*'), 'pge-persistence', (m) => handler(m.data as RunEvent)),
-      onError: (runId, error) =>
-        io.stderr.write(`pge persistence: the log of run ${runId} failed: ${error.message}\n`),
+      onError: (runId, error) => {
+        io.stderr.write(`pge persistence: the log of run ${runId} failed: ${error.message}\n`);
+        // The log is not best-effort: the run's coordinator stops the run.
+        const reason = `its log could not be written: ${error.message}`;
+        publishControl(bus, { runId, action: 'interrupt', reason, ts: new Date().toISOString() }).catch(
+          (e: unknown) =>
+            io.stderr.write(`pge persistence: could not ask to stop run ${runId}: ${String(e)}\n`),
+        );
+      },
     });
     stop = () => persistence.close();
   } else {

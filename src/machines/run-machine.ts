@@ -64,6 +64,7 @@ export interface RunOutcome {
 }
 
 interface RunContext extends RunInput {
+  interruptReason: string | null;
   plan: Plan | null;
   criteria: ResolvedCriterion[];
   replans: number;
@@ -139,7 +140,9 @@ function stopMessage(context: RunContext): string {
     case 'aborted':
       return `step ${context.outcomes.at(-1)?.stepId} exhausted its attempts and onStepExhausted is "abort"`;
     case 'interrupted':
-      return 'the run was interrupted';
+      return context.interruptReason
+        ? `the run was interrupted: ${context.interruptReason}`
+        : 'the run was interrupted';
     default:
       return context.error ? `${context.error.name}: ${context.error.message}` : 'the run failed';
   }
@@ -171,7 +174,8 @@ export const runMachine = setup({
     context: {} as RunContext,
     input: {} as RunInput,
     output: {} as RunOutcome,
-    events: {} as { type: 'interrupt' },
+    /** `reason` says why in the closing event (a failed log write, a signal, an operator). */
+    events: {} as { type: 'interrupt'; reason?: string },
   },
   actors: {
     plan: fromPromise<PlanOutput, PlanInput>(async () => {
@@ -214,6 +218,7 @@ export const runMachine = setup({
     status: 'failed',
     stoppedBy: null,
     error: null,
+    interruptReason: null,
   }),
   initial: 'planning',
   output: ({ context }) => ({
@@ -226,7 +231,12 @@ export const runMachine = setup({
     stoppedBy: context.stoppedBy,
     error: context.error,
   }),
-  on: { interrupt: '.interrupted' },
+  on: {
+    interrupt: {
+      target: '.interrupted',
+      actions: assign({ interruptReason: ({ event }) => event.reason ?? null }),
+    },
+  },
   states: {
     planning: {
       initial: 'gate',

@@ -3,7 +3,7 @@ import { createCoordinator, type RunSpec, runSettingsOf } from '../actors/coordi
 import type { ResolvedOptions } from '../api/options.js';
 import { newRunId } from '../api/planner-generator-evaluator.js';
 import type { Bus, BusSubscription } from '../bus/bus.js';
-import { subscribeEvents } from '../bus/channels.js';
+import { subscribeControl, subscribeEvents } from '../bus/channels.js';
 import { subjects } from '../bus/subjects.js';
 import { BusError } from '../errors.js';
 import type { Role, RunEvent, RunEventOf } from '../schemas/index.js';
@@ -49,7 +49,7 @@ export function runSpecOf(
 /** A running coordinator service. */
 export interface CoordinatorService {
   /** Runs in progress. */
-  readonly active: ReadonlyMap<string, { interrupt(): void; done: Promise<unknown> }>;
+  readonly active: ReadonlyMap<string, { interrupt(reason?: string): void; done: Promise<unknown> }>;
   /**
    * Stops taking submissions. `finish` waits for the runs in progress; `interrupt` ends them as
    * interrupted (their logs stay consistent), then waits for their closing events.
@@ -64,7 +64,9 @@ export interface CoordinatorService {
 export function startCoordinatorService(service: CoordinatorServiceOptions): CoordinatorService {
   const { bus, options, models } = service;
   const coordinator = createCoordinator({ bus });
-  const active = new Map<string, { interrupt(): void; done: Promise<unknown> }>();
+  const active = new Map<string, { interrupt(reason?: string): void; done: Promise<unknown> }>();
+  // Commands for runs: this coordinator acts on its own runs and ignores the others'.
+  const control = subscribeControl(bus, (command) => active.get(command.runId)?.interrupt(command.reason));
   const subscription: BusSubscription = bus.subscribe(
     subjects.submit,
     async (message) => {
@@ -86,6 +88,7 @@ export function startCoordinatorService(service: CoordinatorServiceOptions): Coo
     active,
     async stop(mode = 'finish') {
       subscription.unsubscribe();
+      control.unsubscribe();
       if (mode === 'interrupt') for (const run of active.values()) run.interrupt();
       await Promise.all([...active.values()].map((r) => r.done));
       coordinator.close();

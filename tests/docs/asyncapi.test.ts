@@ -351,6 +351,7 @@ describe('docs/asyncapi.yaml', () => {
       result: [subjects.result('run-1'), subjects.result('*')],
       submit: [subjects.submit],
       rejected: [subjects.rejected],
+      control: [subjects.control('run-1'), subjects.control('*')],
     };
     // A subject builder added to `subjects` must be added above, or this fails.
     expect(Object.keys(built).sort()).toEqual(Object.keys(subjects).sort());

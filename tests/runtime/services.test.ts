@@ -3,11 +3,14 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { DemoModel } from '../../src/actors/demo-model.js';
+import type { Model } from '../../src/actors/model.js';
 import { createPersistenceActor } from '../../src/actors/persistence-actor.js';
 import { createRoleWorker } from '../../src/actors/role-worker.js';
 import { resolveOptions } from '../../src/api/options.js';
+import { publishControl } from '../../src/bus/channels.js';
 import { InProcessBus } from '../../src/bus/in-process-bus.js';
 import { subjects } from '../../src/bus/subjects.js';
+import { WorkerStoppedError } from '../../src/errors.js';
 import { readLogFile } from '../../src/persistence/index.js';
 import { startCoordinatorService, submitAndFollow } from '../../src/runtime/services.js';
 import type { RunEvent } from '../../src/schemas/index.js';
@@ -20,9 +23,14 @@ beforeEach(() => {
 });
 afterEach(() => rmSync(dir, { recursive: true, force: true }));
 
-function deployment() {
-  const bus = new InProcessBus();
-  const model = new DemoModel();
+function deployment(model: Model = new DemoModel()) {
+  const handlerErrors: unknown[] = [];
+  // Requests abandoned when the workers stop are expected; anything else fails the test below.
+  const bus = new InProcessBus({
+    onHandlerError: (error) => {
+      if (!(error instanceof WorkerStoppedError)) handlerErrors.push(error);
+    },
+  });
   const workers = (['planner', 'generator', 'evaluator'] as const).map((role) =>
     createRoleWorker({ bus, role, model, concurrency: 2 }),
   );
@@ -40,10 +48,12 @@ function deployment() {
     coordinator,
     async close() {
       await coordinator.stop('interrupt');
-      await Promise.all(workers.map((w) => w.stop()));
+      // Abort: a request still in flight belongs to a run that is over.
+      await Promise.all(workers.map((w) => w.stop('abort')));
       await bus.flush();
       await persistence.close();
       await bus.close();
+      expect(handlerErrors).toEqual([]);
     },
   };
 }
@@ -94,6 +104,31 @@ describe('coordinator service', () => {
         /maxSteps/,
       );
       expect(d.coordinator.active.size).toBe(0);
+    } finally {
+      await d.close();
+    }
+  });
+
+  it('interrupts a run on a command for it, with the reason in the closing event', async () => {
+    // A model that never answers: the run is waiting for its plan when the command comes.
+    const silent: Model = { name: 'silent', complete: () => new Promise(() => {}) };
+    const d = deployment(silent);
+    try {
+      const { runId, closing } = await submitAndFollow(d.bus, { task: 'Write a haiku' });
+      await publishControl(d.bus, {
+        runId: 'some-other-run',
+        action: 'interrupt',
+        reason: 'not yours',
+        ts: new Date().toISOString(),
+      });
+      // Not bus.flush(): it would wait for the planner's call, which never returns.
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      expect(d.coordinator.active.has(runId)).toBe(true);
+      const reason = 'its log could not be written: disk full';
+      await publishControl(d.bus, { runId, action: 'interrupt', reason, ts: new Date().toISOString() });
+      const last = await closing;
+      expect(last).toMatchObject({ type: 'run.failed', payload: { reason: 'interrupted' } });
+      expect(last.type === 'run.failed' && last.payload.message).toContain(reason);
     } finally {
       await d.close();
     }
