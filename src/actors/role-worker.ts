@@ -98,7 +98,7 @@ export async function answerRequest(
         ...(signal ? { signal } : {}),
       });
       // A model that ignores the signal must not hold a stopping worker: the abort wins the race.
-      answer = signal ? await Promise.race([call, aborted(signal)]) : await call;
+      answer = signal ? await raceAbort(call, signal) : await call;
     } catch (error) {
       // An aborted call has no result: the request goes back to the queue for another worker.
       if (signal?.aborted) throw error;
@@ -142,11 +142,25 @@ export async function answerRequest(
   return { calls, result: { status: 'error', phase, error: describeError(error), raw } };
 }
 
-/** Rejects when `signal` aborts (at once if it already has). */
-function aborted(signal: AbortSignal): Promise<never> {
-  return new Promise((_, reject) => {
-    if (signal.aborted) reject(signal.reason);
-    else signal.addEventListener('abort', () => reject(signal.reason), { once: true });
+/**
+ * Settles with `call`, or rejects as soon as `signal` aborts. The listener is removed when the call
+ * settles: the worker's signal lives as long as the worker, and a listener per call would pile up.
+ */
+function raceAbort<T>(call: Promise<T>, signal: AbortSignal): Promise<T> {
+  if (signal.aborted) return Promise.reject(signal.reason);
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = () => reject(signal.reason);
+    signal.addEventListener('abort', onAbort, { once: true });
+    call.then(
+      (value) => {
+        signal.removeEventListener('abort', onAbort);
+        resolve(value);
+      },
+      (error: unknown) => {
+        signal.removeEventListener('abort', onAbort);
+        reject(error);
+      },
+    );
   });
 }
 

@@ -2,6 +2,7 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { DemoModel } from '../../src/actors/demo-model.js';
 import { type Script, ScriptedModel } from '../../src/actors/scripted-model.js';
 import type { PgeOptions } from '../../src/api/options.js';
 import { PlannerGeneratorEvaluator } from '../../src/api/planner-generator-evaluator.js';
@@ -236,6 +237,31 @@ describe('a run end to end on the embedded bus', () => {
     await expect(runWith({ plan: [{ throws: boom }] })).rejects.toMatchObject({
       name: 'ModelTransportError',
     });
+  });
+});
+
+describe('long-lived workers', () => {
+  it('leave no listener behind per model call (no MaxListenersExceededWarning after many calls)', async () => {
+    const warnings: Error[] = [];
+    const onWarning = (warning: Error) => warnings.push(warning);
+    process.on('warning', onWarning);
+    try {
+      const model = new DemoModel();
+      const pge = new PlannerGeneratorEvaluator({
+        plannerAgent: model,
+        generatorAgent: model,
+        evaluatorAgent: model,
+        workingDirectory: dir,
+      });
+      // Two runs of 21 calls each on the same workers: far past the 10 listeners Node warns at.
+      await pge.run('first task');
+      await pge.run('second task');
+      await pge.close();
+      await new Promise((resolve) => setImmediate(resolve));
+      expect(warnings.filter((w) => w.name === 'MaxListenersExceededWarning')).toEqual([]);
+    } finally {
+      process.off('warning', onWarning);
+    }
   });
 });
 
