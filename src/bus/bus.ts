@@ -58,3 +58,19 @@ export interface Bus {
 export function reportToConsole(error: unknown, subject: string): void {
   console.error(`pge bus: handler for ${subject} failed:`, error);
 }
+
+/**
+ * Hands a handler failure to `onHandlerError`; a reporter that throws falls back to the console, so
+ * that it cannot stall the subscription that was delivering.
+ */
+export function reportSafely(
+  onHandlerError: (error: unknown, subject: string) => void,
+  error: unknown,
+  subject: string,
+): void {
+  try {
+    onHandlerError(error, subject);
+  } catch (failure) {
+    reportToConsole(failure, subject);
+  }
+}

@@ -67,6 +67,15 @@ const RULES: SubjectRule[] = [
   },
 ];
 
+/** The report of a message refused on receive, for `pge.errors.rejected`. */
+export function rejectionOf(subject: string, error: unknown): MessageRejection {
+  return {
+    subject,
+    problem: error instanceof Error ? error.message : String(error),
+    ts: new Date().toISOString(),
+  };
+}
+
 /** Registers the schema of a subject pattern that a later module owns (run submission, …). */
 export function registerSubjectSchema(pattern: string, schema: z.ZodType): void {
   RULES.push({ pattern, schema });

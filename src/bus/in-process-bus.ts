@@ -8,9 +8,8 @@ import type {
   RequestOptions,
   SubscribeOptions,
 } from './bus.js';
-import { reportToConsole } from './bus.js';
-import type { MessageRejection } from './codec.js';
-import { checkReceived, sealMessage } from './codec.js';
+import { reportSafely, reportToConsole } from './bus.js';
+import { checkReceived, rejectionOf, sealMessage } from './codec.js';
 import { checkSubject, subjectMatches, subjects } from './subjects.js';
 
 /**
@@ -397,11 +396,7 @@ export class InProcessBus implements Bus {
       this.report(error, subject);
       return;
     }
-    const rejection: MessageRejection = {
-      subject,
-      problem: error instanceof Error ? error.message : String(error),
-      ts: new Date().toISOString(),
-    };
+    const rejection = rejectionOf(subject, error);
     try {
       this.send(subjects.rejected, rejection, null, false);
     } catch (failure) {
@@ -410,12 +405,7 @@ export class InProcessBus implements Bus {
   }
 
   private report(error: unknown, subject: string): void {
-    try {
-      this.onHandlerError(error, subject);
-    } catch (failure) {
-      // The reporter failing must not stall the subscription that was delivering.
-      reportToConsole(failure, subject);
-    }
+    reportSafely(this.onHandlerError, error, subject);
   }
 }
 

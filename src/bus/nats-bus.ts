@@ -4,9 +4,8 @@ import type { NatsConnection } from '@nats-io/transport-node';
 import { errors as natsErrors } from '@nats-io/transport-node';
 import { BusError, ConfigurationError } from '../errors.js';
 import type { Bus, BusHandler, BusSubscription, RequestOptions, SubscribeOptions } from './bus.js';
-import { reportToConsole } from './bus.js';
-import type { MessageRejection } from './codec.js';
-import { decodeMessage, encodeMessage } from './codec.js';
+import { reportSafely, reportToConsole } from './bus.js';
+import { decodeMessage, encodeMessage, rejectionOf } from './codec.js';
 import type { NatsConnectionOptions } from './nats-connection.js';
 import { connectNats, describeNatsServers } from './nats-connection.js';
 import { busError, hasCause, within } from './nats-helpers.js';
@@ -345,21 +344,12 @@ export class NatsBus implements Bus {
       this.report(error, subject);
       return;
     }
-    const rejection: MessageRejection = {
-      subject,
-      problem: error instanceof Error ? error.message : String(error),
-      ts: new Date().toISOString(),
-    };
+    const rejection = rejectionOf(subject, error);
     this.publish(subjects.rejected, rejection).catch((failure: unknown) => this.report(failure, subject));
   }
 
   private report(error: unknown, subject: string): void {
-    try {
-      this.onHandlerError(error, subject);
-    } catch (failure) {
-      // The reporter failing must not stall the subscription that was delivering.
-      reportToConsole(failure, subject);
-    }
+    reportSafely(this.onHandlerError, error, subject);
   }
 }
 

@@ -176,3 +176,13 @@ export function toErrorInfo(error: unknown): ErrorInfo {
   }
   return { name: 'Error', message: String(error), retryable: false };
 }
+
+/** `budgetExceeded` for a run's budget state: its limits, its spend, and the time since it started. */
+export function budgetBroken(state: {
+  budgets: Budgets;
+  spent: Usage;
+  startedAt: number;
+  clock: number;
+}): BudgetName | null {
+  return budgetExceeded(state.budgets, state.spent, state.clock - state.startedAt);
+}

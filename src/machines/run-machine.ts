@@ -10,7 +10,7 @@ import type {
   RunStopReason,
 } from '../schemas/index.js';
 import { addUsage, ZERO_USAGE } from '../schemas/index.js';
-import { type BudgetName, budgetExceeded, resolveCriteria, toErrorInfo } from './guards.js';
+import { type BudgetName, budgetBroken, resolveCriteria, toErrorInfo } from './guards.js';
 import { stepMachine } from './step-machine.js';
 import type { BudgetState, PlanInput, PlanOutput, RecordParams, StepInput, StepOutcome } from './types.js';
 
@@ -184,12 +184,7 @@ export const runMachine = setup({
     runStep: stepMachine,
   },
   guards: {
-    overBudget: ({ context }) =>
-      budgetExceeded(
-        context.budget.budgets,
-        context.budget.spent,
-        context.budget.clock - context.startedAt,
-      ) !== null,
+    overBudget: ({ context }) => budgetBroken(context.budget) !== null,
     noMoreSteps: ({ context }) => context.index >= context.plan!.steps.length,
     stepAlreadyPassed: ({ context }) =>
       latest(context, context.plan!.steps[context.index]!.id)?.status === 'passed',
@@ -197,11 +192,7 @@ export const runMachine = setup({
   actions: {
     record: (_, _params: RecordParams) => {},
     noteBudget: assign(({ context }) => ({
-      stoppedBy: budgetExceeded(
-        context.budget.budgets,
-        context.budget.spent,
-        context.budget.clock - context.startedAt,
-      ),
+      stoppedBy: budgetBroken(context.budget),
     })),
   },
 }).createMachine({

@@ -3,7 +3,7 @@ import type { Contract, ContractProposal, ErrorInfo, RetryContext, Usage } from 
 import { addUsage, ZERO_USAGE } from '../schemas/index.js';
 import {
   bestAttemptIndex,
-  budgetExceeded,
+  budgetBroken,
   judgeAttempt,
   lastTwoMeans,
   retriesLeft,
@@ -138,7 +138,7 @@ function outcome(context: StepContext): StepOutcome {
 /** The budget a call would break after spending `report`, or null (DESIGN 9). */
 function budgetAfter(context: StepContext, report: CallReport | null): StepOutcome['stoppedBy'] {
   const budget = report ? spend(context, report).budget : context.budget;
-  return budgetExceeded(budget.budgets, budget.spent, budget.clock - budget.startedAt);
+  return budgetBroken(budget);
 }
 
 /** The step statechart. Provide `proposeContract`, `reviewContract`, `doWork`, `evaluateWork` and `record`. */
@@ -161,12 +161,7 @@ export const stepMachine = setup({
     >,
   },
   guards: {
-    overBudget: ({ context }) =>
-      budgetExceeded(
-        context.budget.budgets,
-        context.budget.spent,
-        context.budget.clock - context.budget.startedAt,
-      ) !== null,
+    overBudget: ({ context }) => budgetBroken(context.budget) !== null,
     contractApproved: ({ context }) => lastRound(context).review?.status === 'approved',
     roundsLeft: ({ context }) => context.round < context.maxContractRounds,
     attemptPassed: ({ context }) => context.attempts[context.attempts.length - 1]?.verdict === 'pass',
@@ -175,11 +170,7 @@ export const stepMachine = setup({
   actions: {
     record: (_, _params: RecordParams) => {},
     noteBudget: assign(({ context }) => ({
-      stoppedBy: budgetExceeded(
-        context.budget.budgets,
-        context.budget.spent,
-        context.budget.clock - context.budget.startedAt,
-      ),
+      stoppedBy: budgetBroken(context.budget),
     })),
   },
 }).createMachine({
