@@ -1,4 +1,8 @@
-import { createActor, fromPromise, type InspectionEvent, toPromise } from 'xstate';
+import { type ActorSystem, createActor, fromPromise, type InspectionEvent, toPromise } from 'xstate';
+
+// biome-ignore lint/suspicious/noExplicitAny: xstate's own AnyActorSystem, which it does not export
+type AnyActorSystem = ActorSystem<any>;
+
 import type { Bus } from '../bus/bus.js';
 import { publishEvent, publishRequest, subscribeResults } from '../bus/channels.js';
 import { PgeError } from '../errors.js';
@@ -138,6 +142,46 @@ class RoleError extends PgeError {
 
 type Success<P extends RoleSuccess['phase']> = Extract<RoleSuccess, { phase: P }>['output'];
 
+/** The draft of a request event: its type and payload. */
+type RequestDraft = RoleRequest extends infer R
+  ? R extends RoleRequest
+    ? Pick<R, 'type' | 'payload'>
+    : never
+  : never;
+
+/** A request, the result its worker sent back, and what the call cost. */
+interface Answer {
+  request: RoleRequest;
+  result: RoleResult['result'];
+  report: CallReport;
+}
+
+/** The output of a successful answer of `phase`; records `role.failed` and throws for a failed one. */
+function ok<P extends RoleSuccess['phase']>(
+  run: { record<T extends RunEventDraft>(draft: T): unknown },
+  answer: Answer,
+  phase: P,
+  role: RoleResult['role'],
+): Success<P> {
+  const { result } = answer;
+  if (result.status === 'error') {
+    run.record({
+      type: 'role.failed',
+      payload: {
+        requestId: answer.request.id,
+        role,
+        phase: result.phase,
+        error: result.error,
+        raw: result.raw,
+      },
+    });
+    throw new RoleError(result.error);
+  }
+  if (result.phase !== phase)
+    throw new RoleError({ name: 'ProtocolError', message: `expected a ${phase} result`, retryable: false });
+  return result.output as Success<P>;
+}
+
 /** Creates a coordinator on `bus`; one coordinator runs any number of runs at once. */
 export function createCoordinator(options: CoordinatorOptions) {
   const { bus } = options;
@@ -153,6 +197,109 @@ export function createCoordinator(options: CoordinatorOptions) {
       pending.delete(result.requestId);
       resolve(result);
     }
+  });
+
+  /** What the charts' actors and `record` action of one run work with, found through the run's actor system. */
+  interface RunScope {
+    record<T extends RunEventDraft>(draft: T): RunEventOf<T['type']>;
+    ask(draft: RequestDraft): Promise<Answer>;
+    readonly calls: ModelCall[];
+  }
+  // The charts are provided once per coordinator, not per run: `provide` builds a new machine,
+  // whose state nodes and transition caches would otherwise be rebuilt for every run. Each run's
+  // actors reach their run through the actor system they belong to.
+  const scopes = new WeakMap<AnyActorSystem, RunScope>();
+  const scopeOf = (system: AnyActorSystem): RunScope => {
+    const scope = scopes.get(system);
+    if (scope === undefined) throw new RunClosedError('an actor of a run this coordinator does not know');
+    return scope;
+  };
+  const recordAction = ({ system }: { system: AnyActorSystem }, draft: RecordParams): void => {
+    const scope = scopeOf(system);
+    scope.record(completeDraft(draft, scope.calls));
+  };
+
+  const steps = stepMachine.provide({
+    actors: {
+      proposeContract: fromPromise<ProposalOutput, ContractInput>(async ({ input, system }) => {
+        const run = scopeOf(system);
+        const answer = await run.ask({
+          type: 'step.contract.requested',
+          payload: { phase: 'contract', input },
+        });
+        const proposal = ok(run, answer, 'contract', 'generator');
+        run.record({
+          type: 'step.contract.proposed',
+          payload: { stepId: input.step.id, stepNumber: input.stepNumber, round: input.round, proposal },
+        });
+        return { proposal, ...answer.report };
+      }),
+      reviewContract: fromPromise<ReviewOutput, ContractReviewInput>(async ({ input, system }) => {
+        const run = scopeOf(system);
+        const answer = await run.ask({
+          type: 'step.review.requested',
+          payload: { phase: 'contract_review', input },
+        });
+        const review = ok(run, answer, 'contract_review', 'evaluator');
+        run.record({
+          type: 'step.contract.reviewed',
+          payload: { stepId: input.step.id, stepNumber: input.stepNumber, round: input.round, review },
+        });
+        return { review, ...answer.report };
+      }),
+      doWork: fromPromise<WorkOutput, WorkInput>(async ({ input, system }) => {
+        const run = scopeOf(system);
+        const answer = await run.ask({ type: 'step.work.requested', payload: { phase: 'work', input } });
+        const ref = { stepId: input.step.id, stepNumber: input.stepNumber, attempt: input.attempt };
+        if (answer.result.status === 'error' && answer.result.error.name === 'InvalidOutputError') {
+          run.record({
+            type: 'step.work.invalid',
+            payload: { ...ref, problem: answer.result.error.message, raw: answer.result.raw },
+          });
+          return { work: null, problem: answer.result.error.message, ...answer.report };
+        }
+        const work = ok(run, answer, 'work', 'generator');
+        run.record({ type: 'step.work.completed', payload: { ...ref, work } });
+        return { work, problem: null, ...answer.report };
+      }),
+      evaluateWork: fromPromise<EvaluateOutput, EvaluationInput>(async ({ input, system }) => {
+        const run = scopeOf(system);
+        const answer = await run.ask({
+          type: 'step.evaluation.requested',
+          payload: { phase: 'evaluation', input },
+        });
+        const ref = { stepId: input.step.id, stepNumber: input.stepNumber, attempt: input.attempt };
+        if (answer.result.status === 'error' && answer.result.error.name === 'InvalidOutputError') {
+          run.record({
+            type: 'step.evaluation.invalid',
+            payload: { ...ref, problem: answer.result.error.message, raw: answer.result.raw },
+          });
+          return { evaluation: null, problem: answer.result.error.message, ...answer.report };
+        }
+        const evaluation = ok(run, answer, 'evaluation', 'evaluator');
+        run.record({ type: 'step.evaluation.completed', payload: { ...ref, evaluation } });
+        return { evaluation, problem: null, ...answer.report };
+      }),
+    },
+    actions: { record: recordAction },
+  });
+
+  const machine = runMachine.provide({
+    actors: {
+      plan: fromPromise<PlanOutput, PlanInput>(async ({ input, system }) => {
+        const run = scopeOf(system);
+        const answer = await run.ask({ type: 'plan.requested', payload: { phase: 'plan', input } });
+        const answered = ok(run, answer, 'plan', 'planner');
+        // Cut here too: a planner written in another language may not (DESIGN 1 is the harness's).
+        const cut = answered.truncation ? answered : truncatePlan(answered.plan, input.maxSteps);
+        const { plan, truncation } = cut;
+        if (truncation)
+          run.record({ type: 'plan.truncated', payload: { ...truncation, to: plan.steps.length } });
+        return { plan, ...answer.report };
+      }),
+      runStep: steps,
+    },
+    actions: { record: recordAction },
   });
 
   function startRun(spec: RunSpec): RunHandle {
@@ -192,29 +339,20 @@ export function createCoordinator(options: CoordinatorOptions) {
     };
 
     /** Sends a request and waits for its result; records the calls it cost. */
-    async function ask(
-      draft: RoleRequest extends infer R
-        ? R extends RoleRequest
-          ? Pick<R, 'type' | 'payload'>
-          : never
-        : never,
-    ) {
+    async function ask(draft: RequestDraft): Promise<Answer> {
       const request = record(draft as RunEventDraft) as RoleRequest;
       // `record` published the request both as an event and on the role's work queue.
       asked.add(request.id);
       const result = await new Promise<RoleResult>((resolve) => pending.set(request.id, resolve));
       asked.delete(request.id);
-      const usage = result.calls.reduce(
-        (u, c) =>
-          addUsage(u, {
-            promptTokens: c.promptTokens,
-            completionTokens: c.completionTokens,
-            costUsd: c.costUsd,
-            calls: 1,
-          }),
-        ZERO_USAGE,
-      );
+      let usage = ZERO_USAGE;
       for (const call of result.calls) {
+        usage = addUsage(usage, {
+          promptTokens: call.promptTokens,
+          completionTokens: call.completionTokens,
+          costUsd: call.costUsd,
+          calls: 1,
+        });
         calls.push(call);
         record({
           type: 'model.call.completed',
@@ -224,111 +362,6 @@ export function createCoordinator(options: CoordinatorOptions) {
       const report: CallReport = { usage, finishedAt: clock() };
       return { request, result: result.result, report };
     }
-
-    function fail(
-      requestId: string,
-      result: RoleResult['result'] & { status: 'error' },
-      role: RoleResult['role'],
-    ): never {
-      record({
-        type: 'role.failed',
-        payload: { requestId, role, phase: result.phase, error: result.error, raw: result.raw },
-      });
-      throw new RoleError(result.error);
-    }
-
-    function ok<P extends RoleSuccess['phase']>(
-      answer: Awaited<ReturnType<typeof ask>>,
-      phase: P,
-      role: RoleResult['role'],
-    ): Success<P> {
-      if (answer.result.status === 'error') fail(answer.request.id, answer.result, role);
-      if (answer.result.phase !== phase)
-        throw new RoleError({
-          name: 'ProtocolError',
-          message: `expected a ${phase} result`,
-          retryable: false,
-        });
-      return answer.result.output as Success<P>;
-    }
-
-    const steps = stepMachine.provide({
-      actors: {
-        proposeContract: fromPromise<ProposalOutput, ContractInput>(async ({ input }) => {
-          const answer = await ask({
-            type: 'step.contract.requested',
-            payload: { phase: 'contract', input },
-          });
-          const proposal = ok(answer, 'contract', 'generator');
-          record({
-            type: 'step.contract.proposed',
-            payload: { stepId: input.step.id, stepNumber: input.stepNumber, round: input.round, proposal },
-          });
-          return { proposal, ...answer.report };
-        }),
-        reviewContract: fromPromise<ReviewOutput, ContractReviewInput>(async ({ input }) => {
-          const answer = await ask({
-            type: 'step.review.requested',
-            payload: { phase: 'contract_review', input },
-          });
-          const review = ok(answer, 'contract_review', 'evaluator');
-          record({
-            type: 'step.contract.reviewed',
-            payload: { stepId: input.step.id, stepNumber: input.stepNumber, round: input.round, review },
-          });
-          return { review, ...answer.report };
-        }),
-        doWork: fromPromise<WorkOutput, WorkInput>(async ({ input }) => {
-          const answer = await ask({ type: 'step.work.requested', payload: { phase: 'work', input } });
-          const ref = { stepId: input.step.id, stepNumber: input.stepNumber, attempt: input.attempt };
-          if (answer.result.status === 'error' && answer.result.error.name === 'InvalidOutputError') {
-            record({
-              type: 'step.work.invalid',
-              payload: { ...ref, problem: answer.result.error.message, raw: answer.result.raw },
-            });
-            return { work: null, problem: answer.result.error.message, ...answer.report };
-          }
-          const work = ok(answer, 'work', 'generator');
-          record({ type: 'step.work.completed', payload: { ...ref, work } });
-          return { work, problem: null, ...answer.report };
-        }),
-        evaluateWork: fromPromise<EvaluateOutput, EvaluationInput>(async ({ input }) => {
-          const answer = await ask({
-            type: 'step.evaluation.requested',
-            payload: { phase: 'evaluation', input },
-          });
-          const ref = { stepId: input.step.id, stepNumber: input.stepNumber, attempt: input.attempt };
-          if (answer.result.status === 'error' && answer.result.error.name === 'InvalidOutputError') {
-            record({
-              type: 'step.evaluation.invalid',
-              payload: { ...ref, problem: answer.result.error.message, raw: answer.result.raw },
-            });
-            return { evaluation: null, problem: answer.result.error.message, ...answer.report };
-          }
-          const evaluation = ok(answer, 'evaluation', 'evaluator');
-          record({ type: 'step.evaluation.completed', payload: { ...ref, evaluation } });
-          return { evaluation, problem: null, ...answer.report };
-        }),
-      },
-      actions: { record: (_, draft) => void record(completeDraft(draft, calls)) },
-    });
-
-    const machine = runMachine.provide({
-      actors: {
-        plan: fromPromise<PlanOutput, PlanInput>(async ({ input }) => {
-          const answer = await ask({ type: 'plan.requested', payload: { phase: 'plan', input } });
-          const answered = ok(answer, 'plan', 'planner');
-          // Cut here too: a planner written in another language may not (DESIGN 1 is the harness's).
-          const cut = answered.truncation ? answered : truncatePlan(answered.plan, input.maxSteps);
-          const { plan, truncation } = cut;
-          if (truncation)
-            record({ type: 'plan.truncated', payload: { ...truncation, to: plan.steps.length } });
-          return { plan, ...answer.report };
-        }),
-        runStep: steps,
-      },
-      actions: { record: (_, draft) => void record(completeDraft(draft, calls)) },
-    });
 
     const startedAt = clock();
     const { runId: _runId, models, ...settings } = spec;
@@ -352,6 +385,7 @@ export function createCoordinator(options: CoordinatorOptions) {
       input: { ...settings, startedAt },
       ...(options.inspect ? { inspect: options.inspect } : {}),
     });
+    scopes.set(actor.system, { record, ask, calls });
     actor.start();
 
     const done = (async () => {
@@ -363,6 +397,7 @@ export function createCoordinator(options: CoordinatorOptions) {
       } finally {
         // An interrupted run leaves requests nobody will answer any more: stop waiting for them.
         for (const id of asked) pending.delete(id);
+        scopes.delete(actor.system);
       }
     })();
 
