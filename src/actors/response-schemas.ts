@@ -165,8 +165,13 @@ export function responseSchemaFor<P extends Phase>(phase: P): ResponseSchema<P> 
   let entry = cache.get(phase);
   if (!entry) {
     const schema = ZOD_SCHEMAS[phase];
-    // Only the JSON Schema is frozen: zod schemas keep lazy caches of their own.
-    entry = { name: `pge_${phase}` as const, schema, jsonSchema: deepFreeze(toStrictJsonSchema(schema)) };
+    // Only the JSON Schema is frozen: zod schemas keep lazy caches of their own. Answers are
+    // checked with the compiled clone (same results and errors, a generated fast path).
+    entry = {
+      name: `pge_${phase}` as const,
+      schema: z.compile(schema),
+      jsonSchema: deepFreeze(toStrictJsonSchema(schema)),
+    };
     cache.set(phase, entry);
   }
   return entry as ResponseSchema<P>;

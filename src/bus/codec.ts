@@ -82,7 +82,7 @@ export function registerSubjectSchema(pattern: string, schema: z.ZodType): void 
   ruleCache.clear();
 }
 
-// Every message looks its rule up on publish and on receive; subjects repeat within a run.
+// Every message looks its rule up when it is validated; subjects repeat within a run.
 const ruleCache = new Map<string, SubjectRule | null>();
 const RULE_CACHE_LIMIT = 4096;
 
@@ -96,11 +96,19 @@ function ruleFor(subject: string): SubjectRule | null {
   return rule;
 }
 
-/** Messages parsed by `sealMessage`, with the rule they were parsed under. */
-const sealed = new WeakMap<object, SubjectRule>();
-/** Objects their sender froze with `freezeMessage`, and what they were sealed into, by schema. */
-const frozenBySender = new WeakSet<object>();
-const sealedFrom = new WeakMap<object, { schema: z.ZodType; parsed: unknown }>();
+// `z.compile` gives the same results and errors through a generated fast path, about twice as
+// fast on pge's events. Compiling takes tens of milliseconds, so each schema is compiled on its
+// first message rather than when the module loads (`pge --help` never pays for it).
+const compiledSchemas = new Map<z.ZodType, z.ZodType>();
+
+function compiledSchema(schema: z.ZodType): z.ZodType {
+  let compiled = compiledSchemas.get(schema);
+  if (compiled === undefined) {
+    compiled = z.compile(schema);
+    compiledSchemas.set(schema, compiled);
+  }
+  return compiled;
+}
 
 function deepFreeze(value: unknown): void {
   if (value === null || typeof value !== 'object' || Object.isFrozen(value)) return;
@@ -108,29 +116,32 @@ function deepFreeze(value: unknown): void {
   for (const child of Object.values(value)) deepFreeze(child);
 }
 
+/** Objects their sender deep-froze with `freezeMessage` so that they are parsed once for several subjects. */
+const frozenBySender = new WeakSet<object>();
+/**
+ * The last frozen message sealed, the schema it was parsed under, and the copy: a request goes
+ * out on its event subject and its work queue one right after the other, so one entry is enough.
+ */
+let lastSealed: { data: object; schema: z.ZodType; parsed: unknown } | null = null;
+
 /**
  * Publish-side validation for a transport that hands objects over in memory: validates like
- * `validateMessage` and returns the parsed copy deep-frozen, remembered as valid for its rule.
+ * `validateMessage` and returns the parsed copy deep-frozen, which every handler can share. A
+ * message its sender froze (`freezeMessage`) and that was just sealed under the same schema is
+ * not parsed again: frozen, it cannot have changed; only the subject check runs.
  */
 export function sealMessage(subject: string, data: unknown): unknown {
   const rule = ruleFor(subject);
-  const reusable = rule !== null && data !== null && typeof data === 'object' && frozenBySender.has(data);
-  if (reusable) {
-    // The sender froze it: unchanged since it was last parsed under this schema, so only the
-    // subject check is left to run.
-    const memo = sealedFrom.get(data);
-    if (memo && memo.schema === rule.schema) {
-      const problem = rule.check?.(subject, memo.parsed as never) ?? null;
-      if (problem) throw new MessageRejectedError(`invalid message on ${subject}: ${problem}`, { subject });
-      sealed.set(memo.parsed as object, rule);
-      return memo.parsed;
-    }
+  if (rule !== null && lastSealed !== null && lastSealed.data === data && lastSealed.schema === rule.schema) {
+    const problem = rule.check?.(subject, lastSealed.parsed as never) ?? null;
+    if (problem) throw new MessageRejectedError(`invalid message on ${subject}: ${problem}`, { subject });
+    return lastSealed.parsed;
   }
   const parsed = validateMessage(subject, data);
-  if (rule && parsed !== null && typeof parsed === 'object') {
+  if (rule !== null && parsed !== null && typeof parsed === 'object') {
     deepFreeze(parsed);
-    sealed.set(parsed, rule);
-    if (reusable) sealedFrom.set(data, { schema: rule.schema, parsed });
+    if (data !== null && typeof data === 'object' && frozenBySender.has(data))
+      lastSealed = { data, schema: rule.schema, parsed };
   }
   return parsed;
 }
@@ -146,24 +157,13 @@ export function freezeMessage<T extends object>(message: T): T {
 }
 
 /**
- * Receive-side validation for an in-memory transport. A sealed message received under the rule it
- * was sealed for is valid by construction — it was parsed on publish and, frozen, cannot have
- * changed since — so it is handed over as it is, shared by every handler (none can alter what
- * another receives). Anything else is parsed as `validateMessage` does.
- */
-export function checkReceived(subject: string, data: unknown): unknown {
-  if (data !== null && typeof data === 'object' && sealed.get(data) === ruleFor(subject)) return data;
-  return validateMessage(subject, data);
-}
-
-/**
  * Validates `data` for `subject` and returns the parsed copy. Subjects outside the contract pass
  * through unchanged. Throws `MessageRejectedError` naming the subject and the problem.
  */
 export function validateMessage(subject: string, data: unknown): unknown {
   const rule = ruleFor(subject);
   if (!rule) return data;
-  const parsed = rule.schema.safeParse(data);
+  const parsed = compiledSchema(rule.schema).safeParse(data);
   if (!parsed.success) {
     throw new MessageRejectedError(`invalid message on ${subject}: ${z.prettifyError(parsed.error)}`, {
       subject,

@@ -9,8 +9,8 @@ import type {
   SubscribeOptions,
 } from './bus.js';
 import { reportSafely, reportToConsole } from './bus.js';
-import { checkReceived, rejectionOf, sealMessage } from './codec.js';
-import { checkSubject, subjectMatches, subjects } from './subjects.js';
+import { sealMessage } from './codec.js';
+import { checkSubject, subjectMatches } from './subjects.js';
 
 /**
  * The bus of the embedded mode: NATS semantics (wildcards, queue groups, request/reply with
@@ -19,7 +19,7 @@ import { checkSubject, subjectMatches, subjects } from './subjects.js';
  * one microtask, and a synchronous handler costs no extra promise.
  */
 
-/** Options of `InProcessBus`. Validation is not an option: messages are validated on send and on receive. */
+/** Options of `InProcessBus`. Validation is not an option: every message is validated when it is sent. */
 export interface InProcessBusOptions {
   /** Told when a handler throws or rejects; the bus goes on delivering. Default: `console.error`. */
   onHandlerError?: (error: unknown, subject: string) => void;
@@ -59,7 +59,6 @@ const NO_ROUTE: Route = Object.freeze({ plain: [], groups: [] });
 interface Host {
   readonly bus: Bus;
   settle(): void;
-  rejectReceived(subject: string, error: unknown): void;
   report(error: unknown, subject: string): void;
   detach(subscription: Subscription): void;
 }
@@ -154,17 +153,11 @@ class Subscription implements BusSubscription {
         host.settle();
         continue;
       }
-      let data: unknown;
-      try {
-        data = checkReceived(envelope.subject, envelope.data);
-      } catch (error) {
-        host.rejectReceived(envelope.subject, error);
-        host.settle();
-        continue;
-      }
       let result: unknown;
       try {
-        result = this.handler(new Delivery(host.bus, envelope.subject, data, envelope.reply));
+        // The envelope holds the copy sealed for this very subject on publish: parsed, then frozen,
+        // so it is still valid on receive and is handed over as it is, shared by every handler.
+        result = this.handler(new Delivery(host.bus, envelope.subject, envelope.data, envelope.reply));
       } catch (error) {
         host.report(error, envelope.subject);
         host.settle();
@@ -187,10 +180,10 @@ class Subscription implements BusSubscription {
 /**
  * The in-process implementation of `Bus`. Messages are validated when published (`sealMessage`:
  * an invalid one rejects the publish and reaches nobody; a valid one is parsed into a deep-frozen
- * copy) and again on receive (`checkReceived`: a sealed copy under its own rule passes as it is,
- * anything else is parsed); a message that fails on receive is reported on `pge.errors.rejected`
- * instead of being delivered. Handlers share the frozen copy, so none can alter what another gets. Delivery is asynchronous and FIFO per
- * subscription; a failing handler is reported through `onHandlerError` and the bus goes on.
+ * copy). What a handler receives is that copy, sealed for the subject it arrives on: still valid
+ * on receive, since it cannot have changed, so it is not parsed twice. Handlers share it, and
+ * none can alter what another gets. Delivery is asynchronous and FIFO per subscription; a failing
+ * handler is reported through `onHandlerError` and the bus goes on.
  */
 export class InProcessBus implements Bus {
   private readonly subscriptions = new Set<Subscription>();
@@ -215,7 +208,6 @@ export class InProcessBus implements Bus {
     this.host = {
       bus: this,
       settle: () => this.settle(),
-      rejectReceived: (subject, error) => this.rejectReceived(subject, error),
       report: (error, subject) => this.report(error, subject),
       detach: (subscription) => {
         this.subscriptions.delete(subscription);
@@ -388,20 +380,6 @@ export class InProcessBus implements Bus {
     const idle = this.idle;
     this.idle = [];
     for (const resolve of idle) resolve();
-  }
-
-  private rejectReceived(subject: string, error: unknown): void {
-    // A rejection report that is itself rejected goes to onHandlerError, never back on the bus: no loop.
-    if (subject === subjects.rejected) {
-      this.report(error, subject);
-      return;
-    }
-    const rejection = rejectionOf(subject, error);
-    try {
-      this.send(subjects.rejected, rejection, null, false);
-    } catch (failure) {
-      this.report(failure, subject);
-    }
   }
 
   private report(error: unknown, subject: string): void {
