@@ -1,7 +1,7 @@
 import type { Bus, BusSubscription } from '../bus/bus.js';
 import { subscribeEvents } from '../bus/channels.js';
 import { LogWriteError } from '../errors.js';
-import { LogWriter } from '../persistence/index.js';
+import { LogWriter, type LogWriterOptions, ThreadedLogWriter } from '../persistence/index.js';
 import type { RunEvent, RunEventOf } from '../schemas/index.js';
 
 /** Options of `createPersistenceActor`. */
@@ -22,7 +22,16 @@ export interface PersistenceActorOptions {
   acknowledgeAfterWrite?: boolean;
   /** Told of every failure to write a run's log; that run must stop, since the log is not best-effort. */
   onError: (runId: string, error: LogWriteError) => void;
+  /**
+   * Render and write the logs on the log thread (default true: `ThreadedLogWriter`), or on the
+   * caller's thread (`LogWriter`). Same files, same guarantees; the thread keeps the markdown and
+   * the disk off the event loop that runs the charts.
+   */
+  logThread?: boolean;
 }
+
+/** What the actor needs of a run's log writer; `LogWriter` and `ThreadedLogWriter` both are one. */
+type RunLogWriter = Pick<LogWriter, 'append' | 'flushed' | 'close' | 'finish'>;
 
 /** The persistence actor: every event of every run, appended to that run's markdown log. */
 export interface PersistenceActor {
@@ -39,7 +48,7 @@ export interface PersistenceActor {
 }
 
 interface RunLog {
-  writer: LogWriter | null;
+  writer: RunLogWriter | null;
   /** Events that came before the run's `run.started`, which names the file. */
   early: RunEvent[];
   /** `flushed()` calls that wait for the writer to exist. */
@@ -54,7 +63,7 @@ interface RunLog {
 const TERMINAL: ReadonlySet<RunEvent['type']> = new Set(['run.completed', 'run.failed']);
 
 /**
- * Subscribes to the events of every run and keeps one ordered `LogWriter` per run, opened when
+ * Subscribes to the events of every run and keeps one ordered log writer per run, opened when
  * the run's `run.started` arrives and closed once its terminal event is on disk. The bus handler
  * only queues (appending is synchronous), so the bus never waits for the disk and writes batch.
  */
@@ -62,6 +71,8 @@ export function createPersistenceActor(options: PersistenceActorOptions): Persis
   const { bus, resolvePath, onError } = options;
   const subscribe = options.subscribe ?? ((handler) => subscribeEvents(bus, '*', handler));
   const runs = new Map<string, RunLog>();
+  const openLog = (o: LogWriterOptions): RunLogWriter =>
+    options.logThread === false ? new LogWriter(o) : new ThreadedLogWriter(o);
 
   const report = (runId: string, run: RunLog, error: LogWriteError): void => {
     if (run.failure !== null) return;
@@ -69,8 +80,8 @@ export function createPersistenceActor(options: PersistenceActorOptions): Persis
     onError(runId, error);
   };
 
-  const start = (run: RunLog, event: RunEventOf<'run.started'>): LogWriter => {
-    const writer = new LogWriter({
+  const start = (run: RunLog, event: RunEventOf<'run.started'>): RunLogWriter => {
+    const writer = openLog({
       path: resolvePath?.(event) ?? event.payload.logPath,
       runId: event.runId,
       onError: (error) => report(event.runId, run, error),
@@ -83,16 +94,13 @@ export function createPersistenceActor(options: PersistenceActorOptions): Persis
     return writer;
   };
 
-  const finish = (run: RunLog, writer: LogWriter, seq: number): void => {
+  const finish = (run: RunLog, writer: RunLogWriter, seq: number): void => {
     run.terminalSeq = seq;
     // Close only once the terminal event is written: over NATS an earlier event may still be on its way.
-    run.done = writer
-      .flushed()
-      .then(() => writer.close())
-      .then(() => {
-        run.closed = true;
-        run.writer = null;
-      });
+    run.done = writer.finish().then(() => {
+      run.closed = true;
+      run.writer = null;
+    });
     // The writer has already told onError of any failure; flushed() callers get the rejection.
     run.done.catch(() => undefined);
   };

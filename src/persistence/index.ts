@@ -13,3 +13,4 @@ export {
   renderEvent,
   renderLog,
 } from './markdown-log.js';
+export { stopLogThread, ThreadedLogWriter } from './threaded-log-writer.js';

@@ -40,8 +40,8 @@ export class LogWriter {
   readonly ready: Promise<void>;
   readonly #onError: (error: LogWriteError) => void;
   #handle: FileHandle | null = null;
-  /** Events that arrived before a lower seq did, or before the file was open. */
-  readonly #held = new Map<number, RunEvent>();
+  /** Events (with their JSON, when the caller had it) that arrived before a lower seq did, or before the file was open. */
+  readonly #held = new Map<number, { event: RunEvent; json: string | undefined }>();
   /** The seq to render next; anything lower is rendered, or was already in the file. */
   #nextSeq = 1;
   #chunks: string[] = [];
@@ -76,8 +76,11 @@ export class LogWriter {
     return writer;
   }
 
-  /** Queues one event. Duplicates and events already in a resumed file are ignored (delivery is at-least-once). */
-  append(event: RunEvent): void {
+  /**
+   * Queues one event; `json` is `JSON.stringify(event)` if the caller already made it. Duplicates
+   * and events already in a resumed file are ignored (delivery is at-least-once).
+   */
+  append(event: RunEvent, json?: string): void {
     if (this.#failure !== null) throw this.#failure;
     if (event.runId !== this.runId) {
       throw new LogWriteError(
@@ -87,7 +90,7 @@ export class LogWriter {
     if (event.seq < this.#nextSeq || this.#held.has(event.seq)) return;
     if (this.#closed)
       throw new LogWriteError(`the log ${this.path} is closed; event seq ${event.seq} was not written`);
-    this.#held.set(event.seq, event);
+    this.#held.set(event.seq, { event, json });
     if (event.seq > this.#highestSeq) this.#highestSeq = event.seq;
     this.#drain();
   }
@@ -97,6 +100,14 @@ export class LogWriter {
     if (this.#failure !== null) return Promise.reject(this.#failure);
     if (this.#writtenSeq >= this.#highestSeq) return Promise.resolve();
     return new Promise((resolve, reject) => this.#waiters.push({ seq: this.#highestSeq, resolve, reject }));
+  }
+
+  /**
+   * Closes the log once every event up to the highest seq appended so far is written: unlike
+   * `close`, it waits for a missing seq (over NATS an earlier event may still be on its way).
+   */
+  finish(): Promise<void> {
+    return this.flushed().then(() => this.close());
   }
 
   /**
@@ -182,11 +193,11 @@ export class LogWriter {
   /** Renders every held event whose predecessors are rendered, and starts a write if none is in flight. */
   #drain(): void {
     if (this.#handle === null || this.#failure !== null) return;
-    let event = this.#held.get(this.#nextSeq);
-    while (event !== undefined) {
+    let held = this.#held.get(this.#nextSeq);
+    while (held !== undefined) {
       this.#held.delete(this.#nextSeq);
-      this.#chunks.push(renderEvent(event));
-      event = this.#held.get(++this.#nextSeq);
+      this.#chunks.push(renderEvent(held.event, held.json));
+      held = this.#held.get(++this.#nextSeq);
     }
     if (!this.#inFlight && this.#chunks.length > 0) {
       this.#inFlight = true;
