@@ -8,19 +8,24 @@ import { subjects, workerQueue } from './subjects.js';
 
 /**
  * Typed channels over a `Bus`, so that no module outside `src/bus` builds a subject or reads a raw
- * message. The bus validates every message before a handler sees it, so the casts below only
- * restate what the subject's schema already guaranteed.
+ * message. Every message published through them is handed over (deep-frozen). The bus validates
+ * every message before a handler sees it, so the casts below only restate what the subject's
+ * schema already guaranteed.
  */
 
-/** A subject built from an invalid id throws; a function that returns a promise should reject instead. */
-function publishOn(bus: Bus, subject: () => string, data: unknown): Promise<void> {
+/**
+ * Publishes `data`, handed over: deep-frozen, so the sender cannot change it afterwards and an
+ * in-memory bus validates it in place (`freezeMessage`). A subject built from an invalid id
+ * throws; a function that returns a promise should reject instead.
+ */
+function publishOn(bus: Bus, subject: () => string, data: object): Promise<void> {
   let built: string;
   try {
     built = subject();
   } catch (error) {
     return Promise.reject(error);
   }
-  return bus.publish(built, data);
+  return bus.publish(built, freezeMessage(data));
 }
 
 /** Publishes a run event on `pge.run.<runId>.evt.<type>`. */
@@ -39,10 +44,9 @@ export function subscribeEvents(
 
 /**
  * Publishes a request event on its run's event subject and queues it for the role that serves
- * it: one message in two places. It is frozen first, so an in-memory bus parses it once.
+ * it: one message in two places.
  */
 export function publishRequest(bus: Bus, request: RoleRequest): Promise<void> {
-  freezeMessage(request);
   return Promise.all([publishEvent(bus, request), enqueueWork(bus, request)]).then(() => undefined);
 }
 

@@ -116,43 +116,41 @@ function deepFreeze(value: unknown): void {
   for (const child of Object.values(value)) deepFreeze(child);
 }
 
-/** Objects their sender deep-froze with `freezeMessage` so that they are parsed once for several subjects. */
-const frozenBySender = new WeakSet<object>();
-/**
- * The last frozen message sealed, the schema it was parsed under, and the copy: a request goes
- * out on its event subject and its work queue one right after the other, so one entry is enough.
- */
-let lastSealed: { data: object; schema: z.ZodType; parsed: unknown } | null = null;
+/** Marks a message whose sender handed it over deep-frozen (`freezeMessage`). */
+const HANDED_OVER: unique symbol = Symbol('pge.handedOver');
+
+function handedOver(data: unknown): data is object {
+  return typeof data === 'object' && data !== null && (data as { [HANDED_OVER]?: true })[HANDED_OVER] === true;
+}
 
 /**
- * Publish-side validation for a transport that hands objects over in memory: validates like
- * `validateMessage` and returns the parsed copy deep-frozen, which every handler can share. A
- * message its sender froze (`freezeMessage`) and that was just sealed under the same schema is
- * not parsed again: frozen, it cannot have changed; only the subject check runs.
+ * Publish-side validation for a transport that hands objects over in memory; returns what every
+ * handler gets, deep-frozen so that none can alter what another receives. A message its sender
+ * handed over with `freezeMessage` cannot change after it is checked, so it is checked where it
+ * is (`validate`: the compiled schema, no copy built) and shared as it is. Anything else is
+ * parsed like `validateMessage`, into a copy that is then frozen.
  */
 export function sealMessage(subject: string, data: unknown): unknown {
   const rule = ruleFor(subject);
-  if (rule !== null && lastSealed !== null && lastSealed.data === data && lastSealed.schema === rule.schema) {
-    const problem = rule.check?.(subject, lastSealed.parsed as never) ?? null;
+  if (rule !== null && handedOver(data) && compiledSchema(rule.schema).validate(data)) {
+    const problem = rule.check?.(subject, data as never) ?? null;
     if (problem) throw new MessageRejectedError(`invalid message on ${subject}: ${problem}`, { subject });
-    return lastSealed.parsed;
+    return data;
   }
   const parsed = validateMessage(subject, data);
-  if (rule !== null && parsed !== null && typeof parsed === 'object') {
-    deepFreeze(parsed);
-    if (data !== null && typeof data === 'object' && frozenBySender.has(data))
-      lastSealed = { data, schema: rule.schema, parsed };
-  }
+  if (rule !== null) deepFreeze(parsed);
   return parsed;
 }
 
 /**
- * Deep-freezes a message its sender will publish more than once (the coordinator's request events
- * go out as an event and as a work item), so that an in-memory bus parses it only once.
+ * Hands a message over to an in-memory bus: deep-freezes it (the sender must not change it after
+ * publishing, as it could not change a message already on the wire) and marks it, so the bus
+ * validates it in place instead of parsing a copy. The typed channels do this for every message.
  */
 export function freezeMessage<T extends object>(message: T): T {
+  if (handedOver(message)) return message;
+  if (!Object.isFrozen(message)) Object.defineProperty(message, HANDED_OVER, { value: true });
   deepFreeze(message);
-  frozenBySender.add(message);
   return message;
 }
 
