@@ -120,7 +120,9 @@ function deepFreeze(value: unknown): void {
 const HANDED_OVER: unique symbol = Symbol('pge.handedOver');
 
 function handedOver(data: unknown): data is object {
-  return typeof data === 'object' && data !== null && (data as { [HANDED_OVER]?: true })[HANDED_OVER] === true;
+  return (
+    typeof data === 'object' && data !== null && (data as { [HANDED_OVER]?: true })[HANDED_OVER] === true
+  );
 }
 
 /**

@@ -39,10 +39,9 @@ function run(command: ToLogThread): void {
   switch (command[0]) {
     case 'open': {
       const [, id, path, runId] = command;
-      writers.set(
-        id,
-        new LogWriter({ path, runId, onError: (error) => reply(['failed', id, error.message]) }),
-      );
+      // Sync writes: this thread has nothing else to do, and skips the thread pool's round trips.
+      const onError = (error: Error): void => reply(['failed', id, error.message]);
+      writers.set(id, new LogWriter({ path, runId, io: 'sync', onError }));
       return;
     }
     case 'append': {

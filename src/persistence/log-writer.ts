@@ -1,6 +1,7 @@
-import { type FileHandle, open, readFile } from 'node:fs/promises';
+import { readFile } from 'node:fs/promises';
 import { LogWriteError } from '../errors.js';
 import type { RunEvent } from '../schemas/index.js';
+import { type LogFile, type LogIo, openLogFile } from './log-file.js';
 import { readLog, readLogRunId } from './log-reader.js';
 import { renderEvent } from './markdown-log.js';
 
@@ -12,6 +13,8 @@ export interface LogWriterOptions {
   runId: string;
   /** Told once, with the first failure; the run must stop, since the log is not best-effort. */
   onError: (error: LogWriteError) => void;
+  /** How the file is written (default `async`; the log thread uses `sync`, see `LogIo`). */
+  io?: LogIo;
 }
 
 interface Waiter {
@@ -39,7 +42,13 @@ export class LogWriter {
   /** Settles when the file is open and checked: rejects with the `LogWriteError` that prevented it. */
   readonly ready: Promise<void>;
   readonly #onError: (error: LogWriteError) => void;
-  #handle: FileHandle | null = null;
+  readonly #io: LogIo;
+  #drainQueued = false;
+  readonly #queuedDrain = (): void => {
+    this.#drainQueued = false;
+    this.#drain();
+  };
+  #handle: LogFile | null = null;
   /** Events (with their JSON, when the caller had it) that arrived before a lower seq did, or before the file was open. */
   readonly #held = new Map<number, { event: RunEvent; json: string | undefined }>();
   /** The seq to render next; anything lower is rendered, or was already in the file. */
@@ -58,6 +67,7 @@ export class LogWriter {
     this.path = options.path;
     this.runId = options.runId;
     this.#onError = options.onError;
+    this.#io = options.io ?? 'async';
     this.ready = this.#open();
     // The rejection is reported through #fail; callers that await `ready` see it as well.
     this.ready.then(
@@ -92,7 +102,12 @@ export class LogWriter {
       throw new LogWriteError(`the log ${this.path} is closed; event seq ${event.seq} was not written`);
     this.#held.set(event.seq, { event, json });
     if (event.seq > this.#highestSeq) this.#highestSeq = event.seq;
-    this.#drain();
+    if (this.#io === 'async') this.#drain();
+    else if (!this.#drainQueued) {
+      // A sync write blocks until it is done, so the events appended together go out together.
+      this.#drainQueued = true;
+      queueMicrotask(this.#queuedDrain);
+    }
   }
 
   /** Resolves when every event appended so far is written (a missing seq holds back those after it). */
@@ -136,19 +151,19 @@ export class LogWriter {
   }
 
   async #open(): Promise<void> {
-    let handle: FileHandle;
+    let handle: LogFile;
     // A new log is created exclusively, so two writers can never share one file; only an existing
     // log of this very run is opened for appending (a resume).
     let created = true;
     try {
-      handle = await open(this.path, 'wx');
+      handle = await openLogFile(this.path, 'wx', this.#io);
     } catch (error) {
       if ((error as NodeJS.ErrnoException).code !== 'EEXIST') {
         throw new LogWriteError(`cannot open ${this.path}: ${message(error)}`, { cause: error });
       }
       created = false;
       try {
-        handle = await open(this.path, 'a');
+        handle = await openLogFile(this.path, 'a', this.#io);
       } catch (error2) {
         throw new LogWriteError(`cannot open ${this.path}: ${message(error2)}`, { cause: error2 });
       }
@@ -167,12 +182,12 @@ export class LogWriter {
   }
 
   /** The last seq of this run's own existing log (a resume), 0 for a device; throws for any other file. */
-  async #lastSeqInFile(handle: FileHandle): Promise<number> {
+  async #lastSeqInFile(handle: LogFile): Promise<number> {
     // Empty but already there: another writer has just created it, or someone left it; either way
     // it is not this run's log to resume.
     const stat = await handle.stat();
     // A device or pipe (/dev/stdout, say) holds no earlier run: write from the start.
-    if (!stat.isFile()) return 0;
+    if (!stat.isFile) return 0;
     if (stat.size === 0)
       throw new LogWriteError(
         `${this.path} already exists (empty): another writer may hold it; pge never shares a log`,
@@ -204,19 +219,19 @@ export class LogWriter {
       const data = Buffer.from(this.#chunks.join(''), 'utf8');
       const upTo = this.#nextSeq - 1;
       this.#chunks = [];
-      this.#write(this.#handle, data).then(
-        () => this.#written(upTo),
-        (error: unknown) => this.#fail(error, 'cannot write'),
-      );
-    }
-  }
-
-  /** `FileHandle.write` may write less than asked; loop until the whole batch is in the file. */
-  async #write(handle: FileHandle, data: Buffer): Promise<void> {
-    let offset = 0;
-    while (offset < data.length) {
-      const { bytesWritten } = await handle.write(data, offset, data.length - offset);
-      offset += bytesWritten;
+      let writing: Promise<void> | undefined;
+      try {
+        writing = this.#handle.write(data);
+      } catch (error) {
+        this.#fail(error, 'cannot write');
+        return;
+      }
+      if (writing === undefined) this.#written(upTo);
+      else
+        writing.then(
+          () => this.#written(upTo),
+          (error: unknown) => this.#fail(error, 'cannot write'),
+        );
     }
   }
 

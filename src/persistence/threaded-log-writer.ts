@@ -8,10 +8,12 @@ import type { LogWriterOptions } from './log-writer.js';
 
 /**
  * A run's log written on the log thread (`log-thread.ts`), as pino writes through a worker
- * thread: the caller's thread only turns each event into JSON and posts it, in one batch per
- * microtask; rendering the markdown and waiting for the disk happen on the other core. It has the
- * surface and the guarantees of `LogWriter`, which does the work on the thread: ordered by seq,
- * duplicates ignored, created exclusively, the first failure final and reported once to `onError`.
+ * thread: the caller's thread only turns each event into JSON and posts it, in batches (at the
+ * end of each turn of the event loop, or every `EVENTS_PER_POST` events); rendering the markdown
+ * and writing the file (with sync calls: the thread has nothing else to do) happen on another
+ * core. It has the surface and the guarantees of `LogWriter`, which does the work on the thread:
+ * ordered by seq, duplicates ignored, created exclusively, the first failure final and reported
+ * once to `onError`.
  *
  * One thread serves every log of the process. It starts with the first writer and keeps the
  * process alive only while a writer is open. If it dies, every open writer fails with a

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { LogWriteError } from '../../src/errors.js';
-import { LogWriter, readLogFile, renderLog } from '../../src/persistence/index.js';
+import { type LogIo, LogWriter, readLogFile, renderLog } from '../../src/persistence/index.js';
 import type { RunEvent } from '../../src/schemas/index.js';
 import { fullRun } from './fixtures.js';
 
@@ -20,9 +20,9 @@ afterEach(async () => {
 const events = fullRun('run-a');
 
 /** A writer whose failures are recorded, so a test can assert that onError saw exactly them. */
-function writer(path: string, runId = 'run-a'): { log: LogWriter; errors: LogWriteError[] } {
+function writerWith(io: LogIo, path: string, runId = 'run-a'): { log: LogWriter; errors: LogWriteError[] } {
   const errors: LogWriteError[] = [];
-  return { log: new LogWriter({ path, runId, onError: (e) => errors.push(e) }), errors };
+  return { log: new LogWriter({ path, runId, io, onError: (e) => errors.push(e) }), errors };
 }
 
 /** A fixed permutation (no randomness in tests): odd positions reversed, then even positions. */
@@ -31,7 +31,9 @@ function scramble<T>(items: readonly T[]): T[] {
   return [...odd, ...items.filter((_, i) => i % 2 === 0)];
 }
 
-describe('LogWriter', () => {
+// Every behaviour holds for both ways of writing the file (the log thread uses `sync`).
+describe.each(['async', 'sync'] as const)('LogWriter (%s writes)', (io) => {
+  const writer = (path: string, runId = 'run-a') => writerWith(io, path, runId);
   it('writes the rendered log, byte for byte', async () => {
     const path = join(dir, 'log.md');
     const { log, errors } = writer(path);
@@ -58,26 +60,12 @@ describe('LogWriter', () => {
     expect(await readFile(path, 'utf8')).toBe(renderLog(events));
   });
 
-  it('coalesces the events appended during a write into one write', async () => {
-    const path = join(dir, 'log.md');
-    const probe = await open(join(dir, 'probe'), 'w');
-    const write = vi.spyOn(Object.getPrototypeOf(probe) as { write: () => unknown }, 'write');
-    await probe.close();
-    const log = await LogWriter.open({ path, runId: 'run-a', onError: () => undefined });
-    for (const event of events) log.append(event);
-    await log.flushed();
-    await log.close();
-    // The first event starts a write; the other 30 pile up behind it and go out together.
-    expect(write.mock.calls.length).toBeLessThanOrEqual(2);
-    expect(await readFile(path, 'utf8')).toBe(renderLog(events));
-  });
-
   it('never touches a file that holds another run', async () => {
     const path = join(dir, 'log.md');
     const other = renderLog(fullRun('run-b').slice(0, 4));
     await writeFile(path, other);
     const errors: LogWriteError[] = [];
-    const opening = LogWriter.open({ path, runId: 'run-a', onError: (e) => errors.push(e) });
+    const opening = LogWriter.open({ path, runId: 'run-a', io, onError: (e) => errors.push(e) });
     await expect(opening).rejects.toThrow(LogWriteError);
     await expect(opening).rejects.toThrow(`${path} already holds run run-b; pge never overwrites a log`);
     expect(errors).toHaveLength(1);
@@ -87,8 +75,8 @@ describe('LogWriter', () => {
   it('lets only one of two writers that start together on a new path have it', async () => {
     const path = join(dir, 'shared.md');
     const opened = await Promise.allSettled([
-      LogWriter.open({ path, runId: 'run-a', onError: () => undefined }),
-      LogWriter.open({ path, runId: 'run-b', onError: () => undefined }),
+      LogWriter.open({ path, runId: 'run-a', io, onError: () => undefined }),
+      LogWriter.open({ path, runId: 'run-b', io, onError: () => undefined }),
     ]);
     const winners = opened.filter((o) => o.status === 'fulfilled');
     const losers = opened.filter((o) => o.status === 'rejected');
@@ -156,4 +144,18 @@ describe('LogWriter', () => {
     expect(() => log.append(events[1]!)).toThrow(LogWriteError);
     expect(await readFile(path, 'utf8')).toBe(renderLog(events.slice(0, 1)));
   });
+});
+
+it('coalesces the events appended during an async write into one write', async () => {
+  const path = join(dir, 'log.md');
+  const probe = await open(join(dir, 'probe'), 'w');
+  const write = vi.spyOn(Object.getPrototypeOf(probe) as { write: () => unknown }, 'write');
+  await probe.close();
+  const log = await LogWriter.open({ path, runId: 'run-a', onError: () => undefined });
+  for (const event of events) log.append(event);
+  await log.flushed();
+  await log.close();
+  // The first event starts a write; the other 30 pile up behind it and go out together.
+  expect(write.mock.calls.length).toBeLessThanOrEqual(2);
+  expect(await readFile(path, 'utf8')).toBe(renderLog(events));
 });
