@@ -143,25 +143,29 @@ export async function answerRequest(
 }
 
 /**
- * Settles with `call`, or rejects as soon as `signal` aborts. The listener is removed when the call
- * settles: the worker's signal lives as long as the worker, and a listener per call would pile up.
+ * The promise that rejects when `signal` aborts: one per signal, with one listener, however many
+ * calls race it (the worker's signal lives as long as the worker; a listener per call would pile
+ * up, and adding and removing one per call costs more than the race).
  */
+const abortedBy = new WeakMap<AbortSignal, Promise<never>>();
+
+function abortPromise(signal: AbortSignal): Promise<never> {
+  let aborted = abortedBy.get(signal);
+  if (aborted === undefined) {
+    aborted = new Promise<never>((_, reject) => {
+      if (signal.aborted) reject(signal.reason);
+      else signal.addEventListener('abort', () => reject(signal.reason), { once: true });
+    });
+    aborted.catch(() => undefined); // raced, never awaited alone: not an unhandled rejection
+    abortedBy.set(signal, aborted);
+  }
+  return aborted;
+}
+
+/** Settles with `call`, or rejects as soon as `signal` aborts. */
 function raceAbort<T>(call: Promise<T>, signal: AbortSignal): Promise<T> {
   if (signal.aborted) return Promise.reject(signal.reason);
-  return new Promise<T>((resolve, reject) => {
-    const onAbort = () => reject(signal.reason);
-    signal.addEventListener('abort', onAbort, { once: true });
-    call.then(
-      (value) => {
-        signal.removeEventListener('abort', onAbort);
-        resolve(value);
-      },
-      (error: unknown) => {
-        signal.removeEventListener('abort', onAbort);
-        reject(error);
-      },
-    );
-  });
+  return Promise.race([call, abortPromise(signal)]);
 }
 
 /** Options of `createRoleWorker`. */
