@@ -134,14 +134,22 @@ function handedOver(data: unknown): data is object {
  */
 export function sealMessage(subject: string, data: unknown): unknown {
   const rule = ruleFor(subject);
-  if (rule !== null && handedOver(data) && validInPlace(data, rule.schema)) {
-    const problem = rule.check?.(subject, data as never) ?? null;
-    if (problem) throw new MessageRejectedError(`invalid message on ${subject}: ${problem}`, { subject });
-    return data;
-  }
+  if (checkedInPlace(rule, subject, data)) return data;
   const parsed = validateMessage(subject, data);
   if (rule !== null) deepFreeze(parsed);
   return parsed;
+}
+
+/**
+ * Whether `data` is a handed-over message found valid for `subject` where it is. False when it
+ * was not handed over, or the compiled check refuses it (the caller's parse then says why);
+ * throws `MessageRejectedError` when only the subject check fails.
+ */
+function checkedInPlace(rule: SubjectRule | null, subject: string, data: unknown): boolean {
+  if (rule === null || !handedOver(data) || !validInPlace(data, rule.schema)) return false;
+  const problem = rule.check?.(subject, data as never) ?? null;
+  if (problem) throw new MessageRejectedError(`invalid message on ${subject}: ${problem}`, { subject });
+  return true;
 }
 
 /**
@@ -188,9 +196,15 @@ export function validateMessage(subject: string, data: unknown): unknown {
   return parsed.data;
 }
 
-/** Encodes a message for a wire transport. */
+const encoder = new TextEncoder();
+
+/**
+ * Validates and encodes a message for a wire transport. A handed-over message (`freezeMessage`)
+ * is checked in place and encoded as it is; anything else is parsed and its copy encoded.
+ */
 export function encodeMessage(subject: string, data: unknown): Uint8Array {
-  return new TextEncoder().encode(JSON.stringify(validateMessage(subject, data)));
+  const value = checkedInPlace(ruleFor(subject), subject, data) ? data : validateMessage(subject, data);
+  return encoder.encode(JSON.stringify(value));
 }
 
 /** Decodes and validates a message from a wire transport. */

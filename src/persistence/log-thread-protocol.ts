@@ -7,8 +7,8 @@
 export type ToLogThread =
   /** Open writer `id` on the log at `path` for run `runId` (see `LogWriter`). */
   | readonly ['open', id: number, path: string, runId: string]
-  /** Append events, given as `JSON.stringify(event)`, one per line. */
-  | readonly ['append', id: number, lines: string]
+  /** Append events: one `<writer id> <JSON.stringify(event)>` per line, in order. */
+  | readonly ['events', lines: string]
   /** Reply `settled` with `token` once every event appended so far is on disk. */
   | readonly ['flush', id: number, token: number]
   /** Finish the queued writes, close the file, forget the writer; reply `settled` with `token`. */

@@ -35,6 +35,21 @@ function settle(token: number, work: Promise<void>): void {
   );
 }
 
+/** Appends one `<writer id> <event JSON>` line to its writer. */
+function append(line: string): void {
+  const space = line.indexOf(' ');
+  const id = Number(line.slice(0, space));
+  const writer = writers.get(id);
+  if (writer === undefined) return;
+  const json = line.slice(space + 1);
+  try {
+    writer.append(JSON.parse(json) as RunEvent, json);
+  } catch (error) {
+    // The main side keeps only the first failure of a writer; this one may be a repeat.
+    reply(['failed', id, messageOf(error)]);
+  }
+}
+
 function run(command: ToLogThread): void {
   switch (command[0]) {
     case 'open': {
@@ -44,21 +59,9 @@ function run(command: ToLogThread): void {
       writers.set(id, new LogWriter({ path, runId, io: 'sync', onError }));
       return;
     }
-    case 'append': {
-      const [, id, lines] = command;
-      const writer = writers.get(id);
-      if (writer === undefined) return;
-      for (const json of lines.split('\n')) {
-        try {
-          writer.append(JSON.parse(json) as RunEvent, json);
-        } catch (error) {
-          // The main side keeps only the first failure of a writer; this one may be a repeat.
-          reply(['failed', id, messageOf(error)]);
-          return;
-        }
-      }
+    case 'events':
+      for (const line of command[1].split('\n')) append(line);
       return;
-    }
     case 'flush': {
       const [, id, token] = command;
       const writer = writers.get(id);

@@ -163,16 +163,16 @@ class LogThread {
   }
 
   /**
-   * Queues an event's JSON. Consecutive events of one writer travel as one string, a line each
-   * (JSON text holds no raw line break), and a batch goes out as soon as it holds
-   * `EVENTS_PER_POST` events: the thread renders while this thread goes on producing.
+   * Queues an event's JSON for writer `id`. Consecutive events, of any writers, travel as one
+   * string, a line each (JSON text holds no raw line break), and a batch goes out as soon as it
+   * holds `EVENTS_PER_POST` events: the thread renders while this thread goes on producing.
    */
   append(id: number, json: string): void {
     const last = this.#outbox.length - 1;
     const previous = this.#outbox[last];
-    if (previous !== undefined && previous[0] === 'append' && previous[1] === id)
-      this.#outbox[last] = ['append', id, `${previous[2]}\n${json}`];
-    else this.send(['append', id, json]);
+    if (previous !== undefined && previous[0] === 'events')
+      this.#outbox[last] = ['events', `${previous[1]}\n${id} ${json}`];
+    else this.send(['events', `${id} ${json}`]);
     if (++this.#appended >= EVENTS_PER_POST) {
       clearImmediate(this.#scheduled!);
       this.#post();

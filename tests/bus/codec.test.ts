@@ -1,6 +1,13 @@
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { decodeMessage, encodeMessage, registerSubjectSchema, validateMessage } from '../../src/bus/codec.js';
+import {
+  decodeMessage,
+  encodeMessage,
+  freezeMessage,
+  registerSubjectSchema,
+  sealMessage,
+  validateMessage,
+} from '../../src/bus/codec.js';
 import { subjects } from '../../src/bus/subjects.js';
 import { MessageRejectedError } from '../../src/errors.js';
 import type { RoleRequest } from '../../src/schemas/index.js';
@@ -154,5 +161,48 @@ describe('encodeMessage / decodeMessage', () => {
 
   it('decodes any JSON on an `_INBOX` subject', () => {
     expect(decodeMessage('_INBOX.abc.1', bytes('{"ok":true,"n":[1,2]}'))).toEqual({ ok: true, n: [1, 2] });
+  });
+});
+
+describe('handed-over messages (freezeMessage)', () => {
+  it('are checked in place: the sender’s own object is what handlers get, deep-frozen', () => {
+    const runId = freshRunId();
+    const event = freezeMessage(runStarted(runId));
+    expect(Object.isFrozen(event)).toBe(true);
+    expect(Object.isFrozen(event.payload.settings.budgets)).toBe(true);
+    expect(sealMessage(subjects.event(runId, 'run.started'), event)).toBe(event);
+    // The mark is invisible to JSON and to key listings.
+    expect(Object.keys(event)).toEqual(Object.keys(runStarted(runId)));
+    expect(
+      JSON.parse(new TextDecoder().decode(encodeMessage(subjects.event(runId, 'run.started'), event))),
+    ).toEqual(JSON.parse(JSON.stringify(event)));
+  });
+
+  it('are still refused when invalid, with the schema’s own message', () => {
+    const runId = freshRunId();
+    const bad = freezeMessage({ ...runStarted(runId), seq: -1 });
+    const error = rejection(() => sealMessage(subjects.event(runId, 'run.started'), bad));
+    expect(error.message).toMatch(/invalid message on pge\.run\..*\.evt\.run\.started/);
+    expect(error.message).toMatch(/seq/);
+    rejection(() => encodeMessage(subjects.event(runId, 'run.started'), bad));
+  });
+
+  it('are refused on the subject of another type, even just after passing on their own', () => {
+    const runId = freshRunId();
+    const request = freezeMessage(planRequested(runId));
+    expect(sealMessage(subjects.event(runId, 'plan.requested'), request)).toBe(request);
+    expect(sealMessage(subjects.work('planner'), request)).toBe(request);
+    rejection(() => sealMessage(subjects.work('generator'), request));
+    rejection(() => sealMessage(subjects.event(runId, 'run.started'), request));
+  });
+
+  it('a message not handed over is parsed into a frozen copy, the sender’s object left as it was', () => {
+    const runId = freshRunId();
+    const event = runStarted(runId);
+    const sealed = sealMessage(subjects.event(runId, 'run.started'), event);
+    expect(sealed).not.toBe(event);
+    expect(sealed).toEqual(event);
+    expect(Object.isFrozen(sealed)).toBe(true);
+    expect(Object.isFrozen(event)).toBe(false);
   });
 });
