@@ -110,10 +110,16 @@ function compiledSchema(schema: z.ZodType): z.ZodType {
   return compiled;
 }
 
+/** Freezes `value` and everything under it; stops at what is already frozen (frozen by this, earlier). */
 function deepFreeze(value: unknown): void {
   if (value === null || typeof value !== 'object' || Object.isFrozen(value)) return;
   Object.freeze(value);
-  for (const child of Object.values(value)) deepFreeze(child);
+  // Index and key loops: `Object.values` would allocate an array per object, on every message.
+  if (Array.isArray(value)) {
+    for (let i = 0; i < value.length; i++) deepFreeze(value[i]);
+    return;
+  }
+  for (const key in value) deepFreeze((value as Record<string, unknown>)[key]);
 }
 
 /** Marks a message whose sender handed it over deep-frozen (`freezeMessage`). */
