@@ -101,6 +101,29 @@ function ruleFor(subject: string): SubjectRule | null {
 // first message rather than when the module loads (`pge --help` never pays for it).
 const compiledSchemas = new Map<z.ZodType, z.ZodType>();
 
+/**
+ * The compiled schema that checks `data` against `schema`. For a discriminated union (every run
+ * event is one) that is the option its discriminator names, compiled on its own: the union's
+ * generated check is one function of over 100 KB, too large for V8 to optimize, while each
+ * option's is a few KB. An unknown discriminator gets the union, which reports it.
+ */
+function compiledFor(schema: z.ZodType, data: unknown): z.ZodType {
+  if (schema instanceof z.ZodDiscriminatedUnion && typeof data === 'object' && data !== null) {
+    const value = (data as Record<string, unknown>)[schema.def.discriminator];
+    const option = optionOf(schema, value);
+    if (option !== undefined) return compiledSchema(option);
+  }
+  return compiledSchema(schema);
+}
+
+function optionOf(union: z.ZodDiscriminatedUnion, value: unknown): z.ZodType | undefined {
+  try {
+    return z.getDiscriminatedOption(union as never, value as never) as z.ZodType | undefined;
+  } catch {
+    return undefined; // an ambiguous value: let the union decide
+  }
+}
+
 function compiledSchema(schema: z.ZodType): z.ZodType {
   let compiled = compiledSchemas.get(schema);
   if (compiled === undefined) {
@@ -167,7 +190,7 @@ let lastValid: { data: object; schema: z.ZodType } | null = null;
 
 function validInPlace(data: object, schema: z.ZodType): boolean {
   if (lastValid !== null && lastValid.data === data && lastValid.schema === schema) return true;
-  if (!compiledSchema(schema).validate(data)) return false;
+  if (!compiledFor(schema, data).validate(data)) return false;
   lastValid = { data, schema };
   return true;
 }
@@ -191,7 +214,7 @@ export function freezeMessage<T extends object>(message: T): T {
 export function validateMessage(subject: string, data: unknown): unknown {
   const rule = ruleFor(subject);
   if (!rule) return data;
-  const parsed = compiledSchema(rule.schema).safeParse(data);
+  const parsed = compiledFor(rule.schema, data).safeParse(data);
   if (!parsed.success) {
     throw new MessageRejectedError(`invalid message on ${subject}: ${z.prettifyError(parsed.error)}`, {
       subject,

@@ -59,6 +59,14 @@ describe('validateMessage', () => {
     expect(error.message).toMatch(/payload\.settings\.maxSteps/);
   });
 
+  it('rejects an event of a type the contract does not have, handed over or not', () => {
+    const runId = freshRunId();
+    const subject = subjects.event(runId, 'step.vanished');
+    const made = { ...runStarted(runId), type: 'step.vanished' };
+    expect(rejection(() => validateMessage(subject, made)).message).toMatch(/type/);
+    expect(rejection(() => sealMessage(subject, freezeMessage({ ...made }))).message).toMatch(/type/);
+  });
+
   it('rejects a field the schema does not know', () => {
     const runId = freshRunId();
     const error = rejection(() =>
