@@ -61,7 +61,7 @@ describe('validateMessage', () => {
 
   it('rejects an event of a type the contract does not have, handed over or not', () => {
     const runId = freshRunId();
-    const subject = subjects.event(runId, 'step.vanished');
+    const subject = subjects.event(runId, 'step.vanished' as never);
     const made = { ...runStarted(runId), type: 'step.vanished' };
     expect(rejection(() => validateMessage(subject, made)).message).toMatch(/type/);
     expect(rejection(() => sealMessage(subject, freezeMessage({ ...made }))).message).toMatch(/type/);
