@@ -1,8 +1,4 @@
 import { type ActorSystem, createActor, fromPromise, type InspectionEvent, toPromise } from 'xstate';
-
-// biome-ignore lint/suspicious/noExplicitAny: xstate's own AnyActorSystem, which it does not export
-type AnyActorSystem = ActorSystem<any>;
-
 import type { Bus } from '../bus/bus.js';
 import { publishEvent, publishRequest, subscribeResults } from '../bus/channels.js';
 import { PgeError } from '../errors.js';
@@ -141,6 +137,9 @@ class RoleError extends PgeError {
 }
 
 type Success<P extends RoleSuccess['phase']> = Extract<RoleSuccess, { phase: P }>['output'];
+
+// biome-ignore lint/suspicious/noExplicitAny: xstate's own AnyActorSystem, which it does not export
+type AnyActorSystem = ActorSystem<any>;
 
 /** The draft of a request event: its type and payload. */
 type RequestDraft = RoleRequest extends infer R

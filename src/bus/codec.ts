@@ -159,7 +159,10 @@ function handedOver(data: unknown): data is object {
  * handler gets, deep-frozen so that none can alter what another receives. A message its sender
  * handed over with `freezeMessage` cannot change after it is checked, so it is checked where it
  * is (`validate`: the compiled schema, no copy built) and shared as it is. Anything else is
- * parsed like `validateMessage`, into a copy that is then frozen.
+ * parsed like `validateMessage`, into a copy that is then frozen. `validate` accepts exactly what
+ * a parse accepts, but a parse's output can differ from its input (a non-strict object drops
+ * unknown keys, criterion names are trimmed and lower-cased); a handed-over message goes out as
+ * its sender built it, so senders hand over what they built from parsed data, as pge's do.
  */
 export function sealMessage(subject: string, data: unknown): unknown {
   const rule = ruleFor(subject);

@@ -38,11 +38,12 @@ function interleave<T>(a: readonly T[], b: readonly T[]): T[] {
   return out;
 }
 
-describe('the persistence actor', () => {
+// Both ways of writing: on the log thread (the default) and on the caller's thread.
+describe.each([true, false])('the persistence actor (logThread: %s)', (logThread) => {
   it('writes two concurrent runs to two files, each in seq order', async () => {
     const a = fullRun('run-a', { logPath: join(dir, 'a.md') });
     const b = fullRun('run-b', { logPath: join(dir, 'b.md') });
-    const actor = createPersistenceActor({ bus, onError });
+    const actor = createPersistenceActor({ bus, onError, logThread });
     // Run b's first events arrive before its run.started and must wait for it.
     await publishAll(interleave(a, [b[2]!, b[1]!, b[0]!, ...b.slice(3)]));
     await bus.flush();
@@ -55,7 +56,7 @@ describe('the persistence actor', () => {
 
   it('keeps a run open after its terminal event until the events before it have arrived', async () => {
     const a = fullRun('run-a', { logPath: join(dir, 'a.md') });
-    const actor = createPersistenceActor({ bus, onError });
+    const actor = createPersistenceActor({ bus, onError, logThread });
     await publishAll([...a.slice(0, 29), a[30]!]);
     await bus.flush();
     const done = actor.flushed('run-a');
@@ -70,6 +71,7 @@ describe('the persistence actor', () => {
   it('lets resolvePath choose the file', async () => {
     const a = fullRun('run-a', { logPath: join(dir, 'ignored.md') });
     const actor = createPersistenceActor({
+      logThread,
       bus,
       onError,
       resolvePath: (e) => join(dir, `custom-${e.runId}.md`),
@@ -84,7 +86,7 @@ describe('the persistence actor', () => {
 
   it('waits in flushed() for events that are not on disk yet', async () => {
     const a = fullRun('run-a', { logPath: join(dir, 'a.md') });
-    const actor = createPersistenceActor({ bus, onError });
+    const actor = createPersistenceActor({ bus, onError, logThread });
     await publishAll(a.slice(0, 20));
     await bus.flush();
     await actor.flushed('run-a');
@@ -94,7 +96,7 @@ describe('the persistence actor', () => {
 
   it('closes a run after its terminal event: redeliveries are ignored, later events reported', async () => {
     const a = fullRun('run-a', { logPath: join(dir, 'a.md') });
-    const actor = createPersistenceActor({ bus, onError });
+    const actor = createPersistenceActor({ bus, onError, logThread });
     await publishAll(a);
     await bus.flush();
     await actor.flushed('run-a');
@@ -120,7 +122,7 @@ describe('the persistence actor', () => {
     await writeFile(join(dir, 'file'), 'x');
     const a = fullRun('run-a', { logPath: join(dir, 'file', 'a.md') });
     const b = fullRun('run-b', { logPath: join(dir, 'b.md') });
-    const actor = createPersistenceActor({ bus, onError });
+    const actor = createPersistenceActor({ bus, onError, logThread });
     await publishAll(interleave(a, b));
     await bus.flush();
     await expect(actor.flushed('run-a')).rejects.toThrow(/cannot open .*a\.md/);
@@ -133,6 +135,7 @@ describe('the persistence actor', () => {
   it('reports a resolvePath that throws as a log failure of that run', async () => {
     const a = fullRun('run-a', { logPath: join(dir, 'a.md') });
     const actor = createPersistenceActor({
+      logThread,
       bus,
       onError,
       resolvePath: () => {
@@ -150,7 +153,7 @@ describe('the persistence actor', () => {
 
   it('reports, on close, events of a run whose run.started never came', async () => {
     const a = fullRun('run-a', { logPath: join(dir, 'a.md') });
-    const actor = createPersistenceActor({ bus, onError });
+    const actor = createPersistenceActor({ bus, onError, logThread });
     await publishAll(a.slice(1, 4));
     await bus.flush();
     const waiting = actor.flushed('run-a');
