@@ -1,4 +1,4 @@
-import { randomBytes } from 'node:crypto';
+import { randomUUID } from 'node:crypto';
 import { existsSync, statSync } from 'node:fs';
 import { basename, dirname, extname, join, resolve } from 'node:path';
 import type { InspectionEvent } from 'xstate';
@@ -22,7 +22,9 @@ import { buildResult, type HarnessResult } from './result.js';
 /** A new run id: sortable by start time, safe in subjects and file names. */
 export function newRunId(now = new Date()): string {
   const stamp = now.toISOString().replace(/[-:]/g, '').replace('T', '-').slice(0, 15);
-  return `pge-${stamp}-${randomBytes(4).toString('hex')}`;
+  // The first 8 hex digits of a v4 UUID are random; `randomUUID` draws from a cached pool,
+  // `randomBytes` asks the system for entropy on every call.
+  return `pge-${stamp}-${randomUUID().slice(0, 8)}`;
 }
 
 export class PlannerGeneratorEvaluator {
