@@ -1,37 +1,27 @@
-import { type ActorSystem, createActor, fromPromise, type InspectionEvent, toPromise } from 'xstate';
+import { createActor, type InspectionEvent, toPromise } from 'xstate';
 import type { Bus } from '../bus/bus.js';
 import { publishEvent, publishRequest, subscribeResults } from '../bus/channels.js';
-import { PgeError } from '../errors.js';
 import type { RunInput, RunOutcome } from '../machines/run-machine.js';
-import { runMachine } from '../machines/run-machine.js';
-import { stepMachine } from '../machines/step-machine.js';
+import type { CallReport, RecordParams } from '../machines/types.js';
 import type {
-  CallReport,
-  ContractInput,
-  ContractReviewInput,
-  EvaluateOutput,
-  EvaluationInput,
-  PlanInput,
-  PlanOutput,
-  ProposalOutput,
-  RecordParams,
-  ReviewOutput,
-  WorkInput,
-  WorkOutput,
-} from '../machines/types.js';
-import type {
-  ErrorInfo,
   ModelCall,
   Phase,
   PhaseTotals,
   RoleRequest,
   RoleResult,
-  RoleSuccess,
   RunEvent,
   RunEventDraft,
   RunEventOf,
 } from '../schemas/index.js';
-import { addUsage, ROLE_OF_REQUEST, truncatePlan, ZERO_USAGE } from '../schemas/index.js';
+import { addUsage, ROLE_OF_REQUEST, ZERO_USAGE } from '../schemas/index.js';
+import {
+  type Answer,
+  type AnyActorSystem,
+  provideCharts,
+  type RequestDraft,
+  RunClosedError,
+  type RunScope,
+} from './run-charts.js';
 
 /**
  * The coordinator owns a run's statechart. It is the only writer of the run's events: it stamps
@@ -121,66 +111,6 @@ export interface CoordinatorOptions {
   inspect?: (event: InspectionEvent) => void;
 }
 
-/** Thrown into an actor that answers after its run ended; the stopped chart never sees it. */
-class RunClosedError extends PgeError {
-  readonly retryable = false;
-}
-
-/** A role failure re-thrown into the chart, keeping the worker's name and retryability. */
-class RoleError extends PgeError {
-  readonly retryable: boolean;
-  constructor(info: ErrorInfo) {
-    super(info.message);
-    this.name = info.name;
-    this.retryable = info.retryable;
-  }
-}
-
-type Success<P extends RoleSuccess['phase']> = Extract<RoleSuccess, { phase: P }>['output'];
-
-// biome-ignore lint/suspicious/noExplicitAny: xstate's own AnyActorSystem, which it does not export
-type AnyActorSystem = ActorSystem<any>;
-
-/** The draft of a request event: its type and payload. */
-type RequestDraft = RoleRequest extends infer R
-  ? R extends RoleRequest
-    ? Pick<R, 'type' | 'payload'>
-    : never
-  : never;
-
-/** A request, the result its worker sent back, and what the call cost. */
-interface Answer {
-  request: RoleRequest;
-  result: RoleResult['result'];
-  report: CallReport;
-}
-
-/** The output of a successful answer of `phase`; records `role.failed` and throws for a failed one. */
-function ok<P extends RoleSuccess['phase']>(
-  run: { record<T extends RunEventDraft>(draft: T): unknown },
-  answer: Answer,
-  phase: P,
-  role: RoleResult['role'],
-): Success<P> {
-  const { result } = answer;
-  if (result.status === 'error') {
-    run.record({
-      type: 'role.failed',
-      payload: {
-        requestId: answer.request.id,
-        role,
-        phase: result.phase,
-        error: result.error,
-        raw: result.raw,
-      },
-    });
-    throw new RoleError(result.error);
-  }
-  if (result.phase !== phase)
-    throw new RoleError({ name: 'ProtocolError', message: `expected a ${phase} result`, retryable: false });
-  return result.output as Success<P>;
-}
-
 /** Creates a coordinator on `bus`; one coordinator runs any number of runs at once. */
 export function createCoordinator(options: CoordinatorOptions) {
   const { bus } = options;
@@ -198,108 +128,10 @@ export function createCoordinator(options: CoordinatorOptions) {
     }
   });
 
-  /** What the charts' actors and `record` action of one run work with, found through the run's actor system. */
-  interface RunScope {
-    record<T extends RunEventDraft>(draft: T): RunEventOf<T['type']>;
-    ask(draft: RequestDraft): Promise<Answer>;
-    readonly calls: ModelCall[];
-  }
-  // The charts are provided once per coordinator, not per run: `provide` builds a new machine,
-  // whose state nodes and transition caches would otherwise be rebuilt for every run. Each run's
+  // The charts are provided once per coordinator, not per run (see `provideCharts`); each run's
   // actors reach their run through the actor system they belong to.
   const scopes = new WeakMap<AnyActorSystem, RunScope>();
-  const scopeOf = (system: AnyActorSystem): RunScope => {
-    const scope = scopes.get(system);
-    if (scope === undefined) throw new RunClosedError('an actor of a run this coordinator does not know');
-    return scope;
-  };
-  const recordAction = ({ system }: { system: AnyActorSystem }, draft: RecordParams): void => {
-    const scope = scopeOf(system);
-    scope.record(completeDraft(draft, scope.calls));
-  };
-
-  const steps = stepMachine.provide({
-    actors: {
-      proposeContract: fromPromise<ProposalOutput, ContractInput>(async ({ input, system }) => {
-        const run = scopeOf(system);
-        const answer = await run.ask({
-          type: 'step.contract.requested',
-          payload: { phase: 'contract', input },
-        });
-        const proposal = ok(run, answer, 'contract', 'generator');
-        run.record({
-          type: 'step.contract.proposed',
-          payload: { stepId: input.step.id, stepNumber: input.stepNumber, round: input.round, proposal },
-        });
-        return { proposal, ...answer.report };
-      }),
-      reviewContract: fromPromise<ReviewOutput, ContractReviewInput>(async ({ input, system }) => {
-        const run = scopeOf(system);
-        const answer = await run.ask({
-          type: 'step.review.requested',
-          payload: { phase: 'contract_review', input },
-        });
-        const review = ok(run, answer, 'contract_review', 'evaluator');
-        run.record({
-          type: 'step.contract.reviewed',
-          payload: { stepId: input.step.id, stepNumber: input.stepNumber, round: input.round, review },
-        });
-        return { review, ...answer.report };
-      }),
-      doWork: fromPromise<WorkOutput, WorkInput>(async ({ input, system }) => {
-        const run = scopeOf(system);
-        const answer = await run.ask({ type: 'step.work.requested', payload: { phase: 'work', input } });
-        const ref = { stepId: input.step.id, stepNumber: input.stepNumber, attempt: input.attempt };
-        if (answer.result.status === 'error' && answer.result.error.name === 'InvalidOutputError') {
-          run.record({
-            type: 'step.work.invalid',
-            payload: { ...ref, problem: answer.result.error.message, raw: answer.result.raw },
-          });
-          return { work: null, problem: answer.result.error.message, ...answer.report };
-        }
-        const work = ok(run, answer, 'work', 'generator');
-        run.record({ type: 'step.work.completed', payload: { ...ref, work } });
-        return { work, problem: null, ...answer.report };
-      }),
-      evaluateWork: fromPromise<EvaluateOutput, EvaluationInput>(async ({ input, system }) => {
-        const run = scopeOf(system);
-        const answer = await run.ask({
-          type: 'step.evaluation.requested',
-          payload: { phase: 'evaluation', input },
-        });
-        const ref = { stepId: input.step.id, stepNumber: input.stepNumber, attempt: input.attempt };
-        if (answer.result.status === 'error' && answer.result.error.name === 'InvalidOutputError') {
-          run.record({
-            type: 'step.evaluation.invalid',
-            payload: { ...ref, problem: answer.result.error.message, raw: answer.result.raw },
-          });
-          return { evaluation: null, problem: answer.result.error.message, ...answer.report };
-        }
-        const evaluation = ok(run, answer, 'evaluation', 'evaluator');
-        run.record({ type: 'step.evaluation.completed', payload: { ...ref, evaluation } });
-        return { evaluation, problem: null, ...answer.report };
-      }),
-    },
-    actions: { record: recordAction },
-  });
-
-  const machine = runMachine.provide({
-    actors: {
-      plan: fromPromise<PlanOutput, PlanInput>(async ({ input, system }) => {
-        const run = scopeOf(system);
-        const answer = await run.ask({ type: 'plan.requested', payload: { phase: 'plan', input } });
-        const answered = ok(run, answer, 'plan', 'planner');
-        // Cut here too: a planner written in another language may not (DESIGN 1 is the harness's).
-        const cut = answered.truncation ? answered : truncatePlan(answered.plan, input.maxSteps);
-        const { plan, truncation } = cut;
-        if (truncation)
-          run.record({ type: 'plan.truncated', payload: { ...truncation, to: plan.steps.length } });
-        return { plan, ...answer.report };
-      }),
-      runStep: steps,
-    },
-    actions: { record: recordAction },
-  });
+  const machine = provideCharts((system) => scopes.get(system));
 
   function startRun(spec: RunSpec): RunHandle {
     const { runId } = spec;
@@ -384,7 +216,12 @@ export function createCoordinator(options: CoordinatorOptions) {
       input: { ...settings, startedAt },
       ...(options.inspect ? { inspect: options.inspect } : {}),
     });
-    scopes.set(actor.system, { record, ask, calls });
+    scopes.set(actor.system, {
+      record,
+      recordChart: (draft: RecordParams) => void record(completeDraft(draft, calls)),
+      ask,
+      calls,
+    });
     actor.start();
 
     const done = (async () => {

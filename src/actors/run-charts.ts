@@ -1,0 +1,203 @@
+import { type ActorSystem, fromPromise } from 'xstate';
+import { PgeError } from '../errors.js';
+import { runMachine } from '../machines/run-machine.js';
+import { stepMachine } from '../machines/step-machine.js';
+import type {
+  CallReport,
+  ContractInput,
+  ContractReviewInput,
+  EvaluateOutput,
+  EvaluationInput,
+  PlanInput,
+  PlanOutput,
+  ProposalOutput,
+  RecordParams,
+  ReviewOutput,
+  WorkInput,
+  WorkOutput,
+} from '../machines/types.js';
+import type {
+  ErrorInfo,
+  ModelCall,
+  RoleRequest,
+  RoleResult,
+  RoleSuccess,
+  RunEventDraft,
+  RunEventOf,
+} from '../schemas/index.js';
+import { truncatePlan } from '../schemas/index.js';
+
+/**
+ * The run and step charts with their role actors and `record` action provided: each actor turns
+ * its call into a request through its run's scope and the result into the chart's output and
+ * events. Provided once per coordinator, not per run: `provide` builds a new machine, whose state
+ * nodes and transition caches would otherwise be rebuilt for every run (about 300 µs a run).
+ */
+
+// biome-ignore lint/suspicious/noExplicitAny: xstate's own AnyActorSystem, which it does not export
+export type AnyActorSystem = ActorSystem<any>;
+
+/** What one run's actors and `record` action work with; the coordinator makes one per run. */
+export interface RunScope {
+  /** Stamps and publishes an event of the run. */
+  record<T extends RunEventDraft>(draft: T): RunEventOf<T['type']>;
+  /** Records an event the chart asked for (`record` action), completed with what the coordinator knows. */
+  recordChart(draft: RecordParams): void;
+  /** Sends a request and waits for its result; records the calls it cost. */
+  ask(draft: RequestDraft): Promise<Answer>;
+  readonly calls: ModelCall[];
+}
+
+/** Thrown into an actor that answers after its run ended; the stopped chart never sees it. */
+export class RunClosedError extends PgeError {
+  readonly retryable = false;
+}
+
+/** A role failure re-thrown into the chart, keeping the worker's name and retryability. */
+class RoleError extends PgeError {
+  readonly retryable: boolean;
+  constructor(info: ErrorInfo) {
+    super(info.message);
+    this.name = info.name;
+    this.retryable = info.retryable;
+  }
+}
+
+type Success<P extends RoleSuccess['phase']> = Extract<RoleSuccess, { phase: P }>['output'];
+
+/** The draft of a request event: its type and payload. */
+export type RequestDraft = RoleRequest extends infer R
+  ? R extends RoleRequest
+    ? Pick<R, 'type' | 'payload'>
+    : never
+  : never;
+
+/** A request, the result its worker sent back, and what the call cost. */
+export interface Answer {
+  request: RoleRequest;
+  result: RoleResult['result'];
+  report: CallReport;
+}
+
+/** The output of a successful answer of `phase`; records `role.failed` and throws for a failed one. */
+function ok<P extends RoleSuccess['phase']>(
+  run: { record<T extends RunEventDraft>(draft: T): unknown },
+  answer: Answer,
+  phase: P,
+  role: RoleResult['role'],
+): Success<P> {
+  const { result } = answer;
+  if (result.status === 'error') {
+    run.record({
+      type: 'role.failed',
+      payload: {
+        requestId: answer.request.id,
+        role,
+        phase: result.phase,
+        error: result.error,
+        raw: result.raw,
+      },
+    });
+    throw new RoleError(result.error);
+  }
+  if (result.phase !== phase)
+    throw new RoleError({ name: 'ProtocolError', message: `expected a ${phase} result`, retryable: false });
+  return result.output as Success<P>;
+}
+
+/**
+ * The run machine with everything provided; `scopeOf` finds the scope of the run an actor
+ * belongs to (undefined once the run has ended).
+ */
+export function provideCharts(scopeOf: (system: AnyActorSystem) => RunScope | undefined): typeof runMachine {
+  const scope = (system: AnyActorSystem): RunScope => {
+    const found = scopeOf(system);
+    if (found === undefined) throw new RunClosedError('an actor of a run that has ended');
+    return found;
+  };
+  const recordAction = ({ system }: { system: AnyActorSystem }, draft: RecordParams): void =>
+    scope(system).recordChart(draft);
+
+  const steps = stepMachine.provide({
+    actors: {
+      proposeContract: fromPromise<ProposalOutput, ContractInput>(async ({ input, system }) => {
+        const run = scope(system);
+        const answer = await run.ask({
+          type: 'step.contract.requested',
+          payload: { phase: 'contract', input },
+        });
+        const proposal = ok(run, answer, 'contract', 'generator');
+        run.record({
+          type: 'step.contract.proposed',
+          payload: { stepId: input.step.id, stepNumber: input.stepNumber, round: input.round, proposal },
+        });
+        return { proposal, ...answer.report };
+      }),
+      reviewContract: fromPromise<ReviewOutput, ContractReviewInput>(async ({ input, system }) => {
+        const run = scope(system);
+        const answer = await run.ask({
+          type: 'step.review.requested',
+          payload: { phase: 'contract_review', input },
+        });
+        const review = ok(run, answer, 'contract_review', 'evaluator');
+        run.record({
+          type: 'step.contract.reviewed',
+          payload: { stepId: input.step.id, stepNumber: input.stepNumber, round: input.round, review },
+        });
+        return { review, ...answer.report };
+      }),
+      doWork: fromPromise<WorkOutput, WorkInput>(async ({ input, system }) => {
+        const run = scope(system);
+        const answer = await run.ask({ type: 'step.work.requested', payload: { phase: 'work', input } });
+        const ref = { stepId: input.step.id, stepNumber: input.stepNumber, attempt: input.attempt };
+        if (answer.result.status === 'error' && answer.result.error.name === 'InvalidOutputError') {
+          run.record({
+            type: 'step.work.invalid',
+            payload: { ...ref, problem: answer.result.error.message, raw: answer.result.raw },
+          });
+          return { work: null, problem: answer.result.error.message, ...answer.report };
+        }
+        const work = ok(run, answer, 'work', 'generator');
+        run.record({ type: 'step.work.completed', payload: { ...ref, work } });
+        return { work, problem: null, ...answer.report };
+      }),
+      evaluateWork: fromPromise<EvaluateOutput, EvaluationInput>(async ({ input, system }) => {
+        const run = scope(system);
+        const answer = await run.ask({
+          type: 'step.evaluation.requested',
+          payload: { phase: 'evaluation', input },
+        });
+        const ref = { stepId: input.step.id, stepNumber: input.stepNumber, attempt: input.attempt };
+        if (answer.result.status === 'error' && answer.result.error.name === 'InvalidOutputError') {
+          run.record({
+            type: 'step.evaluation.invalid',
+            payload: { ...ref, problem: answer.result.error.message, raw: answer.result.raw },
+          });
+          return { evaluation: null, problem: answer.result.error.message, ...answer.report };
+        }
+        const evaluation = ok(run, answer, 'evaluation', 'evaluator');
+        run.record({ type: 'step.evaluation.completed', payload: { ...ref, evaluation } });
+        return { evaluation, problem: null, ...answer.report };
+      }),
+    },
+    actions: { record: recordAction },
+  });
+
+  return runMachine.provide({
+    actors: {
+      plan: fromPromise<PlanOutput, PlanInput>(async ({ input, system }) => {
+        const run = scope(system);
+        const answer = await run.ask({ type: 'plan.requested', payload: { phase: 'plan', input } });
+        const answered = ok(run, answer, 'plan', 'planner');
+        // Cut here too: a planner written in another language may not (DESIGN 1 is the harness's).
+        const cut = answered.truncation ? answered : truncatePlan(answered.plan, input.maxSteps);
+        const { plan, truncation } = cut;
+        if (truncation)
+          run.record({ type: 'plan.truncated', payload: { ...truncation, to: plan.steps.length } });
+        return { plan, ...answer.report };
+      }),
+      runStep: steps,
+    },
+    actions: { record: recordAction },
+  });
+}
