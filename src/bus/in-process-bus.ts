@@ -10,6 +10,7 @@ import type {
 } from './bus.js';
 import { reportSafely, reportToConsole } from './bus.js';
 import { sealMessage } from './codec.js';
+import { type Envelope, type Host, Subscription } from './in-process-subscription.js';
 import { checkSubject, subjectMatches } from './subjects.js';
 
 /**
@@ -29,18 +30,9 @@ const OPTION_NAMES: ReadonlySet<string> = new Set(['onHandlerError']);
 const DEFAULT_TIMEOUT_MS = 10_000;
 /** Bounds the route cache: every run adds ~25 concrete subjects, and runs never end in a server. */
 const ROUTE_CACHE_LIMIT = 4096;
-/** Shrink a backlog once this many delivered slots sit at its front. */
-const COMPACT_AFTER = 1024;
 const INBOX = '_INBOX.';
 const WHITE_SPACE = /\s/;
 const RESOLVED: Promise<void> = Promise.resolve();
-
-/** One published message, shared by all of its deliveries: sealed (parsed, frozen) on publish. */
-interface Envelope {
-  readonly subject: string;
-  readonly data: unknown;
-  readonly reply: string | null;
-}
 
 interface Group {
   readonly members: readonly Subscription[];
@@ -55,126 +47,10 @@ interface Route {
 
 const NO_ROUTE: Route = Object.freeze({ plain: [], groups: [] });
 
-/** What a subscription needs from its bus, so that the bus keeps no public internals. */
-interface Host {
-  readonly bus: Bus;
-  settle(): void;
-  report(error: unknown, subject: string): void;
-  detach(subscription: Subscription): void;
-}
-
 interface PendingRequest {
   resolve(data: unknown): void;
   reject(error: unknown): void;
   timer: NodeJS.Timeout;
-}
-
-class Delivery implements BusMessage {
-  readonly subject: string;
-  readonly data: unknown;
-  readonly reply: string | null;
-  private readonly bus: Bus;
-
-  constructor(bus: Bus, subject: string, data: unknown, reply: string | null) {
-    this.bus = bus;
-    this.subject = subject;
-    this.data = data;
-    this.reply = reply;
-  }
-
-  respond(data: unknown): Promise<void> {
-    if (this.reply === null) {
-      return Promise.reject(
-        new BusError(`the message on ${this.subject} has no reply subject to respond to`),
-      );
-    }
-    return this.bus.publish(this.reply, data);
-  }
-}
-
-/**
- * A subscription with its own FIFO backlog. At most one of its handler calls is in flight: the
- * next message is handed over only after the previous call settled, which is what lets a per-run
- * consumer (the log writer) be a plain handler.
- */
-class Subscription implements BusSubscription {
-  readonly subject: string;
-  readonly queue: string | null;
-  active = true;
-  running = false;
-  private readonly handler: BusHandler;
-  private readonly host: Host;
-  private backlog: (Envelope | undefined)[] = [];
-  private head = 0;
-  private current = '';
-  // Bound once per subscription so that scheduling and resuming allocate nothing per message.
-  private readonly drain = (): void => this.pump();
-  private readonly resume = (): void => {
-    this.host.settle();
-    this.pump();
-  };
-  private readonly fail = (error: unknown): void => {
-    this.host.report(error, this.current);
-    this.resume();
-  };
-
-  constructor(subject: string, queue: string | null, handler: BusHandler, host: Host) {
-    this.subject = subject;
-    this.queue = queue;
-    this.handler = handler;
-    this.host = host;
-  }
-
-  unsubscribe(): void {
-    if (!this.active) return;
-    this.active = false;
-    this.host.detach(this);
-  }
-
-  enqueue(envelope: Envelope): void {
-    this.backlog.push(envelope);
-    if (this.running) return;
-    this.running = true;
-    // Never deliver inside publish's call stack: a handler must not run before its publisher resumes.
-    queueMicrotask(this.drain);
-  }
-
-  private pump(): void {
-    const host = this.host;
-    while (this.head < this.backlog.length) {
-      if (this.head >= COMPACT_AFTER && this.head * 2 >= this.backlog.length) {
-        this.backlog = this.backlog.slice(this.head);
-        this.head = 0;
-      }
-      const envelope = this.backlog[this.head]!;
-      this.backlog[this.head++] = undefined;
-      // Unsubscribed: messages not yet handed over are dropped, as NATS drops them.
-      if (!this.active) {
-        host.settle();
-        continue;
-      }
-      let result: unknown;
-      try {
-        // The envelope holds the copy sealed for this very subject on publish: parsed, then frozen,
-        // so it is still valid on receive and is handed over as it is, shared by every handler.
-        result = this.handler(new Delivery(host.bus, envelope.subject, envelope.data, envelope.reply));
-      } catch (error) {
-        host.report(error, envelope.subject);
-        host.settle();
-        continue;
-      }
-      if (isThenable(result)) {
-        this.current = envelope.subject;
-        // Not floating: both callbacks catch everything, so the chained promise never rejects.
-        result.then(this.resume, this.fail);
-        return;
-      }
-      host.settle();
-    }
-    this.backlog.length = 0;
-    this.head = 0;
-    this.running = false;
-  }
 }
 
 /**
@@ -385,10 +261,4 @@ export class InProcessBus implements Bus {
   private report(error: unknown, subject: string): void {
     reportSafely(this.onHandlerError, error, subject);
   }
-}
-
-function isThenable(value: unknown): value is PromiseLike<unknown> {
-  return (
-    typeof value === 'object' && value !== null && typeof (value as PromiseLike<unknown>).then === 'function'
-  );
 }
