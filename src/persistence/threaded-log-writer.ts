@@ -173,10 +173,7 @@ class LogThread {
     if (previous !== undefined && previous[0] === 'events')
       this.#outbox[last] = ['events', `${previous[1]}\n${id} ${json}`];
     else this.send(['events', `${id} ${json}`]);
-    if (++this.#appended >= EVENTS_PER_POST) {
-      clearImmediate(this.#scheduled!);
-      this.#post();
-    }
+    if (++this.#appended >= EVENTS_PER_POST) this.#postNow();
   }
 
   /** Sends the command built with a fresh token and settles when the thread answers it. */
@@ -187,6 +184,12 @@ class LogThread {
       this.#pending.set(token, { resolve, reject });
       this.send(command(token));
     });
+  }
+
+  /** Posts what is queued now rather than at the end of this turn of the event loop. */
+  #postNow(): void {
+    clearImmediate(this.#scheduled!);
+    this.#post();
   }
 
   async stop(): Promise<void> {
