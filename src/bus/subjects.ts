@@ -57,15 +57,46 @@ export function workerQueue(role: Role): string {
  * token, `>` (last token only) matches one or more.
  */
 export function subjectMatches(pattern: string, subject: string): boolean {
-  const p = pattern.split('.');
-  const s = subject.split('.');
-  for (let i = 0; i < p.length; i++) {
-    const token = p[i];
-    if (token === '>') return i === p.length - 1 && s.length > i;
-    if (i >= s.length) return false;
-    if (token !== '*' && token !== s[i]) return false;
+  // Walks both strings token by token without splitting them: this runs for every subscription
+  // pattern on every subject the bus has not routed before (every new run brings ~25).
+  let p = 0;
+  let s = 0;
+  for (;;) {
+    const pEnd = tokenEnd(pattern, p);
+    const sEnd = tokenEnd(subject, s);
+    const width = pEnd - p;
+    const wildcard = width === 1 ? pattern.charCodeAt(p) : 0;
+    // `>` matches the rest, which holds at least this token; it is only valid as the last token.
+    if (wildcard === GT) return pEnd === pattern.length;
+    if (wildcard !== STAR && !sameToken(pattern, p, subject, s, width, sEnd - s)) return false;
+    const patternDone = pEnd === pattern.length;
+    const subjectDone = sEnd === subject.length;
+    if (patternDone || subjectDone) return patternDone && subjectDone;
+    p = pEnd + 1;
+    s = sEnd + 1;
   }
-  return p.length === s.length;
+}
+
+const STAR = 42; // '*'
+const GT = 62; // '>'
+
+/** Where the token that starts at `from` ends: the next `.`, or the end of the string. */
+function tokenEnd(text: string, from: number): number {
+  const dot = text.indexOf('.', from);
+  return dot === -1 ? text.length : dot;
+}
+
+function sameToken(
+  a: string,
+  aFrom: number,
+  b: string,
+  bFrom: number,
+  aWidth: number,
+  bWidth: number,
+): boolean {
+  if (aWidth !== bWidth) return false;
+  for (let i = 0; i < aWidth; i++) if (a.charCodeAt(aFrom + i) !== b.charCodeAt(bFrom + i)) return false;
+  return true;
 }
 
 const WHITE_SPACE = /\s/;

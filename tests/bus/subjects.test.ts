@@ -23,6 +23,14 @@ describe('subjectMatches', () => {
     ['pge.run.*.evt.>', 'pge.run.r1.evt.step.work.completed', true],
     ['pge.run.*.evt.>', 'pge.run.r1.result', false],
     ['pge.run.*.evt.step.>', 'pge.run.r1.evt.run.started', false],
+    ['ab.c', 'a.c', false],
+    ['a.c', 'ab.c', false],
+    ['a.bc', 'a.b', false],
+    ['a.b', 'a.bc', false],
+    ['abc', 'abd', false],
+    ['*.*', 'a.b', true],
+    ['*.*', 'a.b.c', false],
+    ['a.*.>', 'a.b', false],
   ])('%s against %s is %s', (pattern, subject, expected) => {
     expect(subjectMatches(pattern, subject)).toBe(expected);
   });
