@@ -1,11 +1,14 @@
+import { BusError } from '../errors.js';
+
 /**
  * The bus: NATS semantics behind one interface, implemented in process (`InProcessBus`) and on
  * NATS. Subjects are dot-separated tokens with `*` and `>` wildcards; a subscription with a
  * `queue` shares its messages with the other members of that queue group (each message to one
  * member); `request` publishes with a reply subject and resolves with the first reply. Every
- * message is validated against its subject's schema (`schemaForSubject`) when published and when
- * received: an invalid publish rejects with `MessageRejectedError`; an invalid received message
- * is not handed to the handler but reported on `pge.errors.rejected`.
+ * message is validated against its subject's schema (`src/bus/codec.ts`) when published, and
+ * what a handler receives is valid for its subject: an invalid publish rejects with
+ * `MessageRejectedError`; over NATS a received message that fails is not handed to the handler but
+ * reported on `pge.errors.rejected` (in process, handlers get the frozen copy checked on publish).
  */
 
 /** A message as a handler receives it: already decoded and validated. */
@@ -53,6 +56,50 @@ export interface Bus {
   /** Flushes, removes every subscription and refuses further publishes. */
   close(): Promise<void>;
 }
+
+/** A received message as both buses hand it to a handler; `respond` publishes on its reply subject. */
+export class Delivery implements BusMessage {
+  constructor(
+    private readonly bus: Bus,
+    readonly subject: string,
+    readonly data: unknown,
+    readonly reply: string | null,
+  ) {}
+
+  respond(data: unknown): Promise<void> {
+    if (this.reply === null) {
+      return Promise.reject(
+        new BusError(`the message on ${this.subject} has no reply subject to respond to`),
+      );
+    }
+    return this.bus.publish(this.reply, data);
+  }
+}
+
+/** Counts the deliveries a bus has under way, for `flush()`: `idle()` settles when none is. */
+export class InFlight {
+  private count = 0;
+  private waiters: (() => void)[] = [];
+
+  begin(): void {
+    this.count++;
+  }
+
+  end(): void {
+    if (--this.count > 0 || this.waiters.length === 0) return;
+    const waiters = this.waiters;
+    this.waiters = [];
+    for (const resolve of waiters) resolve();
+  }
+
+  /** Resolves once nothing is under way (at once if nothing is). */
+  idle(): Promise<void> {
+    if (this.count === 0) return RESOLVED;
+    return new Promise((resolve) => this.waiters.push(resolve));
+  }
+}
+
+const RESOLVED: Promise<void> = Promise.resolve();
 
 /** The default `onHandlerError` of both buses: a failing handler is reported, never swallowed. */
 export function reportToConsole(error: unknown, subject: string): void {

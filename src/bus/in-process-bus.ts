@@ -8,7 +8,7 @@ import type {
   RequestOptions,
   SubscribeOptions,
 } from './bus.js';
-import { reportSafely, reportToConsole } from './bus.js';
+import { InFlight, reportSafely, reportToConsole } from './bus.js';
 import { sealMessage } from './codec.js';
 import { type Envelope, type Host, Subscription } from './in-process-subscription.js';
 import { checkSubject, subjectMatches } from './subjects.js';
@@ -71,8 +71,7 @@ export class InProcessBus implements Bus {
   private readonly host: Host;
   private replies: Subscription | null = null;
   private nextToken = 0;
-  private pending = 0;
-  private idle: (() => void)[] = [];
+  private readonly inFlight = new InFlight();
   private closed = false;
 
   /** Throws `ConfigurationError` on an unknown option. */
@@ -83,7 +82,7 @@ export class InProcessBus implements Bus {
     this.onHandlerError = options.onHandlerError ?? reportToConsole;
     this.host = {
       bus: this,
-      settle: () => this.settle(),
+      settle: () => this.inFlight.end(),
       report: (error, subject) => this.report(error, subject),
       detach: (subscription) => {
         this.subscriptions.delete(subscription);
@@ -145,8 +144,7 @@ export class InProcessBus implements Bus {
 
   /** Resolves once every message published so far, and every message their handlers published, was handled. */
   flush(): Promise<void> {
-    if (this.pending === 0) return RESOLVED;
-    return new Promise((resolve) => this.idle.push(resolve));
+    return this.inFlight.idle();
   }
 
   /** Flushes, drops every subscription, rejects pending requests; later publishes reject with `BusError`. */
@@ -173,14 +171,14 @@ export class InProcessBus implements Bus {
       throw new BusError(`no responders on ${subject}`);
     }
     for (const subscription of route.plain) {
-      this.pending++;
+      this.inFlight.begin();
       subscription.enqueue(envelope);
     }
     for (const group of route.groups) {
       const members = group.members;
       const index = group.cursor.next % members.length;
       group.cursor.next = index + 1;
-      this.pending++;
+      this.inFlight.begin();
       members[index]!.enqueue(envelope);
     }
   }
@@ -249,13 +247,6 @@ export class InProcessBus implements Bus {
     this.requests.delete(token);
     clearTimeout(pending.timer);
     pending.resolve(message.data);
-  }
-
-  private settle(): void {
-    if (--this.pending > 0 || this.idle.length === 0) return;
-    const idle = this.idle;
-    this.idle = [];
-    for (const resolve of idle) resolve();
   }
 
   private report(error: unknown, subject: string): void {

@@ -1,5 +1,4 @@
-import { BusError } from '../errors.js';
-import type { Bus, BusHandler, BusMessage, BusSubscription } from './bus.js';
+import { type Bus, type BusHandler, type BusSubscription, Delivery } from './bus.js';
 
 /**
  * The subscriptions of the in-process bus: each with its own FIFO backlog, handing over one
@@ -22,29 +21,6 @@ export interface Host {
   settle(): void;
   report(error: unknown, subject: string): void;
   detach(subscription: Subscription): void;
-}
-
-class Delivery implements BusMessage {
-  readonly subject: string;
-  readonly data: unknown;
-  readonly reply: string | null;
-  private readonly bus: Bus;
-
-  constructor(bus: Bus, subject: string, data: unknown, reply: string | null) {
-    this.bus = bus;
-    this.subject = subject;
-    this.data = data;
-    this.reply = reply;
-  }
-
-  respond(data: unknown): Promise<void> {
-    if (this.reply === null) {
-      return Promise.reject(
-        new BusError(`the message on ${this.subject} has no reply subject to respond to`),
-      );
-    }
-    return this.bus.publish(this.reply, data);
-  }
 }
 
 /**

@@ -4,7 +4,7 @@ import type { NatsConnection } from '@nats-io/transport-node';
 import { errors as natsErrors } from '@nats-io/transport-node';
 import { BusError, ConfigurationError } from '../errors.js';
 import type { Bus, BusHandler, BusSubscription, RequestOptions, SubscribeOptions } from './bus.js';
-import { reportSafely, reportToConsole } from './bus.js';
+import { InFlight, reportSafely, reportToConsole } from './bus.js';
 import { decodeMessage, encodeMessage, rejectionOf } from './codec.js';
 import type { NatsConnectionOptions } from './nats-connection.js';
 import { connectNats, describeNatsServers } from './nats-connection.js';
@@ -58,8 +58,7 @@ export class NatsBus implements Bus {
   private readonly timings: PullTimings;
   private readonly onHandlerError: (error: unknown, subject: string) => void;
   private published = 0;
-  private inFlight = 0;
-  private idle: (() => void)[] = [];
+  private readonly inFlight = new InFlight();
   private closed = false;
   private closing: Promise<void> | null = null;
 
@@ -79,8 +78,8 @@ export class NatsBus implements Bus {
     };
     this.host = {
       bus: this,
-      begin: () => void this.inFlight++,
-      end: () => this.end(),
+      begin: () => this.inFlight.begin(),
+      end: () => this.inFlight.end(),
       rejectReceived: (subject, error) => this.rejectReceived(subject, error),
       report: (error, subject) => this.report(error, subject),
       detach: (subscription) => void this.subscriptions.delete(subscription),
@@ -252,7 +251,7 @@ export class NatsBus implements Bus {
         throw busError(error, 'cannot flush');
       }
       await Promise.all([...this.subscriptions].map((subscription) => subscription.caughtUp()));
-      if (this.inFlight > 0) await new Promise<void>((resolve) => this.idle.push(resolve));
+      await this.inFlight.idle();
       if (mark !== this.published) continue;
       // The acknowledgements the handlers' ends sent reach the server too.
       try {
@@ -283,7 +282,7 @@ export class NatsBus implements Bus {
     this.closed = true;
     for (const subscription of this.subscriptions) subscription.stop();
     this.subscriptions.clear();
-    if (this.inFlight > 0) await new Promise<void>((resolve) => this.idle.push(resolve));
+    await this.inFlight.idle();
     if (this.connection.isClosed()) return;
     try {
       await within(
@@ -329,13 +328,6 @@ export class NatsBus implements Bus {
     );
     this.subscriptions.add(subscription);
     return subscription;
-  }
-
-  private end(): void {
-    if (--this.inFlight > 0 || this.idle.length === 0) return;
-    const idle = this.idle;
-    this.idle = [];
-    for (const resolve of idle) resolve();
   }
 
   private rejectReceived(subject: string, error: unknown): void {

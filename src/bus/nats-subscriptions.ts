@@ -6,8 +6,7 @@ import type {
   JsMsg,
 } from '@nats-io/jetstream';
 import type { Msg, NatsConnection, Subscription } from '@nats-io/transport-node';
-import { BusError } from '../errors.js';
-import type { Bus, BusHandler, BusMessage, BusSubscription } from './bus.js';
+import { type Bus, type BusHandler, type BusSubscription, Delivery } from './bus.js';
 import { decodeMessage } from './codec.js';
 import { busError } from './nats-helpers.js';
 import type { PullConsumerSettings } from './nats-streams.js';
@@ -53,24 +52,6 @@ const FETCH_EXPIRES_MS = 30_000;
 /** Pause after a failed pull (server restarting, consumer being recreated) before trying again. */
 const PULL_RETRY_MS = 1_000;
 const CAUGHT_UP_POLL_MS = 10;
-
-class Delivery implements BusMessage {
-  constructor(
-    private readonly bus: Bus,
-    readonly subject: string,
-    readonly data: unknown,
-    readonly reply: string | null,
-  ) {}
-
-  respond(data: unknown): Promise<void> {
-    if (this.reply === null) {
-      return Promise.reject(
-        new BusError(`the message on ${this.subject} has no reply subject to respond to`),
-      );
-    }
-    return this.bus.publish(this.reply, data);
-  }
-}
 
 /** A core NATS subscription (plain or in a queue group): at most once, like NATS itself. */
 export class CoreSubscription implements NatsSubscription {
