@@ -2,13 +2,13 @@ import { type Bus, type BusHandler, type BusSubscription, Delivery } from './bus
 
 /**
  * The subscriptions of the in-process bus: each with its own FIFO backlog, handing over one
- * message at a time, and the message object a handler receives.
+ * message at a time (as a `Delivery`, the message object both buses give their handlers).
  */
 
 /** Shrink a backlog once this many delivered slots sit at its front. */
 const COMPACT_AFTER = 1024;
 
-/** One published message, shared by all of its deliveries: sealed (parsed, frozen) on publish. */
+/** One published message, shared by all of its deliveries: validated and frozen on publish. */
 export interface Envelope {
   readonly subject: string;
   readonly data: unknown;
