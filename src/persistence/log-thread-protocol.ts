@@ -1,14 +1,18 @@
 /**
  * What the main thread and the log thread say to each other. Writers and requests are numbered by
- * the main side; messages travel in batches (arrays), a few `postMessage` calls per run.
+ * the main side. To the thread, everything travels in order as lines of text through the shared
+ * ring (`log-ring.ts`): an event as `<writer id> <JSON.stringify(event)>`, a command as
+ * `COMMAND` followed by the command's JSON. Replies come back by `postMessage`, in batches (arrays),
+ * a few per run.
  */
 
-/** Commands to the log thread, carried out in the order sent. */
+/** The first character of a command's line; an event's line starts with a digit. */
+export const COMMAND = '!';
+
+/** Commands to the log thread, carried out in the order sent (with the events around them). */
 export type ToLogThread =
   /** Open writer `id` on the log at `path` for run `runId` (see `LogWriter`). */
   | readonly ['open', id: number, path: string, runId: string]
-  /** Append events: one `<writer id> <JSON.stringify(event)>` per line, in order. */
-  | readonly ['events', lines: string]
   /** Reply `settled` with `token` once every event appended so far is on disk. */
   | readonly ['flush', id: number, token: number]
   /** Finish the queued writes, close the file, forget the writer; reply `settled` with `token`. */

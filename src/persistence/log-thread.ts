@@ -1,13 +1,15 @@
-import { parentPort } from 'node:worker_threads';
+import { parentPort, workerData } from 'node:worker_threads';
 import type { RunEvent } from '../schemas/index.js';
-import type { FromLogThread, ToLogThread } from './log-thread-protocol.js';
+import { type RingMemory, RingReader } from './log-ring.js';
+import { COMMAND, type FromLogThread, type ToLogThread } from './log-thread-protocol.js';
 import { LogWriter } from './log-writer.js';
 
 /**
  * The log thread: a worker thread that owns the `LogWriter` of every log the process writes.
  * Rendering the markdown and waiting for the disk happen here, beside the event loop that runs
  * the charts, which only turns each event into JSON and posts it (see `ThreadedLogWriter`).
- * Commands arrive in batches and are carried out in order; replies go back in batches too.
+ * Events and commands arrive in order as lines through the shared ring (`log-ring.ts`); replies
+ * go back by `postMessage`, in batches.
  */
 
 const port = parentPort;
@@ -59,9 +61,6 @@ function run(command: ToLogThread): void {
       writers.set(id, new LogWriter({ path, runId, io: 'sync', onError }));
       return;
     }
-    case 'events':
-      for (const line of command[1].split('\n')) append(line);
-      return;
     case 'flush': {
       const [, id, token] = command;
       const writer = writers.get(id);
@@ -79,6 +78,41 @@ function run(command: ToLogThread): void {
   }
 }
 
-port.on('message', (batch: ToLogThread[]) => {
-  for (const command of batch) run(command);
-});
+/** One line from the ring: a command, or an event of a writer. */
+function receive(line: string): void {
+  if (line.startsWith(COMMAND)) run(JSON.parse(line.slice(COMMAND.length)) as ToLogThread);
+  else append(line);
+}
+
+/**
+ * How long the thread waits for more text before it looks again while events flow, and how many
+ * empty looks in a row put it to sleep until a writer wakes it.
+ */
+const POLL_MS = 0.25;
+const EMPTY_POLLS_BEFORE_SLEEP = 200;
+
+const ring = new RingReader(workerData as RingMemory);
+
+/**
+ * Takes what the ring holds or, when it held nothing, blocks until it does (for `POLL_MS`, or
+ * asleep); then lets the writers' promises settle and the replies go out. The thread does nothing
+ * else, so blocking costs nobody; the writer pays for a wake-up only when the thread sleeps, or
+ * when it waits for an answer.
+ */
+/** A turn of the event loop. The writers here make sync system calls only (`io: 'sync'`), but a turn keeps anything else from starving. */
+const turn = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
+
+async function serve(): Promise<never> {
+  let empty = 0;
+  for (;;) {
+    const lines = ring.read();
+    if (lines.length > 0) {
+      empty = 0;
+      for (const line of lines) receive(line);
+    } else if (++empty < EMPTY_POLLS_BEFORE_SLEEP) ring.wait(POLL_MS);
+    else if (ring.sleep()) ring.wait(Number.POSITIVE_INFINITY);
+    await turn();
+  }
+}
+
+void serve();

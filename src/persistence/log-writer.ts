@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { LogWriteError } from '../errors.js';
 import type { RunEvent } from '../schemas/index.js';
@@ -192,7 +193,8 @@ export class LogWriter {
       throw new LogWriteError(
         `${this.path} already exists (empty): another writer may hold it; pge never shares a log`,
       );
-    const text = await readFile(this.path, 'utf8');
+    // In sync mode no call goes through the thread pool (the log thread blocks between its polls).
+    const text = this.#io === 'sync' ? readFileSync(this.path, 'utf8') : await readFile(this.path, 'utf8');
     const owner = readLogRunId(text);
     if (owner === null)
       throw new LogWriteError(`${this.path} exists and is not a pge log; pge never overwrites a file`);

@@ -3,15 +3,15 @@ import { pathToFileURL } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import { LogWriteError } from '../errors.js';
 import type { RunEvent } from '../schemas/index.js';
-import type { FromLogThread, ToLogThread } from './log-thread-protocol.js';
+import { allocateRing, type RingMemory, RingWriter } from './log-ring.js';
+import { COMMAND, type FromLogThread, type ToLogThread } from './log-thread-protocol.js';
 import type { LogWriterOptions } from './log-writer.js';
 
 /**
  * A run's log written on the log thread (`log-thread.ts`), as pino writes through a worker
- * thread: the caller's thread only turns each event into JSON and posts it, in batches (at the
- * end of each turn of the event loop, or every `EVENTS_PER_POST` events); rendering the markdown
- * and writing the file (with sync calls: the thread has nothing else to do) happen on another
- * core. It has the surface and the guarantees of `LogWriter`, which does the work on the thread:
+ * thread: the caller's thread only turns each event into JSON and copies it into a ring of shared
+ * memory (`log-ring.ts`), which the thread polls while events flow; rendering the markdown and
+ * writing the file (with sync calls: the thread has nothing else to do) happen on another core. It has the surface and the guarantees of `LogWriter`, which does the work on the thread:
  * ordered by seq, duplicates ignored, created exclusively, the first failure final and reported
  * once to `onError`.
  *
@@ -89,15 +89,17 @@ export class ThreadedLogWriter {
   }
 }
 
-/** Events per `postMessage` at most; a run of 31 model calls publishes about 125. */
-const EVENTS_PER_POST = 32;
+/** The ring's size: about 40 runs' worth of events before a writer has to wait for the thread. */
+const RING_BYTES = 4 * 1024 * 1024;
+/** How long text that found the ring full waits before it tries again. */
+const RETRY_MS = 1;
 
 interface Pending {
   resolve(): void;
   reject(error: LogWriteError): void;
 }
 
-/** The main side of the log thread: numbering, batching, replies, and the thread's lifetime. */
+/** The main side of the log thread: numbering, the ring that carries commands, replies, and the thread's lifetime. */
 class LogThread {
   static #shared: LogThread | null = null;
 
@@ -113,24 +115,24 @@ class LogThread {
   }
 
   readonly #worker: Worker;
+  readonly #ring: RingWriter;
   readonly #writers = new Map<number, ThreadedLogWriter>();
   readonly #pending = new Map<number, Pending>();
-  #outbox: ToLogThread[] = [];
-  /** The pending post: at the end of this turn of the event loop, or sooner once a batch is big. */
-  #scheduled: NodeJS.Immediate | null = null;
-  #appended = 0;
+  /** The retry of text that found the ring full. */
+  #retrying: NodeJS.Timeout | null = null;
   #next = 1;
   #dead: LogWriteError | null = null;
-  readonly #post = (): void => {
-    const batch = this.#outbox;
-    this.#outbox = [];
-    this.#scheduled = null;
-    this.#appended = 0;
-    if (this.#dead === null) this.#worker.postMessage(batch);
+  readonly #retry = (): void => {
+    this.#retrying = null;
+    if (this.#dead !== null) return;
+    if (!this.#ring.retry()) this.#retrying = setTimeout(this.#retry, RETRY_MS);
+    if (this.#ring.claimWake()) this.#ring.notify();
   };
 
   private constructor() {
-    this.#worker = startWorker();
+    const memory = allocateRing(RING_BYTES);
+    this.#ring = new RingWriter(memory);
+    this.#worker = startWorker(memory);
     this.#worker.unref();
     this.#worker.on('message', (batch: FromLogThread[]) => {
       for (const message of batch) this.#receive(message);
@@ -157,23 +159,20 @@ class LogThread {
     if (this.#writers.delete(id) && this.#writers.size === 0) this.#worker.unref();
   }
 
+  /** Sends a command; a command that waits for a reply wakes the thread rather than wait for its next poll. */
   send(command: ToLogThread): void {
-    this.#outbox.push(command);
-    this.#scheduled ??= setImmediate(this.#post);
+    this.#write(`${COMMAND}${JSON.stringify(command)}\n`, command[0] !== 'open');
   }
 
-  /**
-   * Queues an event's JSON for writer `id`. Consecutive events, of any writers, travel as one
-   * string, a line each (JSON text holds no raw line break), and a batch goes out as soon as it
-   * holds `EVENTS_PER_POST` events: the thread renders while this thread goes on producing.
-   */
+  /** Sends an event's JSON for writer `id`, as the line `<id> <json>` (JSON text holds no raw line break). */
   append(id: number, json: string): void {
-    const last = this.#outbox.length - 1;
-    const previous = this.#outbox[last];
-    if (previous !== undefined && previous[0] === 'events')
-      this.#outbox[last] = ['events', `${previous[1]}\n${id} ${json}`];
-    else this.send(['events', `${id} ${json}`]);
-    if (++this.#appended >= EVENTS_PER_POST) this.#postNow();
+    this.#write(`${id} ${json}\n`, false);
+  }
+
+  #write(text: string, urgent: boolean): void {
+    if (this.#dead !== null) return;
+    if (!this.#ring.write(text)) this.#retrying ??= setTimeout(this.#retry, RETRY_MS);
+    if (this.#ring.claimWake() || urgent) this.#ring.notify();
   }
 
   /** Sends the command built with a fresh token and settles when the thread answers it. */
@@ -184,12 +183,6 @@ class LogThread {
       this.#pending.set(token, { resolve, reject });
       this.send(command(token));
     });
-  }
-
-  /** Posts what is queued now rather than at the end of this turn of the event loop. */
-  #postNow(): void {
-    clearImmediate(this.#scheduled!);
-    this.#post();
   }
 
   async stop(): Promise<void> {
@@ -224,9 +217,9 @@ class LogThread {
  * Starts the thread. From the build it runs `log-thread.js`; from the TypeScript sources (tests,
  * `tsx`), Node cannot load a `.ts` worker itself, so the thread registers tsx first.
  */
-function startWorker(): Worker {
+function startWorker(ring: RingMemory): Worker {
   const here = import.meta.url;
-  if (!here.endsWith('.ts')) return new Worker(new URL('./log-thread.js', here));
+  if (!here.endsWith('.ts')) return new Worker(new URL('./log-thread.js', here), { workerData: ring });
   const tsx = pathToFileURL(
     createRequire(here)
       .resolve('tsx/esm/api')
@@ -235,7 +228,7 @@ function startWorker(): Worker {
   const entry = new URL('./log-thread.ts', here).href;
   return new Worker(
     `import(${JSON.stringify(tsx)}).then((tsx) => { tsx.register(); return import(${JSON.stringify(entry)}); });`,
-    { eval: true },
+    { eval: true, workerData: ring },
   );
 }
 
