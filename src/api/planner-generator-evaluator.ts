@@ -113,10 +113,12 @@ export class PlannerGeneratorEvaluator {
     try {
       const outcome = await handle.done;
       await runtime.bus.flush();
+      // The log thread writes the last events while this thread builds the result.
+      const result = buildResult(runId, logPath, outcome, handle.calls, 0);
       await runtime.persistence.flushed(runId);
       const logError = this.logErrors.get(runId);
       if (logError) throw logError;
-      const result = buildResult(runId, logPath, outcome, handle.calls, performance.now() - started);
+      result.totalDuration = (performance.now() - started) / 1000;
       this.lastResult = result;
       if (outcome.status === 'failed' && outcome.error) throw errorFromInfo(outcome.error);
       return formatOutput(o.outputType, task, result);
