@@ -1,21 +1,8 @@
-import { type ActorSystem, fromPromise } from 'xstate';
 import { PgeError } from '../errors.js';
+import { type AnyActorSystem, answering } from '../machines/calls.js';
 import { runMachine } from '../machines/run-machine.js';
 import { stepMachine } from '../machines/step-machine.js';
-import type {
-  CallReport,
-  ContractInput,
-  ContractReviewInput,
-  EvaluateOutput,
-  EvaluationInput,
-  PlanInput,
-  PlanOutput,
-  ProposalOutput,
-  RecordParams,
-  ReviewOutput,
-  WorkInput,
-  WorkOutput,
-} from '../machines/types.js';
+import type { CallReport, RecordParams } from '../machines/types.js';
 import type {
   ErrorInfo,
   ModelCall,
@@ -28,14 +15,13 @@ import type {
 import { truncatePlan } from '../schemas/index.js';
 
 /**
- * The run and step charts with their role actors and `record` action provided: each actor turns
- * its call into a request through its run's scope and the result into the chart's output and
- * events. Provided once per coordinator, not per run: `provide` builds a new machine, whose state
+ * The run and step charts with their calls (`calls.ts`) and `record` action provided: each call
+ * becomes a request through its run's scope, and its result the chart's answer event and the
+ * run's events. Provided once per coordinator, not per run: `provide` builds a new machine, whose state
  * nodes and transition caches would otherwise be rebuilt for every run (about 300 µs a run).
  */
 
-// biome-ignore lint/suspicious/noExplicitAny: xstate's own AnyActorSystem, which it does not export
-export type AnyActorSystem = ActorSystem<any>;
+export type { AnyActorSystem };
 
 /** What one run's actors and `record` action work with; the coordinator makes one per run. */
 export interface RunScope {
@@ -48,7 +34,7 @@ export interface RunScope {
   readonly calls: ModelCall[];
 }
 
-/** Thrown into an actor that answers after its run ended; the stopped chart never sees it. */
+/** Thrown into a call answered after its run ended; the stopped chart never sees it. */
 export class RunClosedError extends PgeError {
   readonly retryable = false;
 }
@@ -119,8 +105,9 @@ export function provideCharts(scopeOf: (system: AnyActorSystem) => RunScope | un
     scope(system).recordChart(draft);
 
   const steps = stepMachine.provide({
-    actors: {
-      proposeContract: fromPromise<ProposalOutput, ContractInput>(async ({ input, system }) => {
+    actions: {
+      record: recordAction,
+      proposeContract: answering('proposeContract', async (input, system) => {
         const run = scope(system);
         const answer = await run.ask({
           type: 'step.contract.requested',
@@ -133,7 +120,7 @@ export function provideCharts(scopeOf: (system: AnyActorSystem) => RunScope | un
         });
         return { proposal, ...answer.report };
       }),
-      reviewContract: fromPromise<ReviewOutput, ContractReviewInput>(async ({ input, system }) => {
+      reviewContract: answering('reviewContract', async (input, system) => {
         const run = scope(system);
         const answer = await run.ask({
           type: 'step.review.requested',
@@ -146,7 +133,7 @@ export function provideCharts(scopeOf: (system: AnyActorSystem) => RunScope | un
         });
         return { review, ...answer.report };
       }),
-      doWork: fromPromise<WorkOutput, WorkInput>(async ({ input, system }) => {
+      doWork: answering('doWork', async (input, system) => {
         const run = scope(system);
         const answer = await run.ask({ type: 'step.work.requested', payload: { phase: 'work', input } });
         const ref = { stepId: input.step.id, stepNumber: input.stepNumber, attempt: input.attempt };
@@ -161,7 +148,7 @@ export function provideCharts(scopeOf: (system: AnyActorSystem) => RunScope | un
         run.record({ type: 'step.work.completed', payload: { ...ref, work } });
         return { work, problem: null, ...answer.report };
       }),
-      evaluateWork: fromPromise<EvaluateOutput, EvaluationInput>(async ({ input, system }) => {
+      evaluateWork: answering('evaluateWork', async (input, system) => {
         const run = scope(system);
         const answer = await run.ask({
           type: 'step.evaluation.requested',
@@ -180,12 +167,13 @@ export function provideCharts(scopeOf: (system: AnyActorSystem) => RunScope | un
         return { evaluation, problem: null, ...answer.report };
       }),
     },
-    actions: { record: recordAction },
   });
 
   return runMachine.provide({
-    actors: {
-      plan: fromPromise<PlanOutput, PlanInput>(async ({ input, system }) => {
+    actors: { runStep: steps },
+    actions: {
+      record: recordAction,
+      plan: answering('plan', async (input, system) => {
         const run = scope(system);
         const answer = await run.ask({ type: 'plan.requested', payload: { phase: 'plan', input } });
         const answered = ok(run, answer, 'plan', 'planner');
@@ -196,8 +184,6 @@ export function provideCharts(scopeOf: (system: AnyActorSystem) => RunScope | un
           run.record({ type: 'plan.truncated', payload: { ...truncation, to: plan.steps.length } });
         return { plan, ...answer.report };
       }),
-      runStep: steps,
     },
-    actions: { record: recordAction },
   });
 }

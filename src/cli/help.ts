@@ -273,8 +273,8 @@ output are visible to anyone who can reach the port. It runs until Ctrl-C.`,
     about: `Prints a statechart of the harness, read from the machine definitions themselves, so it is
 the chart the code runs: the run (planning, the steps in turn, replans, budget stops, interrupt)
 or one step (contract negotiation, work, evaluation, refine and pivot retries). Edges are labelled
-with their event ("always" for eventless ones, "done: <actor>" when an invoked actor finishes)
-and their guard in brackets. Mermaid output renders wherever Mermaid does (GitHub markdown, the
+with their event ("always" for eventless ones, "answer.<phase>" for the answer to a model call,
+"done: <actor>" when an invoked actor finishes) and their guard in brackets. Mermaid output renders wherever Mermaid does (GitHub markdown, the
 Mermaid live editor); DOT is for Graphviz; JSON lists the states and transitions as nodes and
 edges. Calls no model and reads no configuration.`,
     examples: [

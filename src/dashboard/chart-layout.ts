@@ -6,6 +6,7 @@ import {
   type GraphNode,
   type MachineGraph,
   machineGraph,
+  nodeNotes,
   type StateKind,
 } from '../graph/machine-graph.js';
 
@@ -23,8 +24,8 @@ export interface ChartBox {
   id: string;
   label: string;
   kind: StateKind;
-  /** The actors the state invokes, shown under its name. */
-  invokes: string[];
+  /** What is shown under its name: the actors it invokes and the model calls it makes (`nodeNotes`). */
+  notes: string[];
   /** The ids of the state and its ancestors, so the page can highlight the path to the active state. */
   path: string[];
   x: number;
@@ -79,10 +80,11 @@ export function layoutGraph(graph: MachineGraph): ChartLayout {
   const sizes = new Map<string, Size>();
   const measure = (node: GraphNode): Size => {
     const inner = kids(node).map(measure);
-    const label = Math.max(node.key.length, ...node.invokes.map((i) => i.length + 3)) * CHAR_W + 2 * PAD;
+    const notes = nodeNotes(node);
+    const label = Math.max(node.key.length, notes.join(', ').length) * CHAR_W + 2 * PAD;
     const size =
       inner.length === 0
-        ? { w: Math.max(92, label), h: LEAF_H + (node.invokes.length > 0 ? INVOKE_H : 0) }
+        ? { w: Math.max(92, label), h: LEAF_H + (notes.length > 0 ? INVOKE_H : 0) }
         : {
             w: Math.max(label, inner.reduce((w, s) => w + s.w, 0) + GAP * (inner.length - 1) + 2 * PAD),
             h: HEADER + Math.max(...inner.map((s) => s.h)) + PAD,
@@ -98,7 +100,7 @@ export function layoutGraph(graph: MachineGraph): ChartLayout {
       id: node.id,
       label: node.key,
       kind: node.type,
-      invokes: node.invokes,
+      notes: nodeNotes(node),
       path: own,
       ...size,
       x,

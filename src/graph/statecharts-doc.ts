@@ -15,7 +15,7 @@ const RUN_NOTES: Record<string, string> = {
   'planning.gate':
     'Budget check before the planner is called (`overBudget`); a call that would break a budget is never made.',
   'planning.calling':
-    'Invokes `plan` (the planner role). Done: the plan is recorded (`plan.created`) and stepping starts at the first step. Error: `failed`.',
+    'Calls `plan` (the planner role) and waits for its answer. Answered (`answer.plan`): the plan is recorded (`plan.created`) and stepping starts at the first step. Failed (`answer.failed`): `failed`.',
   stepping: "The plan's steps in order, each run to its end by the step machine before the next starts.",
   'stepping.next':
     "Chooses what comes next: no steps left, `completed`; the step's first model call would break a budget, `stopped`; a step whose id already passed (before a replan) is skipped; otherwise the step runs.",
@@ -28,7 +28,7 @@ const RUN_NOTES: Record<string, string> = {
   stopped:
     'A budget check (here or in the step) found that the next model call would break a budget. Records `run.failed` (reason `budget`) naming the budget.',
   failed:
-    'An actor failed: the model server or transport, an answer that stayed invalid after repairs, or the log. Records `run.failed` (reason `error`).',
+    'A call or the step machine failed: the model server or transport, an answer that stayed invalid after repairs, or the log. Records `run.failed` (reason `error`).',
   interrupted:
     'The `interrupt` event (Ctrl-C or SIGTERM in the CLI) is taken in any state until the run has ended. Records `run.failed` (reason `interrupted`).',
 };
@@ -38,15 +38,15 @@ const STEP_NOTES: Record<string, string> = {
   negotiating:
     'Before any work, the generator and the evaluator agree a contract for the step: what will be delivered, its acceptance criteria and how they will be checked.',
   'negotiating.proposing':
-    "The **generator** proposes the contract (`proposeContract`); from round 2 on it revises its last proposal with the evaluator's amendments. Done: to the review, unless the spend so far means the review would break a budget (the first, inline guard), then `stopped`. Error: `failed`.",
+    "The **generator** proposes the contract (call `proposeContract`); from round 2 on it revises its last proposal with the evaluator's amendments. Answered: to the review, unless the spend so far means the review would break a budget (the first, inline guard), then `stopped`. Failed: `failed`.",
   'negotiating.reviewing':
-    'The **evaluator** reviews the proposal (`reviewContract`): it approves it, or asks for amendments. Error: `failed`.',
+    'The **evaluator** reviews the proposal (call `reviewContract`): it approves it, or asks for amendments. Failed: `failed`.',
   'negotiating.decided':
     'Over budget: `stopped`. Approved: the contract is agreed (`step.contract.agreed`). Amendments with rounds left (`maxContractRounds`): another round. Amendments in the last round: the proposal is taken with the amendments added to its criteria, and the contract is imposed (`step.contract.imposed`).',
   executing:
-    "The **generator** does the work of the current attempt (`doWork`) against the contract, given the outputs of the steps this one depends on; on a retry also the signal (refine or pivot), the scores with their change since the previous attempt, and the evaluator's feedback. Done, in order: work that stayed invalid after repairs skips the evaluation and is judged at once as a failed attempt (`invalid_work`); an evaluation that would break a budget is not made (`stopped`); otherwise the work goes to the evaluator. Error: `failed`.",
+    "The **generator** does the work of the current attempt (call `doWork`) against the contract, given the outputs of the steps this one depends on; on a retry also the signal (refine or pivot), the scores with their change since the previous attempt, and the evaluator's feedback. Answered, in order: work that stayed invalid after repairs skips the evaluation and is judged at once as a failed attempt (`invalid_work`); an evaluation that would break a budget is not made (`stopped`); otherwise the work goes to the evaluator. Failed: `failed`.",
   evaluating:
-    "The **evaluator** scores the artifact against every criterion of the rubric and the contract (`evaluateWork`), with evidence, findings and actionable feedback. It sees the artifact, not the generator's notes or self-assessment. An evaluation that stayed invalid after repairs fails the attempt (`invalid_evaluation`): the harness fails closed. Error: `failed`.",
+    "The **evaluator** scores the artifact against every criterion of the rubric and the contract (call `evaluateWork`), with evidence, findings and actionable feedback. It sees the artifact, not the generator's notes or self-assessment. An evaluation that stayed invalid after repairs fails the attempt (`invalid_evaluation`): the harness fails closed. Failed: `failed`.",
   judging:
     'The harness, not a model, judges the attempt: it passes only if every criterion has a score at or above its threshold. Records `step.attempt.judged`. Passed: `passed`. Failed with retries left (at most `maxRetriesPerStep` retries): `retrying`, or `stopped` if the retry would break a budget. Otherwise: `exhausted`.',
   retrying:
@@ -55,7 +55,7 @@ const STEP_NOTES: Record<string, string> = {
   exhausted:
     'No attempt passed and no retries are left. Records `step.failed` with the best attempt and the policy; the run machine then applies `onStepExhausted`.',
   stopped: 'The next model call would have broken a budget; the run machine goes to `stopped`.',
-  failed: 'An invoked actor failed; the run machine goes to `failed`.',
+  failed: 'A call failed; the run machine goes to `failed`.',
 };
 
 /** The notes in the order of the machine's states; throws if notes and states do not match. */
@@ -94,14 +94,16 @@ src/graph/statecharts-doc.ts, then regenerate. tests/graph/graph.test.ts fails w
 The harness is two XState statecharts. The **run machine** plans the task and runs the plan's
 steps one after another; for each step it invokes the **step machine**, which negotiates a
 contract, has the work done and evaluated, and retries until the step passes or its attempts run
-out. The machines do no I/O: the planner, generator and evaluator are actors they invoke by name,
-wired in at the composition root. The charts below are generated from the machine definitions,
+out. The machines do no I/O: a state that needs the planner, the generator or the evaluator names
+the call as its entry action (\`call: doWork\` in the charts), and the answer comes back as an
+event; the calls are wired in at the composition root. The charts below are generated from the machine definitions,
 as \`pge graph\` prints them (\`pge graph --machine step --format dot\` for Graphviz); the same
 charts are in \`docs/diagrams/\` as \`.mmd\` and \`.dot\` files.
 
 How to read the edges: the label is the event, then the guard in brackets. \`always\` is an
 eventless transition, taken as soon as its guard holds; the guarded ones are tried in order and
-the unguarded one last. \`done: plan\` and \`error: plan\` are the invoked actor \`plan\` finishing or
+the unguarded one last. \`answer.work\` is the answer to a call of that phase, \`answer.failed\` a
+call that failed; \`done: runStep\` and \`error: runStep\` are the invoked step machine finishing or
 failing. \`[guard]\` is a guard written inline in the machine rather than named; the notes say
 what each one checks.
 
@@ -109,7 +111,7 @@ Budgets are checked on the way to every model call: the spend so far plus the me
 call must stay within \`maxCostUsd\` and \`maxTokens\`, and \`maxDurationMs\` must not have passed.
 A call that would break a budget is never made; the machine goes to \`stopped\` instead, and so
 does the run. The edges into \`stopped\` are these checks: \`overBudget\` where the guard is named,
-and the inline guards on the \`done\` edges that lead to the next call.
+and the inline guards on the \`answer\` edges that lead to the next call.
 
 ## The run
 

@@ -6,6 +6,7 @@ import {
   type GraphNode,
   type MachineGraph,
   machineGraph,
+  nodeNotes,
 } from './machine-graph.js';
 
 /**
@@ -29,7 +30,7 @@ function clusterId(node: GraphNode): string {
 }
 
 function nodeLine(node: GraphNode): string {
-  const lines = [node.type === 'history' ? 'H' : node.key, ...node.invokes.map((src) => `invoke: ${src}`)];
+  const lines = [node.type === 'history' ? 'H' : node.key, ...nodeNotes(node)];
   const attributes = [`label=${quote(lines.join('\n'))}`];
   if (node.type === 'final') attributes.push('peripheries=2');
   if (node.type === 'history') attributes.push('shape=circle');
@@ -80,7 +81,9 @@ export function toDot(machine: AnyStateMachine): string {
         lines.push(`${pad}${nodeLine(node)}`);
         continue;
       }
-      const note = node.invokes.map((src) => `\ninvoke: ${src}`).join('');
+      const note = nodeNotes(node)
+        .map((line) => `\n${line}`)
+        .join('');
       lines.push(`${pad}subgraph ${clusterId(node)} {`);
       lines.push(`${pad}  label=${quote(`${node.key}${note}`)};`);
       lines.push(`${pad}  style=${node.type === 'parallel' ? '"rounded,dashed"' : 'rounded'};`);

@@ -6,6 +6,7 @@ import {
   type GraphNode,
   type MachineGraph,
   machineGraph,
+  nodeNotes,
 } from './machine-graph.js';
 
 /**
@@ -69,8 +70,8 @@ function label(value: string): string {
   return `"${text(value).replace(/"/g, "'")}"`;
 }
 
-function invokes(node: GraphNode): string {
-  return node.invokes.length > 0 ? `invoke: ${node.invokes.join(', ')}` : '';
+function notes(node: GraphNode): string {
+  return nodeNotes(node).join(', ');
 }
 
 /** Renders the statechart of `machine` as Mermaid `stateDiagram-v2` source, with a final newline. */
@@ -90,14 +91,15 @@ export function toMermaid(machine: AnyStateMachine): string {
       if (parent.type === 'parallel' && i > 0) lines.push(`${pad}--`);
       const name = node.type === 'history' ? 'H' : node.key;
       if (node.type === 'compound' || node.type === 'parallel') {
-        const note = invokes(node);
+        const note = notes(node);
         lines.push(`${pad}state ${label(note ? `${name} (${note})` : name)} as ${id} {`);
         declare(node, depth + 1);
         lines.push(`${pad}}`);
         return;
       }
       lines.push(`${pad}state ${label(name)} as ${id}`);
-      if (node.invokes.length > 0) lines.push(`${pad}${id} : ${text(invokes(node))}`);
+      const note = notes(node);
+      if (note) lines.push(`${pad}${id} : ${text(note)}`);
       if (node.type === 'final') lines.push(`${pad}${id} --> [*]`);
     });
   };

@@ -1,4 +1,4 @@
-import { assign, fromPromise, setup } from 'xstate';
+import { assign, setup } from 'xstate';
 import type {
   Budgets,
   DependencyArtifact,
@@ -10,9 +10,10 @@ import type {
   RunStopReason,
 } from '../schemas/index.js';
 import { addUsage, ZERO_USAGE } from '../schemas/index.js';
+import { type AnswerOf, type CallFailed, notProvided } from './calls.js';
 import { type BudgetName, budgetBroken, resolveCriteria, toErrorInfo } from './guards.js';
 import { stepMachine } from './step-machine.js';
-import type { BudgetState, PlanInput, PlanOutput, RecordParams, StepInput, StepOutcome } from './types.js';
+import type { BudgetState, PlanInput, RecordParams, StepInput, StepOutcome } from './types.js';
 
 /**
  * The run: planning → one step machine per plan step → summary, with the replan loop of
@@ -168,19 +169,16 @@ function store(context: RunContext, o: StepOutcome, advance: boolean): Partial<R
   };
 }
 
-/** The run statechart. Provide `plan`, `runStep` (the step machine with its actors) and `record`. */
+/** The run statechart. Provide the `plan` call (see `calls.ts`), `runStep` (the step machine with its calls) and `record`. */
 export const runMachine = setup({
   types: {
     context: {} as RunContext,
     input: {} as RunInput,
     output: {} as RunOutcome,
     /** `reason` says why in the closing event (a failed log write, a signal, an operator). */
-    events: {} as { type: 'interrupt'; reason?: string },
+    events: {} as { type: 'interrupt'; reason?: string } | AnswerOf<'plan'> | CallFailed,
   },
   actors: {
-    plan: fromPromise<PlanOutput, PlanInput>(async () => {
-      throw new Error('actor "plan" must be provided at the composition root');
-    }),
     runStep: stepMachine,
   },
   guards: {
@@ -191,6 +189,7 @@ export const runMachine = setup({
   },
   actions: {
     record: (_, _params: RecordParams) => {},
+    plan: notProvided('plan') as (_: unknown, input: PlanInput) => void,
     noteBudget: assign(({ context }) => ({
       stoppedBy: budgetBroken(context.budget),
     })),
@@ -239,14 +238,16 @@ export const runMachine = setup({
           ],
         },
         calling: {
-          invoke: {
-            src: 'plan',
-            input: ({ context }) => ({
+          entry: {
+            type: 'plan',
+            params: ({ context }): PlanInput => ({
               task: context.task,
               maxSteps: context.maxSteps,
               replan: context.replan,
             }),
-            onDone: {
+          },
+          on: {
+            'answer.plan': {
               target: '#run.stepping',
               actions: [
                 assign(({ context, event }) => ({
@@ -272,7 +273,7 @@ export const runMachine = setup({
                 },
               ],
             },
-            onError: {
+            'answer.failed': {
               target: '#run.failed',
               actions: assign({ error: ({ event }) => toErrorInfo(event.error) }),
             },

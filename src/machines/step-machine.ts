@@ -1,6 +1,7 @@
-import { and, assign, fromPromise, setup } from 'xstate';
+import { and, assign, setup } from 'xstate';
 import type { Contract, ContractProposal, ErrorInfo, RetryContext, Usage } from '../schemas/index.js';
 import { addUsage, ZERO_USAGE } from '../schemas/index.js';
+import { notProvided, type StepAnswer } from './calls.js';
 import {
   bestAttemptIndex,
   budgetBroken,
@@ -18,9 +19,7 @@ import type {
   ContractRound,
   EvaluateOutput,
   EvaluationInput,
-  ProposalOutput,
   RecordParams,
-  ReviewOutput,
   StepInput,
   StepOutcome,
   StepStatus,
@@ -33,7 +32,7 @@ import type {
  * attempts of work → evaluation → judgement, retried with a refine or pivot signal until the step
  * passes or its attempts are spent. Every transition that leads to a model call is guarded by the
  * budgets. The machine
- * does no I/O: role actors and the `record` action are provided at the composition root.
+ * does no I/O: its model calls (`calls.ts`) and the `record` action are provided at the composition root.
  */
 
 /** Context of the step machine. */
@@ -49,12 +48,6 @@ export interface StepContext extends StepInput {
   status: StepStatus;
   stoppedBy: StepOutcome['stoppedBy'];
   error: ErrorInfo | null;
-}
-
-function notProvided(name: string) {
-  return fromPromise<never, unknown>(async () => {
-    throw new Error(`actor "${name}" must be provided at the composition root`);
-  });
 }
 
 /** Adds an actor's reported usage and clock to the context. */
@@ -147,18 +140,7 @@ export const stepMachine = setup({
     context: {} as StepContext,
     input: {} as StepInput,
     output: {} as StepOutcome,
-  },
-  actors: {
-    proposeContract: notProvided('proposeContract') as unknown as ReturnType<
-      typeof fromPromise<ProposalOutput, ContractInput>
-    >,
-    reviewContract: notProvided('reviewContract') as unknown as ReturnType<
-      typeof fromPromise<ReviewOutput, ContractReviewInput>
-    >,
-    doWork: notProvided('doWork') as unknown as ReturnType<typeof fromPromise<WorkOutput, WorkInput>>,
-    evaluateWork: notProvided('evaluateWork') as unknown as ReturnType<
-      typeof fromPromise<EvaluateOutput, EvaluationInput>
-    >,
+    events: {} as StepAnswer,
   },
   guards: {
     overBudget: ({ context }) => budgetBroken(context.budget) !== null,
@@ -169,6 +151,10 @@ export const stepMachine = setup({
   },
   actions: {
     record: (_, _params: RecordParams) => {},
+    proposeContract: notProvided('proposeContract') as (_: unknown, input: ContractInput) => void,
+    reviewContract: notProvided('reviewContract') as (_: unknown, input: ContractReviewInput) => void,
+    doWork: notProvided('doWork') as (_: unknown, input: WorkInput) => void,
+    evaluateWork: notProvided('evaluateWork') as (_: unknown, input: EvaluationInput) => void,
     noteBudget: assign(({ context }) => ({
       stoppedBy: budgetBroken(context.budget),
     })),
@@ -196,9 +182,9 @@ export const stepMachine = setup({
       initial: 'proposing',
       states: {
         proposing: {
-          invoke: {
-            src: 'proposeContract',
-            input: ({ context }): ContractInput => {
+          entry: {
+            type: 'proposeContract',
+            params: ({ context }): ContractInput => {
               const last = context.rounds[context.rounds.length - 1];
               return {
                 task: context.task,
@@ -212,7 +198,9 @@ export const stepMachine = setup({
                   : null,
               };
             },
-            onDone: [
+          },
+          on: {
+            'answer.contract': [
               {
                 // Budgets are guards on the transitions that lead to a model call (DESIGN 9).
                 guard: ({ context, event }) => budgetAfter(context, event.output) !== null,
@@ -230,16 +218,16 @@ export const stepMachine = setup({
                 })),
               },
             ],
-            onError: {
+            'answer.failed': {
               target: '#step.failed',
               actions: assign({ error: ({ event }) => toErrorInfo(event.error) }),
             },
           },
         },
         reviewing: {
-          invoke: {
-            src: 'reviewContract',
-            input: ({ context }): ContractReviewInput => ({
+          entry: {
+            type: 'reviewContract',
+            params: ({ context }): ContractReviewInput => ({
               task: context.task,
               stepNumber: context.stepNumber,
               step: step(context),
@@ -248,7 +236,9 @@ export const stepMachine = setup({
               maxRounds: context.maxContractRounds,
               proposal: lastRound(context).proposal,
             }),
-            onDone: {
+          },
+          on: {
+            'answer.contract_review': {
               target: '#step.negotiating.decided',
               actions: assign(({ context, event }) => ({
                 ...spend(context, event.output),
@@ -258,7 +248,7 @@ export const stepMachine = setup({
                 ],
               })),
             },
-            onError: {
+            'answer.failed': {
               target: '#step.failed',
               actions: assign({ error: ({ event }) => toErrorInfo(event.error) }),
             },
@@ -317,9 +307,9 @@ export const stepMachine = setup({
       },
     },
     executing: {
-      invoke: {
-        src: 'doWork',
-        input: ({ context }): WorkInput => ({
+      entry: {
+        type: 'doWork',
+        params: ({ context }): WorkInput => ({
           task: context.task,
           stepNumber: context.stepNumber,
           step: step(context),
@@ -330,7 +320,9 @@ export const stepMachine = setup({
           dependencies: context.dependencies,
           retry: retryContext(context),
         }),
-        onDone: [
+      },
+      on: {
+        'answer.work': [
           {
             guard: ({ event }) => event.output.work === null,
             target: '#step.judging',
@@ -359,16 +351,16 @@ export const stepMachine = setup({
             })),
           },
         ],
-        onError: {
+        'answer.failed': {
           target: '#step.failed',
           actions: assign({ error: ({ event }) => toErrorInfo(event.error) }),
         },
       },
     },
     evaluating: {
-      invoke: {
-        src: 'evaluateWork',
-        input: ({ context }): EvaluationInput => ({
+      entry: {
+        type: 'evaluateWork',
+        params: ({ context }): EvaluationInput => ({
           task: context.task,
           stepNumber: context.stepNumber,
           step: step(context),
@@ -377,7 +369,9 @@ export const stepMachine = setup({
           attempt: context.attempt,
           artifact: context.pendingWork!.work!.output,
         }),
-        onDone: {
+      },
+      on: {
+        'answer.evaluation': {
           target: '#step.judging',
           actions: assign(({ context, event }) => ({
             ...spend(context, event.output),
@@ -385,7 +379,7 @@ export const stepMachine = setup({
             pendingWork: null,
           })),
         },
-        onError: {
+        'answer.failed': {
           target: '#step.failed',
           actions: assign({ error: ({ event }) => toErrorInfo(event.error) }),
         },

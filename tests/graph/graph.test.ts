@@ -141,10 +141,10 @@ describe('the run chart', () => {
     for (const line of [
       'planning_gate --> stopped : always [overBudget]',
       'planning_gate --> planning_calling : always\n',
-      'planning_calling : invoke: plan',
+      'planning_calling : call: plan',
       'stepping_next --> stopped : always [overBudget]',
-      'planning_calling --> stepping : done: plan',
-      'planning_calling --> failed : error: plan',
+      'planning_calling --> stepping : answer.plan',
+      'planning_calling --> failed : answer.failed',
       'stepping_next --> completed : always [noMoreSteps]',
       'stepping_next --> stepping_next : always [stepAlreadyPassed]',
       'stepping_next --> stepping_running : always\n',
@@ -167,9 +167,9 @@ describe('the step chart', () => {
       'judging --> exhausted : always\n',
       'judging --> stopped : always [and(retriesLeft, overBudget)]',
       'retrying --> executing : always\n',
-      'negotiating_proposing --> stopped : done: proposeContract [guard]',
+      'negotiating_proposing --> stopped : answer.contract [guard]',
       'negotiating_decided --> stopped : always [overBudget]',
-      'executing --> stopped : done: doWork [guard]',
+      'executing --> stopped : answer.work [guard]',
       'passed --> [*]',
       'exhausted --> [*]',
       'stopped --> [*]',
@@ -177,21 +177,21 @@ describe('the step chart', () => {
       expect(source).toContain(line);
   });
 
-  it('shows the contract rounds, invalid work skipping the evaluation, and the actors', () => {
+  it('shows the contract rounds, invalid work skipping the evaluation, and the model calls', () => {
     for (const line of [
       'negotiating_decided --> executing : always [contractApproved]',
       'negotiating_decided --> negotiating_proposing : always [roundsLeft]',
       'negotiating_decided --> executing : always\n',
-      'negotiating_proposing --> negotiating_reviewing : done: proposeContract\n',
-      'negotiating_reviewing --> negotiating_decided : done: reviewContract',
-      'executing --> judging : done: doWork [guard]',
-      'executing --> evaluating : done: doWork\n',
-      'evaluating --> judging : done: evaluateWork',
-      'evaluating --> failed : error: evaluateWork',
-      'negotiating_proposing : invoke: proposeContract',
-      'negotiating_reviewing : invoke: reviewContract',
-      'executing : invoke: doWork',
-      'evaluating : invoke: evaluateWork',
+      'negotiating_proposing --> negotiating_reviewing : answer.contract\n',
+      'negotiating_reviewing --> negotiating_decided : answer.contract_review',
+      'executing --> judging : answer.work [guard]',
+      'executing --> evaluating : answer.work\n',
+      'evaluating --> judging : answer.evaluation',
+      'evaluating --> failed : answer.failed',
+      'negotiating_proposing : call: proposeContract',
+      'negotiating_reviewing : call: reviewContract',
+      'executing : call: doWork',
+      'evaluating : call: evaluateWork',
     ])
       expect(source).toContain(line);
   });

@@ -1,23 +1,19 @@
-import { createActor, fromPromise, toPromise } from 'xstate';
+import { createActor, toPromise } from 'xstate';
+import { answering } from '../../src/machines/calls.js';
 import type { RunInput, RunOutcome } from '../../src/machines/run-machine.js';
 import { runMachine } from '../../src/machines/run-machine.js';
 import { stepMachine } from '../../src/machines/step-machine.js';
 import type {
   ContractInput,
   ContractReviewInput,
-  EvaluateOutput,
   EvaluationInput,
   PlanInput,
-  PlanOutput,
-  ProposalOutput,
   RecordParams,
-  ReviewOutput,
   WorkInput,
-  WorkOutput,
 } from '../../src/machines/types.js';
 import type { ContractReview, Evaluation, Plan, Usage } from '../../src/schemas/index.js';
 
-/** Test fixtures for the statecharts: fake role actors fed from scripts, plugged in with `provide`. */
+/** Test fixtures for the statecharts: fake role calls fed from scripts, plugged in with `provide`. */
 
 export const CALL_USAGE: Usage = { promptTokens: 100, completionTokens: 50, costUsd: 0.01, calls: 1 };
 
@@ -124,8 +120,9 @@ export async function runChart(script: ChartScript, overrides: Partial<RunInput>
     events.push(params);
   };
   const steps = stepMachine.provide({
-    actors: {
-      proposeContract: fromPromise<ProposalOutput, ContractInput>(async ({ input }) => {
+    actions: {
+      record,
+      proposeContract: answering('proposeContract', async (input) => {
         inputs.contract.push(input);
         return {
           proposal: {
@@ -137,13 +134,13 @@ export async function runChart(script: ChartScript, overrides: Partial<RunInput>
           ...report(),
         };
       }),
-      reviewContract: fromPromise<ReviewOutput, ContractReviewInput>(async ({ input }) => {
+      reviewContract: answering('reviewContract', async (input) => {
         inputs.review.push(input);
         const review = script.reviews?.length ? take(script.reviews, 'reviews') : APPROVED;
         if (review instanceof Error) throw review;
         return { review, ...report() };
       }),
-      doWork: fromPromise<WorkOutput, WorkInput>(async ({ input }) => {
+      doWork: answering('doWork', async (input) => {
         inputs.work.push(input);
         const output = script.works?.length
           ? take(script.works, 'works')
@@ -161,7 +158,7 @@ export async function runChart(script: ChartScript, overrides: Partial<RunInput>
               ...report(),
             };
       }),
-      evaluateWork: fromPromise<EvaluateOutput, EvaluationInput>(async ({ input }) => {
+      evaluateWork: answering('evaluateWork', async (input) => {
         inputs.evaluation.push(input);
         const evaluation = take(script.evaluations, 'evaluations');
         if (evaluation instanceof Error) throw evaluation;
@@ -170,19 +167,18 @@ export async function runChart(script: ChartScript, overrides: Partial<RunInput>
           : { evaluation, problem: null, ...report() };
       }),
     },
-    actions: { record },
   });
   const machine = runMachine.provide({
-    actors: {
-      plan: fromPromise<PlanOutput, PlanInput>(async ({ input }) => {
+    actors: { runStep: steps },
+    actions: {
+      record,
+      plan: answering('plan', async (input) => {
         inputs.plan.push(input);
         const plan = take(plans, 'plans');
         if (plan instanceof Error) throw plan;
         return { plan, ...report() };
       }),
-      runStep: steps,
     },
-    actions: { record },
   });
   const actor = createActor(machine, { input: runInput(overrides) });
   actor.start();

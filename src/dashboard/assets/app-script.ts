@@ -119,8 +119,8 @@ export const APP_SCRIPT = String.raw`'use strict';
       g.append(title, svg('rect', { x: box.x, y: box.y, width: box.w, height: box.h, rx: 6 }));
       var compound = box.kind === 'compound' || box.kind === 'parallel';
       g.append(svgText(box.x + 8, box.y + (compound ? 14 : 20), box.label, 'label'));
-      if (box.invokes.length > 0) {
-        g.append(svgText(box.x + 8, box.y + (compound ? 28 : 34), 'invoke: ' + box.invokes.join(', '), 'invoke'));
+      if (box.notes.length > 0) {
+        g.append(svgText(box.x + 8, box.y + (compound ? 28 : 34), box.notes.join(', '), 'invoke'));
       }
       root.append(g);
     });
