@@ -98,7 +98,9 @@ export class PlannerGeneratorEvaluator {
     checkTask(task);
     const runId = newRunId();
     const logPath = fixedPath ?? this.defaultLogPath(runId, batch);
-    checkLogPath(logPath);
+    // A log named after its new run id cannot exist yet, and the working directory was checked
+    // when the options were; a configured sharedStatePath is checked for a clear error up front.
+    if (this.options.sharedStatePath) checkLogPath(logPath);
     const runtime = this.ensureRuntime();
     const started = performance.now();
     const o = this.options;

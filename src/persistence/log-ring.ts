@@ -62,16 +62,21 @@ export class RingWriter {
     return this.#backlog.length > 0;
   }
 
-  /** Puts `text` in the ring, or behind the backlog; returns false when some of it has to wait. */
-  write(text: string): boolean {
-    if (this.#backlog.length > 0) {
-      this.#backlog.push(text);
-      return false;
+  /**
+   * Puts the texts in the ring, one after the other, or behind the backlog; returns false when
+   * some of them have to wait. Several texts rather than one joined string: joining a line's
+   * prefix to a long JSON text would copy the JSON once more before it is encoded.
+   */
+  write(...texts: string[]): boolean {
+    for (let i = 0; i < texts.length; i++) {
+      if (this.#backlog.length > 0) {
+        this.#backlog.push(texts[i]!);
+        continue;
+      }
+      const rest = this.#put(texts[i]!);
+      if (rest !== '') this.#backlog.push(rest);
     }
-    const rest = this.#put(text);
-    if (rest === '') return true;
-    this.#backlog.push(rest);
-    return false;
+    return this.#backlog.length === 0;
   }
 
   /** Moves what it can of the backlog into the ring; returns whether the backlog is now empty. */

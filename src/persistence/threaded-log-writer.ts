@@ -161,17 +161,17 @@ class LogThread {
 
   /** Sends a command; a command that waits for a reply wakes the thread rather than wait for its next poll. */
   send(command: ToLogThread): void {
-    this.#write(`${COMMAND}${JSON.stringify(command)}\n`, command[0] !== 'open');
+    this.#write(command[0] !== 'open', COMMAND, JSON.stringify(command), '\n');
   }
 
   /** Sends an event's JSON for writer `id`, as the line `<id> <json>` (JSON text holds no raw line break). */
   append(id: number, json: string): void {
-    this.#write(`${id} ${json}\n`, false);
+    this.#write(false, `${id} `, json, '\n');
   }
 
-  #write(text: string, urgent: boolean): void {
+  #write(urgent: boolean, ...texts: string[]): void {
     if (this.#dead !== null) return;
-    if (!this.#ring.write(text)) this.#retrying ??= setTimeout(this.#retry, RETRY_MS);
+    if (!this.#ring.write(...texts)) this.#retrying ??= setTimeout(this.#retry, RETRY_MS);
     if (this.#ring.claimWake() || urgent) this.#ring.notify();
   }
 
