@@ -17,8 +17,8 @@ import { truncatePlan } from '../schemas/index.js';
 /**
  * The run and step charts with their calls (`calls.ts`) and `record` action provided: each call
  * becomes a request through its run's scope, and its result the chart's answer event and the
- * run's events. Provided once per coordinator, not per run: `provide` builds a new machine, whose state
- * nodes and transition caches would otherwise be rebuilt for every run (about 300 µs a run).
+ * run's events. Provided once per coordinator, not per run: `provide` builds a new machine, whose
+ * state nodes and transition caches would otherwise be rebuilt for every run (about 300 µs a run).
  */
 
 export type { AnyActorSystem };

@@ -94,14 +94,17 @@ const EMPTY_POLLS_BEFORE_SLEEP = 200;
 const ring = new RingReader(workerData as RingMemory);
 
 /**
+ * A turn of the event loop. The writers here make sync system calls only (`io: 'sync'`), but a
+ * turn keeps anything else from starving.
+ */
+const turn = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
+
+/**
  * Takes what the ring holds or, when it held nothing, blocks until it does (for `POLL_MS`, or
  * asleep); then lets the writers' promises settle and the replies go out. The thread does nothing
  * else, so blocking costs nobody; the writer pays for a wake-up only when the thread sleeps, or
  * when it waits for an answer.
  */
-/** A turn of the event loop. The writers here make sync system calls only (`io: 'sync'`), but a turn keeps anything else from starving. */
-const turn = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
-
 async function serve(): Promise<never> {
   let empty = 0;
   for (;;) {

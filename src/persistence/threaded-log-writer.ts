@@ -11,9 +11,10 @@ import type { LogWriterOptions } from './log-writer.js';
  * A run's log written on the log thread (`log-thread.ts`), as pino writes through a worker
  * thread: the caller's thread only turns each event into JSON and copies it into a ring of shared
  * memory (`log-ring.ts`), which the thread polls while events flow; rendering the markdown and
- * writing the file (with sync calls: the thread has nothing else to do) happen on another core. It has the surface and the guarantees of `LogWriter`, which does the work on the thread:
- * ordered by seq, duplicates ignored, created exclusively, the first failure final and reported
- * once to `onError`.
+ * writing the file (with sync calls: the thread has nothing else to do) happen on another core.
+ * It has the surface and the guarantees of `LogWriter`, which does the work on the thread: ordered
+ * by seq, duplicates ignored, created exclusively, the first failure final and reported once to
+ * `onError`.
  *
  * One thread serves every log of the process. It starts with the first writer and keeps the
  * process alive only while a writer is open. If it dies, every open writer fails with a
@@ -99,7 +100,7 @@ interface Pending {
   reject(error: LogWriteError): void;
 }
 
-/** The main side of the log thread: numbering, the ring that carries commands, replies, and the thread's lifetime. */
+/** The main side of the log thread: numbering, the ring, replies, and the thread's lifetime. */
 class LogThread {
   static #shared: LogThread | null = null;
 
@@ -159,7 +160,7 @@ class LogThread {
     if (this.#writers.delete(id) && this.#writers.size === 0) this.#worker.unref();
   }
 
-  /** Sends a command; a command that waits for a reply wakes the thread rather than wait for its next poll. */
+  /** Sends a command; one that waits for a reply wakes the thread rather than wait for its next poll. */
   send(command: ToLogThread): void {
     this.#write(command[0] !== 'open', COMMAND, JSON.stringify(command), '\n');
   }
