@@ -98,9 +98,10 @@ export class PlannerGeneratorEvaluator {
     checkTask(task);
     const runId = newRunId();
     const logPath = fixedPath ?? this.defaultLogPath(runId, batch);
-    // A log named after its new run id cannot exist yet, and the working directory was checked
-    // when the options were; a configured sharedStatePath is checked for a clear error up front.
+    // A log named after its new run id cannot exist yet: only its directory is checked then (it
+    // may have gone since the options were checked), before any model is called.
     if (this.options.sharedStatePath) checkLogPath(logPath);
+    else checkLogDirectory(logPath);
     const runtime = this.ensureRuntime();
     const started = performance.now();
     const o = this.options;
@@ -217,8 +218,12 @@ function checkLogPath(path: string): void {
     const what = statSync(path).size > 0 ? 'already holds another run' : 'already exists';
     throw new ConfigurationError(`sharedStatePath ${path} ${what}; pge never overwrites a log`);
   }
+  checkLogDirectory(path, 'sharedStatePath');
+}
+
+function checkLogDirectory(path: string, what = 'the log'): void {
   if (!existsSync(dirname(path)))
-    throw new ConfigurationError(`the directory of sharedStatePath ${path} does not exist`);
+    throw new ConfigurationError(`the directory of ${what} ${path} does not exist`);
 }
 
 /** One line per event for `verbose`. */

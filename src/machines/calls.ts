@@ -24,6 +24,11 @@ import type {
  * and stopped), against about 1 µs for an event: that difference was a fifth of the harness's
  * overhead per model call. And an answer that is an event can come from anywhere the coordinator
  * gets one, such as a log being resumed or a run being replayed, without calling a model again.
+ *
+ * An answer carries no identity of its call: a calling state is left only by its own answer (or
+ * by the run's `interrupt`, which stops the chart), and the coordinator takes one result per
+ * request, so an answer always meets the call it answers. A source that could deliver an answer
+ * twice or late (a replay, a call deadline) must first add the call's identity to the event.
  */
 
 /** The calls, by the name of their entry action: the input each takes and the output it answers with. */
@@ -102,9 +107,12 @@ export function answering<C extends CallName>(
   };
 }
 
-/** The default of a call action: a chart run without its calls provided fails at the first one. */
-export function notProvided(name: CallName): () => never {
-  return () => {
+/**
+ * The default of a call action: a chart run without its calls provided fails at the first one,
+ * through `answer.failed` like any failed call (the chart ends in `failed`, with its closing event).
+ */
+export function notProvided<C extends CallName>(name: C): (args: CallArgs, input: Calls[C]['input']) => void {
+  return answering(name, () => {
     throw new Error(`the call action "${name}" must be provided at the composition root`);
-  };
+  });
 }

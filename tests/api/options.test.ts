@@ -94,6 +94,21 @@ describe('bad options get a clear error and nothing half-done', () => {
     }
   });
 
+  it('refuses a run whose working directory went away, before any model call', async () => {
+    const workingDirectory = join(dir, 'gone');
+    const model = new ScriptedModel(passingScript(1));
+    const pge = new PlannerGeneratorEvaluator({
+      plannerAgent: model,
+      generatorAgent: model,
+      evaluatorAgent: model,
+      workingDirectory,
+    });
+    rmSync(workingDirectory, { recursive: true });
+    await expect(pge.run('a task')).rejects.toThrow(/the directory of the log .* does not exist/);
+    expect(model.requests).toHaveLength(0);
+    await pge.close();
+  });
+
   it('rejects an empty task before doing anything', async () => {
     const pge = new PlannerGeneratorEvaluator({ ...agents(), workingDirectory: dir });
     await expect(pge.run('')).rejects.toThrow(/Task must be a non-empty string/);

@@ -1,8 +1,9 @@
 import { describe, expect, it } from 'vitest';
 import { assign, createActor, setup, toPromise } from 'xstate';
 import { answering, type CallFailed, notProvided, type StepAnswer } from '../../src/machines/calls.js';
+import { runMachine } from '../../src/machines/run-machine.js';
 import type { WorkInput, WorkOutput } from '../../src/machines/types.js';
-import { CALL_USAGE } from '../support/chart-fixtures.js';
+import { CALL_USAGE, runInput } from '../support/chart-fixtures.js';
 
 /** A chart with one call, to see how `answering` delivers answers and failures. */
 interface Answered {
@@ -84,11 +85,25 @@ describe('model calls as actions answered by events', () => {
     expect(errors).toEqual([]);
   });
 
-  it('fails a chart whose calls were not provided, naming the call', () => {
-    const actor = createActor(oneCall);
-    const errors: unknown[] = [];
-    actor.subscribe({ error: (error) => errors.push(error) });
-    actor.start();
-    expect(String(errors[0])).toContain('the call action "doWork" must be provided');
+  it('fails a chart whose calls were not provided through answer.failed, naming the call', async () => {
+    const outcome = await toPromise(createActor(oneCall).start());
+    expect(String(outcome.error)).toContain('the call action "doWork" must be provided');
+  });
+
+  it('ends a run without its planner provided as failed, with its closing event', () => {
+    const recorded: string[] = [];
+    const machine = runMachine.provide({
+      actions: {
+        record: (_, p: { type: string }) => {
+          recorded.push(p.type);
+        },
+      },
+    });
+    const actor = createActor(machine, { input: runInput() }).start();
+    return toPromise(actor).then((outcome) => {
+      expect(outcome.status).toBe('failed');
+      expect(outcome.error?.message).toContain('the call action "plan" must be provided');
+      expect(recorded).toEqual(['run.failed']);
+    });
   });
 });
