@@ -1,3 +1,4 @@
+import { BoundedMap } from '../bounded-map.js';
 import type { Bus, BusSubscription } from '../bus/bus.js';
 import { subscribeEvents } from '../bus/channels.js';
 import { LogWriteError } from '../errors.js';
@@ -56,9 +57,16 @@ interface RunLog {
   /** Set once the terminal event is seen: settles when the log holds it and is closed. */
   done: Promise<void> | null;
   terminalSeq: number;
-  closed: boolean;
   failure: LogWriteError | null;
 }
+
+/**
+ * Closed runs remembered by their terminal seq, to tell a redelivered event (ignored) from one that
+ * came after the run's end (reported). A closed run's writer and state are dropped at once; only
+ * this much is kept, and only for the most recent closed runs, so a long-lived process does not
+ * grow with every run it has logged.
+ */
+const CLOSED_RUNS_KEPT = 10_000;
 
 const TERMINAL: ReadonlySet<RunEvent['type']> = new Set(['run.completed', 'run.failed']);
 
@@ -71,6 +79,15 @@ export function createPersistenceActor(options: PersistenceActorOptions): Persis
   const { bus, resolvePath, onError } = options;
   const subscribe = options.subscribe ?? ((handler) => subscribeEvents(bus, '*', handler));
   const runs = new Map<string, RunLog>();
+  const closedRuns = new BoundedMap<string, number>(CLOSED_RUNS_KEPT);
+  const newRun = (terminalSeq = 0): RunLog => ({
+    writer: null,
+    early: [],
+    starting: [],
+    done: null,
+    terminalSeq,
+    failure: null,
+  });
   const openLog = (o: LogWriterOptions): RunLogWriter =>
     options.logThread === false ? new LogWriter(o) : new ThreadedLogWriter(o);
 
@@ -94,29 +111,28 @@ export function createPersistenceActor(options: PersistenceActorOptions): Persis
     return writer;
   };
 
-  const finish = (run: RunLog, writer: RunLogWriter, seq: number): void => {
+  const finish = (runId: string, run: RunLog, writer: RunLogWriter, seq: number): void => {
     run.terminalSeq = seq;
     // Close only once the terminal event is written: over NATS an earlier event may still be on its way.
     run.done = writer.finish().then(() => {
-      run.closed = true;
-      run.writer = null;
+      runs.delete(runId);
+      closedRuns.set(runId, seq);
     });
     // The writer has already told onError of any failure; flushed() callers get the rejection.
     run.done.catch(() => undefined);
   };
 
   const receive = (event: RunEvent): void => {
+    const closedAt = closedRuns.get(event.runId);
+    if (closedAt !== undefined) {
+      // Everything up to the terminal event is in the closed log: this is a redelivery.
+      if (event.seq <= closedAt) return;
+      closedRuns.delete(event.runId);
+      runs.set(event.runId, newRun(closedAt)); // failed just below, and kept to say so
+    }
     let run = runs.get(event.runId);
     if (run === undefined) {
-      run = {
-        writer: null,
-        early: [],
-        starting: [],
-        done: null,
-        terminalSeq: 0,
-        closed: false,
-        failure: null,
-      };
+      run = newRun();
       runs.set(event.runId, run);
     }
     if (run.failure !== null) return; // the log already failed and was reported; the run is stopping
@@ -127,8 +143,6 @@ export function createPersistenceActor(options: PersistenceActorOptions): Persis
       report(event.runId, run, error);
       return;
     }
-    // Everything up to the terminal event is in the closed log: this is a redelivery.
-    if (run.closed) return;
     let writer = run.writer;
     if (writer === null) {
       if (event.type !== 'run.started') {
@@ -161,8 +175,8 @@ export function createPersistenceActor(options: PersistenceActorOptions): Persis
       return;
     }
     // A terminal event may have come before run.started and waited in `early`.
-    if (TERMINAL.has(event.type)) finish(run, writer, event.seq);
-    else if (run.terminalSeq > 0) finish(run, writer, run.terminalSeq);
+    if (TERMINAL.has(event.type)) finish(event.runId, run, writer, event.seq);
+    else if (run.terminalSeq > 0) finish(event.runId, run, writer, run.terminalSeq);
   };
 
   const subscription = subscribe(
@@ -178,7 +192,6 @@ export function createPersistenceActor(options: PersistenceActorOptions): Persis
     const run = runs.get(runId);
     if (run === undefined) return Promise.resolve();
     if (run.failure !== null) return Promise.reject(run.failure);
-    if (run.closed) return Promise.resolve();
     if (run.done !== null) return run.done;
     if (run.writer !== null) return run.writer.flushed();
     return new Promise<void>((resolve, reject) => run.starting.push({ resolve, reject })).then(() =>

@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { BoundedMap } from '../bounded-map.js';
 import { BusError, ConfigurationError } from '../errors.js';
 import type {
   Bus,
@@ -63,7 +64,7 @@ interface PendingRequest {
  */
 export class InProcessBus implements Bus {
   private readonly subscriptions = new Set<Subscription>();
-  private readonly routes = new Map<string, Route>();
+  private readonly routes = new BoundedMap<string, Route>(ROUTE_CACHE_LIMIT);
   private readonly cursors = new Map<string, { next: number }>();
   private readonly requests = new Map<string, PendingRequest>();
   private readonly inbox = `${INBOX}${randomUUID()}.`;
@@ -189,10 +190,7 @@ export class InProcessBus implements Bus {
     checkSubject(subject, false);
     const route = this.match(subject);
     // Reply subjects are used once; caching them would only evict routes that are used again.
-    if (!subject.startsWith(INBOX)) {
-      if (this.routes.size >= ROUTE_CACHE_LIMIT) this.routes.delete(this.routes.keys().next().value!);
-      this.routes.set(subject, route);
-    }
+    if (!subject.startsWith(INBOX)) this.routes.set(subject, route);
     return route;
   }
 
