@@ -136,16 +136,17 @@ export function provideCharts(scopeOf: (system: AnyActorSystem) => RunScope | un
       doWork: answering('doWork', async (input, system) => {
         const run = scope(system);
         const answer = await run.ask({ type: 'step.work.requested', payload: { phase: 'work', input } });
+        // Object.assign onto a fresh `ref`, not `{ ...ref, key }`: see `spend` in the step machine.
         const ref = { stepId: input.step.id, stepNumber: input.stepNumber, attempt: input.attempt };
         if (answer.result.status === 'error' && answer.result.error.name === 'InvalidOutputError') {
           run.record({
             type: 'step.work.invalid',
-            payload: { ...ref, problem: answer.result.error.message, raw: answer.result.raw },
+            payload: Object.assign(ref, { problem: answer.result.error.message, raw: answer.result.raw }),
           });
           return { work: null, problem: answer.result.error.message, ...answer.report };
         }
         const work = ok(run, answer, 'work', 'generator');
-        run.record({ type: 'step.work.completed', payload: { ...ref, work } });
+        run.record({ type: 'step.work.completed', payload: Object.assign(ref, { work }) });
         return { work, problem: null, ...answer.report };
       }),
       evaluateWork: answering('evaluateWork', async (input, system) => {
@@ -158,12 +159,12 @@ export function provideCharts(scopeOf: (system: AnyActorSystem) => RunScope | un
         if (answer.result.status === 'error' && answer.result.error.name === 'InvalidOutputError') {
           run.record({
             type: 'step.evaluation.invalid',
-            payload: { ...ref, problem: answer.result.error.message, raw: answer.result.raw },
+            payload: Object.assign(ref, { problem: answer.result.error.message, raw: answer.result.raw }),
           });
           return { evaluation: null, problem: answer.result.error.message, ...answer.report };
         }
         const evaluation = ok(run, answer, 'evaluation', 'evaluator');
-        run.record({ type: 'step.evaluation.completed', payload: { ...ref, evaluation } });
+        run.record({ type: 'step.evaluation.completed', payload: Object.assign(ref, { evaluation }) });
         return { evaluation, problem: null, ...answer.report };
       }),
     },
