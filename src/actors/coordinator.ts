@@ -237,7 +237,6 @@ export function createCoordinator(options: CoordinatorOptions) {
       record,
       recordChart: (draft: RecordParams) => void record(completeDraft(draft, calls)),
       ask,
-      calls,
     });
     actor.start();
 

@@ -5,7 +5,6 @@ import { stepMachine } from '../machines/step-machine.js';
 import type { CallReport, RecordParams } from '../machines/types.js';
 import type {
   ErrorInfo,
-  ModelCall,
   RoleRequest,
   RoleResult,
   RoleSuccess,
@@ -31,7 +30,6 @@ export interface RunScope {
   recordChart(draft: RecordParams): void;
   /** Sends a request and waits for its result; records the calls it cost. */
   ask(draft: RequestDraft): Promise<Answer>;
-  readonly calls: ModelCall[];
 }
 
 /** Thrown into a call answered after its run ended; the stopped chart never sees it. */
@@ -91,6 +89,28 @@ function ok<P extends RoleSuccess['phase']>(
   return result.output as Success<P>;
 }
 
+/** The attempt an input is for, as the attempt's events name it. */
+function attemptRef(input: { step: { id: string }; stepNumber: number; attempt: number }) {
+  return { stepId: input.step.id, stepNumber: input.stepNumber, attempt: input.attempt };
+}
+
+/**
+ * For work or an evaluation whose answer never validated (the harness fails closed): records
+ * `type` and returns the problem, which the chart judges as a failed attempt; null otherwise.
+ * The payload is assigned onto the fresh `ref`, not spread: see `spend` in the step machine.
+ */
+function invalidAnswer(
+  run: RunScope,
+  answer: Answer,
+  type: 'step.work.invalid' | 'step.evaluation.invalid',
+  ref: ReturnType<typeof attemptRef>,
+): string | null {
+  const { result } = answer;
+  if (result.status !== 'error' || result.error.name !== 'InvalidOutputError') return null;
+  run.record({ type, payload: Object.assign(ref, { problem: result.error.message, raw: result.raw }) });
+  return result.error.message;
+}
+
 /**
  * The run machine with everything provided; `scopeOf` finds the scope of the run an actor
  * belongs to (undefined once the run has ended).
@@ -136,15 +156,9 @@ export function provideCharts(scopeOf: (system: AnyActorSystem) => RunScope | un
       doWork: answering('doWork', async (input, system) => {
         const run = scope(system);
         const answer = await run.ask({ type: 'step.work.requested', payload: { phase: 'work', input } });
-        // Object.assign onto a fresh `ref`, not `{ ...ref, key }`: see `spend` in the step machine.
-        const ref = { stepId: input.step.id, stepNumber: input.stepNumber, attempt: input.attempt };
-        if (answer.result.status === 'error' && answer.result.error.name === 'InvalidOutputError') {
-          run.record({
-            type: 'step.work.invalid',
-            payload: Object.assign(ref, { problem: answer.result.error.message, raw: answer.result.raw }),
-          });
-          return { work: null, problem: answer.result.error.message, ...answer.report };
-        }
+        const ref = attemptRef(input);
+        const problem = invalidAnswer(run, answer, 'step.work.invalid', ref);
+        if (problem !== null) return { work: null, problem, ...answer.report };
         const work = ok(run, answer, 'work', 'generator');
         run.record({ type: 'step.work.completed', payload: Object.assign(ref, { work }) });
         return { work, problem: null, ...answer.report };
@@ -155,14 +169,9 @@ export function provideCharts(scopeOf: (system: AnyActorSystem) => RunScope | un
           type: 'step.evaluation.requested',
           payload: { phase: 'evaluation', input },
         });
-        const ref = { stepId: input.step.id, stepNumber: input.stepNumber, attempt: input.attempt };
-        if (answer.result.status === 'error' && answer.result.error.name === 'InvalidOutputError') {
-          run.record({
-            type: 'step.evaluation.invalid',
-            payload: Object.assign(ref, { problem: answer.result.error.message, raw: answer.result.raw }),
-          });
-          return { evaluation: null, problem: answer.result.error.message, ...answer.report };
-        }
+        const ref = attemptRef(input);
+        const problem = invalidAnswer(run, answer, 'step.evaluation.invalid', ref);
+        if (problem !== null) return { evaluation: null, problem, ...answer.report };
         const evaluation = ok(run, answer, 'evaluation', 'evaluator');
         run.record({ type: 'step.evaluation.completed', payload: Object.assign(ref, { evaluation }) });
         return { evaluation, problem: null, ...answer.report };

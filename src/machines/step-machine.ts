@@ -85,10 +85,6 @@ function contractFrom(proposal: ContractProposal, rounds: number, amendments: st
   });
 }
 
-function stepId(context: StepContext): string {
-  return context.plan.steps[context.stepNumber - 1]!.id;
-}
-
 function step(context: StepContext) {
   return context.plan.steps[context.stepNumber - 1]!;
 }
@@ -131,7 +127,7 @@ function outcome(context: StepContext): StepOutcome {
   );
   return {
     status: context.status,
-    stepId: stepId(context),
+    stepId: step(context).id,
     stepNumber: context.stepNumber,
     title: step(context).title,
     contract: context.contract,
@@ -291,7 +287,7 @@ export const stepMachine = setup({
                   params: ({ context }) => ({
                     type: 'step.contract.agreed',
                     payload: {
-                      stepId: stepId(context),
+                      stepId: step(context).id,
                       stepNumber: context.stepNumber,
                       contract: context.contract!,
                     },
@@ -320,7 +316,7 @@ export const stepMachine = setup({
                   params: ({ context }) => ({
                     type: 'step.contract.imposed',
                     payload: {
-                      stepId: stepId(context),
+                      stepId: step(context).id,
                       stepNumber: context.stepNumber,
                       contract: context.contract!,
                       outstandingAmendments: lastRound(context).review?.amendments ?? [],
@@ -430,7 +426,7 @@ export const stepMachine = setup({
             return {
               type: 'step.attempt.judged',
               payload: {
-                stepId: stepId(context),
+                stepId: step(context).id,
                 stepNumber: context.stepNumber,
                 attempt: a.attempt,
                 verdict: a.verdict,
@@ -460,7 +456,7 @@ export const stepMachine = setup({
           params: ({ context }) => ({
             type: 'step.retry.scheduled',
             payload: {
-              stepId: stepId(context),
+              stepId: step(context).id,
               stepNumber: context.stepNumber,
               nextAttempt: context.attempt,
               signal: context.signal === 'pivot' ? 'pivot' : 'refine',
@@ -480,7 +476,7 @@ export const stepMachine = setup({
           params: ({ context }) => ({
             type: 'step.passed',
             payload: {
-              stepId: stepId(context),
+              stepId: step(context).id,
               stepNumber: context.stepNumber,
               attempt: context.attempt,
               bestAttempt: outcome(context).best + 1,
@@ -500,7 +496,7 @@ export const stepMachine = setup({
             return {
               type: 'step.failed',
               payload: {
-                stepId: stepId(context),
+                stepId: step(context).id,
                 stepNumber: context.stepNumber,
                 attempts: context.attempts.length,
                 bestAttempt: best >= 0 ? best + 1 : null,
