@@ -101,8 +101,9 @@ export function printReport(r: BenchResults): void {
     `     then passes: ${1 + 6 * (r.settings.steps ?? 0)} calls per run; net = wall minus model time, CPU = process`,
   );
   out.push(
-    `     CPU time minus model time; median of ${r.settings.reps} batches of ${r.settings.runs} runs)`,
+    `     CPU time minus model time; median of ${r.settings.reps} batches of ${r.settings.runs} runs, each series`,
   );
+  out.push(`     after ${r.settings.warmupRuns} warm-up runs)`);
   const row = (name: string, f: LoopFigures, events?: number) => [
     name,
     int(f.runs),

@@ -1,6 +1,7 @@
 import { createActor, type InspectionEvent, toPromise } from 'xstate';
 import type { Bus } from '../bus/bus.js';
 import { publishEvent, publishRequest, subscribeResults } from '../bus/channels.js';
+import { runEventSubjects } from '../bus/subjects.js';
 import type { RunInput, RunOutcome } from '../machines/run-machine.js';
 import type { CallReport, RecordParams } from '../machines/types.js';
 import type {
@@ -152,6 +153,7 @@ export function createCoordinator(options: CoordinatorOptions) {
 
   function startRun(spec: RunSpec): RunHandle {
     const { runId } = spec;
+    const eventSubject = runEventSubjects(runId);
     let seq = 0;
     const calls: ModelCall[] = [];
     const publishing: Promise<void>[] = [];
@@ -160,6 +162,18 @@ export function createCoordinator(options: CoordinatorOptions) {
     let closed = false;
     /** Requests of this run still waiting for their result. */
     const asked = new Set<string>();
+    /** Publishes an event of this run; a request also goes on its role's work queue. */
+    const publishRecorded = (event: RunEvent): Promise<void> => {
+      let subject: string;
+      try {
+        subject = eventSubject(event.type);
+      } catch (error) {
+        return Promise.reject(error); // a run id that cannot be a subject token
+      }
+      return Object.hasOwn(ROLE_OF_REQUEST, event.type)
+        ? publishRequest(bus, event as RoleRequest, subject)
+        : publishEvent(bus, event, subject);
+    };
     const record = <T extends RunEventDraft>(draft: T): RunEventOf<T['type']> => {
       // After the closing event nothing more belongs to the run: a call that was in flight when
       // the run was interrupted answers into the void rather than behind the log's last section.
@@ -173,15 +187,12 @@ export function createCoordinator(options: CoordinatorOptions) {
         ts: timestamp(clock()),
         ...draft,
       } as RunEvent;
-      const isRequest = Object.hasOwn(ROLE_OF_REQUEST, event.type);
       publishing.push(
-        (isRequest ? publishRequest(bus, event as RoleRequest) : publishEvent(bus, event)).catch(
-          (error: unknown) => {
-            // A run whose events cannot be published has no record: stop it rather than go on unrecorded.
-            publishFailure ??= error;
-            actor.send({ type: 'interrupt', reason: `its events could not be published: ${String(error)}` });
-          },
-        ),
+        publishRecorded(event).catch((error: unknown) => {
+          // A run whose events cannot be published has no record: stop it rather than go on unrecorded.
+          publishFailure ??= error;
+          actor.send({ type: 'interrupt', reason: `its events could not be published: ${String(error)}` });
+        }),
       );
       return event as RunEventOf<T['type']>;
     };

@@ -28,9 +28,12 @@ function publishOn(bus: Bus, subject: () => string, data: object): Promise<void>
   return bus.publish(built, freezeMessage(data));
 }
 
-/** Publishes a run event on `pge.run.<runId>.evt.<type>`. */
-export function publishEvent(bus: Bus, event: RunEvent): Promise<void> {
-  return publishOn(bus, () => subjects.event(event.runId, event.type), event);
+/**
+ * Publishes a run event on `pge.run.<runId>.evt.<type>`: `subject` when given (a run's owner
+ * passes its `runEventSubjects`; the bus checks that it is the event's subject).
+ */
+export function publishEvent(bus: Bus, event: RunEvent, subject?: string): Promise<void> {
+  return publishOn(bus, () => subject ?? subjects.event(event.runId, event.type), event);
 }
 
 /** Follows the events of one run, or of every run with `'*'`, in the order they were published. */
@@ -43,11 +46,11 @@ export function subscribeEvents(
 }
 
 /**
- * Publishes a request event on its run's event subject and queues it for the role that serves
- * it: one message in two places.
+ * Publishes a request event on its run's event subject (`subject` as for `publishEvent`) and
+ * queues it for the role that serves it: one message in two places.
  */
-export function publishRequest(bus: Bus, request: RoleRequest): Promise<void> {
-  return Promise.all([publishEvent(bus, request), enqueueWork(bus, request)]).then(() => undefined);
+export function publishRequest(bus: Bus, request: RoleRequest, subject?: string): Promise<void> {
+  return Promise.all([publishEvent(bus, request, subject), enqueueWork(bus, request)]).then(() => undefined);
 }
 
 /** Queues a request for the role that serves it (`ROLE_OF_REQUEST`), on `pge.work.<role>`. */

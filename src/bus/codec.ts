@@ -4,7 +4,7 @@ import { RunControl } from '../schemas/control.js';
 import type { Role } from '../schemas/index.js';
 import { ROLE_OF_REQUEST, RoleResult, RunEvent } from '../schemas/index.js';
 import { RunSubmission } from '../schemas/submission.js';
-import { subjectMatches, subjects } from './subjects.js';
+import { isEventSubject, subjectMatches, subjects } from './subjects.js';
 
 /**
  * Which schema each pge subject carries, and the validation both buses run on publish and on
@@ -30,8 +30,9 @@ const RULES: SubjectRule[] = [
   {
     pattern: subjects.events('*'),
     schema: RunEvent,
+    // The schema has checked the run id: the subject is compared in place, not built again.
     check: (subject, event: RunEvent) =>
-      subject === subjects.event(event.runId, event.type)
+      isEventSubject(subject, event.runId, event.type)
         ? null
         : `event ${event.type} of run ${event.runId} does not belong on ${subject}`,
   },

@@ -20,18 +20,26 @@ export function assertSubjectToken(kind: string, value: string): string {
   return value;
 }
 
+const RUN_PREFIX = 'pge.run.';
+const WORK_SUBJECTS: Readonly<Record<Role, string>> = {
+  planner: 'pge.work.planner',
+  generator: 'pge.work.generator',
+  evaluator: 'pge.work.evaluator',
+};
+const EVENT_INFIX = '.evt.';
+
 export const subjects = {
   /** The subject of one event of a run. */
   event(runId: string, type: RunEventType): string {
-    return `pge.run.${assertSubjectToken('run id', runId)}.evt.${type}`;
+    return `${RUN_PREFIX}${assertSubjectToken('run id', runId)}${EVENT_INFIX}${type}`;
   },
   /** Every event of one run (`'*'` for every run). */
   events(runId: string | '*'): string {
     return `pge.run.${runId === '*' ? '*' : assertSubjectToken('run id', runId)}.evt.>`;
   },
-  /** Where a role's work items are queued. */
+  /** Where a role's work items are queued (one string per role, built once, its hash kept by the bus's maps). */
   work(role: Role): string {
-    return `pge.work.${role}`;
+    return Object.hasOwn(WORK_SUBJECTS, role) ? WORK_SUBJECTS[role] : `pge.work.${role}`;
   },
   /** Where workers reply to requests of one run (`'*'` for every run). */
   result(runId: string | '*'): string {
@@ -46,6 +54,40 @@ export const subjects = {
   /** Where the bus reports messages it rejected. */
   rejected: 'pge.errors.rejected',
 } as const;
+
+/**
+ * `subjects.event` for one run, each type's subject built once, for the coordinator that owns the
+ * run (and drops this with it). A run publishes each type many times; handing the bus the same
+ * string each time lets its maps (routes, rules) reuse the string's hash instead of flattening and
+ * hashing a new one per message. Throws like `subjects.event` on an id that is not a subject token.
+ */
+export function runEventSubjects(runId: string): (type: RunEventType) => string {
+  const built = new Map<RunEventType, string>();
+  return (type) => {
+    let subject = built.get(type);
+    if (subject === undefined) {
+      subject = subjects.event(runId, type);
+      built.set(type, subject);
+    }
+    return subject;
+  };
+}
+
+/**
+ * Whether `subject` is `subjects.event(runId, type)`, compared where it is: the bus checks every
+ * event's subject against its payload, and building the subject again for that cost a string and
+ * a pattern test per event. The caller has validated `runId` (a subject token) already.
+ */
+export function isEventSubject(subject: string, runId: string, type: string): boolean {
+  const infixAt = RUN_PREFIX.length + runId.length;
+  return (
+    subject.length === infixAt + EVENT_INFIX.length + type.length &&
+    subject.startsWith(RUN_PREFIX) &&
+    subject.startsWith(runId, RUN_PREFIX.length) &&
+    subject.startsWith(EVENT_INFIX, infixAt) &&
+    subject.endsWith(type)
+  );
+}
 
 /** The queue group that the workers of a role share, so each work item goes to one of them. */
 export function workerQueue(role: Role): string {

@@ -64,7 +64,9 @@ export interface RunOutcome {
   error: ErrorInfo | null;
 }
 
-interface RunContext extends RunInput {
+/** Context of the run machine: its input, as given, and what the run has done (see `StepContext` for why nested). */
+interface RunContext {
+  input: RunInput;
   interruptReason: string | null;
   plan: Plan | null;
   criteria: ResolvedCriterion[];
@@ -102,7 +104,7 @@ export function runTotals(context: RunContext): RunTotals {
   const steps = context.plan?.steps ?? [];
   const stepsPassed = steps.filter((s) => latest(context, s.id)?.status === 'passed').length;
   const totalRetries = context.outcomes.reduce((n, o) => n + Math.max(0, o.attempts.length - 1), 0);
-  const durationMs = Math.max(0, context.budget.clock - context.startedAt);
+  const durationMs = Math.max(0, context.budget.clock - context.input.startedAt);
   const passed = context.status === 'completed' && steps.length > 0 && stepsPassed === steps.length;
   const head =
     context.status === 'completed'
@@ -115,7 +117,7 @@ export function runTotals(context: RunContext): RunTotals {
     totalRetries,
     usage: context.budget.spent,
     durationMs,
-    summary: `${head}: ${stepsPassed}/${steps.length} steps passed, ${totalRetries} total retries, ${(durationMs / 1000).toFixed(1)}s elapsed. Shared state: ${context.logPath}`,
+    summary: `${head}: ${stepsPassed}/${steps.length} steps passed, ${totalRetries} total retries, ${(durationMs / 1000).toFixed(1)}s elapsed. Shared state: ${context.input.logPath}`,
   };
 }
 
@@ -197,7 +199,7 @@ export const runMachine = setup({
 }).createMachine({
   id: 'run',
   context: ({ input }) => ({
-    ...input,
+    input,
     plan: null,
     criteria: [],
     replans: 0,
@@ -241,8 +243,8 @@ export const runMachine = setup({
           entry: {
             type: 'plan',
             params: ({ context }): PlanInput => ({
-              task: context.task,
-              maxSteps: context.maxSteps,
+              task: context.input.task,
+              maxSteps: context.input.maxSteps,
               replan: context.replan,
             }),
           },
@@ -254,8 +256,8 @@ export const runMachine = setup({
                   plan: event.output.plan,
                   criteria: resolveCriteria(
                     event.output.plan.criteria,
-                    context.defaultThresholds,
-                    context.fallbackThreshold,
+                    context.input.defaultThresholds,
+                    context.input.fallbackThreshold,
                   ),
                   index: 0,
                   budget: {
@@ -312,19 +314,19 @@ export const runMachine = setup({
           invoke: {
             src: 'runStep',
             input: ({ context }): StepInput => ({
-              task: context.task,
+              task: context.input.task,
               stepNumber: context.index + 1,
               plan: context.plan!,
               outline: outline(context.plan!),
               criteria: context.criteria,
               dependencies: dependencies(context, context.plan!.steps[context.index]!.dependsOn),
-              maxContractRounds: context.maxContractRounds,
-              maxRetriesPerStep: context.maxRetriesPerStep,
+              maxContractRounds: context.input.maxContractRounds,
+              maxRetriesPerStep: context.input.maxRetriesPerStep,
               // What will happen if this step is exhausted: a spent replan budget means advance.
               onStepExhausted:
-                context.onStepExhausted === 'replan' && context.replans >= context.maxReplans
+                context.input.onStepExhausted === 'replan' && context.replans >= context.input.maxReplans
                   ? 'advance'
-                  : context.onStepExhausted,
+                  : context.input.onStepExhausted,
               budget: context.budget,
             }),
             onDone: [
@@ -350,13 +352,13 @@ export const runMachine = setup({
                 })),
               },
               {
-                guard: ({ context }) => context.onStepExhausted === 'abort',
+                guard: ({ context }) => context.input.onStepExhausted === 'abort',
                 target: '#run.aborted',
                 actions: assign(({ context, event }) => store(context, event.output, false)),
               },
               {
                 guard: ({ context }) =>
-                  context.onStepExhausted === 'replan' && context.replans < context.maxReplans,
+                  context.input.onStepExhausted === 'replan' && context.replans < context.input.maxReplans,
                 target: '#run.planning',
                 actions: [
                   assign(({ context, event }) => store(context, event.output, false)),
