@@ -154,6 +154,23 @@ describe('InProcessBus', () => {
     expect(counts).toEqual([3, 3, 3]);
   });
 
+  it('hands a message to its subscribers in the order they subscribed, across patterns', async () => {
+    const bus = new InProcessBus();
+    const runId = freshRunId();
+    const subject = subjects.event(runId, 'run.started');
+    const calls: string[] = [];
+    // Interleaved patterns: grouping subscriptions by pattern must not regroup their deliveries.
+    bus.subscribe(subjects.events('*'), () => void calls.push('all 1'));
+    bus.subscribe(subject, () => void calls.push('exact 1'));
+    bus.subscribe(subjects.events('*'), () => void calls.push('all 2'));
+    const gone = bus.subscribe(subjects.events(runId), () => void calls.push('run'));
+    bus.subscribe(subject, () => void calls.push('exact 2'));
+    gone.unsubscribe();
+    await bus.publish(subject, runStarted(runId));
+    await bus.flush();
+    expect(calls).toEqual(['all 1', 'exact 1', 'all 2', 'exact 2']);
+  });
+
   it('routes to subscriptions made after earlier publishes on the same subject', async () => {
     const bus = new InProcessBus();
     const runId = freshRunId();
