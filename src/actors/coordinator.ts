@@ -1,5 +1,6 @@
 import { createActor, type InspectionEvent, toPromise } from 'xstate';
 import type { Bus } from '../bus/bus.js';
+import { PUBLISHED } from '../bus/bus.js';
 import { publishEvent, publishRequest, subscribeResults } from '../bus/channels.js';
 import { runEventSubjects } from '../bus/subjects.js';
 import type { RunInput, RunOutcome } from '../machines/run-machine.js';
@@ -187,13 +188,16 @@ export function createCoordinator(options: CoordinatorOptions) {
         ts: timestamp(clock()),
         ...draft,
       } as RunEvent;
-      publishing.push(
-        publishRecorded(event).catch((error: unknown) => {
-          // A run whose events cannot be published has no record: stop it rather than go on unrecorded.
-          publishFailure ??= error;
-          actor.send({ type: 'interrupt', reason: `its events could not be published: ${String(error)}` });
-        }),
-      );
+      const published = publishRecorded(event);
+      // Published already (the in-process bus): nothing to wait for, nothing that can fail later.
+      if (published !== PUBLISHED)
+        publishing.push(
+          published.catch((error: unknown) => {
+            // A run whose events cannot be published has no record: stop it rather than go on unrecorded.
+            publishFailure ??= error;
+            actor.send({ type: 'interrupt', reason: `its events could not be published: ${String(error)}` });
+          }),
+        );
       return event as RunEventOf<T['type']>;
     };
 

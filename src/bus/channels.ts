@@ -2,6 +2,7 @@ import type { RunControl } from '../schemas/control.js';
 import type { Role, RoleRequest, RoleResult, RunEvent } from '../schemas/index.js';
 import { ROLE_OF_REQUEST } from '../schemas/index.js';
 import type { Bus, BusSubscription } from './bus.js';
+import { PUBLISHED } from './bus.js';
 import type { MessageRejection } from './codec.js';
 import { freezeMessage } from './codec.js';
 import { subjects, workerQueue } from './subjects.js';
@@ -50,7 +51,10 @@ export function subscribeEvents(
  * queues it for the role that serves it: one message in two places.
  */
 export function publishRequest(bus: Bus, request: RoleRequest, subject?: string): Promise<void> {
-  return Promise.all([publishEvent(bus, request, subject), enqueueWork(bus, request)]).then(() => undefined);
+  const asEvent = publishEvent(bus, request, subject);
+  const asWork = enqueueWork(bus, request);
+  if (asEvent === PUBLISHED && asWork === PUBLISHED) return PUBLISHED;
+  return Promise.all([asEvent, asWork]).then(() => undefined);
 }
 
 /** Queues a request for the role that serves it (`ROLE_OF_REQUEST`), on `pge.work.<role>`. */

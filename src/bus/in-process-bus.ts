@@ -9,7 +9,7 @@ import type {
   RequestOptions,
   SubscribeOptions,
 } from './bus.js';
-import { InFlight, reportSafely, reportToConsole } from './bus.js';
+import { InFlight, PUBLISHED, reportSafely, reportToConsole } from './bus.js';
 import { sealMessage } from './codec.js';
 import { type Envelope, type Host, Subscription } from './in-process-subscription.js';
 import { checkSubject, subjectMatches } from './subjects.js';
@@ -33,7 +33,6 @@ const DEFAULT_TIMEOUT_MS = 10_000;
 const ROUTE_CACHE_LIMIT = 4096;
 const INBOX = '_INBOX.';
 const WHITE_SPACE = /\s/;
-const RESOLVED: Promise<void> = Promise.resolve();
 
 interface Group {
   readonly members: readonly Subscription[];
@@ -106,7 +105,7 @@ export class InProcessBus implements Bus {
   publish(subject: string, data: unknown): Promise<void> {
     try {
       this.send(subject, data, null, false);
-      return RESOLVED;
+      return PUBLISHED;
     } catch (error) {
       return Promise.reject(error);
     }
