@@ -9,7 +9,7 @@ import type {
   Work,
 } from '../src/schemas/index.js';
 import { benchPlan, callsPerRun, evaluationFor, proposalFor, reviewFor, workFor } from './instant-model.js';
-import { type LoopFigures, loopFigures, median, pool, timed } from './measure.js';
+import { type LoopFigures, loopFigures, pool, timed } from './measure.js';
 
 /**
  * Section 2: the baseline. A bare XState v5 loop of the same shape as a pge run: plan, then per
@@ -135,20 +135,10 @@ const bareMachine = setup({
   },
 });
 
-/** Settings of the baseline section. */
-export interface BareSettings {
-  steps: number;
-  warmupRuns: number;
-  runs: number;
-  reps: number;
-  concurrency: number;
-}
-
-/** Sequential and concurrent figures of the bare XState loop. */
-export async function measureBare(settings: BareSettings): Promise<{
-  sequential: LoopFigures;
-  concurrent: LoopFigures;
-}> {
+/** The bare loop, with `batch`, which times `runs` runs of it, `concurrency` at a time. */
+export function bareLoop(steps: number): {
+  batch: (runs: number, concurrency: number) => Promise<LoopFigures>;
+} {
   let calls = 0;
   let modelMs = 0;
   /** The same metering as `MeteredModel`: the answer is built synchronously, and that time is the model's. */
@@ -175,20 +165,15 @@ export async function measureBare(settings: BareSettings): Promise<{
     modelMs = 0;
     const time = await timed(() =>
       pool(runs, concurrency, async () => {
-        const actor = createActor(machine, { input: { steps: settings.steps } });
+        const actor = createActor(machine, { input: { steps } });
         actor.start();
         await toPromise(actor);
       }),
     );
-    const expected = runs * callsPerRun(settings.steps);
+    const expected = runs * callsPerRun(steps);
     if (calls !== expected) throw new Error(`bare loop: ${calls} calls, expected ${expected}`);
     return loopFigures({ runs, concurrency, calls, modelMs }, time);
   };
 
-  await batch(settings.warmupRuns, 1);
-  await batch(settings.warmupRuns, settings.concurrency);
-  return {
-    sequential: await median(settings.reps, () => batch(settings.runs, 1)),
-    concurrent: await median(settings.reps, () => batch(settings.runs, settings.concurrency)),
-  };
+  return { batch };
 }

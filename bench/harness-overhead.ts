@@ -2,12 +2,21 @@ import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { PlannerGeneratorEvaluator } from '../src/api/planner-generator-evaluator.js';
 import type { RunEvent } from '../src/schemas/index.js';
+import { bareLoop } from './bare-xstate.js';
 import { callsPerRun, InstantModel } from './instant-model.js';
-import { type HarnessFigures, loopFigures, median, pool, timed } from './measure.js';
+import {
+  type HarnessFigures,
+  type LoopFigures,
+  loopFigures,
+  median,
+  medianOf,
+  pool,
+  timed,
+} from './measure.js';
 import { MeteredModel } from './metered-model.js';
 
 /**
- * Section 1: the harness's own cost per model call. Whole runs through the public API on the
+ * Sections 1-2: the harness's own cost per model call, beside the bare XState loop's. Whole runs through the public API on the
  * embedded runtime (in-process bus, role workers, validation, the markdown log on disk), with an
  * instant model; the model's own time is measured and taken out.
  */
@@ -85,20 +94,46 @@ export function harness(settings: OverheadSettings, name: string, follow: boolea
   return { pge, batch };
 }
 
-/** Measures the pge harness after a warm-up. */
-export async function measureHarness(settings: OverheadSettings): Promise<HarnessResults> {
+/** Figures of sections 1-2: the pge harness, and the bare XState loop timed beside it. */
+export interface OverheadResults {
+  harness: HarnessResults;
+  bare: { sequential: LoopFigures; concurrent: LoopFigures };
+}
+
+/**
+ * Measures the pge harness and the bare loop after a warm-up of each. Their batches alternate
+ * (pge, bare, pge, bare …), so a slow spell of a shared machine weighs on both alike and their
+ * ratio holds; each figure is the median of `reps` batches.
+ */
+export async function measureOverhead(settings: OverheadSettings): Promise<OverheadResults> {
   const followed = harness(settings, 'overhead', true);
   const plain = harness(settings, 'overhead-no-on-event', false);
+  const bare = bareLoop(settings.steps);
+  const { runs, reps, concurrency, warmupRuns } = settings;
+  /** `reps` batches of pge and of the bare loop, alternating; the median of each. */
+  const alternate = async (concurrent: number) => {
+    const ours: HarnessFigures[] = [];
+    const theirs: LoopFigures[] = [];
+    for (let i = 0; i < reps; i++) {
+      ours.push(await followed.batch(runs, concurrent));
+      theirs.push(await bare.batch(runs, concurrent));
+    }
+    return { ours: medianOf(ours), theirs: medianOf(theirs) };
+  };
   try {
-    await followed.batch(settings.warmupRuns, 1);
-    await followed.batch(settings.warmupRuns, settings.concurrency);
-    await plain.batch(settings.warmupRuns, 1);
-    const { runs, reps } = settings;
-    const sequential = await median(reps, () => followed.batch(runs, 1));
-    const concurrent = await median(reps, () => followed.batch(runs, settings.concurrency));
-    const eventsPerRun = sequential.events / sequential.runs;
+    for (const loop of [followed, bare]) {
+      await loop.batch(warmupRuns, 1);
+      await loop.batch(warmupRuns, concurrency);
+    }
+    await plain.batch(warmupRuns, 1);
+    const sequential = await alternate(1);
+    const concurrent = await alternate(concurrency);
+    const eventsPerRun = sequential.ours.events / sequential.ours.runs;
     const sequentialNoOnEvent = await median(reps, () => plain.batch(runs, 1, eventsPerRun));
-    return { sequential, concurrent, sequentialNoOnEvent };
+    return {
+      harness: { sequential: sequential.ours, concurrent: concurrent.ours, sequentialNoOnEvent },
+      bare: { sequential: sequential.theirs, concurrent: concurrent.theirs },
+    };
   } finally {
     await followed.pge.close();
     await plain.pge.close();

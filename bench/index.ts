@@ -2,8 +2,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { cpus, tmpdir, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { findNatsServer } from '../tests/support/nats-server.js';
-import { measureBare } from './bare-xstate.js';
-import { measureHarness } from './harness-overhead.js';
+import { measureOverhead } from './harness-overhead.js';
 import { measureMemory } from './memory.js';
 import { measureBusOverhead } from './nats-overhead.js';
 import type { NatsResults } from './nats-report.js';
@@ -23,15 +22,15 @@ const SETTINGS = {
   /** Steps of the plan in the overhead runs: 1 + 6 × 5 = 31 model calls per run. */
   steps: 5,
   /**
-   * Runs before each timed series of sections 1-2 (sequential, then concurrent). V8 takes about
-   * this many runs (~30,000 model calls) to reach its steady state on pge's code: batches of 200
-   * sequential runs measured 116, 99, 89, 87 … 84 µs per call one after the other. The bare loop,
-   * a tenth of the code, is steady within 50 runs; both get the same warm-up.
+   * Warm-up runs of each loop of sections 1-2, sequential and then concurrent, before any is
+   * timed. V8 takes about this many runs (~30,000 model calls) to settle on pge's code: batches
+   * of 200 sequential runs measured 116, 99, 89, 87 … 84 µs per call one after another. The bare
+   * loop, a tenth of the code, settles within 50 runs; both get the same warm-up.
    */
   warmupRuns: 1000,
   runs: 200,
-  /** Batches per figure of sections 1-2; the median is reported. */
-  reps: 3,
+  /** Batches per figure of sections 1-2, pge's and the bare loop's alternating; the median is reported. */
+  reps: 5,
   concurrency: 50,
   memoryRuns: 1000,
   /** After the memory measure, how long the 1,000 runs go on before the rest are interrupted. */
@@ -93,10 +92,10 @@ async function main(): Promise<void> {
       cpuModel: cpu[0]?.model.trim() ?? 'unknown',
       memoryGiB: Math.round((totalmem() / 2 ** 30) * 10) / 10,
     };
-    const harness = await section('1/6 harness overhead (pge runs on the embedded bus, log on disk)', () =>
-      measureHarness({ dir, ...SETTINGS }),
+    const { harness, bare } = await section(
+      '1-2/6 harness overhead (pge runs on the embedded bus, log on disk) beside the bare XState loop',
+      () => measureOverhead({ dir, ...SETTINGS }),
     );
-    const bare = await section('2/6 bare XState loop', () => measureBare(SETTINGS));
     const prompts = await section('3/6 prompt size against steps run (plans of 10, 50, 200 steps)', () =>
       measurePromptSizes(dir),
     );

@@ -61,8 +61,13 @@ export function loopFigures(
 export async function median<F extends LoopFigures>(reps: number, batch: () => Promise<F>): Promise<F> {
   const all: F[] = [];
   for (let i = 0; i < reps; i++) all.push(await batch());
-  all.sort((a, b) => a.usPerCall - b.usPerCall);
-  return all[Math.floor(all.length / 2)]!;
+  return medianOf(all);
+}
+
+/** The batch with the median net µs per call. */
+export function medianOf<F extends LoopFigures>(batches: readonly F[]): F {
+  const sorted = [...batches].sort((a, b) => a.usPerCall - b.usPerCall);
+  return sorted[Math.floor(sorted.length / 2)]!;
 }
 
 /** Runs `run` `count` times, keeping `concurrency` runs in flight; rejects with the first failure. */

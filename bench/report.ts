@@ -101,9 +101,9 @@ export function printReport(r: BenchResults): void {
     `     then passes: ${1 + 6 * (r.settings.steps ?? 0)} calls per run; net = wall minus model time, CPU = process`,
   );
   out.push(
-    `     CPU time minus model time; median of ${r.settings.reps} batches of ${r.settings.runs} runs, each series`,
+    `     CPU time minus model time; median of ${r.settings.reps} batches of ${r.settings.runs} runs, pge's and the`,
   );
-  out.push(`     after ${r.settings.warmupRuns} warm-up runs)`);
+  out.push(`     bare loop's alternating, after ${r.settings.warmupRuns} warm-up runs of each)`);
   const row = (name: string, f: LoopFigures, events?: number) => [
     name,
     int(f.runs),
