@@ -62,14 +62,7 @@ interface PendingRequest {
  * handler is reported through `onHandlerError` and the bus goes on.
  */
 export class InProcessBus implements Bus {
-  /** Every subscription, in the order subscribed (its number: deliveries keep that order). */
-  private readonly subscriptions = new Map<Subscription, number>();
-  /**
-   * The subscriptions of each pattern. Routing a new subject matches each pattern once, not each
-   * subscription: the workers of the embedded runtime alone hold 48 subscriptions on 3 patterns.
-   */
-  private readonly patterns = new Map<string, Subscription[]>();
-  private subscribed = 0;
+  private readonly subscriptions = new Set<Subscription>();
   private readonly routes = new BoundedMap<string, Route>(ROUTE_CACHE_LIMIT);
   private readonly cursors = new Map<string, { next: number }>();
   private readonly requests = new Map<string, PendingRequest>();
@@ -93,9 +86,6 @@ export class InProcessBus implements Bus {
       report: (error, subject) => this.report(error, subject),
       detach: (subscription) => {
         this.subscriptions.delete(subscription);
-        const members = this.patterns.get(subscription.subject)!;
-        members.splice(members.indexOf(subscription), 1);
-        if (members.length === 0) this.patterns.delete(subscription.subject);
         this.routes.clear();
       },
     };
@@ -120,10 +110,7 @@ export class InProcessBus implements Bus {
       throw new TypeError(`"${queue}" is not a valid queue group name`);
     }
     const subscription = new Subscription(subject, queue, handler, this.host);
-    this.subscriptions.set(subscription, this.subscribed++);
-    const members = this.patterns.get(subject);
-    if (members) members.push(subscription);
-    else this.patterns.set(subject, [subscription]);
+    this.subscriptions.add(subscription);
     this.routes.clear();
     return subscription;
   }
@@ -165,9 +152,8 @@ export class InProcessBus implements Bus {
     if (this.closed) return;
     await this.flush();
     this.closed = true;
-    for (const subscription of this.subscriptions.keys()) subscription.active = false;
+    for (const subscription of this.subscriptions) subscription.active = false;
     this.subscriptions.clear();
-    this.patterns.clear();
     this.routes.clear();
     this.replies = null;
     for (const pending of this.requests.values()) {
@@ -208,20 +194,19 @@ export class InProcessBus implements Bus {
   }
 
   private match(subject: string): Route {
-    let matched: Subscription[] | null = null;
-    let patterns = 0;
-    for (const [pattern, members] of this.patterns) {
-      if (!subjectMatches(pattern, subject)) continue;
-      matched = matched === null ? members.slice() : matched.concat(members);
-      patterns++;
-    }
-    if (matched === null) return NO_ROUTE;
-    // Across patterns, back to the order subscribed: deliveries and queue groups keep it.
-    if (patterns > 1) matched.sort((a, b) => this.subscriptions.get(a)! - this.subscriptions.get(b)!);
-    const plain: Subscription[] = [];
+    let plain: Subscription[] | null = null;
     let groups: Map<string, Subscription[]> | null = null;
-    for (const subscription of matched) {
+    // Many subscriptions share a pattern (a worker's units of concurrency): match each pattern once.
+    const verdicts = new Map<string, boolean>();
+    for (const subscription of this.subscriptions) {
+      let matches = verdicts.get(subscription.subject);
+      if (matches === undefined) {
+        matches = subjectMatches(subscription.subject, subject);
+        verdicts.set(subscription.subject, matches);
+      }
+      if (!matches) continue;
       if (subscription.queue === null) {
+        plain ??= [];
         plain.push(subscription);
         continue;
       }
@@ -231,8 +216,9 @@ export class InProcessBus implements Bus {
       if (members) members.push(subscription);
       else groups.set(subscription.queue, [subscription]);
     }
+    if (plain === null && groups === null) return NO_ROUTE;
     return {
-      plain,
+      plain: plain ?? [],
       groups:
         groups === null
           ? []
