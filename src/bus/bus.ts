@@ -45,18 +45,16 @@ export interface RequestOptions {
 }
 
 /**
- * What `publish` returns when the transport took the message before returning (the in-process
- * bus): one settled promise, so that a publisher with many messages can tell, by identity, that
- * there is nothing to wait for (and skip a reaction and a microtask per message).
+ * The in-process bus's fast path: what its `publish` returns once it has taken a message, one
+ * settled promise, so that pge's own publishers (the coordinator, the typed channels) can tell
+ * by identity that there is nothing to wait for, and skip a reaction and a microtask per
+ * message. Not part of the `Bus` contract: any other promise is awaited as usual.
  */
 export const PUBLISHED: Promise<void> = Promise.resolve();
 
 /** The transport every pge process uses to talk to the others. */
 export interface Bus {
-  /**
-   * Validates and publishes; resolves once the message is accepted by the transport (returns
-   * `PUBLISHED` when it was accepted at once).
-   */
+  /** Validates and publishes; resolves once the message is accepted by the transport. */
   publish(subject: string, data: unknown): Promise<void>;
   subscribe(subject: string, handler: BusHandler, options?: SubscribeOptions): BusSubscription;
   /** Publishes with a reply subject and resolves with the (validated) reply. */
@@ -104,10 +102,12 @@ export class InFlight {
 
   /** Resolves once nothing is under way (at once if nothing is). */
   idle(): Promise<void> {
-    if (this.count === 0) return PUBLISHED;
+    if (this.count === 0) return IDLE;
     return new Promise((resolve) => this.waiters.push(resolve));
   }
 }
+
+const IDLE: Promise<void> = Promise.resolve();
 
 /** The default `onHandlerError` of both buses: a failing handler is reported, never swallowed. */
 export function reportToConsole(error: unknown, subject: string): void {

@@ -1,4 +1,4 @@
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import {
   assertSubjectToken,
   isEventSubject,
@@ -44,12 +44,20 @@ describe('subjectMatches', () => {
 });
 
 describe('runEventSubjects', () => {
-  it('builds the subjects that subjects.event builds', () => {
+  it('builds the subjects that subjects.event builds, each type once', () => {
     const subjectOf = runEventSubjects('r-1');
-    const first = subjectOf('step.work.completed');
-    expect(first).toBe(subjects.event('r-1', 'step.work.completed'));
-    expect(subjectOf('run.started')).toBe(subjects.event('r-1', 'run.started'));
-    expect(subjectOf('step.work.completed')).toBe(first);
+    const built = vi.spyOn(subjects, 'event');
+    try {
+      expect(subjectOf('step.work.completed')).toBe('pge.run.r-1.evt.step.work.completed');
+      expect(subjectOf('run.started')).toBe('pge.run.r-1.evt.run.started');
+      expect(subjectOf('step.work.completed')).toBe('pge.run.r-1.evt.step.work.completed');
+      expect(built.mock.calls).toEqual([
+        ['r-1', 'step.work.completed'],
+        ['r-1', 'run.started'],
+      ]);
+    } finally {
+      built.mockRestore();
+    }
   });
 
   it('throws like subjects.event on a run id that is not a subject token, when first used', () => {
