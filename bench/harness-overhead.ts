@@ -98,27 +98,33 @@ export function harness(settings: OverheadSettings, name: string, follow: boolea
 export interface OverheadResults {
   harness: HarnessResults;
   bare: { sequential: LoopFigures; concurrent: LoopFigures };
+  /** pge's net µs per call over the bare loop's: the median of the ratios of batches run side by side. */
+  pgeOverBare: { sequential: number; concurrent: number };
 }
 
 /**
  * Measures the pge harness and the bare loop after a warm-up of each. Their batches alternate
- * (pge, bare, pge, bare …), so a slow spell of a shared machine weighs on both alike and their
- * ratio holds; each figure is the median of `reps` batches.
+ * (pge, bare, pge, bare …), so that a slow spell of a shared machine lands on a pair of batches
+ * rather than on one loop's; each figure is the median of `reps` batches, and the ratio the median
+ * of the pairs' ratios.
  */
 export async function measureOverhead(settings: OverheadSettings): Promise<OverheadResults> {
   const followed = harness(settings, 'overhead', true);
   const plain = harness(settings, 'overhead-no-on-event', false);
   const bare = bareLoop(settings.steps);
   const { runs, reps, concurrency, warmupRuns } = settings;
-  /** `reps` batches of pge and of the bare loop, alternating; the median of each. */
+  /** `reps` pairs of batches, pge's then the bare loop's: the median of each, and of the pairs' ratios. */
   const alternate = async (concurrent: number) => {
     const ours: HarnessFigures[] = [];
     const theirs: LoopFigures[] = [];
+    const ratios: number[] = [];
     for (let i = 0; i < reps; i++) {
       ours.push(await followed.batch(runs, concurrent));
       theirs.push(await bare.batch(runs, concurrent));
+      ratios.push(ours[i]!.usPerCall / theirs[i]!.usPerCall);
     }
-    return { ours: medianOf(ours), theirs: medianOf(theirs) };
+    ratios.sort((a, b) => a - b);
+    return { ours: medianOf(ours), theirs: medianOf(theirs), ratio: ratios[Math.floor(reps / 2)]! };
   };
   try {
     for (const loop of [followed, bare]) {
@@ -133,6 +139,7 @@ export async function measureOverhead(settings: OverheadSettings): Promise<Overh
     return {
       harness: { sequential: sequential.ours, concurrent: concurrent.ours, sequentialNoOnEvent },
       bare: { sequential: sequential.theirs, concurrent: concurrent.theirs },
+      pgeOverBare: { sequential: sequential.ratio, concurrent: concurrent.ratio },
     };
   } finally {
     await followed.pge.close();

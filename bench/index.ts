@@ -92,7 +92,7 @@ async function main(): Promise<void> {
       cpuModel: cpu[0]?.model.trim() ?? 'unknown',
       memoryGiB: Math.round((totalmem() / 2 ** 30) * 10) / 10,
     };
-    const { harness, bare } = await section(
+    const { harness, bare, pgeOverBare } = await section(
       '1-2/6 harness overhead (pge runs on the embedded bus, log on disk) beside the bare XState loop',
       () => measureOverhead({ dir, ...SETTINGS }),
     );
@@ -113,6 +113,7 @@ async function main(): Promise<void> {
       settings: SETTINGS,
       harness,
       bare,
+      pgeOverBare,
       prompts,
       memory,
       nats,
