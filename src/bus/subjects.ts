@@ -21,12 +21,12 @@ export function assertSubjectToken(kind: string, value: string): string {
 }
 
 const RUN_PREFIX = 'pge.run.';
+const EVENT_INFIX = '.evt.';
 const WORK_SUBJECTS: Readonly<Record<Role, string>> = {
   planner: 'pge.work.planner',
   generator: 'pge.work.generator',
   evaluator: 'pge.work.evaluator',
 };
-const EVENT_INFIX = '.evt.';
 
 export const subjects = {
   /** The subject of one event of a run. */
