@@ -16,9 +16,9 @@ import {
 import { MeteredModel } from './metered-model.js';
 
 /**
- * Sections 1-2: the harness's own cost per model call, beside the bare XState loop's. Whole runs through the public API on the
- * embedded runtime (in-process bus, role workers, validation, the markdown log on disk), with an
- * instant model; the model's own time is measured and taken out.
+ * Sections 1-2: the harness's own cost per model call, beside the bare XState loop's. Whole runs
+ * through the public API on the embedded runtime (in-process bus, role workers, validation, the
+ * markdown log on disk), with an instant model; the model's own time is measured and taken out.
  */
 
 /** Settings of the overhead section. */

@@ -37,7 +37,7 @@ export const subjects = {
   events(runId: string | '*'): string {
     return `pge.run.${runId === '*' ? '*' : assertSubjectToken('run id', runId)}.evt.>`;
   },
-  /** Where a role's work items are queued (one string per role, built once, its hash kept by the bus's maps). */
+  /** Where a role's work items are queued: one string per role, whose hash the bus's maps keep. */
   work(role: Role): string {
     return Object.hasOwn(WORK_SUBJECTS, role) ? WORK_SUBJECTS[role] : `pge.work.${role}`;
   },

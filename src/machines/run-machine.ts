@@ -64,7 +64,7 @@ export interface RunOutcome {
   error: ErrorInfo | null;
 }
 
-/** Context of the run machine: its input, as given, and what the run has done (see `StepContext` for why nested). */
+/** Context of the run machine: its input as given, and what the run has done (`StepContext` says why nested). */
 interface RunContext {
   input: RunInput;
   interruptReason: string | null;

@@ -76,7 +76,7 @@ async function run(makeBus: (inner: InProcessBus) => Bus) {
 }
 
 describe('coordinator on a bus with promises of its own', () => {
-  it('runs the same events when each publish resolves with a promise other than the in-process one', async () => {
+  it('runs the same events when each publish resolves with a promise of its own', async () => {
     const plain = await run((inner) => inner);
     const other = await run((inner) => wrapped(inner, (_, published) => published.then(() => undefined)));
     expect(plain.outcome?.status).toBe('completed');
