@@ -1,0 +1,168 @@
+import type {
+  Budgets,
+  DependencyArtifact,
+  ErrorInfo,
+  Plan,
+  PlanOutline,
+  ReplanContext,
+  ResolvedCriterion,
+  RunStopReason,
+} from '../schemas/index.js';
+import type { BudgetName } from './guards.js';
+import type { BudgetState, RecordParams, StepOutcome } from './types.js';
+
+/**
+ * The run machine's input, context and outcome, and the pure functions its transitions build from
+ * them: the step's dependencies, the plan outline, the closing totals and event. No XState here:
+ * `run-machine.ts` wires them into the chart.
+ */
+
+/** Input of the run machine: the task and the resolved settings of the run. */
+export interface RunInput {
+  task: string;
+  logPath: string;
+  maxSteps: number;
+  maxRetriesPerStep: number;
+  maxContractRounds: number;
+  onStepExhausted: 'advance' | 'abort' | 'replan';
+  maxReplans: number;
+  defaultThresholds: Record<string, number>;
+  fallbackThreshold: number;
+  budgets: Budgets;
+  /** Epoch ms the run started (the machine reads no clock). */
+  startedAt: number;
+}
+
+/** How the run ended. */
+export type RunStatus = 'completed' | 'aborted' | 'stopped' | 'failed' | 'interrupted';
+
+/** Closing figures of a run, as `run.completed` / `run.failed` carry them. */
+export interface RunTotals {
+  passed: boolean;
+  stepsPassed: number;
+  stepsTotal: number;
+  totalRetries: number;
+  usage: BudgetState['spent'];
+  durationMs: number;
+  summary: string;
+}
+
+/** Output of the run machine. */
+export interface RunOutcome {
+  status: RunStatus;
+  plan: Plan | null;
+  criteria: ResolvedCriterion[];
+  /** Every step run, in the order run (a step re-run after a replan appears again). */
+  outcomes: StepOutcome[];
+  replans: number;
+  totals: RunTotals;
+  stoppedBy: BudgetName | null;
+  error: ErrorInfo | null;
+}
+
+/** Context of the run machine: its input as given, and what the run has done (`StepContext` says why nested). */
+export interface RunContext {
+  input: RunInput;
+  interruptReason: string | null;
+  plan: Plan | null;
+  criteria: ResolvedCriterion[];
+  replans: number;
+  replan: ReplanContext | null;
+  index: number;
+  outcomes: StepOutcome[];
+  budget: BudgetState;
+  status: RunStatus;
+  stoppedBy: BudgetName | null;
+  error: ErrorInfo | null;
+}
+
+/** The latest outcome of a step id, if it ran. */
+export function latest(context: RunContext, stepId: string): StepOutcome | undefined {
+  for (let i = context.outcomes.length - 1; i >= 0; i--)
+    if (context.outcomes[i]!.stepId === stepId) return context.outcomes[i];
+  return undefined;
+}
+
+export function outline(plan: Plan): PlanOutline {
+  return { scope: plan.scope, steps: plan.steps.map((s) => ({ id: s.id, title: s.title })) };
+}
+
+export function dependencies(context: RunContext, stepIds: readonly string[]): DependencyArtifact[] {
+  return stepIds.flatMap((id) => {
+    const o = latest(context, id);
+    const work = o && o.best >= 0 ? o.attempts[o.best]!.work : null;
+    return work ? [{ stepId: id, title: o!.title, output: work.output }] : [];
+  });
+}
+
+/** Totals and the one-line summary, in the reference's words. */
+export function runTotals(context: RunContext): RunTotals {
+  const steps = context.plan?.steps ?? [];
+  const stepsPassed = steps.filter((s) => latest(context, s.id)?.status === 'passed').length;
+  const totalRetries = context.outcomes.reduce((n, o) => n + Math.max(0, o.attempts.length - 1), 0);
+  const durationMs = Math.max(0, context.budget.clock - context.input.startedAt);
+  const passed = context.status === 'completed' && steps.length > 0 && stepsPassed === steps.length;
+  const head =
+    context.status === 'completed'
+      ? 'PGE Harness completed'
+      : `PGE Harness stopped (${stopReason(context.status)})`;
+  return {
+    passed,
+    stepsPassed,
+    stepsTotal: steps.length,
+    totalRetries,
+    usage: context.budget.spent,
+    durationMs,
+    summary: `${head}: ${stepsPassed}/${steps.length} steps passed, ${totalRetries} total retries, ${(durationMs / 1000).toFixed(1)}s elapsed. Shared state: ${context.input.logPath}`,
+  };
+}
+
+export function stopReason(status: RunStatus): RunStopReason {
+  if (status === 'stopped') return 'budget';
+  if (status === 'aborted' || status === 'interrupted') return status;
+  return 'error';
+}
+
+export function stopMessage(context: RunContext): string {
+  switch (context.status) {
+    case 'stopped': {
+      const b = context.budget;
+      const limit = context.stoppedBy ? b.budgets[context.stoppedBy] : null;
+      const used =
+        context.stoppedBy === 'maxCostUsd'
+          ? `$${b.spent.costUsd.toFixed(4)} spent`
+          : context.stoppedBy === 'maxTokens'
+            ? `${b.spent.promptTokens + b.spent.completionTokens} tokens used`
+            : `${b.clock - b.startedAt} ms elapsed`;
+      return `budget ${context.stoppedBy} (${limit}) would be exceeded by the next model call: ${used}`;
+    }
+    case 'aborted':
+      return `step ${context.outcomes.at(-1)?.stepId} exhausted its attempts and onStepExhausted is "abort"`;
+    case 'interrupted':
+      return context.interruptReason
+        ? `the run was interrupted: ${context.interruptReason}`
+        : 'the run was interrupted';
+    default:
+      return context.error ? `${context.error.name}: ${context.error.message}` : 'the run failed';
+  }
+}
+
+/** The closing event of a run that ended with `context.status`. */
+export function closingEvent(context: RunContext): RecordParams {
+  const totals = runTotals(context);
+  return context.status === 'completed'
+    ? { type: 'run.completed', payload: totals }
+    : {
+        type: 'run.failed',
+        payload: { ...totals, reason: stopReason(context.status), message: stopMessage(context) },
+      };
+}
+
+/** Appends a finished step's outcome and takes over its spend. */
+export function store(context: RunContext, o: StepOutcome, advance: boolean): Partial<RunContext> {
+  return {
+    outcomes: [...context.outcomes, o],
+    budget: { ...context.budget, spent: o.budget.spent, clock: o.budget.clock },
+    index: advance ? context.index + 1 : context.index,
+  };
+}
