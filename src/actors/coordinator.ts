@@ -3,6 +3,7 @@ import type { Bus } from '../bus/bus.js';
 import { PUBLISHED } from '../bus/bus.js';
 import { publishEvent, publishRequest, subscribeResults } from '../bus/channels.js';
 import { runEventSubjects } from '../bus/subjects.js';
+import type { AnyActorSystem } from '../machines/calls.js';
 import type { RunInput, RunOutcome } from '../machines/run-machine.js';
 import type { CallReport, RecordParams } from '../machines/types.js';
 import type {
@@ -18,7 +19,6 @@ import type {
 import { addUsage, ROLE_OF_REQUEST, ZERO_USAGE } from '../schemas/index.js';
 import {
   type Answer,
-  type AnyActorSystem,
   provideCharts,
   type RequestDraft,
   RunClosedError,

@@ -20,8 +20,6 @@ import { truncatePlan } from '../schemas/index.js';
  * state nodes and transition caches would otherwise be rebuilt for every run (about 300 µs a run).
  */
 
-export type { AnyActorSystem };
-
 /** What one run's actors and `record` action work with; the coordinator makes one per run. */
 export interface RunScope {
   /** Stamps and publishes an event of the run. */
@@ -97,7 +95,7 @@ function attemptRef(input: { step: { id: string }; stepNumber: number; attempt: 
 /**
  * For work or an evaluation whose answer never validated (the harness fails closed): records
  * `type` and returns the problem, which the chart judges as a failed attempt; null otherwise.
- * The payload is assigned onto the fresh `ref`, not spread: see `spend` in the step machine.
+ * The payload is assigned onto the fresh `ref`, not spread: see `spend` in `step-context.ts`.
  */
 function invalidAnswer(
   run: RunScope,

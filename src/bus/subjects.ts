@@ -35,7 +35,7 @@ export const subjects = {
   },
   /** Every event of one run (`'*'` for every run). */
   events(runId: string | '*'): string {
-    return `pge.run.${runId === '*' ? '*' : assertSubjectToken('run id', runId)}.evt.>`;
+    return `${RUN_PREFIX}${runId === '*' ? '*' : assertSubjectToken('run id', runId)}${EVENT_INFIX}>`;
   },
   /** Where a role's work items are queued: one string per role, whose hash the bus's maps keep. */
   work(role: Role): string {
@@ -43,11 +43,11 @@ export const subjects = {
   },
   /** Where workers reply to requests of one run (`'*'` for every run). */
   result(runId: string | '*'): string {
-    return `pge.run.${runId === '*' ? '*' : assertSubjectToken('run id', runId)}.result`;
+    return `${RUN_PREFIX}${runId === '*' ? '*' : assertSubjectToken('run id', runId)}.result`;
   },
   /** Commands for one run from outside its coordinator (`'*'` for every run). */
   control(runId: string | '*'): string {
-    return `pge.run.${runId === '*' ? '*' : assertSubjectToken('run id', runId)}.control`;
+    return `${RUN_PREFIX}${runId === '*' ? '*' : assertSubjectToken('run id', runId)}.control`;
   },
   /** Where runs are submitted by request/reply. */
   submit: 'pge.runs.submit',
