@@ -6,6 +6,7 @@ import type { Bus } from '../../src/bus/bus.js';
 import { subscribeEvents } from '../../src/bus/channels.js';
 import { InProcessBus } from '../../src/bus/in-process-bus.js';
 import type { RunEvent } from '../../src/schemas/index.js';
+import { runInput } from '../support/chart-fixtures.js';
 import { passingScript } from '../support/scripts.js';
 
 /**
@@ -14,20 +15,15 @@ import { passingScript } from '../support/scripts.js';
  * bus's promises are awaited, and a rejected publish stops the run.
  */
 
-const spec = (runId: string): RunSpec => ({
-  runId,
-  task: 'Write a short note',
-  logPath: `/nonexistent/pge_shared_state_${runId}.md`,
-  maxSteps: 5,
-  maxRetriesPerStep: 2,
-  maxContractRounds: 2,
-  onStepExhausted: 'advance',
-  maxReplans: 1,
-  defaultThresholds: {},
-  fallbackThreshold: 6,
-  budgets: { maxCostUsd: null, maxTokens: null, maxDurationMs: null },
-  models: { planner: 'scripted', generator: 'scripted', evaluator: 'scripted' },
-});
+/** A run of the chart fixtures' settings (`runInput`), started by the coordinator. */
+function spec(runId: string): RunSpec {
+  const { startedAt: _, ...settings } = runInput({ logPath: `/nonexistent/pge_shared_state_${runId}.md` });
+  return {
+    ...settings,
+    runId,
+    models: { planner: 'scripted', generator: 'scripted', evaluator: 'scripted' },
+  };
+}
 
 /** A bus that publishes through `inner` and answers publish `n` with `answer(n, published, subject)`. */
 function wrapped(
