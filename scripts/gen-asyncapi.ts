@@ -25,7 +25,7 @@ import { fileURLToPath } from 'node:url';
 import { stringify } from 'yaml';
 import { z } from 'zod';
 import { MessageRejection } from '../src/bus/codec.js';
-import { RunControl } from '../src/schemas/control.js';
+import { CallCancel, RunControl } from '../src/schemas/control.js';
 import type { RunEventType } from '../src/schemas/index.js';
 import {
   AttemptReason,
@@ -114,6 +114,10 @@ const EVENT_SUMMARIES: Record<RunEventType, string> = {
   'model.call.completed':
     'One model call made for a request (repairs included): tokens, cost, latency, outcome.',
   'role.failed': 'A role could not answer a request: a model error, or output that never validated.',
+  'request.cancelled':
+    'The run stopped waiting for a request (its call actor was stopped, e.g. by an interrupt); workers were told to drop it.',
+  'result.rejected':
+    'A result no pending call waited for (a duplicate, a late answer to a cancelled request, or an unknown request id): reported, never applied.',
   'run.completed': 'The run ran to its end; `passed` says whether every step passed.',
   'run.failed': 'The run stopped early: aborted by policy, over budget, an error, or interrupted.',
 };
@@ -176,6 +180,11 @@ function componentSchemas(): Record<string, Json> {
   add(RunSubmissionReply, 'RunSubmissionReply', 'The id of the run that was started.');
   add(MessageRejection, 'MessageRejection', 'A message that a pge process refused on receive, and why.');
   add(RunControl, 'RunControl', 'A command for a run from outside its coordinator: today, interrupt it.');
+  add(
+    CallCancel,
+    'CallCancel',
+    'A request its run no longer waits for: the worker holding it aborts the model call.',
+  );
   add(SafeId, 'SafeId', 'An id that travels inside NATS subjects: letters, digits, "-" and "_" only.');
   add(Score, 'Score', 'A score on the rubric’s 1–10 scale.');
   add(
@@ -339,6 +348,13 @@ export function buildAsyncApi(options: AsyncApiOptions = {}): Json {
       contentType: 'application/json',
       payload: schemaRef('RunControl'),
     },
+    CallCancel: {
+      name: 'CallCancel',
+      title: 'Request cancelled',
+      summary: 'A request of a run that its coordinator no longer waits for.',
+      contentType: 'application/json',
+      payload: schemaRef('CallCancel'),
+    },
     MessageRejection: {
       name: 'MessageRejection',
       title: 'Message rejection',
@@ -466,6 +482,15 @@ export function buildAsyncApi(options: AsyncApiOptions = {}): Json {
         'Core NATS (not stored). The coordinator that owns the run acts on it; the others ignore it. The persistence worker sends an interrupt when a log cannot be written, since the log is not best-effort.',
       parameters: { runId: ref('#/components/parameters/runId') },
       messages: channelMessages(['RunControl']),
+      'x-pge-nats': { transport: 'core' },
+    },
+    callCancels: {
+      address: 'pge.run.{runId}.cancel',
+      title: 'Cancelled requests of a run',
+      description:
+        'Core NATS (not stored). Every worker hears every cancel (no queue group): the one holding the request aborts its model call (the HTTP request included) and publishes no result; a worker that takes the request from the queue later skips it.',
+      parameters: { runId: ref('#/components/parameters/runId') },
+      messages: channelMessages(['CallCancel']),
       'x-pge-nats': { transport: 'core' },
     },
     rejections: {
@@ -606,6 +631,23 @@ export function buildAsyncApi(options: AsyncApiOptions = {}): Json {
       summary: 'The coordinator that owns the run interrupts it; its closing event gives the reason.',
       tags: [tag('coordinator')],
       messages: opMessages('runControl', ['RunControl']),
+    },
+    sendCallCancel: {
+      action: 'send',
+      channel: ref('#/channels/callCancels'),
+      title: 'Cancel a request',
+      summary:
+        'The coordinator stopped waiting for a request: its call actor was stopped (an interrupt, say).',
+      tags: [tag('coordinator')],
+      messages: opMessages('callCancels', ['CallCancel']),
+    },
+    receiveCallCancel: {
+      action: 'receive',
+      channel: ref('#/channels/callCancels'),
+      title: 'Drop a cancelled request',
+      summary: 'A role worker aborts the model call of a request it holds, or skips it when it comes later.',
+      tags: [tag('worker')],
+      messages: opMessages('callCancels', ['CallCancel']),
     },
     watchRejections: {
       action: 'receive',

@@ -63,12 +63,27 @@ export class BusError extends PgeError {
   readonly retryable = true;
 }
 
-/** Describes any thrown value as `{ name, message, retryable }` for events and results. */
+/**
+ * Describes any thrown value as `{ name, message, retryable }` for events, results and the
+ * charts' outcomes. pge's errors say whether they are retryable; an error rebuilt from another
+ * process's description keeps what it said; anything else is taken as not retryable.
+ */
 export function describeError(error: unknown): { name: string; message: string; retryable: boolean } {
   if (error instanceof PgeError)
     return { name: error.name, message: error.message, retryable: error.retryable };
-  if (error instanceof Error) return { name: error.name, message: error.message, retryable: false };
+  if (error !== null && typeof error === 'object' && 'message' in error) {
+    const e = error as { name?: unknown; message: unknown; retryable?: unknown };
+    return { name: String(e.name ?? 'Error'), message: String(e.message), retryable: e.retryable === true };
+  }
   return { name: 'Error', message: String(error), retryable: false };
+}
+
+/**
+ * A request its run no longer waits for (the chart left the state that asked): its model call is
+ * aborted and no result is published.
+ */
+export class CallCancelledError extends PgeError {
+  readonly retryable = false;
 }
 
 /** A worker stopped while it held a request: the request is handed back, not failed. */

@@ -1,15 +1,21 @@
 import { createActor, type InspectionEvent, toPromise } from 'xstate';
+import { BoundedMap } from '../bounded-map.js';
 import type { Bus } from '../bus/bus.js';
-import { PUBLISHED } from '../bus/bus.js';
-import { publishEvent, publishRequest, subscribeResults } from '../bus/channels.js';
-import { runEventSubjects } from '../bus/subjects.js';
-import type { AnyActorSystem } from '../machines/calls.js';
+import {
+  publishCancel,
+  publishEvent,
+  publishRejection,
+  publishRequest,
+  subscribeResults,
+} from '../bus/channels.js';
+import { subjects } from '../bus/subjects.js';
 import type { RunInput, RunOutcome } from '../machines/run-machine.js';
 import type { CallReport, RecordParams } from '../machines/types.js';
 import type {
   ModelCall,
   Phase,
   PhaseTotals,
+  ResultRejectionReason,
   RoleRequest,
   RoleResult,
   RunEvent,
@@ -18,18 +24,22 @@ import type {
 } from '../schemas/index.js';
 import { addUsage, ROLE_OF_REQUEST, ZERO_USAGE } from '../schemas/index.js';
 import {
-  type Answer,
+  type AnyActorSystem,
   provideCharts,
   type RequestDraft,
+  type RoleReply,
   RunClosedError,
   type RunScope,
 } from './run-charts.js';
 
 /**
  * The coordinator owns a run's statechart. It is the only writer of the run's events: it stamps
- * each one with `seq`, id and time and publishes it; it turns every role call of the chart into a
- * request on the role's work queue and the worker's result into events and a machine event.
- * Request ids are `<runId>-<seq>`, so a replay of the same results yields the same events.
+ * each one with `seq`, id and time and publishes it; it turns every call actor of the chart into a
+ * request on the role's work queue and the worker's result into events and the actor's output.
+ * Request ids are `<runId>-<seq>`, so a replay of the same results yields the same events. A
+ * request id is also the call's identity: a result is applied only to the call waiting for it;
+ * any other (a duplicate, a late answer to a cancelled call, an answer to a request never made)
+ * is reported as `result.rejected` and on `pge.errors.rejected`.
  */
 
 /** Settings of one run, as the API resolves them. */
@@ -113,38 +123,67 @@ export interface CoordinatorOptions {
   inspect?: (event: InspectionEvent) => void;
 }
 
-/**
- * ISO 8601 of epoch milliseconds, remembered for the last millisecond asked: a run records several
- * events within one millisecond, and formatting a date is among the dearer steps of recording one.
- */
-function isoTimestamps(): (ms: number) => string {
-  let lastMs = Number.NaN;
-  let last = '';
-  return (ms) => {
-    if (ms !== lastMs) {
-      lastMs = ms;
-      last = new Date(ms).toISOString();
-    }
-    return last;
-  };
+/** How many ended runs a coordinator remembers, to tell a late result of its own from another coordinator's. */
+const ENDED_RUNS_REMEMBERED = 10_000;
+
+/** A call waiting for its result. */
+interface PendingCall {
+  run: RunState;
+  resolve: (result: RoleResult) => void;
+}
+
+/** What the coordinator knows of a run it owns, to judge a result no call was waiting for. */
+interface RunState {
+  /** Records an event of the run, unless it has ended. */
+  recordIfOpen(draft: RunEventDraft): void;
+  /** Requests answered already, and requests cancelled. */
+  answered: Set<string>;
+  cancelled: Set<string>;
 }
 
 /** Creates a coordinator on `bus`; one coordinator runs any number of runs at once. */
 export function createCoordinator(options: CoordinatorOptions) {
   const { bus } = options;
   const clock = options.clock ?? Date.now;
-  const timestamp = isoTimestamps();
-  // One subscription for the results of every run: request ids are unique across runs, and a
-  // subscription per run would make the bus re-match subjects each time a run starts or ends.
-  const pending = new Map<string, (result: RoleResult) => void>();
+  const timestamp = () => new Date(clock()).toISOString();
+  const pending = new Map<string, PendingCall>();
+  const active = new Map<string, RunState>();
+  const ended = new BoundedMap<string, true>(ENDED_RUNS_REMEMBERED);
+
+  /** Reports a result that no call was waiting for: never applied, always said. */
+  const reject = (result: RoleResult, run: RunState | null, reason: ResultRejectionReason): void => {
+    run?.recordIfOpen({
+      type: 'result.rejected',
+      payload: { requestId: result.requestId, worker: result.worker, reason },
+    });
+    publishRejection(bus, {
+      subject: subjects.result(result.runId),
+      problem: `${reason} result for request ${result.requestId} from ${result.worker}: no call waits for it`,
+      ts: timestamp(),
+    }).catch(() => {
+      // The report is the only thing lost: the result itself was never applied.
+    });
+  };
+
+  // One subscription for the results of every run: request ids are unique across runs.
   const results = subscribeResults(bus, '*', (result) => {
-    const resolve = pending.get(result.requestId);
-    // A result nobody waits for is a duplicate (a redelivered request) or belongs to another
-    // coordinator's run; the first one counted.
-    if (resolve) {
+    const call = pending.get(result.requestId);
+    if (call !== undefined) {
       pending.delete(result.requestId);
-      resolve(result);
+      call.run.answered.add(result.requestId);
+      call.resolve(result);
+      return;
     }
+    const run = active.get(result.runId);
+    if (run !== undefined) {
+      const reason = run.answered.has(result.requestId)
+        ? 'duplicate'
+        : run.cancelled.has(result.requestId)
+          ? 'late'
+          : 'unknown';
+      reject(result, run, reason);
+    } else if (ended.get(result.runId)) reject(result, null, 'late');
+    // Otherwise the run is another coordinator's: its results are not ours to judge.
   });
 
   // The charts are provided once per coordinator, not per run (see `provideCharts`); each run's
@@ -154,59 +193,80 @@ export function createCoordinator(options: CoordinatorOptions) {
 
   function startRun(spec: RunSpec): RunHandle {
     const { runId } = spec;
-    const eventSubject = runEventSubjects(runId);
     let seq = 0;
     const calls: ModelCall[] = [];
     const publishing: Promise<void>[] = [];
     let publishFailure: unknown = null;
-
     let closed = false;
-    /** Requests of this run still waiting for their result. */
-    const asked = new Set<string>();
-    /** Publishes an event of this run; a request also goes on its role's work queue. */
-    const publishRecorded = (event: RunEvent): Promise<void> => {
-      let subject: string;
-      try {
-        subject = eventSubject(event.type);
-      } catch (error) {
-        return Promise.reject(error); // a run id that cannot be a subject token
-      }
-      return Object.hasOwn(ROLE_OF_REQUEST, event.type)
-        ? publishRequest(bus, event as RoleRequest, subject)
-        : publishEvent(bus, event, subject);
-    };
+    /** Requests of this run still waiting for their result, with their phase. */
+    const asked = new Map<string, Phase>();
+
+    const publishRecorded = (event: RunEvent): Promise<void> =>
+      Object.hasOwn(ROLE_OF_REQUEST, event.type)
+        ? publishRequest(bus, event as RoleRequest)
+        : publishEvent(bus, event);
     const record = <T extends RunEventDraft>(draft: T): RunEventOf<T['type']> => {
       // After the closing event nothing more belongs to the run: a call that was in flight when
       // the run was interrupted answers into the void rather than behind the log's last section.
       if (closed) throw new RunClosedError(`run ${runId} has ended`);
       if (draft.type === 'run.completed' || draft.type === 'run.failed') closed = true;
       seq += 1;
-      const event = {
-        id: `${runId}-${seq}`,
-        runId,
-        seq,
-        ts: timestamp(clock()),
-        ...draft,
-      } as RunEvent;
-      const published = publishRecorded(event);
-      // Published already (the in-process bus): nothing to wait for, nothing that can fail later.
-      if (published !== PUBLISHED)
-        publishing.push(
-          published.catch((error: unknown) => {
-            // A run whose events cannot be published has no record: stop it rather than go on unrecorded.
-            publishFailure ??= error;
-            actor.send({ type: 'interrupt', reason: `its events could not be published: ${String(error)}` });
-          }),
-        );
+      const event = { id: `${runId}-${seq}`, runId, seq, ts: timestamp(), ...draft } as RunEvent;
+      publishing.push(
+        publishRecorded(event).catch((error: unknown) => {
+          // A run whose events cannot be published has no record: stop it rather than go on unrecorded.
+          publishFailure ??= error;
+          actor.send({ type: 'interrupt', reason: `its events could not be published: ${String(error)}` });
+        }),
+      );
       return event as RunEventOf<T['type']>;
+    };
+    const state: RunState = {
+      recordIfOpen: (draft) => {
+        if (!closed) record(draft);
+      },
+      answered: new Set(),
+      cancelled: new Set(),
+    };
+
+    /**
+     * Stops waiting for a request and tells the workers to drop it. The chart records its closing
+     * event before XState stops the call actors, so the calls still asked at the close are
+     * recorded as cancelled just before it (`recordChart`); here the event is recorded only for a
+     * call cancelled while the run goes on.
+     */
+    const cancel = (requestId: string, reason: string): void => {
+      pending.delete(requestId);
+      const phase = asked.get(requestId);
+      if (phase === undefined) return;
+      asked.delete(requestId);
+      state.cancelled.add(requestId);
+      state.recordIfOpen({ type: 'request.cancelled', payload: { requestId, phase, reason } });
+      publishCancel(bus, { runId, requestId, reason, ts: timestamp() }).catch(() => {
+        // A worker that misses the cancel finishes the call; its result is then rejected as late.
+      });
     };
 
     /** Sends a request and waits for its result; records the calls it cost. */
-    async function ask(draft: RequestDraft): Promise<Answer> {
+    async function ask(draft: RequestDraft, signal: AbortSignal): Promise<RoleReply> {
+      signal.throwIfAborted();
       const request = record(draft as RunEventDraft) as RoleRequest;
       // `record` published the request both as an event and on the role's work queue.
-      asked.add(request.id);
-      const result = await new Promise<RoleResult>((resolve) => pending.set(request.id, resolve));
+      asked.set(request.id, request.payload.phase);
+      const result = await new Promise<RoleResult>((resolve, reject) => {
+        const onAbort = () => {
+          cancel(request.id, abortReason(signal));
+          reject(signal.reason);
+        };
+        signal.addEventListener('abort', onAbort, { once: true });
+        pending.set(request.id, {
+          run: state,
+          resolve: (answer) => {
+            signal.removeEventListener('abort', onAbort);
+            resolve(answer);
+          },
+        });
+      });
       asked.delete(request.id);
       let usage = ZERO_USAGE;
       for (const call of result.calls) {
@@ -225,6 +285,18 @@ export function createCoordinator(options: CoordinatorOptions) {
       const report: CallReport = { usage, finishedAt: clock() };
       return { request, result: result.result, report };
     }
+
+    /** Records a chart's event; before a closing one, the calls still asked are recorded as cancelled. */
+    const recordChart = (draft: RecordParams): void => {
+      if (draft.type === 'run.completed' || draft.type === 'run.failed') {
+        const reason = draft.type === 'run.failed' ? draft.payload.message : 'the run ended';
+        for (const [requestId, phase] of asked) {
+          state.cancelled.add(requestId);
+          record({ type: 'request.cancelled', payload: { requestId, phase, reason } });
+        }
+      }
+      record(completeDraft(draft, calls));
+    };
 
     const startedAt = clock();
     const { runId: _runId, models, ...settings } = spec;
@@ -248,11 +320,8 @@ export function createCoordinator(options: CoordinatorOptions) {
       input: { ...settings, startedAt },
       ...(options.inspect ? { inspect: options.inspect } : {}),
     });
-    scopes.set(actor.system, {
-      record,
-      recordChart: (draft: RecordParams) => void record(completeDraft(draft, calls)),
-      ask,
-    });
+    scopes.set(actor.system, { record, recordChart, ask });
+    active.set(runId, state);
     actor.start();
 
     const done = (async () => {
@@ -262,9 +331,9 @@ export function createCoordinator(options: CoordinatorOptions) {
         if (publishFailure) throw publishFailure;
         return outcome;
       } finally {
-        // An interrupted run leaves requests nobody will answer any more: stop waiting for them.
-        for (const id of asked) pending.delete(id);
         scopes.delete(actor.system);
+        active.delete(runId);
+        ended.set(runId, true);
       }
     })();
 
@@ -284,6 +353,13 @@ export function createCoordinator(options: CoordinatorOptions) {
       results.unsubscribe();
     },
   };
+}
+
+/** Why a call's actor was stopped, in words for its cancel. */
+function abortReason(signal: AbortSignal): string {
+  const reason: unknown = signal.reason;
+  if (reason instanceof Error && reason.name !== 'AbortError') return reason.message;
+  return 'the state that made the call was left';
 }
 
 /** A coordinator as `createCoordinator` returns it. */

@@ -1,7 +1,8 @@
 import { z } from 'zod';
+import { BoundedMap } from '../bounded-map.js';
 import type { Bus, BusSubscription } from '../bus/bus.js';
-import { publishResult, serveWork } from '../bus/channels.js';
-import { describeError, InvalidOutputError, WorkerStoppedError } from '../errors.js';
+import { publishResult, serveWork, subscribeCancels } from '../bus/channels.js';
+import { CallCancelledError, describeError, InvalidOutputError, WorkerStoppedError } from '../errors.js';
 import type {
   Evaluation,
   ModelCall,
@@ -28,7 +29,7 @@ import { responseSchemaFor } from './response-schemas.js';
 export const DEFAULT_MAX_REPAIRS = 2;
 
 /** What answering one request produced: every model call, and the result. */
-export interface Answer {
+export interface RoleAnswer {
   calls: ModelCall[];
   result: RoleResult['result'];
 }
@@ -75,7 +76,7 @@ export async function answerRequest(
   model: Model,
   maxRepairs: number,
   signal?: AbortSignal,
-): Promise<Answer> {
+): Promise<RoleAnswer> {
   const role = ROLE_OF_REQUEST[request.type];
   const phase = phaseOf(request);
   const { name, jsonSchema } = responseSchemaFor(phase);
@@ -97,11 +98,11 @@ export async function answerRequest(
         messages,
         ...(signal ? { signal } : {}),
       });
-      // A model that ignores the signal must not hold a stopping worker: the abort wins the race.
+      // A model that ignores the signal must not hold the request: the abort wins the race.
       answer = signal ? await raceAbort(call, signal) : await call;
     } catch (error) {
-      // An aborted call has no result: the request goes back to the queue for another worker.
-      if (signal?.aborted) throw error;
+      // An aborted call has no result: the worker decides what becomes of the request.
+      if (signal?.aborted) throw signal.reason;
       return { calls, result: { status: 'error', phase, error: describeError(error), raw: null } };
     }
     raw = answer.content;
@@ -142,51 +143,21 @@ export async function answerRequest(
   return { calls, result: { status: 'error', phase, error: describeError(error), raw } };
 }
 
-/**
- * The calls waiting on each signal, and through them its one listener: the worker's signal lives
- * as long as the worker, so a listener per call would pile up, and adding and removing one per
- * call costs more than a set. Not `Promise.race` against one never-settling abort promise either:
- * every race leaves a reaction on that promise, which keeps the race's promise, and so the model's
- * answer, alive for as long as the worker runs (about 25 KB a run, measured).
- */
-const waitingOn = new WeakMap<AbortSignal, Set<(reason: unknown) => void>>();
-
-function waitersOf(signal: AbortSignal): Set<(reason: unknown) => void> {
-  let waiting = waitingOn.get(signal);
-  if (waiting === undefined) {
-    const calls = new Set<(reason: unknown) => void>();
-    signal.addEventListener(
-      'abort',
-      () => {
-        for (const fail of calls) fail(signal.reason);
-        calls.clear();
-      },
-      { once: true },
-    );
-    waitingOn.set(signal, calls);
-    waiting = calls;
-  }
-  return waiting;
-}
-
-/** Settles with `call`, or rejects as soon as `signal` aborts; keeps nothing once it settled. */
+/** Settles with `call`, or rejects as soon as `signal` aborts. */
 function raceAbort<T>(call: Promise<T>, signal: AbortSignal): Promise<T> {
   if (signal.aborted) return Promise.reject(signal.reason);
-  const waiting = waitersOf(signal);
   return new Promise<T>((resolve, reject) => {
-    waiting.add(reject);
-    call.then(
-      (value) => {
-        waiting.delete(reject);
-        resolve(value);
-      },
-      (error: unknown) => {
-        waiting.delete(reject);
-        reject(error);
-      },
-    );
+    const onAbort = () => reject(signal.reason);
+    signal.addEventListener('abort', onAbort, { once: true });
+    call.then(resolve, reject).finally(() => signal.removeEventListener('abort', onAbort));
   });
 }
+
+/** Requests a worker answers at once unless told otherwise: model calls are I/O-bound. */
+export const DEFAULT_CONCURRENCY = 16;
+
+/** How many cancelled request ids a worker remembers, to skip one it takes from the queue later. */
+const CANCELS_REMEMBERED = 10_000;
 
 /** Options of `createRoleWorker`. */
 export interface RoleWorkerOptions {
@@ -194,7 +165,7 @@ export interface RoleWorkerOptions {
   role: Role;
   model: Model;
   maxRepairs?: number;
-  /** Requests handled at once by this worker (default 16: model calls are I/O-bound). */
+  /** Requests handled at once by this worker (default `DEFAULT_CONCURRENCY`). */
   concurrency?: number;
   /** Name reported in results (default `<role>-<random>`). */
   workerId?: string;
@@ -211,36 +182,54 @@ export interface RoleWorker {
   stop(mode?: 'finish' | 'abort'): Promise<void>;
 }
 
-/** Starts a worker serving `role` on the bus, as one member of the role's queue group. */
+/**
+ * Starts a worker serving `role` on the bus, as one member of the role's queue group. Each
+ * request it holds has its own abort signal, passed to the model (the openai SDK aborts the HTTP
+ * request with it): a cancel from the run's coordinator aborts that one call, and the request is
+ * done with no result; `stop('abort')` aborts them all, and the requests go back to the queue.
+ */
 export function createRoleWorker(options: RoleWorkerOptions): RoleWorker {
   const { bus, role, model } = options;
   const maxRepairs = options.maxRepairs ?? DEFAULT_MAX_REPAIRS;
-  const concurrency = options.concurrency ?? 16;
+  const concurrency = options.concurrency ?? DEFAULT_CONCURRENCY;
   const id = options.workerId ?? `${role}-${Math.random().toString(36).slice(2, 8)}`;
-  const aborter = new AbortController();
-  const inFlight = new Set<Promise<void>>();
+  /** The requests in flight, by id, with the controller that aborts each one's model call. */
+  const inFlight = new Map<string, { controller: AbortController; job: Promise<void> }>();
+  const cancelled = new BoundedMap<string, string>(CANCELS_REMEMBERED);
+
+  const cancels = subscribeCancels(bus, (cancel) => {
+    cancelled.set(cancel.requestId, cancel.reason);
+    inFlight.get(cancel.requestId)?.controller.abort(new CallCancelledError(cancel.reason));
+  });
+
+  async function answer(request: RoleRequest, signal: AbortSignal): Promise<void> {
+    const { calls, result } = await answerRequest(request, model, maxRepairs, signal);
+    await publishResult(bus, {
+      requestId: request.id,
+      runId: request.runId,
+      role,
+      worker: id,
+      calls,
+      result,
+    });
+  }
+
   // One subscription per unit of concurrency, all in the role's queue group: the bus hands each
   // subscription one message at a time and acknowledges it only when the handler settles, so a
-  // request counts as done once its result is published, and one abandoned by `stop('abort')`
-  // (the handler rejects) is handed back to the queue.
+  // request counts as done once its result is published (or it was cancelled), and one abandoned
+  // by `stop('abort')` (the handler rejects) is handed back to the queue.
   const subscriptions: BusSubscription[] = Array.from({ length: concurrency }, () =>
     serveWork(bus, role, async (request) => {
-      const job = (async () => {
-        const { calls, result } = await answerRequest(request, model, maxRepairs, aborter.signal);
-        await publishResult(bus, {
-          requestId: request.id,
-          runId: request.runId,
-          role,
-          worker: id,
-          calls,
-          result,
-        });
-      })();
-      inFlight.add(job);
+      if (cancelled.get(request.id) !== undefined) return;
+      const controller = new AbortController();
+      const job = answer(request, controller.signal);
+      inFlight.set(request.id, { controller, job });
       try {
         await job;
+      } catch (error) {
+        if (!(controller.signal.reason instanceof CallCancelledError)) throw error;
       } finally {
-        inFlight.delete(job);
+        inFlight.delete(request.id);
       }
     }),
   );
@@ -248,9 +237,12 @@ export function createRoleWorker(options: RoleWorkerOptions): RoleWorker {
     id,
     async stop(mode = 'finish') {
       for (const s of subscriptions) s.unsubscribe();
-      if (mode === 'abort')
-        aborter.abort(new WorkerStoppedError(`worker ${id} stopped; its requests go back to the queue`));
-      await Promise.allSettled(inFlight);
+      if (mode === 'abort') {
+        const stopped = new WorkerStoppedError(`worker ${id} stopped; its requests go back to the queue`);
+        for (const { controller } of inFlight.values()) controller.abort(stopped);
+      }
+      await Promise.allSettled([...inFlight.values()].map((f) => f.job));
+      cancels.unsubscribe();
     },
   };
 }

@@ -1,5 +1,7 @@
+import type { ActorSystem } from 'xstate';
+import { fromPromise } from 'xstate';
 import { PgeError } from '../errors.js';
-import { type AnyActorSystem, answering } from '../machines/calls.js';
+import type { CallName, Calls } from '../machines/calls.js';
 import { runMachine } from '../machines/run-machine.js';
 import { stepMachine } from '../machines/step-machine.js';
 import type { CallReport, RecordParams } from '../machines/types.js';
@@ -14,11 +16,14 @@ import type {
 import { truncatePlan } from '../schemas/index.js';
 
 /**
- * The run and step charts with their calls (`calls.ts`) and `record` action provided: each call
- * becomes a request through its run's scope, and its result the chart's answer event and the
- * run's events. Provided once per coordinator, not per run: `provide` builds a new machine, whose
- * state nodes and transition caches would otherwise be rebuilt for every run (about 300 µs a run).
+ * The run and step charts with their call actors (`calls.ts`) and `record` action provided: each
+ * call becomes a request through its run's scope, and its result the actor's output and the
+ * run's events. Provided once per coordinator, not per run (each run's actors find their run
+ * through the actor system they belong to).
  */
+
+// biome-ignore lint/suspicious/noExplicitAny: xstate's own AnyActorSystem, which it does not export
+export type AnyActorSystem = ActorSystem<any>;
 
 /** What one run's actors and `record` action work with; the coordinator makes one per run. */
 export interface RunScope {
@@ -26,8 +31,11 @@ export interface RunScope {
   record<T extends RunEventDraft>(draft: T): RunEventOf<T['type']>;
   /** Records an event the chart asked for (`record` action), completed with what the coordinator knows. */
   recordChart(draft: RecordParams): void;
-  /** Sends a request and waits for its result; records the calls it cost. */
-  ask(draft: RequestDraft): Promise<Answer>;
+  /**
+   * Sends a request and waits for its result; records the calls it cost. When `signal` aborts
+   * (the call's actor was stopped), the request is cancelled and the promise rejects.
+   */
+  ask(draft: RequestDraft, signal: AbortSignal): Promise<RoleReply>;
 }
 
 /** Thrown into a call answered after its run ended; the stopped chart never sees it. */
@@ -55,25 +63,25 @@ export type RequestDraft = RoleRequest extends infer R
   : never;
 
 /** A request, the result its worker sent back, and what the call cost. */
-export interface Answer {
+export interface RoleReply {
   request: RoleRequest;
   result: RoleResult['result'];
   report: CallReport;
 }
 
-/** The output of a successful answer of `phase`; records `role.failed` and throws for a failed one. */
+/** The output of a successful reply of `phase`; records `role.failed` and throws for a failed one. */
 function ok<P extends RoleSuccess['phase']>(
-  run: { record<T extends RunEventDraft>(draft: T): unknown },
-  answer: Answer,
+  run: RunScope,
+  reply: RoleReply,
   phase: P,
   role: RoleResult['role'],
 ): Success<P> {
-  const { result } = answer;
+  const { result } = reply;
   if (result.status === 'error') {
     run.record({
       type: 'role.failed',
       payload: {
-        requestId: answer.request.id,
+        requestId: reply.request.id,
         role,
         phase: result.phase,
         error: result.error,
@@ -95,17 +103,16 @@ function attemptRef(input: { step: { id: string }; stepNumber: number; attempt: 
 /**
  * For work or an evaluation whose answer never validated (the harness fails closed): records
  * `type` and returns the problem, which the chart judges as a failed attempt; null otherwise.
- * The payload is assigned onto the fresh `ref`, not spread: see `spend` in `step-context.ts`.
  */
 function invalidAnswer(
   run: RunScope,
-  answer: Answer,
+  reply: RoleReply,
   type: 'step.work.invalid' | 'step.evaluation.invalid',
   ref: ReturnType<typeof attemptRef>,
 ): string | null {
-  const { result } = answer;
+  const { result } = reply;
   if (result.status !== 'error' || result.error.name !== 'InvalidOutputError') return null;
-  run.record({ type, payload: Object.assign(ref, { problem: result.error.message, raw: result.raw }) });
+  run.record({ type, payload: { ...ref, problem: result.error.message, raw: result.raw } });
   return result.error.message;
 }
 
@@ -121,76 +128,81 @@ export function provideCharts(scopeOf: (system: AnyActorSystem) => RunScope | un
   };
   const recordAction = ({ system }: { system: AnyActorSystem }, draft: RecordParams): void =>
     scope(system).recordChart(draft);
+  /** The promise actor of call `C`: `answer` gets the input, the run's scope and the actor's signal. */
+  const call = <C extends CallName>(
+    answer: (input: Calls[C]['input'], run: RunScope, signal: AbortSignal) => Promise<Calls[C]['output']>,
+  ) =>
+    fromPromise<Calls[C]['output'], Calls[C]['input']>(({ input, system, signal }) =>
+      answer(input, scope(system), signal),
+    );
 
   const steps = stepMachine.provide({
-    actions: {
-      record: recordAction,
-      proposeContract: answering('proposeContract', async (input, system) => {
-        const run = scope(system);
-        const answer = await run.ask({
-          type: 'step.contract.requested',
-          payload: { phase: 'contract', input },
-        });
-        const proposal = ok(run, answer, 'contract', 'generator');
+    actions: { record: recordAction },
+    actors: {
+      proposeContract: call<'proposeContract'>(async (input, run, signal) => {
+        const reply = await run.ask(
+          { type: 'step.contract.requested', payload: { phase: 'contract', input } },
+          signal,
+        );
+        const proposal = ok(run, reply, 'contract', 'generator');
         run.record({
           type: 'step.contract.proposed',
           payload: { stepId: input.step.id, stepNumber: input.stepNumber, round: input.round, proposal },
         });
-        return { proposal, ...answer.report };
+        return { proposal, ...reply.report };
       }),
-      reviewContract: answering('reviewContract', async (input, system) => {
-        const run = scope(system);
-        const answer = await run.ask({
-          type: 'step.review.requested',
-          payload: { phase: 'contract_review', input },
-        });
-        const review = ok(run, answer, 'contract_review', 'evaluator');
+      reviewContract: call<'reviewContract'>(async (input, run, signal) => {
+        const reply = await run.ask(
+          { type: 'step.review.requested', payload: { phase: 'contract_review', input } },
+          signal,
+        );
+        const review = ok(run, reply, 'contract_review', 'evaluator');
         run.record({
           type: 'step.contract.reviewed',
           payload: { stepId: input.step.id, stepNumber: input.stepNumber, round: input.round, review },
         });
-        return { review, ...answer.report };
+        return { review, ...reply.report };
       }),
-      doWork: answering('doWork', async (input, system) => {
-        const run = scope(system);
-        const answer = await run.ask({ type: 'step.work.requested', payload: { phase: 'work', input } });
+      doWork: call<'doWork'>(async (input, run, signal) => {
+        const reply = await run.ask(
+          { type: 'step.work.requested', payload: { phase: 'work', input } },
+          signal,
+        );
         const ref = attemptRef(input);
-        const problem = invalidAnswer(run, answer, 'step.work.invalid', ref);
-        if (problem !== null) return { work: null, problem, ...answer.report };
-        const work = ok(run, answer, 'work', 'generator');
-        run.record({ type: 'step.work.completed', payload: Object.assign(ref, { work }) });
-        return { work, problem: null, ...answer.report };
+        const problem = invalidAnswer(run, reply, 'step.work.invalid', ref);
+        if (problem !== null) return { work: null, problem, ...reply.report };
+        const work = ok(run, reply, 'work', 'generator');
+        run.record({ type: 'step.work.completed', payload: { ...ref, work } });
+        return { work, problem: null, ...reply.report };
       }),
-      evaluateWork: answering('evaluateWork', async (input, system) => {
-        const run = scope(system);
-        const answer = await run.ask({
-          type: 'step.evaluation.requested',
-          payload: { phase: 'evaluation', input },
-        });
+      evaluateWork: call<'evaluateWork'>(async (input, run, signal) => {
+        const reply = await run.ask(
+          { type: 'step.evaluation.requested', payload: { phase: 'evaluation', input } },
+          signal,
+        );
         const ref = attemptRef(input);
-        const problem = invalidAnswer(run, answer, 'step.evaluation.invalid', ref);
-        if (problem !== null) return { evaluation: null, problem, ...answer.report };
-        const evaluation = ok(run, answer, 'evaluation', 'evaluator');
-        run.record({ type: 'step.evaluation.completed', payload: Object.assign(ref, { evaluation }) });
-        return { evaluation, problem: null, ...answer.report };
+        const problem = invalidAnswer(run, reply, 'step.evaluation.invalid', ref);
+        if (problem !== null) return { evaluation: null, problem, ...reply.report };
+        const evaluation = ok(run, reply, 'evaluation', 'evaluator');
+        run.record({ type: 'step.evaluation.completed', payload: { ...ref, evaluation } });
+        return { evaluation, problem: null, ...reply.report };
       }),
     },
   });
 
   return runMachine.provide({
-    actors: { runStep: steps },
-    actions: {
-      record: recordAction,
-      plan: answering('plan', async (input, system) => {
-        const run = scope(system);
-        const answer = await run.ask({ type: 'plan.requested', payload: { phase: 'plan', input } });
-        const answered = ok(run, answer, 'plan', 'planner');
+    actions: { record: recordAction },
+    actors: {
+      runStep: steps,
+      plan: call<'plan'>(async (input, run, signal) => {
+        const reply = await run.ask({ type: 'plan.requested', payload: { phase: 'plan', input } }, signal);
+        const answered = ok(run, reply, 'plan', 'planner');
         // Cut here too: a planner written in another language may not (DESIGN 1 is the harness's).
         const cut = answered.truncation ? answered : truncatePlan(answered.plan, input.maxSteps);
         const { plan, truncation } = cut;
         if (truncation)
           run.record({ type: 'plan.truncated', payload: { ...truncation, to: plan.steps.length } });
-        return { plan, ...answer.report };
+        return { plan, ...reply.report };
       }),
     },
   });

@@ -44,14 +44,6 @@ export interface RequestOptions {
   timeoutMs?: number;
 }
 
-/**
- * The in-process bus's fast path: what its `publish` returns once it has taken a message, one
- * settled promise, so that pge's own publishers (the coordinator, the typed channels) can tell
- * by identity that there is nothing to wait for, and skip a reaction and a microtask per
- * message. Not part of the `Bus` contract: any other promise is awaited as usual.
- */
-export const PUBLISHED: Promise<void> = Promise.resolve();
-
 /** The transport every pge process uses to talk to the others. */
 export interface Bus {
   /** Validates and publishes; resolves once the message is accepted by the transport. */

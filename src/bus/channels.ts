@@ -1,8 +1,7 @@
-import type { RunControl } from '../schemas/control.js';
+import type { CallCancel, RunControl } from '../schemas/control.js';
 import type { Role, RoleRequest, RoleResult, RunEvent } from '../schemas/index.js';
 import { ROLE_OF_REQUEST } from '../schemas/index.js';
 import type { Bus, BusSubscription } from './bus.js';
-import { PUBLISHED } from './bus.js';
 import type { MessageRejection } from './codec.js';
 import { freezeMessage } from './codec.js';
 import { subjects, workerQueue } from './subjects.js';
@@ -29,12 +28,9 @@ function publishOn(bus: Bus, subject: () => string, data: object): Promise<void>
   return bus.publish(built, freezeMessage(data));
 }
 
-/**
- * Publishes a run event on `pge.run.<runId>.evt.<type>`: `subject` when given (a run's owner
- * passes its `runEventSubjects`; the bus checks that it is the event's subject).
- */
-export function publishEvent(bus: Bus, event: RunEvent, subject?: string): Promise<void> {
-  return publishOn(bus, () => subject ?? subjects.event(event.runId, event.type), event);
+/** Publishes a run event on `pge.run.<runId>.evt.<type>`. */
+export function publishEvent(bus: Bus, event: RunEvent): Promise<void> {
+  return publishOn(bus, () => subjects.event(event.runId, event.type), event);
 }
 
 /** Follows the events of one run, or of every run with `'*'`, in the order they were published. */
@@ -47,14 +43,11 @@ export function subscribeEvents(
 }
 
 /**
- * Publishes a request event on its run's event subject (`subject` as for `publishEvent`) and
- * queues it for the role that serves it: one message in two places.
+ * Publishes a request event on its run's event subject and queues it for the role that serves
+ * it: one message in two places.
  */
-export function publishRequest(bus: Bus, request: RoleRequest, subject?: string): Promise<void> {
-  const asEvent = publishEvent(bus, request, subject);
-  const asWork = enqueueWork(bus, request);
-  if (asEvent === PUBLISHED && asWork === PUBLISHED) return PUBLISHED;
-  return Promise.all([asEvent, asWork]).then(() => undefined);
+export async function publishRequest(bus: Bus, request: RoleRequest): Promise<void> {
+  await Promise.all([publishEvent(bus, request), enqueueWork(bus, request)]);
 }
 
 /** Queues a request for the role that serves it (`ROLE_OF_REQUEST`), on `pge.work.<role>`. */
@@ -90,6 +83,11 @@ export function subscribeResults(
   return bus.subscribe(subjects.result(runId), (message) => handler(message.data as RoleResult));
 }
 
+/** Reports a message that was received but refused (`pge.errors.rejected`). */
+export function publishRejection(bus: Bus, rejection: MessageRejection): Promise<void> {
+  return publishOn(bus, () => subjects.rejected, rejection);
+}
+
 /** Follows the messages the bus refused on receive (`pge.errors.rejected`). */
 export function subscribeRejections(
   bus: Bus,
@@ -106,4 +104,14 @@ export function publishControl(bus: Bus, control: RunControl): Promise<void> {
 /** Follows the commands for every run; a coordinator acts on those of its own runs. */
 export function subscribeControl(bus: Bus, handler: (control: RunControl) => void): BusSubscription {
   return bus.subscribe(subjects.control('*'), (message) => handler(message.data as RunControl));
+}
+
+/** Tells the workers that a run no longer waits for a request (`pge.run.<runId>.cancel`). */
+export function publishCancel(bus: Bus, cancel: CallCancel): Promise<void> {
+  return publishOn(bus, () => subjects.cancel(cancel.runId), cancel);
+}
+
+/** Follows the cancelled requests of every run: each worker hears all of them, not one per queue. */
+export function subscribeCancels(bus: Bus, handler: (cancel: CallCancel) => void): BusSubscription {
+  return bus.subscribe(subjects.cancel('*'), (message) => handler(message.data as CallCancel));
 }

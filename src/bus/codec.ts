@@ -1,10 +1,10 @@
 import { z } from 'zod';
 import { MessageRejectedError } from '../errors.js';
-import { RunControl } from '../schemas/control.js';
+import { CallCancel, RunControl } from '../schemas/control.js';
 import type { Role } from '../schemas/index.js';
 import { ROLE_OF_REQUEST, RoleResult, RunEvent } from '../schemas/index.js';
 import { RunSubmission } from '../schemas/submission.js';
-import { isEventSubject, subjectMatches, subjects } from './subjects.js';
+import { subjectMatches, subjects } from './subjects.js';
 
 /**
  * Which schema each pge subject carries, and the validation both buses run on publish and on
@@ -30,9 +30,8 @@ const RULES: SubjectRule[] = [
   {
     pattern: subjects.events('*'),
     schema: RunEvent,
-    // The schema has checked the run id: the subject is compared in place, not built again.
     check: (subject, event: RunEvent) =>
-      isEventSubject(subject, event.runId, event.type)
+      subject === subjects.event(event.runId, event.type)
         ? null
         : `event ${event.type} of run ${event.runId} does not belong on ${subject}`,
   },
@@ -65,6 +64,14 @@ const RULES: SubjectRule[] = [
       subject === subjects.control(control.runId)
         ? null
         : `a command for run ${control.runId} does not belong on ${subject}`,
+  },
+  {
+    pattern: subjects.cancel('*'),
+    schema: CallCancel,
+    check: (subject, cancel: CallCancel) =>
+      subject === subjects.cancel(cancel.runId)
+        ? null
+        : `a cancel for run ${cancel.runId} does not belong on ${subject}`,
   },
 ];
 

@@ -9,7 +9,7 @@ import type {
   RequestOptions,
   SubscribeOptions,
 } from './bus.js';
-import { InFlight, PUBLISHED, reportSafely, reportToConsole } from './bus.js';
+import { InFlight, reportSafely, reportToConsole } from './bus.js';
 import { sealMessage } from './codec.js';
 import { type Envelope, type Host, Subscription } from './in-process-subscription.js';
 import { checkSubject, subjectMatches } from './subjects.js';
@@ -92,13 +92,8 @@ export class InProcessBus implements Bus {
   }
 
   /** Validates and queues the message for delivery; rejects with `MessageRejectedError` or `BusError`. */
-  publish(subject: string, data: unknown): Promise<void> {
-    try {
-      this.send(subject, data, null, false);
-      return PUBLISHED;
-    } catch (error) {
-      return Promise.reject(error);
-    }
+  async publish(subject: string, data: unknown): Promise<void> {
+    this.send(subject, data, null, false);
   }
 
   /** Subscribes to a subject or wildcard pattern; throws `TypeError` on a malformed pattern. */

@@ -4,7 +4,7 @@ import type { Role, RunEventType } from '../schemas/index.js';
  * The one place subjects are built. Events of a run: `pge.run.<runId>.evt.<type>` (the type's dots
  * become subject tokens, so `pge.run.*.evt.step.>` follows every step event); work for a role:
  * `pge.work.<role>`; a worker's reply to a request: `pge.run.<runId>.result`; commands for a run:
- * `pge.run.<runId>.control`; run submission:
+ * `pge.run.<runId>.control`; cancelled requests of a run: `pge.run.<runId>.cancel`; run submission:
  * `pge.runs.submit`.
  */
 
@@ -49,45 +49,15 @@ export const subjects = {
   control(runId: string | '*'): string {
     return `${RUN_PREFIX}${runId === '*' ? '*' : assertSubjectToken('run id', runId)}.control`;
   },
+  /** Requests of one run that its coordinator cancelled (`'*'` for every run); every worker hears them. */
+  cancel(runId: string | '*'): string {
+    return `${RUN_PREFIX}${runId === '*' ? '*' : assertSubjectToken('run id', runId)}.cancel`;
+  },
   /** Where runs are submitted by request/reply. */
   submit: 'pge.runs.submit',
   /** Where the bus reports messages it rejected. */
   rejected: 'pge.errors.rejected',
 } as const;
-
-/**
- * `subjects.event` for one run, each type's subject built once, for the coordinator that owns the
- * run (and drops this with it). A run publishes each type many times; handing the bus the same
- * string each time lets its maps (routes, rules) reuse the string's hash instead of flattening and
- * hashing a new one per message. Throws like `subjects.event` on an id that is not a subject token.
- */
-export function runEventSubjects(runId: string): (type: RunEventType) => string {
-  const built = new Map<RunEventType, string>();
-  return (type) => {
-    let subject = built.get(type);
-    if (subject === undefined) {
-      subject = subjects.event(runId, type);
-      built.set(type, subject);
-    }
-    return subject;
-  };
-}
-
-/**
- * Whether `subject` is `subjects.event(runId, type)`, compared where it is: the bus checks every
- * event's subject against its payload, and building the subject again for that cost a string and
- * a pattern test per event. The caller has validated `runId` (a subject token) already.
- */
-export function isEventSubject(subject: string, runId: string, type: string): boolean {
-  const infixAt = RUN_PREFIX.length + runId.length;
-  return (
-    subject.length === infixAt + EVENT_INFIX.length + type.length &&
-    subject.startsWith(RUN_PREFIX) &&
-    subject.startsWith(runId, RUN_PREFIX.length) &&
-    subject.startsWith(EVENT_INFIX, infixAt) &&
-    subject.endsWith(type)
-  );
-}
 
 /** The queue group that the workers of a role share, so each work item goes to one of them. */
 export function workerQueue(role: Role): string {

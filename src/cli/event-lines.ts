@@ -143,6 +143,15 @@ export function describeEvent(event: RunEvent, state: RunState, verbose: boolean
       const { role, phase, error } = event.payload;
       return line(`${role} failed (${phase}): ${error.name}: ${error.message}`, true);
     }
+    case 'request.cancelled':
+      return detail(
+        `request ${event.payload.requestId} (${event.payload.phase}) cancelled: ${event.payload.reason}`,
+      );
+    case 'result.rejected':
+      return line(
+        `${event.payload.reason} result for ${event.payload.requestId} from ${event.payload.worker} ignored`,
+        true,
+      );
     case 'run.completed': {
       const p = event.payload;
       const head = p.passed ? 'run passed' : 'run finished with failed steps';

@@ -45,10 +45,13 @@ const STEP_STATE: Partial<Record<RunEvent['type'], string>> = {
   'step.evaluation.completed': 'step.judging',
   'step.evaluation.invalid': 'step.judging',
   'step.attempt.judged': 'step.judging',
-  'step.retry.scheduled': 'step.retrying',
+  // `step.retry.scheduled` goes to `step.refining` or `step.pivoting`, by its signal (below).
   'step.passed': 'step.passed',
   'step.failed': 'step.exhausted',
 };
+
+/** The retry state the chart entered, named by the signal it gave the generator. */
+const RETRY_STATE = { refine: 'step.refining', pivot: 'step.pivoting' } as const;
 
 /** `run.failed` names its reason; each reason is a final state of the run chart. */
 const FAILED_RUN_STATE = {
@@ -71,6 +74,7 @@ export const NAMED_STATES: readonly string[] = [
     ...Object.values(STEP_STATE),
     ...Object.values(FAILED_RUN_STATE),
     ...Object.values(FAILED_STEP_STATE),
+    ...Object.values(RETRY_STATE),
   ]),
 ];
 
@@ -97,7 +101,8 @@ export function nextActiveStates(states: ActiveStates, event: RunEvent): ActiveS
     return { ...states, run: FAILED_RUN_STATE[reason], step };
   }
   const run = RUN_STATE[event.type] ?? states.run;
-  const step = STEP_STATE[event.type];
+  const step =
+    event.type === 'step.retry.scheduled' ? RETRY_STATE[event.payload.signal] : STEP_STATE[event.type];
   if (step === undefined) return { ...states, run };
   return { run, step, stepNumber: stepNumberOf(event) ?? states.stepNumber };
 }

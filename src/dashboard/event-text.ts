@@ -79,6 +79,10 @@ export function describeEvent(event: RunEvent): string {
     }
     case 'role.failed':
       return `${event.payload.role} failed (${event.payload.phase}): ${short(event.payload.error.message)}`;
+    case 'request.cancelled':
+      return `Request ${event.payload.requestId} (${event.payload.phase}) cancelled: ${short(event.payload.reason)}`;
+    case 'result.rejected':
+      return `Ignored a ${event.payload.reason} result for ${event.payload.requestId} from ${event.payload.worker}`;
     case 'run.completed':
       return `Run completed: ${short(event.payload.summary)}`;
     case 'run.failed':

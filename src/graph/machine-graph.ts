@@ -1,11 +1,10 @@
 import type { AnyStateMachine, AnyStateNode, AnyTransitionDefinition } from 'xstate';
 import { type DirectedGraphNode, toDirectedGraph } from 'xstate/graph';
-import { PHASE_OF_CALL } from '../machines/calls.js';
 
 /**
  * A statechart as plain data, read from the machine definition itself: xstate's `toDirectedGraph`
  * gives the state tree and the event transitions; the eventless (`always`) transitions, initial
- * states, invoked actors and model calls come from the same `StateNode`s. The Mermaid, DOT and JSON exports
+ * states and invoked actors (model calls among them) come from the same `StateNode`s. The Mermaid, DOT and JSON exports
  * are renderings of this one structure, so they cannot disagree about the chart.
  */
 
@@ -22,15 +21,13 @@ export interface GraphNode {
   type: StateKind;
   /** The child entered by default (compound states only). */
   initial: string | null;
-  /** The actors this state invokes while it is active, by `src` (see `invokeName`). */
+  /** The actors this state invokes while it is active, by `src` (see `invokeName`): model calls included. */
   invokes: string[];
-  /** The model calls this state makes on entry and whose answer it waits for (`calls.ts`). */
-  calls: string[];
 }
 
-/** What a reader is told inside a state's box: `invoke: runStep`, `call: doWork`. */
+/** What a reader is told inside a state's box: `invoke: runStep`, `invoke: doWork`. */
 export function nodeNotes(node: GraphNode): string[] {
-  return [...node.invokes.map((src) => `invoke: ${src}`), ...node.calls.map((name) => `call: ${name}`)];
+  return node.invokes.map((src) => `invoke: ${src}`);
 }
 
 /** One transition to one target (a transition with several targets gives several). */
@@ -119,10 +116,6 @@ function nodeOf(node: AnyStateNode): GraphNode {
     type: node.type,
     initial,
     invokes: node.invoke.map(invokeName),
-    calls: node.entry.flatMap((action) => {
-      const type = typeof action === 'object' && action !== null ? (action as { type?: unknown }).type : null;
-      return typeof type === 'string' && Object.hasOwn(PHASE_OF_CALL, type) ? [type] : [];
-    }),
   };
 }
 

@@ -15,12 +15,12 @@ const RUN_NOTES: Record<string, string> = {
   'planning.gate':
     'Budget check before the planner is called (`overBudget`); a call that would break a budget is never made.',
   'planning.calling':
-    'Calls `plan` (the planner role) and waits for its answer. Answered (`answer.plan`): the plan is recorded (`plan.created`) and stepping starts at the first step. Failed (`answer.failed`): `failed`.',
+    'Invokes `plan`, the call to the planner role, and waits for it. Done (`done: plan`): the plan is recorded (`plan.created`) and stepping starts at the first step. Failed (`error: plan`): `failed`.',
   stepping: "The plan's steps in order, each run to its end by the step machine before the next starts.",
   'stepping.next':
     "Chooses what comes next: no steps left, `completed`; the step's first model call would break a budget, `stopped`; a step whose id already passed (before a replan) is skipped; otherwise the step runs.",
   'stepping.running':
-    'Records `step.started` and invokes `runStep`, the step machine below, with the step, the outputs of the steps it depends on and the budget spent so far. On its outcome, in this order: passed, the next step; stopped, `stopped`; failed, `failed`; exhausted, the exhaustion policy: `abort` goes to `aborted`, `replan` goes back to `planning` while `maxReplans` allows, and otherwise (`advance`, or no replans left) the step stays failed and the run goes on with the next step.',
+    'Records `step.started` and invokes `runStep`, the step machine below, with the step, the outputs of the steps it depends on and the budget spent so far. On its outcome, in this order: `stepPassed`, the next step; `stepStopped`, `stopped`; `stepFailed`, `failed`; exhausted, the exhaustion policy: `policyIsAbort` goes to `aborted`, `policyIsReplan` goes back to `planning` while `replansLeft` (`maxReplans`), and otherwise (`advance`, or no replans left) the step stays failed and the run goes on with the next step.',
   completed:
     'Every step has run. The run passed if every step passed (under `advance` an exhausted step does not stop the run, but the run does not pass). Records `run.completed`.',
   aborted:
@@ -30,7 +30,7 @@ const RUN_NOTES: Record<string, string> = {
   failed:
     'A call or the step machine failed: the model server or transport, an answer that stayed invalid after repairs, or the log. Records `run.failed` (reason `error`).',
   interrupted:
-    'The `interrupt` event (Ctrl-C or SIGTERM in the CLI) is taken in any state until the run has ended. Records `run.failed` (reason `interrupted`).',
+    'The `interrupt` event (Ctrl-C or SIGTERM in the CLI) is taken in any state until the run has ended. Records `run.failed` (reason `interrupted`). Leaving the running state stops the call actor in flight, which cancels its request: the worker aborts the HTTP request to the model (`request.cancelled` is recorded before the closing event).',
 };
 
 /** What happens in each state of the step machine, by path below the root. */
@@ -38,19 +38,21 @@ const STEP_NOTES: Record<string, string> = {
   negotiating:
     'Before any work, the generator and the evaluator agree a contract for the step: what will be delivered, its acceptance criteria and how they will be checked.',
   'negotiating.proposing':
-    "The **generator** proposes the contract (call `proposeContract`); from round 2 on it revises its last proposal with the evaluator's amendments. Answered: to the review, unless the spend so far means the review would break a budget (the first, inline guard), then `stopped`. Failed: `failed`.",
+    "The **generator** proposes the contract (invokes `proposeContract`); from round 2 on it revises its last proposal with the evaluator's amendments. Done: to the review, unless the spend so far means the review would break a budget (`overBudgetAfterAnswer`), then `stopped`. Failed: `failed`.",
   'negotiating.reviewing':
-    'The **evaluator** reviews the proposal (call `reviewContract`): it approves it, or asks for amendments. Failed: `failed`.',
+    'The **evaluator** reviews the proposal (invokes `reviewContract`): it approves it, or asks for amendments. Failed: `failed`.',
   'negotiating.decided':
-    'Over budget: `stopped`. Approved: the contract is agreed (`step.contract.agreed`). Amendments with rounds left (`maxContractRounds`): another round. Amendments in the last round: the proposal is taken with the amendments added to its criteria, and the contract is imposed (`step.contract.imposed`).',
+    'Over budget (`overBudget`): `stopped`. Approved (`contractApproved`): the contract is agreed (`step.contract.agreed`). Amendments with rounds left (`roundsLeft`, `maxContractRounds`): another round. Amendments in the last round: the proposal is taken with the amendments added to its criteria, and the contract is imposed (`step.contract.imposed`).',
   executing:
-    "The **generator** does the work of the current attempt (call `doWork`) against the contract, given the outputs of the steps this one depends on; on a retry also the signal (refine or pivot), the scores with their change since the previous attempt, and the evaluator's feedback. Answered, in order: work that stayed invalid after repairs skips the evaluation and is judged at once as a failed attempt (`invalid_work`); an evaluation that would break a budget is not made (`stopped`); otherwise the work goes to the evaluator. Failed: `failed`.",
+    "The **generator** does the work of the current attempt (invokes `doWork`) against the contract, given the outputs of the steps this one depends on; on a retry also the signal (refine or pivot), the scores with their change since the previous attempt, and the evaluator's feedback. Done, in order: work that stayed invalid after repairs (`workInvalid`) skips the evaluation and is judged at once as a failed attempt (`invalid_work`); an evaluation that would break a budget is not made (`overBudgetAfterAnswer`: `stopped`); otherwise the work goes to the evaluator. Failed: `failed`.",
   evaluating:
-    "The **evaluator** scores the artifact against every criterion of the rubric and the contract (call `evaluateWork`), with evidence, findings and actionable feedback. It sees the artifact, not the generator's notes or self-assessment. An evaluation that stayed invalid after repairs fails the attempt (`invalid_evaluation`): the harness fails closed. Failed: `failed`.",
+    "The **evaluator** scores the artifact against every criterion of the rubric and the contract (invokes `evaluateWork`), with evidence, findings and actionable feedback. It sees the artifact, not the generator's notes or self-assessment. An evaluation that stayed invalid after repairs fails the attempt (`invalid_evaluation`): the harness fails closed. Failed: `failed`.",
   judging:
-    'The harness, not a model, judges the attempt: it passes only if every criterion has a score at or above its threshold. Records `step.attempt.judged`. Passed: `passed`. Failed with retries left (at most `maxRetriesPerStep` retries): `retrying`, or `stopped` if the retry would break a budget. Otherwise: `exhausted`.',
-  retrying:
-    'Schedules the next attempt (`step.retry.scheduled`) with its signal: the first retry refines; later ones refine while the weighted mean of the scores rises and pivot to a different approach when it is flat or falling. The contract stays as agreed.',
+    'The chart, not a model, decides the verdict, and records it (`step.attempt.judged`) on the transition it takes. `allCriteriaPass` (every criterion has a score at or above its threshold): `passed`. Otherwise, with retries left (`retriesLeft`: at most `maxRetriesPerStep` retries): `stopped` if the retry would break a budget (`overBudget`); `refining` when there is no trajectory yet (`noTrajectoryYet`: fewer than two scored attempts, as at the first retry) or the weighted mean rose (`scoresImproving`); `pivoting` when it was flat or fell. No retries left: `exhausted`.',
+  refining:
+    'Starts the next attempt with the **refine** signal (`step.retry.scheduled`): the generator improves its last attempt with the scores and feedback. The signal the generator gets is this state. The contract stays as agreed.',
+  pivoting:
+    'Starts the next attempt with the **pivot** signal (`step.retry.scheduled`): the scores were flat or falling, so the generator tries a different approach. The signal the generator gets is this state. The contract stays as agreed.',
   passed: 'The step passed. Records `step.passed` with the passing attempt.',
   exhausted:
     'No attempt passed and no retries are left. Records `step.failed` with the best attempt and the policy; the run machine then applies `onStepExhausted`.',
@@ -94,24 +96,24 @@ src/graph/statecharts-doc.ts, then regenerate. tests/graph/graph.test.ts fails w
 The harness is two XState statecharts. The **run machine** plans the task and runs the plan's
 steps one after another; for each step it invokes the **step machine**, which negotiates a
 contract, has the work done and evaluated, and retries until the step passes or its attempts run
-out. The machines do no I/O: a state that needs the planner, the generator or the evaluator names
-the call as its entry action (\`call: doWork\` in the charts), and the answer comes back as an
-event; the calls are wired in at the composition root. The charts below are generated from the machine definitions,
+out. The machines do no I/O: a state that needs the planner, the generator or the evaluator
+invokes the call as a child actor (\`invoke: doWork\` in the charts), and its output comes back as
+the invoke's \`done\` event; the call actors are wired in at the composition root. Leaving a state
+stops its actor, which cancels the call end to end. The charts below are generated from the machine definitions,
 as \`pge graph\` prints them (\`pge graph --machine step --format dot\` for Graphviz); the same
 charts are in \`docs/diagrams/\` as \`.mmd\` and \`.dot\` files.
 
 How to read the edges: the label is the event, then the guard in brackets. \`always\` is an
 eventless transition, taken as soon as its guard holds; the guarded ones are tried in order and
-the unguarded one last. \`answer.work\` is the answer to a call of that phase, \`answer.failed\` a
-call that failed; \`done: runStep\` and \`error: runStep\` are the invoked step machine finishing or
-failing. \`[guard]\` is a guard written inline in the machine rather than named; the notes say
-what each one checks.
+the unguarded one last. \`done: doWork\` is the call actor's output, \`error: doWork\` a call
+that failed; \`done: runStep\` and \`error: runStep\` are the invoked step machine finishing or
+failing. Every guard is named after what it checks; the notes say how.
 
 Budgets are checked on the way to every model call: the spend so far plus the mean cost of one
 call must stay within \`maxCostUsd\` and \`maxTokens\`, and \`maxDurationMs\` must not have passed.
 A call that would break a budget is never made; the machine goes to \`stopped\` instead, and so
-does the run. The edges into \`stopped\` are these checks: \`overBudget\` where the guard is named,
-and the inline guards on the \`answer\` edges that lead to the next call.
+does the run. The edges into \`stopped\` are these checks: \`overBudget\` before a call, and
+\`overBudgetAfterAnswer\` on the \`done\` edges whose next state would make a call.
 
 ## The run
 
@@ -122,8 +124,8 @@ ${section(runMachine, RUN_NOTES)}
 ### When a step is exhausted
 
 The step machine ends \`exhausted\` when no attempt passed within \`maxRetriesPerStep\` retries.
-The run then follows \`onStepExhausted\`, the \`done: runStep [guard]\` edges out of
-\`stepping.running\`:
+The run then follows \`onStepExhausted\`, the \`done: runStep\` edges out of
+\`stepping.running\` under \`policyIsAbort\` and \`and(policyIsReplan, replansLeft)\`:
 
 - \`advance\` (the default): the step is recorded as failed and the run goes on with the next
   step; the run completes but does not pass.

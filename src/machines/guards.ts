@@ -1,19 +1,17 @@
 import type {
-  AttemptReason,
   Budgets,
   Criterion,
   CriterionWeight,
-  ErrorInfo,
   Evaluation,
   JudgedScore,
   ResolvedCriterion,
-  RetrySignal,
   Usage,
 } from '../schemas/index.js';
 
 /**
- * The pure decisions of the step lifecycle. The statecharts call these as guards and in assign
- * actions; they take plain data and return plain data, so each is unit-tested on its own.
+ * The pure decisions of the step lifecycle. The statecharts name them as guards (and build their
+ * records with the scoring); they take plain data and return plain data, so each is unit-tested on
+ * its own.
  */
 
 /** Numeric value of each criterion weight in the weighted mean. */
@@ -35,26 +33,19 @@ export function resolveCriteria(
   return criteria.map((c) => ({ ...c, threshold: c.threshold ?? defaults.get(c.name) ?? fallback }));
 }
 
-/** An attempt as the judge sees it: either an evaluation, or the reason there is none. */
-export interface JudgeInput {
-  evaluation: Evaluation | null;
-  invalid: 'invalid_evaluation' | 'invalid_work' | null;
-}
-
-/** The verdict on one attempt. */
-export interface Judgement {
-  verdict: 'pass' | 'fail';
-  reason: AttemptReason;
+/** An attempt scored against the rubric: one entry per criterion, and the weighted mean. */
+export interface Scoring {
   scores: JudgedScore[];
   weightedMean: number | null;
 }
 
 /**
- * Judges an attempt against the rubric, failing closed (DESIGN 3): it passes only when every
- * criterion has a score and every score is at least its threshold. A missing score counts as failed.
+ * Scores an attempt against the rubric: each criterion gets the evaluator's score, or null when
+ * the evaluation gave none (or there is no evaluation), beside the threshold the harness resolved.
+ * The verdict is the chart's: `allCriteriaPass` over these scores (DESIGN 3).
  */
-export function judgeAttempt(criteria: readonly ResolvedCriterion[], attempt: JudgeInput): Judgement {
-  const byName = new Map(attempt.evaluation?.scores.map((s) => [s.criterion, s.score]) ?? []);
+export function scoreAttempt(criteria: readonly ResolvedCriterion[], evaluation: Evaluation | null): Scoring {
+  const byName = new Map(evaluation?.scores.map((s) => [s.criterion, s.score]) ?? []);
   const scores: JudgedScore[] = criteria.map((c) => {
     const score = byName.get(c.name) ?? null;
     return {
@@ -65,11 +56,7 @@ export function judgeAttempt(criteria: readonly ResolvedCriterion[], attempt: Ju
       passed: score !== null && score >= c.threshold,
     };
   });
-  const weightedMean = attempt.evaluation ? weightedMeanOf(scores) : null;
-  if (attempt.invalid) return { verdict: 'fail', reason: attempt.invalid, scores, weightedMean };
-  return allCriteriaPass(scores)
-    ? { verdict: 'pass', reason: 'all_criteria_pass', scores, weightedMean }
-    : { verdict: 'fail', reason: 'below_threshold', scores, weightedMean };
+  return { scores, weightedMean: evaluation ? weightedMeanOf(scores) : null };
 }
 
 /** Guard: every criterion was scored and met its threshold. An empty rubric never passes. */
@@ -105,15 +92,11 @@ export function scoresImproving(means: readonly (number | null)[]): boolean {
 }
 
 /**
- * The signal for the retry that follows `failedAttempts` (DESIGN 5): the first retry refines;
- * later ones refine while the weighted mean rises and pivot when it is flat or falling. With
- * fewer than two scored attempts there is no trajectory yet, so the generator refines.
+ * Guard: fewer than two attempts have scores, so there is no trajectory to follow (always so at
+ * the first retry; also after attempts whose work or evaluation was invalid). The generator refines.
  */
-export function retrySignal(means: readonly (number | null)[]): RetrySignal {
-  if (means.length <= 1) return 'refine';
-  const scored = means.filter((m) => m !== null).length;
-  if (scored < 2) return 'refine';
-  return scoresImproving(means) ? 'refine' : 'pivot';
+export function noTrajectoryYet(means: readonly (number | null)[]): boolean {
+  return means.filter((m) => m !== null).length < 2;
 }
 
 /** The previous and last scored means, for the retry event. */
@@ -163,18 +146,6 @@ export function budgetExceeded(budgets: Budgets, spent: Usage, elapsedMs: number
   if (budgets.maxTokens !== null && tokens + tokens * perCall > budgets.maxTokens) return 'maxTokens';
   if (budgets.maxDurationMs !== null && elapsedMs >= budgets.maxDurationMs) return 'maxDurationMs';
   return null;
-}
-
-/**
- * An actor's failure as the machines keep it. Errors cross from actors as thrown values; pge's own
- * carry `retryable`, anything else is taken as not retryable.
- */
-export function toErrorInfo(error: unknown): ErrorInfo {
-  if (error && typeof error === 'object' && 'message' in error) {
-    const e = error as { name?: unknown; message: unknown; retryable?: unknown };
-    return { name: String(e.name ?? 'Error'), message: String(e.message), retryable: e.retryable === true };
-  }
-  return { name: 'Error', message: String(error), retryable: false };
 }
 
 /** `budgetExceeded` for a run's budget state: its limits, its spend, and the time since it started. */

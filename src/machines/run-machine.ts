@@ -1,7 +1,8 @@
-import { assign, setup } from 'xstate';
+import { and, assign, setup } from 'xstate';
+import { describeError } from '../errors.js';
 import { addUsage, ZERO_USAGE } from '../schemas/index.js';
-import { type AnswerOf, type CallFailed, notProvided } from './calls.js';
-import { budgetBroken, resolveCriteria, toErrorInfo } from './guards.js';
+import { type CallLogic, notProvided } from './calls.js';
+import { budgetBroken, resolveCriteria } from './guards.js';
 import {
   closingEvent,
   dependencies,
@@ -14,26 +15,28 @@ import {
   store,
 } from './run-context.js';
 import { stepMachine } from './step-machine.js';
-import type { PlanInput, RecordParams, StepInput } from './types.js';
+import type { PlanInput, RecordParams, StepInput, StepOutcome } from './types.js';
 
 export type { RunInput, RunOutcome, RunStatus, RunTotals } from './run-context.js';
 
 /**
  * The run: planning → one step machine per plan step → summary, with the replan loop of
  * `onStepExhausted: 'replan'` (bounded by `maxReplans`), budget gates before every model call, and
- * an `interrupt` event for a clean stop. Free of I/O like the step machine.
+ * an `interrupt` event for a clean stop. How a step ended and the exhaustion policy are named
+ * guards. Free of I/O like the step machine.
  */
 
-/** The run statechart. Provide the `plan` call (see `calls.ts`), `runStep` (the step machine with its calls) and `record`. */
+/** The run statechart. Provide the `plan` actor (see `calls.ts`), `runStep` (the step machine with its calls) and `record`. */
 export const runMachine = setup({
   types: {
     context: {} as RunContext,
     input: {} as RunInput,
     output: {} as RunOutcome,
     /** `reason` says why in the closing event (a failed log write, a signal, an operator). */
-    events: {} as { type: 'interrupt'; reason?: string } | AnswerOf<'plan'> | CallFailed,
+    events: {} as { type: 'interrupt'; reason?: string },
   },
   actors: {
+    plan: notProvided('plan') as CallLogic<'plan'>,
     runStep: stepMachine,
   },
   guards: {
@@ -41,13 +44,22 @@ export const runMachine = setup({
     noMoreSteps: ({ context }) => context.index >= context.plan!.steps.length,
     stepAlreadyPassed: ({ context }) =>
       latest(context, context.plan!.steps[context.index]!.id)?.status === 'passed',
+    stepPassed: (_, step: StepOutcome) => step.status === 'passed',
+    stepStopped: (_, step: StepOutcome) => step.status === 'stopped',
+    stepFailed: (_, step: StepOutcome) => step.status === 'failed',
+    /** `onStepExhausted: 'abort'`: an exhausted step fails the run. */
+    policyIsAbort: ({ context }) => context.input.onStepExhausted === 'abort',
+    /** `onStepExhausted: 'replan'`: an exhausted step sends the run back to the planner. */
+    policyIsReplan: ({ context }) => context.input.onStepExhausted === 'replan',
+    replansLeft: ({ context }) => context.replans < context.input.maxReplans,
   },
   actions: {
     record: (_, _params: RecordParams) => {},
-    plan: notProvided('plan') as (_: unknown, input: PlanInput) => void,
     noteBudget: assign(({ context }) => ({
       stoppedBy: budgetBroken(context.budget),
     })),
+    /** Keeps a failed actor's error (the invoke's error event). */
+    noteError: assign({ error: ({ event }) => describeError((event as { error?: unknown }).error) }),
   },
 }).createMachine({
   id: 'run',
@@ -93,16 +105,14 @@ export const runMachine = setup({
           ],
         },
         calling: {
-          entry: {
-            type: 'plan',
-            params: ({ context }): PlanInput => ({
+          invoke: {
+            src: 'plan',
+            input: ({ context }): PlanInput => ({
               task: context.input.task,
               maxSteps: context.input.maxSteps,
               replan: context.replan,
             }),
-          },
-          on: {
-            'answer.plan': {
+            onDone: {
               target: '#run.stepping',
               actions: [
                 assign(({ context, event }) => ({
@@ -128,10 +138,7 @@ export const runMachine = setup({
                 },
               ],
             },
-            'answer.failed': {
-              target: '#run.failed',
-              actions: assign({ error: ({ event }) => toErrorInfo(event.error) }),
-            },
+            onError: { target: '#run.failed', actions: 'noteError' },
           },
         },
       },
@@ -184,12 +191,12 @@ export const runMachine = setup({
             }),
             onDone: [
               {
-                guard: ({ event }) => event.output.status === 'passed',
+                guard: { type: 'stepPassed', params: ({ event }) => event.output },
                 target: 'next',
                 actions: assign(({ context, event }) => store(context, event.output, true)),
               },
               {
-                guard: ({ event }) => event.output.status === 'stopped',
+                guard: { type: 'stepStopped', params: ({ event }) => event.output },
                 target: '#run.stopped',
                 actions: assign(({ context, event }) => ({
                   ...store(context, event.output, false),
@@ -197,21 +204,21 @@ export const runMachine = setup({
                 })),
               },
               {
-                guard: ({ event }) => event.output.status === 'failed',
+                guard: { type: 'stepFailed', params: ({ event }) => event.output },
                 target: '#run.failed',
                 actions: assign(({ context, event }) => ({
                   ...store(context, event.output, false),
                   error: event.output.error,
                 })),
               },
+              // The step was exhausted: the run follows `onStepExhausted`.
               {
-                guard: ({ context }) => context.input.onStepExhausted === 'abort',
+                guard: 'policyIsAbort',
                 target: '#run.aborted',
                 actions: assign(({ context, event }) => store(context, event.output, false)),
               },
               {
-                guard: ({ context }) =>
-                  context.input.onStepExhausted === 'replan' && context.replans < context.input.maxReplans,
+                guard: and(['policyIsReplan', 'replansLeft']),
                 target: '#run.planning',
                 actions: [
                   assign(({ context, event }) => store(context, event.output, false)),
@@ -235,10 +242,7 @@ export const runMachine = setup({
               },
               { target: 'next', actions: assign(({ context, event }) => store(context, event.output, true)) },
             ],
-            onError: {
-              target: '#run.failed',
-              actions: assign({ error: ({ event }) => toErrorInfo(event.error) }),
-            },
+            onError: { target: '#run.failed', actions: 'noteError' },
           },
         },
       },

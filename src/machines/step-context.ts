@@ -1,6 +1,6 @@
 import type { Contract, ContractProposal, ErrorInfo, RetryContext, Usage } from '../schemas/index.js';
 import { addUsage } from '../schemas/index.js';
-import { bestAttemptIndex, budgetBroken, judgeAttempt } from './guards.js';
+import { bestAttemptIndex, budgetBroken, type Scoring, scoreAttempt } from './guards.js';
 import type {
   AttemptRecord,
   BudgetState,
@@ -15,18 +15,13 @@ import type {
 
 /**
  * The step machine's context and the pure functions its transitions build from it: spending a
- * call's usage, the current round and step, the retry context a generator gets, the attempt
- * record, and the step's outcome. No XState here: `step-machine.ts` wires them into the chart.
+ * call's usage, the current round and step, the retry context a generator gets, the scored attempt
+ * and its record, and the step's outcome. No XState here: `step-machine.ts` wires them into the chart.
  */
 
 /**
  * Context of the step machine: what the step was given, fixed for the step (`input`), the live
  * budget, and what the step has done so far.
- *
- * Few keys at the top, on purpose. XState copies the context on every `assign`
- * (`Object.assign({}, context, update)`), and on Node 20 V8 turns such a copy of 20 keys or more
- * into a dictionary: a copy then costs about 4 µs instead of 0.25 µs, and every later read of the
- * context is a hash lookup (measured; with the input's 10 keys spread in, this context had 21).
  */
 export interface StepContext {
   input: Omit<StepInput, 'budget'>;
@@ -36,7 +31,10 @@ export interface StepContext {
   contract: Contract | null;
   attempt: number;
   signal: AttemptRecord['signal'];
+  /** The current attempt's work, valid, while it is evaluated. */
   pendingWork: WorkOutput | null;
+  /** The current attempt scored, while the chart decides its verdict in `judging`. */
+  scored: ScoredAttempt | null;
   attempts: AttemptRecord[];
   usage: Usage;
   status: StepStatus;
@@ -44,19 +42,14 @@ export interface StepContext {
   error: ErrorInfo | null;
 }
 
-/**
- * Adds a call's reported usage and clock to the context, with the `changes` of the same update.
- *
- * Objects built for every call or event are not written `{ ...a, newKey }`: on Node 20, V8 adds
- * each key the spread object lacks on a slow path, about 0.5 µs a key (measured: `{ ...ref, 5 keys }`
- * cost 2.8 µs, the same object written out 25 ns). Small `Object.assign`s and literals are fast.
- */
-export function spend<C extends Partial<StepContext>>(
-  context: StepContext,
-  report: CallReport,
-  changes?: C,
-): Pick<StepContext, 'usage' | 'budget'> & C {
-  const update = {
+/** An attempt scored against the rubric, before the chart's verdict; `invalid` says why it has no scores. */
+export type ScoredAttempt = Omit<AttemptRecord, 'verdict' | 'reason'> & {
+  invalid: 'invalid_work' | 'invalid_evaluation' | null;
+};
+
+/** Adds a call's reported usage and clock to the context. */
+export function spend(context: StepContext, report: CallReport): Pick<StepContext, 'usage' | 'budget'> {
+  return {
     usage: addUsage(context.usage, report.usage),
     budget: {
       ...context.budget,
@@ -64,7 +57,6 @@ export function spend<C extends Partial<StepContext>>(
       clock: Math.max(context.budget.clock, report.finishedAt),
     },
   };
-  return Object.assign(update, changes);
 }
 
 export function lastRound(context: StepContext): ContractRound {
@@ -72,11 +64,12 @@ export function lastRound(context: StepContext): ContractRound {
 }
 
 export function contractFrom(proposal: ContractProposal, rounds: number, amendments: string[]): Contract {
-  return Object.assign({}, proposal, {
+  return {
+    ...proposal,
     acceptanceCriteria: [...proposal.acceptanceCriteria, ...amendments],
     rounds,
     imposed: amendments.length > 0,
-  });
+  };
 }
 
 export function step(context: StepContext) {
@@ -141,18 +134,42 @@ export function budgetAfter(context: StepContext, report: CallReport | null): St
   return budgetBroken(budget);
 }
 
-/** Builds the record of the current attempt from its work and evaluation (or their absence). */
-export function judged(context: StepContext, evaluated: EvaluateOutput | null): AttemptRecord {
-  const work = context.pendingWork?.work ?? null;
+/**
+ * Scores the current attempt from its work and its evaluation (either may be missing: invalid
+ * work is never evaluated, an invalid evaluation has no scores).
+ */
+export function scoredAttempt(
+  context: StepContext,
+  worked: WorkOutput,
+  evaluated: EvaluateOutput | null,
+): ScoredAttempt {
+  const work = worked.work;
   const evaluation = evaluated?.evaluation ?? null;
-  const invalid = work === null ? 'invalid_work' : evaluation === null ? 'invalid_evaluation' : null;
-  const judgement = judgeAttempt(context.input.criteria, { evaluation, invalid });
+  const scoring: Scoring = scoreAttempt(context.input.criteria, evaluation);
   return {
     attempt: context.attempt,
     signal: context.signal,
     work,
     evaluation,
-    problem: work === null ? (context.pendingWork?.problem ?? null) : (evaluated?.problem ?? null),
-    ...judgement,
+    problem: work === null ? worked.problem : (evaluated?.problem ?? null),
+    invalid: work === null ? 'invalid_work' : evaluation === null ? 'invalid_evaluation' : null,
+    ...scoring,
   };
+}
+
+/** The current attempt with the chart's verdict: the record the step keeps. */
+export function settled(scored: ScoredAttempt, verdict: 'pass' | 'fail'): AttemptRecord {
+  const { invalid, ...attempt } = scored;
+  return {
+    ...attempt,
+    verdict,
+    reason: verdict === 'pass' ? 'all_criteria_pass' : (invalid ?? 'below_threshold'),
+  };
+}
+
+/** The weighted means of every attempt so far, the one being judged last, for the retry guards. */
+export function meansSoFar(context: StepContext): (number | null)[] {
+  const means = context.attempts.map((a) => a.weightedMean);
+  if (context.scored) means.push(context.scored.weightedMean);
+  return means;
 }

@@ -1,19 +1,30 @@
-import { and, assign, setup } from 'xstate';
+import { and, assign, or, setup } from 'xstate';
+import { describeError } from '../errors.js';
 import { ZERO_USAGE } from '../schemas/index.js';
-import { notProvided, type StepAnswer } from './calls.js';
-import { budgetBroken, lastTwoMeans, retriesLeft, retrySignal, toErrorInfo } from './guards.js';
+import { type CallLogic, notProvided } from './calls.js';
+import {
+  allCriteriaPass,
+  budgetBroken,
+  lastTwoMeans,
+  noTrajectoryYet,
+  retriesLeft,
+  scoresImproving,
+} from './guards.js';
 import {
   budgetAfter,
   contractFrom,
-  judged,
   lastRound,
+  meansSoFar,
   outcome,
   retryContext,
   type StepContext,
+  scoredAttempt,
+  settled,
   spend,
   step,
 } from './step-context.js';
 import type {
+  CallReport,
   ContractInput,
   ContractReviewInput,
   EvaluationInput,
@@ -21,39 +32,98 @@ import type {
   StepInput,
   StepOutcome,
   WorkInput,
+  WorkOutput,
 } from './types.js';
 
 /**
  * The lifecycle of one step (DESIGN semantics 3–9): contract negotiation in bounded rounds, then
  * attempts of work → evaluation → judgement, retried with a refine or pivot signal until the step
- * passes or its attempts are spent. Every transition that leads to a model call is guarded by the
- * budgets. The machine
- * does no I/O: its model calls (`calls.ts`) and the `record` action are provided at the composition root.
+ * passes or its attempts are spent. Every decision is a named guard: the verdict
+ * (`allCriteriaPass`), refine or pivot (`noTrajectoryYet`, `scoresImproving`), the bounds
+ * (`retriesLeft`, `roundsLeft`) and the budgets (`overBudget`, `overBudgetAfterAnswer`). Every model
+ * call is an invoked actor (`calls.ts`), stopped — and so cancelled — when its state is left. The
+ * machine does no I/O: the calls and the `record` action are provided at the composition root.
  */
 
-/** The step statechart. Provide `proposeContract`, `reviewContract`, `doWork`, `evaluateWork` and `record`. */
+/** Records the verdict on the attempt just settled (`step.attempt.judged`). */
+const recordJudgement = {
+  type: 'record',
+  params: ({ context }: { context: StepContext }): RecordParams => {
+    const a = context.attempts[context.attempts.length - 1]!;
+    return {
+      type: 'step.attempt.judged',
+      payload: {
+        stepId: step(context).id,
+        stepNumber: context.input.stepNumber,
+        attempt: a.attempt,
+        verdict: a.verdict,
+        reason: a.reason,
+        scores: a.scores,
+        weightedMean: a.weightedMean,
+      },
+    };
+  },
+} as const;
+
+/** Records the retry the chart scheduled (`step.retry.scheduled`), once the next attempt started. */
+const recordRetry = {
+  type: 'record',
+  params: ({ context }: { context: StepContext }): RecordParams => ({
+    type: 'step.retry.scheduled',
+    payload: {
+      stepId: step(context).id,
+      stepNumber: context.input.stepNumber,
+      nextAttempt: context.attempt,
+      signal: context.signal === 'pivot' ? 'pivot' : 'refine',
+      ...lastTwoMeans(context.attempts.map((a) => a.weightedMean)),
+    },
+  }),
+} as const;
+
+/** The step statechart. Provide the actors `proposeContract`, `reviewContract`, `doWork`, `evaluateWork`, and `record`. */
 export const stepMachine = setup({
   types: {
     context: {} as StepContext,
     input: {} as StepInput,
     output: {} as StepOutcome,
-    events: {} as StepAnswer,
+  },
+  actors: {
+    proposeContract: notProvided('proposeContract') as CallLogic<'proposeContract'>,
+    reviewContract: notProvided('reviewContract') as CallLogic<'reviewContract'>,
+    doWork: notProvided('doWork') as CallLogic<'doWork'>,
+    evaluateWork: notProvided('evaluateWork') as CallLogic<'evaluateWork'>,
   },
   guards: {
+    /** The next model call would break a budget (DESIGN 9). */
     overBudget: ({ context }) => budgetBroken(context.budget) !== null,
+    /** The answer's usage, once spent, leaves no budget for the next call. */
+    overBudgetAfterAnswer: ({ context }, report: CallReport) => budgetAfter(context, report) !== null,
     contractApproved: ({ context }) => lastRound(context).review?.status === 'approved',
     roundsLeft: ({ context }) => context.round < context.input.maxContractRounds,
-    attemptPassed: ({ context }) => context.attempts[context.attempts.length - 1]?.verdict === 'pass',
+    /** The work never validated: the attempt is judged failed without calling the evaluator. */
+    workInvalid: (_, output: WorkOutput) => output.work === null,
+    /** Every criterion has a score at or above its threshold (DESIGN 3: fail closed). */
+    allCriteriaPass: ({ context }) => context.scored !== null && allCriteriaPass(context.scored.scores),
     retriesLeft: ({ context }) => retriesLeft(context.attempt, context.input.maxRetriesPerStep),
+    noTrajectoryYet: ({ context }) => noTrajectoryYet(meansSoFar(context)),
+    scoresImproving: ({ context }) => scoresImproving(meansSoFar(context)),
   },
   actions: {
     record: (_, _params: RecordParams) => {},
-    proposeContract: notProvided('proposeContract') as (_: unknown, input: ContractInput) => void,
-    reviewContract: notProvided('reviewContract') as (_: unknown, input: ContractReviewInput) => void,
-    doWork: notProvided('doWork') as (_: unknown, input: WorkInput) => void,
-    evaluateWork: notProvided('evaluateWork') as (_: unknown, input: EvaluationInput) => void,
     noteBudget: assign(({ context }) => ({
       stoppedBy: budgetBroken(context.budget),
+    })),
+    /** Keeps a failed call's error (the invoke's error event). */
+    noteError: assign({ error: ({ event }) => describeError((event as { error?: unknown }).error) }),
+    /** Keeps the attempt being judged, with the verdict of the transition the chart took. */
+    settle: assign(({ context }, verdict: 'pass' | 'fail') => ({
+      attempts: [...context.attempts, settled(context.scored!, verdict)],
+      scored: null,
+    })),
+    /** Starts the next attempt with the signal of the retry state the chart entered. */
+    startAttempt: assign(({ context }, signal: 'refine' | 'pivot') => ({
+      attempt: context.attempt + 1,
+      signal,
     })),
   },
 }).createMachine({
@@ -67,6 +137,7 @@ export const stepMachine = setup({
     attempt: 1,
     signal: 'initial',
     pendingWork: null,
+    scored: null,
     attempts: [],
     usage: ZERO_USAGE,
     status: 'failed',
@@ -80,9 +151,9 @@ export const stepMachine = setup({
       initial: 'proposing',
       states: {
         proposing: {
-          entry: {
-            type: 'proposeContract',
-            params: ({ context }): ContractInput => {
+          invoke: {
+            src: 'proposeContract',
+            input: ({ context }): ContractInput => {
               const last = context.rounds[context.rounds.length - 1];
               return {
                 task: context.input.task,
@@ -96,37 +167,31 @@ export const stepMachine = setup({
                   : null,
               };
             },
-          },
-          on: {
-            'answer.contract': [
+            onDone: [
               {
                 // Budgets are guards on the transitions that lead to a model call (DESIGN 9).
-                guard: ({ context, event }) => budgetAfter(context, event.output) !== null,
+                guard: { type: 'overBudgetAfterAnswer', params: ({ event }) => event.output },
                 target: '#step.stopped',
                 actions: [assign(({ context, event }) => spend(context, event.output)), 'noteBudget'],
               },
               {
                 target: '#step.negotiating.reviewing',
-                actions: assign(({ context, event }) =>
-                  spend(context, event.output, {
-                    rounds: [
-                      ...context.rounds,
-                      { round: context.round, proposal: event.output.proposal, review: null },
-                    ],
-                  }),
-                ),
+                actions: assign(({ context, event }) => ({
+                  ...spend(context, event.output),
+                  rounds: [
+                    ...context.rounds,
+                    { round: context.round, proposal: event.output.proposal, review: null },
+                  ],
+                })),
               },
             ],
-            'answer.failed': {
-              target: '#step.failed',
-              actions: assign({ error: ({ event }) => toErrorInfo(event.error) }),
-            },
+            onError: { target: '#step.failed', actions: 'noteError' },
           },
         },
         reviewing: {
-          entry: {
-            type: 'reviewContract',
-            params: ({ context }): ContractReviewInput => ({
+          invoke: {
+            src: 'reviewContract',
+            input: ({ context }): ContractReviewInput => ({
               task: context.input.task,
               stepNumber: context.input.stepNumber,
               step: step(context),
@@ -135,23 +200,17 @@ export const stepMachine = setup({
               maxRounds: context.input.maxContractRounds,
               proposal: lastRound(context).proposal,
             }),
-          },
-          on: {
-            'answer.contract_review': {
+            onDone: {
               target: '#step.negotiating.decided',
-              actions: assign(({ context, event }) =>
-                spend(context, event.output, {
-                  rounds: [
-                    ...context.rounds.slice(0, -1),
-                    { ...lastRound(context), review: event.output.review },
-                  ],
-                }),
-              ),
+              actions: assign(({ context, event }) => ({
+                ...spend(context, event.output),
+                rounds: [
+                  ...context.rounds.slice(0, -1),
+                  { ...lastRound(context), review: event.output.review },
+                ],
+              })),
             },
-            'answer.failed': {
-              target: '#step.failed',
-              actions: assign({ error: ({ event }) => toErrorInfo(event.error) }),
-            },
+            onError: { target: '#step.failed', actions: 'noteError' },
           },
         },
         decided: {
@@ -212,9 +271,9 @@ export const stepMachine = setup({
       },
     },
     executing: {
-      entry: {
-        type: 'doWork',
-        params: ({ context }): WorkInput => ({
+      invoke: {
+        src: 'doWork',
+        input: ({ context }): WorkInput => ({
           task: context.input.task,
           stepNumber: context.input.stepNumber,
           step: step(context),
@@ -225,50 +284,35 @@ export const stepMachine = setup({
           dependencies: context.input.dependencies,
           retry: retryContext(context),
         }),
-      },
-      on: {
-        'answer.work': [
+        onDone: [
           {
-            guard: ({ event }) => event.output.work === null,
+            guard: { type: 'workInvalid', params: ({ event }) => event.output },
             target: '#step.judging',
-            actions: assign(({ context, event }) =>
-              spend(context, event.output, {
-                pendingWork: event.output,
-              }),
-            ),
+            actions: assign(({ context, event }) => ({
+              ...spend(context, event.output),
+              scored: scoredAttempt(context, event.output, null),
+            })),
           },
           {
-            guard: ({ context, event }) =>
-              event.output.work !== null && budgetAfter(context, event.output) !== null,
+            guard: { type: 'overBudgetAfterAnswer', params: ({ event }) => event.output },
             target: '#step.stopped',
-            actions: [
-              assign(({ context, event }) =>
-                spend(context, event.output, {
-                  pendingWork: event.output,
-                }),
-              ),
-              'noteBudget',
-            ],
+            actions: [assign(({ context, event }) => spend(context, event.output)), 'noteBudget'],
           },
           {
             target: '#step.evaluating',
-            actions: assign(({ context, event }) =>
-              spend(context, event.output, {
-                pendingWork: event.output,
-              }),
-            ),
+            actions: assign(({ context, event }) => ({
+              ...spend(context, event.output),
+              pendingWork: event.output,
+            })),
           },
         ],
-        'answer.failed': {
-          target: '#step.failed',
-          actions: assign({ error: ({ event }) => toErrorInfo(event.error) }),
-        },
+        onError: { target: '#step.failed', actions: 'noteError' },
       },
     },
     evaluating: {
-      entry: {
-        type: 'evaluateWork',
-        params: ({ context }): EvaluationInput => ({
+      invoke: {
+        src: 'evaluateWork',
+        input: ({ context }): EvaluationInput => ({
           task: context.input.task,
           stepNumber: context.input.stepNumber,
           step: step(context),
@@ -277,76 +321,50 @@ export const stepMachine = setup({
           attempt: context.attempt,
           artifact: context.pendingWork!.work!.output,
         }),
-      },
-      on: {
-        'answer.evaluation': {
+        onDone: {
           target: '#step.judging',
-          actions: assign(({ context, event }) =>
-            spend(context, event.output, {
-              attempts: [...context.attempts, judged(context, event.output)],
-              pendingWork: null,
-            }),
-          ),
+          actions: assign(({ context, event }) => ({
+            ...spend(context, event.output),
+            scored: scoredAttempt(context, context.pendingWork!, event.output),
+            pendingWork: null,
+          })),
         },
-        'answer.failed': {
-          target: '#step.failed',
-          actions: assign({ error: ({ event }) => toErrorInfo(event.error) }),
-        },
+        onError: { target: '#step.failed', actions: 'noteError' },
       },
     },
     judging: {
-      entry: [
-        assign(({ context }) =>
-          context.pendingWork
-            ? { attempts: [...context.attempts, judged(context, null)], pendingWork: null }
-            : {},
-        ),
-        {
-          type: 'record',
-          params: ({ context }) => {
-            const a = context.attempts[context.attempts.length - 1]!;
-            return {
-              type: 'step.attempt.judged',
-              payload: {
-                stepId: step(context).id,
-                stepNumber: context.input.stepNumber,
-                attempt: a.attempt,
-                verdict: a.verdict,
-                reason: a.reason,
-                scores: a.scores,
-                weightedMean: a.weightedMean,
-              },
-            };
-          },
-        },
-      ],
       always: [
-        { guard: 'attemptPassed', target: 'passed' },
-        { guard: and(['retriesLeft', 'overBudget']), target: 'stopped', actions: 'noteBudget' },
-        { guard: 'retriesLeft', target: 'retrying' },
-        { target: 'exhausted' },
+        {
+          guard: 'allCriteriaPass',
+          target: 'passed',
+          actions: [{ type: 'settle', params: 'pass' }, recordJudgement],
+        },
+        {
+          guard: and(['retriesLeft', 'overBudget']),
+          target: 'stopped',
+          actions: [{ type: 'settle', params: 'fail' }, recordJudgement, 'noteBudget'],
+        },
+        {
+          guard: and(['retriesLeft', or(['noTrajectoryYet', 'scoresImproving'])]),
+          target: 'refining',
+          actions: [{ type: 'settle', params: 'fail' }, recordJudgement],
+        },
+        {
+          guard: 'retriesLeft',
+          target: 'pivoting',
+          actions: [{ type: 'settle', params: 'fail' }, recordJudgement],
+        },
+        { target: 'exhausted', actions: [{ type: 'settle', params: 'fail' }, recordJudgement] },
       ],
     },
-    retrying: {
-      entry: [
-        assign(({ context }) => ({
-          attempt: context.attempt + 1,
-          signal: retrySignal(context.attempts.map((a) => a.weightedMean)),
-        })),
-        {
-          type: 'record',
-          params: ({ context }) => ({
-            type: 'step.retry.scheduled',
-            payload: {
-              stepId: step(context).id,
-              stepNumber: context.input.stepNumber,
-              nextAttempt: context.attempt,
-              signal: context.signal === 'pivot' ? 'pivot' : 'refine',
-              ...lastTwoMeans(context.attempts.map((a) => a.weightedMean)),
-            },
-          }),
-        },
-      ],
+    /** The scores rose (or there is nothing to compare yet): the generator improves its last attempt. */
+    refining: {
+      entry: [{ type: 'startAttempt', params: 'refine' }, recordRetry],
+      always: { target: 'executing' },
+    },
+    /** The scores were flat or fell: the generator tries a different approach. */
+    pivoting: {
+      entry: [{ type: 'startAttempt', params: 'pivot' }, recordRetry],
       always: { target: 'executing' },
     },
     passed: {

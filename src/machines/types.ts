@@ -1,5 +1,5 @@
 import type {
-  AttemptReason,
+  AttemptRecord,
   Budgets,
   Contract,
   ContractInput,
@@ -10,7 +10,6 @@ import type {
   ErrorInfo,
   Evaluation,
   EvaluationInput,
-  JudgedScore,
   Plan,
   PlanInput,
   PlanOutline,
@@ -35,51 +34,36 @@ export interface CallReport {
   finishedAt: number;
 }
 
-/** Output of the `plan` actor. */
+/** Output of the `plan` call. */
 export interface PlanOutput extends CallReport {
   plan: Plan;
 }
-/** Output of the `proposeContract` actor. */
+/** Output of the `proposeContract` call. */
 export interface ProposalOutput extends CallReport {
   proposal: ContractProposal;
 }
-/** Output of the `reviewContract` actor. */
+/** Output of the `reviewContract` call. */
 export interface ReviewOutput extends CallReport {
   review: ContractReview;
 }
-/** Output of the `doWork` actor: `work` is null when the answer never validated (fail closed). */
+/** Output of the `doWork` call: `work` is null when the answer never validated (fail closed). */
 export interface WorkOutput extends CallReport {
   work: Work | null;
   problem: string | null;
 }
-/** Output of the `evaluateWork` actor: `evaluation` is null when it never validated (fail closed). */
+/** Output of the `evaluateWork` call: `evaluation` is null when it never validated (fail closed). */
 export interface EvaluateOutput extends CallReport {
   evaluation: Evaluation | null;
   problem: string | null;
 }
 
-export type { ContractInput, ContractReviewInput, EvaluationInput, PlanInput, WorkInput };
+export type { AttemptRecord, ContractInput, ContractReviewInput, EvaluationInput, PlanInput, WorkInput };
 
 /** One contract negotiation round. */
 export interface ContractRound {
   round: number;
   proposal: ContractProposal;
   review: ContractReview | null;
-}
-
-/** One attempt at a step, as the step log keeps it. */
-export interface AttemptRecord {
-  attempt: number;
-  /** `initial` for the first attempt, else the signal the generator was given. */
-  signal: 'initial' | 'refine' | 'pivot';
-  work: Work | null;
-  evaluation: Evaluation | null;
-  /** Why the work or the evaluation was invalid, when it was. */
-  problem: string | null;
-  verdict: 'pass' | 'fail';
-  reason: AttemptReason;
-  scores: JudgedScore[];
-  weightedMean: number | null;
 }
 
 /** Budget limits and the spend so far, threaded from the run into each step. */

@@ -331,6 +331,14 @@ function renderNote(event: RunEvent): string {
       const summary = `${role}/${phase} failed (${error.retryable ? 'retryable' : 'not retryable'}): ${inline(error.name)}: ${inline(error.message)}`;
       return note(event, summary, raw === null ? '' : block('Raw answer', raw));
     }
+    case 'request.cancelled': {
+      const { requestId, phase, reason } = event.payload;
+      return note(event, `request ${requestId} (${phase}) cancelled: ${inline(reason)}`, '');
+    }
+    case 'result.rejected': {
+      const { requestId, worker, reason } = event.payload;
+      return note(event, `${reason} result for request ${requestId} from ${inline(worker)}: not applied`, '');
+    }
     default:
       // Only reached by the section types, which renderBody handles before calling here.
       return note(event, event.type);

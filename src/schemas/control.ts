@@ -14,3 +14,16 @@ export const RunControl = z.strictObject({
   ts: z.iso.datetime(),
 });
 export type RunControl = z.infer<typeof RunControl>;
+
+/**
+ * A request its run no longer waits for, on `pge.run.<runId>.cancel`: every worker hears it, and
+ * the one holding the request aborts its model call (the HTTP request included) and publishes no
+ * result; a worker that takes the request later skips it.
+ */
+export const CallCancel = z.strictObject({
+  runId: SafeId,
+  requestId: z.string().min(1),
+  reason: z.string().min(1),
+  ts: z.iso.datetime(),
+});
+export type CallCancel = z.infer<typeof CallCancel>;

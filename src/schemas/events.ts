@@ -100,9 +100,8 @@ export const PhaseTotals = z.strictObject({
 });
 export type PhaseTotals = z.infer<typeof PhaseTotals>;
 
-/** The run's closing figures, shared by `run.completed` and `run.failed`. */
-const RunTotals = {
-  byPhase: z.array(PhaseTotals),
+/** The run's closing figures, as the run chart computes them. */
+export const RunTotals = z.strictObject({
   passed: z.boolean(),
   stepsPassed: z.number().int().min(0),
   stepsTotal: z.number().int().min(0),
@@ -110,7 +109,11 @@ const RunTotals = {
   usage: Usage,
   durationMs: z.number().min(0),
   summary: z.string(),
-};
+});
+export type RunTotals = z.infer<typeof RunTotals>;
+
+/** The closing figures of `run.completed` and `run.failed`: the chart's, with the per-phase table. */
+const ClosingTotals = { ...RunTotals.shape, byPhase: z.array(PhaseTotals) };
 
 /** Budgets the run was started with; `null` is no limit. */
 export const Budgets = z.strictObject({
@@ -194,16 +197,28 @@ export const EvaluationInvalid = event(
   'step.evaluation.invalid',
   z.strictObject({ ...AttemptRef, problem: z.string(), raw: z.string().nullable() }),
 );
-export const AttemptJudged = event(
-  'step.attempt.judged',
-  z.strictObject({
-    ...AttemptRef,
-    verdict: z.enum(['pass', 'fail']),
-    reason: AttemptReason,
-    scores: z.array(JudgedScore),
-    weightedMean: z.number().nullable(),
-  }),
-);
+/** The verdict on an attempt: the scores against the thresholds, and the chart's decision. */
+const Judgement = {
+  verdict: z.enum(['pass', 'fail']),
+  reason: AttemptReason,
+  scores: z.array(JudgedScore),
+  weightedMean: z.number().nullable(),
+};
+
+/** One attempt at a step, as the step keeps it: its signal, work, evaluation and verdict. */
+export const AttemptRecord = z.strictObject({
+  attempt: z.number().int().min(1),
+  /** `initial` for the first attempt, else the signal the generator was given. */
+  signal: z.enum(['initial', 'refine', 'pivot']),
+  work: Work.nullable(),
+  evaluation: Evaluation.nullable(),
+  /** Why the work or the evaluation was invalid, when it was. */
+  problem: z.string().nullable(),
+  ...Judgement,
+});
+export type AttemptRecord = z.infer<typeof AttemptRecord>;
+
+export const AttemptJudged = event('step.attempt.judged', z.strictObject({ ...AttemptRef, ...Judgement }));
 export const RetryScheduled = event(
   'step.retry.scheduled',
   z.strictObject({
@@ -241,10 +256,30 @@ export const RoleFailed = event(
     raw: z.string().nullable(),
   }),
 );
-export const RunCompleted = event('run.completed', z.strictObject(RunTotals));
+/**
+ * A request the run stopped waiting for: the chart left the state that asked (the run was
+ * interrupted, say), so its call actor was stopped and the workers were told to cancel it.
+ */
+export const RequestCancelled = event(
+  'request.cancelled',
+  z.strictObject({ requestId: z.string(), phase: Phase, reason: z.string() }),
+);
+/** Why an answer was not applied: no call of the run was waiting for it. */
+export const ResultRejectionReason = z.enum(['duplicate', 'late', 'unknown']);
+export type ResultRejectionReason = z.infer<typeof ResultRejectionReason>;
+/**
+ * A worker's result that no pending call of the run was waiting for: a second answer to a request
+ * already answered (a redelivery), an answer to a cancelled request, or an answer to a request
+ * this run never made. It is reported and never applied.
+ */
+export const ResultRejected = event(
+  'result.rejected',
+  z.strictObject({ requestId: z.string(), worker: z.string(), reason: ResultRejectionReason }),
+);
+export const RunCompleted = event('run.completed', z.strictObject(ClosingTotals));
 export const RunFailed = event(
   'run.failed',
-  z.strictObject({ ...RunTotals, reason: RunStopReason, message: z.string() }),
+  z.strictObject({ ...ClosingTotals, reason: RunStopReason, message: z.string() }),
 );
 
 /** Every event of a run. */
@@ -272,6 +307,8 @@ export const RunEvent = z.discriminatedUnion('type', [
   StepFailed,
   ModelCallCompleted,
   RoleFailed,
+  RequestCancelled,
+  ResultRejected,
   RunCompleted,
   RunFailed,
 ]);

@@ -27,15 +27,18 @@ export type { RunEventDraft, RunEventOf, RunEventType } from './events.js';
 export {
   AttemptJudged,
   AttemptReason,
+  AttemptRecord,
   Budgets,
   ErrorInfo,
   JudgedScore,
   ModelCall,
   PhaseTotals,
+  ResultRejectionReason,
   ROLE_OF_REQUEST,
   RoleRequest,
   RunEvent,
   RunStopReason,
+  RunTotals,
 } from './events.js';
 export {
   ContractInput,

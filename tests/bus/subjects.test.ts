@@ -1,12 +1,5 @@
-import { describe, expect, it, vi } from 'vitest';
-import {
-  assertSubjectToken,
-  isEventSubject,
-  runEventSubjects,
-  subjectMatches,
-  subjects,
-  workerQueue,
-} from '../../src/bus/subjects.js';
+import { describe, expect, it } from 'vitest';
+import { assertSubjectToken, subjectMatches, subjects, workerQueue } from '../../src/bus/subjects.js';
 
 describe('subjectMatches', () => {
   it.each([
@@ -40,49 +33,6 @@ describe('subjectMatches', () => {
     ['a.*.>', 'a.b', false],
   ])('%s against %s is %s', (pattern, subject, expected) => {
     expect(subjectMatches(pattern, subject)).toBe(expected);
-  });
-});
-
-describe('runEventSubjects', () => {
-  it('builds the subjects that subjects.event builds, each type once', () => {
-    const subjectOf = runEventSubjects('r-1');
-    const built = vi.spyOn(subjects, 'event');
-    try {
-      expect(subjectOf('step.work.completed')).toBe('pge.run.r-1.evt.step.work.completed');
-      expect(subjectOf('run.started')).toBe('pge.run.r-1.evt.run.started');
-      expect(subjectOf('step.work.completed')).toBe('pge.run.r-1.evt.step.work.completed');
-      expect(built.mock.calls).toEqual([
-        ['r-1', 'step.work.completed'],
-        ['r-1', 'run.started'],
-      ]);
-    } finally {
-      built.mockRestore();
-    }
-  });
-
-  it('throws like subjects.event on a run id that is not a subject token, when first used', () => {
-    const subjectOf = runEventSubjects('r.1');
-    expect(() => subjectOf('run.started')).toThrow(TypeError);
-  });
-});
-
-describe('isEventSubject', () => {
-  it('accepts the subject that subjects.event builds', () => {
-    expect(isEventSubject(subjects.event('r-1', 'step.work.completed'), 'r-1', 'step.work.completed')).toBe(
-      true,
-    );
-  });
-
-  it.each([
-    ['another run', 'pge.run.r-2.evt.step.work.completed'],
-    ['a run id that only starts the same', 'pge.run.r-12.evt.step.work.completed'],
-    ['another type', 'pge.run.r-1.evt.step.work.requested'],
-    ['a type that only ends the same', 'pge.run.r-1.evt.x.step.work.completed'],
-    ['another kind of subject', 'pge.run.r-1.res.step.work.completed'],
-    ['another prefix', 'pgx.run.r-1.evt.step.work.completed'],
-    ['the result subject', subjects.result('r-1')],
-  ])('refuses %s', (_, subject) => {
-    expect(isEventSubject(subject, 'r-1', 'step.work.completed')).toBe(false);
   });
 });
 

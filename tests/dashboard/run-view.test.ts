@@ -46,7 +46,7 @@ describe('active states', () => {
     expect(activeStates(upTo(e, 'step.work.requested')).step).toBe('step.executing');
     expect(activeStates(upTo(e, 'step.evaluation.requested')).step).toBe('step.evaluating');
     expect(activeStates(upTo(e, 'step.attempt.judged')).step).toBe('step.judging');
-    expect(activeStates(upTo(e, 'step.retry.scheduled')).step).toBe('step.retrying');
+    expect(activeStates(upTo(e, 'step.retry.scheduled')).step).toBe('step.refining');
     expect(activeStates(upTo(e, 'step.passed'))).toMatchObject({
       run: 'run.stepping.next',
       step: 'step.passed',

@@ -179,6 +179,11 @@ const REQUEST_TYPES = RoleRequest.options.map((s) => s.shape.type.value as RunEv
 const RARER_EVENTS: RunEventDraft[] = [
   { type: 'plan.truncated', payload: { from: 12, to: 10, droppedStepIds: ['s11', 's12'] } },
   {
+    type: 'request.cancelled',
+    payload: { requestId: 'run-3-7', phase: 'work', reason: 'interrupted by the operator' },
+  },
+  { type: 'result.rejected', payload: { requestId: 'run-3-7', worker: 'generator-1', reason: 'late' } },
+  {
     type: 'step.contract.imposed',
     payload: {
       stepId: 's1',
@@ -349,6 +354,7 @@ describe('docs/asyncapi.yaml', () => {
       events: [subjects.events('run-1'), subjects.events('*')],
       work: Role.options.map((role) => subjects.work(role)),
       result: [subjects.result('run-1'), subjects.result('*')],
+      cancel: [subjects.cancel('run-1'), subjects.cancel('*')],
       submit: [subjects.submit],
       rejected: [subjects.rejected],
       control: [subjects.control('run-1'), subjects.control('*')],

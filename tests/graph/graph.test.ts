@@ -124,13 +124,13 @@ describe.each(MACHINES)('the %s machine', (_name, machine) => {
 describe('the run chart', () => {
   const source = toMermaid(runMachine);
 
-  it('shows the outcomes of a step and the exhaustion policies', () => {
+  it('shows the outcomes of a step and the exhaustion policies, each under a named guard', () => {
     for (const line of [
-      'stepping_running --> stepping_next : done: runStep [guard]', // passed
-      'stepping_running --> stopped : done: runStep [guard]',
-      'stepping_running --> failed : done: runStep [guard]',
-      'stepping_running --> aborted : done: runStep [guard]', // onStepExhausted: abort
-      'stepping_running --> planning : done: runStep [guard]', // onStepExhausted: replan
+      'stepping_running --> stepping_next : done: runStep [stepPassed]',
+      'stepping_running --> stopped : done: runStep [stepStopped]',
+      'stepping_running --> failed : done: runStep [stepFailed]',
+      'stepping_running --> aborted : done: runStep [policyIsAbort]',
+      'stepping_running --> planning : done: runStep [and(policyIsReplan, replansLeft)]',
       'stepping_running --> stepping_next : done: runStep\n', // advance, or no replans left
       'stepping_running --> failed : error: runStep',
     ])
@@ -141,10 +141,10 @@ describe('the run chart', () => {
     for (const line of [
       'planning_gate --> stopped : always [overBudget]',
       'planning_gate --> planning_calling : always\n',
-      'planning_calling : call: plan',
+      'planning_calling : invoke: plan',
       'stepping_next --> stopped : always [overBudget]',
-      'planning_calling --> stepping : answer.plan',
-      'planning_calling --> failed : answer.failed',
+      'planning_calling --> stepping : done: plan',
+      'planning_calling --> failed : error: plan',
       'stepping_next --> completed : always [noMoreSteps]',
       'stepping_next --> stepping_next : always [stepAlreadyPassed]',
       'stepping_next --> stepping_running : always\n',
@@ -160,16 +160,18 @@ describe('the run chart', () => {
 describe('the step chart', () => {
   const source = toMermaid(stepMachine);
 
-  it('shows retrying, passed, exhausted and stopped', () => {
+  it('shows the verdict, refine and pivot as separate transitions under named guards, exhausted and stopped', () => {
     for (const line of [
-      'judging --> passed : always [attemptPassed]',
-      'judging --> retrying : always [retriesLeft]',
-      'judging --> exhausted : always\n',
+      'judging --> passed : always [allCriteriaPass]',
       'judging --> stopped : always [and(retriesLeft, overBudget)]',
-      'retrying --> executing : always\n',
-      'negotiating_proposing --> stopped : answer.contract [guard]',
+      'judging --> refining : always [and(retriesLeft, or(noTrajectoryYet, scoresImproving))]',
+      'judging --> pivoting : always [retriesLeft]',
+      'judging --> exhausted : always\n',
+      'refining --> executing : always\n',
+      'pivoting --> executing : always\n',
+      'negotiating_proposing --> stopped : done: proposeContract [overBudgetAfterAnswer]',
       'negotiating_decided --> stopped : always [overBudget]',
-      'executing --> stopped : answer.work [guard]',
+      'executing --> stopped : done: doWork [overBudgetAfterAnswer]',
       'passed --> [*]',
       'exhausted --> [*]',
       'stopped --> [*]',
@@ -177,23 +179,35 @@ describe('the step chart', () => {
       expect(source).toContain(line);
   });
 
-  it('shows the contract rounds, invalid work skipping the evaluation, and the model calls', () => {
+  it('shows the contract rounds, invalid work skipping the evaluation, and the model calls as invoked actors', () => {
     for (const line of [
       'negotiating_decided --> executing : always [contractApproved]',
       'negotiating_decided --> negotiating_proposing : always [roundsLeft]',
       'negotiating_decided --> executing : always\n',
-      'negotiating_proposing --> negotiating_reviewing : answer.contract\n',
-      'negotiating_reviewing --> negotiating_decided : answer.contract_review',
-      'executing --> judging : answer.work [guard]',
-      'executing --> evaluating : answer.work\n',
-      'evaluating --> judging : answer.evaluation',
-      'evaluating --> failed : answer.failed',
-      'negotiating_proposing : call: proposeContract',
-      'negotiating_reviewing : call: reviewContract',
-      'executing : call: doWork',
-      'evaluating : call: evaluateWork',
+      'negotiating_proposing --> negotiating_reviewing : done: proposeContract\n',
+      'negotiating_reviewing --> negotiating_decided : done: reviewContract',
+      'executing --> judging : done: doWork [workInvalid]',
+      'executing --> evaluating : done: doWork\n',
+      'evaluating --> judging : done: evaluateWork',
+      'evaluating --> failed : error: evaluateWork',
+      'negotiating_proposing : invoke: proposeContract',
+      'negotiating_reviewing : invoke: reviewContract',
+      'executing : invoke: doWork',
+      'evaluating : invoke: evaluateWork',
     ])
       expect(source).toContain(line);
+  });
+});
+
+describe('both charts', () => {
+  it.each([
+    ['run', runMachine],
+    ['step', stepMachine],
+  ])('the %s chart has no anonymous guard', (_, chart) => {
+    const anonymous = machineGraph(chart).edges.filter(
+      (e) => e.guard !== null && /(^|[(, ])guard([), ]|$)/.test(e.guard),
+    );
+    expect(anonymous).toEqual([]);
   });
 });
 
@@ -319,7 +333,8 @@ describe('pge graph', () => {
         'step.executing',
         'step.evaluating',
         'step.judging',
-        'step.retrying',
+        'step.refining',
+        'step.pivoting',
         'step.passed',
         'step.exhausted',
         'step.stopped',
@@ -329,7 +344,7 @@ describe('pge graph', () => {
     expect(json.nodes.map((n) => n.id)).toEqual(machineGraph(stepMachine).nodes.map((n) => n.id));
     expect(json.edges).toContainEqual({
       source: 'step.judging',
-      target: 'step.retrying',
+      target: 'step.pivoting',
       event: null,
       label: 'always',
       guard: 'retriesLeft',

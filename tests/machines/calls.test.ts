@@ -1,109 +1,95 @@
 import { describe, expect, it } from 'vitest';
-import { assign, createActor, setup, toPromise } from 'xstate';
-import { answering, type CallFailed, notProvided, type StepAnswer } from '../../src/machines/calls.js';
+import { createActor, fromPromise, toPromise } from 'xstate';
 import { runMachine } from '../../src/machines/run-machine.js';
-import type { WorkInput, WorkOutput } from '../../src/machines/types.js';
-import { CALL_USAGE, runInput } from '../support/chart-fixtures.js';
+import { stepMachine } from '../../src/machines/step-machine.js';
+import type {
+  ContractReviewInput,
+  RecordParams,
+  ReviewOutput,
+  WorkInput,
+  WorkOutput,
+} from '../../src/machines/types.js';
+import { CALL_USAGE, makePlan, runInput } from '../support/chart-fixtures.js';
 
-/** A chart with one call, to see how `answering` delivers answers and failures. */
-interface Answered {
-  output: WorkOutput | null;
-  error: unknown;
+/** Model calls are invoked actors: each state that needs one invokes it, and leaving the state stops it. */
+
+/** A run whose planner answers at once and whose first step hangs in `doWork` until aborted. */
+function runWithHangingWork(onAbort: (input: WorkInput, reason: unknown) => void) {
+  const recorded: RecordParams[] = [];
+  const steps = stepMachine.provide({
+    actions: { record: (_, p: RecordParams) => void recorded.push(p) },
+    actors: {
+      proposeContract: fromPromise(async ({ input }) => ({
+        proposal: {
+          title: input.step.title,
+          acceptanceCriteria: ['basics'],
+          expectedOutput: 'x',
+          verificationMethod: 'read',
+        },
+        usage: CALL_USAGE,
+        finishedAt: 1,
+      })),
+      reviewContract: fromPromise<ReviewOutput, ContractReviewInput>(async () => ({
+        review: { status: 'approved', amendments: [], rationale: 'ok' },
+        usage: CALL_USAGE,
+        finishedAt: 2,
+      })),
+      doWork: fromPromise<WorkOutput, WorkInput>(
+        ({ input, signal }) =>
+          new Promise((_, reject) => {
+            signal.addEventListener('abort', () => {
+              onAbort(input, signal.reason);
+              reject(signal.reason);
+            });
+          }),
+      ),
+    },
+  });
+  const machine = runMachine.provide({
+    actions: { record: (_, p: RecordParams) => void recorded.push(p) },
+    actors: {
+      runStep: steps,
+      plan: fromPromise(async () => ({ plan: makePlan(), usage: CALL_USAGE, finishedAt: 1 })),
+    },
+  });
+  return { machine, recorded };
 }
 
-const oneCall = setup({
-  types: { context: {} as Answered, events: {} as StepAnswer, output: {} as Answered },
-  actions: { doWork: notProvided('doWork') as (_: unknown, input: WorkInput) => void },
-}).createMachine({
-  context: { output: null, error: null },
-  initial: 'working',
-  output: ({ context }) => context,
-  states: {
-    working: {
-      entry: { type: 'doWork', params: () => ({ attempt: 1 }) as WorkInput },
-      on: {
-        'answer.work': { target: 'done', actions: assign({ output: ({ event }) => event.output }) },
-        'answer.failed': {
-          target: 'done',
-          actions: assign({ error: ({ event }) => (event as CallFailed).error }),
-        },
-      },
-    },
-    done: { type: 'final' },
-  },
-});
-
-const WORK: WorkOutput = { work: null, problem: 'never valid', usage: CALL_USAGE, finishedAt: 1 };
-
-describe('model calls as actions answered by events', () => {
-  it('sends the answer back as answer.<phase>, with the input the state gave', async () => {
-    const inputs: WorkInput[] = [];
-    const machine = oneCall.provide({
-      actions: {
-        doWork: answering('doWork', async (input) => {
-          inputs.push(input);
-          return WORK;
-        }),
-      },
-    });
-    const outcome = await toPromise(createActor(machine).start());
-    expect(outcome.output).toEqual(WORK);
-    expect(inputs).toEqual([{ attempt: 1 }]);
-  });
-
-  it('sends a failure, thrown at once or rejected later, as answer.failed', async () => {
-    const thrown = new Error('no worker');
-    for (const answer of [
-      () => {
-        throw thrown;
-      },
-      async () => {
-        throw thrown;
-      },
-    ]) {
-      const machine = oneCall.provide({ actions: { doWork: answering('doWork', answer) } });
-      const outcome = await toPromise(createActor(machine).start());
-      expect(outcome.error).toBe(thrown);
-    }
-  });
-
-  it('drops an answer that arrives after the asking actor stopped', async () => {
-    let answer!: (output: WorkOutput) => void;
-    const machine = oneCall.provide({
-      actions: {
-        doWork: answering('doWork', () => new Promise<WorkOutput>((resolve) => (answer = resolve))),
-      },
-    });
-    const actor = createActor(machine).start();
-    const errors: unknown[] = [];
-    actor.subscribe({ error: (error) => errors.push(error) });
-    actor.stop();
-    answer(WORK);
+describe('model calls as invoked actors', () => {
+  it('shows the call as a child actor of the state that made it', async () => {
+    const { machine } = runWithHangingWork(() => {});
+    const actor = createActor(machine, { input: runInput() }).start();
     await new Promise((resolve) => setTimeout(resolve, 0));
-    expect(actor.getSnapshot().status).toBe('stopped');
-    expect(actor.getSnapshot().context.output).toBeNull();
-    expect(errors).toEqual([]);
+    const step = Object.values(actor.getSnapshot().children)[0]!;
+    const stepSnapshot = step.getSnapshot() as { value: unknown; children: Record<string, unknown> };
+    expect(stepSnapshot.value).toBe('executing');
+    expect(Object.keys(stepSnapshot.children)).toHaveLength(1);
+    actor.stop();
   });
 
-  it('fails a chart whose calls were not provided through answer.failed, naming the call', async () => {
-    const outcome = await toPromise(createActor(oneCall).start());
-    expect(String(outcome.error)).toContain('the call action "doWork" must be provided');
+  it('aborts the call actor when an interrupt leaves its state, after the closing event', async () => {
+    const aborted: { attempt: number; reason: unknown }[] = [];
+    const { machine, recorded } = runWithHangingWork((input, reason) =>
+      aborted.push({ attempt: input.attempt, reason }),
+    );
+    const actor = createActor(machine, { input: runInput() }).start();
+    await new Promise((resolve) => setTimeout(resolve, 0));
+    expect(aborted).toEqual([]);
+    actor.send({ type: 'interrupt', reason: 'operator' });
+    const outcome = await toPromise(actor);
+    expect(outcome.status).toBe('interrupted');
+    expect(aborted.map((a) => a.attempt)).toEqual([1]);
+    expect(recorded.at(-1)?.type).toBe('run.failed');
   });
 
-  it('ends a run without its planner provided as failed, with its closing event', () => {
+  it('fails a chart whose calls were not provided through the invoke error, naming the call', async () => {
     const recorded: string[] = [];
     const machine = runMachine.provide({
-      actions: {
-        record: (_, p: { type: string }) => {
-          recorded.push(p.type);
-        },
-      },
+      actions: { record: (_, p: { type: string }) => void recorded.push(p.type) },
     });
-    const actor = createActor(machine, { input: runInput() }).start();
-    return toPromise(actor).then((outcome) => {
-      expect(outcome.status).toBe('failed');
-      expect(outcome.error?.message).toContain('the call action "plan" must be provided');
-      expect(recorded).toEqual(['run.failed']);
-    });
+    const outcome = await toPromise(createActor(machine, { input: runInput() }).start());
+    expect(outcome.status).toBe('failed');
+    expect(outcome.error?.message).toContain('the call actor "plan" must be provided');
+    expect(recorded).toEqual(['run.failed']);
   });
 });

@@ -3,10 +3,10 @@ import {
   allCriteriaPass,
   bestAttemptIndex,
   budgetExceeded,
-  judgeAttempt,
+  noTrajectoryYet,
   resolveCriteria,
   retriesLeft,
-  retrySignal,
+  scoreAttempt,
   scoresImproving,
   weightedMeanOf,
 } from '../../src/machines/guards.js';
@@ -54,29 +54,27 @@ describe('allCriteriaPass', () => {
   });
 });
 
-describe('judgeAttempt', () => {
-  it('fails closed on a missing criterion even if the rest pass', () => {
+describe('scoreAttempt', () => {
+  it('scores a missing criterion as null, which fails closed even if the rest pass', () => {
     const evaluation = scored(9, 9);
     evaluation.scores = evaluation.scores.filter((s) => s.criterion !== 'clarity');
-    const j = judgeAttempt(criteria, { evaluation, invalid: null });
-    expect(j.verdict).toBe('fail');
-    expect(j.reason).toBe('below_threshold');
-    expect(j.weightedMean).toBeNull();
+    const s = scoreAttempt(criteria, evaluation);
+    expect(s.scores.map((x) => x.score)).toEqual([9, null]);
+    expect(allCriteriaPass(s.scores)).toBe(false);
+    expect(s.weightedMean).toBeNull();
   });
   it('uses the harness threshold, not anything the evaluator says', () => {
-    expect(judgeAttempt(criteria, { evaluation: scored(6.5, 9), invalid: null }).verdict).toBe('fail');
-    expect(judgeAttempt(criteria, { evaluation: scored(7, 6), invalid: null }).verdict).toBe('pass');
+    expect(allCriteriaPass(scoreAttempt(criteria, scored(6.5, 9)).scores)).toBe(false);
+    expect(allCriteriaPass(scoreAttempt(criteria, scored(7, 6)).scores)).toBe(true);
   });
-  it('an invalid attempt fails whatever its scores', () => {
-    expect(judgeAttempt(criteria, { evaluation: null, invalid: 'invalid_evaluation' })).toMatchObject({
-      verdict: 'fail',
-      reason: 'invalid_evaluation',
-    });
+  it('an attempt without an evaluation has no scores, so it never passes', () => {
+    const s = scoreAttempt(criteria, null);
+    expect(s.scores.map((x) => x.score)).toEqual([null, null]);
+    expect(allCriteriaPass(s.scores)).toBe(false);
+    expect(s.weightedMean).toBeNull();
   });
   it('weights high 2, standard 1, low 0.5', () => {
-    expect(judgeAttempt(criteria, { evaluation: scored(8, 5), invalid: null }).weightedMean).toBeCloseTo(
-      (8 * 2 + 5 * 0.5) / 2.5,
-    );
+    expect(scoreAttempt(criteria, scored(8, 5)).weightedMean).toBeCloseTo((8 * 2 + 5 * 0.5) / 2.5);
     expect(weightedMeanOf([js(4, 1, 'high'), js(10, 1, 'standard')])).toBe(6);
   });
 });
@@ -90,7 +88,7 @@ describe('retriesLeft', () => {
   });
 });
 
-describe('scoresImproving and retrySignal', () => {
+describe('scoresImproving and noTrajectoryYet', () => {
   it('compares the last two scored means', () => {
     expect(scoresImproving([5, 6])).toBe(true);
     expect(scoresImproving([6, 6])).toBe(false);
@@ -98,13 +96,11 @@ describe('scoresImproving and retrySignal', () => {
     expect(scoresImproving([5, null, 6])).toBe(true);
     expect(scoresImproving([5])).toBe(false);
   });
-  it('refines on the first retry, then by trajectory', () => {
-    expect(retrySignal([9])).toBe('refine');
-    expect(retrySignal([3])).toBe('refine');
-    expect(retrySignal([4, 5])).toBe('refine');
-    expect(retrySignal([5, 5])).toBe('pivot');
-    expect(retrySignal([5, 4])).toBe('pivot');
-    expect(retrySignal([null, 5])).toBe('refine');
+  it('has no trajectory before two scored attempts (so the first retry refines)', () => {
+    expect(noTrajectoryYet([9])).toBe(true);
+    expect(noTrajectoryYet([null, 5])).toBe(true);
+    expect(noTrajectoryYet([4, 5])).toBe(false);
+    expect(noTrajectoryYet([5, null, 4])).toBe(false);
   });
 });
 

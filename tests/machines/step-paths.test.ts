@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { createActor } from 'xstate';
+import { createActor, fromPromise } from 'xstate';
 import { runMachine } from '../../src/machines/run-machine.js';
+import type { PlanInput, PlanOutput } from '../../src/machines/types.js';
 import { amend, makePlan, runChart, runInput, scored, types } from '../support/chart-fixtures.js';
 
 /** Every path of the step chart, driven through the run chart with scripted actors. */
@@ -266,9 +267,9 @@ describe('interruption', () => {
   it('an interrupt event ends the run as interrupted with a closing event', () => {
     const events: string[] = [];
     const machine = runMachine.provide({
+      // A planner that never answers: the run waits in planning until the interrupt.
+      actors: { plan: fromPromise<PlanOutput, PlanInput>(() => new Promise(() => {})) },
       actions: {
-        // A planner that never answers: the run waits in planning until the interrupt.
-        plan: () => {},
         record: (_, p: { type: string }) => {
           events.push(p.type);
         },

@@ -1,15 +1,16 @@
-import { createActor, toPromise } from 'xstate';
-import { answering } from '../../src/machines/calls.js';
+import { createActor, fromPromise, toPromise } from 'xstate';
 import type { RunInput, RunOutcome } from '../../src/machines/run-machine.js';
 import { runMachine } from '../../src/machines/run-machine.js';
 import { stepMachine } from '../../src/machines/step-machine.js';
 import type {
   ContractInput,
   ContractReviewInput,
+  EvaluateOutput,
   EvaluationInput,
   PlanInput,
   RecordParams,
   WorkInput,
+  WorkOutput,
 } from '../../src/machines/types.js';
 import type { ContractReview, Evaluation, Plan, Usage } from '../../src/schemas/index.js';
 
@@ -120,9 +121,9 @@ export async function runChart(script: ChartScript, overrides: Partial<RunInput>
     events.push(params);
   };
   const steps = stepMachine.provide({
-    actions: {
-      record,
-      proposeContract: answering('proposeContract', async (input) => {
+    actions: { record },
+    actors: {
+      proposeContract: fromPromise(async ({ input }: { input: ContractInput }) => {
         inputs.contract.push(input);
         return {
           proposal: {
@@ -134,13 +135,13 @@ export async function runChart(script: ChartScript, overrides: Partial<RunInput>
           ...report(),
         };
       }),
-      reviewContract: answering('reviewContract', async (input) => {
+      reviewContract: fromPromise(async ({ input }: { input: ContractReviewInput }) => {
         inputs.review.push(input);
         const review = script.reviews?.length ? take(script.reviews, 'reviews') : APPROVED;
         if (review instanceof Error) throw review;
         return { review, ...report() };
       }),
-      doWork: answering('doWork', async (input) => {
+      doWork: fromPromise(async ({ input }: { input: WorkInput }): Promise<WorkOutput> => {
         inputs.work.push(input);
         const output = script.works?.length
           ? take(script.works, 'works')
@@ -158,7 +159,7 @@ export async function runChart(script: ChartScript, overrides: Partial<RunInput>
               ...report(),
             };
       }),
-      evaluateWork: answering('evaluateWork', async (input) => {
+      evaluateWork: fromPromise(async ({ input }: { input: EvaluationInput }): Promise<EvaluateOutput> => {
         inputs.evaluation.push(input);
         const evaluation = take(script.evaluations, 'evaluations');
         if (evaluation instanceof Error) throw evaluation;
@@ -169,10 +170,10 @@ export async function runChart(script: ChartScript, overrides: Partial<RunInput>
     },
   });
   const machine = runMachine.provide({
-    actors: { runStep: steps },
-    actions: {
-      record,
-      plan: answering('plan', async (input) => {
+    actions: { record },
+    actors: {
+      runStep: steps,
+      plan: fromPromise(async ({ input }: { input: PlanInput }) => {
         inputs.plan.push(input);
         const plan = take(plans, 'plans');
         if (plan instanceof Error) throw plan;
