@@ -3,16 +3,23 @@ import { createCoordinator, type RunSpec } from '../../src/actors/coordinator.js
 import { createRoleWorker, type RoleWorker } from '../../src/actors/role-worker.js';
 import { ScriptedModel } from '../../src/actors/scripted-model.js';
 import type { Bus } from '../../src/bus/bus.js';
-import { subscribeEvents } from '../../src/bus/channels.js';
+import {
+  publishResult,
+  serveWork,
+  subscribeCancels,
+  subscribeEvents,
+  subscribeRejections,
+} from '../../src/bus/channels.js';
+import type { MessageRejection } from '../../src/bus/codec.js';
 import { InProcessBus } from '../../src/bus/in-process-bus.js';
-import type { RunEvent } from '../../src/schemas/index.js';
+import type { CallCancel } from '../../src/schemas/control.js';
+import type { RoleRequest, RoleResult, RunEvent } from '../../src/schemas/index.js';
 import { runInput } from '../support/chart-fixtures.js';
-import { passingScript } from '../support/scripts.js';
+import { passingScript, planOf } from '../support/scripts.js';
 
 /**
- * The coordinator on a bus that is not the in-process one: the in-process bus hands back one
- * shared promise for a publish it took at once, which lets the coordinator skip waiting; any other
- * bus's promises are awaited, and a rejected publish stops the run.
+ * The coordinator: on a bus whose publishes resolve or reject on their own (a rejected publish
+ * stops the run), and facing results that no call waits for (never applied, always reported).
  */
 
 /** A run of the chart fixtures' settings (`runInput`), started by the coordinator. */
@@ -93,7 +100,7 @@ describe('coordinator on a bus with promises of its own', () => {
   });
 
   it('stops a run whose request was published as an event but could not be queued as work', async () => {
-    // The event goes out on the in-process bus's fast path; the work item's promise rejects.
+    // The event goes out; the work item's promise rejects.
     const refused = new Error('the work queue refused it');
     let queued = 0;
     const { error, events } = await run((inner) =>
@@ -103,5 +110,78 @@ describe('coordinator on a bus with promises of its own', () => {
     );
     expect(error).toBe(refused);
     expect(events.at(-1)?.type).toBe('run.failed');
+  });
+});
+
+describe('results that no call waits for', () => {
+  it('applies the first answer only; a duplicate, a late and an unknown one are reported, never applied', async () => {
+    const bus = new InProcessBus();
+    const events: RunEvent[] = [];
+    const rejections: MessageRejection[] = [];
+    const cancels: CallCancel[] = [];
+    subscribeEvents(bus, '*', (event) => void events.push(event));
+    subscribeRejections(bus, (r) => void rejections.push(r));
+    subscribeCancels(bus, (c) => void cancels.push(c));
+    // Hand-driven workers: the test answers each request itself, when and as often as it likes.
+    const held: RoleRequest[] = [];
+    for (const role of ['planner', 'generator'] as const)
+      serveWork(bus, role, async (r) => void held.push(r));
+    const coordinator = createCoordinator({ bus });
+    cleanup.push(async () => {
+      coordinator.close();
+      await bus.close();
+    });
+    const runId = 'run-answers';
+    const handle = coordinator.startRun(spec(runId));
+    const answer = (request: RoleRequest, result: RoleResult['result'], worker = 'hand') =>
+      publishResult(bus, { requestId: request.id, runId, role: 'planner', worker, calls: [], result });
+    const until = async (check: () => boolean) => {
+      while (!check()) await new Promise((resolve) => setTimeout(resolve, 1));
+    };
+
+    await until(() => held.length === 1);
+    const planRequest = held[0]!;
+    await answer(planRequest, { status: 'ok', phase: 'plan', output: { plan: planOf(1), truncation: null } });
+    // The same answer again, as a redelivered request would bring it; then an answer to a request never made.
+    await answer(
+      planRequest,
+      { status: 'ok', phase: 'plan', output: { plan: planOf(3), truncation: null } },
+      'twin',
+    );
+    await answer(
+      { ...planRequest, id: `${runId}-999` },
+      { status: 'ok', phase: 'plan', output: { plan: planOf(2), truncation: null } },
+    );
+    await until(() => held.length === 2);
+    const contractRequest = held[1]!;
+    expect(contractRequest.type).toBe('step.contract.requested');
+
+    // Interrupt while the contract is asked: the call is cancelled, then its answer arrives late.
+    handle.interrupt('operator');
+    const outcome = await handle.done;
+    await answer(contractRequest, {
+      status: 'ok',
+      phase: 'contract',
+      output: { title: 't', acceptanceCriteria: ['a'], expectedOutput: 'o', verificationMethod: 'v' },
+    });
+    await bus.flush();
+
+    expect(outcome.status).toBe('interrupted');
+    // The first plan counted: one step, not three or two.
+    expect(outcome.plan?.steps).toHaveLength(1);
+    const rejected = events.filter((e) => e.type === 'result.rejected').map((e) => e.payload);
+    expect(rejected).toEqual([
+      { requestId: planRequest.id, worker: 'twin', reason: 'duplicate' },
+      { requestId: `${runId}-999`, worker: 'hand', reason: 'unknown' },
+    ]);
+    const types = events.map((e) => e.type);
+    expect(types.slice(-2)).toEqual(['request.cancelled', 'run.failed']);
+    expect(events.at(-2)?.payload).toMatchObject({ requestId: contractRequest.id, phase: 'contract' });
+    expect(cancels).toEqual([expect.objectContaining({ runId, requestId: contractRequest.id })]);
+    // Every one of the three is reported on pge.errors.rejected too; the late one only there.
+    expect(rejections.map((r) => r.problem.split(' ')[0])).toEqual(['duplicate', 'unknown', 'late']);
+    expect(rejections[2]!.problem).toContain(contractRequest.id);
+    // Nothing was recorded after the closing event.
+    expect(types.at(-1)).toBe('run.failed');
   });
 });

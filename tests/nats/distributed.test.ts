@@ -31,6 +31,8 @@ const PLAN = {
   ],
 };
 
+const HANGING_TASK = 'a task whose work hangs';
+
 // biome-ignore lint/suspicious/noExplicitAny: the request body as the SDK sent it.
 function answer(body: any): FakeStep {
   const answers: Record<string, object> = {
@@ -48,7 +50,11 @@ function answer(body: any): FakeStep {
       summary: 's',
     },
   };
-  const content = answers[body?.response_format?.json_schema?.name];
+  const name = body?.response_format?.json_schema?.name;
+  const content = answers[name];
+  // The task that hangs: its work call takes a minute, unless the client gives up first.
+  if (name === 'pge_work' && JSON.stringify(body.messages).includes(HANGING_TASK))
+    return { content: content!, delayMs: 60_000 };
   // A model that takes a while, so that work overlaps and every generator gets some.
   return content ? { content, delayMs: 40 } : { status: 400, error: { message: 'unexpected schema' } };
 }
@@ -91,12 +97,19 @@ afterAll(async () => {
   expect(codes).toEqual(processes.map(() => 0));
 }, 60_000);
 
-/** Submits a run with plain nats.js and reads its events from JetStream in order until it closes. */
-async function submitAndRead(task: string): Promise<RunEvent[]> {
+/**
+ * Submits a run with plain nats.js and reads its events from JetStream in order until it closes;
+ * `meanwhile` gets the run id and the connection while the events are read.
+ */
+async function submitAndRead(
+  task: string,
+  meanwhile?: (runId: string, nc: Awaited<ReturnType<typeof connect>>) => Promise<void>,
+): Promise<RunEvent[]> {
   const nc = await connect({ servers: nats.url });
   try {
     const reply = await nc.request('pge.runs.submit', JSON.stringify({ task }), { timeout: 10_000 });
     const { runId } = reply.json<{ runId: string }>();
+    const side = meanwhile?.(runId, nc);
     const js = jetstream(nc);
     const consumer = await js.consumers.get('PGE_EVENTS', {
       filter_subjects: `pge.run.${runId}.evt.>`,
@@ -109,6 +122,7 @@ async function submitAndRead(task: string): Promise<RunEvent[]> {
       events.push(event);
       if (event.type === 'run.completed' || event.type === 'run.failed') break;
     }
+    await side;
     return events;
   } finally {
     await nc.close();
@@ -117,7 +131,7 @@ async function submitAndRead(task: string): Promise<RunEvent[]> {
 
 describe('distributed deployment on NATS', () => {
   it('runs concurrent submissions across separate worker processes; each work item is handled once', async () => {
-    const runs = await Promise.all(['task one', 'task two', 'task three'].map(submitAndRead));
+    const runs = await Promise.all(['task one', 'task two', 'task three'].map((task) => submitAndRead(task)));
     for (const events of runs) {
       expect(events.map((e) => e.seq)).toEqual(events.map((_, i) => i + 1));
       expect(events.at(-1)).toMatchObject({
@@ -163,6 +177,38 @@ describe('distributed deployment on NATS', () => {
     expect(closing).toMatchObject({ type: 'run.completed', payload: { passed: true, stepsTotal: 3 } });
     expect(run.stderr()).toMatch(/plan created: 3 steps/);
     expect(readdirSync(logs)).toContain(`pge_shared_state_${closing.runId}.md`);
+  }, 30_000);
+
+  it('an interrupt sent over NATS cancels the call in flight: the generator aborts its HTTP request', async () => {
+    const hanging = () =>
+      openai
+        .completions()
+        .filter(
+          (r) =>
+            r.body?.response_format?.json_schema?.name === 'pge_work' &&
+            JSON.stringify(r.body.messages).includes(HANGING_TASK),
+        );
+    const events = await submitAndRead(HANGING_TASK, async (runId, nc) => {
+      for (let i = 0; i < 500 && hanging().length === 0; i++) await new Promise((r) => setTimeout(r, 20));
+      expect(hanging()).toHaveLength(1);
+      // Any client may steer a run through its control subject, as an operator would.
+      const control = {
+        runId,
+        action: 'interrupt',
+        reason: 'stopped by the test',
+        ts: new Date().toISOString(),
+      };
+      nc.publish(`pge.run.${runId}.control`, JSON.stringify(control));
+    });
+    expect(events.at(-1)).toMatchObject({ type: 'run.failed', payload: { reason: 'interrupted' } });
+    const cancelled = events.at(-2);
+    expect(cancelled).toMatchObject({ type: 'request.cancelled', payload: { phase: 'work' } });
+    for (let i = 0; i < 250 && hanging()[0]!.abortedAt === null; i++)
+      await new Promise((r) => setTimeout(r, 20));
+    expect(hanging()[0]!.abortedAt).not.toBeNull();
+    // The work item was taken and dropped, not handed to another generator.
+    await new Promise((r) => setTimeout(r, 300));
+    expect(hanging()).toHaveLength(1);
   }, 30_000);
 
   it('streams and consumers exist without any manual setup', async () => {

@@ -68,6 +68,8 @@ export interface RecordedRequest {
   body: any;
   /** `Date.now()` when the body had been read. */
   receivedAt: number;
+  /** `Date.now()` when the client closed the connection before the answer was sent (it aborted); else null. */
+  abortedAt: number | null;
 }
 
 /** Computes a step from the request body (and the record of the request). */
@@ -242,7 +244,11 @@ export async function startFakeOpenAI(): Promise<FakeOpenAI> {
           headers: { ...req.headers },
           body: parseJson(text),
           receivedAt: Date.now(),
+          abortedAt: null,
         };
+        res.on('close', () => {
+          if (!res.writableFinished) record.abortedAt = Date.now();
+        });
         requests.push(record);
         if (req.method === 'POST' && path === '/v1/chat/completions')
           handleCompletion(record.body, record, res);
