@@ -76,3 +76,48 @@ describe('an interrupted run cancels its call in flight', () => {
     }
   });
 });
+
+describe('a long-lived instance', () => {
+  it('adds no abort listener per call to a long-lived signal (no MaxListenersExceededWarning over 12 runs)', async () => {
+    // biome-ignore lint/suspicious/noExplicitAny: the request body as the SDK sent it.
+    openai.script((body: any): FakeStep => {
+      const name = body?.response_format?.json_schema?.name;
+      if (name === 'pge_work') return { content: { output: 'done', notes: '', selfAssessment: [] } };
+      if (name === 'pge_evaluation')
+        return {
+          content: {
+            scores: [
+              { criterion: 'accuracy', score: 9, evidence: 'e' },
+              { criterion: 'clarity', score: 9, evidence: 'e' },
+            ],
+            findings: [],
+            actionableFeedback: [],
+            summary: 's',
+          },
+        };
+      return { content: ANSWERS[name]! };
+    });
+    const warnings: Error[] = [];
+    const onWarning = (warning: Error) => warnings.push(warning);
+    process.on('warning', onWarning);
+    const pge = new PlannerGeneratorEvaluator({
+      modelName: 'test-model',
+      baseURL: openai.url,
+      apiKey: 'sk-test-listeners',
+      workingDirectory: dir,
+    });
+    try {
+      for (let i = 0; i < 12; i++) {
+        await pge.run(`Write haiku ${i}`);
+        expect(pge.lastResult?.passed).toBe(true);
+      }
+      // Warnings are emitted on the next tick.
+      await new Promise((resolve) => setImmediate(resolve));
+      expect(warnings.map((w) => w.name)).not.toContain('MaxListenersExceededWarning');
+      expect(openai.completions()).toHaveLength(12 * 5);
+    } finally {
+      process.off('warning', onWarning);
+      await pge.close();
+    }
+  });
+});
