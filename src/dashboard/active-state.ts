@@ -36,22 +36,22 @@ const STEP_STATE: Partial<Record<RunEvent['type'], string>> = {
   'step.contract.proposed': 'step.negotiating.reviewing',
   'step.review.requested': 'step.negotiating.reviewing',
   'step.contract.reviewed': 'step.negotiating.decided',
-  'step.contract.agreed': 'step.executing',
-  'step.contract.imposed': 'step.executing',
-  'step.work.requested': 'step.executing',
+  'step.contract.agreed': 'step.executing.firstAttempt',
+  'step.contract.imposed': 'step.executing.firstAttempt',
   'step.work.completed': 'step.evaluating',
   'step.work.invalid': 'step.judging',
   'step.evaluation.requested': 'step.evaluating',
   'step.evaluation.completed': 'step.judging',
   'step.evaluation.invalid': 'step.judging',
   'step.attempt.judged': 'step.judging',
-  // `step.retry.scheduled` goes to `step.refining` or `step.pivoting`, by its signal (below).
+  // `step.retry.scheduled` goes to `step.executing.refining` or `.pivoting`, by its signal (below);
+  // `step.work.requested` leaves the step in the executing state it is in.
   'step.passed': 'step.passed',
   'step.failed': 'step.exhausted',
 };
 
 /** The retry state the chart entered, named by the signal it gave the generator. */
-const RETRY_STATE = { refine: 'step.refining', pivot: 'step.pivoting' } as const;
+const RETRY_STATE = { refine: 'step.executing.refining', pivot: 'step.executing.pivoting' } as const;
 
 /** `run.failed` names its reason; each reason is a final state of the run chart. */
 const FAILED_RUN_STATE = {

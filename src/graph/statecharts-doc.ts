@@ -45,14 +45,15 @@ const STEP_NOTES: Record<string, string> = {
     'Over budget (`overBudget`): `stopped`. Approved (`contractApproved`): the contract is agreed (`step.contract.agreed`). Amendments with rounds left (`roundsLeft`, `maxContractRounds`): another round. Amendments in the last round: the proposal is taken with the amendments added to its criteria, and the contract is imposed (`step.contract.imposed`).',
   executing:
     "The **generator** does the work of the current attempt (invokes `doWork`) against the contract, given the outputs of the steps this one depends on; on a retry also the signal (refine or pivot), the scores with their change since the previous attempt, and the evaluator's feedback. Done, in order: work that stayed invalid after repairs (`workInvalid`) skips the evaluation and is judged at once as a failed attempt (`invalid_work`); an evaluation that would break a budget is not made (`overBudgetAfterAnswer`: `stopped`); otherwise the work goes to the evaluator. Failed: `failed`.",
+  'executing.firstAttempt': 'The first attempt at the step: the generator works from the contract alone.',
+  'executing.refining':
+    'A retry with the **refine** signal: the generator improves its last attempt with the scores, their change and the feedback. The signal the generator gets is this state.',
+  'executing.pivoting':
+    'A retry with the **pivot** signal: the scores were flat or falling, so the generator tries a different approach. The signal the generator gets is this state.',
   evaluating:
     "The **evaluator** scores the artifact against every criterion of the rubric and the contract (invokes `evaluateWork`), with evidence, findings and actionable feedback. It sees the artifact, not the generator's notes or self-assessment. An evaluation that stayed invalid after repairs fails the attempt (`invalid_evaluation`): the harness fails closed. Failed: `failed`.",
   judging:
-    'The chart, not a model, decides the verdict, and records it (`step.attempt.judged`) on the transition it takes. `allCriteriaPass` (every criterion has a score at or above its threshold): `passed`. Otherwise, with retries left (`retriesLeft`: at most `maxRetriesPerStep` retries): `stopped` if the retry would break a budget (`overBudget`); `refining` when there is no trajectory yet (`noTrajectoryYet`: fewer than two scored attempts, as at the first retry) or the weighted mean rose (`scoresImproving`); `pivoting` when it was flat or fell. No retries left: `exhausted`.',
-  refining:
-    'Starts the next attempt with the **refine** signal (`step.retry.scheduled`): the generator improves its last attempt with the scores and feedback. The signal the generator gets is this state. The contract stays as agreed.',
-  pivoting:
-    'Starts the next attempt with the **pivot** signal (`step.retry.scheduled`): the scores were flat or falling, so the generator tries a different approach. The signal the generator gets is this state. The contract stays as agreed.',
+    'The chart, not a model, decides the verdict, and records it (`step.attempt.judged`) on the transition it takes. `allCriteriaPass` (every criterion has a score at or above its threshold): `passed`. Otherwise, with retries left (`retriesLeft`: at most `maxRetriesPerStep` retries): `stopped` if the retry would break a budget (`overBudget`); `executing.refining` when there is no trajectory yet (`noTrajectoryYet`: fewer than two scored attempts, as at the first retry) or the weighted mean rose (`scoresImproving`); `executing.pivoting` when it was flat or fell. The transition into a retry starts the next attempt with that signal (`step.retry.scheduled`); the contract stays as agreed. No retries left: `exhausted`. `judging` is a decision that takes no time: it passes within one step of the machine, so an inspector shows the transition it takes rather than the state.',
   passed: 'The step passed. Records `step.passed` with the passing attempt.',
   exhausted:
     'No attempt passed and no retries are left. Records `step.failed` with the best attempt and the policy; the run machine then applies `onStepExhausted`.',

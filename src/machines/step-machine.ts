@@ -65,7 +65,7 @@ const recordJudgement = {
   },
 } as const;
 
-/** Records the retry the chart scheduled (`step.retry.scheduled`), once the next attempt started. */
+/** Records the retry the chart scheduled (`step.retry.scheduled`), once `startAttempt` began it. */
 const recordRetry = {
   type: 'record',
   params: ({ context }: { context: StepContext }): RecordParams => ({
@@ -120,7 +120,7 @@ export const stepMachine = setup({
       attempts: [...context.attempts, settled(context.scored!, verdict)],
       scored: null,
     })),
-    /** Starts the next attempt with the signal of the retry state the chart entered. */
+    /** Starts the next attempt with the signal of the retry state the transition enters. */
     startAttempt: assign(({ context }, signal: 'refine' | 'pivot') => ({
       attempt: context.attempt + 1,
       signal,
@@ -218,7 +218,7 @@ export const stepMachine = setup({
             { guard: 'overBudget', target: '#step.stopped', actions: 'noteBudget' },
             {
               guard: 'contractApproved',
-              target: '#step.executing',
+              target: '#step.executing.firstAttempt',
               actions: [
                 assign({
                   contract: ({ context }) => contractFrom(lastRound(context).proposal, context.round, []),
@@ -242,7 +242,7 @@ export const stepMachine = setup({
               actions: assign({ round: ({ context }) => context.round + 1 }),
             },
             {
-              target: '#step.executing',
+              target: '#step.executing.firstAttempt',
               actions: [
                 assign({
                   contract: ({ context }) =>
@@ -270,7 +270,20 @@ export const stepMachine = setup({
         },
       },
     },
+    /**
+     * The generator works on the current attempt. Which attempt is the child state: the first,
+     * or a retry that refines or pivots — the signal the generator is given is the state the
+     * chart is in while it works.
+     */
     executing: {
+      initial: 'firstAttempt',
+      states: {
+        firstAttempt: {},
+        /** The scores rose (or there is nothing to compare yet): the generator improves its last attempt. */
+        refining: {},
+        /** The scores were flat or fell: the generator tries a different approach. */
+        pivoting: {},
+      },
       invoke: {
         src: 'doWork',
         input: ({ context }): WorkInput => ({
@@ -346,26 +359,26 @@ export const stepMachine = setup({
         },
         {
           guard: and(['retriesLeft', or(['noTrajectoryYet', 'scoresImproving'])]),
-          target: 'refining',
-          actions: [{ type: 'settle', params: 'fail' }, recordJudgement],
+          target: 'executing.refining',
+          actions: [
+            { type: 'settle', params: 'fail' },
+            recordJudgement,
+            { type: 'startAttempt', params: 'refine' },
+            recordRetry,
+          ],
         },
         {
           guard: 'retriesLeft',
-          target: 'pivoting',
-          actions: [{ type: 'settle', params: 'fail' }, recordJudgement],
+          target: 'executing.pivoting',
+          actions: [
+            { type: 'settle', params: 'fail' },
+            recordJudgement,
+            { type: 'startAttempt', params: 'pivot' },
+            recordRetry,
+          ],
         },
         { target: 'exhausted', actions: [{ type: 'settle', params: 'fail' }, recordJudgement] },
       ],
-    },
-    /** The scores rose (or there is nothing to compare yet): the generator improves its last attempt. */
-    refining: {
-      entry: [{ type: 'startAttempt', params: 'refine' }, recordRetry],
-      always: { target: 'executing' },
-    },
-    /** The scores were flat or fell: the generator tries a different approach. */
-    pivoting: {
-      entry: [{ type: 'startAttempt', params: 'pivot' }, recordRetry],
-      always: { target: 'executing' },
     },
     passed: {
       type: 'final',

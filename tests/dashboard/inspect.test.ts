@@ -67,9 +67,23 @@ describe('attachInspector', () => {
         .map((e) => JSON.stringify((e as { snapshot: { value?: unknown } }).snapshot.value));
     expect(values('run')).toContain(JSON.stringify({ stepping: 'running' }));
     expect(values('run').at(-1)).toBe(JSON.stringify('completed'));
-    // `judging` and `retrying` pass by eventless transitions, within one macrostep: no snapshot.
-    for (const state of ['executing', 'evaluating', 'passed'])
+    // The demo refines and pivots: the step is seen in each attempt's state while the generator works.
+    // `judging` is a decision taken within one macrostep (eventless transitions): it has no snapshot.
+    for (const state of [
+      { executing: 'firstAttempt' },
+      { executing: 'refining' },
+      { executing: 'pivoting' },
+      'evaluating',
+      'passed',
+    ])
       expect(values('step')).toContain(JSON.stringify(state));
+    // Every model call is a child actor the inspector sees, named after the call.
+    const calls = seen
+      .filter((e) => e.type === '@xstate.actor' && machineOf(e.actorRef) === null)
+      .map((e) => (e.actorRef as { src?: unknown }).src);
+    expect(new Set(calls)).toEqual(
+      new Set(['plan', 'proposeContract', 'reviewContract', 'doWork', 'evaluateWork']),
+    );
     // After close() the next run starts a new runtime, so an inspector can be attached again.
     pge.attachInspector(() => {});
   });

@@ -43,10 +43,10 @@ describe('active states', () => {
       stepNumber: 1,
     });
     expect(activeStates(upTo(e, 'step.review.requested')).step).toBe('step.negotiating.reviewing');
-    expect(activeStates(upTo(e, 'step.work.requested')).step).toBe('step.executing');
+    expect(activeStates(upTo(e, 'step.work.requested')).step).toBe('step.executing.firstAttempt');
     expect(activeStates(upTo(e, 'step.evaluation.requested')).step).toBe('step.evaluating');
     expect(activeStates(upTo(e, 'step.attempt.judged')).step).toBe('step.judging');
-    expect(activeStates(upTo(e, 'step.retry.scheduled')).step).toBe('step.refining');
+    expect(activeStates(upTo(e, 'step.retry.scheduled')).step).toBe('step.executing.refining');
     expect(activeStates(upTo(e, 'step.passed'))).toMatchObject({
       run: 'run.stepping.next',
       step: 'step.passed',
@@ -71,7 +71,7 @@ describe('active states', () => {
     });
     expect(activeStates([...midStep, failed('interrupted')])).toMatchObject({
       run: 'run.interrupted',
-      step: 'step.executing',
+      step: 'step.executing.firstAttempt',
     });
   });
 });

@@ -5,7 +5,7 @@ import { describe, expect, it } from 'vitest';
 import { type AnyStateMachine, and, createMachine, fromPromise, not } from 'xstate';
 import { DIAGRAM_FILES, REGENERATE } from '../../src/graph/diagram-files.js';
 import { exportGraph } from '../../src/graph/export-graph.js';
-import { type MachineGraph, machineGraph, toJson } from '../../src/graph/machine-graph.js';
+import { type MachineGraph, machineGraph, nodeNotes, toJson } from '../../src/graph/machine-graph.js';
 import { toDot } from '../../src/graph/to-dot.js';
 import { toMermaid } from '../../src/graph/to-mermaid.js';
 import { runMachine } from '../../src/machines/run-machine.js';
@@ -90,7 +90,10 @@ describe.each(MACHINES)('the %s machine', (_name, machine) => {
     for (const node of graph.nodes.slice(1)) {
       const id = mermaidId(graph, node.id);
       const composite = node.type === 'compound' || node.type === 'parallel';
-      expect(source).toContain(`state "${node.key}" as ${id}${composite ? ' {' : '\n'}`);
+      // A composite state's invoked actors go in its label; an atomic state's in a note below it.
+      const label =
+        composite && node.invokes.length > 0 ? `${node.key} (${nodeNotes(node).join(', ')})` : node.key;
+      expect(source).toContain(`state "${label}" as ${id}${composite ? ' {' : '\n'}`);
       if (node.type === 'final') expect(source).toContain(`${id} --> [*]`);
       if (node.initial) expect(source).toContain(`[*] --> ${mermaidId(graph, node.initial)}`);
     }
@@ -164,11 +167,10 @@ describe('the step chart', () => {
     for (const line of [
       'judging --> passed : always [allCriteriaPass]',
       'judging --> stopped : always [and(retriesLeft, overBudget)]',
-      'judging --> refining : always [and(retriesLeft, or(noTrajectoryYet, scoresImproving))]',
-      'judging --> pivoting : always [retriesLeft]',
+      'judging --> executing_refining : always [and(retriesLeft, or(noTrajectoryYet, scoresImproving))]',
+      'judging --> executing_pivoting : always [retriesLeft]',
       'judging --> exhausted : always\n',
-      'refining --> executing : always\n',
-      'pivoting --> executing : always\n',
+      'negotiating_decided --> executing_firstAttempt : always [contractApproved]',
       'negotiating_proposing --> stopped : done: proposeContract [overBudgetAfterAnswer]',
       'negotiating_decided --> stopped : always [overBudget]',
       'executing --> stopped : done: doWork [overBudgetAfterAnswer]',
@@ -181,9 +183,8 @@ describe('the step chart', () => {
 
   it('shows the contract rounds, invalid work skipping the evaluation, and the model calls as invoked actors', () => {
     for (const line of [
-      'negotiating_decided --> executing : always [contractApproved]',
       'negotiating_decided --> negotiating_proposing : always [roundsLeft]',
-      'negotiating_decided --> executing : always\n',
+      'negotiating_decided --> executing_firstAttempt : always\n',
       'negotiating_proposing --> negotiating_reviewing : done: proposeContract\n',
       'negotiating_reviewing --> negotiating_decided : done: reviewContract',
       'executing --> judging : done: doWork [workInvalid]',
@@ -192,7 +193,7 @@ describe('the step chart', () => {
       'evaluating --> failed : error: evaluateWork',
       'negotiating_proposing : invoke: proposeContract',
       'negotiating_reviewing : invoke: reviewContract',
-      'executing : invoke: doWork',
+      'state "executing (invoke: doWork)" as executing {',
       'evaluating : invoke: evaluateWork',
     ])
       expect(source).toContain(line);
@@ -333,8 +334,9 @@ describe('pge graph', () => {
         'step.executing',
         'step.evaluating',
         'step.judging',
-        'step.refining',
-        'step.pivoting',
+        'step.executing.firstAttempt',
+        'step.executing.refining',
+        'step.executing.pivoting',
         'step.passed',
         'step.exhausted',
         'step.stopped',
@@ -344,7 +346,7 @@ describe('pge graph', () => {
     expect(json.nodes.map((n) => n.id)).toEqual(machineGraph(stepMachine).nodes.map((n) => n.id));
     expect(json.edges).toContainEqual({
       source: 'step.judging',
-      target: 'step.pivoting',
+      target: 'step.executing.pivoting',
       event: null,
       label: 'always',
       guard: 'retriesLeft',

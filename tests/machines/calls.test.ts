@@ -62,7 +62,7 @@ describe('model calls as invoked actors', () => {
     await new Promise((resolve) => setTimeout(resolve, 0));
     const step = Object.values(actor.getSnapshot().children)[0]!;
     const stepSnapshot = step.getSnapshot() as { value: unknown; children: Record<string, unknown> };
-    expect(stepSnapshot.value).toBe('executing');
+    expect(stepSnapshot.value).toEqual({ executing: 'firstAttempt' });
     expect(Object.keys(stepSnapshot.children)).toHaveLength(1);
     actor.stop();
   });
