@@ -23,9 +23,8 @@ const SETTINGS = {
   steps: 5,
   /**
    * Warm-up runs of each loop of sections 1-2, sequential and then concurrent, before any is
-   * timed. V8 takes about this many runs (~30,000 model calls) to settle on pge's code: batches
-   * of 200 sequential runs measured 116, 99, 89, 87 … 84 µs per call one after another. The bare
-   * loop, a tenth of the code, settles within 50 runs; both get the same warm-up.
+   * timed: V8 takes about this many runs to settle on pge's code (docs/benchmarks.md), and both
+   * loops get the same warm-up, so the figures are a long-lived process's steady state.
    */
   warmupRuns: 1000,
   runs: 200,

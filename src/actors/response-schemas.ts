@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { deepFreeze } from '../deep-freeze.js';
 import type { Phase } from '../schemas/index.js';
 import { ContractProposal, ContractReview, Evaluation, Plan, Work } from '../schemas/index.js';
 
@@ -133,14 +134,6 @@ function closeObject(source: JsonObject, out: JsonObject, path: string): void {
   out.properties = properties;
   out.required = names;
   out.additionalProperties = false;
-}
-
-function deepFreeze<T>(value: T): T {
-  if (typeof value === 'object' && value !== null) {
-    for (const child of Object.values(value)) deepFreeze(child);
-    Object.freeze(value);
-  }
-  return value;
 }
 
 /**

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { deepFreeze } from '../deep-freeze.js';
 import { MessageRejectedError } from '../errors.js';
 import { CallCancel, RunControl } from '../schemas/control.js';
 import type { Role } from '../schemas/index.js';
@@ -139,18 +140,6 @@ function compiledSchema(schema: z.ZodType): z.ZodType {
     compiledSchemas.set(schema, compiled);
   }
   return compiled;
-}
-
-/** Freezes `value` and everything under it; stops at what is already frozen (frozen by this, earlier). */
-function deepFreeze(value: unknown): void {
-  if (value === null || typeof value !== 'object' || Object.isFrozen(value)) return;
-  Object.freeze(value);
-  // Index and key loops: `Object.values` would allocate an array per object, on every message.
-  if (Array.isArray(value)) {
-    for (let i = 0; i < value.length; i++) deepFreeze(value[i]);
-    return;
-  }
-  for (const key in value) deepFreeze((value as Record<string, unknown>)[key]);
 }
 
 /** Marks a message whose sender handed it over deep-frozen (`freezeMessage`). */
