@@ -6,8 +6,6 @@ export type { ChatMessage, Model, ModelAnswer, ModelRequest } from './actors/mod
 export { OpenAIModel } from './actors/openai-model.js';
 export { createPersistenceActor } from './actors/persistence-actor.js';
 export { createRoleWorker } from './actors/role-worker.js';
-export type { Script, ScriptedAnswer } from './actors/scripted-model.js';
-export { ScriptedModel } from './actors/scripted-model.js';
 export type { PgeOptions, ResolvedOptions, RoleModelSettings } from './api/options.js';
 export type { RunOutput, TranscriptMessage } from './api/output.js';
 export { newRunId, PlannerGeneratorEvaluator } from './api/planner-generator-evaluator.js';

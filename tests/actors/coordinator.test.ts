@@ -1,11 +1,11 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { createCoordinator, type RunSpec } from '../../src/actors/coordinator.js';
 import { createRoleWorker, type RoleWorker } from '../../src/actors/role-worker.js';
-import { ScriptedModel } from '../../src/actors/scripted-model.js';
 import type { Bus } from '../../src/bus/bus.js';
 import { subscribeEvents } from '../../src/bus/channels.js';
 import { InProcessBus } from '../../src/bus/in-process-bus.js';
 import type { RunEvent } from '../../src/schemas/index.js';
+import { ScriptedModel } from '../../src/testing.js';
 import { runInput } from '../support/chart-fixtures.js';
 import { passingScript } from '../support/scripts.js';
 
