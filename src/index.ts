@@ -8,7 +8,7 @@ export { createPersistenceActor } from './actors/persistence-actor.js';
 export { createRoleWorker } from './actors/role-worker.js';
 export type { PgeOptions, ResolvedOptions, RoleModelSettings } from './api/options.js';
 export type { RunOutput, TranscriptMessage } from './api/output.js';
-export { newRunId, PlannerGeneratorEvaluator } from './api/planner-generator-evaluator.js';
+export { PlannerGeneratorEvaluator } from './api/planner-generator-evaluator.js';
 export type { AttemptLog, HarnessResult, PhaseUsage, SelfEvaluationBias, StepLog } from './api/result.js';
 export type { Bus, BusHandler, BusMessage, BusSubscription } from './bus/bus.js';
 export { InProcessBus } from './bus/in-process-bus.js';
@@ -26,4 +26,5 @@ export {
 export { runMachine } from './machines/run-machine.js';
 export { stepMachine } from './machines/step-machine.js';
 export { readLog, readLogFile } from './persistence/index.js';
+export { newRunId } from './runtime/run-id.js';
 export type { RunEvent, RunEventType } from './schemas/index.js';

@@ -1,4 +1,3 @@
-import { randomUUID } from 'node:crypto';
 import { existsSync, statSync } from 'node:fs';
 import { basename, dirname, extname, join, resolve } from 'node:path';
 import type { InspectionEvent } from 'xstate';
@@ -8,6 +7,7 @@ import { OpenAIModel } from '../actors/openai-model.js';
 import { subscribeEvents } from '../bus/channels.js';
 import { ConfigurationError, errorFromInfo, type LogWriteError } from '../errors.js';
 import { createEmbeddedRuntime, type EmbeddedRuntime } from '../runtime/embedded.js';
+import { newRunId } from '../runtime/run-id.js';
 import type { Role, RunEvent } from '../schemas/index.js';
 import { type PgeOptions, type ResolvedOptions, resolveOptions } from './options.js';
 import { formatOutput, type RunOutput } from './output.js';
@@ -18,14 +18,6 @@ import { buildResult, type HarnessResult } from './result.js';
  * `run(task)`, `batchedRun(tasks)`, `lastResult`. Runs on the embedded runtime (one process, the
  * in-process bus); every run gets its own id and its own log, and a log is never overwritten.
  */
-
-/** A new run id: sortable by start time, safe in subjects and file names. */
-export function newRunId(now = new Date()): string {
-  const stamp = now.toISOString().replace(/[-:]/g, '').replace('T', '-').slice(0, 15);
-  // The first 8 hex digits of a v4 UUID are random; `randomUUID` draws from a cached pool,
-  // `randomBytes` asks the system for entropy on every call.
-  return `pge-${stamp}-${randomUUID().slice(0, 8)}`;
-}
 
 export class PlannerGeneratorEvaluator {
   /** The options after validation and defaults. */
