@@ -7,7 +7,7 @@ export { OpenAIModel } from './actors/openai-model.js';
 export { createPersistenceActor } from './actors/persistence-actor.js';
 export { createRoleWorker } from './actors/role-worker.js';
 export type { PgeOptions, ResolvedOptions, RoleModelSettings } from './api/options.js';
-export type { RunOutput, TranscriptMessage } from './api/output.js';
+export type { OutputType, RunOutput, TranscriptMessage } from './api/output.js';
 export { PlannerGeneratorEvaluator } from './api/planner-generator-evaluator.js';
 export type { AttemptLog, HarnessResult, PhaseUsage, SelfEvaluationBias, StepLog } from './api/result.js';
 export type { Bus, BusHandler, BusMessage, BusSubscription } from './bus/bus.js';
