@@ -25,6 +25,8 @@ export {
 } from './errors.js';
 export { runMachine } from './machines/run-machine.js';
 export { stepMachine } from './machines/step-machine.js';
-export { readLog, readLogFile } from './persistence/index.js';
+// From the reader itself, not the persistence barrel: the writer's declarations name Node's `Buffer`,
+// and the published types must compile without Node's types (tests/package/published-types.test.ts).
+export { readLog, readLogFile } from './persistence/log-reader.js';
 export { newRunId } from './runtime/run-id.js';
 export type { RunEvent, RunEventType } from './schemas/index.js';
