@@ -96,6 +96,11 @@ export const model = ScriptedModel;
 `,
     });
     expect(problems).toBe('');
+    // And at run time, through the package's exports map, as Node resolves it for a consumer.
+    const script = `const [main, testing] = await Promise.all([import('pge'), import('pge/testing')]);
+      console.log(JSON.stringify(['ScriptedModel' in main, typeof testing.ScriptedModel, typeof main.PlannerGeneratorEvaluator]));`;
+    const { stdout } = await run(process.execPath, ['--input-type=module', '-e', script], { cwd: consumer });
+    expect(JSON.parse(stdout)).toEqual([false, 'function', 'function']);
   });
 
   it('are judged by a check that fails on a Node global and on a wrong output type', async () => {
