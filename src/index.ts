@@ -6,11 +6,9 @@ export type { ChatMessage, Model, ModelAnswer, ModelRequest } from './actors/mod
 export { OpenAIModel } from './actors/openai-model.js';
 export { createPersistenceActor } from './actors/persistence-actor.js';
 export { createRoleWorker } from './actors/role-worker.js';
-export type { Script, ScriptedAnswer } from './actors/scripted-model.js';
-export { ScriptedModel } from './actors/scripted-model.js';
 export type { PgeOptions, ResolvedOptions, RoleModelSettings } from './api/options.js';
-export type { RunOutput, TranscriptMessage } from './api/output.js';
-export { newRunId, PlannerGeneratorEvaluator } from './api/planner-generator-evaluator.js';
+export type { OutputType, RunOutput, TranscriptMessage } from './api/output.js';
+export { PlannerGeneratorEvaluator } from './api/planner-generator-evaluator.js';
 export type { AttemptLog, HarnessResult, PhaseUsage, SelfEvaluationBias, StepLog } from './api/result.js';
 export type { Bus, BusHandler, BusMessage, BusSubscription } from './bus/bus.js';
 export { InProcessBus } from './bus/in-process-bus.js';
@@ -27,5 +25,8 @@ export {
 } from './errors.js';
 export { runMachine } from './machines/run-machine.js';
 export { stepMachine } from './machines/step-machine.js';
-export { readLog, readLogFile } from './persistence/index.js';
+// From the reader itself, not the persistence barrel: the writer's declarations name Node's `Buffer`,
+// and the published types must compile without Node's types (tests/package/published-types.test.ts).
+export { readLog, readLogFile } from './persistence/log-reader.js';
+export { newRunId } from './runtime/run-id.js';
 export type { RunEvent, RunEventType } from './schemas/index.js';

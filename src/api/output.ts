@@ -1,4 +1,5 @@
 import { stringify } from 'yaml';
+import type { ResolvedOptions } from './options.js';
 import type { HarnessResult } from './result.js';
 
 /**
@@ -56,27 +57,39 @@ export function transcript(task: string, result: HarnessResult): TranscriptMessa
   return messages;
 }
 
-/** What `run` returns for each output type. */
-export type RunOutput = TranscriptMessage[] | string[] | string;
+/** An `outputType`, as the options schema defines it. */
+export type OutputType = ResolvedOptions['outputType'];
+
+/**
+ * What `run` returns for the output type `T`: the transcript's messages for `dict`, its lines for
+ * `list`, one string for the others. Without `T`, any of them.
+ */
+export type RunOutput<T extends OutputType = OutputType> = {
+  dict: TranscriptMessage[];
+  list: string[];
+  str: string;
+  final: string;
+  json: string;
+  yaml: string;
+}[T];
+
+const lines = (messages: TranscriptMessage[]) => messages.map((m) => `${m.role}: ${m.content}`);
+
+/** One formatter per output type; a new output type in the options schema fails to compile here. */
+const FORMATS: { [T in OutputType]: (task: string, result: HarnessResult) => RunOutput<T> } = {
+  final: (_task, result) => result.finalArtifact,
+  dict: (task, result) => transcript(task, result),
+  list: (task, result) => lines(transcript(task, result)),
+  str: (task, result) => lines(transcript(task, result)).join('\n\n'),
+  json: (task, result) => JSON.stringify(transcript(task, result), null, 2),
+  yaml: (task, result) => stringify(transcript(task, result)),
+};
 
 /** Formats a finished run for `outputType`. */
-export function formatOutput(
-  outputType: 'dict' | 'str' | 'list' | 'final' | 'json' | 'yaml',
+export function formatOutput<T extends OutputType>(
+  outputType: T,
   task: string,
   result: HarnessResult,
-): RunOutput {
-  if (outputType === 'final') return result.finalArtifact;
-  const messages = transcript(task, result);
-  switch (outputType) {
-    case 'dict':
-      return messages;
-    case 'list':
-      return messages.map((m) => `${m.role}: ${m.content}`);
-    case 'str':
-      return messages.map((m) => `${m.role}: ${m.content}`).join('\n\n');
-    case 'json':
-      return JSON.stringify(messages, null, 2);
-    case 'yaml':
-      return stringify(messages);
-  }
+): RunOutput<T> {
+  return FORMATS[outputType](task, result);
 }

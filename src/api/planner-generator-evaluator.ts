@@ -1,4 +1,3 @@
-import { randomUUID } from 'node:crypto';
 import { existsSync, statSync } from 'node:fs';
 import { basename, dirname, extname, join, resolve } from 'node:path';
 import type { InspectionEvent } from 'xstate';
@@ -8,9 +7,10 @@ import { OpenAIModel } from '../actors/openai-model.js';
 import { subscribeEvents } from '../bus/channels.js';
 import { ConfigurationError, errorFromInfo, type LogWriteError } from '../errors.js';
 import { createEmbeddedRuntime, type EmbeddedRuntime } from '../runtime/embedded.js';
+import { newRunId } from '../runtime/run-id.js';
 import type { Role, RunEvent } from '../schemas/index.js';
 import { type PgeOptions, type ResolvedOptions, resolveOptions } from './options.js';
-import { formatOutput, type RunOutput } from './output.js';
+import { formatOutput, type OutputType, type RunOutput } from './output.js';
 import { buildResult, type HarnessResult } from './result.js';
 
 /**
@@ -19,17 +19,9 @@ import { buildResult, type HarnessResult } from './result.js';
  * in-process bus); every run gets its own id and its own log, and a log is never overwritten.
  */
 
-/** A new run id: sortable by start time, safe in subjects and file names. */
-export function newRunId(now = new Date()): string {
-  const stamp = now.toISOString().replace(/[-:]/g, '').replace('T', '-').slice(0, 15);
-  // The first 8 hex digits of a v4 UUID are random; `randomUUID` draws from a cached pool,
-  // `randomBytes` asks the system for entropy on every call.
-  return `pge-${stamp}-${randomUUID().slice(0, 8)}`;
-}
-
-export class PlannerGeneratorEvaluator {
+export class PlannerGeneratorEvaluator<T extends OutputType = OutputType> {
   /** The options after validation and defaults. */
-  readonly options: ResolvedOptions;
+  readonly options: ResolvedOptions & { outputType: T };
   /** The result of the last finished run, or null. */
   lastResult: HarnessResult | null = null;
   private readonly models: Record<Role, Model>;
@@ -38,9 +30,13 @@ export class PlannerGeneratorEvaluator {
   private readonly interrupts = new Map<string, () => void>();
   private inspect: ((event: InspectionEvent) => void) | null = null;
 
-  /** Validates every option first: on a bad one it throws `ConfigurationError` and creates nothing. */
-  constructor(options: PgeOptions = {}) {
-    const resolved = resolveOptions(options);
+  /**
+   * Validates every option first: on a bad one it throws `ConfigurationError` and creates nothing.
+   * The `outputType` given types what `run` returns (`'final'`: a string); left out, `run` is typed
+   * by every output type, although at run time it returns the default's (`dict`).
+   */
+  constructor(options: PgeOptions & { outputType?: T } = {}) {
+    const resolved = resolveOptions(options) as ResolvedOptions & { outputType: T };
     this.models = buildRoleModels(resolved);
     // The key lives in the model clients only: `options` is public and ends up in logs and dumps.
     this.options = { ...resolved, apiKey: resolved.apiKey === undefined ? undefined : '(set)' };
@@ -60,14 +56,14 @@ export class PlannerGeneratorEvaluator {
    * details. Rejects with the run's error when a model or the log failed; a run that finished with
    * failed steps resolves, with `lastResult.passed` false.
    */
-  async run(task: string): Promise<RunOutput> {
+  async run(task: string): Promise<RunOutput<T>> {
     return this.runOne(task, this.options.sharedStatePath ? resolve(this.options.sharedStatePath) : null);
   }
 
   /** Runs tasks one after another, each with its own run id and log; returns their outputs. */
-  async batchedRun(tasks: readonly string[]): Promise<RunOutput[]> {
+  async batchedRun(tasks: readonly string[]): Promise<RunOutput<T>[]> {
     for (const task of tasks) checkTask(task);
-    const outputs: RunOutput[] = [];
+    const outputs: RunOutput<T>[] = [];
     for (const task of tasks) outputs.push(await this.runOne(task, null, true));
     return outputs;
   }
@@ -94,7 +90,7 @@ export class PlannerGeneratorEvaluator {
     await runtime?.close();
   }
 
-  private async runOne(task: string, fixedPath: string | null, batch = false): Promise<RunOutput> {
+  private async runOne(task: string, fixedPath: string | null, batch = false): Promise<RunOutput<T>> {
     checkTask(task);
     const runId = newRunId();
     const logPath = fixedPath ?? this.defaultLogPath(runId, batch);

@@ -111,3 +111,10 @@ export interface RunSummary {
   updatedAt: string | null;
   events: number;
 }
+
+/** The run list the server sends (`/api/runs`, and the `runs` event of `/events`). */
+export interface RunList {
+  runs: RunSummary[];
+  /** The problems so far, oldest first: unreadable log lines, messages that failed validation. */
+  problems: readonly string[];
+}

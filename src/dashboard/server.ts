@@ -15,6 +15,7 @@ import {
   writeEvent,
 } from './http-util.js';
 import type { RunStore } from './run-store.js';
+import type { RunList } from './run-view-types.js';
 
 /**
  * The dashboard's web server: node:http, one page, its script and style, a JSON API and a
@@ -64,6 +65,7 @@ export async function startDashboard(options: DashboardOptions): Promise<Dashboa
   const layouts = charts();
   const streams = new Set<() => void>();
   const csp = DASHBOARD_CSP;
+  const runList = (): RunList => ({ runs: store.list(), problems: store.problems });
 
   function stream(req: IncomingMessage, res: ServerResponse, wanted: string | null): void {
     openEventStream(res, csp);
@@ -75,7 +77,7 @@ export async function startDashboard(options: DashboardOptions): Promise<Dashboa
     let timer: NodeJS.Timeout | null = null;
     const flush = () => {
       timer = null;
-      if (listChanged) writeEvent(res, 'runs', { runs: store.list(), problems: store.problems });
+      if (listChanged) writeEvent(res, 'runs', runList());
       const now = current();
       if (viewChanged || now !== shown) {
         shown = now;
@@ -121,7 +123,7 @@ export async function startDashboard(options: DashboardOptions): Promise<Dashboa
     } else if (path === '/api/charts') {
       sendJson(res, 200, layouts, csp);
     } else if (path === '/api/runs') {
-      sendJson(res, 200, { runs: store.list(), problems: store.problems }, csp);
+      sendJson(res, 200, runList(), csp);
     } else if (path.startsWith('/api/runs/')) {
       const view = store.view(decodeOr(path.slice('/api/runs/'.length)));
       if (view) sendJson(res, 200, view, csp);

@@ -1,13 +1,17 @@
 import { join } from 'node:path';
-import { createCoordinator, type RunSpec, runSettingsOf } from '../actors/coordinator.js';
-import type { ResolvedOptions } from '../api/options.js';
-import { newRunId } from '../api/planner-generator-evaluator.js';
+import {
+  createCoordinator,
+  type RunSettingsSource,
+  type RunSpec,
+  runSettingsOf,
+} from '../actors/coordinator.js';
 import type { Bus, BusSubscription } from '../bus/bus.js';
 import { subscribeControl, subscribeEvents } from '../bus/channels.js';
 import { subjects } from '../bus/subjects.js';
 import { BusError } from '../errors.js';
 import type { Role, RunEvent, RunEventOf } from '../schemas/index.js';
 import { type RunSubmission, RunSubmissionReply } from '../schemas/submission.js';
+import { newRunId } from './run-id.js';
 
 /**
  * The distributed deployment's services, written against the `Bus` interface so that they run on
@@ -19,11 +23,18 @@ import { type RunSubmission, RunSubmissionReply } from '../schemas/submission.js
 /** The queue group of coordinators: a submitted run is taken by exactly one of them. */
 export const COORDINATOR_QUEUE = 'pge-coordinator';
 
+/**
+ * The settings a coordinator service runs with: the harness bounds and budgets a submission may
+ * override, and the directory its logs are said to go to. The API's resolved options are one; the
+ * runtime names only what it reads, so that it does not depend on the API that is built on it.
+ */
+export type CoordinatorSettings = RunSettingsSource & { workingDirectory: string };
+
 /** Options of `startCoordinatorService`. */
 export interface CoordinatorServiceOptions {
   bus: Bus;
   /** Run settings that a submission may override, and where logs are said to go. */
-  options: ResolvedOptions;
+  options: CoordinatorSettings;
   /** The model names reported in `run.started` (the workers own the models). */
   models: Record<Role, string>;
   /** Called with every run started, for logging. */
@@ -34,7 +45,7 @@ export interface CoordinatorServiceOptions {
 export function runSpecOf(
   runId: string,
   submission: RunSubmission,
-  options: ResolvedOptions,
+  options: CoordinatorSettings,
   models: Record<Role, string>,
 ): RunSpec {
   return {

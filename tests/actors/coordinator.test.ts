@@ -1,7 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { createCoordinator, type RunSpec } from '../../src/actors/coordinator.js';
 import { createRoleWorker, type RoleWorker } from '../../src/actors/role-worker.js';
-import { ScriptedModel } from '../../src/actors/scripted-model.js';
 import type { Bus } from '../../src/bus/bus.js';
 import {
   publishResult,
@@ -14,6 +13,7 @@ import type { MessageRejection } from '../../src/bus/codec.js';
 import { InProcessBus } from '../../src/bus/in-process-bus.js';
 import type { CallCancel } from '../../src/schemas/control.js';
 import type { RoleRequest, RoleResult, RunEvent } from '../../src/schemas/index.js';
+import { ScriptedModel } from '../../src/testing.js';
 import { runInput } from '../support/chart-fixtures.js';
 import { passingScript, planOf } from '../support/scripts.js';
 

@@ -10,10 +10,10 @@ import {
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { ScriptedModel } from '../../src/actors/scripted-model.js';
 import type { PgeOptions } from '../../src/api/options.js';
 import { PlannerGeneratorEvaluator } from '../../src/api/planner-generator-evaluator.js';
 import { ConfigurationError } from '../../src/errors.js';
+import { ScriptedModel } from '../../src/testing.js';
 import { passingScript } from '../support/scripts.js';
 
 let dir: string;

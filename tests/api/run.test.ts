@@ -5,11 +5,11 @@ import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { DemoModel } from '../../src/actors/demo-model.js';
-import { type Script, ScriptedModel } from '../../src/actors/scripted-model.js';
 import type { PgeOptions } from '../../src/api/options.js';
 import { PlannerGeneratorEvaluator } from '../../src/api/planner-generator-evaluator.js';
 import { logHeadings, readLogFile } from '../../src/persistence/index.js';
 import type { EvaluationInput, RunEvent } from '../../src/schemas/index.js';
+import { type Script, ScriptedModel } from '../../src/testing.js';
 import { approve, evaluate, passingScript, planOf, proposal, times, work } from '../support/scripts.js';
 
 let dir: string;

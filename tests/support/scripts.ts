@@ -1,5 +1,5 @@
-import type { Script, ScriptedAnswer } from '../../src/actors/scripted-model.js';
 import type { ContractInput, EvaluationInput, Plan, WorkInput } from '../../src/schemas/index.js';
+import type { Script, ScriptedAnswer } from '../../src/testing.js';
 
 /** Scripts for the ScriptedModel test double: valid answers computed from the typed input. */
 

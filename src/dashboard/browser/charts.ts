@@ -1,0 +1,111 @@
+import type { ChartBox, ChartLayout } from '../chart-layout.js';
+import type { RunView } from '../run-view-types.js';
+import { byId, el, svg, svgText } from './dom.js';
+
+/**
+ * The run and step statecharts, drawn from the layouts the server computed (`/api/charts`): boxes,
+ * labels and arrows only, with the active state and the path to it highlighted.
+ */
+
+/** Both layouts, as `/api/charts` sends them. */
+export interface Charts {
+  run: ChartLayout;
+  step: ChartLayout;
+}
+
+const isCompound = (box: ChartBox) => box.kind === 'compound' || box.kind === 'parallel';
+
+function drawEdges(
+  root: SVGSVGElement,
+  layout: ChartLayout,
+  onPath: ReadonlySet<string>,
+  markerId: string,
+): void {
+  for (const edge of layout.edges) {
+    const from = onPath.has(edge.source) ? ' from-active' : '';
+    const path = svg('path', { d: edge.d, class: `edge${from}`, 'marker-end': `url(#${markerId})` });
+    const title = svg('title');
+    title.textContent = `${edge.labels.join('\n')}  (${edge.source} → ${edge.target})`;
+    path.append(title);
+    root.append(path);
+  }
+}
+
+function drawBox(box: ChartBox, active: string | null, onPath: ReadonlySet<string>): SVGGElement {
+  const state = box.id === active ? ' active' : onPath.has(box.id) ? ' on-path' : '';
+  const g = svg('g', { class: `state ${box.kind}${state}`, 'data-state': box.id });
+  const title = svg('title');
+  title.textContent = box.id;
+  g.append(title, svg('rect', { x: box.x, y: box.y, width: box.w, height: box.h, rx: 6 }));
+  const compound = isCompound(box);
+  g.append(svgText(box.x + 8, box.y + (compound ? 14 : 20), box.label, 'label'));
+  if (box.notes.length > 0)
+    g.append(svgText(box.x + 8, box.y + (compound ? 28 : 34), box.notes.join(', '), 'invoke'));
+  return g;
+}
+
+/** Draws `layout` into `host`, highlighting the state `active` and its ancestors. */
+export function drawChart(host: HTMLElement, layout: ChartLayout, active: string | null): void {
+  const root = svg('svg', {
+    class: 'statechart',
+    width: layout.width,
+    height: layout.height,
+    viewBox: `0 0 ${layout.width} ${layout.height}`,
+    role: 'img',
+  });
+  const markerId = `${host.id}-arrow`;
+  const defs = svg('defs');
+  const marker = svg('marker', {
+    id: markerId,
+    viewBox: '0 0 10 10',
+    refX: 9,
+    refY: 5,
+    markerWidth: 7,
+    markerHeight: 7,
+    orient: 'auto-start-reverse',
+  });
+  marker.append(svg('path', { d: 'M0,0 L10,5 L0,10 z', class: 'arrowhead' }));
+  defs.append(marker);
+  root.append(defs);
+  const activeBox = layout.boxes.find((b) => b.id === active);
+  const onPath = new Set(activeBox ? activeBox.path : []);
+  // Compound states first, then the arrows, then the leaves: an arrow passes under a leaf it
+  // crosses but stays visible inside the compound state it belongs to.
+  for (const box of layout.boxes.filter(isCompound)) root.append(drawBox(box, active, onPath));
+  drawEdges(root, layout, onPath, markerId);
+  for (const box of layout.boxes.filter((b) => !isCompound(b))) root.append(drawBox(box, active, onPath));
+  host.replaceChildren(root);
+}
+
+/** The transitions that leave the active state or one of its ancestors, as text. */
+function transitionsFrom(layout: ChartLayout, active: string): string[] {
+  const box = layout.boxes.find((b) => b.id === active);
+  if (!box) return [];
+  return layout.edges
+    .filter((e) => box.path.includes(e.source))
+    .map((e) => `${e.labels.join(' | ')} → ${e.target}`);
+}
+
+/** Both charts for `view`, with the step chart of the current step and where each chart can go next. */
+export function renderCharts(charts: Charts, view: RunView): void {
+  drawChart(byId('run-chart'), charts.run, view.active.run);
+  const step =
+    view.active.stepNumber === null
+      ? undefined
+      : view.steps.filter((s) => s.stepNumber === view.active.stepNumber).pop();
+  byId('step-chart-title').textContent = step
+    ? `Step ${step.stepNumber} statechart: ${step.title}`
+    : 'Step statechart (no step yet)';
+  drawChart(byId('step-chart'), charts.step, view.active.step);
+  const run = transitionsFrom(charts.run, view.active.run);
+  const st = view.active.step ? transitionsFrom(charts.step, view.active.step) : [];
+  byId('next-transitions').replaceChildren(
+    el(
+      'div',
+      'active-states',
+      `Active: ${view.active.run}${view.active.step ? ` · ${view.active.step}` : ''}`,
+    ),
+    el('div', null, run.length ? `Run can go: ${run.join('; ')}` : ''),
+    el('div', null, st.length ? `Step can go: ${st.join('; ')}` : ''),
+  );
+}

@@ -1,0 +1,123 @@
+import type { RunList, RunView } from '../run-view-types.js';
+import { byId, type Cell, el, facts, list, num, pill, secs, svg, table, usd } from './dom.js';
+
+/** The run's overview, plan, usage by phase and event timeline, and the run list with its problems. */
+
+export function renderOverview(view: RunView): void {
+  const status = pill(view.status);
+  status.id = 'run-status';
+  const t = view.totals;
+  const { outcome, models } = view;
+  byId('overview').replaceChildren(
+    el('h2', null, 'Run'),
+    facts([
+      ['Task', view.task],
+      ['Run id', view.runId],
+      ['Status', status],
+      ['Outcome', outcome ? outcome.summary : null],
+      ['Stopped because', outcome?.reason ? `${outcome.reason}: ${outcome.message}` : null],
+      ['Started', view.startedAt],
+      ['Duration', secs(view.durationMs)],
+      ['Model calls', `${t.calls} (${secs(t.latencyMs)} in calls)`],
+      [
+        'Tokens',
+        `${t.promptTokens + t.completionTokens} (${t.promptTokens} prompt, ${t.completionTokens} completion)`,
+      ],
+      ['Cost', usd(t.costUsd)],
+      [
+        'Models',
+        models
+          ? `planner ${models.planner}, generator ${models.generator}, evaluator ${models.evaluator}`
+          : null,
+      ],
+    ]),
+  );
+}
+
+export function renderPlan(view: RunView): void {
+  const section = byId('plan');
+  const plan = view.plan;
+  if (!plan) {
+    section.replaceChildren();
+    return;
+  }
+  const steps = plan.steps.map((s, i): Cell[] => {
+    const cell = el('div');
+    cell.append(el('strong', 'step-title', s.title), el('div', 'muted', s.description));
+    return [i + 1, cell, s.dependsOn.join(', ') || '—', pill(s.status)];
+  });
+  const criteria = plan.criteria.map((c): Cell[] => [c.name, c.weight, num(c.threshold), c.description]);
+  section.replaceChildren(
+    el('h2', null, plan.replan > 0 ? `Plan (replan ${plan.replan})` : 'Plan'),
+    el('p', 'scope', plan.scope),
+    table(['#', 'Step', 'Depends on', 'Status'], steps),
+    el('h3', null, 'Criteria'),
+    table(['Criterion', 'Weight', 'Threshold', 'Description'], criteria, [false, false, true, false]),
+  );
+}
+
+function usageBar(value: number, max: number): SVGSVGElement {
+  const root = svg('svg', { width: 120, height: 12, class: 'usage' });
+  root.append(svg('rect', { x: 0, y: 2, width: 120, height: 8, class: 'track' }));
+  root.append(
+    svg('rect', { x: 0, y: 2, width: max > 0 ? (value / max) * 120 : 0, height: 8, class: 'bar pass' }),
+  );
+  return root;
+}
+
+export function renderPhases(view: RunView): void {
+  const maxMs = Math.max(...view.phases.map((p) => p.latencyMs));
+  const rows = view.phases.map((p): Cell[] => [
+    p.phase,
+    p.calls,
+    p.promptTokens,
+    p.completionTokens,
+    usd(p.costUsd),
+    secs(p.latencyMs),
+    usageBar(p.latencyMs, maxMs),
+  ]);
+  const t = view.totals;
+  rows.push(['total', t.calls, t.promptTokens, t.completionTokens, usd(t.costUsd), secs(t.latencyMs), '']);
+  const headers = ['Phase', 'Calls', 'Prompt tokens', 'Completion tokens', 'Cost', 'Time in calls', ''];
+  byId('phases').replaceChildren(
+    el('h2', null, 'Usage by phase'),
+    table(headers, rows, [false, true, true, true, true, true, false]),
+  );
+}
+
+export function renderTimeline(view: RunView): void {
+  const section = byId('timeline');
+  const old = section.querySelector('ol');
+  // Follow the end of the timeline only when the user had not scrolled up to read.
+  const atEnd = !old || old.scrollTop + old.clientHeight >= old.scrollHeight - 4;
+  const ol = el('ol');
+  for (const e of view.timeline) {
+    const li = el('li');
+    li.dataset.type = e.type;
+    li.append(
+      el('span', 'seq', `#${e.seq}`),
+      el('span', 'ts', e.ts.slice(11, 23)),
+      el('span', 'text', e.text),
+    );
+    ol.append(li);
+  }
+  section.replaceChildren(el('h2', null, `Timeline (${view.timeline.length} events)`), ol);
+  if (atEnd) ol.scrollTop = ol.scrollHeight;
+}
+
+/** The run selector (keeping the selected run) and the problems the server reported. */
+export function renderRuns(data: RunList, selected: string): void {
+  const select = byId<HTMLSelectElement>('run-select');
+  const latest = el('option', null, 'latest run');
+  latest.value = '';
+  const options = data.runs.map((r) => {
+    const option = el('option', null, `${r.task || r.runId} — ${r.status} (${r.runId})`);
+    option.value = r.runId;
+    return option;
+  });
+  select.replaceChildren(latest, ...options);
+  select.value = selected;
+  const problems = byId('problems');
+  problems.hidden = data.problems.length === 0;
+  problems.replaceChildren(el('h2', null, 'Problems'), list(data.problems));
+}
