@@ -66,12 +66,9 @@ export function eventMarker(event: Pick<RunEvent, 'seq' | 'type'>): string {
   return `<!-- pge:event seq=${event.seq} type=${event.type} -->`;
 }
 
-/**
- * The chunk that the log holds for `event`: its section or note, then the event as JSON. `json`
- * is `JSON.stringify(event)` when the caller already has it (the log thread receives events so).
- */
-export function renderEvent(event: RunEvent, json = JSON.stringify(event)): string {
-  return `${renderBody(event)}${eventMarker(event)}\n${fenced(json, 'json')}`;
+/** The chunk that the log holds for `event`: its section or note, then the event as JSON. */
+export function renderEvent(event: RunEvent): string {
+  return `${renderBody(event)}${eventMarker(event)}\n${fenced(JSON.stringify(event), 'json')}`;
 }
 
 /** The whole log of a sequence of events, as a writer appending them in order produces it. */
