@@ -1,5 +1,14 @@
-import { stringify } from 'yaml';
 import type { HarnessResult } from './result.js';
+
+/** The `yaml` module; `typeof import` keeps it a type, so that only `loadYaml` loads it. */
+type Yaml = typeof import('yaml');
+let yaml: Promise<Yaml> | undefined;
+
+/** `yaml`, loaded the first time a run asks for YAML output rather than with the library. */
+function loadYaml(): Promise<Yaml> {
+  yaml ??= import('yaml');
+  return yaml;
+}
 
 /**
  * `outputType`: what `run` returns, as the reference's history formatter does, from a transcript
@@ -60,11 +69,11 @@ export function transcript(task: string, result: HarnessResult): TranscriptMessa
 export type RunOutput = TranscriptMessage[] | string[] | string;
 
 /** Formats a finished run for `outputType`. */
-export function formatOutput(
+export async function formatOutput(
   outputType: 'dict' | 'str' | 'list' | 'final' | 'json' | 'yaml',
   task: string,
   result: HarnessResult,
-): RunOutput {
+): Promise<RunOutput> {
   if (outputType === 'final') return result.finalArtifact;
   const messages = transcript(task, result);
   switch (outputType) {
@@ -77,6 +86,6 @@ export function formatOutput(
     case 'json':
       return JSON.stringify(messages, null, 2);
     case 'yaml':
-      return stringify(messages);
+      return (await loadYaml()).stringify(messages);
   }
 }
