@@ -6,23 +6,29 @@ import { ROOT } from '../support/processes.js';
 
 /**
  * Importing the library loads no module that a run may never use: the OpenAI SDK loads at the
- * first OpenAI call, `yaml` at the first YAML output, NATS and the Stately inspector only with
- * the code that uses them. Checked in a fresh `node`: a resolve hook refuses those packages (an
+ * first OpenAI call, `yaml` at the first YAML output; NATS, the Stately inspector, the CLI, the
+ * dashboard and the graph exporters only with the code that uses them. Checked in a fresh `node`: a resolve hook refuses those packages (an
  * eager `import` of one fails the import of the entry), and what the CommonJS loader loaded is
  * looked at too (`yaml` is CommonJS, and a `require` does not pass through the ESM hooks on Node 20).
  */
 
 const LAZY = ['openai', 'yaml', '@nats-io/transport-node', '@nats-io/jetstream', '@statelyai/inspect'];
+/** pge's own folders that only the CLI and the servers use. */
+const LAZY_FOLDERS = ['/src/cli/', '/src/dashboard/', '/src/graph/'];
 
-/** The hook: refuses to resolve any of `data.refused`, naming the module that asked. */
+/** The hook: refuses to resolve any of `data.refused` or a file in `data.folders`, naming the module that asked. */
 const HOOK = `
 let refused = [];
-export function initialize(data) { refused = data.refused; }
+let folders = [];
+export function initialize(data) { refused = data.refused; folders = data.folders; }
 export async function resolve(specifier, context, next) {
   const parts = specifier.split('/');
   const name = specifier.startsWith('@') ? parts.slice(0, 2).join('/') : parts[0];
   if (refused.includes(name)) throw new Error('LAZY VIOLATION: ' + name + ' imported by ' + context.parentURL);
-  return next(specifier, context);
+  const resolved = await next(specifier, context);
+  const folder = folders.find((f) => resolved.url.includes(f));
+  if (folder) throw new Error('LAZY VIOLATION: ' + resolved.url + ' imported by ' + context.parentURL);
+  return resolved;
 }`;
 
 /**
@@ -33,7 +39,7 @@ function importInFreshNode(entry: string, hook = true): { status: number | null;
   const script = `
 import { register, createRequire } from 'node:module';
 register('data:text/javascript,' + encodeURIComponent(${JSON.stringify(HOOK)}), import.meta.url, {
-  data: { refused: ${JSON.stringify(hook ? LAZY : [])} },
+  data: { refused: ${JSON.stringify(hook ? LAZY : [])}, folders: ${JSON.stringify(hook ? LAZY_FOLDERS : [])} },
 });
 const lib = await import(${JSON.stringify(entry)});
 const loaded = Object.keys(createRequire(import.meta.url).cache).filter((path) =>
@@ -53,7 +59,7 @@ console.log('exports: ' + Object.keys(lib).sort().join(' '));
 const ENTRY = pathToFileURL(join(ROOT, 'src', 'index.ts')).href;
 
 describe('importing the library', () => {
-  it('loads neither openai nor yaml, NATS or the inspector', () => {
+  it('loads neither openai nor yaml, NATS, the inspector, the CLI nor the dashboard', () => {
     const { status, out } = importInFreshNode(ENTRY);
     expect(out).not.toContain('LAZY VIOLATION');
     expect(status).toBe(0);

@@ -4,7 +4,7 @@ import { describeEvent as timelineText } from '../../src/dashboard/event-text.js
 import { describeEvent, describeLine } from '../../src/events/describe-event.js';
 import { inline, renderEvent } from '../../src/persistence/index.js';
 import { RunEvent, type RunEventType } from '../../src/schemas/index.js';
-import { fullRun, HOSTILE, makeEvent } from '../persistence/fixtures.js';
+import { fullRun, HOSTILE, IMPOSED_CONTRACT, makeEvent } from '../persistence/fixtures.js';
 
 /**
  * The one event → text description: every event type has one, and the log's notes, the CLI's
@@ -24,14 +24,6 @@ const totals = {
   durationMs: 1500,
   summary: 'Stopped.',
 };
-const contract = {
-  title: 'T',
-  acceptanceCriteria: ['a'],
-  expectedOutput: 'o',
-  verificationMethod: 'v',
-  rounds: 3,
-  imposed: true,
-};
 const ref = { stepId: 's1', stepNumber: 1 };
 
 /** One event of every type: the fixture run, and the types a passing run does not publish. */
@@ -43,7 +35,7 @@ const SAMPLES: RunEvent[] = [
   }),
   makeEvent('run-a', 41, {
     type: 'step.contract.imposed',
-    payload: { ...ref, contract, outstandingAmendments: ['Cite sources'] },
+    payload: { ...ref, contract: IMPOSED_CONTRACT, outstandingAmendments: ['Cite sources'] },
   }),
   makeEvent('run-a', 42, {
     type: 'step.work.invalid',

@@ -35,6 +35,15 @@ function longRun(runId: string, copies: number): RunEvent[] {
   return all.map((e, i) => ({ ...e, seq: i + 1, id: `${runId}-${i + 1}` }) as RunEvent);
 }
 
+/** Waits until `log` has written `list`, checks the file holds it byte for byte, then closes it. */
+async function expectWritten(path: string, w: ReturnType<typeof writer>, list: readonly RunEvent[]) {
+  await w.log.flushed();
+  expect(await readFile(path, 'utf8')).toBe(renderLog(list));
+  await w.log.close();
+  expect(await readLogFile(path)).toEqual(list);
+  expect(w.errors).toEqual([]);
+}
+
 /** A fixed permutation (no randomness in tests): odd positions reversed, then even positions. */
 function scramble<T>(items: readonly T[]): T[] {
   const odd = items.filter((_, i) => i % 2 === 1).reverse();
@@ -44,13 +53,9 @@ function scramble<T>(items: readonly T[]): T[] {
 describe('LogWriter', () => {
   it('writes the rendered log, byte for byte', async () => {
     const path = join(dir, 'log.md');
-    const { log, errors } = writer(path);
-    for (const event of events) log.append(event);
-    await log.flushed();
-    expect(await readFile(path, 'utf8')).toBe(renderLog(events));
-    await log.close();
-    expect(await readLogFile(path)).toEqual(events);
-    expect(errors).toEqual([]);
+    const w = writer(path);
+    for (const event of events) w.log.append(event);
+    await expectWritten(path, w, events);
   });
 
   it('holds events back until every lower seq has arrived, then writes them in seq order', async () => {
@@ -72,16 +77,12 @@ describe('LogWriter', () => {
     const path = join(dir, 'log.md');
     const long = longRun('run-a', 5);
     expect(long.length).toBeGreaterThan(100);
-    const { log, errors } = writer(path);
+    const w = writer(path);
     for (let at = 0; at < long.length; at += 7) {
-      for (const event of long.slice(at, at + 7)) log.append(event);
+      for (const event of long.slice(at, at + 7)) w.log.append(event);
       await new Promise((resolve) => setImmediate(resolve));
     }
-    await log.flushed();
-    expect(await readFile(path, 'utf8')).toBe(renderLog(long));
-    await log.close();
-    expect(await readLogFile(path)).toEqual(long);
-    expect(errors).toEqual([]);
+    await expectWritten(path, w, long);
   });
 
   it('writes two runs at once to two files, each in seq order whatever the order of arrival', async () => {

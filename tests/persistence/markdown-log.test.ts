@@ -9,7 +9,7 @@ import {
   renderLog,
 } from '../../src/persistence/index.js';
 import type { RunEvent } from '../../src/schemas/index.js';
-import { fullRun, HOSTILE, makeEvent, tsOf } from './fixtures.js';
+import { fullRun, HOSTILE, IMPOSED_CONTRACT, makeEvent, tsOf } from './fixtures.js';
 
 const EXPECTED_HEADINGS = [
   '# PGE Harness Shared State',
@@ -150,17 +150,14 @@ describe('the shared-state log format', () => {
   });
 
   it('says whether a contract was agreed or imposed, and lists what was imposed', () => {
-    const contract = {
-      title: 'T',
-      acceptanceCriteria: ['a'],
-      expectedOutput: 'o',
-      verificationMethod: 'v',
-      rounds: 3,
-      imposed: true,
-    };
     const imposed = makeEvent('run-a', 7, {
       type: 'step.contract.imposed',
-      payload: { stepId: 's1', stepNumber: 1, contract, outstandingAmendments: ['Cite sources', HOSTILE] },
+      payload: {
+        stepId: 's1',
+        stepNumber: 1,
+        contract: IMPOSED_CONTRACT,
+        outstandingAmendments: ['Cite sources', HOSTILE],
+      },
     });
     const text = renderEvent(imposed);
     expect(text).toContain('Step 1 contract imposed after 3 rounds (2 amendments added)\n');
