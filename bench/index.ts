@@ -3,6 +3,7 @@ import { cpus, tmpdir, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { findNatsServer } from '../tests/support/nats-server.js';
 import { measureOverhead } from './harness-overhead.js';
+import { measureImportTime } from './import-time.js';
 import { measureMemory } from './memory.js';
 import { measureBusOverhead } from './nats-overhead.js';
 import type { NatsResults } from './nats-report.js';
@@ -12,9 +13,10 @@ import { type BenchResults, printReport } from './report.js';
 
 /**
  * `npm run bench`: the harness's overhead per model call against a bare XState loop, prompt size
- * against steps run, memory per active run, and on a private nats-server throughput against
- * workers per role and the bus's cost per model call, measured in one process and printed as a
- * table followed by one line of JSON. Logs go to a temporary directory, deleted at the end.
+ * against steps run, memory per active run, on a private nats-server throughput against workers
+ * per role and the bus's cost per model call, and the library's import time in a fresh `node`,
+ * measured from one process and printed as a table followed by one line of JSON. Logs go to a
+ * temporary directory, deleted at the end.
  * See docs/benchmarks.md for what each figure means.
  */
 
@@ -34,6 +36,8 @@ const SETTINGS = {
   memoryRuns: 1000,
   /** After the memory measure, how long the 1,000 runs go on before the rest are interrupted. */
   drainWindowMs: 10_000,
+  /** Fresh `node` processes per import timed in section 7. */
+  importRuns: 11,
 } as const;
 
 /** Settings of sections 5-6 (NATS). */
@@ -60,10 +64,10 @@ async function measureNats(dir: string): Promise<NatsResults> {
     return { skipped: error instanceof Error ? error.message : String(error) };
   }
   const scaling = await section(
-    `5/6 scaling on NATS (workers per role ${NATS_SETTINGS.scaling.workers.join(', ')})`,
+    `5/7 scaling on NATS (workers per role ${NATS_SETTINGS.scaling.workers.join(', ')})`,
     () => measureNatsScaling({ dir, ...NATS_SETTINGS.scaling }),
   );
-  const busOverhead = await section('6/6 bus overhead per model call, NATS vs in process', () =>
+  const busOverhead = await section('6/7 bus overhead per model call, NATS vs in process', () =>
     measureBusOverhead({ dir, ...NATS_SETTINGS.busOverhead }),
   );
   return { scaling, busOverhead };
@@ -92,13 +96,13 @@ async function main(): Promise<void> {
       memoryGiB: Math.round((totalmem() / 2 ** 30) * 10) / 10,
     };
     const { harness, bare, pgeOverBare } = await section(
-      '1-2/6 harness overhead (pge runs on the embedded bus, log on disk) beside the bare XState loop',
+      '1-2/7 harness overhead (pge runs on the embedded bus, log on disk) beside the bare XState loop',
       () => measureOverhead({ dir, ...SETTINGS }),
     );
-    const prompts = await section('3/6 prompt size against steps run (plans of 10, 50, 200 steps)', () =>
+    const prompts = await section('3/7 prompt size against steps run (plans of 10, 50, 200 steps)', () =>
       measurePromptSizes(dir),
     );
-    const memory = await section(`4/6 memory with ${SETTINGS.memoryRuns} runs in flight`, () =>
+    const memory = await section(`4/7 memory with ${SETTINGS.memoryRuns} runs in flight`, () =>
       measureMemory({
         dir,
         runs: SETTINGS.memoryRuns,
@@ -107,6 +111,10 @@ async function main(): Promise<void> {
       }),
     );
     const nats = await measureNats(dir);
+    const importTime = await section(
+      `7/7 library import time (${SETTINGS.importRuns} fresh node processes per import)`,
+      async () => measureImportTime(SETTINGS.importRuns),
+    );
     const results: BenchResults = {
       machine,
       settings: SETTINGS,
@@ -116,6 +124,7 @@ async function main(): Promise<void> {
       prompts,
       memory,
       nats,
+      importTime,
       totalSeconds: (performance.now() - started) / 1000,
     };
     printReport(results);

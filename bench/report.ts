@@ -1,4 +1,5 @@
 import type { HarnessResults } from './harness-overhead.js';
+import { type ImportTimeResults, importTimeLines } from './import-time.js';
 import type { LoopFigures } from './measure.js';
 import type { MemoryFigures } from './memory.js';
 import { type NatsResults, natsReportLines, scalingVerdict } from './nats-report.js';
@@ -25,6 +26,8 @@ export interface BenchResults {
   memory: MemoryFigures;
   /** Sections 5-6: scaling and bus overhead on NATS. */
   nats: NatsResults;
+  /** Section 7: the library's import time beside xstate's and zod's. */
+  importTime: ImportTimeResults;
   totalSeconds: number;
 }
 
@@ -208,6 +211,7 @@ export function printReport(r: BenchResults): void {
   );
   out.push('');
   out.push(...natsReportLines(r.nats, table));
+  out.push(...importTimeLines(r.importTime, table));
   out.push(`total ${fixed(r.totalSeconds)} s`);
   console.log(out.join('\n'));
   console.log(JSON.stringify({ ...r, derived: v }));

@@ -1,5 +1,5 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
-import OpenAI, { APIConnectionError, APIConnectionTimeoutError, APIError, APIUserAbortError } from 'openai';
+import type { APIError, ClientOptions, OpenAI } from 'openai';
 import type {
   ChatCompletion,
   ChatCompletionCreateParamsNonStreaming,
@@ -58,6 +58,20 @@ export function describeEndpoint(baseURL: string): string {
   } catch {
     return '(invalid base URL)';
   }
+}
+
+/** The SDK's module; `import type` above, so that only `loadSdk` loads it. */
+type Sdk = typeof import('openai');
+let sdk: Promise<Sdk> | undefined;
+
+/**
+ * The SDK, loaded at the first model call rather than with the library: it is the largest part
+ * of the library's import time, and a process that never calls OpenAI (the demo model, another
+ * `Model`, a worker of another role) need not pay for it.
+ */
+function loadSdk(): Promise<Sdk> {
+  sdk ??= import('openai');
+  return sdk;
 }
 
 function isLoopback(baseURL: string): boolean {
@@ -136,7 +150,9 @@ export class OpenAIModel implements Model {
   /** The server, without credentials: what error messages name. */
   readonly endpoint: string;
   readonly #options: z.output<typeof OpenAIModelOptions>;
-  readonly #client: OpenAI;
+  readonly #clientOptions: ClientOptions;
+  /** Made at the first call, once the SDK is loaded. */
+  #client: OpenAI | null = null;
   readonly #secret: string | null;
   readonly #prices: PriceTable;
 
@@ -162,13 +178,13 @@ export class OpenAIModel implements Model {
     }
     this.#secret = apiKey ?? null;
     this.#prices = { ...DEFAULT_PRICES, ...parsed.data.prices };
-    this.#client = new OpenAI({
+    this.#clientOptions = {
       apiKey: apiKey ?? LOCAL_DUMMY_KEY,
       baseURL,
       maxRetries: parsed.data.maxRetries,
       timeout: parsed.data.timeoutMs,
       fetch: observingFetch,
-    });
+    };
   }
 
   /**
@@ -178,14 +194,18 @@ export class OpenAIModel implements Model {
    */
   async complete(request: ModelRequest): Promise<ModelAnswer> {
     const call: CallRecord = { attempts: 0, refusedWaitMs: null, quotaExhausted: false };
+    const openai = await loadSdk();
+    this.#client ??= new openai.OpenAI(this.#clientOptions);
+    const client = this.#client;
     let completion: ChatCompletion;
     try {
       completion = await callContext.run(call, () =>
-        this.#client.chat.completions.create(this.#params(request), { signal: request.signal }),
+        client.chat.completions.create(this.#params(request), { signal: request.signal }),
       );
     } catch (error) {
-      if (error instanceof APIUserAbortError && request.signal?.aborted) throw request.signal.reason ?? error;
-      throw this.#mapError(error, call);
+      if (error instanceof openai.APIUserAbortError && request.signal?.aborted)
+        throw request.signal.reason ?? error;
+      throw this.#mapError(error, call, openai);
     }
     return this.#answer(completion);
   }
@@ -257,19 +277,19 @@ export class OpenAIModel implements Model {
     return copy;
   }
 
-  #mapError(error: unknown, call: CallRecord): Error {
+  #mapError(error: unknown, call: CallRecord, openai: Sdk): Error {
     const [where, model] = [this.endpoint, this.name];
     const tries = `${call.attempts} attempt${call.attempts === 1 ? '' : 's'}`;
     const cause = this.#scrubbed(error);
     const transport = (text: string) => new ModelTransportError(this.#scrub(text), { cause });
     const refused = (text: string, status: number) =>
       new ModelRequestError(this.#scrub(text), { cause, status });
-    if (error instanceof APIConnectionTimeoutError) {
+    if (error instanceof openai.APIConnectionTimeoutError) {
       return transport(
         `the model server at ${where} did not answer within ${this.#options.timeoutMs} ms (${tries})`,
       );
     }
-    if (error instanceof APIConnectionError) {
+    if (error instanceof openai.APIConnectionError) {
       // The SDK says only "Connection error."; the reason (ECONNREFUSED, socket closed) is in its causes.
       const reasons: string[] = [];
       for (let e = error.cause; e instanceof Error && reasons.length < 4; e = e.cause)
@@ -278,7 +298,7 @@ export class OpenAIModel implements Model {
         `could not reach the model server at ${where} (${tries}): ${reasons.join(': ') || error.message}`,
       );
     }
-    if (!(error instanceof APIError) || error.status === undefined) {
+    if (!(error instanceof openai.APIError) || error.status === undefined) {
       return transport(
         `the call to the model server at ${where} failed: ${(error as Error)?.message ?? String(error)}`,
       );

@@ -2,7 +2,7 @@ import { BoundedMap } from '../bounded-map.js';
 import type { Bus, BusSubscription } from '../bus/bus.js';
 import { subscribeEvents } from '../bus/channels.js';
 import { LogWriteError } from '../errors.js';
-import { LogWriter, type LogWriterOptions, ThreadedLogWriter } from '../persistence/index.js';
+import { LogWriter } from '../persistence/index.js';
 import type { RunEvent, RunEventOf } from '../schemas/index.js';
 
 /** Options of `createPersistenceActor`. */
@@ -23,16 +23,7 @@ export interface PersistenceActorOptions {
   acknowledgeAfterWrite?: boolean;
   /** Told of every failure to write a run's log; that run must stop, since the log is not best-effort. */
   onError: (runId: string, error: LogWriteError) => void;
-  /**
-   * Render and write the logs on the log thread (default true: `ThreadedLogWriter`), or on the
-   * caller's thread (`LogWriter`). Same files, same guarantees; the thread keeps the markdown and
-   * the disk off the event loop that runs the charts.
-   */
-  logThread?: boolean;
 }
-
-/** What the actor needs of a run's log writer; `LogWriter` and `ThreadedLogWriter` both are one. */
-type RunLogWriter = Pick<LogWriter, 'append' | 'flushed' | 'close' | 'finish'>;
 
 /** The persistence actor: every event of every run, appended to that run's markdown log. */
 export interface PersistenceActor {
@@ -49,7 +40,7 @@ export interface PersistenceActor {
 }
 
 interface RunLog {
-  writer: RunLogWriter | null;
+  writer: LogWriter | null;
   /** Events that came before the run's `run.started`, which names the file. */
   early: RunEvent[];
   /** `flushed()` calls that wait for the writer to exist. */
@@ -88,17 +79,14 @@ export function createPersistenceActor(options: PersistenceActorOptions): Persis
     terminalSeq,
     failure: null,
   });
-  const openLog = (o: LogWriterOptions): RunLogWriter =>
-    options.logThread === false ? new LogWriter(o) : new ThreadedLogWriter(o);
-
   const report = (runId: string, run: RunLog, error: LogWriteError): void => {
     if (run.failure !== null) return;
     run.failure = error;
     onError(runId, error);
   };
 
-  const start = (run: RunLog, event: RunEventOf<'run.started'>): RunLogWriter => {
-    const writer = openLog({
+  const start = (run: RunLog, event: RunEventOf<'run.started'>): LogWriter => {
+    const writer = new LogWriter({
       path: resolvePath?.(event) ?? event.payload.logPath,
       runId: event.runId,
       onError: (error) => report(event.runId, run, error),
@@ -111,7 +99,7 @@ export function createPersistenceActor(options: PersistenceActorOptions): Persis
     return writer;
   };
 
-  const finish = (runId: string, run: RunLog, writer: RunLogWriter, seq: number): void => {
+  const finish = (runId: string, run: RunLog, writer: LogWriter, seq: number): void => {
     run.terminalSeq = seq;
     // Close only once the terminal event is written: over NATS an earlier event may still be on its way.
     run.done = writer.finish().then(() => {

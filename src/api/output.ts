@@ -1,6 +1,15 @@
-import { stringify } from 'yaml';
 import type { ResolvedOptions } from './options.js';
 import type { HarnessResult } from './result.js';
+
+/** The `yaml` module; `typeof import` keeps it a type, so that only `loadYaml` loads it. */
+type Yaml = typeof import('yaml');
+let yaml: Promise<Yaml> | undefined;
+
+/** `yaml`, loaded the first time a run asks for YAML output rather than with the library. */
+function loadYaml(): Promise<Yaml> {
+  yaml ??= import('yaml');
+  return yaml;
+}
 
 /**
  * `outputType`: what `run` returns, as the reference's history formatter does, from a transcript
@@ -76,20 +85,22 @@ export type RunOutput<T extends OutputType = OutputType> = {
 const lines = (messages: TranscriptMessage[]) => messages.map((m) => `${m.role}: ${m.content}`);
 
 /** One formatter per output type; a new output type in the options schema fails to compile here. */
-const FORMATS: { [T in OutputType]: (task: string, result: HarnessResult) => RunOutput<T> } = {
+const FORMATS: {
+  [T in OutputType]: (task: string, result: HarnessResult) => RunOutput<T> | Promise<RunOutput<T>>;
+} = {
   final: (_task, result) => result.finalArtifact,
   dict: (task, result) => transcript(task, result),
   list: (task, result) => lines(transcript(task, result)),
   str: (task, result) => lines(transcript(task, result)).join('\n\n'),
   json: (task, result) => JSON.stringify(transcript(task, result), null, 2),
-  yaml: (task, result) => stringify(transcript(task, result)),
+  yaml: async (task, result) => (await loadYaml()).stringify(transcript(task, result)),
 };
 
 /** Formats a finished run for `outputType`. */
-export function formatOutput<T extends OutputType>(
+export async function formatOutput<T extends OutputType>(
   outputType: T,
   task: string,
   result: HarnessResult,
-): RunOutput<T> {
+): Promise<RunOutput<T>> {
   return FORMATS[outputType](task, result);
 }

@@ -112,7 +112,7 @@ export class PlannerGeneratorEvaluator<T extends OutputType = OutputType> {
     try {
       const outcome = await handle.done;
       await runtime.bus.flush();
-      // The log thread writes the last events while this thread builds the result.
+      // The last events may still be on their way to the disk while the result is built.
       const result = buildResult(runId, logPath, outcome, handle.calls, 0);
       await runtime.persistence.flushed(runId);
       const logError = this.logErrors.get(runId);

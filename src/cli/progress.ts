@@ -1,5 +1,6 @@
+import { formatScores } from '../events/describe-event.js';
 import type { RunEvent } from '../schemas/index.js';
-import { describeEvent, formatScores, formatUsage, newRunState, type RunState } from './event-lines.js';
+import { describeEvent, formatRunUsage, newRunState, type RunState } from './event-lines.js';
 
 /**
  * The progress display, fed by the `onEvent` option. On a terminal it keeps one live status line
@@ -72,7 +73,7 @@ export class Progress {
     if (s.attempt > 0) parts.push(`attempt ${s.attempt}`);
     parts.push(s.phase);
     if (s.scores) parts.push(`last: ${formatScores(s.scores)}`);
-    parts.push(formatUsage(s), `${((this.#options.now() - s.startedAt) / 1000).toFixed(0)}s`);
+    parts.push(formatRunUsage(s), `${((this.#options.now() - s.startedAt) / 1000).toFixed(0)}s`);
     const text = parts.join(' · ');
     const width = (this.#options.stream.columns || 80) - 1;
     return text.length > width ? `${text.slice(0, Math.max(0, width - 1))}…` : text;

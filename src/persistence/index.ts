@@ -1,6 +1,5 @@
 /** The shared-state markdown log: rendering, the ordered writer, and the reader that parses it back. */
 
-export type { LogIo } from './log-file.js';
 export { logHeadings, readLog, readLogFile, readLogRunId } from './log-reader.js';
 export type { LogWriterOptions } from './log-writer.js';
 export { LogWriter } from './log-writer.js';
@@ -14,4 +13,3 @@ export {
   renderEvent,
   renderLog,
 } from './markdown-log.js';
-export { stopLogThread, ThreadedLogWriter } from './threaded-log-writer.js';

@@ -1,8 +1,6 @@
-import { readFileSync } from 'node:fs';
-import { readFile } from 'node:fs/promises';
+import { type FileHandle, open, readFile } from 'node:fs/promises';
 import { LogWriteError } from '../errors.js';
 import type { RunEvent } from '../schemas/index.js';
-import { type LogFile, type LogIo, openLogFile } from './log-file.js';
 import { readLog, readLogRunId } from './log-reader.js';
 import { renderEvent } from './markdown-log.js';
 
@@ -14,8 +12,6 @@ export interface LogWriterOptions {
   runId: string;
   /** Told once, with the first failure; the run must stop, since the log is not best-effort. */
   onError: (error: LogWriteError) => void;
-  /** How the file is written (default `async`; the log thread uses `sync`, see `LogIo`). */
-  io?: LogIo;
 }
 
 interface Waiter {
@@ -33,9 +29,14 @@ const message = (error: unknown): string => (error instanceof Error ? error.mess
  * of events costs one system call. The first failure is final: it is reported to `onError`,
  * rejects `flushed()` and `close()`, and every later `append` throws it.
  *
+ * It runs on the event loop that runs the charts, with Node's asynchronous file API: a model call
+ * takes seconds, and rendering its few events and handing one write to the thread pool is a small
+ * part of a run's cost (docs/benchmarks.md has the figures), so a thread of its own would buy
+ * nothing that pays for its machinery.
+ *
  * The constructor starts opening the file and accepts events at once; `LogWriter.open` waits
  * until the file is open and checked. Events come validated from the bus, so they are not parsed
- * again here: the budget is under 100 µs of harness overhead per model call.
+ * again here.
  */
 export class LogWriter {
   readonly path: string;
@@ -43,15 +44,9 @@ export class LogWriter {
   /** Settles when the file is open and checked: rejects with the `LogWriteError` that prevented it. */
   readonly ready: Promise<void>;
   readonly #onError: (error: LogWriteError) => void;
-  readonly #io: LogIo;
-  #drainQueued = false;
-  readonly #queuedDrain = (): void => {
-    this.#drainQueued = false;
-    this.#drain();
-  };
-  #handle: LogFile | null = null;
-  /** Events (with their JSON, when the caller had it) that arrived before a lower seq did, or before the file was open. */
-  readonly #held = new Map<number, { event: RunEvent; json: string | undefined }>();
+  #handle: FileHandle | null = null;
+  /** Events that arrived before a lower seq did, or before the file was open. */
+  readonly #held = new Map<number, RunEvent>();
   /** The seq to render next; anything lower is rendered, or was already in the file. */
   #nextSeq = 1;
   #chunks: string[] = [];
@@ -68,7 +63,6 @@ export class LogWriter {
     this.path = options.path;
     this.runId = options.runId;
     this.#onError = options.onError;
-    this.#io = options.io ?? 'async';
     this.ready = this.#open();
     // The rejection is reported through #fail; callers that await `ready` see it as well.
     this.ready.then(
@@ -88,10 +82,10 @@ export class LogWriter {
   }
 
   /**
-   * Queues one event; `json` is `JSON.stringify(event)` if the caller already made it. Duplicates
-   * and events already in a resumed file are ignored (delivery is at-least-once).
+   * Queues one event. Duplicates and events already in a resumed file are ignored (delivery is
+   * at-least-once).
    */
-  append(event: RunEvent, json?: string): void {
+  append(event: RunEvent): void {
     if (this.#failure !== null) throw this.#failure;
     if (event.runId !== this.runId) {
       throw new LogWriteError(
@@ -101,14 +95,9 @@ export class LogWriter {
     if (event.seq < this.#nextSeq || this.#held.has(event.seq)) return;
     if (this.#closed)
       throw new LogWriteError(`the log ${this.path} is closed; event seq ${event.seq} was not written`);
-    this.#held.set(event.seq, { event, json });
+    this.#held.set(event.seq, event);
     if (event.seq > this.#highestSeq) this.#highestSeq = event.seq;
-    if (this.#io === 'async') this.#drain();
-    else if (!this.#drainQueued) {
-      // A sync write blocks until it is done, so the events appended together go out together.
-      this.#drainQueued = true;
-      queueMicrotask(this.#queuedDrain);
-    }
+    this.#drain();
   }
 
   /** Resolves when every event appended so far is written (a missing seq holds back those after it). */
@@ -152,19 +141,19 @@ export class LogWriter {
   }
 
   async #open(): Promise<void> {
-    let handle: LogFile;
+    let handle: FileHandle;
     // A new log is created exclusively, so two writers can never share one file; only an existing
     // log of this very run is opened for appending (a resume).
     let created = true;
     try {
-      handle = await openLogFile(this.path, 'wx', this.#io);
+      handle = await open(this.path, 'wx');
     } catch (error) {
       if ((error as NodeJS.ErrnoException).code !== 'EEXIST') {
         throw new LogWriteError(`cannot open ${this.path}: ${message(error)}`, { cause: error });
       }
       created = false;
       try {
-        handle = await openLogFile(this.path, 'a', this.#io);
+        handle = await open(this.path, 'a');
       } catch (error2) {
         throw new LogWriteError(`cannot open ${this.path}: ${message(error2)}`, { cause: error2 });
       }
@@ -183,18 +172,17 @@ export class LogWriter {
   }
 
   /** The last seq of this run's own existing log (a resume), 0 for a device; throws for any other file. */
-  async #lastSeqInFile(handle: LogFile): Promise<number> {
-    // Empty but already there: another writer has just created it, or someone left it; either way
-    // it is not this run's log to resume.
+  async #lastSeqInFile(handle: FileHandle): Promise<number> {
     const stat = await handle.stat();
     // A device or pipe (/dev/stdout, say) holds no earlier run: write from the start.
-    if (!stat.isFile) return 0;
+    if (!stat.isFile()) return 0;
+    // Empty but already there: another writer has just created it, or someone left it; either way
+    // it is not this run's log to resume.
     if (stat.size === 0)
       throw new LogWriteError(
         `${this.path} already exists (empty): another writer may hold it; pge never shares a log`,
       );
-    // In sync mode no call goes through the thread pool (the log thread blocks between its polls).
-    const text = this.#io === 'sync' ? readFileSync(this.path, 'utf8') : await readFile(this.path, 'utf8');
+    const text = await readFile(this.path, 'utf8');
     const owner = readLogRunId(text);
     if (owner === null)
       throw new LogWriteError(`${this.path} exists and is not a pge log; pge never overwrites a file`);
@@ -209,32 +197,23 @@ export class LogWriter {
 
   /** Renders every held event whose predecessors are rendered, and starts a write if none is in flight. */
   #drain(): void {
-    if (this.#handle === null || this.#failure !== null) return;
+    const handle = this.#handle;
+    if (handle === null || this.#failure !== null) return;
     let held = this.#held.get(this.#nextSeq);
     while (held !== undefined) {
       this.#held.delete(this.#nextSeq);
-      this.#chunks.push(renderEvent(held.event, held.json));
+      this.#chunks.push(renderEvent(held));
       held = this.#held.get(++this.#nextSeq);
     }
-    if (!this.#inFlight && this.#chunks.length > 0) {
-      this.#inFlight = true;
-      const data = Buffer.from(this.#chunks.join(''), 'utf8');
-      const upTo = this.#nextSeq - 1;
-      this.#chunks = [];
-      let writing: Promise<void> | undefined;
-      try {
-        writing = this.#handle.write(data);
-      } catch (error) {
-        this.#fail(error, 'cannot write');
-        return;
-      }
-      if (writing === undefined) this.#written(upTo);
-      else
-        writing.then(
-          () => this.#written(upTo),
-          (error: unknown) => this.#fail(error, 'cannot write'),
-        );
-    }
+    if (this.#inFlight || this.#chunks.length === 0) return;
+    this.#inFlight = true;
+    const data = Buffer.from(this.#chunks.join(''), 'utf8');
+    const upTo = this.#nextSeq - 1;
+    this.#chunks = [];
+    writeAll(handle, data).then(
+      () => this.#written(upTo),
+      (error: unknown) => this.#fail(error, 'cannot write'),
+    );
   }
 
   #written(upTo: number): void {
@@ -285,5 +264,14 @@ export class LogWriter {
     } catch (error) {
       this.#fail(error, 'cannot close');
     }
+  }
+}
+
+/** Writes all of `data` at the end of the file: `FileHandle.write` may write less than asked. */
+async function writeAll(handle: FileHandle, data: Uint8Array): Promise<void> {
+  let offset = 0;
+  while (offset < data.length) {
+    const { bytesWritten } = await handle.write(data, offset, data.length - offset);
+    offset += bytesWritten;
   }
 }

@@ -1,3 +1,4 @@
+import { describeLine } from '../events/describe-event.js';
 import type { RunEvent, RunEventOf } from '../schemas/index.js';
 
 /**
@@ -65,12 +66,9 @@ export function eventMarker(event: Pick<RunEvent, 'seq' | 'type'>): string {
   return `<!-- pge:event seq=${event.seq} type=${event.type} -->`;
 }
 
-/**
- * The chunk that the log holds for `event`: its section or note, then the event as JSON. `json`
- * is `JSON.stringify(event)` when the caller already has it (the log thread receives events so).
- */
-export function renderEvent(event: RunEvent, json = JSON.stringify(event)): string {
-  return `${renderBody(event)}${eventMarker(event)}\n${fenced(json, 'json')}`;
+/** The chunk that the log holds for `event`: its section or note, then the event as JSON. */
+export function renderEvent(event: RunEvent): string {
+  return `${renderBody(event)}${eventMarker(event)}\n${fenced(JSON.stringify(event), 'json')}`;
 }
 
 /** The whole log of a sequence of events, as a writer appending them in order produces it. */
@@ -229,118 +227,18 @@ function renderSummary(event: RunEventOf<'run.completed'> | RunEventOf<'run.fail
   return out + block('Summary', p.summary);
 }
 
+/**
+ * A `####` note: the event's shared description on one line (escaped as a whole, since model text
+ * may be in it), and for two events the model text that does not fit on a line.
+ */
 function renderNote(event: RunEvent): string {
-  switch (event.type) {
-    case 'plan.requested': {
-      const { input } = event.payload;
-      const why =
-        input.replan === null ? '' : ` (replan after step ${input.replan.failedStepId} was exhausted)`;
-      return note(event, `Planner asked for a plan of at most ${plural(input.maxSteps, 'step')}${why}.`);
-    }
-    case 'plan.truncated': {
-      const { from, to, droppedStepIds } = event.payload;
-      return note(
-        event,
-        `The plan had ${from} steps, more than allowed: cut to ${to}, dropping ${droppedStepIds.join(', ')}.`,
-      );
-    }
-    case 'step.started':
-      return note(
-        event,
-        `Step ${event.payload.stepNumber} (${event.payload.stepId}) started: ${inline(event.payload.title)}`,
-      );
-    case 'step.contract.requested':
-      return note(
-        event,
-        `Generator asked to propose step ${event.payload.input.stepNumber}'s contract, round ${event.payload.input.round}.`,
-      );
-    case 'step.review.requested': {
-      const { stepNumber, round, maxRounds } = event.payload.input;
-      return note(
-        event,
-        `Evaluator asked to review step ${stepNumber}'s contract, round ${round} of ${maxRounds}.`,
-      );
-    }
-    case 'step.contract.agreed':
-      return note(
-        event,
-        `Step ${event.payload.stepNumber}'s contract was agreed after ${plural(event.payload.contract.rounds, 'round')}.`,
-      );
-    case 'step.contract.imposed': {
-      const { stepNumber, contract, outstandingAmendments } = event.payload;
-      return note(
-        event,
-        `Step ${stepNumber}'s contract was imposed after ${plural(contract.rounds, 'round')}, with ${plural(outstandingAmendments.length, 'outstanding amendment')} added.`,
-        listBlock('Outstanding amendments', outstandingAmendments),
-      );
-    }
-    case 'step.work.requested': {
-      const { stepNumber, attempt, retry } = event.payload.input;
-      return note(
-        event,
-        `Generator asked to work on step ${stepNumber}, attempt ${attempt}${retry === null ? '' : ` (${retry.signal})`}.`,
-      );
-    }
-    case 'step.evaluation.requested':
-      return note(
-        event,
-        `Evaluator asked to judge step ${event.payload.input.stepNumber}, attempt ${event.payload.input.attempt}.`,
-      );
-    case 'step.attempt.judged': {
-      const { stepNumber, attempt, verdict, reason, scores, weightedMean } = event.payload;
-      const parts = scores.map(
-        (s) => `${inline(s.criterion)} ${s.score ?? '—'}/${s.threshold} ${s.passed ? '✓' : '✗'}`,
-      );
-      const mean = weightedMean === null ? 'no weighted mean' : `weighted mean ${weightedMean.toFixed(2)}`;
-      return note(
-        event,
-        `Step ${stepNumber} attempt ${attempt}: **${verdict.toUpperCase()}** (${reason}), ${mean} — ${parts.join(', ')}`,
-      );
-    }
-    case 'step.retry.scheduled': {
-      const { stepNumber, nextAttempt, signal, previousMean, lastMean } = event.payload;
-      const trend =
-        lastMean === null
-          ? ''
-          : ` (weighted mean ${previousMean === null ? '' : `${previousMean.toFixed(2)} → `}${lastMean.toFixed(2)})`;
-      return note(
-        event,
-        `Step ${stepNumber} will be retried as attempt ${nextAttempt}: **${signal}**${trend}.`,
-      );
-    }
-    case 'step.passed':
-      return note(event, `Step ${event.payload.stepNumber} passed on attempt ${event.payload.attempt}.`);
-    case 'step.failed': {
-      const { stepNumber, attempts, bestAttempt, policy } = event.payload;
-      const best = bestAttempt === null ? 'no attempt was judged' : `best attempt ${bestAttempt}`;
-      return note(
-        event,
-        `Step ${stepNumber} failed after ${plural(attempts, 'attempt')} (${best}); policy: ${policy}.`,
-      );
-    }
-    case 'model.call.completed': {
-      const c = event.payload;
-      const extra = `${c.repair > 0 ? `, repair ${c.repair}` : ''}${c.outcome === 'invalid' ? `, invalid: ${inline(c.problem ?? 'no reason given')}` : ''}`;
-      return note(
-        event,
-        `${c.role}/${c.phase} on ${inline(c.model)}: ${c.promptTokens} prompt + ${c.completionTokens} completion tokens, ${usd(c.costUsd)}, ${seconds(c.latencyMs)}${extra}`,
-      );
-    }
-    case 'role.failed': {
-      const { role, phase, error, raw } = event.payload;
-      const summary = `${role}/${phase} failed (${error.retryable ? 'retryable' : 'not retryable'}): ${inline(error.name)}: ${inline(error.message)}`;
-      return note(event, summary, raw === null ? '' : block('Raw answer', raw));
-    }
-    case 'request.cancelled': {
-      const { requestId, phase, reason } = event.payload;
-      return note(event, `request ${requestId} (${phase}) cancelled: ${inline(reason)}`, '');
-    }
-    case 'result.rejected': {
-      const { requestId, worker, reason } = event.payload;
-      return note(event, `${reason} result for request ${requestId} from ${inline(worker)}: not applied`, '');
-    }
-    default:
-      // Only reached by the section types, which renderBody handles before calling here.
-      return note(event, event.type);
-  }
+  return note(event, inline(describeLine(event)), noteDetails(event));
+}
+
+function noteDetails(event: RunEvent): string {
+  if (event.type === 'step.contract.imposed')
+    return listBlock('Outstanding amendments', event.payload.outstandingAmendments);
+  if (event.type === 'role.failed' && event.payload.raw !== null)
+    return block('Raw answer', event.payload.raw);
+  return '';
 }

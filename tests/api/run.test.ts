@@ -282,12 +282,14 @@ describe('long-lived workers', () => {
       gc();
       return process.memoryUsage().heapUsed;
     };
-    const before = await runs(60);
+    // The first runs fill the bounded caches (the bus's routes: 4,096 subjects, about 30 a run);
+    // after them, what remains per run is a closed run's id in the memories of ended runs.
+    const before = await runs(200);
     const after = await runs(240);
     await pge.close();
     // Racing every model call against one long-lived abort promise kept each answer, about 25 KB
-    // a run of this demo; what remains per run is a closed run's id in a bounded memory.
-    expect((after - before) / 240).toBeLessThan(8 * 1024);
+    // a run of this demo: the bound catches a leak of that kind.
+    expect((after - before) / 240).toBeLessThan(4 * 1024);
   });
 });
 

@@ -126,10 +126,10 @@ describe('describeEvent', () => {
     durationMs: 10,
     summary: '',
   };
-  const usage = { promptTokens: 1, completionTokens: 1, costUsd: 0, calls: 1 };
+  const usage = { promptTokens: 1000, completionTokens: 200, costUsd: 0.0123, calls: 3 };
 
   it('says why a run stopped and what a failed step keeps', () => {
-    const state = { ...newRunState(0), steps: 2, tokens: 1200, costUsd: 0.0123 };
+    const state = { ...newRunState(0), steps: 2 };
     expect(
       describeEvent(
         at(

@@ -41,6 +41,16 @@ export function makeEvent(runId: string, seq: number, draft: RunEventDraft): Run
   return RunEvent.parse({ id: `${runId}-evt-${seq}`, runId, seq, ts: tsOf(seq), ...draft });
 }
 
+/** A contract imposed after three rounds, for tests of `step.contract.imposed`. */
+export const IMPOSED_CONTRACT = {
+  title: 'T',
+  acceptanceCriteria: ['a'],
+  expectedOutput: 'o',
+  verificationMethod: 'v',
+  rounds: 3,
+  imposed: true,
+};
+
 /** Options of `fullRun`. */
 export interface FullRunOptions {
   logPath?: string;

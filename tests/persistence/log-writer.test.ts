@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { LogWriteError } from '../../src/errors.js';
-import { type LogIo, LogWriter, readLogFile, renderLog } from '../../src/persistence/index.js';
+import { LogWriter, readLogFile, renderLog } from '../../src/persistence/index.js';
 import type { RunEvent } from '../../src/schemas/index.js';
 import { fullRun } from './fixtures.js';
 
@@ -20,9 +20,28 @@ afterEach(async () => {
 const events = fullRun('run-a');
 
 /** A writer whose failures are recorded, so a test can assert that onError saw exactly them. */
-function writerWith(io: LogIo, path: string, runId = 'run-a'): { log: LogWriter; errors: LogWriteError[] } {
+function writer(path: string, runId = 'run-a'): { log: LogWriter; errors: LogWriteError[] } {
   const errors: LogWriteError[] = [];
-  return { log: new LogWriter({ path, runId, io, onError: (e) => errors.push(e) }), errors };
+  return { log: new LogWriter({ path, runId, onError: (e) => errors.push(e) }), errors };
+}
+
+/** Events of a longer run than the fixture: more events than one write takes. */
+function longRun(runId: string, copies: number): RunEvent[] {
+  const base = fullRun(runId);
+  const middle = base.slice(1, -1);
+  const all = [base[0]!];
+  for (let i = 0; i < copies; i++) all.push(...middle);
+  all.push(base.at(-1)!);
+  return all.map((e, i) => ({ ...e, seq: i + 1, id: `${runId}-${i + 1}` }) as RunEvent);
+}
+
+/** Waits until `log` has written `list`, checks the file holds it byte for byte, then closes it. */
+async function expectWritten(path: string, w: ReturnType<typeof writer>, list: readonly RunEvent[]) {
+  await w.log.flushed();
+  expect(await readFile(path, 'utf8')).toBe(renderLog(list));
+  await w.log.close();
+  expect(await readLogFile(path)).toEqual(list);
+  expect(w.errors).toEqual([]);
 }
 
 /** A fixed permutation (no randomness in tests): odd positions reversed, then even positions. */
@@ -31,18 +50,12 @@ function scramble<T>(items: readonly T[]): T[] {
   return [...odd, ...items.filter((_, i) => i % 2 === 0)];
 }
 
-// Every behaviour holds for both ways of writing the file (the log thread uses `sync`).
-describe.each(['async', 'sync'] as const)('LogWriter (%s writes)', (io) => {
-  const writer = (path: string, runId = 'run-a') => writerWith(io, path, runId);
+describe('LogWriter', () => {
   it('writes the rendered log, byte for byte', async () => {
     const path = join(dir, 'log.md');
-    const { log, errors } = writer(path);
-    for (const event of events) log.append(event);
-    await log.flushed();
-    expect(await readFile(path, 'utf8')).toBe(renderLog(events));
-    await log.close();
-    expect(await readLogFile(path)).toEqual(events);
-    expect(errors).toEqual([]);
+    const w = writer(path);
+    for (const event of events) w.log.append(event);
+    await expectWritten(path, w, events);
   });
 
   it('holds events back until every lower seq has arrived, then writes them in seq order', async () => {
@@ -60,23 +73,76 @@ describe.each(['async', 'sync'] as const)('LogWriter (%s writes)', (io) => {
     expect(await readFile(path, 'utf8')).toBe(renderLog(events));
   });
 
+  it('writes a long run, appended over many turns of the event loop, as the rendered log', async () => {
+    const path = join(dir, 'log.md');
+    const long = longRun('run-a', 5);
+    expect(long.length).toBeGreaterThan(100);
+    const w = writer(path);
+    for (let at = 0; at < long.length; at += 7) {
+      for (const event of long.slice(at, at + 7)) w.log.append(event);
+      await new Promise((resolve) => setImmediate(resolve));
+    }
+    await expectWritten(path, w, long);
+  });
+
+  it('writes two runs at once to two files, each in seq order whatever the order of arrival', async () => {
+    const a = writer(join(dir, 'a.md'), 'run-a');
+    const b = writer(join(dir, 'b.md'), 'run-b');
+    const runB = fullRun('run-b');
+    for (const event of [...runB].reverse()) b.log.append(event);
+    for (const event of events) a.log.append(event);
+    for (const event of events.slice(0, 3)) a.log.append(event); // redelivered duplicates are ignored
+    await Promise.all([a.log.close(), b.log.close()]);
+    expect(await readFile(join(dir, 'a.md'), 'utf8')).toBe(renderLog(events));
+    expect(await readFile(join(dir, 'b.md'), 'utf8')).toBe(renderLog(runB));
+    expect([...a.errors, ...b.errors]).toEqual([]);
+  });
+
+  it('finishes only once a missing seq has arrived, then takes no more events', async () => {
+    const path = join(dir, 'log.md');
+    const { log, errors } = writer(path);
+    for (const event of events.filter((e) => e.seq !== 5)) log.append(event);
+    let finished = false;
+    const finishing = log.finish().then(() => {
+      finished = true;
+    });
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    expect(finished).toBe(false);
+    expect((await readLogFile(path)).map((e) => e.seq)).toEqual([1, 2, 3, 4]);
+    log.append(events[4]!);
+    await finishing;
+    expect(await readFile(path, 'utf8')).toBe(renderLog(events));
+    expect(() => log.append({ ...events[30]!, seq: 32 } as RunEvent)).toThrow('is closed');
+    expect(errors).toEqual([]);
+  });
+
   it('never touches a file that holds another run', async () => {
     const path = join(dir, 'log.md');
     const other = renderLog(fullRun('run-b').slice(0, 4));
     await writeFile(path, other);
     const errors: LogWriteError[] = [];
-    const opening = LogWriter.open({ path, runId: 'run-a', io, onError: (e) => errors.push(e) });
+    const opening = LogWriter.open({ path, runId: 'run-a', onError: (e) => errors.push(e) });
     await expect(opening).rejects.toThrow(LogWriteError);
     await expect(opening).rejects.toThrow(`${path} already holds run run-b; pge never overwrites a log`);
     expect(errors).toHaveLength(1);
+    expect(await readFile(path, 'utf8')).toBe(other);
+
+    // The same through the constructor, which takes events before the file is checked.
+    const { log, errors: reported } = writer(path);
+    log.append(events[0]!);
+    await expect(log.flushed()).rejects.toThrow('already holds run run-b');
+    expect(reported).toHaveLength(1);
+    expect(() => log.append(events[1]!)).toThrow(reported[0]);
+    await expect(log.close()).rejects.toBe(reported[0]);
+    expect(reported).toHaveLength(1);
     expect(await readFile(path, 'utf8')).toBe(other);
   });
 
   it('lets only one of two writers that start together on a new path have it', async () => {
     const path = join(dir, 'shared.md');
     const opened = await Promise.allSettled([
-      LogWriter.open({ path, runId: 'run-a', io, onError: () => undefined }),
-      LogWriter.open({ path, runId: 'run-b', io, onError: () => undefined }),
+      LogWriter.open({ path, runId: 'run-a', onError: () => undefined }),
+      LogWriter.open({ path, runId: 'run-b', onError: () => undefined }),
     ]);
     const winners = opened.filter((o) => o.status === 'fulfilled');
     const losers = opened.filter((o) => o.status === 'rejected');

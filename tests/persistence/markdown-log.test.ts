@@ -9,7 +9,7 @@ import {
   renderLog,
 } from '../../src/persistence/index.js';
 import type { RunEvent } from '../../src/schemas/index.js';
-import { fullRun, HOSTILE, makeEvent, tsOf } from './fixtures.js';
+import { fullRun, HOSTILE, IMPOSED_CONTRACT, makeEvent, tsOf } from './fixtures.js';
 
 const EXPECTED_HEADINGS = [
   '# PGE Harness Shared State',
@@ -59,14 +59,14 @@ describe('the shared-state log format', () => {
     const text = renderLog(fullRun('run-a'));
     expect(text.match(/^#### /gm)).toHaveLength(20);
     expect(text).toContain(
-      `#### model.call.completed (${tsOf(18)})\n\ngenerator/work on gpt-x: 1200 prompt + 300 completion tokens, $0.0031, 1.4 s\n`,
+      `#### model.call.completed (${tsOf(18)})\n\nModel call: generator work (gpt-x) 1200 in + 300 out tokens, $0.0031, 1400 ms\n`,
     );
     expect(text).toContain(
-      'Step 1 attempt 1: **FAIL** (below_threshold), weighted mean 6.33 — form 6/8 ✗, imagery 7/6 ✓',
+      'Step 1 attempt 1 failed (below threshold): form 6/8 ✗, imagery 7/6 ✓; mean 6.33\n',
     );
-    expect(text).toContain('Step 1 will be retried as attempt 2: **refine** (weighted mean 6.33).');
-    expect(text).toContain("Step 1's contract was agreed after 2 rounds.");
-    expect(text).toContain('Step 1 passed on attempt 2.');
+    expect(text).toContain('Step 1 retry: attempt 2 will refine (mean 6.33)\n');
+    expect(text).toContain('Step 1 contract agreed (2 rounds)\n');
+    expect(text).toContain('Step 1 passed on attempt 2\n');
   });
 
   it('renders the plan, the work and the evaluation readably', () => {
@@ -150,22 +150,17 @@ describe('the shared-state log format', () => {
   });
 
   it('says whether a contract was agreed or imposed, and lists what was imposed', () => {
-    const contract = {
-      title: 'T',
-      acceptanceCriteria: ['a'],
-      expectedOutput: 'o',
-      verificationMethod: 'v',
-      rounds: 3,
-      imposed: true,
-    };
     const imposed = makeEvent('run-a', 7, {
       type: 'step.contract.imposed',
-      payload: { stepId: 's1', stepNumber: 1, contract, outstandingAmendments: ['Cite sources', HOSTILE] },
+      payload: {
+        stepId: 's1',
+        stepNumber: 1,
+        contract: IMPOSED_CONTRACT,
+        outstandingAmendments: ['Cite sources', HOSTILE],
+      },
     });
     const text = renderEvent(imposed);
-    expect(text).toContain(
-      "Step 1's contract was imposed after 3 rounds, with 2 outstanding amendments added.",
-    );
+    expect(text).toContain('Step 1 contract imposed after 3 rounds (2 amendments added)\n');
     expect(text).toContain('- Cite sources\n');
     expect(logHeadings(text)).toEqual([]);
   });

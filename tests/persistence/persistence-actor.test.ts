@@ -38,12 +38,11 @@ function interleave<T>(a: readonly T[], b: readonly T[]): T[] {
   return out;
 }
 
-// Both ways of writing: on the log thread (the default) and on the caller's thread.
-describe.each([true, false])('the persistence actor (logThread: %s)', (logThread) => {
+describe('the persistence actor', () => {
   it('writes two concurrent runs to two files, each in seq order', async () => {
     const a = fullRun('run-a', { logPath: join(dir, 'a.md') });
     const b = fullRun('run-b', { logPath: join(dir, 'b.md') });
-    const actor = createPersistenceActor({ bus, onError, logThread });
+    const actor = createPersistenceActor({ bus, onError });
     // Run b's first events arrive before its run.started and must wait for it.
     await publishAll(interleave(a, [b[2]!, b[1]!, b[0]!, ...b.slice(3)]));
     await bus.flush();
@@ -56,7 +55,7 @@ describe.each([true, false])('the persistence actor (logThread: %s)', (logThread
 
   it('keeps a run open after its terminal event until the events before it have arrived', async () => {
     const a = fullRun('run-a', { logPath: join(dir, 'a.md') });
-    const actor = createPersistenceActor({ bus, onError, logThread });
+    const actor = createPersistenceActor({ bus, onError });
     await publishAll([...a.slice(0, 29), a[30]!]);
     await bus.flush();
     const done = actor.flushed('run-a');
@@ -71,7 +70,6 @@ describe.each([true, false])('the persistence actor (logThread: %s)', (logThread
   it('lets resolvePath choose the file', async () => {
     const a = fullRun('run-a', { logPath: join(dir, 'ignored.md') });
     const actor = createPersistenceActor({
-      logThread,
       bus,
       onError,
       resolvePath: (e) => join(dir, `custom-${e.runId}.md`),
@@ -86,7 +84,7 @@ describe.each([true, false])('the persistence actor (logThread: %s)', (logThread
 
   it('waits in flushed() for events that are not on disk yet', async () => {
     const a = fullRun('run-a', { logPath: join(dir, 'a.md') });
-    const actor = createPersistenceActor({ bus, onError, logThread });
+    const actor = createPersistenceActor({ bus, onError });
     await publishAll(a.slice(0, 20));
     await bus.flush();
     await actor.flushed('run-a');
@@ -96,7 +94,7 @@ describe.each([true, false])('the persistence actor (logThread: %s)', (logThread
 
   it('closes a run after its terminal event: redeliveries are ignored, later events reported', async () => {
     const a = fullRun('run-a', { logPath: join(dir, 'a.md') });
-    const actor = createPersistenceActor({ bus, onError, logThread });
+    const actor = createPersistenceActor({ bus, onError });
     await publishAll(a);
     await bus.flush();
     await actor.flushed('run-a');
@@ -122,7 +120,7 @@ describe.each([true, false])('the persistence actor (logThread: %s)', (logThread
     await writeFile(join(dir, 'file'), 'x');
     const a = fullRun('run-a', { logPath: join(dir, 'file', 'a.md') });
     const b = fullRun('run-b', { logPath: join(dir, 'b.md') });
-    const actor = createPersistenceActor({ bus, onError, logThread });
+    const actor = createPersistenceActor({ bus, onError });
     await publishAll(interleave(a, b));
     await bus.flush();
     await expect(actor.flushed('run-a')).rejects.toThrow(/cannot open .*a\.md/);
@@ -135,7 +133,6 @@ describe.each([true, false])('the persistence actor (logThread: %s)', (logThread
   it('reports a resolvePath that throws as a log failure of that run', async () => {
     const a = fullRun('run-a', { logPath: join(dir, 'a.md') });
     const actor = createPersistenceActor({
-      logThread,
       bus,
       onError,
       resolvePath: () => {
@@ -153,7 +150,7 @@ describe.each([true, false])('the persistence actor (logThread: %s)', (logThread
 
   it('reports, on close, events of a run whose run.started never came', async () => {
     const a = fullRun('run-a', { logPath: join(dir, 'a.md') });
-    const actor = createPersistenceActor({ bus, onError, logThread });
+    const actor = createPersistenceActor({ bus, onError });
     await publishAll(a.slice(1, 4));
     await bus.flush();
     const waiting = actor.flushed('run-a');
