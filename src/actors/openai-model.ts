@@ -6,6 +6,7 @@ import type {
 } from 'openai/resources/chat/completions';
 import { z } from 'zod';
 import { ConfigurationError, ModelRequestError, ModelTransportError } from '../errors.js';
+import { isLoopbackUrl } from '../loopback.js';
 import type { ChatMessage, Model, ModelAnswer, ModelRequest } from './model.js';
 import { costOf, DEFAULT_PRICES, PriceTable } from './pricing.js';
 
@@ -58,11 +59,6 @@ export function describeEndpoint(baseURL: string): string {
   } catch {
     return '(invalid base URL)';
   }
-}
-
-function isLoopback(baseURL: string): boolean {
-  const host = new URL(baseURL).hostname.replace(/^\[|\]$/g, '');
-  return host === 'localhost' || host.endsWith('.localhost') || host === '::1' || /^127\./.test(host);
 }
 
 /** What one `complete` call saw on the wire; fetch runs inside the call's async context. */
@@ -154,7 +150,7 @@ export class OpenAIModel implements Model {
     if (!URL.canParse(baseURL)) throw new ConfigurationError('OPENAI_BASE_URL is not a valid URL');
     this.endpoint = describeEndpoint(baseURL);
     const apiKey = parsed.data.apiKey ?? (process.env.OPENAI_API_KEY || undefined);
-    if (!apiKey && !isLoopback(baseURL)) {
+    if (!apiKey && !isLoopbackUrl(baseURL)) {
       throw new ConfigurationError(
         `OPENAI_API_KEY is not set: set it (or pass apiKey) for the model server at ${this.endpoint}; ` +
           'a server that needs no key accepts any value',

@@ -1,5 +1,6 @@
 import { type ParseArgsConfig, parseArgs } from 'node:util';
 import { ConfigurationError } from '../errors.js';
+import { isLoopback } from '../loopback.js';
 import { ExitCode } from './exit-codes.js';
 import { commandHelp, DASHBOARD_FLAGS } from './help.js';
 import type { CliIo } from './io.js';
@@ -69,11 +70,10 @@ export async function dashboardCommand(argv: readonly string[], io: CliIo): Prom
     io.stdout.write(`${commandHelp('dashboard')}\n`);
     return ExitCode.passed;
   }
-  const [{ RunStore }, { followLog }, { startDashboard }, { isLoopback }] = await Promise.all([
+  const [{ RunStore }, { followLog }, { startDashboard }] = await Promise.all([
     import('../dashboard/run-store.js'),
     import('../dashboard/log-follower.js'),
     import('../dashboard/server.js'),
-    import('../dashboard/http-util.js'),
   ]);
   const store = new RunStore();
   const closers: (() => Promise<void>)[] = [];
