@@ -12,7 +12,13 @@ import type {
   RoleResult,
   RoleSuccess,
 } from '../schemas/index.js';
-import { checkEvaluationCoverage, ROLE_OF_REQUEST, truncatePlan } from '../schemas/index.js';
+import {
+  checkEvaluationCoverage,
+  DEFAULT_WORKER_CONCURRENCY,
+  OPTION_DEFAULTS,
+  ROLE_OF_REQUEST,
+  truncatePlan,
+} from '../schemas/index.js';
 import type { Model } from './model.js';
 import { buildMessages, repairMessages } from './prompts.js';
 import { responseSchemaFor } from './response-schemas.js';
@@ -25,7 +31,7 @@ import { responseSchemaFor } from './response-schemas.js';
  */
 
 /** Default number of re-asks after an invalid answer. */
-export const DEFAULT_MAX_REPAIRS = 2;
+export const DEFAULT_MAX_REPAIRS = OPTION_DEFAULTS.maxRepairs;
 
 /** What answering one request produced: every model call, and the result. */
 export interface Answer {
@@ -194,7 +200,7 @@ export interface RoleWorkerOptions {
   role: Role;
   model: Model;
   maxRepairs?: number;
-  /** Requests handled at once by this worker (default 16: model calls are I/O-bound). */
+  /** Requests handled at once by this worker (default `DEFAULT_WORKER_CONCURRENCY`). */
   concurrency?: number;
   /** Name reported in results (default `<role>-<random>`). */
   workerId?: string;
@@ -215,7 +221,7 @@ export interface RoleWorker {
 export function createRoleWorker(options: RoleWorkerOptions): RoleWorker {
   const { bus, role, model } = options;
   const maxRepairs = options.maxRepairs ?? DEFAULT_MAX_REPAIRS;
-  const concurrency = options.concurrency ?? 16;
+  const concurrency = options.concurrency ?? DEFAULT_WORKER_CONCURRENCY;
   const id = options.workerId ?? `${role}-${Math.random().toString(36).slice(2, 8)}`;
   const aborter = new AbortController();
   const inFlight = new Set<Promise<void>>();

@@ -1,4 +1,10 @@
 import type { PgeOptions } from '../api/options.js';
+import {
+  EXHAUSTION_POLICIES,
+  OUTPUT_TYPES,
+  REASONING_EFFORTS,
+  STRUCTURED_OUTPUT_MODES,
+} from '../schemas/setting-values.js';
 
 /**
  * The flags of the CLI, declared once: `parseArgs` options, the help and the conversion of a
@@ -37,8 +43,6 @@ export interface FlagSpec {
   readonly group: keyof typeof FLAG_GROUPS;
   readonly help: string;
 }
-
-const EFFORTS = ['minimal', 'low', 'medium', 'high'] as const;
 
 const MODEL_FLAGS: readonly Omit<FlagSpec, 'group'>[] = [
   {
@@ -80,7 +84,7 @@ const MODEL_FLAGS: readonly Omit<FlagSpec, 'group'>[] = [
     name: 'structured-output',
     kind: 'choice',
     option: 'structuredOutput',
-    choices: ['json_schema', 'json_object', 'prompt'],
+    choices: STRUCTURED_OUTPUT_MODES,
     help: 'How answers keep to their schema (default json_schema)',
   },
   {
@@ -101,7 +105,7 @@ const MODEL_FLAGS: readonly Omit<FlagSpec, 'group'>[] = [
     name: 'reasoning-effort',
     kind: 'choice',
     option: 'reasoningEffort',
-    choices: EFFORTS,
+    choices: REASONING_EFFORTS,
     help: 'Reasoning effort, for models that take it',
   },
   {
@@ -146,7 +150,7 @@ const HARNESS_FLAGS: readonly Omit<FlagSpec, 'group'>[] = [
     name: 'on-exhausted',
     kind: 'choice',
     option: 'onStepExhausted',
-    choices: ['advance', 'abort', 'replan'],
+    choices: EXHAUSTION_POLICIES,
     help: 'When a step runs out of retries (default advance)',
   },
   {
@@ -215,7 +219,7 @@ const OUTPUT_FLAGS: readonly Omit<FlagSpec, 'group'>[] = [
     name: 'output-type',
     kind: 'choice',
     option: 'outputType',
-    choices: ['final', 'str', 'dict', 'list', 'json', 'yaml'],
+    choices: OUTPUT_TYPES,
     help: 'On stdout: the final artifact (default) or a transcript',
   },
   {

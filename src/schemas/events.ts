@@ -3,6 +3,7 @@ import {
   Contract,
   ContractProposal,
   ContractReview,
+  CriterionWeight,
   Evaluation,
   Phase,
   Plan,
@@ -21,6 +22,7 @@ import {
   RetrySignal,
   WorkInput,
 } from './inputs.js';
+import { ExhaustionPolicy } from './settings.js';
 
 /**
  * Every event of a run, one discriminated union on `type`. The coordinator is the only writer of
@@ -69,7 +71,7 @@ export type ModelCall = z.infer<typeof ModelCall>;
 /** One criterion's verdict in a judged attempt; `score` is null when the evaluation was invalid. */
 export const JudgedScore = z.strictObject({
   criterion: z.string(),
-  weight: z.enum(['high', 'standard', 'low']),
+  weight: CriterionWeight,
   score: Score.nullable(),
   threshold: Score,
   passed: z.boolean(),
@@ -129,7 +131,7 @@ export const RunStarted = event(
       maxSteps: z.number().int().min(1),
       maxRetriesPerStep: z.number().int().min(0),
       maxContractRounds: z.number().int().min(1),
-      onStepExhausted: z.enum(['advance', 'abort', 'replan']),
+      onStepExhausted: ExhaustionPolicy,
       maxReplans: z.number().int().min(0),
       budgets: Budgets,
       models: z.strictObject({ planner: z.string(), generator: z.string(), evaluator: z.string() }),
@@ -224,7 +226,7 @@ export const StepFailed = event(
     ...StepRef,
     attempts: z.number().int().min(0),
     bestAttempt: z.number().int().min(1).nullable(),
-    policy: z.enum(['advance', 'abort', 'replan']),
+    policy: ExhaustionPolicy,
   }),
 );
 export const ModelCallCompleted = event(

@@ -94,6 +94,15 @@ describe('bad options get a clear error and nothing half-done', () => {
     }
   });
 
+  it('asks for a base URL with its scheme', () => {
+    rejects(
+      { baseURL: '127.0.0.1:8000' },
+      /baseURL must be an http:\/\/ or https:\/\/ URL, such as http:\/\/127\.0\.0\.1:8000/,
+    );
+    rejects({ baseURL: 'localhost:8000/v1' }, /such as http:\/\/localhost:8000\/v1/);
+    rejects({ baseURL: 'ftp://models.example/v1' }, /such as http:\/\/127\.0\.0\.1:8000\/v1; got "ftp/);
+  });
+
   it('refuses a run whose working directory went away, before any model call', async () => {
     const workingDirectory = join(dir, 'gone');
     const model = new ScriptedModel(passingScript(1));
