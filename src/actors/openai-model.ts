@@ -234,6 +234,7 @@ export class OpenAIModel implements Model {
       promptTokens,
       completionTokens,
       costUsd: cost.costUsd,
+      priced: cost.priced,
     };
   }
 

@@ -119,6 +119,7 @@ export async function answerRequest(
       promptTokens: answer.promptTokens,
       completionTokens: answer.completionTokens,
       costUsd: answer.costUsd,
+      ...(answer.priced === false ? { priced: false } : {}),
       latencyMs: performance.now() - started,
       repair,
       outcome: 'output' in checked ? 'valid' : 'invalid',

@@ -1,10 +1,11 @@
-import { accessSync, constants, mkdirSync } from 'node:fs';
-import { resolve } from 'node:path';
+import { accessSync, constants, existsSync, mkdirSync, statSync } from 'node:fs';
+import { dirname, resolve } from 'node:path';
 import { z } from 'zod';
 import type { Model } from '../actors/model.js';
+import { DEFAULT_PRICES, priceOf } from '../actors/pricing.js';
 import { ConfigurationError } from '../errors.js';
 import type { RunEvent } from '../schemas/index.js';
-import { OPTION_DEFAULTS } from '../schemas/setting-values.js';
+import { OPTION_DEFAULTS, ROLES } from '../schemas/setting-values.js';
 import { ModelClientSettings, OutputType, RoleModelSettings, RunSettings } from '../schemas/settings.js';
 
 export type { RoleModelSettings } from '../schemas/settings.js';
@@ -95,14 +96,64 @@ export function resolveOptions(options: PgeOptions = {}): ResolvedOptions {
     });
     throw new ConfigurationError(problems.join('; '));
   }
+  checkCostCanBeKept(parsed.data);
   const workingDirectory = resolve(parsed.data.workingDirectory ?? process.cwd());
-  try {
-    mkdirSync(workingDirectory, { recursive: true });
-    accessSync(workingDirectory, constants.W_OK);
-  } catch (cause) {
-    throw new ConfigurationError(`workingDirectory ${workingDirectory} is not a writable directory`, {
-      cause,
-    });
-  }
+  makeWorkingDirectory(workingDirectory);
   return { ...parsed.data, workingDirectory };
+}
+
+/**
+ * A cost budget is kept only if every call has a price: a model without one costs 0, so the
+ * budget could never stop the run. Each role that calls an `OpenAIModel` must have a price in
+ * `prices` or in the built-in table; a role with its own agent reports its own cost.
+ */
+function checkCostCanBeKept(o: z.output<typeof PgeOptionsSchema>): void {
+  if (o.maxCostUsd === undefined) return;
+  const agents = { planner: o.plannerAgent, generator: o.generatorAgent, evaluator: o.evaluatorAgent };
+  const names = {
+    planner: o.plannerModelName,
+    generator: o.generatorModelName,
+    evaluator: o.evaluatorModelName,
+  };
+  const table = { ...DEFAULT_PRICES, ...o.prices };
+  const unpriced = [
+    ...new Set(
+      ROLES.filter((role) => !agents[role])
+        .map((role) => names[role] ?? o.modelName)
+        .filter((model) => priceOf(model, table) === undefined),
+    ),
+  ];
+  if (unpriced.length === 0) return;
+  const first = unpriced[0]!;
+  throw new ConfigurationError(
+    `maxCostUsd cannot be kept: no price is known for model${unpriced.length > 1 ? 's' : ''} ` +
+      `${unpriced.join(', ')}, whose calls would count as free; give a price in prices ` +
+      `(USD per million input and output tokens; ` +
+      `on the command line: --price ${first}=<input>,<output>)`,
+  );
+}
+
+/**
+ * Creates the working directory one level at a time. `mkdirSync(…, { recursive: true })` never
+ * returns on a file system that refuses new directories with ENOENT (procfs: `/proc/foo`), as
+ * Node retries the parent that it finds to exist; a plain mkdir fails at once with the reason.
+ */
+function makeWorkingDirectory(dir: string): void {
+  const missing: string[] = [];
+  for (let at = dir; !existsSync(at) && dirname(at) !== at; at = dirname(at)) missing.unshift(at);
+  const refuse = (why: string, cause?: unknown) =>
+    new ConfigurationError(`workingDirectory ${dir} is not a writable directory: ${why}`, { cause });
+  for (const level of missing) {
+    try {
+      mkdirSync(level);
+    } catch (cause) {
+      throw refuse(`it cannot be created (${(cause as Error).message})`, cause);
+    }
+  }
+  if (!statSync(dir).isDirectory()) throw refuse('it is not a directory');
+  try {
+    accessSync(dir, constants.W_OK);
+  } catch (cause) {
+    throw refuse('it may not be written to', cause);
+  }
 }

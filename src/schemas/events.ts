@@ -61,6 +61,12 @@ export const ModelCall = z.strictObject({
   promptTokens: z.number().int().min(0),
   completionTokens: z.number().int().min(0),
   costUsd: z.number().min(0),
+  /**
+   * `false` when the model client knew no price for the model, so that its `costUsd` of 0 is
+   * unknown rather than free; absent (or `true`) when the call was priced or the model reports
+   * its own cost.
+   */
+  priced: z.boolean().optional(),
   latencyMs: z.number().min(0),
   repair: z.number().int().min(0),
   outcome: z.enum(['valid', 'invalid']),
