@@ -33,6 +33,11 @@ export interface ModelAnswer {
   completionTokens: number;
   /** Cost of the call in USD, when the model client knows its price; otherwise 0. */
   costUsd: number;
+  /**
+   * `false` when the client knows no price for the model, so that `costUsd` is unknown rather than
+   * 0; a model that leaves it out reports its own cost.
+   */
+  priced?: boolean;
 }
 
 /**

@@ -6,8 +6,16 @@ import type {
 } from 'openai/resources/chat/completions';
 import { z } from 'zod';
 import { ConfigurationError, ModelRequestError, ModelTransportError } from '../errors.js';
+import { isLoopbackUrl } from '../loopback.js';
+import {
+  BaseUrl,
+  ModelClientSettings,
+  type PriceTable,
+  RoleModelSettings,
+  type StructuredOutputMode,
+} from '../schemas/settings.js';
 import type { ChatMessage, Model, ModelAnswer, ModelRequest } from './model.js';
-import { costOf, DEFAULT_PRICES, PriceTable } from './pricing.js';
+import { costOf, DEFAULT_PRICES } from './pricing.js';
 
 /**
  * The model client for OpenAI and OpenAI-compatible servers (vLLM, llama.cpp, Ollama, LM Studio,
@@ -20,27 +28,17 @@ import { costOf, DEFAULT_PRICES, PriceTable } from './pricing.js';
  * messages that never contain the API key.
  */
 
-/** Options of `OpenAIModel`; unknown keys are a `ConfigurationError`. */
+/**
+ * Options of `OpenAIModel`: the model, its key, and the shared model settings (`src/schemas`).
+ * Unknown keys are a `ConfigurationError`.
+ */
 export const OpenAIModelOptions = z.strictObject({
   /** The model to call, also the `name` reported in events. */
   model: z.string().min(1),
   /** Defaults to `OPENAI_API_KEY`; a loopback server needs none. */
   apiKey: z.string().min(1).optional(),
-  /** Defaults to `OPENAI_BASE_URL`, else `https://api.openai.com/v1`. */
-  baseURL: z.url().optional(),
-  /** How the schema is imposed: strict JSON Schema, JSON mode plus the schema in the prompt, or the prompt alone. */
-  structuredOutput: z.enum(['json_schema', 'json_object', 'prompt']).default('json_schema'),
-  temperature: z.number().min(0).max(2).optional(),
-  /** Sent as `max_completion_tokens` (reasoning tokens count against it). */
-  maxOutputTokens: z.number().int().positive().optional(),
-  /** Sent as `reasoning_effort`, only when set: models without reasoning refuse it. */
-  reasoningEffort: z.enum(['minimal', 'low', 'medium', 'high']).optional(),
-  /** Retries after the first attempt, done by the SDK. */
-  maxRetries: z.number().int().min(0).max(10).default(4),
-  /** Per attempt, not per call: a call may take `(maxRetries + 1) × timeoutMs` plus the waits. */
-  timeoutMs: z.number().int().positive().default(120_000),
-  /** Prices by model name, added to (and overriding) the default table. */
-  prices: PriceTable.optional(),
+  ...ModelClientSettings.shape,
+  ...RoleModelSettings.shape,
 });
 export type OpenAIModelOptions = z.input<typeof OpenAIModelOptions>;
 
@@ -72,11 +70,6 @@ let sdk: Promise<Sdk> | undefined;
 function loadSdk(): Promise<Sdk> {
   sdk ??= import('openai');
   return sdk;
-}
-
-function isLoopback(baseURL: string): boolean {
-  const host = new URL(baseURL).hostname.replace(/^\[|\]$/g, '');
-  return host === 'localhost' || host.endsWith('.localhost') || host === '::1' || /^127\./.test(host);
 }
 
 /** What one `complete` call saw on the wire; fetch runs inside the call's async context. */
@@ -125,7 +118,10 @@ async function observingFetch(input: string | URL | Request, init?: RequestInit)
 
 const FENCED = /^\s*```[a-z]*\s*\n([\s\S]*?)\n?\s*```\s*$/i;
 
-function withSchemaInstruction(request: ModelRequest, mode: 'json_object' | 'prompt'): ChatMessage[] {
+function withSchemaInstruction(
+  request: ModelRequest,
+  mode: Exclude<StructuredOutputMode, 'json_schema'>,
+): ChatMessage[] {
   const schema = JSON.stringify(request.jsonSchema);
   const line =
     mode === 'json_object'
@@ -167,10 +163,12 @@ export class OpenAIModel implements Model {
     this.#options = parsed.data;
     this.name = parsed.data.model;
     const baseURL = parsed.data.baseURL ?? (process.env.OPENAI_BASE_URL || DEFAULT_BASE_URL);
-    if (!URL.canParse(baseURL)) throw new ConfigurationError('OPENAI_BASE_URL is not a valid URL');
+    // Only the environment's value is unchecked here: the option was parsed with the same schema.
+    const url = BaseUrl.safeParse(baseURL);
+    if (!url.success) throw new ConfigurationError(`OPENAI_BASE_URL: ${url.error.issues[0]?.message}`);
     this.endpoint = describeEndpoint(baseURL);
     const apiKey = parsed.data.apiKey ?? (process.env.OPENAI_API_KEY || undefined);
-    if (!apiKey && !isLoopback(baseURL)) {
+    if (!apiKey && !isLoopbackUrl(baseURL)) {
       throw new ConfigurationError(
         `OPENAI_API_KEY is not set: set it (or pass apiKey) for the model server at ${this.endpoint}; ` +
           'a server that needs no key accepts any value',
@@ -256,6 +254,7 @@ export class OpenAIModel implements Model {
       promptTokens,
       completionTokens,
       costUsd: cost.costUsd,
+      priced: cost.priced,
     };
   }
 

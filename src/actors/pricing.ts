@@ -1,17 +1,10 @@
-import { z } from 'zod';
+import type { ModelPrice, PriceTable } from '../schemas/settings.js';
 
 /**
  * What model calls cost. Prices are USD per million tokens, standard tier, without the discount
  * for cached input tokens (so a cost is an upper bound when the server caches a prompt prefix).
+ * The shape of a price (`ModelPrice`, `PriceTable`) is a setting, declared in `src/schemas`.
  */
-
-/** USD per million input (prompt) and output (completion, reasoning included) tokens of one model. */
-export const ModelPrice = z.object({ inputPerMTok: z.number().min(0), outputPerMTok: z.number().min(0) });
-export type ModelPrice = z.infer<typeof ModelPrice>;
-
-/** Prices by model name; a name also prices its dated snapshots (`gpt-4o` prices `gpt-4o-2024-08-06`). */
-export const PriceTable = z.record(z.string(), ModelPrice);
-export type PriceTable = z.infer<typeof PriceTable>;
 
 /**
  * OpenAI's published list prices, as of August 2025 (openai.com/api/pricing, standard tier). Prices

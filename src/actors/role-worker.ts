@@ -13,7 +13,13 @@ import type {
   RoleResult,
   RoleSuccess,
 } from '../schemas/index.js';
-import { checkEvaluationCoverage, ROLE_OF_REQUEST, truncatePlan } from '../schemas/index.js';
+import {
+  checkEvaluationCoverage,
+  DEFAULT_WORKER_CONCURRENCY,
+  OPTION_DEFAULTS,
+  ROLE_OF_REQUEST,
+  truncatePlan,
+} from '../schemas/index.js';
 import type { Model } from './model.js';
 import { buildMessages, repairMessages } from './prompts.js';
 import { responseSchemaFor } from './response-schemas.js';
@@ -26,7 +32,7 @@ import { responseSchemaFor } from './response-schemas.js';
  */
 
 /** Default number of re-asks after an invalid answer. */
-export const DEFAULT_MAX_REPAIRS = 2;
+export const DEFAULT_MAX_REPAIRS = OPTION_DEFAULTS.maxRepairs;
 
 /** What answering one request produced: every model call, and the result. */
 export interface RoleAnswer {
@@ -114,6 +120,7 @@ export async function answerRequest(
       promptTokens: answer.promptTokens,
       completionTokens: answer.completionTokens,
       costUsd: answer.costUsd,
+      ...(answer.priced === false ? { priced: false } : {}),
       latencyMs: performance.now() - started,
       repair,
       outcome: 'output' in checked ? 'valid' : 'invalid',
@@ -153,9 +160,6 @@ function raceAbort<T>(call: Promise<T>, signal: AbortSignal): Promise<T> {
   });
 }
 
-/** Requests a worker answers at once unless told otherwise: model calls are I/O-bound. */
-export const DEFAULT_CONCURRENCY = 16;
-
 /** How many cancelled request ids a worker remembers, to skip one it takes from the queue later. */
 const CANCELS_REMEMBERED = 10_000;
 
@@ -165,7 +169,7 @@ export interface RoleWorkerOptions {
   role: Role;
   model: Model;
   maxRepairs?: number;
-  /** Requests handled at once by this worker (default `DEFAULT_CONCURRENCY`). */
+  /** Requests handled at once by this worker (default `DEFAULT_WORKER_CONCURRENCY`). */
   concurrency?: number;
   /** Name reported in results (default `<role>-<random>`). */
   workerId?: string;
@@ -191,7 +195,7 @@ export interface RoleWorker {
 export function createRoleWorker(options: RoleWorkerOptions): RoleWorker {
   const { bus, role, model } = options;
   const maxRepairs = options.maxRepairs ?? DEFAULT_MAX_REPAIRS;
-  const concurrency = options.concurrency ?? DEFAULT_CONCURRENCY;
+  const concurrency = options.concurrency ?? DEFAULT_WORKER_CONCURRENCY;
   const id = options.workerId ?? `${role}-${Math.random().toString(36).slice(2, 8)}`;
   /** The requests in flight, by id, with the controller that aborts each one's model call. */
   const inFlight = new Map<string, { controller: AbortController; job: Promise<void> }>();

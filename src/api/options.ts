@@ -1,9 +1,14 @@
-import { accessSync, constants, mkdirSync } from 'node:fs';
-import { resolve } from 'node:path';
+import { accessSync, constants, existsSync, mkdirSync, statSync } from 'node:fs';
+import { dirname, resolve } from 'node:path';
 import { z } from 'zod';
 import type { Model } from '../actors/model.js';
+import { DEFAULT_PRICES, priceOf } from '../actors/pricing.js';
 import { ConfigurationError } from '../errors.js';
 import type { RunEvent } from '../schemas/index.js';
+import { OPTION_DEFAULTS, ROLES } from '../schemas/setting-values.js';
+import { ModelClientSettings, OutputType, RoleModelSettings, RunSettings } from '../schemas/settings.js';
+
+export type { RoleModelSettings } from '../schemas/settings.js';
 
 /**
  * The options of `PlannerGeneratorEvaluator`: the reference's options in camelCase, plus pge's.
@@ -20,25 +25,8 @@ const agent = z.custom<Model>(isModel, {
   error: 'must be a Model: an object with a `name` and a `complete(request)` method',
 });
 
-const score = (name: string) =>
-  z
-    .number({ error: `${name} must be a number` })
-    .min(1, { error: `${name} must be between 1 and 10` })
-    .max(10, { error: `${name} must be between 1 and 10` });
-
-const positive = (name: string) =>
-  z
-    .number()
-    .positive({ error: `${name} must be > 0` })
-    .optional();
-
-/** Settings of a role's model, overriding the shared ones (issue #3's per-role settings). */
-export const RoleModelSettings = z.strictObject({
-  temperature: z.number().min(0).max(2).optional(),
-  maxOutputTokens: z.number().int().positive().optional(),
-  reasoningEffort: z.enum(['minimal', 'low', 'medium', 'high']).optional(),
-});
-export type RoleModelSettings = z.infer<typeof RoleModelSettings>;
+const D = OPTION_DEFAULTS;
+const run = RunSettings.shape;
 
 /** The options schema. Defaults follow the reference where it has one. */
 export const PgeOptionsSchema = z.strictObject({
@@ -50,52 +38,33 @@ export const PgeOptionsSchema = z.strictObject({
     .string({ error: 'model_name must be provided' })
     .trim()
     .min(1, { error: 'modelName must be provided' })
-    .default('gpt-4.1'),
+    .default(D.modelName),
   plannerModelName: z.string().min(1).optional(),
   generatorModelName: z.string().min(1).optional(),
   evaluatorModelName: z.string().min(1).optional(),
-  maxSteps: z
-    .number()
-    .int()
-    .refine((n) => n >= 1, { error: (i) => `maxSteps must be >= 1, got ${String(i.input)}` })
-    .default(10),
-  maxRetriesPerStep: z
-    .number()
-    .int()
-    .refine((n) => n >= 0, { error: (i) => `maxRetriesPerStep must be >= 0, got ${String(i.input)}` })
-    .default(3),
+  maxSteps: run.maxSteps.default(D.maxSteps),
+  maxRetriesPerStep: run.maxRetriesPerStep.default(D.maxRetriesPerStep),
   workingDirectory: z.string().min(1).optional(),
   sharedStatePath: z.string().min(1).optional(),
-  defaultThresholds: z.record(z.string(), score('a default threshold')).default({}),
-  outputType: z.enum(['dict', 'str', 'list', 'final', 'json', 'yaml']).default('dict'),
+  defaultThresholds: run.defaultThresholds.default({}),
+  outputType: OutputType.default(D.outputType),
   verbose: z.boolean().default(false),
   plannerAgent: agent.optional(),
   generatorAgent: agent.optional(),
   evaluatorAgent: agent.optional(),
-  maxContractRounds: z.number().int().min(1, { error: 'maxContractRounds must be >= 1' }).default(3),
-  onStepExhausted: z.enum(['advance', 'abort', 'replan']).default('advance'),
-  maxReplans: z.number().int().min(0, { error: 'maxReplans must be >= 0' }).default(1),
-  fallbackThreshold: score('fallbackThreshold').default(6),
-  maxCostUsd: positive('maxCostUsd'),
-  maxTokens: z
-    .number()
-    .int({ error: 'maxTokens must be a whole number' })
-    .positive({ error: 'maxTokens must be > 0' })
-    .optional(),
-  maxDurationMs: z
-    .number()
-    .int({ error: 'maxDurationMs must be a whole number of milliseconds' })
-    .positive({ error: 'maxDurationMs must be > 0' })
-    .optional(),
+  maxContractRounds: run.maxContractRounds.default(D.maxContractRounds),
+  onStepExhausted: run.onStepExhausted.default(D.onStepExhausted),
+  maxReplans: run.maxReplans.default(D.maxReplans),
+  fallbackThreshold: run.fallbackThreshold.default(D.fallbackThreshold),
+  maxCostUsd: run.maxCostUsd.optional(),
+  maxTokens: run.maxTokens.optional(),
+  maxDurationMs: run.maxDurationMs.optional(),
   /** Re-asks after an invalid model answer before failing closed. */
-  maxRepairs: z.number().int().min(0).max(10).default(2),
+  maxRepairs: z.number().int().min(0).max(10).default(D.maxRepairs),
   /** OpenAI-compatible endpoint and key; default `OPENAI_BASE_URL` / `OPENAI_API_KEY`. */
-  baseURL: z.string().optional(),
   apiKey: z.string().optional(),
-  structuredOutput: z.enum(['json_schema', 'json_object', 'prompt']).default('json_schema'),
-  temperature: z.number().min(0).max(2).optional(),
-  maxOutputTokens: z.number().int().positive().optional(),
-  reasoningEffort: z.enum(['minimal', 'low', 'medium', 'high']).optional(),
+  ...ModelClientSettings.shape,
+  ...RoleModelSettings.shape,
   roleSettings: z
     .strictObject({
       planner: RoleModelSettings.optional(),
@@ -103,11 +72,6 @@ export const PgeOptionsSchema = z.strictObject({
       evaluator: RoleModelSettings.optional(),
     })
     .default({}),
-  maxRetries: z.number().int().min(0).max(10).default(4),
-  timeoutMs: z.number().int().positive().default(120_000),
-  prices: z
-    .record(z.string(), z.strictObject({ inputPerMTok: z.number().min(0), outputPerMTok: z.number().min(0) }))
-    .optional(),
   /** Called with every event of every run, in order (progress displays, integrations). */
   onEvent: z.custom<(event: RunEvent) => void>((v) => typeof v === 'function').optional(),
 });
@@ -132,14 +96,64 @@ export function resolveOptions(options: PgeOptions = {}): ResolvedOptions {
     });
     throw new ConfigurationError(problems.join('; '));
   }
+  checkCostCanBeKept(parsed.data);
   const workingDirectory = resolve(parsed.data.workingDirectory ?? process.cwd());
-  try {
-    mkdirSync(workingDirectory, { recursive: true });
-    accessSync(workingDirectory, constants.W_OK);
-  } catch (cause) {
-    throw new ConfigurationError(`workingDirectory ${workingDirectory} is not a writable directory`, {
-      cause,
-    });
-  }
+  makeWorkingDirectory(workingDirectory);
   return { ...parsed.data, workingDirectory };
+}
+
+/**
+ * A cost budget is kept only if every call has a price: a model without one costs 0, so the
+ * budget could never stop the run. Each role that calls an `OpenAIModel` must have a price in
+ * `prices` or in the built-in table; a role with its own agent reports its own cost.
+ */
+function checkCostCanBeKept(o: z.output<typeof PgeOptionsSchema>): void {
+  if (o.maxCostUsd === undefined) return;
+  const agents = { planner: o.plannerAgent, generator: o.generatorAgent, evaluator: o.evaluatorAgent };
+  const names = {
+    planner: o.plannerModelName,
+    generator: o.generatorModelName,
+    evaluator: o.evaluatorModelName,
+  };
+  const table = { ...DEFAULT_PRICES, ...o.prices };
+  const unpriced = [
+    ...new Set(
+      ROLES.filter((role) => !agents[role])
+        .map((role) => names[role] ?? o.modelName)
+        .filter((model) => priceOf(model, table) === undefined),
+    ),
+  ];
+  if (unpriced.length === 0) return;
+  const first = unpriced[0]!;
+  throw new ConfigurationError(
+    `maxCostUsd cannot be kept: no price is known for model${unpriced.length > 1 ? 's' : ''} ` +
+      `${unpriced.join(', ')}, whose calls would count as free; give a price in prices ` +
+      `(USD per million input and output tokens; ` +
+      `on the command line: --price ${first}=<input>,<output>)`,
+  );
+}
+
+/**
+ * Creates the working directory one level at a time. `mkdirSync(…, { recursive: true })` never
+ * returns on a file system that refuses new directories with ENOENT (procfs: `/proc/foo`), as
+ * Node retries the parent that it finds to exist; a plain mkdir fails at once with the reason.
+ */
+function makeWorkingDirectory(dir: string): void {
+  const missing: string[] = [];
+  for (let at = dir; !existsSync(at) && dirname(at) !== at; at = dirname(at)) missing.unshift(at);
+  const refuse = (why: string, cause?: unknown) =>
+    new ConfigurationError(`workingDirectory ${dir} is not a writable directory: ${why}`, { cause });
+  for (const level of missing) {
+    try {
+      mkdirSync(level);
+    } catch (cause) {
+      throw refuse(`it cannot be created (${(cause as Error).message})`, cause);
+    }
+  }
+  if (!statSync(dir).isDirectory()) throw refuse('it is not a directory');
+  try {
+    accessSync(dir, constants.W_OK);
+  } catch (cause) {
+    throw refuse('it may not be written to', cause);
+  }
 }

@@ -79,7 +79,11 @@ export interface HarnessResult {
   totalRetries: number;
   replans: number;
   finalArtifact: string;
-  usage: Usage;
+  /**
+   * Tokens and cost of the run's calls. `priced` is false when a call's model had no price: its
+   * cost counted as 0, so `costUsd` is a lower bound, not the cost.
+   */
+  usage: Usage & { priced: boolean };
   usageByPhase: Record<Phase, PhaseUsage>;
   selfEvaluationBias: SelfEvaluationBias;
   summary: string;
@@ -181,7 +185,7 @@ export function buildResult(
     totalRetries: outcome.totals.totalRetries,
     replans: outcome.replans,
     finalArtifact: finalArtifact(outcome),
-    usage: outcome.totals.usage,
+    usage: { ...outcome.totals.usage, priced: calls.every((call) => call.priced !== false) },
     usageByPhase: usageByPhase(calls),
     selfEvaluationBias: selfEvaluationBias(outcome.outcomes),
     summary: outcome.totals.summary,

@@ -1,5 +1,5 @@
 import { ConfigurationError } from '../errors.js';
-import { describeConfig, resolveConfig, showValue } from './config.js';
+import { describeConfig, resolveConfig, showLine } from './config.js';
 import { CONFIG_FILE_NAME, ENV_VARS } from './defaults.js';
 import type { CommandLine } from './flags.js';
 import type { CliIo } from './io.js';
@@ -17,7 +17,7 @@ export async function configCommand(line: CommandLine, io: CliIo): Promise<numbe
   const lines = describeConfig(config, io.cwd);
   if (line.flags.json) {
     const options = Object.fromEntries(
-      lines.map((l) => [l.key, { value: l.value ?? null, source: l.source }]),
+      lines.map(({ key, value, ...rest }) => [key, { value: value ?? null, ...rest }]),
     );
     io.stdout.write(`${JSON.stringify({ configFile: config.configFile, options }, null, 2)}\n`);
     return 0;
@@ -30,7 +30,7 @@ export async function configCommand(line: CommandLine, io: CliIo): Promise<numbe
       `Environment: ${env}`,
       'Precedence: flag > env > config file > default',
       '',
-      ...lines.map((l) => `${l.key}: ${showValue(l.value)} (${l.source})`),
+      ...lines.map(showLine),
       '',
     ].join('\n'),
   );

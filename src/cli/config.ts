@@ -15,7 +15,7 @@ import type { ParsedFlags } from './flags.js';
  */
 
 /** Where a value came from. */
-export type Source = 'flag' | 'env' | 'config file' | 'flag + config file' | 'default';
+export type Source = 'flag' | 'env' | 'config file' | 'flag + config file' | 'CLI default' | 'default';
 
 // Options that hold JavaScript objects (models, callbacks): only the API can set them.
 const API_ONLY = new Set(['plannerAgent', 'generatorAgent', 'evaluatorAgent', 'onEvent']);
@@ -107,7 +107,9 @@ export function resolveConfig(input: ConfigInput): ResolvedConfig {
   const { flags, env, cwd } = input;
   const file = input.flagsOnly ? null : readConfigFile(cwd, flags.configPath);
   const options: Partial<Record<ConfigKey, unknown>> = { ...CLI_DEFAULTS };
-  const sources = Object.fromEntries(CONFIG_KEYS.map((key) => [key, 'default'])) as Record<ConfigKey, Source>;
+  const sources = Object.fromEntries(
+    CONFIG_KEYS.map((key) => [key, Object.hasOwn(CLI_DEFAULTS, key) ? 'CLI default' : 'default']),
+  ) as Record<ConfigKey, Source>;
   const set = (key: ConfigKey, value: unknown, source: Source) => {
     options[key] = value;
     sources[key] = source;
@@ -124,8 +126,8 @@ export function resolveConfig(input: ConfigInput): ResolvedConfig {
     const key = name as ConfigKey;
     const flag = FLAGS.find((f) => f.option === key)!;
     checked(key, value, `--${flag.name}`);
-    if (key === 'defaultThresholds' && sources[key] === 'config file') {
-      // Thresholds merge by criterion: a flag overrides the file's value for its criterion only.
+    if ((flag.kind === 'threshold' || flag.kind === 'price') && sources[key] === 'config file') {
+      // Thresholds and prices merge by key: a flag overrides the file's value for its key only.
       set(key, { ...(options[key] as object), ...(value as object) }, 'flag + config file');
     } else {
       set(key, PATH_KEYS.has(key) ? resolve(cwd, value as string) : value, 'flag');
@@ -140,6 +142,8 @@ export interface ConfigLine {
   /** `undefined` when unset and without a default. */
   value: unknown;
   source: Source;
+  /** With a `CLI default`: the library's default, which the CLI overrides. */
+  libraryDefault?: unknown;
 }
 
 function masked(key: ConfigKey, value: unknown): unknown {
@@ -149,17 +153,21 @@ function masked(key: ConfigKey, value: unknown): unknown {
   return value;
 }
 
+const libraryDefault = (key: ConfigKey): unknown =>
+  (schemaOf(key).safeParse(undefined) as { data?: unknown }).data;
+
 /** The resolved value of every option, defaults included, for `pge config`. */
 export function describeConfig(config: ResolvedConfig, cwd: string): ConfigLine[] {
   return CONFIG_KEYS.map((key) => {
     const given = (config.options as Record<string, unknown>)[key];
-    const value =
-      given !== undefined
-        ? given
-        : key === 'workingDirectory'
-          ? cwd
-          : (schemaOf(key).safeParse(undefined) as { data?: unknown }).data;
-    return { key, value: masked(key, value), source: config.sources[key] };
+    const value = given !== undefined ? given : key === 'workingDirectory' ? cwd : libraryDefault(key);
+    const source = config.sources[key];
+    return {
+      key,
+      value: masked(key, value),
+      source,
+      ...(source === 'CLI default' ? { libraryDefault: libraryDefault(key) } : {}),
+    };
   });
 }
 
@@ -167,4 +175,11 @@ export function describeConfig(config: ResolvedConfig, cwd: string): ConfigLine[
 export function showValue(value: unknown): string {
   if (value === undefined) return '(not set)';
   return typeof value === 'string' ? value : JSON.stringify(value);
+}
+
+/** A line of `pge config`: the value and its source, and where the CLI departs from the library. */
+export function showLine(line: ConfigLine): string {
+  const library =
+    line.source === 'CLI default' ? `; the library's default is ${showValue(line.libraryDefault)}` : '';
+  return `${line.key}: ${showValue(line.value)} (${line.source}${library})`;
 }

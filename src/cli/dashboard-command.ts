@@ -1,7 +1,7 @@
-import { type ParseArgsConfig, parseArgs } from 'node:util';
 import { ConfigurationError } from '../errors.js';
+import { isLoopback } from '../loopback.js';
 import { ExitCode } from './exit-codes.js';
-import { commandHelp, DASHBOARD_FLAGS } from './help.js';
+import type { CommandLine } from './flags.js';
 import type { CliIo } from './io.js';
 
 /**
@@ -11,9 +11,6 @@ import type { CliIo } from './io.js';
  * everything the page loads comes from this process. It runs until SIGINT or SIGTERM.
  */
 
-/** The default port: stable, so that a bookmark keeps working. */
-export const DEFAULT_DASHBOARD_PORT = 4780;
-
 interface DashboardCommand {
   logs: string[];
   nats: string | null;
@@ -21,29 +18,19 @@ interface DashboardCommand {
   port: number;
 }
 
-function parseDashboardCommand(argv: readonly string[], io: CliIo): DashboardCommand | null {
-  const options: NonNullable<ParseArgsConfig['options']> = { help: { type: 'boolean', short: 'h' } };
-  for (const f of DASHBOARD_FLAGS) options[f.name] = { type: 'string', multiple: f.name === 'log' };
-  const { values, positionals } = parseArgs({
-    args: [...argv],
-    options,
-    allowPositionals: true,
-    strict: true,
-  });
-  if (values.help === true) return null;
-  if (positionals.length > 0)
-    throw new ConfigurationError(`pge dashboard takes no arguments, got "${positionals.join(' ')}"`);
+/** The sources and address of a dashboard command line; the flag table supplies the defaults. */
+function dashboardOf(line: CommandLine, io: CliIo): DashboardCommand {
+  if (line.positionals.length > 0)
+    throw new ConfigurationError(`pge dashboard takes no arguments, got "${line.positionals.join(' ')}"`);
+  const values = line.flags.values;
   const logs = (values.log as string[] | undefined) ?? [];
-  const nats =
-    (values.nats as string | undefined) ?? (logs.length === 0 ? io.env.NATS_URL?.trim() : undefined);
+  const nats = line.flags.nats ?? (logs.length === 0 ? io.env.NATS_URL?.trim() : undefined);
   if (logs.length === 0 && !nats)
     throw new ConfigurationError('pge dashboard needs --log <file> or --nats <url> (or NATS_URL)');
-  const rawPort = (values.port as string | undefined) ?? String(DEFAULT_DASHBOARD_PORT);
-  const port = Number(rawPort);
-  if (!/^\d+$/.test(rawPort) || port > 65_535)
-    throw new ConfigurationError(`--port expects a port number (0 for any free port), got "${rawPort}"`);
-  const host = (values.host as string | undefined) ?? '127.0.0.1';
-  return { logs, nats: nats || null, host, port };
+  const port = values.port as number;
+  if (port > 65_535)
+    throw new ConfigurationError(`--port expects a port number (0 for any free port), got "${port}"`);
+  return { logs, nats: nats || null, host: values.host as string, port };
 }
 
 /** Resolves on the first SIGINT or SIGTERM. */
@@ -63,17 +50,12 @@ function untilSignal(): Promise<NodeJS.Signals> {
  * `pge dashboard`: serves until a signal, then closes its sources and returns 0. Bad flags throw
  * (exit 2), as do a port that is taken and a NATS server that cannot be reached.
  */
-export async function dashboardCommand(argv: readonly string[], io: CliIo): Promise<number> {
-  const command = parseDashboardCommand(argv, io);
-  if (command === null) {
-    io.stdout.write(`${commandHelp('dashboard')}\n`);
-    return ExitCode.passed;
-  }
-  const [{ RunStore }, { followLog }, { startDashboard }, { isLoopback }] = await Promise.all([
+export async function dashboardCommand(line: CommandLine, io: CliIo): Promise<number> {
+  const command = dashboardOf(line, io);
+  const [{ RunStore }, { followLog }, { startDashboard }] = await Promise.all([
     import('../dashboard/run-store.js'),
     import('../dashboard/log-follower.js'),
     import('../dashboard/server.js'),
-    import('../dashboard/http-util.js'),
   ]);
   const store = new RunStore();
   const closers: (() => Promise<void>)[] = [];

@@ -15,7 +15,11 @@ export const ENV_VARS: readonly (readonly [string, ConfigKey])[] = [
   ['PGE_MODEL', 'modelName'],
 ];
 
-/** Defaults of the CLI that differ from the library's: a terminal wants the artifact, not a transcript. */
+/**
+ * Defaults of the CLI that differ from the library's. A terminal wants the artifact, not a
+ * transcript; the library keeps the reference's `dict`, so that code ported from it gets what it
+ * got. `pge config`, the help and the README say which default is whose.
+ */
 export const CLI_DEFAULTS: Partial<Record<ConfigKey, unknown>> = { outputType: 'final' };
 
 /** The task of `pge demo` when none is given. */

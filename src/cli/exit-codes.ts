@@ -30,19 +30,13 @@ export function exitCodeOfResult(result: HarnessResult | null, interrupted: bool
  * be written (`LogWriteError` is an I/O failure in flight, not something a flag fixes): 3.
  */
 export function exitCodeOfError(error: unknown): ExitCode {
-  if (error instanceof ConfigurationError || isParseArgsError(error)) return ExitCode.usage;
+  if (error instanceof ConfigurationError) return ExitCode.usage;
   return ExitCode.model;
-}
-
-/** `node:util` `parseArgs` throws TypeErrors with `ERR_PARSE_ARGS_*` codes for unknown or malformed flags. */
-export function isParseArgsError(error: unknown): error is Error & { code: string } {
-  const code = (error as { code?: unknown } | null)?.code;
-  return error instanceof TypeError && typeof code === 'string' && code.startsWith('ERR_PARSE_ARGS');
 }
 
 /** One line for stderr: pge's own errors by their message, anything else with its name too. */
 export function errorMessage(error: unknown): string {
-  if (error instanceof PgeError || isParseArgsError(error)) return error.message;
+  if (error instanceof PgeError) return error.message;
   if (error instanceof Error) return `${error.name}: ${error.message}`;
   return String(error);
 }

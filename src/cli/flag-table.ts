@@ -1,10 +1,21 @@
 import type { PgeOptions } from '../api/options.js';
+import {
+  EXHAUSTION_POLICIES,
+  OUTPUT_TYPES,
+  REASONING_EFFORTS,
+  STRUCTURED_OUTPUT_MODES,
+} from '../schemas/setting-values.js';
 
 /**
- * The flags of the CLI, declared once: `parseArgs` options, the help and the conversion of a
- * flag's text into an option value all come from this table, so a flag cannot be parsed without
- * being documented, or documented without being parsed.
+ * The flags of the CLI, declared once: parsing, the conversion of a flag's text into a value and
+ * the help all come from this table (and its second half, the flags of single commands in
+ * `command-flags.ts`), so a flag cannot be parsed without being documented, or documented without
+ * being parsed. Choices and defaults come from the settings of `src/schemas` (their zod-free half,
+ * so that the help loads fast).
  */
+
+/** The commands of `pge`. */
+export type Command = 'run' | 'demo' | 'batch' | 'config' | 'graph' | 'worker' | 'dashboard';
 
 /** The options a flag, the environment or a config file can set: every `PgeOptions` name that is plain data. */
 export type ConfigKey = Exclude<
@@ -12,8 +23,19 @@ export type ConfigKey = Exclude<
   'plannerAgent' | 'generatorAgent' | 'evaluatorAgent' | 'onEvent'
 >;
 
-/** How a flag's text becomes a value. */
-type FlagKind = 'text' | 'integer' | 'number' | 'duration' | 'choice' | 'threshold' | 'switch';
+/**
+ * How a flag's text becomes a value. `integer` is a whole number >= 0 (every integer flag is a
+ * count, a limit or a port); `threshold` and `price` are repeatable `<key>=<value>` pairs.
+ */
+export type FlagKind =
+  | 'text'
+  | 'integer'
+  | 'number'
+  | 'duration'
+  | 'choice'
+  | 'threshold'
+  | 'price'
+  | 'switch';
 
 /** Help sections, in the order the help prints them. */
 export const FLAG_GROUPS = {
@@ -29,25 +51,26 @@ export const FLAG_GROUPS = {
 export interface FlagSpec {
   readonly name: string;
   readonly kind: FlagKind;
-  /** The option it sets; CLI-only flags (`--json`, `--config`) set none. */
+  /** The option it sets; flags that only steer the command (`--json`, `--role`) set none. */
   readonly option?: ConfigKey;
   readonly choices?: readonly string[];
   /** The value's placeholder in the help. */
   readonly value?: string;
   readonly group: keyof typeof FLAG_GROUPS;
+  /** What it does. The help adds the default: the option's, or `default` for a flag without one. */
   readonly help: string;
+  /** The value of a flag that sets no option when it is not given. */
+  readonly default?: string | number;
+  /** Given more than once, it keeps every value (threshold and price flags always do). */
+  readonly repeatable?: boolean;
 }
 
-const EFFORTS = ['minimal', 'low', 'medium', 'high'] as const;
+/** Flags of one help section. */
+export const inGroup = (group: FlagSpec['group'], specs: readonly Omit<FlagSpec, 'group'>[]): FlagSpec[] =>
+  specs.map((spec) => ({ ...spec, group }));
 
-const MODEL_FLAGS: readonly Omit<FlagSpec, 'group'>[] = [
-  {
-    name: 'model',
-    kind: 'text',
-    option: 'modelName',
-    value: '<name>',
-    help: 'Model for every role (default gpt-4.1)',
-  },
+const MODEL_FLAGS = inGroup('model', [
+  { name: 'model', kind: 'text', option: 'modelName', value: '<name>', help: 'Model for every role' },
   {
     name: 'planner-model',
     kind: 'text',
@@ -77,11 +100,18 @@ const MODEL_FLAGS: readonly Omit<FlagSpec, 'group'>[] = [
     help: 'OpenAI-compatible endpoint, e.g. http://localhost:11434/v1',
   },
   {
+    name: 'price',
+    kind: 'price',
+    option: 'prices',
+    value: '<model>=<in>,<out>',
+    help: 'Price of a model in USD per million input and output tokens, for cost and --max-cost; repeatable',
+  },
+  {
     name: 'structured-output',
     kind: 'choice',
     option: 'structuredOutput',
-    choices: ['json_schema', 'json_object', 'prompt'],
-    help: 'How answers keep to their schema (default json_schema)',
+    choices: STRUCTURED_OUTPUT_MODES,
+    help: 'How answers keep to their schema',
   },
   {
     name: 'temperature',
@@ -101,7 +131,7 @@ const MODEL_FLAGS: readonly Omit<FlagSpec, 'group'>[] = [
     name: 'reasoning-effort',
     kind: 'choice',
     option: 'reasoningEffort',
-    choices: EFFORTS,
+    choices: REASONING_EFFORTS,
     help: 'Reasoning effort, for models that take it',
   },
   {
@@ -109,52 +139,52 @@ const MODEL_FLAGS: readonly Omit<FlagSpec, 'group'>[] = [
     kind: 'integer',
     option: 'maxRetries',
     value: '<n>',
-    help: 'Retries of a model call (network, 429, 5xx; default 4)',
+    help: 'Retries of a model call: network, 429, 5xx',
   },
   {
     name: 'timeout',
     kind: 'duration',
     option: 'timeoutMs',
     value: '<ms>',
-    help: 'Per model call attempt: ms, or 30s, 2m (default 120000)',
+    help: 'Per model call attempt: ms, or 30s, 2m',
   },
-];
+]);
 
-const HARNESS_FLAGS: readonly Omit<FlagSpec, 'group'>[] = [
+const HARNESS_FLAGS = inGroup('harness', [
   {
     name: 'max-steps',
     kind: 'integer',
     option: 'maxSteps',
     value: '<n>',
-    help: 'Most steps a plan may have (default 10)',
+    help: 'Most steps a plan may have',
   },
   {
     name: 'max-retries',
     kind: 'integer',
     option: 'maxRetriesPerStep',
     value: '<n>',
-    help: 'Retries of a step that fails evaluation (default 3)',
+    help: 'Retries of a step that fails evaluation',
   },
   {
     name: 'max-contract-rounds',
     kind: 'integer',
     option: 'maxContractRounds',
     value: '<n>',
-    help: 'Contract rounds before one is imposed (default 3)',
+    help: 'Contract rounds before one is imposed',
   },
   {
     name: 'on-exhausted',
     kind: 'choice',
     option: 'onStepExhausted',
-    choices: ['advance', 'abort', 'replan'],
-    help: 'When a step runs out of retries (default advance)',
+    choices: EXHAUSTION_POLICIES,
+    help: 'When a step runs out of retries',
   },
   {
     name: 'max-replans',
     kind: 'integer',
     option: 'maxReplans',
     value: '<n>',
-    help: 'Replans allowed with --on-exhausted replan (default 1)',
+    help: 'Replans allowed with --on-exhausted replan',
   },
   {
     name: 'threshold',
@@ -168,17 +198,17 @@ const HARNESS_FLAGS: readonly Omit<FlagSpec, 'group'>[] = [
     kind: 'number',
     option: 'fallbackThreshold',
     value: '<1-10>',
-    help: 'Threshold of any other criterion (default 6)',
+    help: 'Threshold of any other criterion',
   },
-];
+]);
 
-const BUDGET_FLAGS: readonly Omit<FlagSpec, 'group'>[] = [
+const BUDGET_FLAGS = inGroup('budget', [
   {
     name: 'max-cost',
     kind: 'number',
     option: 'maxCostUsd',
     value: '<usd>',
-    help: 'Most US dollars the run may spend',
+    help: "Most US dollars the run may spend; each model needs a price (OpenAI's are built in, else --price)",
   },
   {
     name: 'max-tokens',
@@ -194,9 +224,9 @@ const BUDGET_FLAGS: readonly Omit<FlagSpec, 'group'>[] = [
     value: '<ms>',
     help: 'Longest the run may take, in ms or with s/m/h',
   },
-];
+]);
 
-const OUTPUT_FLAGS: readonly Omit<FlagSpec, 'group'>[] = [
+const OUTPUT_FLAGS = inGroup('output', [
   {
     name: 'working-dir',
     kind: 'text',
@@ -215,54 +245,37 @@ const OUTPUT_FLAGS: readonly Omit<FlagSpec, 'group'>[] = [
     name: 'output-type',
     kind: 'choice',
     option: 'outputType',
-    choices: ['final', 'str', 'dict', 'list', 'json', 'yaml'],
-    help: 'On stdout: the final artifact (default) or a transcript',
+    choices: OUTPUT_TYPES,
+    help: 'On stdout: the final artifact, or the transcript in one of the other shapes',
   },
-  {
-    name: 'json',
-    kind: 'switch',
-    help: 'Print the result object (lastResult) as JSON on stdout instead',
-  },
+  { name: 'json', kind: 'switch', help: 'Print the result object (lastResult) as JSON on stdout instead' },
   {
     name: 'verbose',
     kind: 'switch',
     option: 'verbose',
     help: 'Progress shows every event, model calls included',
   },
-];
+]);
 
-const NATS_FLAGS: readonly Omit<FlagSpec, 'group'>[] = [
+const NATS_FLAGS = inGroup('nats', [
   {
     name: 'nats',
     kind: 'text',
     value: '<url>',
     help: 'Run through a deployment of pge workers on this NATS server (also: NATS_URL)',
   },
-];
+]);
 
-const CLI_FLAGS: readonly Omit<FlagSpec, 'group'>[] = [
-  {
-    name: 'config',
-    kind: 'text',
-    value: '<file>',
-    help: 'Config file to read instead of ./pge.config.json',
-  },
-];
+const CLI_FLAGS = inGroup('cli', [
+  { name: 'config', kind: 'text', value: '<file>', help: 'Config file to read instead of ./pge.config.json' },
+]);
 
-/** Every flag of `run`, `batch` and `config`, in help order. */
+/** The flags that configure a run: every flag of `run`, in help order. */
 export const FLAGS: readonly FlagSpec[] = [
-  ...MODEL_FLAGS.map((f) => ({ ...f, group: 'model' as const })),
-  ...HARNESS_FLAGS.map((f) => ({ ...f, group: 'harness' as const })),
-  ...BUDGET_FLAGS.map((f) => ({ ...f, group: 'budget' as const })),
-  ...OUTPUT_FLAGS.map((f) => ({ ...f, group: 'output' as const })),
-  ...NATS_FLAGS.map((f) => ({ ...f, group: 'nats' as const })),
-  ...CLI_FLAGS.map((f) => ({ ...f, group: 'cli' as const })),
+  ...MODEL_FLAGS,
+  ...HARNESS_FLAGS,
+  ...BUDGET_FLAGS,
+  ...OUTPUT_FLAGS,
+  ...NATS_FLAGS,
+  ...CLI_FLAGS,
 ];
-
-/** The flags a command accepts. */
-export function flagsFor(command: 'run' | 'batch' | 'config' | 'demo'): readonly FlagSpec[] {
-  // The demo's model is built in: flags that configure a model server or a config file do not apply.
-  if (command === 'demo')
-    return FLAGS.filter((f) => f.group !== 'model' && f.group !== 'cli' && f.group !== 'nats');
-  return command === 'run' ? FLAGS : FLAGS.filter((f) => f.group !== 'nats');
-}

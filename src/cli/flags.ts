@@ -1,19 +1,31 @@
 import { type ParseArgsConfig, parseArgs } from 'node:util';
 import { ConfigurationError } from '../errors.js';
-import { type ConfigKey, type FlagSpec, flagsFor } from './flag-table.js';
+import { flagsFor } from './command-flags.js';
+import type { Command, ConfigKey, FlagSpec } from './flag-table.js';
 
 /**
- * Command lines: `parseArgs` over the flag table, then each flag's text converted to its option's
- * value. A bad value is a `ConfigurationError` that names the flag (exit code 2).
+ * Command lines, for every command: `parseArgs` splits the arguments into tokens, each flag is
+ * checked against the command's flags in the table and its text converted to a value. Every
+ * problem is a `ConfigurationError` (exit code 2) that says what to write instead.
  */
 
-/** `parseArgs` options for a set of flags, plus `-h/--help`. */
-function parseArgsOptions(flags: readonly FlagSpec[]): NonNullable<ParseArgsConfig['options']> {
-  const options: NonNullable<ParseArgsConfig['options']> = { help: { type: 'boolean', short: 'h' } };
-  for (const f of flags) {
-    options[f.name] = { type: f.kind === 'switch' ? 'boolean' : 'string', multiple: f.kind === 'threshold' };
-  }
-  return options;
+/** What the flags of one command line say. */
+export interface ParsedFlags {
+  /** Option values set by flags, already converted. */
+  options: Partial<Record<ConfigKey, unknown>>;
+  /** Every flag's value by flag name, converted; flags that set no option take their `default`. */
+  values: Readonly<Record<string, unknown>>;
+  json: boolean;
+  configPath: string | null;
+  /** `--nats <url>`: run through a distributed deployment (or, for `pge worker`, its server). */
+  nats: string | null;
+}
+
+/** A parsed command line. */
+export interface CommandLine {
+  help: boolean;
+  positionals: string[];
+  flags: ParsedFlags;
 }
 
 const DECIMAL = /^[+-]?(\d+(\.\d*)?|\.\d+)(e[+-]?\d+)?$/i;
@@ -27,9 +39,9 @@ function bad(flag: string, expected: string, raw: string): ConfigurationError {
 function toNumber(flag: string, raw: string, integer: boolean): number {
   const text = raw.trim();
   // Number() alone would read "" as 0 and "0x10" as 16; a flag value is a plain decimal.
-  if (!DECIMAL.test(text)) throw bad(flag, integer ? 'an integer' : 'a number', raw);
-  const value = Number(text);
-  if (integer && !Number.isInteger(value)) throw bad(flag, 'an integer', raw);
+  const value = DECIMAL.test(text) ? Number(text) : Number.NaN;
+  if (integer && !(Number.isInteger(value) && value >= 0)) throw bad(flag, 'an integer >= 0', raw);
+  if (Number.isNaN(value)) throw bad(flag, 'a number', raw);
   return value;
 }
 
@@ -39,93 +51,154 @@ function toDuration(flag: string, raw: string): number {
   return Math.round(Number(match[1]) * UNIT_MS[(match[2] ?? 'ms').toLowerCase()]!);
 }
 
-function toThresholds(raws: readonly string[]): Record<string, number> {
-  const thresholds: Record<string, number> = {};
+/** `<key>=<value>` pairs of a repeatable flag, as one record; `read` converts each value. */
+function toRecord<V>(
+  flag: string,
+  raws: readonly string[],
+  example: string,
+  read: (value: string, raw: string) => V,
+): Record<string, V> {
+  const record: Record<string, V> = {};
   for (const raw of raws) {
     const at = raw.lastIndexOf('=');
-    const name = at > 0 ? raw.slice(0, at).trim().toLowerCase() : '';
-    if (name === '') throw bad('threshold', '<criterion>=<score>, e.g. accuracy=8', raw);
-    const value = toNumber('threshold', raw.slice(at + 1), false);
-    if (value < 1 || value > 10)
-      throw new ConfigurationError(`--threshold ${raw}: a threshold must be between 1 and 10`);
-    thresholds[name] = value;
+    const key = at > 0 ? raw.slice(0, at).trim() : '';
+    if (key === '') throw bad(flag, example, raw);
+    record[flag === 'threshold' ? key.toLowerCase() : key] = read(raw.slice(at + 1), raw);
   }
-  return thresholds;
+  return record;
 }
 
-/** One flag's text as its option value. Throws `ConfigurationError` naming the flag. */
-function convert(spec: FlagSpec, raw: string | boolean | string[]): unknown {
-  if (spec.kind === 'switch') return raw === true;
-  if (spec.kind === 'threshold') return toThresholds(Array.isArray(raw) ? raw : [String(raw)]);
-  const text = String(raw);
+function toThreshold(value: string, raw: string): number {
+  const score = toNumber('threshold', value, false);
+  if (score < 1 || score > 10)
+    throw new ConfigurationError(`--threshold ${raw}: a threshold must be between 1 and 10`);
+  return score;
+}
+
+const PRICE_FORMAT = '<model>=<input>,<output> in USD per million tokens, e.g. llama3.1=0.2,0.6';
+
+function toPrice(value: string, raw: string): { inputPerMTok: number; outputPerMTok: number } {
+  const parts = value.split(',');
+  const [input, output] = parts.map((part) => (DECIMAL.test(part.trim()) ? Number(part) : Number.NaN));
+  if (parts.length !== 2 || !(input! >= 0) || !(output! >= 0)) throw bad('price', PRICE_FORMAT, raw);
+  return { inputPerMTok: input!, outputPerMTok: output! };
+}
+
+/** One flag's values as its value. Throws `ConfigurationError` naming the flag. */
+function convert(spec: FlagSpec, raws: readonly string[]): unknown {
+  const name = spec.name;
+  const text = raws[raws.length - 1]!;
   switch (spec.kind) {
+    case 'switch':
+      return true;
+    case 'threshold':
+      return toRecord(name, raws, '<criterion>=<score>, e.g. accuracy=8', toThreshold);
+    case 'price':
+      return toRecord(name, raws, PRICE_FORMAT, toPrice);
     case 'integer':
-      return toNumber(spec.name, text, true);
+      return toNumber(name, text, true);
     case 'number':
-      return toNumber(spec.name, text, false);
+      return toNumber(name, text, false);
     case 'duration':
-      return toDuration(spec.name, text);
+      return toDuration(name, text);
     case 'choice':
-      if (!spec.choices?.includes(text)) throw bad(spec.name, `one of ${spec.choices?.join(', ')}`, text);
+      if (!spec.choices?.includes(text)) throw bad(name, `one of ${spec.choices?.join(', ')}`, text);
       return text;
     default:
-      return text;
+      return spec.repeatable ? [...raws] : text;
   }
 }
 
-/** What the flags of one command line say. */
-export interface ParsedFlags {
-  /** Option values set by flags, already converted. */
-  options: Partial<Record<ConfigKey, unknown>>;
-  json: boolean;
-  configPath: string | null;
-  /** `--nats <url>`: run through a distributed deployment. */
-  nats: string | null;
-}
-
-/** Converts `parseArgs` values into option values; throws `ConfigurationError` on a bad value. */
-export function readFlags(
-  values: Record<string, string | boolean | (string | boolean)[] | undefined>,
-  flags: readonly FlagSpec[],
-): ParsedFlags {
-  const options: Partial<Record<ConfigKey, unknown>> = {};
-  for (const spec of flags) {
-    const raw = values[spec.name];
-    if (raw === undefined || !spec.option) continue;
-    options[spec.option] = convert(spec, raw as string | boolean | string[]);
+/** Optimal string alignment distance: a swap of two neighbours (`retires`/`retries`) counts once. */
+function distance(a: string, b: string): number {
+  const d = Array.from({ length: a.length + 1 }, (_, i) => [i, ...Array<number>(b.length).fill(0)]);
+  for (let j = 1; j <= b.length; j++) d[0]![j] = j;
+  for (let i = 1; i <= a.length; i++) {
+    for (let j = 1; j <= b.length; j++) {
+      const cost = a[i - 1] === b[j - 1] ? 0 : 1;
+      let best = Math.min(d[i - 1]![j]! + 1, d[i]![j - 1]! + 1, d[i - 1]![j - 1]! + cost);
+      if (i > 1 && j > 1 && a[i - 1] === b[j - 2] && a[i - 2] === b[j - 1])
+        best = Math.min(best, d[i - 2]![j - 2]! + 1);
+      d[i]![j] = best;
+    }
   }
-  const config = values.config;
-  return {
-    options,
-    json: values.json === true,
-    configPath: typeof config === 'string' ? config : null,
-    nats: typeof values.nats === 'string' ? values.nats : null,
-  };
+  return d[a.length]![b.length]!;
 }
 
-/** A parsed command line. */
-export interface CommandLine {
-  help: boolean;
-  positionals: string[];
-  flags: ParsedFlags;
+/** The candidate nearest to a mistyped name, if one is near enough to be what was meant. */
+export function closest(name: string, candidates: readonly string[]): string | undefined {
+  const near = candidates
+    .map((candidate) => ({ candidate, d: distance(name, candidate) }))
+    .filter(({ candidate, d }) => d <= Math.max(1, Math.floor(candidate.length / 4)))
+    .sort((x, y) => x.d - y.d);
+  const prefixed = candidates.filter((candidate) => name.length >= 3 && candidate.startsWith(name));
+  return near[0]?.candidate ?? (prefixed.length === 1 ? prefixed[0] : undefined);
+}
+
+/** The message for a flag the command does not take, with the nearest one it does take. */
+function unknownFlag(command: Command, rawName: string, flags: readonly FlagSpec[]): ConfigurationError {
+  const name = rawName.replace(/^-+/, '');
+  const guess = closest(name, [...flags.map((f) => f.name), 'help']);
+  const elsewhere = (['run', 'worker', 'dashboard', 'graph'] as const).some((other) =>
+    flagsFor(other).some((f) => f.name === name),
+  );
+  const what = elsewhere ? `pge ${command} does not take ${rawName}` : `unknown flag ${rawName}`;
+  return new ConfigurationError(guess ? `${what}; did you mean --${guess}?` : what);
+}
+
+function tokenize(flags: readonly FlagSpec[], argv: readonly string[]) {
+  const options: NonNullable<ParseArgsConfig['options']> = { help: { type: 'boolean', short: 'h' } };
+  for (const f of flags) options[f.name] = { type: f.kind === 'switch' ? 'boolean' : 'string' };
+  // Not strict: parseArgs' own errors are written for programmers ("argument is ambiguous"), and
+  // it refuses a value that starts with "-", so `--max-retries -1` could not say what is wrong.
+  return parseArgs({ args: [...argv], options, allowPositionals: true, strict: false, tokens: true }).tokens;
 }
 
 /**
- * Parses the arguments after the command name. Unknown flags and missing values throw `parseArgs`'s
- * `ERR_PARSE_ARGS_*` errors, bad values `ConfigurationError`; with `--help` the values are not read.
+ * Parses the arguments after the command name. With `-h`/`--help` anywhere, nothing else is
+ * read. Throws `ConfigurationError` on an unknown flag, a missing or superfluous value, or a value
+ * its flag cannot take; option values are checked against their option later (`config.ts`).
  */
-export function parseCommandLine(
-  command: 'run' | 'batch' | 'config' | 'demo',
-  argv: readonly string[],
-): CommandLine {
+export function parseCommandLine(command: Command, argv: readonly string[]): CommandLine {
   const flags = flagsFor(command);
-  const { values, positionals } = parseArgs({
-    args: [...argv],
-    options: parseArgsOptions(flags),
-    allowPositionals: true,
-    strict: true,
-  });
-  if (values.help === true)
-    return { help: true, positionals, flags: { options: {}, json: false, configPath: null, nats: null } };
-  return { help: false, positionals, flags: readFlags(values, flags) };
+  const tokens = tokenize(flags, argv);
+  const none: ParsedFlags = { options: {}, values: {}, json: false, configPath: null, nats: null };
+  if (tokens.some((t) => t.kind === 'option' && (t.rawName === '--help' || t.rawName === '-h')))
+    return { help: true, positionals: [], flags: none };
+  const given = new Map<FlagSpec, string[]>();
+  const positionals: string[] = [];
+  for (const token of tokens) {
+    if (token.kind === 'positional') positionals.push(token.value);
+    if (token.kind !== 'option') continue;
+    const spec = token.rawName.startsWith('--') ? flags.find((f) => f.name === token.name) : undefined;
+    if (!spec) throw unknownFlag(command, token.rawName, flags);
+    if (spec.kind === 'switch') {
+      if (token.value !== undefined) throw new ConfigurationError(`${token.rawName} takes no value`);
+      given.set(spec, ['true']);
+      continue;
+    }
+    const value = token.value;
+    if (value === undefined || (!token.inlineValue && value.startsWith('-') && !DECIMAL.test(value))) {
+      const placeholder = spec.value ?? `<${spec.choices?.join('|') ?? 'value'}>`;
+      const dash =
+        value === undefined ? '' : `; a value that starts with "-" goes after "=": --${spec.name}=${value}`;
+      throw new ConfigurationError(`--${spec.name} needs a value: --${spec.name} ${placeholder}${dash}`);
+    }
+    given.set(spec, [...(given.get(spec) ?? []), value]);
+  }
+  const options: Partial<Record<ConfigKey, unknown>> = {};
+  const values: Record<string, unknown> = {};
+  for (const spec of flags) {
+    const raws = given.get(spec);
+    const value = raws ? convert(spec, raws) : spec.default;
+    if (value === undefined) continue;
+    values[spec.name] = value;
+    if (spec.option && raws) options[spec.option] = value;
+  }
+  const text = (name: string) => (typeof values[name] === 'string' ? (values[name] as string) : null);
+  return {
+    help: false,
+    positionals,
+    flags: { options, values, json: values.json === true, configPath: text('config'), nats: text('nats') },
+  };
 }

@@ -1,9 +1,8 @@
-import { type ParseArgsConfig, parseArgs } from 'node:util';
 import type { AnyStateMachine } from 'xstate';
 import { ConfigurationError } from '../errors.js';
 import type { GraphFormat, MachineName } from '../graph/graph-choices.js';
 import { ExitCode } from './exit-codes.js';
-import { commandHelp, GRAPH_FLAGS } from './help.js';
+import type { CommandLine } from './flags.js';
 import type { CliIo } from './io.js';
 
 /**
@@ -18,41 +17,15 @@ const MACHINES: Record<MachineName, () => Promise<AnyStateMachine>> = {
   step: async () => (await import('../machines/step-machine.js')).stepMachine,
 };
 
-const DEFAULTS = { machine: 'run', format: 'mermaid' } as const satisfies {
-  machine: MachineName;
-  format: GraphFormat;
-};
-
-/** A choice flag's value, checked against the choices `GRAPH_FLAGS` documents. */
-function choice(name: keyof typeof DEFAULTS, raw: string | undefined): string {
-  if (raw === undefined) return DEFAULTS[name];
-  const choices = GRAPH_FLAGS.find((f) => f.name === name)?.choices ?? [];
-  if (!choices.includes(raw))
-    throw new ConfigurationError(`--${name} expects one of ${choices.join(', ')}, got "${raw}"`);
-  return raw;
-}
-
 /**
- * `pge graph`: writes the chart to stdout and returns exit code 0. Unknown flags throw
- * `parseArgs`'s errors, bad values and arguments `ConfigurationError` (exit code 2).
+ * `pge graph`: writes the chart to stdout and returns exit code 0. The flag table checks the
+ * choices and supplies the defaults; an argument is a `ConfigurationError` (exit code 2).
  */
-export async function graphCommand(argv: readonly string[], io: CliIo): Promise<number> {
-  const options: NonNullable<ParseArgsConfig['options']> = { help: { type: 'boolean', short: 'h' } };
-  for (const f of GRAPH_FLAGS) options[f.name] = { type: 'string' };
-  const { values, positionals } = parseArgs({
-    args: [...argv],
-    options,
-    allowPositionals: true,
-    strict: true,
-  });
-  if (values.help === true) {
-    io.stdout.write(`${commandHelp('graph')}\n`);
-    return ExitCode.passed;
-  }
-  if (positionals.length > 0)
-    throw new ConfigurationError(`pge graph takes no arguments, got "${positionals.join(' ')}"`);
-  const machine = choice('machine', values.machine as string | undefined) as MachineName;
-  const format = choice('format', values.format as string | undefined) as GraphFormat;
+export async function graphCommand(line: CommandLine, io: CliIo): Promise<number> {
+  if (line.positionals.length > 0)
+    throw new ConfigurationError(`pge graph takes no arguments, got "${line.positionals.join(' ')}"`);
+  const machine = line.flags.values.machine as MachineName;
+  const format = line.flags.values.format as GraphFormat;
   const { exportGraph } = await import('../graph/export-graph.js');
   io.stdout.write(exportGraph(await MACHINES[machine](), format));
   return ExitCode.passed;

@@ -1,129 +1,27 @@
-import { GRAPH_FORMATS, MACHINE_NAMES } from '../graph/graph-choices.js';
-import { CONFIG_FILE_NAME, DEMO_TASK } from './defaults.js';
-import { FLAG_GROUPS, type FlagSpec, flagsFor } from './flag-table.js';
+import { OPTION_DEFAULTS } from '../schemas/setting-values.js';
+import { flagsFor } from './command-flags.js';
+import { CLI_DEFAULTS, CONFIG_FILE_NAME, DEMO_TASK } from './defaults.js';
+import { type Command, FLAG_GROUPS, type FlagSpec } from './flag-table.js';
 
 /** The help texts: one per command, the flag lists generated from the flag table. */
 
-/** The commands of `pge`. */
-export type Command = 'run' | 'demo' | 'batch' | 'config' | 'graph' | 'worker' | 'dashboard';
-
-/**
- * The flags of `pge graph`. They choose a chart and set no option of a run, so they are not in the
- * flag table; `graph-command.ts` parses them from this list, so they cannot go undocumented.
- */
-export const GRAPH_FLAGS: readonly FlagSpec[] = [
-  {
-    name: 'machine',
-    kind: 'choice',
-    choices: MACHINE_NAMES,
-    group: 'output',
-    help: 'The chart of a whole run, or of one step of the plan (default run)',
-  },
-  {
-    name: 'format',
-    kind: 'choice',
-    choices: GRAPH_FORMATS,
-    group: 'output',
-    help: 'Mermaid stateDiagram-v2, Graphviz DOT or JSON (default mermaid)',
-  },
-];
-
 const EXIT_CODES = `Exit codes:
   0    every step passed
-  1    the run finished with failed steps, was stopped by a budget, or aborted (--on-exhausted abort)
-  2    usage or configuration error: unknown flag, bad value, bad config file, no API key,
-       a log path that is taken or whose directory is missing (all detected before a model is called)
+  1    the run finished with failed steps, was stopped by a budget, or aborted (--on-exhausted abort);
+       a work or evaluation answer that stays invalid after repairs fails its attempt, so it ends here
+  2    usage or configuration error: unknown flag, bad value, bad config file, no API key, --max-cost
+       for a model without a price, a log path that is taken or whose directory is missing, a working
+       directory that cannot be created (all detected before a model is called)
   3    the run could not complete: the model server failed or refused the request (network, 5xx,
-       401/403/404), a model's answer stayed invalid after repairs, or the log could not be written
-       while the run was going (a log that cannot be written stops the run)
+       401/403/404), a plan or contract answer stayed invalid after repairs, or the log could not
+       be written while the run was going (a log that cannot be written stops the run)
   130  interrupted (Ctrl-C or SIGTERM): the run ends as "interrupted" and its log stays consistent;
        a second Ctrl-C quits at once`;
-
-/** The flags of `pge worker` beside the run flags (`worker-command.ts` parses them by these names). */
-export const WORKER_FLAGS: readonly FlagSpec[] = [
-  {
-    name: 'role',
-    kind: 'choice',
-    choices: ['planner', 'generator', 'evaluator', 'persistence', 'coordinator'],
-    group: 'nats',
-    help: 'What this process does (required)',
-  },
-  {
-    name: 'concurrency',
-    kind: 'integer',
-    value: '<n>',
-    group: 'nats',
-    help: 'Requests a role worker handles at once (default 4)',
-  },
-  {
-    name: 'nats',
-    kind: 'text',
-    value: '<url>',
-    group: 'nats',
-    help: 'NATS server(s), comma-separated (default NATS_URL, else nats://127.0.0.1:4222)',
-  },
-  {
-    name: 'demo',
-    kind: 'switch',
-    group: 'nats',
-    help: 'Answer with the built-in demo model (not an AI): no key needed',
-  },
-  {
-    name: 'worker-id',
-    kind: 'text',
-    value: '<id>',
-    group: 'nats',
-    help: 'Name reported in model-call events (default <role>-<pid>)',
-  },
-];
 
 const WORKER_EXIT_CODES = `Exit codes:
   0    drained and stopped after SIGINT or SIGTERM
   2    usage or configuration error, or NATS unreachable ("cannot connect to NATS at <url>: …")
   3    an unexpected failure`;
-
-/**
- * `--inspect` of `pge run` and `pge demo`. It attaches a viewer and sets no option of the run, so it
- * is not in the flag table; `main.ts` takes it off the command line before the table's flags are parsed.
- */
-export const INSPECT_FLAG: FlagSpec = {
-  name: 'inspect',
-  kind: 'switch',
-  group: 'output',
-  help: "Watch the run live in Stately's inspector (needs internet)",
-};
-
-/** The flags of `pge dashboard` (`dashboard-command.ts` parses them by these names). */
-export const DASHBOARD_FLAGS: readonly FlagSpec[] = [
-  {
-    name: 'log',
-    kind: 'text',
-    value: '<file>',
-    group: 'cli',
-    help: 'Log file to follow as its run writes it; repeatable',
-  },
-  {
-    name: 'nats',
-    kind: 'text',
-    value: '<url>',
-    group: 'cli',
-    help: 'Follow every run on this NATS server (default: NATS_URL)',
-  },
-  {
-    name: 'port',
-    kind: 'integer',
-    value: '<n>',
-    group: 'cli',
-    help: 'Port to serve on (default 4780; 0 picks a free one)',
-  },
-  {
-    name: 'host',
-    kind: 'text',
-    value: '<addr>',
-    group: 'cli',
-    help: 'Address to bind (default 127.0.0.1: this machine only)',
-  },
-];
 
 const DASHBOARD_EXIT_CODES = `Exit codes:
   0    stopped by SIGINT or SIGTERM
@@ -285,17 +183,33 @@ edges. Calls no model and reads no configuration.`,
   },
 };
 
+/** The default a flag's help names: the CLI's and the library's when they differ. */
+function defaultOf(f: FlagSpec): string {
+  const library = f.option ? (OPTION_DEFAULTS as Record<string, unknown>)[f.option] : f.default;
+  const cli = f.option ? CLI_DEFAULTS[f.option] : undefined;
+  if (cli !== undefined && cli !== library) return ` (default ${cli}; the library's: ${library})`;
+  return library === undefined ? '' : ` (default ${library})`;
+}
+
 function flagLines(flags: readonly FlagSpec[]): string {
   const label = (f: FlagSpec) =>
     `--${f.name}${f.choices ? ` ${f.choices.join('|')}` : f.value ? ` ${f.value}` : ''}`;
-  // A label longer than the column gets a line of its own, so that the help fits 100 columns.
+  // The help fits 100 columns: a label longer than its column gets a line of its own, and the
+  // text wraps at word boundaries under its column.
   const width = 30;
+  const indent = `\n  ${' '.repeat(width)}`;
+  const wrap = (text: string) =>
+    text
+      .replace(new RegExp(`(.{1,${100 - width - 2}})(?: +|$)`, 'g'), `$1${indent}`)
+      .slice(0, -indent.length);
   const row = (name: string, text: string) =>
-    `  ${name}${name.length >= width ? `\n  ${' '.repeat(width)}` : ' '.repeat(width - name.length)}${text}`;
+    `  ${name}${name.length >= width ? indent : ' '.repeat(width - name.length)}${wrap(text)}`;
   const sections = Object.entries(FLAG_GROUPS).flatMap(([group, title]) => {
     const inGroup = flags.filter((f) => f.group === group);
     if (inGroup.length === 0) return [];
-    const rows = inGroup.map((f) => row(label(f), `${f.help}${f.option ? ` [${f.option}]` : ''}`));
+    const rows = inGroup.map((f) =>
+      row(label(f), `${f.help}${defaultOf(f)}${f.option ? ` [${f.option}]` : ''}`),
+    );
     return [`${title}:\n${rows.join('\n')}`];
   });
   return `${sections.join('\n\n')}\n${row('-h, --help', 'Show this help')}`;
@@ -306,48 +220,28 @@ export function topHelp(): string {
   return TOP;
 }
 
+const EXITS: Record<Command, string> = {
+  run: EXIT_CODES,
+  demo: EXIT_CODES,
+  batch: EXIT_CODES,
+  config: EXIT_CODES,
+  worker: WORKER_EXIT_CODES,
+  dashboard: DASHBOARD_EXIT_CODES,
+  graph: GRAPH_EXIT_CODES,
+};
+
 /** The help of one command. */
 export function commandHelp(command: Command): string {
   const { usage, about, examples } = COMMANDS[command];
-  if (command === 'dashboard')
-    return ownFlagsHelp(usage, about, DASHBOARD_FLAGS, DASHBOARD_EXIT_CODES, examples);
-  const graph = command === 'graph';
-  const worker = command === 'worker';
-  const extra = command === 'demo' || graph ? '' : `\n\n${CONFIGURATION}`;
-  const inspect = command === 'run' || command === 'demo' ? [INSPECT_FLAG] : [];
-  const flags = graph
-    ? GRAPH_FLAGS
-    : worker
-      ? [...WORKER_FLAGS, ...flagsFor('batch')]
-      : [...flagsFor(command), ...inspect];
-  const exits = graph ? GRAPH_EXIT_CODES : worker ? WORKER_EXIT_CODES : EXIT_CODES;
+  // Only the commands that read the environment and a config file explain them.
+  const configuration = ['run', 'batch', 'config', 'worker'].includes(command) ? `\n\n${CONFIGURATION}` : '';
   return `Usage: ${usage}
 
 ${about}
 
-${flagLines(flags)}${extra}
+${flagLines(flagsFor(command))}${configuration}
 
-${exits}
-
-Examples:
-${examples.map((e) => `  ${e}`).join('\n')}`;
-}
-
-/** The help of a command that reads its own flags and no configuration. */
-function ownFlagsHelp(
-  usage: string,
-  about: string,
-  flags: readonly FlagSpec[],
-  exits: string,
-  examples: readonly string[],
-): string {
-  return `Usage: ${usage}
-
-${about}
-
-${flagLines(flags)}
-
-${exits}
+${EXITS[command]}
 
 Examples:
 ${examples.map((e) => `  ${e}`).join('\n')}`;

@@ -1,26 +1,22 @@
 import { readFileSync } from 'node:fs';
 import { PgeError } from '../errors.js';
-import { ExitCode, errorMessage, exitCodeOfError, isParseArgsError } from './exit-codes.js';
-import { type CommandLine, parseCommandLine } from './flags.js';
-import { type Command, commandHelp, helpHint, topHelp } from './help.js';
+import { ExitCode, errorMessage, exitCodeOfError } from './exit-codes.js';
+import type { Command } from './flag-table.js';
+import { type CommandLine, closest, parseCommandLine } from './flags.js';
+import { commandHelp, helpHint, topHelp } from './help.js';
 import { type CliIo, processIo } from './io.js';
 
 /**
- * The `pge` command line: `run`, `demo`, `batch`, `config`, `graph`, `help`. `bin/pge.js` calls
- * `main` and exits with the code it returns; `main` closes everything it opened, so nothing else is
- * needed.
+ * The `pge` command line: `run`, `demo`, `batch`, `config`, `graph`, `worker`, `dashboard`, `help`.
+ * `bin/pge.js` calls `main` and exits with the code it returns; `main` closes everything it opened,
+ * so nothing else is needed. Every command's line is parsed here, from the flag table, and only
+ * then is the command's module loaded.
  */
 
-type RunsCommandLine = (line: CommandLine, io: CliIo, extras?: { inspect: boolean }) => Promise<number>;
-/** `graph` reads its own flags: they choose a chart and set no option of a run. */
-type ReadsOwnFlags = (argv: string[], io: CliIo) => Promise<number>;
+type RunsCommandLine = (line: CommandLine, io: CliIo) => Promise<number>;
 
 // Loaded on demand: help, version and usage errors answer without loading the harness and its SDKs.
-const COMMANDS: Record<Exclude<Command, 'graph' | 'worker' | 'dashboard'>, () => Promise<RunsCommandLine>> & {
-  graph: () => Promise<ReadsOwnFlags>;
-  worker: () => Promise<ReadsOwnFlags>;
-  dashboard: () => Promise<ReadsOwnFlags>;
-} = {
+const COMMANDS: Record<Command, () => Promise<RunsCommandLine>> = {
   run: async () => (await import('./run-command.js')).runCommand,
   demo: async () => (await import('./run-command.js')).demoCommand,
   batch: async () => (await import('./batch-command.js')).batchCommand,
@@ -29,16 +25,6 @@ const COMMANDS: Record<Exclude<Command, 'graph' | 'worker' | 'dashboard'>, () =>
   worker: async () => (await import('./worker-command.js')).workerCommand,
   dashboard: async () => (await import('./dashboard-command.js')).dashboardCommand,
 };
-
-/**
- * Takes `--inspect` (see `INSPECT_FLAG`) off a `run` or `demo` command line: it sets no option of
- * the run, so the flag table does not parse it. Arguments after `--` are the task's, left alone.
- */
-function takeInspect(argv: string[]): { argv: string[]; inspect: boolean } {
-  const end = argv.includes('--') ? argv.indexOf('--') : argv.length;
-  const kept = argv.filter((arg, i) => i >= end || arg !== '--inspect');
-  return { argv: kept, inspect: kept.length < argv.length };
-}
 
 const isCommand = (name: string | undefined): name is Command =>
   name !== undefined && Object.hasOwn(COMMANDS, name);
@@ -85,41 +71,27 @@ export async function main(argv: string[], io: CliIo = processIo()): Promise<num
       return ExitCode.passed;
     }
     if (command === null) {
+      const guess = closest(first, Object.keys(COMMANDS));
       const what = first.startsWith('-')
         ? `unknown flag ${first} (flags go after the command)`
-        : `unknown command "${first}"`;
+        : `unknown command "${first}"${guess ? ` (did you mean ${guess}?)` : ''}`;
       return usageError(
         io,
         `${what}; the commands are run, demo, batch, config, graph, worker, dashboard`,
         null,
       );
     }
-    if (command === 'graph') return await (await COMMANDS.graph())(rest, io);
-    if (command === 'dashboard') return await (await COMMANDS.dashboard())(rest, io);
-    if (command === 'worker') {
-      if (rest.includes('--help') || rest.includes('-h')) {
-        io.stdout.write(`${commandHelp('worker')}\n`);
-        return ExitCode.passed;
-      }
-      return await (await COMMANDS.worker())(rest, io);
-    }
-    const { argv, inspect } =
-      command === 'run' || command === 'demo' ? takeInspect(rest) : { argv: rest, inspect: false };
-    const line = parseCommandLine(command, argv);
+    const line = parseCommandLine(command, rest);
     if (line.help) {
       io.stdout.write(`${commandHelp(command)}\n`);
       return ExitCode.passed;
     }
-    const run = await COMMANDS[command]();
-    return await run(line, io, { inspect });
+    return await (await COMMANDS[command]())(line, io);
   } catch (error) {
     const code = exitCodeOfError(error);
     if (code === ExitCode.usage) return usageError(io, errorMessage(error), command);
     // Not one of pge's named errors: a defect; its stack is what a bug report needs.
-    const detail =
-      error instanceof PgeError || isParseArgsError(error)
-        ? errorMessage(error)
-        : String((error as Error)?.stack ?? error);
+    const detail = error instanceof PgeError ? errorMessage(error) : String((error as Error)?.stack ?? error);
     io.stderr.write(`pge: ${detail}\n`);
     return code;
   }

@@ -2,7 +2,7 @@ import type { PgeOptions } from '../api/options.js';
 import { NatsBus } from '../bus/nats-bus.js';
 import { natsOptionsFromEnv } from '../bus/nats-connection.js';
 import { submitAndFollow } from '../runtime/services.js';
-import type { RunSubmissionOptions } from '../schemas/submission.js';
+import { RunSubmissionOptions } from '../schemas/submission.js';
 import { ExitCode } from './exit-codes.js';
 import type { CliIo } from './io.js';
 import { Progress } from './progress.js';
@@ -15,18 +15,8 @@ import { Progress } from './progress.js';
  * worker keeps its logs.
  */
 
-const SUBMITTED: readonly (keyof RunSubmissionOptions)[] = [
-  'maxSteps',
-  'maxRetriesPerStep',
-  'maxContractRounds',
-  'onStepExhausted',
-  'maxReplans',
-  'defaultThresholds',
-  'fallbackThreshold',
-  'maxCostUsd',
-  'maxTokens',
-  'maxDurationMs',
-];
+// Every run setting a submission may carry: the schema is the list.
+const SUBMITTED = RunSubmissionOptions.keyof().options;
 
 /** Runs `task` on the deployment at `servers`; returns the exit code. */
 export async function remoteRun(

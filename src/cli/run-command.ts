@@ -114,37 +114,30 @@ async function runTaskWith(
   });
 }
 
-/** `pge run "<task>" [flags]`; `--inspect` comes in `extras` (see `INSPECT_FLAG`). */
-export async function runCommand(
-  line: CommandLine,
-  io: CliIo,
-  extras: { inspect: boolean } = { inspect: false },
-): Promise<number> {
+/** `pge run "<task>" [flags]`. */
+export async function runCommand(line: CommandLine, io: CliIo): Promise<number> {
+  const inspect = line.flags.values.inspect === true;
   const task = line.positionals.join(' ').trim();
   if (task === '') throw new ConfigurationError('pge run needs a task: pge run "<task>"');
   const config = resolveConfig({ flags: line.flags, env: io.env, cwd: io.cwd });
   const nats = line.flags.nats ?? io.env.NATS_URL?.trim();
   if (nats) {
-    if (extras.inspect)
+    if (inspect)
       throw new ConfigurationError(
         '--inspect needs the run in this process: it cannot inspect a run on NATS',
       );
     const { remoteRun } = await import('./remote-run.js');
     return remoteRun(task, nats, config.options, line.flags.json, io);
   }
-  return runTask('run', task, config.options, line.flags.json, io, extras.inspect);
+  return runTask('run', task, config.options, line.flags.json, io, inspect);
 }
 
 /** `pge demo ["<task>"] [flags]`: the whole loop, offline, with `DemoModel` in every role. */
-export async function demoCommand(
-  line: CommandLine,
-  io: CliIo,
-  extras: { inspect: boolean } = { inspect: false },
-): Promise<number> {
+export async function demoCommand(line: CommandLine, io: CliIo): Promise<number> {
   const config = resolveConfig({ flags: line.flags, env: io.env, cwd: io.cwd, flagsOnly: true });
   io.stderr.write(`${DEMO_NOTICE}\n`);
   const model = new DemoModel();
   const task = line.positionals.join(' ').trim() || DEMO_TASK;
   const options = { ...config.options, plannerAgent: model, generatorAgent: model, evaluatorAgent: model };
-  return runTask('demo', task, options, line.flags.json, io, extras.inspect);
+  return runTask('demo', task, options, line.flags.json, io, line.flags.values.inspect === true);
 }

@@ -1,5 +1,4 @@
 import { basename, join } from 'node:path';
-import { parseArgs } from 'node:util';
 import { DemoModel } from '../actors/demo-model.js';
 import { createPersistenceActor } from '../actors/persistence-actor.js';
 import { createRoleWorker } from '../actors/role-worker.js';
@@ -12,10 +11,9 @@ import { subjects } from '../bus/subjects.js';
 import { ConfigurationError } from '../errors.js';
 import { startCoordinatorService } from '../runtime/services.js';
 import type { Role, RunEvent } from '../schemas/index.js';
+import { WORKER_ROLES, type WorkerRole } from './command-flags.js';
 import { resolveConfig } from './config.js';
-import { FLAGS } from './flag-table.js';
-import { readFlags } from './flags.js';
-import { WORKER_FLAGS } from './help.js';
+import { type CommandLine, parseCommandLine } from './flags.js';
 import type { CliIo } from './io.js';
 
 /**
@@ -26,16 +24,6 @@ import type { CliIo } from './io.js';
  * and consumers are created by the processes themselves. SIGINT/SIGTERM drains: requests in
  * flight finish (a second signal hands them back to the queue), then the connection closes.
  */
-
-export const WORKER_ROLES = ['planner', 'generator', 'evaluator', 'persistence', 'coordinator'] as const;
-export type WorkerRole = (typeof WORKER_ROLES)[number];
-
-function toRole(value: unknown): WorkerRole {
-  if (typeof value !== 'string' || !(WORKER_ROLES as readonly string[]).includes(value)) {
-    throw new ConfigurationError(`--role must be one of ${WORKER_ROLES.join(', ')}`);
-  }
-  return value as WorkerRole;
-}
 
 /** Waits for SIGINT or SIGTERM; a second one calls `hurry`. */
 function untilSignal(io: CliIo, hurry: () => void): Promise<NodeJS.Signals> {
@@ -63,42 +51,36 @@ export interface WorkerPlan {
 }
 
 /**
- * Reads and checks a `pge worker` command line with its environment; throws `ConfigurationError`
- * (or parseArgs' error) on a bad one. Pure but for the working directory check of the options.
+ * Checks a parsed `pge worker` command line with its environment; throws `ConfigurationError` on
+ * a bad one. Pure but for the working directory check of the options.
  */
-export function parseWorkerCommand(argv: readonly string[], io: Pick<CliIo, 'env' | 'cwd'>): WorkerPlan {
-  const { values: parsed } = parseArgs({
-    args: [...argv],
-    options: Object.fromEntries(
-      [...FLAGS, ...WORKER_FLAGS].map((f) => [
-        f.name,
-        {
-          type: f.kind === 'switch' ? 'boolean' : 'string',
-          ...(f.kind === 'threshold' ? { multiple: true } : {}),
-        },
-      ]),
-    ) as NonNullable<Parameters<typeof parseArgs>[0]>['options'],
-    allowPositionals: false,
-    strict: true,
-  });
-  const values = parsed as Record<string, string | boolean | string[] | undefined>;
-  const role = toRole(values.role);
+export function workerPlan(line: CommandLine, io: Pick<CliIo, 'env' | 'cwd'>): WorkerPlan {
+  const { values } = line.flags;
+  if (line.positionals.length > 0)
+    throw new ConfigurationError(`pge worker takes no arguments, got "${line.positionals.join(' ')}"`);
+  if (values.role === undefined)
+    throw new ConfigurationError(`pge worker needs --role ${WORKER_ROLES.join('|')}`);
+  const role = values.role as WorkerRole;
   // PGE_DEMO=1 is --demo for deployments that set flags through the environment (docker compose).
   const demo = values.demo === true || /^(1|true|yes)$/i.test(io.env.PGE_DEMO ?? '');
-  const concurrency = values.concurrency === undefined ? 4 : Number(values.concurrency);
-  if (!Number.isInteger(concurrency) || concurrency < 1)
-    throw new ConfigurationError('--concurrency must be an integer >= 1');
-  const config = resolveConfig({ flags: readFlags(values, FLAGS), env: io.env, cwd: io.cwd });
+  const concurrency = values.concurrency as number;
+  if (concurrency < 1) throw new ConfigurationError('--concurrency must be >= 1');
+  const config = resolveConfig({ flags: line.flags, env: io.env, cwd: io.cwd });
   const options = resolveOptions({ ...config.options, verbose: false });
   const nats = natsOptionsFromEnv(io.env);
-  if (typeof values.nats === 'string') nats.servers = values.nats;
+  if (line.flags.nats) nats.servers = line.flags.nats;
   const id = typeof values['worker-id'] === 'string' ? values['worker-id'] : `${role}-${process.pid}`;
   return { role, demo, concurrency, id, nats, options };
 }
 
+/** Reads and checks a `pge worker` command line (the arguments after `worker`), as `main` does. */
+export function parseWorkerCommand(argv: readonly string[], io: Pick<CliIo, 'env' | 'cwd'>): WorkerPlan {
+  return workerPlan(parseCommandLine('worker', argv), io);
+}
+
 /** `pge worker --role <role> [flags]`. Returns when the process has drained. */
-export async function workerCommand(argv: readonly string[], io: CliIo): Promise<number> {
-  const { role, demo, concurrency, id, nats, options } = parseWorkerCommand(argv, io);
+export async function workerCommand(line: CommandLine, io: CliIo): Promise<number> {
+  const { role, demo, concurrency, id, nats, options } = workerPlan(line, io);
   const bus = await NatsBus.connect({ ...nats, name: `pge-${id}` });
 
   let stop: (hurry: boolean) => Promise<void>;

@@ -1,5 +1,5 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { isIP } from 'node:net';
+import { isLoopback } from '../loopback.js';
 
 /**
  * The HTTP rules every local page of pge follows (the dashboard and the inspector bridge): read
@@ -34,14 +34,6 @@ export function securityHeaders(csp: string): Record<string, string> {
     'Cross-Origin-Resource-Policy': 'same-origin',
     'Cache-Control': 'no-store',
   };
-}
-
-/** Whether `host` names this machine only. */
-export function isLoopback(host: string): boolean {
-  const bare = host.replace(/^\[|\]$/g, '');
-  if (bare === 'localhost') return true;
-  if (isIP(bare) === 4) return bare.startsWith('127.');
-  return bare === '::1';
 }
 
 /**

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { ID_PATTERN, PHASES, ROLES } from './setting-values.js';
 
 /**
  * Domain schemas: what the planner, generator and evaluator return, and the records the harness
@@ -11,7 +12,7 @@ export const SafeId = z
   .string()
   .min(1)
   .max(128)
-  .regex(/^[A-Za-z0-9_-]+$/, 'ids may hold only letters, digits, "-" and "_"');
+  .regex(ID_PATTERN, 'ids may hold only letters, digits, "-" and "_"');
 
 /** A score on the rubric's 1–10 scale. */
 export const Score = z.number().min(1).max(10);
@@ -187,9 +188,9 @@ export function addUsage(a: Usage, b: Usage): Usage {
 }
 
 /** Roles and the phases each one answers; a phase names the schema of its answer (`pge_<phase>`). */
-export const Role = z.enum(['planner', 'generator', 'evaluator']);
+export const Role = z.enum(ROLES);
 export type Role = z.infer<typeof Role>;
-export const Phase = z.enum(['plan', 'contract', 'contract_review', 'work', 'evaluation']);
+export const Phase = z.enum(PHASES);
 export type Phase = z.infer<typeof Phase>;
 
 /**

@@ -3,6 +3,7 @@ import {
   Contract,
   ContractProposal,
   ContractReview,
+  CriterionWeight,
   Evaluation,
   Phase,
   Plan,
@@ -21,6 +22,7 @@ import {
   RetrySignal,
   WorkInput,
 } from './inputs.js';
+import { ExhaustionPolicy } from './settings.js';
 
 /**
  * Every event of a run, one discriminated union on `type`. The coordinator is the only writer of
@@ -59,6 +61,12 @@ export const ModelCall = z.strictObject({
   promptTokens: z.number().int().min(0),
   completionTokens: z.number().int().min(0),
   costUsd: z.number().min(0),
+  /**
+   * `false` when the model client knew no price for the model, so that its `costUsd` of 0 is
+   * unknown rather than free; absent (or `true`) when the call was priced or the model reports
+   * its own cost.
+   */
+  priced: z.boolean().optional(),
   latencyMs: z.number().min(0),
   repair: z.number().int().min(0),
   outcome: z.enum(['valid', 'invalid']),
@@ -69,7 +77,7 @@ export type ModelCall = z.infer<typeof ModelCall>;
 /** One criterion's verdict in a judged attempt; `score` is null when the evaluation was invalid. */
 export const JudgedScore = z.strictObject({
   criterion: z.string(),
-  weight: z.enum(['high', 'standard', 'low']),
+  weight: CriterionWeight,
   score: Score.nullable(),
   threshold: Score,
   passed: z.boolean(),
@@ -132,7 +140,7 @@ export const RunStarted = event(
       maxSteps: z.number().int().min(1),
       maxRetriesPerStep: z.number().int().min(0),
       maxContractRounds: z.number().int().min(1),
-      onStepExhausted: z.enum(['advance', 'abort', 'replan']),
+      onStepExhausted: ExhaustionPolicy,
       maxReplans: z.number().int().min(0),
       budgets: Budgets,
       models: z.strictObject({ planner: z.string(), generator: z.string(), evaluator: z.string() }),
@@ -239,7 +247,7 @@ export const StepFailed = event(
     ...StepRef,
     attempts: z.number().int().min(0),
     bestAttempt: z.number().int().min(1).nullable(),
-    policy: z.enum(['advance', 'abort', 'replan']),
+    policy: ExhaustionPolicy,
   }),
 );
 export const ModelCallCompleted = event(

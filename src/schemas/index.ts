@@ -54,3 +54,26 @@ export {
   WorkInput,
 } from './inputs.js';
 export { RoleFailure, RoleResult, RoleSuccess } from './results.js';
+export {
+  DEFAULT_WORKER_CONCURRENCY,
+  EXHAUSTION_POLICIES,
+  ID_PATTERN,
+  OPTION_DEFAULTS,
+  OUTPUT_TYPES,
+  PHASES,
+  REASONING_EFFORTS,
+  ROLES,
+  STRUCTURED_OUTPUT_MODES,
+} from './setting-values.js';
+export {
+  BaseUrl,
+  ExhaustionPolicy,
+  ModelClientSettings,
+  ModelPrice,
+  OutputType,
+  PriceTable,
+  ReasoningEffort,
+  RoleModelSettings,
+  RunSettings,
+  StructuredOutputMode,
+} from './settings.js';

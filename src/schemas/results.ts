@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { ContractProposal, ContractReview, Evaluation, Plan, Role, SafeId, Work } from './domain.js';
+import { ContractProposal, ContractReview, Evaluation, Phase, Plan, Role, SafeId, Work } from './domain.js';
 import { ErrorInfo, ModelCall } from './events.js';
 
 /**
@@ -31,7 +31,7 @@ export type RoleSuccess = z.infer<typeof RoleSuccess>;
 /** A failed request: `raw` is the last answer when the model's output never validated. */
 export const RoleFailure = z.strictObject({
   status: z.literal('error'),
-  phase: z.enum(['plan', 'contract', 'contract_review', 'work', 'evaluation']),
+  phase: Phase,
   error: ErrorInfo,
   raw: z.string().nullable(),
 });

@@ -1,5 +1,6 @@
 import { z } from 'zod';
-import { SafeId, Score } from './domain.js';
+import { SafeId } from './domain.js';
+import { RunSettings } from './settings.js';
 
 /**
  * Run submission by request/reply on `pge.runs.submit`: a client sends a task and the run settings
@@ -9,23 +10,10 @@ import { SafeId, Score } from './domain.js';
  */
 
 /**
- * Run settings a submitter may set, each with the name and bounds of the option of the same name
- * (`PgeOptionsSchema`); an omitted one takes the coordinator's value. Unknown names are an error.
+ * Run settings a submitter may set: any of the run settings the options of the same name set
+ * (`RunSettings`); an omitted one takes the coordinator's value. Unknown names are an error.
  */
-export const RunSubmissionOptions = z.strictObject({
-  maxSteps: z.number().int().min(1).optional(),
-  maxRetriesPerStep: z.number().int().min(0).optional(),
-  maxContractRounds: z.number().int().min(1).optional(),
-  onStepExhausted: z.enum(['advance', 'abort', 'replan']).optional(),
-  maxReplans: z.number().int().min(0).optional(),
-  /** Thresholds by criterion name, for criteria the plan leaves without one. */
-  defaultThresholds: z.record(z.string(), Score).optional(),
-  fallbackThreshold: Score.optional(),
-  maxCostUsd: z.number().positive().optional(),
-  // Integers because the run's budgets (`Budgets` in run.started) are integers.
-  maxTokens: z.number().int().positive().optional(),
-  maxDurationMs: z.number().int().positive().optional(),
-});
+export const RunSubmissionOptions = RunSettings.partial();
 export type RunSubmissionOptions = z.infer<typeof RunSubmissionOptions>;
 
 /** A request to start a run, sent on `pge.runs.submit`. */

@@ -94,6 +94,39 @@ describe('bad options get a clear error and nothing half-done', () => {
     }
   });
 
+  it('refuses maxCostUsd when a model that would spend it has no price', () => {
+    const key = { apiKey: 'sk-test', workingDirectory: dir };
+    const refuse = (options: PgeOptions, message: RegExp) =>
+      expect(() => new PlannerGeneratorEvaluator({ ...key, ...options })).toThrow(message);
+    refuse({ modelName: 'llama3.1', maxCostUsd: 1 }, /no price is known for model llama3\.1/);
+    refuse(
+      { modelName: 'gpt-4.1', evaluatorModelName: 'qwen', generatorModelName: 'mistral', maxCostUsd: 1 },
+      /no price is known for models mistral, qwen/,
+    );
+    // A price given, a known model, or a role with its own agent (it reports its own cost).
+    const accepted: PgeOptions[] = [
+      {
+        modelName: 'llama3.1',
+        maxCostUsd: 1,
+        prices: { 'llama3.1': { inputPerMTok: 0.2, outputPerMTok: 0.6 } },
+      },
+      { modelName: 'gpt-4.1-mini-2025-04-14', maxCostUsd: 1 },
+      { ...agents(), modelName: 'llama3.1', maxCostUsd: 1 },
+      { modelName: 'llama3.1' },
+    ];
+    for (const options of accepted)
+      expect(() => new PlannerGeneratorEvaluator({ ...key, ...options })).not.toThrow();
+  });
+
+  it('asks for a base URL with its scheme', () => {
+    rejects(
+      { baseURL: '127.0.0.1:8000' },
+      /baseURL must be an http:\/\/ or https:\/\/ URL, such as http:\/\/127\.0\.0\.1:8000/,
+    );
+    rejects({ baseURL: 'localhost:8000/v1' }, /such as http:\/\/localhost:8000\/v1/);
+    rejects({ baseURL: 'ftp://models.example/v1' }, /such as http:\/\/127\.0\.0\.1:8000\/v1; got "ftp/);
+  });
+
   it('refuses a run whose working directory went away, before any model call', async () => {
     const workingDirectory = join(dir, 'gone');
     const model = new ScriptedModel(passingScript(1));

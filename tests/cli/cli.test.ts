@@ -1,108 +1,17 @@
-import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { type FakeOpenAI, type FakeStep, startFakeOpenAI } from '../support/fake-openai-server.js';
+import { type FakeOpenAI, startFakeOpenAI } from '../support/fake-openai-server.js';
+import { ARTIFACT, logsIn, ROOT, runCli, SECRET, type SpawnOptions, scripted } from './run-cli.js';
 
 /**
  * The CLI as a user meets it: `node bin/pge.js …` in a child process, its exit code, stdout, stderr
  * and the log it leaves. Model runs talk to the scriptable fake OpenAI server over real HTTP.
  */
 
-const ROOT = resolve(import.meta.dirname, '../..');
-const BIN = join(ROOT, 'bin/pge.js');
-const SECRET = 'sk-test-SECRET-abcdefghijklmnopqrstuvwxyz';
-
-interface Outcome {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
-
-interface SpawnOptions {
-  env?: Record<string, string>;
-  cwd?: string;
-  /** Called with the child and its stderr so far, each time stderr grows. */
-  onStderr?: (child: ReturnType<typeof spawn>, stderr: string) => void;
-}
-
-/** Runs the CLI; the environment is built from scratch so the developer's never leaks in. */
-function pge(args: string[], options: SpawnOptions = {}): Promise<Outcome> {
-  return new Promise((resolvePromise, reject) => {
-    const child = spawn(process.execPath, [BIN, ...args], {
-      cwd: options.cwd ?? tmp,
-      env: { PATH: process.env.PATH ?? '', OPENAI_API_KEY: SECRET, ...options.env },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (chunk: Buffer) => {
-      stdout += chunk.toString();
-    });
-    child.stderr.on('data', (chunk: Buffer) => {
-      stderr += chunk.toString();
-      options.onStderr?.(child, stderr);
-    });
-    child.on('error', reject);
-    child.on('close', (code) => resolvePromise({ code, stdout, stderr }));
-  });
-}
-
-const PLAN = {
-  scope: 'A haiku about rain',
-  steps: [
-    {
-      id: 'write',
-      title: 'Write the haiku',
-      description: 'Write it',
-      expectedOutput: 'A haiku',
-      dependsOn: [],
-    },
-  ],
-  criteria: [
-    { name: 'accuracy', weight: 'high', description: 'Follows 5-7-5', threshold: null },
-    { name: 'imagery', weight: 'standard', description: 'Vivid', threshold: 7 },
-  ],
-};
-const CONTRACT = {
-  title: 'Haiku',
-  acceptanceCriteria: ['Three lines, 5-7-5'],
-  expectedOutput: 'A haiku',
-  verificationMethod: 'Count syllables',
-};
-const REVIEW = { status: 'approved', amendments: [], rationale: 'Testable.' };
-const ARTIFACT = 'Soft rain on the roof / a kettle hums in the dark / the cat counts the drops';
-const WORK = {
-  output: ARTIFACT,
-  notes: 'first try',
-  selfAssessment: [{ criterion: 'accuracy', score: 9, comment: 'ok' }],
-};
-const evaluation = (score: number) => ({
-  scores: [
-    { criterion: 'accuracy', score, evidence: 'counted' },
-    { criterion: 'imagery', score, evidence: 'kettle' },
-  ],
-  findings: [],
-  actionableFeedback: score < 7 ? ['Make it sharper'] : [],
-  summary: 'judged',
-});
-
-/** Answers each phase by the name of the schema it asks for. */
-function scripted(score = 9) {
-  // biome-ignore lint/suspicious/noExplicitAny: the request body as the client sent it.
-  return (body: any): FakeStep => {
-    const answers: Record<string, object> = {
-      pge_plan: PLAN,
-      pge_contract: CONTRACT,
-      pge_contract_review: REVIEW,
-      pge_work: WORK,
-      pge_evaluation: evaluation(score),
-    };
-    const answer = answers[body?.response_format?.json_schema?.name];
-    return answer ? { content: answer } : { status: 400, error: { message: 'unexpected schema' } };
-  };
-}
+/** Runs the CLI in the test's scratch directory. */
+const pge = (args: string[], options: Partial<SpawnOptions> = {}) => runCli(args, { cwd: tmp, ...options });
 
 /** Every file under a directory, as text. */
 function filesUnder(dir: string): string {
@@ -111,8 +20,6 @@ function filesUnder(dir: string): string {
     .map((d) => readFileSync(join(d.parentPath, d.name), 'utf8'))
     .join('\n');
 }
-
-const logsIn = (dir: string) => readdirSync(dir).filter((f) => /^pge_shared_state_.*\.md$/.test(f));
 
 let tmp: string;
 let server: FakeOpenAI;
@@ -307,10 +214,10 @@ describe('pge batch', () => {
 
 describe('usage and configuration errors exit 2', () => {
   it.each([
-    [['run', 'task', '--frobnicate'], /Unknown option '--frobnicate'/],
+    [['run', 'task', '--frobnicate'], /unknown flag --frobnicate$/m],
     [['run', 'task', '--max-steps', '0'], /maxSteps must be >= 1/],
     [['run', 'task', '--threshold', 'accuracy=11'], /threshold must be between 1 and 10/],
-    [['run', 'task', '--max-retries', 'two'], /--max-retries expects an integer, got "two"/],
+    [['run', 'task', '--max-retries', 'two'], /--max-retries expects an integer >= 0, got "two"/],
     [['run', 'task', '--on-exhausted', 'panic'], /--on-exhausted expects one of advance, abort, replan/],
     [['run'], /needs a task/],
     [['launch'], /unknown command "launch"/],

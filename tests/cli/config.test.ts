@@ -65,8 +65,8 @@ describe('flag values', () => {
   });
 
   it.each([
-    [['--max-steps', '1.5'], '--max-steps expects an integer, got "1.5"'],
-    [['--max-tokens', '0x10'], '--max-tokens expects an integer, got "0x10"'],
+    [['--max-steps', '1.5'], '--max-steps expects an integer >= 0, got "1.5"'],
+    [['--max-tokens', '0x10'], '--max-tokens expects an integer >= 0, got "0x10"'],
     [['--temperature', ''], '--temperature expects a number, got ""'],
     [['--timeout', '5 minutes'], '--timeout expects a duration'],
     [['--threshold', 'accuracy'], '--threshold expects <criterion>=<score>'],
@@ -82,7 +82,9 @@ describe('flag values', () => {
   });
 
   it('gives pge demo no flag that configures a model server', () => {
-    expect(() => parseCommandLine('demo', ['--base-url', 'http://x'])).toThrow(/Unknown option '--base-url'/);
+    expect(() => parseCommandLine('demo', ['--base-url', 'http://x'])).toThrow(
+      /pge demo does not take --base-url/,
+    );
     expect(parseCommandLine('demo', ['--max-retries', '1']).flags.options).toEqual({ maxRetriesPerStep: 1 });
   });
 });
@@ -100,7 +102,7 @@ describe('resolveConfig', () => {
       maxSteps: 'flag',
       maxReplans: 'config file',
       baseURL: 'default',
-      outputType: 'default',
+      outputType: 'CLI default',
     });
     expect(c.configFile).toBe(join(dir, 'pge.config.json'));
   });

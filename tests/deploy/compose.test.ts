@@ -48,7 +48,15 @@ describe('docker-compose.yml', () => {
       expect(service.depends_on).toHaveProperty('nats');
       const command = service.command!;
       expect(command[0]).toBe('worker');
-      const env = { ...service.environment, NATS_URL: 'nats://nats:4222' } as Record<string, string>;
+      // Compose fills `${NAME:-default}` from the shell; a shell without NAME gives the default.
+      const environment = Object.entries(service.environment ?? {}).map(([k, v]) => [
+        k,
+        String(v).replace(/\$\{\w+:-([^}]*)\}/g, '$1'),
+      ]);
+      const env = { ...Object.fromEntries(environment), NATS_URL: 'nats://nats:4222' } as Record<
+        string,
+        string
+      >;
       // A scratch directory stands in for the container's working directory.
       const cwd = mkdtempSync(join(tmpdir(), 'pge-compose-'));
       const plan = parseWorkerCommand(command.slice(1), { env, cwd });

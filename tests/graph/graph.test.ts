@@ -364,7 +364,7 @@ describe('pge graph', () => {
   it.each([
     [['graph', '--machine', 'walk'], /--machine expects one of run, step, got "walk"/],
     [['graph', '--format', 'svg'], /--format expects one of mermaid, dot, json, got "svg"/],
-    [['graph', '--colour'], /Unknown option '--colour'/],
+    [['graph', '--colour'], /unknown flag --colour/],
     [['graph', 'run'], /pge graph takes no arguments/],
   ])('pge %j is a usage error (exit 2)', async (args, message) => {
     const r = await pge(args);

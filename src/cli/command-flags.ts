@@ -1,0 +1,115 @@
+import { GRAPH_FORMATS, MACHINE_NAMES } from '../graph/graph-choices.js';
+import { DEFAULT_WORKER_CONCURRENCY, ROLES } from '../schemas/setting-values.js';
+import { type Command, FLAGS, type FlagSpec, inGroup } from './flag-table.js';
+
+/**
+ * The flag table's second half: the flags of single commands (`--inspect` of `run` and `demo`,
+ * and those of `worker`, `graph` and `dashboard`, which steer the command and set no option),
+ * and the flags each command accepts.
+ */
+
+/** `--inspect` of `run` and `demo`: it attaches a viewer and sets no option. */
+const INSPECT_FLAG: FlagSpec = {
+  name: 'inspect',
+  kind: 'switch',
+  group: 'output',
+  help: "Watch the run live in Stately's inspector (needs internet)",
+};
+
+/** The roles a `pge worker` process can take. */
+export const WORKER_ROLES = [...ROLES, 'persistence', 'coordinator'] as const;
+export type WorkerRole = (typeof WORKER_ROLES)[number];
+
+const WORKER_FLAGS = inGroup('nats', [
+  { name: 'role', kind: 'choice', choices: WORKER_ROLES, help: 'What this process does (required)' },
+  {
+    name: 'concurrency',
+    kind: 'integer',
+    value: '<n>',
+    default: DEFAULT_WORKER_CONCURRENCY,
+    help: 'Requests a role worker handles at once',
+  },
+  {
+    name: 'nats',
+    kind: 'text',
+    value: '<url>',
+    help: 'NATS server(s), comma-separated (default NATS_URL, else nats://127.0.0.1:4222)',
+  },
+  { name: 'demo', kind: 'switch', help: 'Answer with the built-in demo model (not an AI): no key needed' },
+  {
+    name: 'worker-id',
+    kind: 'text',
+    value: '<id>',
+    help: 'Name reported in model-call events (default <role>-<pid>)',
+  },
+]);
+
+const GRAPH_FLAGS = inGroup('output', [
+  {
+    name: 'machine',
+    kind: 'choice',
+    choices: MACHINE_NAMES,
+    default: 'run',
+    help: 'The chart of a whole run, or of one step of the plan',
+  },
+  {
+    name: 'format',
+    kind: 'choice',
+    choices: GRAPH_FORMATS,
+    default: 'mermaid',
+    help: 'Mermaid stateDiagram-v2, Graphviz DOT or JSON',
+  },
+]);
+
+/** The port of `pge dashboard`: stable, so that a bookmark keeps working. */
+const DEFAULT_DASHBOARD_PORT = 4780;
+
+const DASHBOARD_FLAGS = inGroup('cli', [
+  {
+    name: 'log',
+    kind: 'text',
+    value: '<file>',
+    repeatable: true,
+    help: 'Log file to follow as its run writes it; repeatable',
+  },
+  {
+    name: 'nats',
+    kind: 'text',
+    value: '<url>',
+    help: 'Follow every run on this NATS server (default: NATS_URL)',
+  },
+  {
+    name: 'port',
+    kind: 'integer',
+    value: '<n>',
+    default: DEFAULT_DASHBOARD_PORT,
+    help: 'Port to serve on; 0 picks a free one',
+  },
+  {
+    name: 'host',
+    kind: 'text',
+    value: '<addr>',
+    default: '127.0.0.1',
+    help: 'Address to bind; the default is this machine only',
+  },
+]);
+
+/** The flags a command accepts, in help order. */
+export function flagsFor(command: Command): readonly FlagSpec[] {
+  switch (command) {
+    case 'run':
+      return [...FLAGS, INSPECT_FLAG];
+    case 'demo':
+      // The demo's model is built in: flags that configure a model server or a config file do not apply.
+      return [...FLAGS.filter((f) => ['harness', 'budget', 'output'].includes(f.group)), INSPECT_FLAG];
+    case 'batch':
+    case 'config':
+      return FLAGS.filter((f) => f.group !== 'nats');
+    case 'worker':
+      return [...WORKER_FLAGS, ...FLAGS.filter((f) => f.group !== 'nats')];
+    case 'graph':
+      return GRAPH_FLAGS;
+    case 'dashboard':
+      return DASHBOARD_FLAGS;
+  }
+}

@@ -1,0 +1,57 @@
+/**
+ * The values settings may take and their defaults, declared once. The zod schemas of
+ * `settings.ts` and `domain.ts` are built from these lists; the CLI's flag table and help read
+ * them directly. This module imports nothing, so that `pge --help` and a usage error answer
+ * without loading zod (loading it costs several times what the rest of the CLI's startup does).
+ */
+
+/** What happens when a step runs out of retries: go on, fail the run, or plan again. */
+export const EXHAUSTION_POLICIES = ['advance', 'abort', 'replan'] as const;
+
+/** `reasoning_effort` values of OpenAI's reasoning models. */
+export const REASONING_EFFORTS = ['minimal', 'low', 'medium', 'high'] as const;
+
+/** How an answer is held to its schema: strict JSON Schema, JSON mode plus the schema in the prompt, or the prompt alone. */
+export const STRUCTURED_OUTPUT_MODES = ['json_schema', 'json_object', 'prompt'] as const;
+
+/** What `run()` returns: the transcript in one of the reference's shapes, or the assembled artifact. */
+export const OUTPUT_TYPES = ['dict', 'str', 'list', 'final', 'json', 'yaml'] as const;
+
+/** The roles that call a model. */
+export const ROLES = ['planner', 'generator', 'evaluator'] as const;
+
+/** The model calls of a run, in the order a step makes them; each names the schema of its answer. */
+export const PHASES = ['plan', 'contract', 'contract_review', 'work', 'evaluation'] as const;
+
+/**
+ * Ids that travel inside NATS subjects and durable names (run ids, step ids, subject tokens):
+ * letters, digits, `-` and `_`, so never `.`, `*`, `>` or white space.
+ */
+export const ID_PATTERN = /^[A-Za-z0-9_-]+$/;
+
+/**
+ * The defaults of the library's options (`PgeOptionsSchema`) that have one. The CLI's help prints
+ * them from here; the CLI's own defaults, where they differ, are in `src/cli/defaults.ts`.
+ */
+export const OPTION_DEFAULTS = {
+  modelName: 'gpt-4.1',
+  maxSteps: 10,
+  maxRetriesPerStep: 3,
+  maxContractRounds: 3,
+  onStepExhausted: 'advance',
+  maxReplans: 1,
+  fallbackThreshold: 6,
+  outputType: 'dict',
+  maxRepairs: 2,
+  structuredOutput: 'json_schema',
+  maxRetries: 4,
+  timeoutMs: 120_000,
+} as const satisfies {
+  onStepExhausted: (typeof EXHAUSTION_POLICIES)[number];
+  outputType: (typeof OUTPUT_TYPES)[number];
+  structuredOutput: (typeof STRUCTURED_OUTPUT_MODES)[number];
+  [option: string]: string | number;
+};
+
+/** Requests one role worker (`createRoleWorker`) handles at once: model calls are I/O-bound. */
+export const DEFAULT_WORKER_CONCURRENCY = 16;

@@ -1,0 +1,117 @@
+import { z } from 'zod';
+import {
+  EXHAUSTION_POLICIES,
+  OPTION_DEFAULTS,
+  OUTPUT_TYPES,
+  REASONING_EFFORTS,
+  STRUCTURED_OUTPUT_MODES,
+} from './setting-values.js';
+
+/**
+ * Settings shared by the library's options (`PgeOptionsSchema`), the model client
+ * (`OpenAIModelOptions`), run submissions on NATS and the CLI: each enum and each settings shape
+ * is declared here once and composed there. Error messages name the option, in the reference's
+ * words where it has them ("maxSteps must be >= 1, got 0").
+ */
+
+/** When a step runs out of retries: `advance` (the step fails, the run goes on), `abort` or `replan`. */
+export const ExhaustionPolicy = z.enum(EXHAUSTION_POLICIES);
+export type ExhaustionPolicy = z.infer<typeof ExhaustionPolicy>;
+
+/** `reasoning_effort`, sent only when set: models without reasoning refuse it. */
+export const ReasoningEffort = z.enum(REASONING_EFFORTS);
+export type ReasoningEffort = z.infer<typeof ReasoningEffort>;
+
+/** How an answer is held to its schema. */
+export const StructuredOutputMode = z.enum(STRUCTURED_OUTPUT_MODES);
+export type StructuredOutputMode = z.infer<typeof StructuredOutputMode>;
+
+/** What `run()` returns. */
+export const OutputType = z.enum(OUTPUT_TYPES);
+export type OutputType = z.infer<typeof OutputType>;
+
+const isHttpUrl = (text: string) => URL.canParse(text) && /^https?:$/.test(new URL(text).protocol);
+
+/**
+ * An OpenAI-compatible endpoint. `new URL('localhost:8000')` parses (as the scheme `localhost:`)
+ * and `127.0.0.1:8000` does not parse at all, so the scheme is checked, and the message shows the
+ * URL the user most likely meant.
+ */
+export const BaseUrl = z.string().refine(isHttpUrl, {
+  error: (issue) => {
+    const given = String(issue.input);
+    const meant = /^[a-z][a-z0-9+.-]*:\/\//i.test(given) ? 'http://127.0.0.1:8000/v1' : `http://${given}`;
+    return `baseURL must be an http:// or https:// URL, such as ${meant}; got "${given}"`;
+  },
+});
+
+/** USD per million input (prompt) and output (completion, reasoning included) tokens of one model. */
+export const ModelPrice = z.strictObject({
+  inputPerMTok: z.number().min(0),
+  outputPerMTok: z.number().min(0),
+});
+export type ModelPrice = z.infer<typeof ModelPrice>;
+
+/** Prices by model name; a name also prices its dated snapshots (`gpt-4o` prices `gpt-4o-2024-08-06`). */
+export const PriceTable = z.record(z.string(), ModelPrice);
+export type PriceTable = z.infer<typeof PriceTable>;
+
+/** Settings of a role's model that may differ per role (`roleSettings`), else shared by all roles. */
+export const RoleModelSettings = z.strictObject({
+  temperature: z.number().min(0).max(2).optional(),
+  /** Sent as `max_completion_tokens` (reasoning tokens count against it). */
+  maxOutputTokens: z.number().int().positive().optional(),
+  reasoningEffort: ReasoningEffort.optional(),
+});
+export type RoleModelSettings = z.infer<typeof RoleModelSettings>;
+
+/** Settings of the model client that every role shares. */
+export const ModelClientSettings = z.strictObject({
+  /** Defaults to `OPENAI_BASE_URL`, else `https://api.openai.com/v1`. */
+  baseURL: BaseUrl.optional(),
+  structuredOutput: StructuredOutputMode.default(OPTION_DEFAULTS.structuredOutput),
+  /** Retries after the first attempt, done by the SDK. */
+  maxRetries: z.number().int().min(0).max(10).default(OPTION_DEFAULTS.maxRetries),
+  /** Per attempt, not per call: a call may take `(maxRetries + 1) × timeoutMs` plus the waits. */
+  timeoutMs: z.number().int().positive().default(OPTION_DEFAULTS.timeoutMs),
+  /** Prices by model name, added to (and overriding) the built-in table. */
+  prices: PriceTable.optional(),
+});
+
+const atLeast = (name: string, min: number) =>
+  z
+    .number()
+    .int()
+    .min(min, { error: (issue) => `${name} must be >= ${min}, got ${String(issue.input)}` });
+
+const score = (name: string) =>
+  z
+    .number({ error: `${name} must be a number` })
+    .min(1, { error: `${name} must be between 1 and 10` })
+    .max(10, { error: `${name} must be between 1 and 10` });
+
+/**
+ * The settings of one run: its bounds, its thresholds and its budgets, each required here. The
+ * library's options give them defaults; a run submission may set any of them.
+ */
+export const RunSettings = z.strictObject({
+  maxSteps: atLeast('maxSteps', 1),
+  maxRetriesPerStep: atLeast('maxRetriesPerStep', 0),
+  maxContractRounds: atLeast('maxContractRounds', 1),
+  onStepExhausted: ExhaustionPolicy,
+  maxReplans: atLeast('maxReplans', 0),
+  /** Thresholds by criterion name, for criteria the plan leaves without one. */
+  defaultThresholds: z.record(z.string(), score('a default threshold')),
+  fallbackThreshold: score('fallbackThreshold'),
+  maxCostUsd: z.number().positive({ error: 'maxCostUsd must be > 0' }),
+  // Integers because the run's budgets (`Budgets` in run.started) are integers.
+  maxTokens: z
+    .number()
+    .int({ error: 'maxTokens must be a whole number' })
+    .positive({ error: 'maxTokens must be > 0' }),
+  maxDurationMs: z
+    .number()
+    .int({ error: 'maxDurationMs must be a whole number of milliseconds' })
+    .positive({ error: 'maxDurationMs must be > 0' }),
+});
+export type RunSettings = z.infer<typeof RunSettings>;

@@ -1,0 +1,106 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { parseWorkerCommand } from '../../src/cli/worker-command.js';
+import { DEFAULT_WORKER_CONCURRENCY } from '../../src/schemas/index.js';
+import { runCli } from './run-cli.js';
+
+/**
+ * Mistakes a new user makes on the command line, run through the real CLI: each gets exit code 2
+ * and a message that says what to write instead, never the parser's or the schema library's text.
+ */
+
+let tmp: string;
+beforeEach(() => {
+  tmp = mkdtempSync(join(tmpdir(), 'pge-usage-'));
+});
+afterEach(() => {
+  rmSync(tmp, { recursive: true, force: true });
+});
+
+const pge = (args: string[]) => runCli(args, { cwd: tmp });
+
+async function usageError(args: string[]): Promise<string> {
+  const r = await pge(args);
+  expect(r.code).toBe(2);
+  expect(r.stdout).toBe('');
+  return r.stderr;
+}
+
+describe('flag mistakes', () => {
+  it('suggests the flag a typo meant, in a sentence with no stray quote', async () => {
+    const stderr = await usageError(['run', 'Write a haiku', '--max-retires', '2']);
+    expect(stderr).toBe(
+      "pge: unknown flag --max-retires; did you mean --max-retries?\nRun 'pge run --help' for usage.\n",
+    );
+  });
+
+  it('says a count must be an integer >= 0 when it is negative', async () => {
+    const stderr = await usageError(['run', 'Write a haiku', '--max-retries', '-1']);
+    expect(stderr).toContain('--max-retries expects an integer >= 0, got "-1"');
+    expect(stderr).not.toMatch(/ambiguous/);
+  });
+
+  it('says a flag needs its value rather than reading the next flag as one', async () => {
+    const stderr = await usageError(['run', 'Write a haiku', '--model', '--json']);
+    expect(stderr).toContain('--model needs a value: --model <name>');
+  });
+
+  it('asks for a base URL with a scheme and shows the one meant', async () => {
+    const stderr = await usageError(['run', 'Write a haiku', '--base-url', '127.0.0.1:9999']);
+    expect(stderr).toContain(
+      '--base-url: baseURL must be an http:// or https:// URL, such as http://127.0.0.1:9999;',
+    );
+    expect(stderr).not.toMatch(/OpenAIModel|Invalid URL/);
+    const env = await runCli(['run', 'Write a haiku'], {
+      cwd: tmp,
+      env: { OPENAI_BASE_URL: 'localhost:8000/v1' },
+    });
+    expect(env.code).toBe(2);
+    expect(env.stderr).toContain(
+      'OPENAI_BASE_URL: baseURL must be an http:// or https:// URL, such as http://localhost:8000/v1',
+    );
+  });
+
+  it('suggests the command a typo meant', async () => {
+    expect(await usageError(['rnu', 'Write a haiku'])).toContain('unknown command "rnu" (did you mean run?)');
+  });
+
+  it('fails fast on a working directory that cannot be created (procfs)', async () => {
+    // A recursive mkdir under /proc never returns: the file system answers ENOENT for ever.
+    const dir = `/proc/pge-${process.pid}/logs`;
+    const r = await runCli(['run', 'Write a haiku', '--working-dir', dir], { cwd: tmp, killAfterMs: 10_000 });
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain(
+      `workingDirectory ${dir} is not a writable directory: it cannot be created (ENOENT`,
+    );
+  });
+});
+
+describe('pge worker', () => {
+  it('parses its flags with the same table and messages as every command', async () => {
+    const typo = await usageError(['worker', '--role', 'generator', '--concurency', '2']);
+    expect(typo).toContain('unknown flag --concurency; did you mean --concurrency?');
+    expect(await usageError(['worker', '--role', 'judge'])).toContain(
+      '--role expects one of planner, generator, evaluator, persistence, coordinator, got "judge"',
+    );
+    expect(await usageError(['worker', '--demo'])).toContain('pge worker needs --role');
+    expect(await usageError(['worker', '--role', 'planner', 'extra'])).toContain(
+      'pge worker takes no arguments',
+    );
+  });
+
+  it("takes createRoleWorker's default concurrency, and its help says which", async () => {
+    const plan = parseWorkerCommand(['--role', 'generator', '--demo'], { env: {}, cwd: tmp });
+    expect(plan.concurrency).toBe(DEFAULT_WORKER_CONCURRENCY);
+    expect(
+      parseWorkerCommand(['--role', 'generator', '--concurrency', '3'], { env: {}, cwd: tmp }).concurrency,
+    ).toBe(3);
+    const help = await pge(['worker', '--help']);
+    expect(help.code).toBe(0);
+    expect(help.stdout).toContain(
+      `Requests a role worker handles at once (default ${DEFAULT_WORKER_CONCURRENCY})`,
+    );
+  });
+});
