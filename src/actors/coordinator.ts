@@ -22,7 +22,7 @@ import type {
   RunEventDraft,
   RunEventOf,
 } from '../schemas/index.js';
-import { addUsage, ROLE_OF_REQUEST, ZERO_USAGE } from '../schemas/index.js';
+import { addUsage, PHASES, ROLE_OF_REQUEST, ZERO_USAGE } from '../schemas/index.js';
 import {
   type AnyActorSystem,
   provideCharts,
@@ -80,8 +80,7 @@ export function runSettingsOf(o: RunSettingsSource): Omit<RunSpec, 'runId' | 'ta
 
 /** Calls, tokens, cost and model time per phase, in phase order, over `calls`. */
 export function phaseTotals(calls: readonly ModelCall[]): PhaseTotals[] {
-  const phases: Phase[] = ['plan', 'contract', 'contract_review', 'work', 'evaluation'];
-  return phases.map((phase) => {
+  return PHASES.map((phase) => {
     const of = calls.filter((c) => c.phase === phase);
     return {
       phase,

@@ -3,6 +3,7 @@ import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { errors as natsErrors } from '@nats-io/transport-node';
 import { BusError, ConfigurationError } from '../errors.js';
+import { ID_PATTERN } from '../schemas/setting-values.js';
 import type { Bus, BusHandler, BusSubscription, RequestOptions, SubscribeOptions } from './bus.js';
 import { InFlight, reportSafely, reportToConsole } from './bus.js';
 import { decodeMessage, encodeMessage, rejectionOf } from './codec.js';
@@ -47,7 +48,6 @@ const DEFAULT_TIMEOUT_MS = 10_000;
 /** Bound of each step of `close` (flush, drain) when the server does not answer. */
 const CLOSE_STEP_MS = 5_000;
 const WORK_SUBJECT = 'pge.work.*';
-const DURABLE_NAME = /^[A-Za-z0-9_-]+$/;
 const WHITE_SPACE = /\s/;
 
 /** The `Bus` on NATS with JetStream. Create it with `NatsBus.connect` or `NatsBus.fromConnection`. */
@@ -303,7 +303,7 @@ export class NatsBus implements Bus {
     handler: BusHandler,
     maxAckPending: number,
   ): BusSubscription {
-    if (!DURABLE_NAME.test(durable)) {
+    if (!ID_PATTERN.test(durable)) {
       throw new TypeError(`"${durable}" cannot name a durable consumer: use letters, digits, "-" and "_"`);
     }
     const stream = streamOf(subject);

@@ -1,4 +1,5 @@
 import type { Role, RunEventType } from '../schemas/index.js';
+import { ID_PATTERN } from '../schemas/setting-values.js';
 
 /**
  * The one place subjects are built. Events of a run: `pge.run.<runId>.evt.<type>` (the type's dots
@@ -8,11 +9,9 @@ import type { Role, RunEventType } from '../schemas/index.js';
  * `pge.runs.submit`.
  */
 
-const TOKEN = /^[A-Za-z0-9_-]+$/;
-
 /** Rejects ids that would change a subject's shape: `.`, `*`, `>`, white space, empty. */
 export function assertSubjectToken(kind: string, value: string): string {
-  if (!TOKEN.test(value)) {
+  if (!ID_PATTERN.test(value)) {
     throw new TypeError(
       `${kind} "${value}" cannot be used in a subject: use only letters, digits, "-" and "_"`,
     );

@@ -1,4 +1,11 @@
-import type { ContractReview, JudgedScore, Phase, ResolvedCriterion, RunEvent } from '../schemas/index.js';
+import type {
+  ContractReview,
+  JudgedScore,
+  Phase,
+  ResolvedCriterion,
+  Role,
+  RunEvent,
+} from '../schemas/index.js';
 import type { ActiveStates } from './active-state.js';
 
 /**
@@ -83,6 +90,18 @@ export interface TimelineEntry {
   text: string;
 }
 
+/**
+ * The model call the run waits for: the child actor its chart invoked (`doWork`, …), the role
+ * that serves it and its request. A run makes one call at a time, so this is its latest request
+ * while no event has followed it.
+ */
+export interface CallView {
+  actor: 'plan' | 'proposeContract' | 'reviewContract' | 'doWork' | 'evaluateWork';
+  role: Role;
+  requestId: string;
+  since: string;
+}
+
 /** Everything the page shows of a run. */
 export interface RunView {
   runId: string;
@@ -96,6 +115,8 @@ export interface RunView {
   durationMs: number | null;
   models: { planner: string; generator: string; evaluator: string } | null;
   active: ActiveStates;
+  /** The call in flight, shown as the active state's child actor; null between calls. */
+  call: CallView | null;
   plan: { scope: string; replan: number; steps: PlanStepView[]; criteria: ResolvedCriterion[] } | null;
   steps: StepView[];
   phases: PhaseView[];

@@ -1,15 +1,15 @@
-import type { Phase, RunEvent } from '../schemas/index.js';
+import type { Phase, RoleRequest, RunEvent } from '../schemas/index.js';
+import { ROLE_OF_REQUEST } from '../schemas/index.js';
+import { PHASES } from '../schemas/setting-values.js';
 import { activeStates } from './active-state.js';
 import { describeEvent } from './event-text.js';
-import type { AttemptView, RunSummary, RunView, StepView } from './run-view-types.js';
+import type { AttemptView, CallView, RunSummary, RunView, StepView } from './run-view-types.js';
 
 /**
  * What the dashboard shows of one run, folded from its events. The page only renders this object,
  * so every rule about what an event means lives here, typed and tested, not in browser code. All
  * strings are data: the page puts them into the DOM as text, never as markup.
  */
-
-const PHASES: readonly Phase[] = ['plan', 'contract', 'contract_review', 'work', 'evaluation'];
 
 function newAttempt(attempt: number): AttemptView {
   return {
@@ -27,6 +27,28 @@ function newAttempt(attempt: number): AttemptView {
   };
 }
 
+/** The call actor each request is made by, as the charts name it. */
+const ACTOR_OF_REQUEST = {
+  'plan.requested': 'plan',
+  'step.contract.requested': 'proposeContract',
+  'step.review.requested': 'reviewContract',
+  'step.work.requested': 'doWork',
+  'step.evaluation.requested': 'evaluateWork',
+} as const satisfies Record<RoleRequest['type'], CallView['actor']>;
+
+/** The run's call in flight: its last event, when that is a request (every later event follows its answer). */
+function callInFlight(events: readonly RunEvent[]): CallView | null {
+  const last = events.at(-1);
+  if (!last || !Object.hasOwn(ACTOR_OF_REQUEST, last.type)) return null;
+  const request = last as RoleRequest;
+  return {
+    actor: ACTOR_OF_REQUEST[request.type],
+    role: ROLE_OF_REQUEST[request.type],
+    requestId: request.id,
+    since: request.ts,
+  };
+}
+
 /** The view of a run from its events so far, in seq order. */
 export function buildRunView(runId: string, events: readonly RunEvent[]): RunView {
   const view: RunView = {
@@ -39,6 +61,7 @@ export function buildRunView(runId: string, events: readonly RunEvent[]): RunVie
     durationMs: null,
     models: null,
     active: activeStates(events),
+    call: callInFlight(events),
     plan: null,
     steps: [],
     phases: PHASES.map((phase) => ({

@@ -2,6 +2,7 @@ import type {
   Budgets,
   DependencyArtifact,
   ErrorInfo,
+  ExhaustionPolicy,
   Plan,
   PlanOutline,
   ReplanContext,
@@ -24,7 +25,7 @@ export interface RunInput {
   maxSteps: number;
   maxRetriesPerStep: number;
   maxContractRounds: number;
-  onStepExhausted: 'advance' | 'abort' | 'replan';
+  onStepExhausted: ExhaustionPolicy;
   maxReplans: number;
   defaultThresholds: Record<string, number>;
   fallbackThreshold: number;

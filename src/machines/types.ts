@@ -10,6 +10,7 @@ import type {
   ErrorInfo,
   Evaluation,
   EvaluationInput,
+  ExhaustionPolicy,
   Plan,
   PlanInput,
   PlanOutline,
@@ -86,7 +87,7 @@ export interface StepInput {
   dependencies: DependencyArtifact[];
   maxContractRounds: number;
   maxRetriesPerStep: number;
-  onStepExhausted: 'advance' | 'abort' | 'replan';
+  onStepExhausted: ExhaustionPolicy;
   budget: BudgetState;
 }
 

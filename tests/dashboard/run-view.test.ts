@@ -56,6 +56,21 @@ describe('active states', () => {
     expect(activeStates(e)).toMatchObject({ run: 'run.completed', step: 'step.passed', stepNumber: 3 });
   });
 
+  it('shows the call in flight as the child actor of the active state, until the next event', () => {
+    const e = demo.events;
+    const asked = upTo(e, 'step.work.requested');
+    const request = asked.at(-1)!;
+    expect(buildRunView(request.runId, asked).call).toEqual({
+      actor: 'doWork',
+      role: 'generator',
+      requestId: request.id,
+      since: request.ts,
+    });
+    expect(buildRunView(request.runId, upTo(e, 'plan.requested')).call?.actor).toBe('plan');
+    expect(buildRunView(request.runId, e.slice(0, asked.length + 1)).call).toBeNull();
+    expect(buildRunView(request.runId, e).call).toBeNull();
+  });
+
   it('ends in the final state that a failed run names', () => {
     const last = demo.events.at(-1) as Extract<RunEvent, { type: 'run.completed' }>;
     const midStep = upTo(demo.events, 'step.work.requested');

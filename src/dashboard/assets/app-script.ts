@@ -165,6 +165,11 @@ export const APP_SCRIPT = `"use strict";
         "active-states",
         \`Active: \${view.active.run}\${view.active.step ? \` · \${view.active.step}\` : ""}\`
       ),
+      el(
+        "div",
+        "call-in-flight",
+        view.call ? \`Call in flight: \${view.call.actor} (child actor of \${view.active.step ?? view.active.run}), served by the \${view.call.role}, request \${view.call.requestId} since \${view.call.since}\` : ""
+      ),
       el("div", null, run.length ? \`Run can go: \${run.join("; ")}\` : ""),
       el("div", null, st.length ? \`Step can go: \${st.join("; ")}\` : "")
     );
