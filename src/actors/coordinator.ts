@@ -144,7 +144,7 @@ interface RunState {
 export function createCoordinator(options: CoordinatorOptions) {
   const { bus } = options;
   const clock = options.clock ?? Date.now;
-  const timestamp = () => new Date(clock()).toISOString();
+  const timestamp = isoTimestamps(clock);
   const pending = new Map<string, PendingCall>();
   const active = new Map<string, RunState>();
   const ended = new BoundedMap<string, true>(ENDED_RUNS_REMEMBERED);
@@ -351,6 +351,23 @@ export function createCoordinator(options: CoordinatorOptions) {
     close(): void {
       results.unsubscribe();
     },
+  };
+}
+
+/**
+ * ISO 8601 timestamps from `clock`, formatted once per millisecond: a run stamps several events
+ * within one millisecond, and `toISOString` is the dearest step of stamping an event.
+ */
+function isoTimestamps(clock: () => number): () => string {
+  let lastMs = Number.NaN;
+  let last = '';
+  return () => {
+    const ms = clock();
+    if (ms !== lastMs) {
+      lastMs = ms;
+      last = new Date(ms).toISOString();
+    }
+    return last;
   };
 }
 
