@@ -488,7 +488,7 @@ export function buildAsyncApi(options: AsyncApiOptions = {}): Json {
       address: 'pge.run.{runId}.cancel',
       title: 'Cancelled requests of a run',
       description:
-        'Core NATS (not stored). Every worker hears every cancel (no queue group): the one holding the request aborts its model call (the HTTP request included) and publishes no result; a worker that takes the request from the queue later skips it.',
+        'Core NATS (not stored). Every worker listening hears every cancel (no queue group): the one holding the request aborts its model call (the HTTP request included) and publishes no result; one that takes the request from the queue later skips it. A worker that started after the cancel answers the request, and the coordinator rejects that result as late.',
       parameters: { runId: ref('#/components/parameters/runId') },
       messages: channelMessages(['CallCancel']),
       'x-pge-nats': { transport: 'core' },

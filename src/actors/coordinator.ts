@@ -109,7 +109,7 @@ export interface RunHandle {
   readonly done: Promise<RunOutcome>;
   /** Every model call of the run so far, repairs included. */
   readonly calls: readonly ModelCall[];
-  /** Ends the run as interrupted, `reason` going into its closing event; a call in flight is abandoned. */
+  /** Ends the run as interrupted, `reason` going into its closing event; a call in flight is cancelled. */
   interrupt(reason?: string): void;
 }
 
@@ -133,11 +133,14 @@ interface PendingCall {
 
 /** What the coordinator knows of a run it owns, to judge a result no call was waiting for. */
 interface RunState {
+  /** False once the run's closing event is recorded. */
+  isOpen(): boolean;
   /** Records an event of the run, unless it has ended. */
   recordIfOpen(draft: RunEventDraft): void;
-  /** Requests answered already, and requests cancelled. */
+  /** Requests answered already. */
   answered: Set<string>;
-  cancelled: Set<string>;
+  /** Requests cancelled, with the reason recorded. */
+  cancelled: Map<string, string>;
 }
 
 /** Creates a coordinator on `bus`; one coordinator runs any number of runs at once. */
@@ -167,7 +170,8 @@ export function createCoordinator(options: CoordinatorOptions) {
   // One subscription for the results of every run: request ids are unique across runs.
   const results = subscribeResults(bus, '*', (result) => {
     const call = pending.get(result.requestId);
-    if (call !== undefined) {
+    // A call of a run that has just closed is not answered any more: its actor is being stopped.
+    if (call !== undefined && call.run.isOpen()) {
       pending.delete(result.requestId);
       call.run.answered.add(result.requestId);
       call.resolve(result);
@@ -221,11 +225,12 @@ export function createCoordinator(options: CoordinatorOptions) {
       return event as RunEventOf<T['type']>;
     };
     const state: RunState = {
+      isOpen: () => !closed,
       recordIfOpen: (draft) => {
         if (!closed) record(draft);
       },
       answered: new Set(),
-      cancelled: new Set(),
+      cancelled: new Map(),
     };
 
     /**
@@ -234,39 +239,23 @@ export function createCoordinator(options: CoordinatorOptions) {
      * recorded as cancelled just before it (`recordChart`); here the event is recorded only for a
      * call cancelled while the run goes on.
      */
-    const cancel = (requestId: string, reason: string): void => {
+    const cancel = (requestId: string, stopped: string): void => {
       pending.delete(requestId);
       const phase = asked.get(requestId);
       if (phase === undefined) return;
       asked.delete(requestId);
-      state.cancelled.add(requestId);
-      state.recordIfOpen({ type: 'request.cancelled', payload: { requestId, phase, reason } });
+      const reason = state.cancelled.get(requestId) ?? stopped;
+      if (!state.cancelled.has(requestId)) {
+        state.cancelled.set(requestId, reason);
+        state.recordIfOpen({ type: 'request.cancelled', payload: { requestId, phase, reason } });
+      }
       publishCancel(bus, { runId, requestId, reason, ts: timestamp() }).catch(() => {
         // A worker that misses the cancel finishes the call; its result is then rejected as late.
       });
     };
 
-    /** Sends a request and waits for its result; records the calls it cost. */
-    async function ask(draft: RequestDraft, signal: AbortSignal): Promise<RoleReply> {
-      signal.throwIfAborted();
-      const request = record(draft as RunEventDraft) as RoleRequest;
-      // `record` published the request both as an event and on the role's work queue.
-      asked.set(request.id, request.payload.phase);
-      const result = await new Promise<RoleResult>((resolve, reject) => {
-        const onAbort = () => {
-          cancel(request.id, abortReason(signal));
-          reject(signal.reason);
-        };
-        signal.addEventListener('abort', onAbort, { once: true });
-        pending.set(request.id, {
-          run: state,
-          resolve: (answer) => {
-            signal.removeEventListener('abort', onAbort);
-            resolve(answer);
-          },
-        });
-      });
-      asked.delete(request.id);
+    /** Records the model calls a result reports, and what they cost. */
+    const spent = (request: RoleRequest, result: RoleResult): CallReport => {
       let usage = ZERO_USAGE;
       for (const call of result.calls) {
         usage = addUsage(usage, {
@@ -281,8 +270,32 @@ export function createCoordinator(options: CoordinatorOptions) {
           payload: { requestId: request.id, worker: result.worker, ...call },
         });
       }
-      const report: CallReport = { usage, finishedAt: clock() };
-      return { request, result: result.result, report };
+      return { usage, finishedAt: clock() };
+    };
+
+    /** Sends a request and waits for its result; records the calls it cost. */
+    function ask(draft: RequestDraft, signal: AbortSignal): Promise<RoleReply> {
+      signal.throwIfAborted();
+      const request = record(draft as RunEventDraft) as RoleRequest;
+      // `record` published the request both as an event and on the role's work queue.
+      asked.set(request.id, request.payload.phase);
+      return new Promise<RoleReply>((resolve, reject) => {
+        const onAbort = () => {
+          cancel(request.id, abortReason(signal));
+          reject(signal.reason);
+        };
+        signal.addEventListener('abort', onAbort, { once: true });
+        pending.set(request.id, {
+          run: state,
+          // Taken in the same tick as the result arrives: an interrupt handled right after it
+          // finds the call answered and its cost recorded, not a request still asked.
+          resolve: (result) => {
+            signal.removeEventListener('abort', onAbort);
+            asked.delete(request.id);
+            resolve({ request, result: result.result, report: spent(request, result) });
+          },
+        });
+      });
     }
 
     /** Records a chart's event; before a closing one, the calls still asked are recorded as cancelled. */
@@ -290,7 +303,7 @@ export function createCoordinator(options: CoordinatorOptions) {
       if (draft.type === 'run.completed' || draft.type === 'run.failed') {
         const reason = draft.type === 'run.failed' ? draft.payload.message : 'the run ended';
         for (const [requestId, phase] of asked) {
-          state.cancelled.add(requestId);
+          state.cancelled.set(requestId, reason);
           record({ type: 'request.cancelled', payload: { requestId, phase, reason } });
         }
       }

@@ -27,6 +27,14 @@ interface SubjectRule {
   check?: (subject: string, data: never) => string | null;
 }
 
+/** The check that a message naming a run travels on that run's subject (`subjectOf(runId)`). */
+function ofItsRun(subjectOf: (runId: string) => string, what: string) {
+  return (subject: string, message: { runId: string }): string | null =>
+    subject === subjectOf(message.runId)
+      ? null
+      : `${what} for run ${message.runId} does not belong on ${subject}`;
+}
+
 const RULES: SubjectRule[] = [
   {
     pattern: subjects.events('*'),
@@ -48,32 +56,11 @@ const RULES: SubjectRule[] = [
       return subject === subjects.work(role as Role) ? null : `${event.type} does not belong on ${subject}`;
     },
   },
-  {
-    pattern: subjects.result('*'),
-    schema: RoleResult,
-    check: (subject, result: RoleResult) =>
-      subject === subjects.result(result.runId)
-        ? null
-        : `a result of run ${result.runId} does not belong on ${subject}`,
-  },
+  { pattern: subjects.result('*'), schema: RoleResult, check: ofItsRun(subjects.result, 'a result') },
   { pattern: subjects.rejected, schema: MessageRejection },
   { pattern: subjects.submit, schema: RunSubmission },
-  {
-    pattern: subjects.control('*'),
-    schema: RunControl,
-    check: (subject, control: RunControl) =>
-      subject === subjects.control(control.runId)
-        ? null
-        : `a command for run ${control.runId} does not belong on ${subject}`,
-  },
-  {
-    pattern: subjects.cancel('*'),
-    schema: CallCancel,
-    check: (subject, cancel: CallCancel) =>
-      subject === subjects.cancel(cancel.runId)
-        ? null
-        : `a cancel for run ${cancel.runId} does not belong on ${subject}`,
-  },
+  { pattern: subjects.control('*'), schema: RunControl, check: ofItsRun(subjects.control, 'a command') },
+  { pattern: subjects.cancel('*'), schema: CallCancel, check: ofItsRun(subjects.cancel, 'a cancel') },
 ];
 
 /** The report of a message refused on receive, for `pge.errors.rejected`. */

@@ -3,8 +3,10 @@ import type {
   JudgedScore,
   Phase,
   ResolvedCriterion,
+  RetrySignal,
   Role,
   RunEvent,
+  Verdict,
 } from '../schemas/index.js';
 import type { ActiveStates } from './active-state.js';
 
@@ -45,7 +47,7 @@ export interface AttemptView {
   feedback: string[];
   /** Why the evaluation was invalid, when it was. */
   evaluationProblem: string | null;
-  verdict: 'pass' | 'fail' | null;
+  verdict: Verdict | null;
   reason: string | null;
   weightedMean: number | null;
   scores: JudgedScore[];
@@ -54,7 +56,7 @@ export interface AttemptView {
 /** A retry and its signal: refine keeps the direction, pivot changes it. */
 export interface DecisionView {
   nextAttempt: number;
-  signal: 'refine' | 'pivot';
+  signal: RetrySignal;
   previousMean: number | null;
   lastMean: number | null;
 }

@@ -36,9 +36,13 @@ const ACTOR_OF_REQUEST = {
   'step.evaluation.requested': 'evaluateWork',
 } as const satisfies Record<RoleRequest['type'], CallView['actor']>;
 
-/** The run's call in flight: its last event, when that is a request (every later event follows its answer). */
+/**
+ * The run's call in flight: its latest request, when no event has followed it but reports of
+ * stray results (`result.rejected`), which say nothing of this call. Any other event after a
+ * request follows its answer.
+ */
 function callInFlight(events: readonly RunEvent[]): CallView | null {
-  const last = events.at(-1);
+  const last = events.findLast((e) => e.type !== 'result.rejected');
   if (!last || !Object.hasOwn(ACTOR_OF_REQUEST, last.type)) return null;
   const request = last as RoleRequest;
   return {

@@ -6,6 +6,7 @@ import type {
   JudgedScore,
   ResolvedCriterion,
   Usage,
+  Verdict,
 } from '../schemas/index.js';
 
 /**
@@ -113,7 +114,7 @@ export function lastTwoMeans(means: readonly (number | null)[]): {
  * a tie, as it carries more feedback), else the last attempt that produced work; -1 when none did.
  */
 export function bestAttemptIndex(
-  attempts: readonly { verdict: 'pass' | 'fail'; weightedMean: number | null; hasWork: boolean }[],
+  attempts: readonly { verdict: Verdict; weightedMean: number | null; hasWork: boolean }[],
 ): number {
   const passed = attempts.findIndex((a) => a.verdict === 'pass');
   if (passed >= 0) return passed;

@@ -8,6 +8,7 @@ import type {
   ReplanContext,
   ResolvedCriterion,
   RunStopReason,
+  RunTotals,
 } from '../schemas/index.js';
 import type { BudgetName } from './guards.js';
 import type { BudgetState, RecordParams, StepOutcome } from './types.js';
@@ -36,17 +37,6 @@ export interface RunInput {
 
 /** How the run ended. */
 export type RunStatus = 'completed' | 'aborted' | 'stopped' | 'failed' | 'interrupted';
-
-/** Closing figures of a run, as `run.completed` / `run.failed` carry them. */
-export interface RunTotals {
-  passed: boolean;
-  stepsPassed: number;
-  stepsTotal: number;
-  totalRetries: number;
-  usage: BudgetState['spent'];
-  durationMs: number;
-  summary: string;
-}
 
 /** Output of the run machine. */
 export interface RunOutcome {

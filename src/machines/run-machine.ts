@@ -17,7 +17,7 @@ import {
 import { stepMachine } from './step-machine.js';
 import type { PlanInput, RecordParams, StepInput, StepOutcome } from './types.js';
 
-export type { RunInput, RunOutcome, RunStatus, RunTotals } from './run-context.js';
+export type { RunInput, RunOutcome, RunStatus } from './run-context.js';
 
 /**
  * The run: planning → one step machine per plan step → summary, with the replan loop of

@@ -1,4 +1,11 @@
-import type { Contract, ContractProposal, ErrorInfo, RetryContext, Usage } from '../schemas/index.js';
+import type {
+  Contract,
+  ContractProposal,
+  ErrorInfo,
+  RetryContext,
+  Usage,
+  Verdict,
+} from '../schemas/index.js';
 import { addUsage } from '../schemas/index.js';
 import { bestAttemptIndex, budgetBroken, type Scoring, scoreAttempt } from './guards.js';
 import type {
@@ -158,7 +165,7 @@ export function scoredAttempt(
 }
 
 /** The current attempt with the chart's verdict: the record the step keeps. */
-export function settled(scored: ScoredAttempt, verdict: 'pass' | 'fail'): AttemptRecord {
+export function settled(scored: ScoredAttempt, verdict: Verdict): AttemptRecord {
   const { invalid, ...attempt } = scored;
   return {
     ...attempt,

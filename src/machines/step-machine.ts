@@ -1,6 +1,6 @@
 import { and, assign, or, setup } from 'xstate';
 import { describeError } from '../errors.js';
-import { ZERO_USAGE } from '../schemas/index.js';
+import { type RetrySignal, type Verdict, ZERO_USAGE } from '../schemas/index.js';
 import { type CallLogic, notProvided } from './calls.js';
 import {
   allCriteriaPass,
@@ -80,6 +80,15 @@ const recordRetry = {
   }),
 } as const;
 
+/** A failed attempt followed by a retry with `signal`: the verdict, then the next attempt, each recorded. */
+const retryWith = (signal: RetrySignal) =>
+  [
+    { type: 'settle', params: 'fail' },
+    recordJudgement,
+    { type: 'startAttempt', params: signal },
+    recordRetry,
+  ] as const;
+
 /** The step statechart. Provide the actors `proposeContract`, `reviewContract`, `doWork`, `evaluateWork`, and `record`. */
 export const stepMachine = setup({
   types: {
@@ -116,12 +125,12 @@ export const stepMachine = setup({
     /** Keeps a failed call's error (the invoke's error event). */
     noteError: assign({ error: ({ event }) => describeError((event as { error?: unknown }).error) }),
     /** Keeps the attempt being judged, with the verdict of the transition the chart took. */
-    settle: assign(({ context }, verdict: 'pass' | 'fail') => ({
+    settle: assign(({ context }, verdict: Verdict) => ({
       attempts: [...context.attempts, settled(context.scored!, verdict)],
       scored: null,
     })),
     /** Starts the next attempt with the signal of the retry state the transition enters. */
-    startAttempt: assign(({ context }, signal: 'refine' | 'pivot') => ({
+    startAttempt: assign(({ context }, signal: RetrySignal) => ({
       attempt: context.attempt + 1,
       signal,
     })),
@@ -360,22 +369,12 @@ export const stepMachine = setup({
         {
           guard: and(['retriesLeft', or(['noTrajectoryYet', 'scoresImproving'])]),
           target: 'executing.refining',
-          actions: [
-            { type: 'settle', params: 'fail' },
-            recordJudgement,
-            { type: 'startAttempt', params: 'refine' },
-            recordRetry,
-          ],
+          actions: retryWith('refine'),
         },
         {
           guard: 'retriesLeft',
           target: 'executing.pivoting',
-          actions: [
-            { type: 'settle', params: 'fail' },
-            recordJudgement,
-            { type: 'startAttempt', params: 'pivot' },
-            recordRetry,
-          ],
+          actions: retryWith('pivot'),
         },
         { target: 'exhausted', actions: [{ type: 'settle', params: 'fail' }, recordJudgement] },
       ],

@@ -16,9 +16,11 @@ export const RunControl = z.strictObject({
 export type RunControl = z.infer<typeof RunControl>;
 
 /**
- * A request its run no longer waits for, on `pge.run.<runId>.cancel`: every worker hears it, and
- * the one holding the request aborts its model call (the HTTP request included) and publishes no
- * result; a worker that takes the request later skips it.
+ * A request its run no longer waits for, on `pge.run.<runId>.cancel` (core NATS, not stored):
+ * every worker listening hears it; the one holding the request aborts its model call (the HTTP
+ * request included) and publishes no result, and one that takes the request from the queue later
+ * skips it. A worker that started after the cancel answers it, and the coordinator rejects that
+ * result as late.
  */
 export const CallCancel = z.strictObject({
   runId: SafeId,

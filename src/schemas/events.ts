@@ -205,9 +205,13 @@ export const EvaluationInvalid = event(
   'step.evaluation.invalid',
   z.strictObject({ ...AttemptRef, problem: z.string(), raw: z.string().nullable() }),
 );
+/** The chart's verdict on an attempt. */
+export const Verdict = z.enum(['pass', 'fail']);
+export type Verdict = z.infer<typeof Verdict>;
+
 /** The verdict on an attempt: the scores against the thresholds, and the chart's decision. */
 const Judgement = {
-  verdict: z.enum(['pass', 'fail']),
+  verdict: Verdict,
   reason: AttemptReason,
   scores: z.array(JudgedScore),
   weightedMean: z.number().nullable(),
@@ -217,7 +221,7 @@ const Judgement = {
 export const AttemptRecord = z.strictObject({
   attempt: z.number().int().min(1),
   /** `initial` for the first attempt, else the signal the generator was given. */
-  signal: z.enum(['initial', 'refine', 'pivot']),
+  signal: z.enum(['initial', ...RetrySignal.options]),
   work: Work.nullable(),
   evaluation: Evaluation.nullable(),
   /** Why the work or the evaluation was invalid, when it was. */

@@ -39,6 +39,7 @@ export {
   RunEvent,
   RunStopReason,
   RunTotals,
+  Verdict,
 } from './events.js';
 export {
   ContractInput,

@@ -8,11 +8,12 @@ import {
   subscribeCancels,
   subscribeEvents,
   subscribeRejections,
+  subscribeResults,
 } from '../../src/bus/channels.js';
 import type { MessageRejection } from '../../src/bus/codec.js';
 import { InProcessBus } from '../../src/bus/in-process-bus.js';
 import type { CallCancel } from '../../src/schemas/control.js';
-import type { RoleRequest, RoleResult, RunEvent } from '../../src/schemas/index.js';
+import type { ModelCall, RoleRequest, RoleResult, RunEvent } from '../../src/schemas/index.js';
 import { ScriptedModel } from '../../src/testing.js';
 import { runInput } from '../support/chart-fixtures.js';
 import { passingScript, planOf } from '../support/scripts.js';
@@ -113,31 +114,48 @@ describe('coordinator on a bus with promises of its own', () => {
   });
 });
 
+/**
+ * A coordinator whose planner and generator are the test's own hands: it sees each request and
+ * answers it when and as often as it likes.
+ */
+function byHand(runId: string) {
+  const bus = new InProcessBus();
+  const events: RunEvent[] = [];
+  const rejections: MessageRejection[] = [];
+  const cancels: CallCancel[] = [];
+  subscribeEvents(bus, '*', (event) => void events.push(event));
+  subscribeRejections(bus, (r) => void rejections.push(r));
+  subscribeCancels(bus, (c) => void cancels.push(c));
+  const held: RoleRequest[] = [];
+  for (const role of ['planner', 'generator'] as const) serveWork(bus, role, async (r) => void held.push(r));
+  const coordinator = createCoordinator({ bus });
+  cleanup.push(async () => {
+    coordinator.close();
+    await bus.close();
+  });
+  const handle = coordinator.startRun(spec(runId));
+  const answer = (
+    request: RoleRequest,
+    result: RoleResult['result'],
+    worker = 'hand',
+    calls: ModelCall[] = [],
+  ) => publishResult(bus, { requestId: request.id, runId, role: 'planner', worker, calls, result });
+  const until = async (check: () => boolean) => {
+    while (!check()) await new Promise((resolve) => setTimeout(resolve, 1));
+  };
+  return { bus, events, rejections, cancels, held, handle, answer, until };
+}
+
+const CONTRACT: RoleResult['result'] = {
+  status: 'ok',
+  phase: 'contract',
+  output: { title: 't', acceptanceCriteria: ['a'], expectedOutput: 'o', verificationMethod: 'v' },
+};
+
 describe('results that no call waits for', () => {
   it('applies the first answer only; a duplicate, a late and an unknown one are reported, never applied', async () => {
-    const bus = new InProcessBus();
-    const events: RunEvent[] = [];
-    const rejections: MessageRejection[] = [];
-    const cancels: CallCancel[] = [];
-    subscribeEvents(bus, '*', (event) => void events.push(event));
-    subscribeRejections(bus, (r) => void rejections.push(r));
-    subscribeCancels(bus, (c) => void cancels.push(c));
-    // Hand-driven workers: the test answers each request itself, when and as often as it likes.
-    const held: RoleRequest[] = [];
-    for (const role of ['planner', 'generator'] as const)
-      serveWork(bus, role, async (r) => void held.push(r));
-    const coordinator = createCoordinator({ bus });
-    cleanup.push(async () => {
-      coordinator.close();
-      await bus.close();
-    });
     const runId = 'run-answers';
-    const handle = coordinator.startRun(spec(runId));
-    const answer = (request: RoleRequest, result: RoleResult['result'], worker = 'hand') =>
-      publishResult(bus, { requestId: request.id, runId, role: 'planner', worker, calls: [], result });
-    const until = async (check: () => boolean) => {
-      while (!check()) await new Promise((resolve) => setTimeout(resolve, 1));
-    };
+    const { bus, events, rejections, cancels, held, handle, answer, until } = byHand(runId);
 
     await until(() => held.length === 1);
     const planRequest = held[0]!;
@@ -159,11 +177,7 @@ describe('results that no call waits for', () => {
     // Interrupt while the contract is asked: the call is cancelled, then its answer arrives late.
     handle.interrupt('operator');
     const outcome = await handle.done;
-    await answer(contractRequest, {
-      status: 'ok',
-      phase: 'contract',
-      output: { title: 't', acceptanceCriteria: ['a'], expectedOutput: 'o', verificationMethod: 'v' },
-    });
+    await answer(contractRequest, CONTRACT);
     await bus.flush();
 
     expect(outcome.status).toBe('interrupted');
@@ -183,5 +197,41 @@ describe('results that no call waits for', () => {
     expect(rejections[2]!.problem).toContain(contractRequest.id);
     // Nothing was recorded after the closing event.
     expect(types.at(-1)).toBe('run.failed');
+  });
+
+  it('counts an answer that came just before an interrupt: recorded with its cost, not as cancelled', async () => {
+    const runId = 'run-answered-then-interrupted';
+    const { bus, events, cancels, held, handle, answer, until } = byHand(runId);
+    await until(() => held.length === 1);
+    await answer(held[0]!, { status: 'ok', phase: 'plan', output: { plan: planOf(1), truncation: null } });
+    await until(() => held.length === 2);
+    const contractRequest = held[1]!;
+    // The interrupt comes in the same delivery as the contract's answer, right after the coordinator took it.
+    subscribeResults(bus, runId, () => handle.interrupt('operator'));
+    const call: ModelCall = {
+      role: 'generator',
+      phase: 'contract',
+      model: 'm',
+      promptTokens: 10,
+      completionTokens: 5,
+      costUsd: 0.01,
+      latencyMs: 3,
+      repair: 0,
+      outcome: 'valid',
+      problem: null,
+    };
+    await answer(contractRequest, CONTRACT, 'hand', [call]);
+    const outcome = await handle.done;
+    await bus.flush();
+    expect(outcome.status).toBe('interrupted');
+    expect(events.filter((e) => e.type === 'request.cancelled')).toEqual([]);
+    expect(cancels).toEqual([]);
+    const completed = events.filter((e) => e.type === 'model.call.completed');
+    expect(completed.map((e) => e.payload.requestId)).toEqual([contractRequest.id]);
+    const closing = events.at(-1)!;
+    expect(closing.type).toBe('run.failed');
+    const byPhase = closing.type === 'run.failed' ? closing.payload.byPhase : [];
+    expect(byPhase.find((p) => p.phase === 'contract')?.calls).toBe(1);
+    expect(handle.calls).toHaveLength(1);
   });
 });

@@ -68,6 +68,16 @@ describe('active states', () => {
     });
     expect(buildRunView(request.runId, upTo(e, 'plan.requested')).call?.actor).toBe('plan');
     expect(buildRunView(request.runId, e.slice(0, asked.length + 1)).call).toBeNull();
+    // A stray result reported while the call waits (a redelivered answer to an earlier request) leaves it in flight.
+    const stray = {
+      id: `${request.runId}-stray`,
+      runId: request.runId,
+      seq: request.seq + 1,
+      ts: request.ts,
+      type: 'result.rejected',
+      payload: { requestId: `${request.runId}-2`, worker: 'w', reason: 'duplicate' },
+    } as const satisfies RunEvent;
+    expect(buildRunView(request.runId, [...asked, stray]).call?.requestId).toBe(request.id);
     expect(buildRunView(request.runId, e).call).toBeNull();
   });
 

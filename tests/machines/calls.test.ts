@@ -63,14 +63,15 @@ describe('model calls as invoked actors', () => {
     const step = Object.values(actor.getSnapshot().children)[0]!;
     const stepSnapshot = step.getSnapshot() as { value: unknown; children: Record<string, unknown> };
     expect(stepSnapshot.value).toEqual({ executing: 'firstAttempt' });
-    expect(Object.keys(stepSnapshot.children)).toHaveLength(1);
+    const children = Object.values(stepSnapshot.children) as { src: unknown }[];
+    expect(children.map((c) => c.src)).toEqual(['doWork']);
     actor.stop();
   });
 
   it('aborts the call actor when an interrupt leaves its state, after the closing event', async () => {
-    const aborted: { attempt: number; reason: unknown }[] = [];
-    const { machine, recorded } = runWithHangingWork((input, reason) =>
-      aborted.push({ attempt: input.attempt, reason }),
+    const aborted: { attempt: number; recordedBefore: string[] }[] = [];
+    const { machine, recorded } = runWithHangingWork((input) =>
+      aborted.push({ attempt: input.attempt, recordedBefore: recorded.map((r) => r.type) }),
     );
     const actor = createActor(machine, { input: runInput() }).start();
     await new Promise((resolve) => setTimeout(resolve, 0));
@@ -79,6 +80,8 @@ describe('model calls as invoked actors', () => {
     const outcome = await toPromise(actor);
     expect(outcome.status).toBe('interrupted');
     expect(aborted.map((a) => a.attempt)).toEqual([1]);
+    // The closing event was recorded before the actor was stopped: a cancel comes after it.
+    expect(aborted[0]!.recordedBefore.at(-1)).toBe('run.failed');
     expect(recorded.at(-1)?.type).toBe('run.failed');
   });
 

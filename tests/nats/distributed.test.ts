@@ -206,8 +206,20 @@ describe('distributed deployment on NATS', () => {
     for (let i = 0; i < 250 && hanging()[0]!.abortedAt === null; i++)
       await new Promise((r) => setTimeout(r, 20));
     expect(hanging()[0]!.abortedAt).not.toBeNull();
-    // The work item was taken and dropped, not handed to another generator.
-    await new Promise((r) => setTimeout(r, 300));
+    // The work item was acked, not handed back: nothing pending or redelivered on the generators' consumer.
+    const nc = await connect({ servers: nats.url });
+    try {
+      const jsm = await jetstreamManager(nc);
+      let info = await jsm.consumers.info('PGE_WORK', 'pge-generator');
+      for (let i = 0; i < 100 && info.num_ack_pending > 0; i++) {
+        await new Promise((r) => setTimeout(r, 20));
+        info = await jsm.consumers.info('PGE_WORK', 'pge-generator');
+      }
+      expect(info.num_ack_pending).toBe(0);
+      expect(info.num_redelivered).toBe(0);
+    } finally {
+      await nc.close();
+    }
     expect(hanging()).toHaveLength(1);
   }, 30_000);
 
