@@ -171,7 +171,7 @@ export function createCoordinator(options: CoordinatorOptions) {
   const results = subscribeResults(bus, '*', (result) => {
     const call = pending.get(result.requestId);
     // A call of a run that has just closed is not answered any more: its actor is being stopped.
-    if (call !== undefined && call.run.isOpen()) {
+    if (call?.run.isOpen()) {
       pending.delete(result.requestId);
       call.run.answered.add(result.requestId);
       call.resolve(result);

@@ -1,4 +1,4 @@
-import type { Phase, RoleRequest, RunEvent } from '../schemas/index.js';
+import type { RoleRequest, RunEvent } from '../schemas/index.js';
 import { ROLE_OF_REQUEST } from '../schemas/index.js';
 import { PHASES } from '../schemas/setting-values.js';
 import { activeStates } from './active-state.js';
