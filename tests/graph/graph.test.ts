@@ -1,6 +1,5 @@
-import { spawn } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { type AnyStateMachine, and, createMachine, fromPromise, not } from 'xstate';
 import { DIAGRAM_FILES, REGENERATE } from '../../src/graph/diagram-files.js';
@@ -10,6 +9,7 @@ import { toDot } from '../../src/graph/to-dot.js';
 import { toMermaid } from '../../src/graph/to-mermaid.js';
 import { runMachine } from '../../src/machines/run-machine.js';
 import { stepMachine } from '../../src/machines/step-machine.js';
+import { ROOT, runCli } from '../cli/run-cli.js';
 
 /**
  * The statechart exports: the committed diagrams are what the machines produce now, every state
@@ -17,8 +17,6 @@ import { stepMachine } from '../../src/machines/step-machine.js';
  * `pge graph` prints them from the built CLI.
  */
 
-const ROOT = resolve(import.meta.dirname, '../..');
-const BIN = join(ROOT, 'bin/pge.js');
 const MACHINES: [string, AnyStateMachine][] = [
   ['run', runMachine],
   ['step', stepMachine],
@@ -302,25 +300,7 @@ describe('any machine', () => {
 });
 
 describe('pge graph', () => {
-  function pge(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
-    return new Promise((done, fail) => {
-      const child = spawn(process.execPath, [BIN, ...args], {
-        cwd: ROOT,
-        env: { PATH: process.env.PATH ?? '' },
-        stdio: ['ignore', 'pipe', 'pipe'],
-      });
-      let stdout = '';
-      let stderr = '';
-      child.stdout.on('data', (chunk: Buffer) => {
-        stdout += chunk.toString();
-      });
-      child.stderr.on('data', (chunk: Buffer) => {
-        stderr += chunk.toString();
-      });
-      child.on('error', fail);
-      child.on('close', (code) => done({ code, stdout, stderr }));
-    });
-  }
+  const pge = (args: string[]) => runCli(args, { cwd: ROOT });
 
   it('prints the step chart as JSON with every state', async () => {
     const r = await pge(['graph', '--machine', 'step', '--format', 'json']);
