@@ -233,6 +233,12 @@ export function createCoordinator(options: CoordinatorOptions) {
       cancelled: new Map(),
     };
 
+    /** Records that the run stopped waiting for a request, and why. */
+    const markCancelled = (requestId: string, phase: Phase, reason: string): void => {
+      state.cancelled.set(requestId, reason);
+      state.recordIfOpen({ type: 'request.cancelled', payload: { requestId, phase, reason } });
+    };
+
     /**
      * Stops waiting for a request and tells the workers to drop it. The chart records its closing
      * event before XState stops the call actors, so the calls still asked at the close are
@@ -245,10 +251,7 @@ export function createCoordinator(options: CoordinatorOptions) {
       if (phase === undefined) return;
       asked.delete(requestId);
       const reason = state.cancelled.get(requestId) ?? stopped;
-      if (!state.cancelled.has(requestId)) {
-        state.cancelled.set(requestId, reason);
-        state.recordIfOpen({ type: 'request.cancelled', payload: { requestId, phase, reason } });
-      }
+      if (!state.cancelled.has(requestId)) markCancelled(requestId, phase, reason);
       publishCancel(bus, { runId, requestId, reason, ts: timestamp() }).catch(() => {
         // A worker that misses the cancel finishes the call; its result is then rejected as late.
       });
@@ -302,10 +305,7 @@ export function createCoordinator(options: CoordinatorOptions) {
     const recordChart = (draft: RecordParams): void => {
       if (draft.type === 'run.completed' || draft.type === 'run.failed') {
         const reason = draft.type === 'run.failed' ? draft.payload.message : 'the run ended';
-        for (const [requestId, phase] of asked) {
-          state.cancelled.set(requestId, reason);
-          record({ type: 'request.cancelled', payload: { requestId, phase, reason } });
-        }
+        for (const [requestId, phase] of asked) markCancelled(requestId, phase, reason);
       }
       record(completeDraft(draft, calls));
     };

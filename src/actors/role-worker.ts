@@ -199,10 +199,10 @@ export function createRoleWorker(options: RoleWorkerOptions): RoleWorker {
   const id = options.workerId ?? `${role}-${Math.random().toString(36).slice(2, 8)}`;
   /** The requests in flight, by id, with the controller that aborts each one's model call. */
   const inFlight = new Map<string, { controller: AbortController; job: Promise<void> }>();
-  const cancelled = new BoundedMap<string, string>(CANCELS_REMEMBERED);
+  const cancelled = new BoundedMap<string, true>(CANCELS_REMEMBERED);
 
   const cancels = subscribeCancels(bus, (cancel) => {
-    cancelled.set(cancel.requestId, cancel.reason);
+    cancelled.set(cancel.requestId, true);
     inFlight.get(cancel.requestId)?.controller.abort(new CallCancelledError(cancel.reason));
   });
 
@@ -224,7 +224,7 @@ export function createRoleWorker(options: RoleWorkerOptions): RoleWorker {
   // by `stop('abort')` (the handler rejects) is handed back to the queue.
   const subscriptions: BusSubscription[] = Array.from({ length: concurrency }, () =>
     serveWork(bus, role, async (request) => {
-      if (cancelled.get(request.id) !== undefined) return;
+      if (cancelled.get(request.id)) return;
       const controller = new AbortController();
       const job = answer(request, controller.signal);
       inFlight.set(request.id, { controller, job });

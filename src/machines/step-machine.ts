@@ -65,28 +65,25 @@ const recordJudgement = {
   },
 } as const;
 
-/** Records the retry the chart scheduled (`step.retry.scheduled`), once `startAttempt` began it. */
-const recordRetry = {
-  type: 'record',
-  params: ({ context }: { context: StepContext }): RecordParams => ({
-    type: 'step.retry.scheduled',
-    payload: {
-      stepId: step(context).id,
-      stepNumber: context.input.stepNumber,
-      nextAttempt: context.attempt,
-      signal: context.signal === 'pivot' ? 'pivot' : 'refine',
-      ...lastTwoMeans(context.attempts.map((a) => a.weightedMean)),
-    },
-  }),
-} as const;
-
 /** A failed attempt followed by a retry with `signal`: the verdict, then the next attempt, each recorded. */
 const retryWith = (signal: RetrySignal) =>
   [
     { type: 'settle', params: 'fail' },
     recordJudgement,
     { type: 'startAttempt', params: signal },
-    recordRetry,
+    {
+      type: 'record',
+      params: ({ context }: { context: StepContext }): RecordParams => ({
+        type: 'step.retry.scheduled',
+        payload: {
+          stepId: step(context).id,
+          stepNumber: context.input.stepNumber,
+          nextAttempt: context.attempt,
+          signal,
+          ...lastTwoMeans(meansSoFar(context)),
+        },
+      }),
+    },
   ] as const;
 
 /** The step statechart. Provide the actors `proposeContract`, `reviewContract`, `doWork`, `evaluateWork`, and `record`. */
