@@ -86,6 +86,11 @@ export class CallCancelledError extends PgeError {
   readonly retryable = false;
 }
 
+/** A call had no answer within its deadline (`callTimeoutMs`): it was cancelled and counts as failed. */
+export class CallTimeoutError extends PgeError {
+  readonly retryable = true;
+}
+
 /** A worker stopped while it held a request: the request is handed back, not failed. */
 export class WorkerStoppedError extends PgeError {
   readonly retryable = true;
@@ -107,6 +112,8 @@ export function errorFromInfo(info: { name: string; message: string; retryable: 
       return new ConfigurationError(info.message);
     case 'LogWriteError':
       return new LogWriteError(info.message);
+    case 'CallTimeoutError':
+      return new CallTimeoutError(info.message);
     default:
       // Anything else came from a role's model (a custom agent's own error, say): a model failure.
       return info.retryable

@@ -9,6 +9,7 @@ import {
   subscribeResults,
 } from '../bus/channels.js';
 import { subjects } from '../bus/subjects.js';
+import { CallTimeoutError, describeError } from '../errors.js';
 import type { RunInput, RunOutcome } from '../machines/run-machine.js';
 import type { CallReport, RecordParams } from '../machines/types.js';
 import type {
@@ -46,6 +47,8 @@ import {
 export interface RunSpec extends Omit<RunInput, 'startedAt'> {
   runId: string;
   models: { planner: string; generator: string; evaluator: string };
+  /** Milliseconds each call may take, from its request to its result, before it fails (`RunSettings`). */
+  callTimeoutMs: number;
 }
 
 /** The options a run's settings are taken from (a subset of the API's resolved options). */
@@ -58,7 +61,12 @@ export type RunSettingsSource = Pick<
   | 'maxReplans'
   | 'defaultThresholds'
   | 'fallbackThreshold'
-> & { maxCostUsd?: number | undefined; maxTokens?: number | undefined; maxDurationMs?: number | undefined };
+> & {
+  maxCostUsd?: number | undefined;
+  maxTokens?: number | undefined;
+  maxDurationMs?: number | undefined;
+  callTimeoutMs: number;
+};
 
 /** A run's settings from options: the harness bounds and the budgets (`null` is no limit). */
 export function runSettingsOf(o: RunSettingsSource): Omit<RunSpec, 'runId' | 'task' | 'logPath' | 'models'> {
@@ -75,6 +83,7 @@ export function runSettingsOf(o: RunSettingsSource): Omit<RunSpec, 'runId' | 'ta
       maxTokens: o.maxTokens ?? null,
       maxDurationMs: o.maxDurationMs ?? null,
     },
+    callTimeoutMs: o.callTimeoutMs,
   };
 }
 
@@ -276,25 +285,47 @@ export function createCoordinator(options: CoordinatorOptions) {
       return { usage, finishedAt: clock() };
     };
 
-    /** Sends a request and waits for its result; records the calls it cost. */
+    /**
+     * Sends a request and waits for its result; records the calls it cost. A request with no
+     * result within the run's `callTimeoutMs` is cancelled and answered with a failure, as if its
+     * worker had given up: the chart then goes on as it does after any failed call.
+     */
     function ask(draft: RequestDraft, signal: AbortSignal): Promise<RoleReply> {
       signal.throwIfAborted();
       const request = record(draft as RunEventDraft) as RoleRequest;
       // `record` published the request both as an event and on the role's work queue.
-      asked.set(request.id, request.payload.phase);
+      const { phase } = request.payload;
+      asked.set(request.id, phase);
       return new Promise<RoleReply>((resolve, reject) => {
+        const settled = () => {
+          signal.removeEventListener('abort', onAbort);
+          clearTimeout(deadline);
+          asked.delete(request.id);
+        };
         const onAbort = () => {
+          clearTimeout(deadline);
           cancel(request.id, abortReason(signal));
           reject(signal.reason);
         };
+        const deadline = setTimeout(() => {
+          const timeout = new CallTimeoutError(
+            `no answer to ${request.type} ${request.id} within ${spec.callTimeoutMs} ms`,
+          );
+          cancel(request.id, timeout.message);
+          settled();
+          resolve({
+            request,
+            result: { status: 'error', phase, error: describeError(timeout), raw: null },
+            report: { usage: ZERO_USAGE, finishedAt: clock() },
+          });
+        }, spec.callTimeoutMs);
         signal.addEventListener('abort', onAbort, { once: true });
         pending.set(request.id, {
           run: state,
           // Taken in the same tick as the result arrives: an interrupt handled right after it
           // finds the call answered and its cost recorded, not a request still asked.
           resolve: (result) => {
-            signal.removeEventListener('abort', onAbort);
-            asked.delete(request.id);
+            settled();
             resolve({ request, result: result.result, report: spent(request, result) });
           },
         });
@@ -311,7 +342,7 @@ export function createCoordinator(options: CoordinatorOptions) {
     };
 
     const startedAt = clock();
-    const { runId: _runId, models, ...settings } = spec;
+    const { runId: _runId, models, callTimeoutMs: _callTimeoutMs, ...settings } = spec;
     record({
       type: 'run.started',
       payload: {
@@ -324,6 +355,7 @@ export function createCoordinator(options: CoordinatorOptions) {
           onStepExhausted: settings.onStepExhausted,
           maxReplans: settings.maxReplans,
           budgets: settings.budgets,
+          callTimeoutMs: spec.callTimeoutMs,
           models,
         },
       },

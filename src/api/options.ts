@@ -59,6 +59,7 @@ export const PgeOptionsSchema = z.strictObject({
   maxCostUsd: run.maxCostUsd.optional(),
   maxTokens: run.maxTokens.optional(),
   maxDurationMs: run.maxDurationMs.optional(),
+  callTimeoutMs: run.callTimeoutMs.default(D.callTimeoutMs),
   /** Re-asks after an invalid model answer before failing closed. */
   maxRepairs: z.number().int().min(0).max(10).default(D.maxRepairs),
   /** OpenAI-compatible endpoint and key; default `OPENAI_BASE_URL` / `OPENAI_API_KEY`. */

@@ -27,7 +27,11 @@ import { checkSubject, subjectMatches, subjects } from './subjects.js';
 export interface NatsBusSettings {
   /** Told when a handler throws or rejects, or a consumer fails; default `console.error`. */
   onHandlerError?: (error: unknown, subject: string) => void;
-  /** Milliseconds before JetStream redelivers an unacknowledged work item (default 60 000); handlers heartbeat meanwhile. */
+  /**
+   * Milliseconds before JetStream redelivers an unacknowledged message (default 10 000): a worker
+   * that dies holding a work item has it handed to another within this. A live handler marks its
+   * message in progress every third of it, so a model call may take far longer.
+   */
   ackWaitMs?: number;
   /** Deliveries of a work item whose handler keeps throwing before it is dropped (default 5). */
   maxDeliver?: number;
@@ -45,6 +49,7 @@ const SETTING_NAMES: ReadonlySet<string> = new Set([
   'nakDelayMs',
 ]);
 const DEFAULT_TIMEOUT_MS = 10_000;
+const DEFAULT_ACK_WAIT_MS = 10_000;
 /** Bound of each step of `close` (flush, drain) when the server does not answer. */
 const CLOSE_STEP_MS = 5_000;
 const WORK_SUBJECT = 'pge.work.*';
@@ -72,7 +77,7 @@ export class NatsBus implements Bus {
   ) {
     this.onHandlerError = settings.onHandlerError ?? reportToConsole;
     this.timings = {
-      ackWaitMs: positive(settings.ackWaitMs ?? 60_000, 'ackWaitMs'),
+      ackWaitMs: positive(settings.ackWaitMs ?? DEFAULT_ACK_WAIT_MS, 'ackWaitMs'),
       maxDeliver: positive(settings.maxDeliver ?? 5, 'maxDeliver'),
       nakDelayMs: positive(settings.nakDelayMs ?? 2_000, 'nakDelayMs'),
     };

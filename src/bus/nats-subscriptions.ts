@@ -47,8 +47,12 @@ export interface NatsSubscription extends BusSubscription {
   stop(): void;
 }
 
-/** How long one pull request waits at the server before the client asks again. */
-const FETCH_EXPIRES_MS = 30_000;
+/**
+ * How long one pull request waits at the server before the client asks again. Short, because the
+ * server may still hand a message to the pull request of a worker that died (when some client's
+ * subscription, `>` say, covers its reply subject); that message then waits one ack wait.
+ */
+const FETCH_EXPIRES_MS = 5_000;
 /** Pause after a failed pull (server restarting, consumer being recreated) before trying again. */
 const PULL_RETRY_MS = 1_000;
 const CAUGHT_UP_POLL_MS = 10;

@@ -200,6 +200,13 @@ const HARNESS_FLAGS = inGroup('harness', [
     value: '<1-10>',
     help: 'Threshold of any other criterion',
   },
+  {
+    name: 'call-timeout',
+    kind: 'duration',
+    option: 'callTimeoutMs',
+    value: '<ms>',
+    help: 'Deadline of each model call, retries and repairs included; a call past it fails',
+  },
 ]);
 
 const BUDGET_FLAGS = inGroup('budget', [

@@ -143,6 +143,7 @@ export const RunStarted = event(
       onStepExhausted: ExhaustionPolicy,
       maxReplans: z.number().int().min(0),
       budgets: Budgets,
+      callTimeoutMs: z.number().int().positive(),
       models: z.strictObject({ planner: z.string(), generator: z.string(), evaluator: z.string() }),
     }),
   }),

@@ -46,6 +46,11 @@ export const OPTION_DEFAULTS = {
   structuredOutput: 'json_schema',
   maxRetries: 4,
   timeoutMs: 120_000,
+  /**
+   * Above what a worker with the defaults can take for one request: (maxRepairs + 1) answers, each
+   * up to (maxRetries + 1) tries of timeoutMs.
+   */
+  callTimeoutMs: 30 * 60_000,
 } as const satisfies {
   onStepExhausted: (typeof EXHAUSTION_POLICIES)[number];
   outputType: (typeof OUTPUT_TYPES)[number];

@@ -113,5 +113,13 @@ export const RunSettings = z.strictObject({
     .number()
     .int({ error: 'maxDurationMs must be a whole number of milliseconds' })
     .positive({ error: 'maxDurationMs must be > 0' }),
+  /**
+   * The deadline of each model call, from its request to its result (the worker's own retries and
+   * repairs included): a call with no answer by then fails like one its worker gave up on.
+   */
+  callTimeoutMs: z
+    .number()
+    .int({ error: 'callTimeoutMs must be a whole number of milliseconds' })
+    .positive({ error: 'callTimeoutMs must be > 0' }),
 });
 export type RunSettings = z.infer<typeof RunSettings>;

@@ -30,6 +30,7 @@ function spec(runId: string): RunSpec {
     ...settings,
     runId,
     models: { planner: 'scripted', generator: 'scripted', evaluator: 'scripted' },
+    callTimeoutMs: 60_000,
   };
 }
 

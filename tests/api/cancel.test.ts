@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { PlannerGeneratorEvaluator } from '../../src/api/planner-generator-evaluator.js';
+import { CallTimeoutError } from '../../src/errors.js';
 import { readLogFile } from '../../src/persistence/index.js';
 import type { RunEvent } from '../../src/schemas/index.js';
 import { type FakeOpenAI, type FakeStep, startFakeOpenAI } from '../support/fake-openai-server.js';
@@ -69,6 +70,49 @@ describe('an interrupted run cancels its call in flight', () => {
       expect(workRequests()).toHaveLength(1);
       const types = events.map((e) => e.type);
       expect(types.slice(-2)).toEqual(['request.cancelled', 'run.failed']);
+      const logged = await readLogFile(pge.lastResult!.outputPath);
+      expect(logged.map((e) => e.type)).toEqual(types);
+    } finally {
+      await pge.close();
+    }
+  });
+});
+
+describe('a call past its deadline (callTimeoutMs)', () => {
+  it('is cancelled end to end and fails as a role failure: the run ends failed, loudly, with its log', async () => {
+    const events: RunEvent[] = [];
+    const pge = new PlannerGeneratorEvaluator({
+      modelName: 'test-model',
+      baseURL: openai.url,
+      apiKey: 'sk-test-deadline',
+      workingDirectory: dir,
+      maxRetries: 0,
+      maxRetriesPerStep: 0,
+      callTimeoutMs: 300,
+      onEvent: (e) => events.push(e),
+    });
+    try {
+      await expect(pge.run('Write a haiku')).rejects.toThrow(CallTimeoutError);
+      expect(pge.lastResult?.status).toBe('failed');
+      await until(() => workRequests()[0]?.abortedAt != null, 'the model server to see the abort');
+      expect(workRequests()).toHaveLength(1);
+      const types = events.map((e) => e.type);
+      const work = events.find((e) => e.type === 'step.work.requested')!;
+      const cancelled = events.find((e) => e.type === 'request.cancelled');
+      expect(cancelled?.payload).toMatchObject({
+        requestId: work.id,
+        phase: 'work',
+        reason: expect.stringMatching(/within 300 ms/),
+      });
+      const failed = events.find((e) => e.type === 'role.failed');
+      expect(failed?.payload).toMatchObject({
+        requestId: work.id,
+        phase: 'work',
+        error: { name: 'CallTimeoutError', retryable: true },
+      });
+      expect(types.indexOf('request.cancelled')).toBeLessThan(types.indexOf('role.failed'));
+      expect(types.at(-1)).toBe('run.failed');
+      expect(events.at(-1)?.payload).toMatchObject({ reason: 'error' });
       const logged = await readLogFile(pge.lastResult!.outputPath);
       expect(logged.map((e) => e.type)).toEqual(types);
     } finally {

@@ -38,6 +38,7 @@ export function runStarted(runId: string, seq = 1): RunEventOf<'run.started'> {
         onStepExhausted: 'advance',
         maxReplans: 1,
         budgets: { maxCostUsd: null, maxTokens: null, maxDurationMs: null },
+        callTimeoutMs: 60_000,
         models: { planner: 'm-plan', generator: 'm-gen', evaluator: 'm-eval' },
       },
     },

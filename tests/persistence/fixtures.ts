@@ -188,6 +188,7 @@ export function fullRun(runId: string, options: FullRunOptions = {}): RunEvent[]
           onStepExhausted: 'advance',
           maxReplans: 1,
           budgets: { maxCostUsd: 1, maxTokens: null, maxDurationMs: null },
+          callTimeoutMs: 60_000,
           models: { planner: 'gpt-x', generator: 'gpt-x', evaluator: 'gpt-x' },
         },
       },

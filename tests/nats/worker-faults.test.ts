@@ -1,0 +1,141 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { DeliverPolicy, jetstream } from '@nats-io/jetstream';
+import { connect } from '@nats-io/transport-node';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import type { RunEvent } from '../../src/schemas/index.js';
+import { type FakeOpenAI, type FakeStep, startFakeOpenAI } from '../support/fake-openai-server.js';
+import { type NatsServerHandle, startNatsServer } from '../support/nats-server.js';
+import { type PgeProcess, startPge } from '../support/processes.js';
+
+/**
+ * A generator killed with SIGKILL in the middle of a model call, with the NatsBus defaults (no
+ * timing option set): the work item goes to another generator within seconds, not after a minute,
+ * even while a client subscribed to `>` keeps the dead worker's pull requests answerable, and the
+ * run completes with a gap-free event stream.
+ */
+
+const ANSWERS: Record<string, object> = {
+  pge_plan: {
+    scope: 'one step',
+    steps: [{ id: 's1', title: 'Step 1', description: 'do it', expectedOutput: 'out', dependsOn: [] }],
+    criteria: [{ name: 'accuracy', weight: 'high', description: 'right', threshold: 7 }],
+  },
+  pge_contract: { title: 'c', acceptanceCriteria: ['a'], expectedOutput: 'o', verificationMethod: 'v' },
+  pge_contract_review: { status: 'approved', amendments: [], rationale: 'ok' },
+  pge_work: { output: 'the work', notes: 'n', selfAssessment: [] },
+  pge_evaluation: {
+    scores: [{ criterion: 'accuracy', score: 9, evidence: 'e' }],
+    findings: [],
+    actionableFeedback: [],
+    summary: 's',
+  },
+};
+
+let nats: NatsServerHandle;
+let openai: FakeOpenAI;
+let logs: string;
+let env: Record<string, string>;
+const processes: PgeProcess[] = [];
+
+beforeEach(async () => {
+  nats = await startNatsServer();
+  openai = await startFakeOpenAI();
+  logs = mkdtempSync(join(tmpdir(), 'pge-faults-'));
+  env = {
+    NATS_URL: nats.url,
+    OPENAI_BASE_URL: openai.url,
+    OPENAI_API_KEY: 'sk-test-faults',
+    PGE_MODEL: 'test-model',
+  };
+});
+
+afterEach(async () => {
+  await Promise.all(processes.splice(0).map((p) => p.stop('SIGKILL')));
+  await openai.close();
+  await nats.stop();
+  rmSync(logs, { recursive: true, force: true });
+});
+
+function start(role: string, ...extra: string[]): PgeProcess {
+  const process = startPge(['worker', '--role', role, ...extra], env);
+  processes.push(process);
+  return process;
+}
+
+const workRequests = () =>
+  openai.completions().filter((r) => r.body?.response_format?.json_schema?.name === 'pge_work');
+
+async function until(check: () => boolean, what: string, timeoutMs = 20_000): Promise<void> {
+  const started = Date.now();
+  while (!check()) {
+    if (Date.now() - started > timeoutMs) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
+
+describe('a generator killed mid-call', () => {
+  it('has its work item handed to another generator within seconds, and the run completes', async () => {
+    // biome-ignore lint/suspicious/noExplicitAny: the request body as the SDK sent it.
+    openai.script((body: any): FakeStep => {
+      const name = body?.response_format?.json_schema?.name;
+      // The first work call hangs, so that its generator dies holding it.
+      const delayMs = name === 'pge_work' && workRequests().length === 1 ? 120_000 : 0;
+      return { content: ANSWERS[name]!, delayMs };
+    });
+    const ready = [start('coordinator'), start('persistence', '--working-dir', logs)];
+    ready.push(start('planner'), start('evaluator'));
+    const doomed = start('generator', '--worker-id', 'gen-doomed');
+    await Promise.all([...ready, doomed].map((p) => p.waitFor(/ready/)));
+
+    const nc = await connect({ servers: nats.url });
+    // A client that listens to everything: the server can then still deliver to the reply subject
+    // of a dead worker's pull request.
+    const everything = nc.subscribe('>');
+    try {
+      const reply = await nc.request('pge.runs.submit', JSON.stringify({ task: 'survive a kill' }), {
+        timeout: 10_000,
+      });
+      const { runId } = reply.json<{ runId: string }>();
+      await until(() => workRequests().length === 1, 'the first work call');
+      await doomed.stop('SIGKILL');
+      const killedAt = Date.now();
+      const survivor = start('generator', '--worker-id', 'gen-survivor');
+      await survivor.waitFor(/ready/);
+
+      await until(() => workRequests().length === 2, 'the work item to be handed on', 25_000);
+      const handedOnMs = workRequests()[1]!.receivedAt - killedAt;
+      // Ack wait 10 s (the last heartbeat of the dead worker may be up to a third of it older).
+      expect(handedOnMs).toBeLessThan(12_000);
+
+      const events = await readRun(nc, runId);
+      expect(events.at(-1)?.type).toBe('run.completed');
+      expect(events.map((e) => e.seq)).toEqual(events.map((_, i) => i + 1));
+      // The one repeated call is the one in flight at the kill.
+      expect(workRequests()).toHaveLength(2);
+      const served = events.filter((e) => e.type === 'model.call.completed' && e.payload.phase === 'work');
+      expect(served.map((e) => (e.type === 'model.call.completed' ? e.payload.worker : ''))).toEqual([
+        'gen-survivor',
+      ]);
+    } finally {
+      everything.unsubscribe();
+      await nc.close();
+    }
+  }, 60_000);
+});
+
+/** The run's events from PGE_EVENTS, in stream order, up to its closing event. */
+async function readRun(nc: Awaited<ReturnType<typeof connect>>, runId: string): Promise<RunEvent[]> {
+  const consumer = await jetstream(nc).consumers.get('PGE_EVENTS', {
+    filter_subjects: `pge.run.${runId}.evt.>`,
+    deliver_policy: DeliverPolicy.All,
+  });
+  const events: RunEvent[] = [];
+  for await (const m of await consumer.consume()) {
+    const event = m.json<RunEvent>();
+    events.push(event);
+    if (event.type === 'run.completed' || event.type === 'run.failed') break;
+  }
+  return events;
+}
