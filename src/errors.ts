@@ -91,6 +91,14 @@ export class CallTimeoutError extends PgeError {
   readonly retryable = true;
 }
 
+/**
+ * JetStream gave up on a work item: it was delivered `maxDeliver` times and no worker finished it
+ * (each one died or failed holding it).
+ */
+export class WorkAbandonedError extends PgeError {
+  readonly retryable = false;
+}
+
 /** A worker stopped while it held a request: the request is handed back, not failed. */
 export class WorkerStoppedError extends PgeError {
   readonly retryable = true;
@@ -114,6 +122,8 @@ export function errorFromInfo(info: { name: string; message: string; retryable: 
       return new LogWriteError(info.message);
     case 'CallTimeoutError':
       return new CallTimeoutError(info.message);
+    case 'WorkAbandonedError':
+      return new WorkAbandonedError(info.message);
     default:
       // Anything else came from a role's model (a custom agent's own error, say): a model failure.
       return info.retryable

@@ -24,6 +24,9 @@ export interface PgeStream {
   readonly retention: 'limits' | 'workqueue';
 }
 
+/** The work-queue stream: requests for the role workers. */
+export const WORK_STREAM = 'PGE_WORK';
+
 /** Within this window a message re-sent with the same id (an event id, a request id) is stored once. */
 export const DUPLICATE_WINDOW_MS = 2 * 60_000;
 
@@ -34,7 +37,7 @@ export const DUPLICATE_WINDOW_MS = 2 * 60_000;
  */
 export const PGE_STREAMS: readonly PgeStream[] = [
   { name: 'PGE_EVENTS', subject: subjects.events('*'), retention: 'limits' },
-  { name: 'PGE_WORK', subject: 'pge.work.>', retention: 'workqueue' },
+  { name: WORK_STREAM, subject: 'pge.work.>', retention: 'workqueue' },
   { name: 'PGE_RESULTS', subject: subjects.result('*'), retention: 'limits' },
 ];
 

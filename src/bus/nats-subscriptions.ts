@@ -137,7 +137,8 @@ export class CoreSubscription implements NatsSubscription {
 /**
  * A durable JetStream pull consumer: at least once. A message is acknowledged after its handler
  * resolved, kept alive (`working`) while the handler runs, given back with a delay when the
- * handler throws, and terminated when it cannot be decoded or failed `maxDeliver` times.
+ * handler throws (the server stops after the consumer's `max_deliver`), and terminated when it
+ * cannot be decoded.
  */
 export class PullSubscription implements NatsSubscription {
   private active = true;
@@ -236,8 +237,10 @@ export class PullSubscription implements NatsSubscription {
         settle(() => msg.ack());
       } catch (error) {
         this.host.report(error, msg.subject);
-        if (msg.info.deliveryCount >= this.timings.maxDeliver) settle(() => msg.term());
-        else settle(() => msg.nak(this.timings.nakDelayMs));
+        // Given back even after its last delivery: the server then stops at the consumer's
+        // `max_deliver` and says so in its advisory, which `answerAbandonedWork` turns into a
+        // failed result (a terminated message would be gone from a work queue, unanswerable).
+        settle(() => msg.nak(this.timings.nakDelayMs));
       } finally {
         clearInterval(heartbeat);
       }

@@ -4,6 +4,7 @@ import { createPersistenceActor } from '../actors/persistence-actor.js';
 import { createRoleWorker } from '../actors/role-worker.js';
 import { resolveOptions } from '../api/options.js';
 import { buildRoleModel } from '../api/planner-generator-evaluator.js';
+import { answerAbandonedWork } from '../bus/abandoned-work.js';
 import { publishControl } from '../bus/channels.js';
 import { NatsBus } from '../bus/nats-bus.js';
 import { natsOptionsFromEnv } from '../bus/nats-connection.js';
@@ -130,7 +131,14 @@ export async function workerCommand(line: CommandLine, io: CliIo): Promise<numbe
       onRun: (runId, task) =>
         io.stderr.write(`pge coordinator: run ${runId} started: ${task.slice(0, 80)}\n`),
     });
-    stop = (hurry) => service.stop(hurry ? 'interrupt' : 'finish');
+    // A request every worker died or failed holding is answered as failed, not left to its deadline.
+    const abandoned = answerAbandonedWork(bus, (error, subject) =>
+      io.stderr.write(`pge coordinator: cannot answer abandoned work (${subject}): ${String(error)}\n`),
+    );
+    stop = async (hurry) => {
+      await service.stop(hurry ? 'interrupt' : 'finish');
+      abandoned.stop();
+    };
   }
   // "ready" means the server knows this process's subscriptions: a submission sent now is taken.
   await bus.flush();
