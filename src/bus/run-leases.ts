@@ -1,0 +1,203 @@
+import { JetStreamApiCodes, JetStreamApiError } from '@nats-io/jetstream';
+import type { KV, KvWatchEntry } from '@nats-io/kv';
+import { Kvm } from '@nats-io/kv';
+import type { NatsConnection } from '@nats-io/transport-node';
+import { ConfigurationError } from '../errors.js';
+
+/**
+ * Who owns which run on NATS: one lease per run in the JetStream KV bucket `pge-runs`, created by
+ * the coordinator that starts the run and renewed by its heartbeats. Every coordinator watches the
+ * bucket; one that sees another's lease go unrenewed for `leaseMs` is told (`onExpired`) and may
+ * take the run over with a compare-and-set on the revision it saw, so that of several coordinators
+ * exactly one wins. An owner whose renewal is refused (another took the run while it was cut off)
+ * is told (`onLost`) and must let the run go. Time is each process's own monotonic clock: a lease
+ * expires when its holder has not renewed it for `leaseMs` as the watcher saw it, so clocks that
+ * disagree between machines do not matter.
+ */
+
+/** The KV bucket of run leases. */
+export const LEASE_BUCKET = 'pge-runs';
+
+/** Options of `RunLeases.open`. */
+export interface RunLeasesOptions {
+  /** This coordinator's name, stored in the leases it holds. */
+  owner: string;
+  /** Milliseconds a lease lasts without renewal (default 3000). */
+  leaseMs?: number;
+  /** A lease of another owner went unrenewed for `leaseMs`: its run may be taken over. */
+  onExpired: (runId: string, owner: string) => void;
+  /** A lease this owner held was taken by another: stop driving the run. */
+  onLost: (runId: string, owner: string) => void;
+  /** A renewal or a watch failed for a reason other than a lost lease (the server restarting, say). */
+  onError?: (error: unknown) => void;
+}
+
+/** What a watcher knows of one lease. */
+interface Seen {
+  owner: string;
+  revision: number;
+  /** `performance.now()` when this revision was seen. */
+  at: number;
+  /** `onExpired` was called for this revision. */
+  told: boolean;
+}
+
+interface LeaseValue {
+  owner: string;
+}
+
+const encode = (value: LeaseValue): string => JSON.stringify(value);
+
+function ownerOf(entry: { string(): string }): string {
+  try {
+    const value = JSON.parse(entry.string()) as Partial<LeaseValue>;
+    return typeof value.owner === 'string' ? value.owner : '';
+  } catch {
+    return '';
+  }
+}
+
+/** The error of a compare-and-set whose revision is not the key's last: another wrote it. */
+function wrongRevision(error: unknown): boolean {
+  for (let e: unknown = error; e instanceof Error; e = e.cause) {
+    if (e instanceof JetStreamApiError && e.code === JetStreamApiCodes.StreamWrongLastSequence) return true;
+  }
+  return false;
+}
+
+/** The leases of runs, as one coordinator holds and watches them. */
+export class RunLeases {
+  readonly owner: string;
+  readonly leaseMs: number;
+  /** Runs this coordinator holds, with the revision of its last write. */
+  readonly #held = new Map<string, number>();
+  readonly #seen = new Map<string, Seen>();
+  readonly #timer: NodeJS.Timeout;
+  #stopped = false;
+
+  private constructor(
+    private readonly kv: KV,
+    private readonly nc: NatsConnection,
+    private readonly options: RunLeasesOptions,
+    private readonly watch: AsyncIterable<KvWatchEntry> & { stop(): void },
+  ) {
+    this.owner = options.owner;
+    this.leaseMs = options.leaseMs ?? 3_000;
+    // Renewals and expiry checks every third of a lease: a holder gets two tries before it is late.
+    this.#timer = setInterval(() => this.#tick(), this.leaseMs / 3);
+    void this.#follow();
+    void this.#graceAfterReconnect();
+  }
+
+  /** Opens (creating if needed) the bucket and starts watching it. */
+  static async open(nc: NatsConnection, options: RunLeasesOptions): Promise<RunLeases> {
+    let kv: KV;
+    try {
+      kv = await new Kvm(nc).create(LEASE_BUCKET, { history: 1 });
+    } catch (cause) {
+      const reason = cause instanceof Error ? cause.message : String(cause);
+      throw new ConfigurationError(`cannot open the JetStream KV bucket ${LEASE_BUCKET}: ${reason}`, {
+        cause,
+      });
+    }
+    const watch = await kv.watch();
+    return new RunLeases(kv, nc, options, watch);
+  }
+
+  /** The owner of `runId`'s lease as last seen, or null. */
+  ownerOf(runId: string): string | null {
+    return this.#held.has(runId) ? this.owner : (this.#seen.get(runId)?.owner ?? null);
+  }
+
+  /** Takes the lease of a new run; rejects when the run already has one (its id is in use). */
+  async claim(runId: string): Promise<void> {
+    const revision = await this.kv.create(runId, encode({ owner: this.owner }));
+    this.#held.set(runId, revision);
+  }
+
+  /**
+   * Takes over the lease of `runId` if it is still the revision seen expired; true when this
+   * coordinator won it, false when another did (or the holder renewed it after all).
+   */
+  async takeOver(runId: string): Promise<boolean> {
+    const seen = this.#seen.get(runId);
+    if (seen === undefined) return false;
+    try {
+      const revision = await this.kv.update(runId, encode({ owner: this.owner }), seen.revision);
+      this.#held.set(runId, revision);
+      return true;
+    } catch (error) {
+      if (wrongRevision(error)) return false;
+      throw error;
+    }
+  }
+
+  /** Gives up the lease of a run that ended (or that this coordinator lets go). */
+  async release(runId: string): Promise<void> {
+    const revision = this.#held.get(runId);
+    this.#held.delete(runId);
+    if (revision === undefined) return;
+    await this.kv.delete(runId, { previousSeq: revision }).catch(() => undefined); // taken over meanwhile
+  }
+
+  /** Stops renewing and watching; the leases still held expire for others to take. */
+  stop(): void {
+    this.#stopped = true;
+    clearInterval(this.#timer);
+    this.watch.stop();
+  }
+
+  async #follow(): Promise<void> {
+    try {
+      for await (const entry of this.watch) {
+        if (entry.operation !== 'PUT') {
+          this.#seen.delete(entry.key);
+          continue;
+        }
+        const owner = ownerOf(entry);
+        this.#seen.set(entry.key, { owner, revision: entry.revision, at: performance.now(), told: false });
+        if (owner !== this.owner && this.#held.has(entry.key)) {
+          this.#held.delete(entry.key);
+          this.options.onLost(entry.key, owner);
+        }
+      }
+    } catch (error) {
+      if (!this.#stopped) this.options.onError?.(error);
+    }
+  }
+
+  /** After a reconnect nobody could renew meanwhile: every lease gets a full term again. */
+  async #graceAfterReconnect(): Promise<void> {
+    for await (const status of this.nc.status()) {
+      if (this.#stopped) return;
+      if (status.type === 'reconnect') for (const seen of this.#seen.values()) seen.at = performance.now();
+    }
+  }
+
+  #tick(): void {
+    for (const [runId, revision] of this.#held) this.#renew(runId, revision);
+    const now = performance.now();
+    for (const [runId, seen] of this.#seen) {
+      if (seen.told || this.#held.has(runId) || seen.owner === this.owner) continue;
+      if (now - seen.at < this.leaseMs) continue;
+      seen.told = true;
+      this.options.onExpired(runId, seen.owner);
+    }
+  }
+
+  #renew(runId: string, revision: number): void {
+    this.kv.update(runId, encode({ owner: this.owner }), revision).then(
+      (next) => {
+        if (this.#held.get(runId) === revision) this.#held.set(runId, next);
+      },
+      (error: unknown) => {
+        if (!this.#held.has(runId)) return;
+        // A wrong last sequence means another coordinator wrote the lease: the run is theirs now.
+        if (wrongRevision(error)) {
+          this.#held.delete(runId);
+          this.options.onLost(runId, this.#seen.get(runId)?.owner ?? 'another coordinator');
+        } else this.options.onError?.(error);
+      },
+    );
+  }
+}

@@ -1,0 +1,120 @@
+import { connect, type NatsConnection } from '@nats-io/transport-node';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { RunLeases } from '../../src/bus/run-leases.js';
+import { type NatsServerHandle, startNatsServer } from '../support/nats-server.js';
+
+/** Run leases in the JetStream KV bucket: one owner, renewed while it lives, taken over once when it stops. */
+
+let nats: NatsServerHandle;
+const connections: NatsConnection[] = [];
+const opened: RunLeases[] = [];
+
+beforeEach(async () => {
+  nats = await startNatsServer();
+});
+afterEach(async () => {
+  for (const leases of opened.splice(0)) leases.stop();
+  await Promise.all(connections.splice(0).map((nc) => nc.close()));
+  await nats.stop();
+});
+
+interface Told {
+  expired: string[];
+  lost: string[];
+}
+
+async function coordinator(owner: string, leaseMs = 600): Promise<{ leases: RunLeases; told: Told }> {
+  const nc = await connect({ servers: nats.url });
+  connections.push(nc);
+  const told: Told = { expired: [], lost: [] };
+  const leases = await RunLeases.open(nc, {
+    owner,
+    leaseMs,
+    onExpired: (runId) => told.expired.push(runId),
+    onLost: (runId) => told.lost.push(runId),
+  });
+  opened.push(leases);
+  return { leases, told };
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+async function until(check: () => boolean, what: string, timeoutMs = 5_000): Promise<void> {
+  const started = Date.now();
+  while (!check()) {
+    if (Date.now() - started > timeoutMs) throw new Error(`timed out waiting for ${what}`);
+    await sleep(20);
+  }
+}
+
+describe('run leases', () => {
+  it('a run id can be claimed once', async () => {
+    const a = await coordinator('a');
+    const b = await coordinator('b');
+    await a.leases.claim('run-1');
+    await expect(b.leases.claim('run-1')).rejects.toThrow();
+    await until(() => b.leases.ownerOf('run-1') === 'a', 'b to see the lease');
+  });
+
+  it('a live owner keeps its run: nobody is told it expired over several lease terms', async () => {
+    const a = await coordinator('a');
+    const b = await coordinator('b');
+    await a.leases.claim('run-1');
+    await sleep(2_000);
+    expect(b.told.expired).toEqual([]);
+    expect(a.told.lost).toEqual([]);
+  });
+
+  it('a stopped owner’s run is taken over by exactly one of several coordinators', async () => {
+    const a = await coordinator('a');
+    const b = await coordinator('b');
+    const c = await coordinator('c');
+    await a.leases.claim('run-1');
+    await until(() => b.leases.ownerOf('run-1') === 'a' && c.leases.ownerOf('run-1') === 'a', 'the lease');
+    const stoppedAt = performance.now();
+    a.leases.stop();
+    await until(() => b.told.expired.length > 0 && c.told.expired.length > 0, 'the lease to expire');
+    expect(performance.now() - stoppedAt).toBeLessThan(2_000);
+    const won = await Promise.all([b.leases.takeOver('run-1'), c.leases.takeOver('run-1')]);
+    expect(won.filter(Boolean)).toHaveLength(1);
+    const winner = won[0] ? 'b' : 'c';
+    await until(
+      () => b.leases.ownerOf('run-1') === winner && c.leases.ownerOf('run-1') === winner,
+      'the new owner',
+    );
+    // The winner renews: the loser is not told again.
+    await sleep(1_500);
+    expect([...b.told.expired, ...c.told.expired]).toEqual(['run-1', 'run-1']);
+  });
+
+  it('an owner cut off long enough is told its run was taken (onLost)', async () => {
+    const a = await coordinator('a');
+    const b = await coordinator('b');
+    await a.leases.claim('run-1');
+    await until(() => b.leases.ownerOf('run-1') === 'a', 'b to see the lease');
+    // b takes the lease as if a's renewals had stopped reaching the server.
+    const stolen = await (async () => {
+      for (let i = 0; i < 20; i++) {
+        // The revision b saw may be renewed under it; try until b's compare-and-set wins.
+        if (await b.leases.takeOver('run-1')) return true;
+        await sleep(10);
+      }
+      return false;
+    })();
+    expect(stolen).toBe(true);
+    await until(() => a.told.lost.includes('run-1'), 'a to learn it lost the run');
+    expect(a.leases.ownerOf('run-1')).toBe('b');
+  });
+
+  it('a released run is forgotten: nobody takes it over', async () => {
+    const a = await coordinator('a');
+    const b = await coordinator('b');
+    await a.leases.claim('run-1');
+    await until(() => b.leases.ownerOf('run-1') === 'a', 'b to see the lease');
+    await a.leases.release('run-1');
+    await until(() => b.leases.ownerOf('run-1') === null, 'b to see the release');
+    a.leases.stop();
+    await sleep(1_000);
+    expect(b.told.expired).toEqual([]);
+  });
+});
