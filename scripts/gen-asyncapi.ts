@@ -177,7 +177,11 @@ function componentSchemas(): Record<string, Json> {
     'RunSubmissionOptions',
     'Run settings the submitter overrides; omitted ones take the coordinator’s values.',
   );
-  add(RunSubmissionReply, 'RunSubmissionReply', 'The id of the run that was started.');
+  add(
+    RunSubmissionReply,
+    'RunSubmissionReply',
+    'The id of the run that was started, or why the submission was refused (a run id used before, a task that is too long or holds a NUL).',
+  );
   add(MessageRejection, 'MessageRejection', 'A message that a pge process refused on receive, and why.');
   add(RunControl, 'RunControl', 'A command for a run from outside its coordinator: today, interrupt it.');
   add(

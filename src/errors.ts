@@ -124,6 +124,8 @@ export function errorFromInfo(info: { name: string; message: string; retryable: 
       return new CallTimeoutError(info.message);
     case 'WorkAbandonedError':
       return new WorkAbandonedError(info.message);
+    case 'BusError':
+      return new BusError(info.message);
     default:
       // Anything else came from a role's model (a custom agent's own error, say): a model failure.
       return info.retryable

@@ -9,7 +9,7 @@ import {
   subscribeResults,
 } from '../bus/channels.js';
 import { subjects } from '../bus/subjects.js';
-import { CallTimeoutError, describeError } from '../errors.js';
+import { CallTimeoutError, ConfigurationError, describeError } from '../errors.js';
 import type { RunInput, RunOutcome } from '../machines/run-machine.js';
 import type { CallReport, RecordParams } from '../machines/types.js';
 import type {
@@ -203,8 +203,13 @@ export function createCoordinator(options: CoordinatorOptions) {
   const scopes = new WeakMap<AnyActorSystem, RunScope>();
   const machine = provideCharts((system) => scopes.get(system));
 
+  /**
+   * Starts a run. Throws `ConfigurationError` when this coordinator has a run of that id, or had
+   * one: a run id is never reused, since every message id of a run derives from it.
+   */
   function startRun(spec: RunSpec): RunHandle {
     const { runId } = spec;
+    if (active.has(runId) || ended.get(runId)) throw runIdTaken(runId);
     let seq = 0;
     const calls: ModelCall[] = [];
     const publishing: Promise<void>[] = [];
@@ -397,6 +402,13 @@ export function createCoordinator(options: CoordinatorOptions) {
       results.unsubscribe();
     },
   };
+}
+
+/** The error for a run id that was used before: a run id is never reused. */
+export function runIdTaken(runId: string): ConfigurationError {
+  return new ConfigurationError(
+    `run id ${runId} is taken: a run of that id has been started already, and a run id is never reused`,
+  );
 }
 
 /**

@@ -6,7 +6,13 @@ import { DEFAULT_PRICES, priceOf } from '../actors/pricing.js';
 import { ConfigurationError } from '../errors.js';
 import type { RunEvent } from '../schemas/index.js';
 import { OPTION_DEFAULTS, ROLES } from '../schemas/setting-values.js';
-import { ModelClientSettings, OutputType, RoleModelSettings, RunSettings } from '../schemas/settings.js';
+import {
+  ModelClientSettings,
+  OutputType,
+  RoleModelSettings,
+  RunSettings,
+  StreamLimits,
+} from '../schemas/settings.js';
 
 export type { RoleModelSettings } from '../schemas/settings.js';
 
@@ -27,6 +33,7 @@ const agent = z.custom<Model>(isModel, {
 
 const D = OPTION_DEFAULTS;
 const run = RunSettings.shape;
+const stream = StreamLimits.shape;
 
 /** The options schema. Defaults follow the reference where it has one. */
 export const PgeOptionsSchema = z.strictObject({
@@ -60,12 +67,20 @@ export const PgeOptionsSchema = z.strictObject({
   maxTokens: run.maxTokens.optional(),
   maxDurationMs: run.maxDurationMs.optional(),
   callTimeoutMs: run.callTimeoutMs.default(D.callTimeoutMs),
+  /** The longest task accepted, in UTF-8 bytes; a longer one is refused before anything starts. */
+  maxTaskBytes: z
+    .number()
+    .int({ error: 'maxTaskBytes must be a whole number of bytes' })
+    .positive({ error: 'maxTaskBytes must be > 0' })
+    .default(D.maxTaskBytes),
   /** Re-asks after an invalid model answer before failing closed. */
   maxRepairs: z.number().int().min(0).max(10).default(D.maxRepairs),
   /** OpenAI-compatible endpoint and key; default `OPENAI_BASE_URL` / `OPENAI_API_KEY`. */
   apiKey: z.string().optional(),
   ...ModelClientSettings.shape,
   ...RoleModelSettings.shape,
+  streamMaxAgeMs: stream.streamMaxAgeMs.default(D.streamMaxAgeMs),
+  streamMaxBytes: stream.streamMaxBytes.default(D.streamMaxBytes),
   roleSettings: z
     .strictObject({
       planner: RoleModelSettings.optional(),

@@ -8,6 +8,7 @@ import { subscribeEvents } from '../bus/channels.js';
 import { ConfigurationError, errorFromInfo, type LogWriteError } from '../errors.js';
 import { createEmbeddedRuntime, type EmbeddedRuntime } from '../runtime/embedded.js';
 import { newRunId } from '../runtime/run-id.js';
+import { checkTask } from '../runtime/task.js';
 import type { Role, RunEvent } from '../schemas/index.js';
 import { type PgeOptions, type ResolvedOptions, resolveOptions } from './options.js';
 import { formatOutput, type OutputType, type RunOutput } from './output.js';
@@ -62,7 +63,7 @@ export class PlannerGeneratorEvaluator<T extends OutputType = OutputType> {
 
   /** Runs tasks one after another, each with its own run id and log; returns their outputs. */
   async batchedRun(tasks: readonly string[]): Promise<RunOutput<T>[]> {
-    for (const task of tasks) checkTask(task);
+    for (const task of tasks) checkTask(task, this.options.maxTaskBytes);
     const outputs: RunOutput<T>[] = [];
     for (const task of tasks) outputs.push(await this.runOne(task, null, true));
     return outputs;
@@ -91,13 +92,12 @@ export class PlannerGeneratorEvaluator<T extends OutputType = OutputType> {
   }
 
   private async runOne(task: string, fixedPath: string | null, batch = false): Promise<RunOutput<T>> {
-    checkTask(task);
+    checkTask(task, this.options.maxTaskBytes);
     const runId = newRunId();
     const logPath = fixedPath ?? this.defaultLogPath(runId, batch);
-    // A log named after its new run id cannot exist yet: only its directory is checked then (it
-    // may have gone since the options were checked), before any model is called.
-    if (this.options.sharedStatePath) checkLogPath(logPath);
-    else checkLogDirectory(logPath);
+    // Checked before any model is called: the directory may have gone since the options were
+    // checked, and a file there means the run id was used already (a log is never reused).
+    checkLogPath(logPath, this.options.sharedStatePath ? 'sharedStatePath' : `the log of run ${runId}`);
     const runtime = this.ensureRuntime();
     const started = performance.now();
     const o = this.options;
@@ -203,21 +203,12 @@ function pick<T extends Record<string, unknown>>(values: T): Partial<T> {
   return Object.fromEntries(Object.entries(values).filter(([, v]) => v !== undefined)) as Partial<T>;
 }
 
-function checkTask(task: unknown): asserts task is string {
-  if (typeof task !== 'string' || task.trim() === '')
-    throw new ConfigurationError('Task must be a non-empty string');
-}
-
 /** A log path must be free: pge never truncates a file that holds another run. */
-function checkLogPath(path: string): void {
+function checkLogPath(path: string, what: string): void {
   if (existsSync(path) && statSync(path).isFile()) {
-    const what = statSync(path).size > 0 ? 'already holds another run' : 'already exists';
-    throw new ConfigurationError(`sharedStatePath ${path} ${what}; pge never overwrites a log`);
+    const held = statSync(path).size > 0 ? 'already holds another run' : 'already exists';
+    throw new ConfigurationError(`${what} ${path} ${held}; pge never overwrites a log`);
   }
-  checkLogDirectory(path, 'sharedStatePath');
-}
-
-function checkLogDirectory(path: string, what = 'the log'): void {
   if (!existsSync(dirname(path)))
     throw new ConfigurationError(`the directory of ${what} ${path} does not exist`);
 }

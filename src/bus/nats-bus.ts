@@ -4,12 +4,14 @@ import type { NatsConnection } from '@nats-io/transport-node';
 import { errors as natsErrors } from '@nats-io/transport-node';
 import { BusError, ConfigurationError } from '../errors.js';
 import { ID_PATTERN } from '../schemas/setting-values.js';
+import { StreamLimits } from '../schemas/settings.js';
 import type { Bus, BusHandler, BusSubscription, RequestOptions, SubscribeOptions } from './bus.js';
 import { InFlight, reportSafely, reportToConsole } from './bus.js';
 import { decodeMessage, encodeMessage, rejectionOf } from './codec.js';
 import type { NatsConnectionOptions } from './nats-connection.js';
 import { connectNats, describeNatsServers } from './nats-connection.js';
 import { busError, hasCause, within } from './nats-helpers.js';
+import type { StreamLimitSettings } from './nats-streams.js';
 import { ensureStreams, messageIdOf, streamOf } from './nats-streams.js';
 import type { NatsHost, NatsSubscription, PullTimings } from './nats-subscriptions.js';
 import { CoreSubscription, PullSubscription } from './nats-subscriptions.js';
@@ -23,8 +25,13 @@ import { checkSubject, subjectMatches, subjects } from './subjects.js';
  * when published and when received (`encodeMessage` / `decodeMessage`).
  */
 
-/** Options of the bus itself, beside how to connect. */
-export interface NatsBusSettings {
+/**
+ * Options of the bus itself, beside how to connect. The stream limits (`streamMaxAgeMs`,
+ * `streamMaxBytes`, see `StreamLimits`) that are given are applied to pge's streams, existing ones
+ * included; those left out are the defaults of a stream this bus creates, and an existing
+ * stream's stay as they are.
+ */
+export interface NatsBusSettings extends StreamLimitSettings {
   /** Told when a handler throws or rejects, or a consumer fails; default `console.error`. */
   onHandlerError?: (error: unknown, subject: string) => void;
   /**
@@ -47,6 +54,8 @@ const SETTING_NAMES: ReadonlySet<string> = new Set([
   'ackWaitMs',
   'maxDeliver',
   'nakDelayMs',
+  'streamMaxAgeMs',
+  'streamMaxBytes',
 ]);
 const DEFAULT_TIMEOUT_MS = 10_000;
 const DEFAULT_ACK_WAIT_MS = 10_000;
@@ -124,6 +133,15 @@ export class NatsBus implements Bus {
     for (const key of Object.keys(settings)) {
       if (!SETTING_NAMES.has(key)) throw new ConfigurationError(`unknown NatsBus option "${key}"`);
     }
+    const limits = StreamLimits.partial().safeParse({
+      streamMaxAgeMs: settings.streamMaxAgeMs,
+      streamMaxBytes: settings.streamMaxBytes,
+    });
+    if (!limits.success) {
+      const named = (issue: { path: PropertyKey[]; message: string }) =>
+        issue.message.startsWith('stream') ? issue.message : `${String(issue.path[0])}: ${issue.message}`;
+      throw new ConfigurationError(limits.error.issues.map(named).join('; '));
+    }
     let jsm: JetStreamManager;
     try {
       jsm = await jetstreamManager(nc);
@@ -131,7 +149,7 @@ export class NatsBus implements Bus {
       const reason = cause instanceof Error ? cause.message : String(cause);
       throw new ConfigurationError(`JetStream is not available at ${where}: ${reason}`, { cause });
     }
-    await ensureStreams(jsm);
+    await ensureStreams(jsm, limits.data);
     return new NatsBus(nc, jetstream(nc), jsm, owns, settings);
   }
 
@@ -209,6 +227,24 @@ export class NatsBus implements Bus {
     checkSubject(subject, true);
     if (streamOf(subject) === null) throw new TypeError(`no pge stream holds ${subject}`);
     return this.pull(subject, durableName, null, handler, 1);
+  }
+
+  /**
+   * Whether the pge stream that holds `subject` (a subject, or a filter inside one stream) stores
+   * any message on it: with `subjects.events(runId)`, whether a run of that id was started, for as
+   * long as the stream keeps its events. Rejects with `BusError` when the server does not answer.
+   */
+  async hasStored(subject: string): Promise<boolean> {
+    if (this.closed) throw new BusError(`cannot read ${subject}: the bus is closed`);
+    checkSubject(subject, true);
+    const stream = streamOf(subject);
+    if (stream === null) throw new TypeError(`no pge stream holds ${subject}`);
+    try {
+      // A last-message lookup takes a filter with wildcards (nats-server 2.9 too); none is null.
+      return (await this.jsm.streams.getMessage(stream.name, { last_by_subj: subject })) !== null;
+    } catch (error) {
+      throw busError(error, `cannot read ${subject} in ${stream.name}`);
+    }
   }
 
   /**

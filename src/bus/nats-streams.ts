@@ -8,6 +8,8 @@ import {
 } from '@nats-io/jetstream';
 import { nanos } from '@nats-io/transport-node';
 import { ConfigurationError } from '../errors.js';
+import { DUPLICATE_WINDOW_MS, OPTION_DEFAULTS } from '../schemas/setting-values.js';
+import type { StreamLimits } from '../schemas/settings.js';
 import { subjectMatches, subjects } from './subjects.js';
 
 /**
@@ -27,9 +29,6 @@ export interface PgeStream {
 /** The work-queue stream: requests for the role workers. */
 export const WORK_STREAM = 'PGE_WORK';
 
-/** Within this window a message re-sent with the same id (an event id, a request id) is stored once. */
-export const DUPLICATE_WINDOW_MS = 2 * 60_000;
-
 /**
  * Events are the run's record (kept, limits retention); work items are taken once (work-queue
  * retention: a message goes when a worker acks it); results are kept like events, so that a
@@ -44,31 +43,44 @@ export const PGE_STREAMS: readonly PgeStream[] = [
 /** The part of a stream's configuration that pge sets; the server's defaults stand for the rest. */
 export type PgeStreamConfig = Pick<
   StreamConfig,
-  'name' | 'subjects' | 'retention' | 'storage' | 'duplicate_window'
+  'name' | 'subjects' | 'retention' | 'storage' | 'duplicate_window' | 'max_age' | 'max_bytes'
 >;
 
-/** The stream configuration pge wants for `stream`. */
-export function streamConfig(stream: PgeStream): PgeStreamConfig {
+/** The limits a bus was given; one left out is the default for a new stream, and left alone on an existing one. */
+export type StreamLimitSettings = Partial<StreamLimits>;
+
+/** The stream configuration pge wants for `stream`, with `limits` (the defaults where not given). */
+export function streamConfig(stream: PgeStream, limits: StreamLimitSettings = {}): PgeStreamConfig {
+  const maxBytes = limits.streamMaxBytes ?? OPTION_DEFAULTS.streamMaxBytes;
   return {
     name: stream.name,
     subjects: [stream.subject],
     retention: stream.retention === 'workqueue' ? RetentionPolicy.Workqueue : RetentionPolicy.Limits,
     storage: StorageType.File,
     duplicate_window: nanos(DUPLICATE_WINDOW_MS),
+    // 0 is no limit for both settings; JetStream says so with 0 for max_age, -1 for max_bytes.
+    max_age: nanos(limits.streamMaxAgeMs ?? OPTION_DEFAULTS.streamMaxAgeMs),
+    max_bytes: maxBytes === 0 ? -1 : maxBytes,
   };
 }
 
 /**
- * Creates the streams that are missing and updates those whose subjects or duplicate window differ.
- * A stream whose retention or storage differs cannot be updated in place: that is a
- * `ConfigurationError` that says which stream to delete.
+ * Creates the streams that are missing and updates those whose subjects or duplicate window differ,
+ * or whose limits differ from the `limits` given (a process that is not told the limits, such as a
+ * client that follows runs, leaves an existing stream's as they are). A stream whose retention or
+ * storage differs cannot be updated in place: that is a `ConfigurationError` that says which stream
+ * to delete.
  */
-export async function ensureStreams(jsm: JetStreamManager): Promise<void> {
+export async function ensureStreams(jsm: JetStreamManager, limits: StreamLimitSettings = {}): Promise<void> {
+  const enforced = [
+    ...(limits.streamMaxAgeMs === undefined ? [] : (['max_age'] as const)),
+    ...(limits.streamMaxBytes === undefined ? [] : (['max_bytes'] as const)),
+  ];
   // Every stream is tried, so that one message lists everything an operator has to fix.
   const problems: ConfigurationError[] = [];
   for (const stream of PGE_STREAMS) {
     try {
-      await ensureStream(jsm, streamConfig(stream));
+      await ensureStream(jsm, streamConfig(stream, limits), enforced);
     } catch (error) {
       problems.push(error instanceof ConfigurationError ? error : streamError(stream.name, error));
     }
@@ -79,7 +91,11 @@ export async function ensureStreams(jsm: JetStreamManager): Promise<void> {
   }
 }
 
-async function ensureStream(jsm: JetStreamManager, wanted: PgeStreamConfig): Promise<void> {
+async function ensureStream(
+  jsm: JetStreamManager,
+  wanted: PgeStreamConfig,
+  enforced: readonly ('max_age' | 'max_bytes')[],
+): Promise<void> {
   // Two processes starting together may both find the stream missing: the loser of the create
   // race reads the winner's stream on the second pass.
   for (let pass = 0; pass < 2; pass++) {
@@ -100,13 +116,14 @@ async function ensureStream(jsm: JetStreamManager, wanted: PgeStreamConfig): Pro
           `pge needs ${wanted.retention} and ${wanted.storage}: delete the stream (nats stream rm ${wanted.name})`,
       );
     }
-    const sameSubjects = have.subjects.length === 1 && have.subjects[0] === wanted.subjects[0];
-    if (sameSubjects && have.duplicate_window === wanted.duplicate_window) return;
+    const changes: Partial<PgeStreamConfig> = {};
+    if (have.subjects.length !== 1 || have.subjects[0] !== wanted.subjects[0])
+      changes.subjects = wanted.subjects;
+    if (have.duplicate_window !== wanted.duplicate_window) changes.duplicate_window = wanted.duplicate_window;
+    for (const field of enforced) if (have[field] !== wanted[field]) changes[field] = wanted[field];
+    if (Object.keys(changes).length === 0) return;
     try {
-      await jsm.streams.update(wanted.name, {
-        subjects: wanted.subjects,
-        duplicate_window: wanted.duplicate_window,
-      });
+      await jsm.streams.update(wanted.name, changes);
       return;
     } catch (error) {
       throw streamError(wanted.name, error);

@@ -2,6 +2,8 @@ import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import type { HarnessResult } from '../api/result.js';
 import { ConfigurationError, InvalidOutputError } from '../errors.js';
+import { checkTask } from '../runtime/task.js';
+import { OPTION_DEFAULTS } from '../schemas/setting-values.js';
 import { resolveConfig } from './config.js';
 import { ExitCode, errorMessage, exitCodeOfError, exitCodeOfResult } from './exit-codes.js';
 import type { CommandLine } from './flags.js';
@@ -75,6 +77,15 @@ export async function batchCommand(line: CommandLine, io: CliIo): Promise<number
   const tasks = readTasks(text);
   if (tasks.length === 0) throw new ConfigurationError(`the task file ${path} holds no tasks`);
   const config = resolveConfig({ flags: line.flags, env: io.env, cwd: io.cwd });
+  // Every task is checked before the first one runs, as `batchedRun` does.
+  const maxTaskBytes = config.options.maxTaskBytes ?? OPTION_DEFAULTS.maxTaskBytes;
+  for (const [i, task] of tasks.entries()) {
+    try {
+      checkTask(task, maxTaskBytes);
+    } catch (cause) {
+      throw new ConfigurationError(`task ${i + 1} of ${path}: ${errorMessage(cause)}`, { cause });
+    }
+  }
   const json = line.flags.json;
 
   return withSession(config.options, io, async ({ pge, progress, interrupted }) => {

@@ -1,6 +1,6 @@
 import { GRAPH_FORMATS, MACHINE_NAMES } from '../graph/graph-choices.js';
 import { DEFAULT_WORKER_CONCURRENCY, ROLES } from '../schemas/setting-values.js';
-import { type Command, FLAGS, type FlagSpec, inGroup } from './flag-table.js';
+import { type Command, DEPLOYMENT_FLAGS, FLAGS, type FlagSpec, inGroup } from './flag-table.js';
 
 /**
  * The flag table's second half: the flags of single commands (`--inspect` of `run` and `demo`,
@@ -106,7 +106,7 @@ export function flagsFor(command: Command): readonly FlagSpec[] {
     case 'config':
       return FLAGS.filter((f) => f.group !== 'nats');
     case 'worker':
-      return [...WORKER_FLAGS, ...FLAGS.filter((f) => f.group !== 'nats')];
+      return [...WORKER_FLAGS, ...DEPLOYMENT_FLAGS, ...FLAGS.filter((f) => f.group !== 'nats')];
     case 'graph':
       return GRAPH_FLAGS;
     case 'dashboard':

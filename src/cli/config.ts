@@ -5,7 +5,7 @@ import { describeEndpoint } from '../actors/openai-model.js';
 import { type PgeOptions, PgeOptionsSchema } from '../api/options.js';
 import { ConfigurationError } from '../errors.js';
 import { CLI_DEFAULTS, CONFIG_FILE_NAME, ENV_VARS } from './defaults.js';
-import { type ConfigKey, FLAGS } from './flag-table.js';
+import { type ConfigKey, OPTION_FLAGS } from './flag-table.js';
 import type { ParsedFlags } from './flags.js';
 
 /**
@@ -124,7 +124,7 @@ export function resolveConfig(input: ConfigInput): ResolvedConfig {
   }
   for (const [name, value] of Object.entries(flags.options)) {
     const key = name as ConfigKey;
-    const flag = FLAGS.find((f) => f.option === key)!;
+    const flag = OPTION_FLAGS.find((f) => f.option === key)!;
     checked(key, value, `--${flag.name}`);
     if ((flag.kind === 'threshold' || flag.kind === 'price') && sources[key] === 'config file') {
       // Thresholds and prices merge by key: a flag overrides the file's value for its key only.

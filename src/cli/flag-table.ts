@@ -25,13 +25,15 @@ export type ConfigKey = Exclude<
 
 /**
  * How a flag's text becomes a value. `integer` is a whole number >= 0 (every integer flag is a
- * count, a limit or a port); `threshold` and `price` are repeatable `<key>=<value>` pairs.
+ * count, a limit or a port); `duration` is milliseconds, `size` bytes, each with an optional unit;
+ * `threshold` and `price` are repeatable `<key>=<value>` pairs.
  */
 export type FlagKind =
   | 'text'
   | 'integer'
   | 'number'
   | 'duration'
+  | 'size'
   | 'choice'
   | 'threshold'
   | 'price'
@@ -207,6 +209,13 @@ const HARNESS_FLAGS = inGroup('harness', [
     value: '<ms>',
     help: 'Deadline of each model call, retries and repairs included; a call past it fails',
   },
+  {
+    name: 'max-task-bytes',
+    kind: 'size',
+    option: 'maxTaskBytes',
+    value: '<bytes>',
+    help: 'Longest task taken, in UTF-8 bytes (or 512K, 1M); a longer one is refused before anything starts',
+  },
 ]);
 
 const BUDGET_FLAGS = inGroup('budget', [
@@ -273,6 +282,27 @@ const NATS_FLAGS = inGroup('nats', [
   },
 ]);
 
+/**
+ * Flags of `pge worker` that set options of a NATS deployment: the limits of its JetStream streams,
+ * applied by every worker (give them all the same, e.g. in a config file).
+ */
+export const DEPLOYMENT_FLAGS: readonly FlagSpec[] = inGroup('nats', [
+  {
+    name: 'stream-max-age',
+    kind: 'duration',
+    option: 'streamMaxAgeMs',
+    value: '<ms>',
+    help: 'Oldest message a pge stream keeps, in ms or with s/m/h/d (0: no limit, else at least 2m)',
+  },
+  {
+    name: 'stream-max-bytes',
+    kind: 'size',
+    option: 'streamMaxBytes',
+    value: '<bytes>',
+    help: 'Most bytes each pge stream keeps, or with K/M/G; the oldest messages go first (0: no limit)',
+  },
+]);
+
 const CLI_FLAGS = inGroup('cli', [
   { name: 'config', kind: 'text', value: '<file>', help: 'Config file to read instead of ./pge.config.json' },
 ]);
@@ -286,3 +316,8 @@ export const FLAGS: readonly FlagSpec[] = [
   ...NATS_FLAGS,
   ...CLI_FLAGS,
 ];
+
+/** Every flag that sets an option, whichever command takes it. */
+export const OPTION_FLAGS: readonly FlagSpec[] = [...FLAGS, ...DEPLOYMENT_FLAGS].filter(
+  (flag) => flag.option !== undefined,
+);

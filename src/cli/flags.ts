@@ -29,8 +29,10 @@ export interface CommandLine {
 }
 
 const DECIMAL = /^[+-]?(\d+(\.\d*)?|\.\d+)(e[+-]?\d+)?$/i;
-const DURATION = /^(\d+(?:\.\d+)?)\s*(ms|s|m|h)?$/i;
-const UNIT_MS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
+const DURATION = /^(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?$/i;
+const UNIT_MS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 };
+const SIZE = /^(\d+(?:\.\d+)?)\s*(b|kib|mib|gib|k|m|g)?$/i;
+const UNIT_BYTES: Record<string, number> = { b: 1, k: 1024, m: 1024 ** 2, g: 1024 ** 3 };
 
 function bad(flag: string, expected: string, raw: string): ConfigurationError {
   return new ConfigurationError(`--${flag} expects ${expected}, got "${raw}"`);
@@ -47,8 +49,14 @@ function toNumber(flag: string, raw: string, integer: boolean): number {
 
 function toDuration(flag: string, raw: string): number {
   const match = DURATION.exec(raw.trim());
-  if (!match) throw bad(flag, 'a duration in ms (or with a unit: 500ms, 30s, 5m, 1h)', raw);
+  if (!match) throw bad(flag, 'a duration in ms (or with a unit: 500ms, 30s, 5m, 1h, 7d)', raw);
   return Math.round(Number(match[1]) * UNIT_MS[(match[2] ?? 'ms').toLowerCase()]!);
+}
+
+function toSize(flag: string, raw: string): number {
+  const match = SIZE.exec(raw.trim());
+  if (!match) throw bad(flag, 'a size in bytes (or with a unit: 512K, 10MiB, 1G)', raw);
+  return Math.round(Number(match[1]) * UNIT_BYTES[(match[2] ?? 'b')[0]!.toLowerCase()]!);
 }
 
 /** `<key>=<value>` pairs of a repeatable flag, as one record; `read` converts each value. */
@@ -101,6 +109,8 @@ function convert(spec: FlagSpec, raws: readonly string[]): unknown {
       return toNumber(name, text, false);
     case 'duration':
       return toDuration(name, text);
+    case 'size':
+      return toSize(name, text);
     case 'choice':
       if (!spec.choices?.includes(text)) throw bad(name, `one of ${spec.choices?.join(', ')}`, text);
       return text;

@@ -183,11 +183,33 @@ edges. Calls no model and reads no configuration.`,
   },
 };
 
+/** A number of milliseconds or bytes in the largest unit it is a whole number of, as the flag takes it. */
+function inUnits(value: number, units: readonly (readonly [string, number])[]): string {
+  const [name, size] = units.find(([, size]) => value !== 0 && value % size === 0) ?? units.at(-1)!;
+  return `${value / size}${name}`;
+}
+
+const TIME_UNITS = [
+  ['d', 86_400_000],
+  ['h', 3_600_000],
+  ['m', 60_000],
+  ['s', 1000],
+  ['ms', 1],
+] as const;
+const SIZE_UNITS = [
+  ['G', 1024 ** 3],
+  ['M', 1024 ** 2],
+  ['K', 1024],
+  ['', 1],
+] as const;
+
 /** The default a flag's help names: the CLI's and the library's when they differ. */
 function defaultOf(f: FlagSpec): string {
   const library = f.option ? (OPTION_DEFAULTS as Record<string, unknown>)[f.option] : f.default;
   const cli = f.option ? CLI_DEFAULTS[f.option] : undefined;
   if (cli !== undefined && cli !== library) return ` (default ${cli}; the library's: ${library})`;
+  if (typeof library === 'number' && (f.kind === 'duration' || f.kind === 'size'))
+    return ` (default ${inUnits(library, f.kind === 'duration' ? TIME_UNITS : SIZE_UNITS)})`;
   return library === undefined ? '' : ` (default ${library})`;
 }
 

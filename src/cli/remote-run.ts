@@ -2,6 +2,8 @@ import type { PgeOptions } from '../api/options.js';
 import { NatsBus } from '../bus/nats-bus.js';
 import { natsOptionsFromEnv } from '../bus/nats-connection.js';
 import { submitAndFollow } from '../runtime/services.js';
+import { checkTask } from '../runtime/task.js';
+import { OPTION_DEFAULTS } from '../schemas/setting-values.js';
 import { RunSubmissionOptions } from '../schemas/submission.js';
 import { ExitCode } from './exit-codes.js';
 import type { CliIo } from './io.js';
@@ -26,6 +28,8 @@ export async function remoteRun(
   json: boolean,
   io: CliIo,
 ): Promise<number> {
+  // The coordinator holds the task to its own limit too; this one answers before connecting.
+  checkTask(task, options.maxTaskBytes ?? OPTION_DEFAULTS.maxTaskBytes);
   const submitted = Object.fromEntries(
     SUBMITTED.filter((k) => options[k] !== undefined).map((k) => [k, options[k]]),
   ) as RunSubmissionOptions;

@@ -82,7 +82,13 @@ export function parseWorkerCommand(argv: readonly string[], io: Pick<CliIo, 'env
 /** `pge worker --role <role> [flags]`. Returns when the process has drained. */
 export async function workerCommand(line: CommandLine, io: CliIo): Promise<number> {
   const { role, demo, concurrency, id, nats, options } = workerPlan(line, io);
-  const bus = await NatsBus.connect({ ...nats, name: `pge-${id}` });
+  const bus = await NatsBus.connect({
+    ...nats,
+    name: `pge-${id}`,
+    // Every worker applies the deployment's stream limits; clients that only follow runs do not.
+    streamMaxAgeMs: options.streamMaxAgeMs,
+    streamMaxBytes: options.streamMaxBytes,
+  });
 
   let stop: (hurry: boolean) => Promise<void>;
   if (role === 'planner' || role === 'generator' || role === 'evaluator') {
@@ -130,6 +136,7 @@ export async function workerCommand(line: CommandLine, io: CliIo): Promise<numbe
       models: { planner: name('planner'), generator: name('generator'), evaluator: name('evaluator') },
       onRun: (runId, task) =>
         io.stderr.write(`pge coordinator: run ${runId} started: ${task.slice(0, 80)}\n`),
+      runExists: (runId) => bus.hasStored(subjects.events(runId)),
     });
     // A request every worker died or failed holding is answered as failed, not left to its deadline.
     const abandoned = answerAbandonedWork(bus, (error, subject) =>

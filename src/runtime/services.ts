@@ -1,17 +1,20 @@
 import { join } from 'node:path';
 import {
   createCoordinator,
+  type RunHandle,
   type RunSettingsSource,
   type RunSpec,
+  runIdTaken,
   runSettingsOf,
 } from '../actors/coordinator.js';
 import type { Bus, BusSubscription } from '../bus/bus.js';
 import { subscribeControl, subscribeEvents } from '../bus/channels.js';
 import { subjects } from '../bus/subjects.js';
-import { BusError } from '../errors.js';
+import { describeError, errorFromInfo } from '../errors.js';
 import type { Role, RunEvent, RunEventOf } from '../schemas/index.js';
 import { type RunSubmission, RunSubmissionReply } from '../schemas/submission.js';
 import { newRunId } from './run-id.js';
+import { checkTask } from './task.js';
 
 /**
  * The distributed deployment's services, written against the `Bus` interface so that they run on
@@ -25,10 +28,11 @@ export const COORDINATOR_QUEUE = 'pge-coordinator';
 
 /**
  * The settings a coordinator service runs with: the harness bounds and budgets a submission may
- * override, and the directory its logs are said to go to. The API's resolved options are one; the
- * runtime names only what it reads, so that it does not depend on the API that is built on it.
+ * override, the directory its logs are said to go to, and the longest task it takes. The API's
+ * resolved options are one; the runtime names only what it reads, so that it does not depend on
+ * the API that is built on it.
  */
-export type CoordinatorSettings = RunSettingsSource & { workingDirectory: string };
+export type CoordinatorSettings = RunSettingsSource & { workingDirectory: string; maxTaskBytes: number };
 
 /** Options of `startCoordinatorService`. */
 export interface CoordinatorServiceOptions {
@@ -39,6 +43,12 @@ export interface CoordinatorServiceOptions {
   models: Record<Role, string>;
   /** Called with every run started, for logging. */
   onRun?: (runId: string, task: string) => void;
+  /**
+   * Whether a run of this id was ever started by any coordinator: on NATS, whether `PGE_EVENTS`
+   * holds events of it. Asked for a run id the submitter chose; without it, only this
+   * coordinator's own runs are known.
+   */
+  runExists?: (runId: string) => Promise<boolean>;
 }
 
 /** Builds a run's settings from the coordinator's options and a submission's overrides. */
@@ -70,7 +80,8 @@ export interface CoordinatorService {
 
 /**
  * Takes runs submitted on `pge.runs.submit` (as one member of the coordinators' queue group),
- * replies with the run id, and drives each run's statechart on the bus.
+ * replies with the run id, and drives each run's statechart on the bus. A submission with a run
+ * id used before, or a task `checkTask` refuses, is answered with the error and starts nothing.
  */
 export function startCoordinatorService(service: CoordinatorServiceOptions): CoordinatorService {
   const { bus, options, models } = service;
@@ -83,8 +94,17 @@ export function startCoordinatorService(service: CoordinatorServiceOptions): Coo
     async (message) => {
       const submission = message.data as RunSubmission;
       const runId = submission.runId ?? newRunId();
-      if (active.has(runId)) throw new BusError(`run ${runId} is already running`);
-      const handle = coordinator.startRun(runSpecOf(runId, submission, options, models));
+      let handle: RunHandle;
+      try {
+        checkTask(submission.task, options.maxTaskBytes);
+        // Only an id the submitter chose can be old. `startRun` refuses an id of this coordinator's
+        // own runs, checked after the lookup's await, so two submissions of one id cannot both pass.
+        if (submission.runId !== undefined && (await service.runExists?.(runId))) throw runIdTaken(runId);
+        handle = coordinator.startRun(runSpecOf(runId, submission, options, models));
+      } catch (error) {
+        await message.respond({ error: describeError(error) });
+        return;
+      }
       const done = handle.done.catch((error: unknown) => {
         console.error(`pge coordinator: run ${runId} failed to complete:`, error);
       });
@@ -150,6 +170,7 @@ export async function submitAndFollow(
         { timeoutMs: options.timeoutMs ?? 10_000 },
       ),
     );
+    if ('error' in reply) throw errorFromInfo(reply.error);
     return { runId: reply.runId, closing };
   } catch (error) {
     subscription.unsubscribe();

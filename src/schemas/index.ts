@@ -57,6 +57,7 @@ export {
 export { RoleFailure, RoleResult, RoleSuccess } from './results.js';
 export {
   DEFAULT_WORKER_CONCURRENCY,
+  DUPLICATE_WINDOW_MS,
   EXHAUSTION_POLICIES,
   ID_PATTERN,
   OPTION_DEFAULTS,
@@ -76,5 +77,6 @@ export {
   ReasoningEffort,
   RoleModelSettings,
   RunSettings,
+  StreamLimits,
   StructuredOutputMode,
 } from './settings.js';

@@ -30,6 +30,12 @@ export const PHASES = ['plan', 'contract', 'contract_review', 'work', 'evaluatio
 export const ID_PATTERN = /^[A-Za-z0-9_-]+$/;
 
 /**
+ * Within this window JetStream stores a message re-sent with the same `Nats-Msg-Id` once. A
+ * stream's `max_age` may not be shorter (the server refuses it), so `streamMaxAgeMs` is at least this.
+ */
+export const DUPLICATE_WINDOW_MS = 2 * 60_000;
+
+/**
  * The defaults of the library's options (`PgeOptionsSchema`) that have one. The CLI's help prints
  * them from here; the CLI's own defaults, where they differ, are in `src/cli/defaults.ts`.
  */
@@ -51,6 +57,9 @@ export const OPTION_DEFAULTS = {
    * up to (maxRetries + 1) tries of timeoutMs.
    */
   callTimeoutMs: 30 * 60_000,
+  maxTaskBytes: 256 * 1024,
+  streamMaxAgeMs: 30 * 24 * 3_600_000,
+  streamMaxBytes: 1024 ** 3,
 } as const satisfies {
   onStepExhausted: (typeof EXHAUSTION_POLICIES)[number];
   outputType: (typeof OUTPUT_TYPES)[number];

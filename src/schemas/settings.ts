@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import {
+  DUPLICATE_WINDOW_MS,
   EXHAUSTION_POLICIES,
   OPTION_DEFAULTS,
   OUTPUT_TYPES,
@@ -123,3 +124,25 @@ export const RunSettings = z.strictObject({
     .positive({ error: 'callTimeoutMs must be > 0' }),
 });
 export type RunSettings = z.infer<typeof RunSettings>;
+
+/**
+ * Limits of each JetStream stream of a NATS deployment (`PGE_EVENTS`, `PGE_WORK`, `PGE_RESULTS`);
+ * 0 is no limit. Past either one the server discards the stream's oldest messages, so a run's
+ * events stay in the stream (for followers, and to tell a reused run id) as long as both allow.
+ * `pge worker` applies them (flags, config file), as does `NatsBus.connect`; the embedded runtime
+ * has no streams and ignores them.
+ */
+export const StreamLimits = z.strictObject({
+  streamMaxAgeMs: z
+    .number()
+    .int({ error: 'streamMaxAgeMs must be a whole number of milliseconds' })
+    .refine((ms) => ms === 0 || ms >= DUPLICATE_WINDOW_MS, {
+      error: (issue) =>
+        `streamMaxAgeMs must be 0 (no limit) or at least ${DUPLICATE_WINDOW_MS} (the duplicate window), got ${String(issue.input)}`,
+    }),
+  streamMaxBytes: z
+    .number()
+    .int({ error: 'streamMaxBytes must be a whole number of bytes' })
+    .min(0, { error: (issue) => `streamMaxBytes must be >= 0 (0: no limit), got ${String(issue.input)}` }),
+});
+export type StreamLimits = z.infer<typeof StreamLimits>;

@@ -1,12 +1,14 @@
 import { z } from 'zod';
 import { SafeId } from './domain.js';
+import { ErrorInfo } from './events.js';
 import { RunSettings } from './settings.js';
 
 /**
  * Run submission by request/reply on `pge.runs.submit`: a client sends a task and the run settings
  * it wants to override; the coordinator that takes it replies with the new run's id, and the run's
  * events follow on `pge.run.<runId>.evt.>`. Model names, keys and paths are the coordinator's
- * business, not the submitter's, so only run settings travel here.
+ * business, not the submitter's, so only run settings travel here. A submission the coordinator
+ * refuses (a run id used before, a task too long) is answered with the reason instead.
  */
 
 /**
@@ -19,12 +21,21 @@ export type RunSubmissionOptions = z.infer<typeof RunSubmissionOptions>;
 /** A request to start a run, sent on `pge.runs.submit`. */
 export const RunSubmission = z.strictObject({
   task: z.string().min(1),
-  /** The run id to use, so that a submitter can follow the run's events before submitting it. */
+  /**
+   * The run id to use, so that a submitter can follow the run's events before submitting it. It
+   * must be new: a run id is never reused.
+   */
   runId: SafeId.optional(),
   options: RunSubmissionOptions.optional(),
 });
 export type RunSubmission = z.infer<typeof RunSubmission>;
 
-/** The reply to a submission: the id of the run that was started. */
-export const RunSubmissionReply = z.strictObject({ runId: SafeId });
+/**
+ * The reply to a submission: the id of the run that was started, or the error that refused it
+ * (`ConfigurationError` for a run id used before, or a task that is empty, too long or holds a NUL).
+ */
+export const RunSubmissionReply = z.union([
+  z.strictObject({ runId: SafeId }),
+  z.strictObject({ error: ErrorInfo }),
+]);
 export type RunSubmissionReply = z.infer<typeof RunSubmissionReply>;

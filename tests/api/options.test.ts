@@ -30,6 +30,19 @@ const agents = () => {
   return { plannerAgent: m, generatorAgent: m, evaluatorAgent: m };
 };
 
+/** A harness whose every role is one scripted model, returned too, to count its calls. */
+function harness(options: PgeOptions = {}) {
+  const model = new ScriptedModel(passingScript(1));
+  const pge = new PlannerGeneratorEvaluator({
+    plannerAgent: model,
+    generatorAgent: model,
+    evaluatorAgent: model,
+    workingDirectory: dir,
+    ...options,
+  });
+  return { model, pge };
+}
+
 function rejects(options: Record<string, unknown>, message: RegExp) {
   expect(
     () => new PlannerGeneratorEvaluator({ ...agents(), workingDirectory: dir, ...options } as PgeOptions),
@@ -129,13 +142,7 @@ describe('bad options get a clear error and nothing half-done', () => {
 
   it('refuses a run whose working directory went away, before any model call', async () => {
     const workingDirectory = join(dir, 'gone');
-    const model = new ScriptedModel(passingScript(1));
-    const pge = new PlannerGeneratorEvaluator({
-      plannerAgent: model,
-      generatorAgent: model,
-      evaluatorAgent: model,
-      workingDirectory,
-    });
+    const { model, pge } = harness({ workingDirectory });
     rmSync(workingDirectory, { recursive: true });
     await expect(pge.run('a task')).rejects.toThrow(/the directory of the log .* does not exist/);
     expect(model.requests).toHaveLength(0);
@@ -151,6 +158,38 @@ describe('bad options get a clear error and nothing half-done', () => {
     expect(readdirSync(dir)).toEqual([]);
   });
 
+  it('refuses a task over maxTaskBytes (256 KiB unless set), counted in UTF-8, or holding a NUL, before doing anything', async () => {
+    const { model, pge } = harness();
+    expect(pge.options.maxTaskBytes).toBe(256 * 1024);
+    await expect(pge.run('x'.repeat(256 * 1024 + 1))).rejects.toThrow(
+      /the task is 262145 bytes, more than maxTaskBytes allows \(262144\)/,
+    );
+    // 'é' is two bytes in UTF-8: fewer characters than the limit, more bytes.
+    await expect(pge.run('é'.repeat(128 * 1024 + 1))).rejects.toThrow(/the task is 262146 bytes/);
+    await expect(pge.run('a task\0with a NUL')).rejects.toThrow(/NUL character \(at character 6\)/);
+    await expect(pge.run('a task\0with a NUL')).rejects.toBeInstanceOf(ConfigurationError);
+    await expect(pge.batchedRun(['fine', 'binary\0'])).rejects.toThrow(/NUL/);
+    await pge.close();
+    expect(model.requests).toHaveLength(0);
+    expect(readdirSync(dir)).toEqual([]);
+  });
+
+  it('takes a task of exactly maxTaskBytes and refuses one byte more', async () => {
+    const { model, pge } = harness({ maxTaskBytes: 64 });
+    await expect(pge.run('y'.repeat(65))).rejects.toThrow(/65 bytes, more than maxTaskBytes allows \(64\)/);
+    expect(model.requests).toHaveLength(0);
+    await pge.run('y'.repeat(64));
+    await pge.close();
+    expect(pge.lastResult?.passed).toBe(true);
+  });
+
+  it('rejects a task limit or stream limits that cannot be kept', () => {
+    rejects({ maxTaskBytes: 0 }, /maxTaskBytes must be > 0/);
+    rejects({ maxTaskBytes: 1.5 }, /maxTaskBytes must be a whole number of bytes/);
+    rejects({ streamMaxAgeMs: 60_000 }, /streamMaxAgeMs must be 0 \(no limit\) or at least 120000/);
+    rejects({ streamMaxBytes: -1 }, /streamMaxBytes must be >= 0 \(0: no limit\), got -1/);
+  });
+
   it('never truncates a sharedStatePath that already holds another run', async () => {
     const path = join(dir, 'state.md');
     const before = '# PGE Harness Shared State\n\n**Run ID**: pge-other-run\n';
@@ -163,13 +202,7 @@ describe('bad options get a clear error and nothing half-done', () => {
 
   it('runs twice on one sharedStatePath only once: the second run refuses instead of overwriting', async () => {
     const path = join(dir, 'state.md');
-    const m = new ScriptedModel({ ...passingScript(1) });
-    const pge = new PlannerGeneratorEvaluator({
-      plannerAgent: m,
-      generatorAgent: m,
-      evaluatorAgent: m,
-      sharedStatePath: path,
-    });
+    const { pge } = harness({ sharedStatePath: path });
     await pge.run('first');
     const first = readFileSync(path, 'utf8');
     await expect(pge.run('second')).rejects.toThrow(ConfigurationError);

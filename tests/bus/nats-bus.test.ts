@@ -284,6 +284,101 @@ describe('NatsBus on JetStream', () => {
   });
 });
 
+describe('the limits of the streams', () => {
+  let server: NatsServerHandle;
+  let admin: NatsConnection;
+  let adminJsm: JetStreamManager;
+  beforeAll(async () => {
+    // A server of its own: the limits set here would otherwise reach every other test's streams.
+    server = await startNatsServer();
+    admin = await connect({ servers: server.url });
+    adminJsm = await jetstreamManager(admin);
+  });
+  afterAll(async () => {
+    await admin?.close();
+    await server?.stop();
+  });
+
+  /** `max_age` (ms) and `max_bytes` of every pge stream, as the server reports them. */
+  async function limits(): Promise<Record<string, [number, number]>> {
+    const read: Record<string, [number, number]> = {};
+    for (const name of ['PGE_EVENTS', 'PGE_WORK', 'PGE_RESULTS']) {
+      const { config } = await adminJsm.streams.info(name);
+      read[name] = [config.max_age / 1e6, config.max_bytes];
+    }
+    return read;
+  }
+  const everyStream = (maxAgeMs: number, maxBytes: number) => ({
+    PGE_EVENTS: [maxAgeMs, maxBytes],
+    PGE_WORK: [maxAgeMs, maxBytes],
+    PGE_RESULTS: [maxAgeMs, maxBytes],
+  });
+  const connectWith = async (settings: Parameters<typeof NatsBus.connect>[0] = {}) =>
+    (await NatsBus.connect({ servers: server.url, ...settings })).close();
+
+  it('creates the streams with the default limits, 30 days and 1 GiB each', async () => {
+    await connectWith();
+    expect(await limits()).toEqual(everyStream(30 * 86_400_000, 1024 ** 3));
+  });
+
+  it('brings existing streams to the limits it is given, and a bus given none leaves them', async () => {
+    await connectWith({ streamMaxAgeMs: 3_600_000, streamMaxBytes: 64 * 1024 ** 2 });
+    expect(await limits()).toEqual(everyStream(3_600_000, 64 * 1024 ** 2));
+    await connectWith();
+    expect(await limits()).toEqual(everyStream(3_600_000, 64 * 1024 ** 2));
+    await connectWith({ streamMaxBytes: 32 * 1024 ** 2 });
+    expect(await limits()).toEqual(everyStream(3_600_000, 32 * 1024 ** 2));
+    // 0 is no limit: JetStream's 0 for max_age, -1 for max_bytes.
+    await connectWith({ streamMaxAgeMs: 0, streamMaxBytes: 0 });
+    expect(await limits()).toEqual(everyStream(0, -1));
+  });
+
+  it('refuses limits it cannot keep with a ConfigurationError that names them', async () => {
+    const short = await connectWith({ streamMaxAgeMs: 1_000 }).catch((e: unknown) => e);
+    expect(short).toBeInstanceOf(ConfigurationError);
+    expect((short as Error).message).toMatch(/streamMaxAgeMs must be 0 \(no limit\) or at least 120000/);
+    await expect(connectWith({ streamMaxBytes: -5 })).rejects.toThrow(/streamMaxBytes must be >= 0/);
+    // More than the server can store: it says so, and pge names the stream.
+    await expect(connectWith({ streamMaxBytes: 1024 ** 5 })).rejects.toThrow(
+      /cannot set up JetStream stream PGE_\w+: insufficient storage/,
+    );
+  });
+
+  it('discards the oldest events once a stream is full, and keeps storing new ones', async () => {
+    await connectWith({ streamMaxAgeMs: 0, streamMaxBytes: 64 * 1024 });
+    const bus = await NatsBus.connect({ servers: server.url });
+    try {
+      const runIds = Array.from({ length: 200 }, () => freshRunId());
+      for (const runId of runIds) await publishEvent(bus, runStarted(runId));
+      const { state } = await adminJsm.streams.info('PGE_EVENTS');
+      expect(state.bytes).toBeLessThanOrEqual(64 * 1024);
+      expect(state.messages).toBeLessThan(200);
+      expect(await bus.hasStored(subjects.events(runIds[0]!))).toBe(false);
+      expect(await bus.hasStored(subjects.events(runIds.at(-1)!))).toBe(true);
+    } finally {
+      await bus.close();
+    }
+  });
+});
+
+describe('NatsBus.hasStored', () => {
+  it('tells whether a stream holds a message on a subject or filter: whether a run id was used', async () => {
+    const bus = await NatsBus.connect({ servers: natsUrl });
+    try {
+      const used = freshRunId();
+      const unused = freshRunId();
+      await publishEvent(bus, runStarted(used));
+      expect(await bus.hasStored(subjects.events(used))).toBe(true);
+      expect(await bus.hasStored(subjects.event(used, 'run.started'))).toBe(true);
+      expect(await bus.hasStored(subjects.events(unused))).toBe(false);
+      await expect(bus.hasStored(subjects.submit)).rejects.toThrow(/no pge stream holds pge.runs.submit/);
+    } finally {
+      await bus.close();
+    }
+    await expect(bus.hasStored(subjects.events('x'))).rejects.toBeInstanceOf(BusError);
+  });
+});
+
 describe('NatsBus through an outage', () => {
   it('reconnects after the server restarts and its worker serves what was queued meanwhile', async () => {
     const server = await startNatsServer();

@@ -212,6 +212,37 @@ describe('pge batch', () => {
   });
 });
 
+describe('the task limits', () => {
+  it('refuse a task over --max-task-bytes or the config file’s maxTaskBytes before any call: exit 2', async () => {
+    server.script(scripted(9));
+    const flagged = await pge(['run', 'x'.repeat(2000), '--max-task-bytes', '1K', '--base-url', server.url]);
+    expect(flagged.code).toBe(2);
+    expect(flagged.stderr).toMatch(/the task is 2000 bytes, more than maxTaskBytes allows \(1024\)/);
+    writeFileSync(join(tmp, 'pge.config.json'), JSON.stringify({ maxTaskBytes: 100 }));
+    const configured = await pge(['run', 'y'.repeat(101), '--base-url', server.url]);
+    expect(configured.code).toBe(2);
+    expect(configured.stderr).toMatch(/the task is 101 bytes, more than maxTaskBytes allows \(100\)/);
+    expect(server.completions()).toHaveLength(0);
+    expect(logsIn(tmp)).toEqual([]);
+  });
+
+  it('refuse a batch whose file holds a task over 256 KiB or a NUL before its first task runs', async () => {
+    server.script(scripted(9));
+    writeFileSync(join(tmp, 'long.txt'), `Write a haiku about rain\n${'z'.repeat(256 * 1024 + 1)}\n`);
+    const long = await pge(['batch', 'long.txt', '--base-url', server.url]);
+    expect(long.code).toBe(2);
+    expect(long.stderr).toMatch(
+      /task 2 of .*long\.txt: the task is 262145 bytes, more than maxTaskBytes allows/,
+    );
+    writeFileSync(join(tmp, 'binary.txt'), 'Write a haiku about rain\nPK\u0003\u0004\u0000\u0000\n');
+    const binary = await pge(['batch', 'binary.txt', '--base-url', server.url]);
+    expect(binary.code).toBe(2);
+    expect(binary.stderr).toMatch(/task 2 of .*binary\.txt: the task holds a NUL character/);
+    expect(server.completions()).toHaveLength(0);
+    expect(logsIn(tmp)).toEqual([]);
+  });
+});
+
 describe('usage and configuration errors exit 2', () => {
   it.each([
     [['run', 'task', '--frobnicate'], /unknown flag --frobnicate$/m],

@@ -77,6 +77,23 @@ describe('flag values', () => {
     expect(() => flags(...argv)).toThrow(message);
   });
 
+  it('reads sizes with a binary unit, durations in days, and gives the stream limits to pge worker only', () => {
+    expect(flags('--max-task-bytes', '512K').options).toEqual({ maxTaskBytes: 512 * 1024 });
+    expect(flags('--max-task-bytes=1000').options).toEqual({ maxTaskBytes: 1000 });
+    const worker = parseCommandLine('worker', ['--stream-max-age', '7d', '--stream-max-bytes', '1.5GiB']);
+    expect(worker.flags.options).toEqual({ streamMaxAgeMs: 7 * 86_400_000, streamMaxBytes: 1.5 * 1024 ** 3 });
+    expect(() => flags('--max-task-bytes', '1x')).toThrow(
+      '--max-task-bytes expects a size in bytes (or with a unit: 512K, 10MiB, 1G), got "1x"',
+    );
+    expect(() => flags('--stream-max-age', '1d')).toThrow(/pge run does not take --stream-max-age/);
+    const resolved = resolveConfig({ flags: worker.flags, env: {}, cwd: dir });
+    expect(resolved.sources.streamMaxAgeMs).toBe('flag');
+    const bad = parseCommandLine('worker', ['--stream-max-age', '1m']).flags;
+    expect(() => resolveConfig({ flags: bad, env: {}, cwd: dir })).toThrow(
+      /--stream-max-age: streamMaxAgeMs must be 0 \(no limit\) or at least 120000 \(the duplicate window\), got 60000/,
+    );
+  });
+
   it('does not read values when --help is given', () => {
     expect(parseCommandLine('run', ['--max-steps', 'many', '--help']).help).toBe(true);
   });

@@ -67,7 +67,11 @@ describe('message schemas', () => {
     sameShape(RoleResult, payloadOf('RoleResult'), 'RoleResult');
     sameShape(RunSubmission, payloadOf('RunSubmission'), 'RunSubmission');
     sameShape(RunSubmissionOptions, at('#/components/schemas/RunSubmissionOptions'), 'RunSubmissionOptions');
-    sameShape(RunSubmissionReply, payloadOf('RunSubmissionReply'), 'RunSubmissionReply');
+    const replies = payloadOf('RunSubmissionReply').anyOf as Json[];
+    expect(replies).toHaveLength(RunSubmissionReply.options.length);
+    RunSubmissionReply.options.forEach((option, i) => {
+      sameShape(option, replies[i]!, `RunSubmissionReply option ${i}`);
+    });
     sameShape(MessageRejection, payloadOf('MessageRejection'), 'MessageRejection');
   });
 
@@ -116,9 +120,12 @@ describe('message schemas', () => {
     ].map((s) => RunSubmission.parse(s));
     for (const submission of submissions)
       expect(problems(payloadRef('RunSubmission'), submission)).toEqual([]);
-    expect(problems(payloadRef('RunSubmissionReply'), RunSubmissionReply.parse({ runId: 'run-1' }))).toEqual(
-      [],
-    );
+    const refused = {
+      error: { name: 'ConfigurationError', message: 'run id run-1 is taken', retryable: false },
+    };
+    for (const reply of [{ runId: 'run-1' }, refused])
+      expect(problems(payloadRef('RunSubmissionReply'), RunSubmissionReply.parse(reply))).toEqual([]);
+    expect(problems(payloadRef('RunSubmissionReply'), { ...refused, runId: 'run-1' })).not.toEqual([]);
     const rejection = MessageRejection.parse({
       subject: 'pge.work.planner',
       problem: 'invalid message on pge.work.planner: not JSON',

@@ -10,7 +10,7 @@ import { resolveOptions } from '../../src/api/options.js';
 import { publishControl } from '../../src/bus/channels.js';
 import { InProcessBus } from '../../src/bus/in-process-bus.js';
 import { subjects } from '../../src/bus/subjects.js';
-import { WorkerStoppedError } from '../../src/errors.js';
+import { ConfigurationError, WorkerStoppedError } from '../../src/errors.js';
 import { readLogFile } from '../../src/persistence/index.js';
 import { startCoordinatorService, submitAndFollow } from '../../src/runtime/services.js';
 import type { RunEvent } from '../../src/schemas/index.js';
@@ -23,7 +23,11 @@ beforeEach(() => {
 });
 afterEach(() => rmSync(dir, { recursive: true, force: true }));
 
-function deployment(model: Model = new DemoModel()) {
+function deployment(
+  model: Model = new DemoModel(),
+  runExists?: (runId: string) => Promise<boolean>,
+  maxTaskBytes?: number,
+) {
   const handlerErrors: unknown[] = [];
   // Requests abandoned when the workers stop are expected; anything else fails the test below.
   const bus = new InProcessBus({
@@ -38,8 +42,9 @@ function deployment(model: Model = new DemoModel()) {
   const persistence = createPersistenceActor({ bus, onError: (_runId, error) => errors.push(error) });
   const coordinator = startCoordinatorService({
     bus,
-    options: resolveOptions({ workingDirectory: dir, maxRetriesPerStep: 3 }),
+    options: resolveOptions({ workingDirectory: dir, maxRetriesPerStep: 3, maxTaskBytes }),
     models: { planner: model.name, generator: model.name, evaluator: model.name },
+    ...(runExists ? { runExists } : {}),
   });
   return {
     bus,
@@ -103,6 +108,70 @@ describe('coordinator service', () => {
       await expect(d.bus.request(subjects.submit, { task: 'x', options: { maxSteps: 0 } })).rejects.toThrow(
         /maxSteps/,
       );
+      expect(d.coordinator.active.size).toBe(0);
+    } finally {
+      await d.close();
+    }
+  });
+
+  it('refuses a run id it used, while its run goes on and after it ended, and starts nothing', async () => {
+    // The model answers once the test lets it: the run is still going at the first resubmission.
+    let release = () => {};
+    const gate = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    const demo = new DemoModel();
+    const d = deployment({ name: demo.name, complete: (...args) => gate.then(() => demo.complete(...args)) });
+    try {
+      const runId = 'chosen-by-the-client';
+      const first = await submitAndFollow(d.bus, { task: 'Write a haiku' }, () => {}, { runId });
+      const again = () => submitAndFollow(d.bus, { task: 'Write another' }, () => {}, { runId });
+      await expect(again()).rejects.toThrow(`run id ${runId} is taken`);
+      expect(d.coordinator.active.has(runId)).toBe(true);
+      release();
+      expect((await first.closing).type).toBe('run.completed');
+      const refused = again();
+      await expect(refused).rejects.toBeInstanceOf(ConfigurationError);
+      await expect(refused).rejects.toThrow(/a run id is never reused/);
+      expect(d.coordinator.active.size).toBe(0);
+    } finally {
+      await d.close();
+    }
+  });
+
+  it('refuses a chosen run id that another coordinator used, asking runExists only for a chosen one', async () => {
+    const asked: string[] = [];
+    const d = deployment(new DemoModel(), async (runId) => {
+      asked.push(runId);
+      return runId === 'used-elsewhere';
+    });
+    try {
+      const taken = submitAndFollow(d.bus, { task: 'Write a haiku' }, () => {}, { runId: 'used-elsewhere' });
+      await expect(taken).rejects.toThrow('run id used-elsewhere is taken');
+      const fresh = await submitAndFollow(d.bus, { task: 'Write a haiku' }, () => {}, { runId: 'new-one' });
+      expect((await fresh.closing).type).toBe('run.completed');
+      expect(asked).toEqual(['used-elsewhere', 'new-one']);
+      // A submission without a run id gets a new one from the coordinator: nothing to look up.
+      const picked = await d.bus.request(subjects.submit, { task: 'Write a haiku' });
+      expect(picked).toEqual({ runId: expect.stringMatching(/^pge-/) });
+      expect(asked).toHaveLength(2);
+    } finally {
+      await d.close();
+    }
+  });
+
+  it('answers a task over its maxTaskBytes, or with a NUL, with the error and starts nothing', async () => {
+    const d = deployment(new DemoModel(), undefined, 100);
+    try {
+      const reply = await d.bus.request(subjects.submit, { task: 'x'.repeat(101) });
+      expect(reply).toEqual({
+        error: {
+          name: 'ConfigurationError',
+          message: expect.stringContaining('the task is 101 bytes, more than maxTaskBytes allows (100)'),
+          retryable: false,
+        },
+      });
+      await expect(submitAndFollow(d.bus, { task: 'a\0b' })).rejects.toThrow(/NUL character/);
       expect(d.coordinator.active.size).toBe(0);
     } finally {
       await d.close();
