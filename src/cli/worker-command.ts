@@ -4,7 +4,7 @@ import { createPersistenceActor } from '../actors/persistence-actor.js';
 import { createRoleWorker } from '../actors/role-worker.js';
 import { resolveOptions } from '../api/options.js';
 import { buildRoleModel } from '../api/planner-generator-evaluator.js';
-import { publishControl } from '../bus/channels.js';
+import { publishControl, readRunEvents } from '../bus/channels.js';
 import { NatsBus } from '../bus/nats-bus.js';
 import { natsOptionsFromEnv } from '../bus/nats-connection.js';
 import { subjects } from '../bus/subjects.js';
@@ -24,6 +24,14 @@ import type { CliIo } from './io.js';
  * and consumers are created by the processes themselves. SIGINT/SIGTERM drains: requests in
  * flight finish (a second signal hands them back to the queue), then the connection closes.
  */
+
+/** The durable consumer that every persistence worker reads the events of all runs through. */
+const PERSISTENCE_CONSUMER = 'pge-persistence';
+/**
+ * How long the event a killed persistence worker was writing stays with it before the server
+ * hands it to the next one: a live worker heartbeats, so this bounds only a restart's wait.
+ */
+const PERSISTENCE_ACK_WAIT_MS = 5_000;
 
 /** Waits for SIGINT or SIGTERM; a second one calls `hurry`. */
 function untilSignal(io: CliIo, hurry: () => void): Promise<NodeJS.Signals> {
@@ -100,9 +108,17 @@ export async function workerCommand(line: CommandLine, io: CliIo): Promise<numbe
       bus,
       // Logs go to this process's working directory, under the name the coordinator chose.
       resolvePath: (event) => join(options.workingDirectory, basename(event.payload.logPath)),
-      acknowledgeAfterWrite: true,
       subscribe: (handler) =>
-        bus.subscribeDurable(subjects.events('*'), 'pge-persistence', (m) => handler(m.data as RunEvent)),
+        bus.subscribeDurable(subjects.events('*'), PERSISTENCE_CONSUMER, (m) => handler(m.data as RunEvent), {
+          ackWaitMs: PERSISTENCE_ACK_WAIT_MS,
+        }),
+      history: (runId) => readRunEvents(bus, runId),
+      onRejected: (rejection, unpublished) =>
+        io.stderr.write(
+          `pge persistence: rejected ${rejection.subject}: ${rejection.problem}${
+            unpublished === undefined ? '' : ` (not reported on the bus: ${String(unpublished)})`
+          }\n`,
+        ),
       onError: (runId, error) => {
         io.stderr.write(`pge persistence: the log of run ${runId} failed: ${error.message}\n`);
         // The log is not best-effort: the run's coordinator stops the run.
