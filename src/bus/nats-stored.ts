@@ -1,4 +1,4 @@
-import type { JetStreamClient, JetStreamManager } from '@nats-io/jetstream';
+import type { ConsumerInfo, JetStreamClient, JetStreamManager } from '@nats-io/jetstream';
 import { AckPolicy, DeliverPolicy } from '@nats-io/jetstream';
 import { nanos } from '@nats-io/transport-node';
 import { BusError } from '../errors.js';
@@ -38,26 +38,24 @@ export async function readStored(
   filter: string,
 ): Promise<StoredMessage[]> {
   const what = `cannot read ${filter} from ${stream.name}`;
-  let name: string;
-  let count: number;
+  let info: ConsumerInfo;
   try {
-    const info = await jsm.consumers.add(stream.name, {
+    info = await jsm.consumers.add(stream.name, {
       filter_subject: filter,
       deliver_policy: DeliverPolicy.All,
       ack_policy: AckPolicy.None,
       mem_storage: true,
       inactive_threshold: nanos(INACTIVE_MS),
     });
-    name = info.name;
-    // What matches when the consumer is made: messages stored after that are not asked for.
-    count = info.num_pending;
   } catch (error) {
     throw busError(error, what);
   }
+  // What matches when the consumer is made: messages stored after that are not asked for.
+  const count = info.num_pending;
   const messages: StoredMessage[] = [];
   try {
     if (count === 0) return messages;
-    const consumer = await js.consumers.get(stream.name, name);
+    const consumer = js.consumers.getConsumerFromInfo(info);
     while (messages.length < count) {
       const before = messages.length;
       const batch = await consumer.fetch({
@@ -73,7 +71,8 @@ export async function readStored(
   } catch (error) {
     throw busError(error, what);
   } finally {
-    // The server removes it after INACTIVE_MS anyway: a failed delete leaves nothing for long.
-    await jsm.consumers.delete(stream.name, name).catch(() => undefined);
+    // Not awaited, to save a round trip per read: the server removes the consumer after
+    // INACTIVE_MS anyway, so a delete that fails leaves nothing behind for long.
+    jsm.consumers.delete(stream.name, info.name).catch(() => undefined);
   }
 }
