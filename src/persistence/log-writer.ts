@@ -100,6 +100,11 @@ export class LogWriter {
         `${event.type} (seq ${event.seq}) of run ${this.runId} comes after its closing event (seq ${this.#endSeq}); the log ${this.path} ends there`,
       );
     }
+    if (this.#endSeq !== null && isClosingEvent(event) && event.seq !== this.#endSeq) {
+      throw new LogWriteError(
+        `${event.type} (seq ${event.seq}) of run ${this.runId} is a second closing event; the log ${this.path} ends at seq ${this.#endSeq}`,
+      );
+    }
     if (event.seq < this.#nextSeq || this.#held.has(event.seq)) return;
     if (this.#closed)
       throw new LogWriteError(`the log ${this.path} is closed; event seq ${event.seq} was not written`);
@@ -115,6 +120,11 @@ export class LogWriter {
    */
   get missingSeq(): number | null {
     return this.#held.size === 0 ? null : this.#nextSeq;
+  }
+
+  /** The seq of the run's closing event, once appended or found at the end of a resumed log; else null. */
+  get endSeq(): number | null {
+    return this.#endSeq;
   }
 
   /** The events held back behind `missingSeq`, in seq order. */

@@ -133,6 +133,9 @@ describe('LogWriter', () => {
     expect(() => log.append({ ...after, seq: closing.seq + 1 } as RunEvent)).toThrow(
       `comes after its closing event (seq ${closing.seq})`,
     );
+    expect(() => log.append({ ...closing, seq: 7 } as RunEvent)).toThrow(
+      `${closing.type} (seq 7) of run run-a is a second closing event; the log ${path} ends at seq ${closing.seq}`,
+    );
     await log.finish();
     expect(await readFile(path, 'utf8')).toBe(renderLog(events));
     expect(errors).toEqual([]);

@@ -130,6 +130,22 @@ describe('the persistence actor', () => {
     await actor.close();
   });
 
+  it('takes the first event of each seq: a closing event sent again for a written seq closes nothing', async () => {
+    const a = fullRun('run-a', { logPath: join(dir, 'a.md') });
+    const actor = createPersistenceActor({ bus, onError });
+    await publishAll(a.slice(0, 20));
+    await bus.flush();
+    await actor.flushed('run-a');
+    const closing = a.at(-1)!;
+    await publishEvent(bus, { ...closing, id: 'forged', seq: 7 } as RunEvent);
+    await publishAll(a.slice(20));
+    await bus.flush();
+    await actor.flushed('run-a');
+    expect(await readFile(join(dir, 'a.md'), 'utf8')).toBe(renderLog(a));
+    expect(errors).toEqual([]);
+    await actor.close();
+  });
+
   it('reports a run whose log cannot be written, and keeps writing the others', async () => {
     await writeFile(join(dir, 'file'), 'x');
     const a = fullRun('run-a', { logPath: join(dir, 'file', 'a.md') });
