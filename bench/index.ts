@@ -8,14 +8,15 @@ import { measureMemory } from './memory.js';
 import { measureBusOverhead } from './nats-overhead.js';
 import type { NatsResults } from './nats-report.js';
 import { measureNatsScaling } from './nats-scaling.js';
+import { type CatchUpResults, measurePersistenceCatchUp } from './persistence-catchup.js';
 import { measurePromptSizes } from './prompt-size.js';
 import { type BenchResults, printReport } from './report.js';
 
 /**
  * `npm run bench`: the harness's overhead per model call against a bare XState loop, prompt size
  * against steps run, memory per active run, on a private nats-server throughput against workers
- * per role and the bus's cost per model call, and the library's import time in a fresh `node`,
- * measured from one process and printed as a table followed by one line of JSON. Logs go to a
+ * per role, the bus's cost per model call and a restarted persistence worker's catch-up rate, and
+ * the library's import time in a fresh `node`, measured from one process and printed as a table followed by one line of JSON. Logs go to a
  * temporary directory, deleted at the end.
  * See docs/benchmarks.md for what each figure means.
  */
@@ -54,6 +55,8 @@ const NATS_SETTINGS = {
     maxRetriesPerStep: 0,
   },
   busOverhead: { steps: 3, warmupRuns: 20, runs: 50, reps: 3, workerConcurrency: 4 },
+  /** 200 runs of 1 + 6 × 3 calls (77 events each), half of each written before the restart. */
+  catchUp: { runs: 200, steps: 3, writtenBefore: 0.5 },
 } as const;
 
 /** Sections 5-6, or why they cannot run (no nats-server binary). */
@@ -64,13 +67,26 @@ async function measureNats(dir: string): Promise<NatsResults> {
     return { skipped: error instanceof Error ? error.message : String(error) };
   }
   const scaling = await section(
-    `5/7 scaling on NATS (workers per role ${NATS_SETTINGS.scaling.workers.join(', ')})`,
+    `5/8 scaling on NATS (workers per role ${NATS_SETTINGS.scaling.workers.join(', ')})`,
     () => measureNatsScaling({ dir, ...NATS_SETTINGS.scaling }),
   );
-  const busOverhead = await section('6/7 bus overhead per model call, NATS vs in process', () =>
+  const busOverhead = await section('6/8 bus overhead per model call, NATS vs in process', () =>
     measureBusOverhead({ dir, ...NATS_SETTINGS.busOverhead }),
   );
   return { scaling, busOverhead };
+}
+
+/** Section 8, or why it cannot run (no nats-server binary). */
+async function measureCatchUp(dir: string): Promise<CatchUpResults | { skipped: string }> {
+  try {
+    findNatsServer();
+  } catch (error) {
+    return { skipped: error instanceof Error ? error.message : String(error) };
+  }
+  const { runs } = NATS_SETTINGS.catchUp;
+  return section(`8/8 persistence catch-up on NATS (a restarted worker, ${runs} runs in its backlog)`, () =>
+    measurePersistenceCatchUp({ dir, ...NATS_SETTINGS.catchUp }),
+  );
 }
 
 /** Runs one section, telling stderr what it does and how long it took. */
@@ -96,13 +112,13 @@ async function main(): Promise<void> {
       memoryGiB: Math.round((totalmem() / 2 ** 30) * 10) / 10,
     };
     const { harness, bare, pgeOverBare } = await section(
-      '1-2/7 harness overhead (pge runs on the embedded bus, log on disk) beside the bare XState loop',
+      '1-2/8 harness overhead (pge runs on the embedded bus, log on disk) beside the bare XState loop',
       () => measureOverhead({ dir, ...SETTINGS }),
     );
-    const prompts = await section('3/7 prompt size against steps run (plans of 10, 50, 200 steps)', () =>
+    const prompts = await section('3/8 prompt size against steps run (plans of 10, 50, 200 steps)', () =>
       measurePromptSizes(dir),
     );
-    const memory = await section(`4/7 memory with ${SETTINGS.memoryRuns} runs in flight`, () =>
+    const memory = await section(`4/8 memory with ${SETTINGS.memoryRuns} runs in flight`, () =>
       measureMemory({
         dir,
         runs: SETTINGS.memoryRuns,
@@ -111,8 +127,9 @@ async function main(): Promise<void> {
       }),
     );
     const nats = await measureNats(dir);
+    const persistenceCatchUp = await measureCatchUp(dir);
     const importTime = await section(
-      `7/7 library import time (${SETTINGS.importRuns} fresh node processes per import)`,
+      `7/8 library import time (${SETTINGS.importRuns} fresh node processes per import)`,
       async () => measureImportTime(SETTINGS.importRuns),
     );
     const results: BenchResults = {
@@ -125,6 +142,7 @@ async function main(): Promise<void> {
       memory,
       nats,
       importTime,
+      persistenceCatchUp,
       totalSeconds: (performance.now() - started) / 1000,
     };
     printReport(results);

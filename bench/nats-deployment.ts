@@ -7,10 +7,10 @@ import { createRoleWorker, type RoleWorker } from '../src/actors/role-worker.js'
 import { resolveOptions } from '../src/api/options.js';
 import type { Bus } from '../src/bus/bus.js';
 import { NatsBus } from '../src/bus/nats-bus.js';
-import { subjects } from '../src/bus/subjects.js';
 import { WorkerStoppedError } from '../src/errors.js';
+import { PERSISTENCE_CONSUMER, startNatsPersistence } from '../src/runtime/nats-persistence.js';
 import { type CoordinatorService, startCoordinatorService } from '../src/runtime/services.js';
-import type { Role, RunEvent } from '../src/schemas/index.js';
+import type { Role } from '../src/schemas/index.js';
 import { type NatsServerHandle, startNatsServer } from '../tests/support/nats-server.js';
 
 /**
@@ -19,9 +19,6 @@ import { type NatsServerHandle, startNatsServer } from '../tests/support/nats-se
  * NATS, its own connection), wired as `pge worker --role …` wires them. Also a private nats-server
  * whose CPU time can be read, so that the server's share of the work is counted too.
  */
-
-/** The durable consumer the persistence actor reads events through, as `pge worker --role persistence`. */
-export const PERSISTENCE_DURABLE = 'pge-persistence';
 
 const ROLES: readonly Role[] = ['planner', 'generator', 'evaluator'];
 /** How long `stop` waits for the persistence actor to have every event. */
@@ -136,18 +133,11 @@ export async function startDeployment(options: DeploymentOptions): Promise<Deplo
     }
   }
 
-  const persistence: PersistenceActor = createPersistenceActor({
-    bus: persistenceBus,
-    onError: (runId, error) => errors.push(`log of ${runId}: ${error.message}`),
-    ...(options.durablePersistence && persistenceBus instanceof NatsBus
-      ? {
-          subscribe: (handler: (event: RunEvent) => void | Promise<void>) =>
-            persistenceBus.subscribeDurable(subjects.events('*'), PERSISTENCE_DURABLE, (m) =>
-              handler(m.data as RunEvent),
-            ),
-        }
-      : {}),
-  });
+  const onError = (runId: string, error: Error) => errors.push(`log of ${runId}: ${error.message}`);
+  const persistence: PersistenceActor =
+    options.durablePersistence && persistenceBus instanceof NatsBus
+      ? startNatsPersistence({ bus: persistenceBus, onError })
+      : createPersistenceActor({ bus: persistenceBus, onError });
   const workers: RoleWorker[] = workerBuses.map(({ role, index, bus }) =>
     createRoleWorker({
       bus,
@@ -179,7 +169,7 @@ export async function startDeployment(options: DeploymentOptions): Promise<Deplo
     async persistenceBacklog() {
       if (!(persistenceBus instanceof NatsBus)) return null;
       const jsm = await jetstreamManager(persistenceBus.connection);
-      const info = await jsm.consumers.info('PGE_EVENTS', PERSISTENCE_DURABLE);
+      const info = await jsm.consumers.info('PGE_EVENTS', PERSISTENCE_CONSUMER);
       return info.num_pending + info.num_ack_pending;
     },
     async stop() {

@@ -3,6 +3,7 @@ import { type ImportTimeResults, importTimeLines } from './import-time.js';
 import type { LoopFigures } from './measure.js';
 import type { MemoryFigures } from './memory.js';
 import { type NatsResults, natsReportLines, scalingVerdict } from './nats-report.js';
+import { type CatchUpResults, catchUpLines } from './persistence-catchup.js';
 import type { PlanPromptFigures } from './prompt-size.js';
 
 /** Prints the benchmark's tables and, last, one line of JSON with every figure and verdict. */
@@ -28,6 +29,8 @@ export interface BenchResults {
   nats: NatsResults;
   /** Section 7: the library's import time beside xstate's and zod's. */
   importTime: ImportTimeResults;
+  /** Section 8: events per second a restarted persistence worker writes over a backlog. */
+  persistenceCatchUp: CatchUpResults | { skipped: string };
   totalSeconds: number;
 }
 
@@ -212,6 +215,7 @@ export function printReport(r: BenchResults): void {
   out.push('');
   out.push(...natsReportLines(r.nats, table));
   out.push(...importTimeLines(r.importTime, table));
+  out.push(...catchUpLines(r.persistenceCatchUp, table));
   out.push(`total ${fixed(r.totalSeconds)} s`);
   console.log(out.join('\n'));
   console.log(JSON.stringify({ ...r, derived: v }));

@@ -501,7 +501,7 @@ export function buildAsyncApi(options: AsyncApiOptions = {}): Json {
       address: 'pge.errors.rejected',
       title: 'Rejected messages',
       description:
-        "Every pge process validates each message it receives against its subject's schema; an invalid one is not handed to a handler but reported here. Core NATS (not stored): only current subscribers see a report.",
+        "Every pge process validates each message it receives against its subject's schema; an invalid one is not handed to a handler but reported here. The persistence worker also reports here each valid event it cannot place in a log (a run with no run.started, an event after the run's closing event, a predecessor that never reached the stream), and acknowledges it. Core NATS (not stored): only current subscribers see a report.",
       messages: channelMessages(['MessageRejection']),
       'x-pge-nats': { transport: 'core' },
     },

@@ -1,9 +1,11 @@
-import { BoundedMap } from '../bounded-map.js';
 import type { Bus, BusSubscription } from '../bus/bus.js';
 import { subscribeEvents } from '../bus/channels.js';
-import { LogWriteError } from '../errors.js';
-import { LogWriter } from '../persistence/index.js';
+import type { MessageRejection } from '../bus/codec.js';
+import type { LogWriteError } from '../errors.js';
 import type { RunEvent, RunEventOf } from '../schemas/index.js';
+import { createRejecter, Serial } from './persistence-support.js';
+import { RunLogs } from './run-logs.js';
+import { createStreamPlacement } from './stream-placement.js';
 
 /** Options of `createPersistenceActor`. */
 export interface PersistenceActorOptions {
@@ -12,15 +14,25 @@ export interface PersistenceActorOptions {
   resolvePath?: (event: RunEventOf<'run.started'>) => string;
   /**
    * How to receive every run's events; default a plain subscription to `pge.run.*.evt.>`. The NATS
-   * deployment passes a durable consumer, so a restarted persistence process misses nothing.
+   * deployment passes a durable consumer, so a restarted persistence process misses nothing; with
+   * `history`, each delivery settles once its event is on disk or reported.
    */
   subscribe?: (handler: (event: RunEvent) => void | Promise<void>) => BusSubscription;
   /**
-   * Settle each delivery only once its event is on disk (default false). A durable consumer acks
-   * a message when its handler settles, so with this on a crash between receipt and write leaves
-   * the event in the stream for the restarted process; the in-process bus has no acks to hold.
+   * Reads every event the transport keeps of a run, in the order it stored them (NATS:
+   * `readRunEvents` on PGE_EVENTS). With it the actor writes a run it joined midway from its
+   * start, fills seq gaps from it, and reports an event it cannot place on `pge.errors.rejected`
+   * instead of waiting for it: one bad message never holds the subscription. Without it (the
+   * in-process bus, where a run's events come in order) an event waits for its run's `run.started`.
    */
-  acknowledgeAfterWrite?: boolean;
+  history?: (runId: string) => Promise<readonly RunEvent[]>;
+  /**
+   * Milliseconds a seq gap that `history` cannot fill may last before the run's log fails (default
+   * 10 000): the events after it are held meanwhile, and delivery goes on.
+   */
+  gapWaitMs?: number;
+  /** Told of every event the actor reported on `pge.errors.rejected` (`unpublished`: why the report did not go out). */
+  onRejected?: (rejection: MessageRejection, unpublished?: unknown) => void;
   /** Told of every failure to write a run's log; that run must stop, since the log is not best-effort. */
   onError: (runId: string, error: LogWriteError) => void;
 }
@@ -39,173 +51,59 @@ export interface PersistenceActor {
   close(): Promise<void>;
 }
 
-interface RunLog {
-  writer: LogWriter | null;
-  /** Events that came before the run's `run.started`, which names the file. */
-  early: RunEvent[];
-  /** `flushed()` calls that wait for the writer to exist. */
-  starting: { resolve: () => void; reject: (error: LogWriteError) => void }[];
-  /** Set once the terminal event is seen: settles when the log holds it and is closed. */
-  done: Promise<void> | null;
-  terminalSeq: number;
-  failure: LogWriteError | null;
-}
+const DEFAULT_GAP_WAIT_MS = 10_000;
 
 /**
- * Closed runs remembered by their terminal seq, to tell a redelivered event (ignored) from one that
- * came after the run's end (reported). A closed run's writer and state are dropped at once; only
- * this much is kept, and only for the most recent closed runs, so a long-lived process does not
- * grow with every run it has logged.
- */
-const CLOSED_RUNS_KEPT = 10_000;
-
-const TERMINAL: ReadonlySet<RunEvent['type']> = new Set(['run.completed', 'run.failed']);
-
-/**
- * Subscribes to the events of every run and keeps one ordered log writer per run, opened when
- * the run's `run.started` arrives and closed once its terminal event is on disk. The bus handler
- * only queues (appending is synchronous), so the bus never waits for the disk and writes batch.
+ * Subscribes to the events of every run and keeps one ordered log writer per run (`RunLogs`),
+ * opened when the run's `run.started` is known and closed once its closing event is on disk.
+ * Appending is synchronous and writes batch, so the bus never waits for the disk longer than one
+ * write. With `history`, events are placed from the stream (`createStreamPlacement`).
  */
 export function createPersistenceActor(options: PersistenceActorOptions): PersistenceActor {
-  const { bus, resolvePath, onError } = options;
+  const { bus, history } = options;
   const subscribe = options.subscribe ?? ((handler) => subscribeEvents(bus, '*', handler));
-  const runs = new Map<string, RunLog>();
-  const closedRuns = new BoundedMap<string, number>(CLOSED_RUNS_KEPT);
-  const newRun = (terminalSeq = 0): RunLog => ({
-    writer: null,
-    early: [],
-    starting: [],
-    done: null,
-    terminalSeq,
-    failure: null,
-  });
-  const report = (runId: string, run: RunLog, error: LogWriteError): void => {
-    if (run.failure !== null) return;
-    run.failure = error;
-    onError(runId, error);
-  };
+  const reject = createRejecter(bus, options.onRejected);
+  const logs = new RunLogs({ resolvePath: options.resolvePath, onError: options.onError, reject });
+  // Deliveries, and the checks of gaps, are handled one at a time: a join reads the stream while
+  // later events of the run may already be on their way.
+  const serial = new Serial();
 
-  const start = (run: RunLog, event: RunEventOf<'run.started'>): LogWriter => {
-    const writer = new LogWriter({
-      path: resolvePath?.(event) ?? event.payload.logPath,
-      runId: event.runId,
-      onError: (error) => report(event.runId, run, error),
-    });
-    run.writer = writer;
-    for (const early of run.early) writer.append(early);
-    run.early = [];
-    for (const waiter of run.starting) waiter.resolve();
-    run.starting = [];
-    return writer;
-  };
-
-  const finish = (runId: string, run: RunLog, writer: LogWriter, seq: number): void => {
-    run.terminalSeq = seq;
-    // Close only once the terminal event is written: over NATS an earlier event may still be on its way.
-    run.done = writer.finish().then(() => {
-      runs.delete(runId);
-      closedRuns.set(runId, seq);
-    });
-    // The writer has already told onError of any failure; flushed() callers get the rejection.
-    run.done.catch(() => undefined);
-  };
-
+  /** The in-process path: events of a run arrive in order, and wait for its `run.started`. */
   const receive = (event: RunEvent): void => {
-    const closedAt = closedRuns.get(event.runId);
-    if (closedAt !== undefined) {
-      // Everything up to the terminal event is in the closed log: this is a redelivery.
-      if (event.seq <= closedAt) return;
-      closedRuns.delete(event.runId);
-      runs.set(event.runId, newRun(closedAt)); // failed just below, and kept to say so
-    }
-    let run = runs.get(event.runId);
-    if (run === undefined) {
-      run = newRun();
-      runs.set(event.runId, run);
-    }
+    if (logs.settledAsClosed(event)) return;
+    const run = logs.open(event.runId);
     if (run.failure !== null) return; // the log already failed and was reported; the run is stopping
-    if (run.terminalSeq > 0 && event.seq > run.terminalSeq) {
-      const error = new LogWriteError(
-        `${event.type} (seq ${event.seq}) of run ${event.runId} came after its terminal event`,
-      );
-      report(event.runId, run, error);
-      return;
-    }
     let writer = run.writer;
     if (writer === null) {
       if (event.type !== 'run.started') {
         run.early.push(event);
-        if (TERMINAL.has(event.type)) run.terminalSeq = event.seq;
         return;
       }
-      try {
-        writer = start(run, event);
-      } catch (error) {
-        // A throwing resolvePath would otherwise leave the run's events buffered here forever.
-        report(
-          event.runId,
-          run,
-          new LogWriteError(`cannot choose the log of run ${event.runId}: ${String(error)}`, {
-            cause: error,
-          }),
-        );
-        return;
-      }
+      writer = logs.start(run, event);
+      if (writer === null) return;
     }
-    try {
-      writer.append(event);
-    } catch (error) {
-      report(
-        event.runId,
-        run,
-        error instanceof LogWriteError ? error : new LogWriteError(String(error), { cause: error }),
-      );
-      return;
-    }
-    // A terminal event may have come before run.started and waited in `early`.
-    if (TERMINAL.has(event.type)) finish(event.runId, run, writer, event.seq);
-    else if (run.terminalSeq > 0) finish(event.runId, run, writer, run.terminalSeq);
+    logs.accept(run, writer, event);
   };
 
-  const subscription = subscribe(
-    options.acknowledgeAfterWrite
-      ? (event) => {
-          receive(event);
-          return flushed(event.runId);
-        }
-      : receive,
-  );
-
-  const flushed = (runId: string): Promise<void> => {
-    const run = runs.get(runId);
-    if (run === undefined) return Promise.resolve();
-    if (run.failure !== null) return Promise.reject(run.failure);
-    if (run.done !== null) return run.done;
-    if (run.writer !== null) return run.writer.flushed();
-    return new Promise<void>((resolve, reject) => run.starting.push({ resolve, reject })).then(() =>
-      flushed(runId),
-    );
-  };
+  let handler: (event: RunEvent) => void | Promise<void> = receive;
+  if (history !== undefined) {
+    const place = createStreamPlacement({
+      logs,
+      read: history,
+      gapWaitMs: options.gapWaitMs ?? DEFAULT_GAP_WAIT_MS,
+      serial,
+      reject,
+    });
+    handler = (event) => serial.run(() => place(event));
+  }
+  const subscription = subscribe(handler);
 
   return {
-    flushed,
+    flushed: (runId) => logs.flushed(runId),
     async close(): Promise<void> {
       subscription.unsubscribe();
-      const closing: Promise<void>[] = [];
-      for (const [runId, run] of runs) {
-        if (run.writer !== null) closing.push(run.done ?? run.writer.close());
-        else if (run.early.length > 0 || run.starting.length > 0) {
-          const error = new LogWriteError(
-            `${run.early.length} events of run ${runId} arrived without its run.started; they are in no log`,
-          );
-          report(runId, run, error);
-          for (const waiter of run.starting) waiter.reject(error);
-          run.starting = [];
-          run.early = [];
-        }
-      }
-      // Each failure has reached onError already; waiting for all keeps one bad log from leaving others open.
-      await Promise.allSettled(closing);
+      await serial.idle();
+      await logs.close();
     },
   };
 }

@@ -44,6 +44,22 @@ export interface RequestOptions {
   timeoutMs?: number;
 }
 
+/** Options of a durable subscription (NATS: `NatsBus.subscribeDurable`). */
+export interface DurableOptions {
+  /**
+   * Milliseconds before the server gives an unacknowledged message to another reader (default: the
+   * bus's `ackWaitMs`). A running handler keeps its message with heartbeats, so this bounds only
+   * how long a reader that died holds the message it had.
+   */
+  ackWaitMs?: number;
+}
+
+/** A transport that keeps what was published on some subjects (NATS JetStream), and reads it back. */
+export interface StoredMessages {
+  /** Every message kept on `subject` (a subject or pattern), oldest first, each validated. */
+  stored(subject: string): Promise<unknown[]>;
+}
+
 /** The transport every pge process uses to talk to the others. */
 export interface Bus {
   /** Validates and publishes; resolves once the message is accepted by the transport. */

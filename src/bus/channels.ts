@@ -1,7 +1,7 @@
 import type { CallCancel, RunControl } from '../schemas/control.js';
 import type { Role, RoleRequest, RoleResult, RunEvent } from '../schemas/index.js';
 import { ROLE_OF_REQUEST } from '../schemas/index.js';
-import type { Bus, BusSubscription } from './bus.js';
+import type { Bus, BusSubscription, StoredMessages } from './bus.js';
 import type { MessageRejection } from './codec.js';
 import { freezeMessage } from './codec.js';
 import { subjects, workerQueue } from './subjects.js';
@@ -40,6 +40,14 @@ export function subscribeEvents(
   handler: (event: RunEvent) => void | Promise<void>,
 ): BusSubscription {
   return bus.subscribe(subjects.events(runId), (message) => handler(message.data as RunEvent));
+}
+
+/**
+ * Every event the transport keeps of one run, in the order it stored them (NATS: PGE_EVENTS): how
+ * a reader that joined a run midway reads it from its start.
+ */
+export async function readRunEvents(source: StoredMessages, runId: string): Promise<RunEvent[]> {
+  return (await source.stored(subjects.events(runId))) as RunEvent[];
 }
 
 /**

@@ -5,13 +5,22 @@ import { errors as natsErrors } from '@nats-io/transport-node';
 import { BusError, ConfigurationError } from '../errors.js';
 import { ID_PATTERN } from '../schemas/setting-values.js';
 import { StreamLimits } from '../schemas/settings.js';
-import type { Bus, BusHandler, BusSubscription, RequestOptions, SubscribeOptions } from './bus.js';
+import type {
+  Bus,
+  BusHandler,
+  BusSubscription,
+  DurableOptions,
+  RequestOptions,
+  StoredMessages,
+  SubscribeOptions,
+} from './bus.js';
 import { InFlight, reportSafely, reportToConsole } from './bus.js';
 import { decodeMessage, encodeMessage, rejectionOf } from './codec.js';
 import type { NatsConnectionOptions } from './nats-connection.js';
 import { connectNats, describeNatsServers } from './nats-connection.js';
 import { busError, hasCause, within } from './nats-helpers.js';
 import type { StreamLimitSettings } from './nats-streams.js';
+import { readStored } from './nats-stored.js';
 import { ensureStreams, messageIdOf, streamOf } from './nats-streams.js';
 import type { NatsHost, NatsSubscription, PullTimings } from './nats-subscriptions.js';
 import { CoreSubscription, PullSubscription } from './nats-subscriptions.js';
@@ -65,7 +74,7 @@ const WORK_SUBJECT = 'pge.work.*';
 const WHITE_SPACE = /\s/;
 
 /** The `Bus` on NATS with JetStream. Create it with `NatsBus.connect` or `NatsBus.fromConnection`. */
-export class NatsBus implements Bus {
+export class NatsBus implements Bus, StoredMessages {
   private readonly subscriptions = new Set<NatsSubscription>();
   private readonly publishing = new Set<Promise<unknown>>();
   private readonly host: NatsHost;
@@ -222,11 +231,43 @@ export class NatsBus implements Bus {
    * that restarts under the same name goes on where it stopped and misses nothing. A handler that
    * throws gets the message again (after `nakDelayMs`, up to `maxDeliver` times) before any later one.
    */
-  subscribeDurable(subject: string, durableName: string, handler: BusHandler): BusSubscription {
+  subscribeDurable(
+    subject: string,
+    durableName: string,
+    handler: BusHandler,
+    options: DurableOptions = {},
+  ): BusSubscription {
     if (this.closed) throw new BusError(`cannot subscribe to ${subject}: the bus is closed`);
     checkSubject(subject, true);
     if (streamOf(subject) === null) throw new TypeError(`no pge stream holds ${subject}`);
-    return this.pull(subject, durableName, null, handler, 1);
+    const timings =
+      options.ackWaitMs === undefined
+        ? this.timings
+        : { ...this.timings, ackWaitMs: positive(options.ackWaitMs, 'ackWaitMs') };
+    return this.pull(subject, durableName, null, handler, 1, timings);
+  }
+
+  /**
+   * Every message a pge stream holds on `subject` now (one run's events: `pge.run.<id>.evt.>`),
+   * oldest first, each validated as on receive: one that fails is reported on `pge.errors.rejected`
+   * and left out. Rejects with `TypeError` for a subject no pge stream holds, `BusError` when the
+   * stream cannot be read.
+   */
+  async stored(subject: string): Promise<unknown[]> {
+    if (this.closed) throw new BusError(`cannot read ${subject}: the bus is closed`);
+    checkSubject(subject, true);
+    const stream = streamOf(subject);
+    if (stream === null) throw new TypeError(`no pge stream holds ${subject}`);
+    const messages = await readStored(this.js, this.jsm, stream, subject);
+    const valid: unknown[] = [];
+    for (const message of messages) {
+      try {
+        valid.push(decodeMessage(message.subject, message.data));
+      } catch (error) {
+        this.rejectReceived(message.subject, error);
+      }
+    }
+    return valid;
   }
 
   /**
@@ -343,6 +384,7 @@ export class NatsBus implements Bus {
     queue: string | null,
     handler: BusHandler,
     maxAckPending: number,
+    timings: PullTimings = this.timings,
   ): BusSubscription {
     if (!ID_PATTERN.test(durable)) {
       throw new TypeError(`"${durable}" cannot name a durable consumer: use letters, digits, "-" and "_"`);
@@ -353,8 +395,8 @@ export class NatsBus implements Bus {
       stream: stream.name,
       durable,
       filter: subject,
-      ackWaitMs: this.timings.ackWaitMs,
-      maxDeliver: this.timings.maxDeliver,
+      ackWaitMs: timings.ackWaitMs,
+      maxDeliver: timings.maxDeliver,
       maxAckPending,
     };
     const subscription = new PullSubscription(
@@ -365,7 +407,7 @@ export class NatsBus implements Bus {
       queue,
       handler,
       this.host,
-      this.timings,
+      timings,
     );
     this.subscriptions.add(subscription);
     return subscription;

@@ -1,17 +1,17 @@
 import { basename, join } from 'node:path';
 import { DemoModel } from '../actors/demo-model.js';
-import { createPersistenceActor } from '../actors/persistence-actor.js';
 import { createRoleWorker } from '../actors/role-worker.js';
 import { resolveOptions } from '../api/options.js';
 import { buildRoleModel } from '../api/planner-generator-evaluator.js';
 import { answerAbandonedWork } from '../bus/abandoned-work.js';
 import { publishControl } from '../bus/channels.js';
 import { NatsBus } from '../bus/nats-bus.js';
-import { natsOptionsFromEnv } from '../bus/nats-connection.js';
 import { subjects } from '../bus/subjects.js';
+import { natsOptionsFromEnv } from '../bus/nats-connection.js';
 import { ConfigurationError } from '../errors.js';
+import { startNatsPersistence } from '../runtime/nats-persistence.js';
 import { startCoordinatorService } from '../runtime/services.js';
-import type { Role, RunEvent } from '../schemas/index.js';
+import type { Role } from '../schemas/index.js';
 import { WORKER_ROLES, type WorkerRole } from './command-flags.js';
 import { resolveConfig } from './config.js';
 import { type CommandLine, parseCommandLine } from './flags.js';
@@ -20,7 +20,8 @@ import type { CliIo } from './io.js';
 /**
  * `pge worker --role <role>`: one process of the distributed deployment on NATS. Role workers
  * (planner, generator, evaluator) share their role's work queue, so a role scales by starting
- * more of them; the persistence worker writes every run's log from a durable consumer; a
+ * more of them; the persistence worker writes every run's log from a durable consumer
+ * (`startNatsPersistence`: a run it joins midway is read from the stream's start); a
  * coordinator takes runs submitted on `pge.runs.submit` and drives their statecharts. Streams
  * and consumers are created by the processes themselves. SIGINT/SIGTERM drains: requests in
  * flight finish (a second signal hands them back to the queue), then the connection closes.
@@ -103,13 +104,16 @@ export async function workerCommand(line: CommandLine, io: CliIo): Promise<numbe
     });
     stop = (hurry) => worker.stop(hurry ? 'abort' : 'finish');
   } else if (role === 'persistence') {
-    const persistence = createPersistenceActor({
+    const persistence = startNatsPersistence({
       bus,
       // Logs go to this process's working directory, under the name the coordinator chose.
       resolvePath: (event) => join(options.workingDirectory, basename(event.payload.logPath)),
-      acknowledgeAfterWrite: true,
-      subscribe: (handler) =>
-        bus.subscribeDurable(subjects.events('*'), 'pge-persistence', (m) => handler(m.data as RunEvent)),
+      onRejected: (rejection, unpublished) =>
+        io.stderr.write(
+          `pge persistence: rejected ${rejection.subject}: ${rejection.problem}${
+            unpublished === undefined ? '' : ` (not reported on the bus: ${String(unpublished)})`
+          }\n`,
+        ),
       onError: (runId, error) => {
         io.stderr.write(`pge persistence: the log of run ${runId} failed: ${error.message}\n`);
         // The log is not best-effort: the run's coordinator stops the run.

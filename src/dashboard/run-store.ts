@@ -1,5 +1,5 @@
 import type { RunEvent } from '../schemas/index.js';
-import { buildRunView, summarize } from './run-view.js';
+import { afterClosingProblem, buildRunView, summarize } from './run-view.js';
 import type { RunSummary, RunView } from './run-view-types.js';
 
 /**
@@ -20,11 +20,17 @@ export class RunStore {
 
   /**
    * Adds one event as the bus delivers it. A redelivered event (same seq) is dropped; a run seen
-   * from the middle starts at the first event that arrived.
+   * from the middle starts at the first event that arrived; an event after the run's closing
+   * event is dropped and reported as a problem.
    */
   add(event: RunEvent): void {
     const events = this.runs.get(event.runId) ?? [];
     if (events.some((e) => e.seq === event.seq)) return;
+    const problem = afterClosingProblem(events, event);
+    if (problem !== null) {
+      this.problem(problem);
+      return;
+    }
     events.push(event);
     // Delivery is in order per run; sorting keeps a late redelivery from scrambling the timeline.
     if (events.length > 1 && events.at(-2)!.seq > event.seq) events.sort((a, b) => a.seq - b.seq);

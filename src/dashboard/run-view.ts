@@ -1,5 +1,5 @@
 import type { RoleRequest, RunEvent } from '../schemas/index.js';
-import { ROLE_OF_REQUEST } from '../schemas/index.js';
+import { isClosingEvent, ROLE_OF_REQUEST } from '../schemas/index.js';
 import { PHASES } from '../schemas/setting-values.js';
 import { activeStates } from './active-state.js';
 import { describeEvent } from './event-text.js';
@@ -53,8 +53,23 @@ function callInFlight(events: readonly RunEvent[]): CallView | null {
   };
 }
 
-/** The view of a run from its events so far, in seq order. */
-export function buildRunView(runId: string, events: readonly RunEvent[]): RunView {
+/**
+ * Why `event` cannot be shown with `events` (a run's events so far, in seq order): it comes after
+ * the run's closing event, which ends every run. Null when it can.
+ */
+export function afterClosingProblem(events: readonly RunEvent[], event: RunEvent): string | null {
+  const closing = events.find(isClosingEvent);
+  if (closing === undefined || event.seq <= closing.seq) return null;
+  return `run ${event.runId}: ${event.type} (seq ${event.seq}) came after the run's closing event ${closing.type} (seq ${closing.seq}); it is not shown`;
+}
+
+/**
+ * The view of a run from its events so far, in seq order. The view ends with the run's closing
+ * event: anything after it is not part of the run (`afterClosingProblem` says why).
+ */
+export function buildRunView(runId: string, all: readonly RunEvent[]): RunView {
+  const end = all.findIndex(isClosingEvent);
+  const events = end === -1 ? all : all.slice(0, end + 1);
   const view: RunView = {
     runId,
     task: null,

@@ -1,6 +1,6 @@
 import { readFile } from 'node:fs/promises';
 import { z } from 'zod';
-import { RunEvent } from '../schemas/index.js';
+import { isClosingEvent, RunEvent } from '../schemas/index.js';
 import { LOG_TITLE, RUN_ID_PREFIX } from './markdown-log.js';
 
 /**
@@ -74,7 +74,8 @@ const MARKER = /^<!-- pge:event seq=(\d+) type=([a-z.]+) -->$/;
 /**
  * Parses a log into its exact event sequence. Throws an error naming the line when a marker has
  * no JSON block, a block is torn or fails the `RunEvent` schema, a marker disagrees with its event,
- * seq is not 1..n without gaps, or the events belong to more than one run.
+ * seq is not 1..n without gaps, the events belong to more than one run, or an event follows the
+ * run's closing event (`run.completed`, `run.failed`), which ends every log that has one.
  */
 export function readLog(text: string, source = 'log'): RunEvent[] {
   const events: RunEvent[] = [];
@@ -127,6 +128,13 @@ function parseEvent(
     fail(
       at,
       `marker says seq=${marker.seq} type=${marker.type} but the event is seq=${event.seq} type=${event.type}`,
+    );
+  }
+  const last = before.at(-1);
+  if (last !== undefined && isClosingEvent(last)) {
+    fail(
+      at,
+      `${event.type} (seq ${event.seq}) comes after the run's closing event ${last.type} (seq ${last.seq})`,
     );
   }
   if (event.seq !== before.length + 1) fail(at, `expected seq ${before.length + 1}, found seq ${event.seq}`);

@@ -1,6 +1,6 @@
 import { type FileHandle, open, readFile } from 'node:fs/promises';
 import { LogWriteError } from '../errors.js';
-import type { RunEvent } from '../schemas/index.js';
+import { isClosingEvent, type RunEvent } from '../schemas/index.js';
 import { readLog, readLogRunId } from './log-reader.js';
 import { renderEvent } from './markdown-log.js';
 
@@ -53,6 +53,8 @@ export class LogWriter {
   #inFlight = false;
   #writtenSeq = 0;
   #highestSeq = 0;
+  /** The seq of the run's closing event once appended (or found in a resumed file): the log ends there. */
+  #endSeq: number | null = null;
   #waiters: Waiter[] = [];
   #failure: LogWriteError | null = null;
   #closed = false;
@@ -83,7 +85,8 @@ export class LogWriter {
 
   /**
    * Queues one event. Duplicates and events already in a resumed file are ignored (delivery is
-   * at-least-once).
+   * at-least-once). The run's closing event ends the log: an event after it is refused with a
+   * `LogWriteError` (the writer stays usable), and events held above it are dropped.
    */
   append(event: RunEvent): void {
     if (this.#failure !== null) throw this.#failure;
@@ -92,12 +95,41 @@ export class LogWriter {
         `event of run ${event.runId} given to the log of run ${this.runId} (${this.path})`,
       );
     }
+    if (this.#endSeq !== null && event.seq > this.#endSeq) {
+      throw new LogWriteError(
+        `${event.type} (seq ${event.seq}) of run ${this.runId} comes after its closing event (seq ${this.#endSeq}); the log ${this.path} ends there`,
+      );
+    }
+    if (this.#endSeq !== null && isClosingEvent(event) && event.seq !== this.#endSeq) {
+      throw new LogWriteError(
+        `${event.type} (seq ${event.seq}) of run ${this.runId} is a second closing event; the log ${this.path} ends at seq ${this.#endSeq}`,
+      );
+    }
     if (event.seq < this.#nextSeq || this.#held.has(event.seq)) return;
     if (this.#closed)
       throw new LogWriteError(`the log ${this.path} is closed; event seq ${event.seq} was not written`);
+    if (isClosingEvent(event)) this.#end(event.seq);
     this.#held.set(event.seq, event);
     if (event.seq > this.#highestSeq) this.#highestSeq = event.seq;
     this.#drain();
+  }
+
+  /**
+   * The seq that events held back wait for, or null when none waits (every event appended so far
+   * is written or on its way). Before `ready` the file's last seq is unknown, so this is a guess.
+   */
+  get missingSeq(): number | null {
+    return this.#held.size === 0 ? null : this.#nextSeq;
+  }
+
+  /** The seq of the run's closing event, once appended or found at the end of a resumed log; else null. */
+  get endSeq(): number | null {
+    return this.#endSeq;
+  }
+
+  /** The events held back behind `missingSeq`, in seq order. */
+  waiting(): RunEvent[] {
+    return [...this.#held.values()].sort((a, b) => a.seq - b.seq);
   }
 
   /** Resolves when every event appended so far is written (a missing seq holds back those after it). */
@@ -171,6 +203,13 @@ export class LogWriter {
     this.#writtenSeq = this.#nextSeq - 1;
   }
 
+  /** Records the closing event's seq: nothing above it is ever written. */
+  #end(seq: number): void {
+    this.#endSeq = seq;
+    for (const held of this.#held.keys()) if (held > seq) this.#held.delete(held);
+    if (this.#highestSeq > seq) this.#highestSeq = seq;
+  }
+
   /** The last seq of this run's own existing log (a resume), 0 for a device; throws for any other file. */
   async #lastSeqInFile(handle: FileHandle): Promise<number> {
     const stat = await handle.stat();
@@ -189,7 +228,10 @@ export class LogWriter {
     if (owner !== this.runId)
       throw new LogWriteError(`${this.path} already holds run ${owner}; pge never overwrites a log`);
     try {
-      return readLog(text, this.path).length;
+      const events = readLog(text, this.path);
+      const last = events.at(-1);
+      if (last !== undefined && isClosingEvent(last)) this.#end(last.seq);
+      return events.length;
     } catch (error) {
       throw new LogWriteError(`cannot resume ${this.path}: ${message(error)}`, { cause: error });
     }

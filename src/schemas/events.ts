@@ -330,6 +330,10 @@ export type RunEvent = z.infer<typeof RunEvent>;
 export type RunEventType = RunEvent['type'];
 /** The event of a given type. */
 export type RunEventOf<T extends RunEventType> = Extract<RunEvent, { type: T }>;
+/** True for the event that closes a run (`run.completed`, `run.failed`): nothing of the run follows it. */
+export function isClosingEvent(event: RunEvent): event is RunEventOf<'run.completed' | 'run.failed'> {
+  return event.type === 'run.completed' || event.type === 'run.failed';
+}
 /** An event before the coordinator stamps it with its envelope. */
 export type RunEventDraft = {
   [T in RunEventType]: { type: T; payload: RunEventOf<T>['payload'] };

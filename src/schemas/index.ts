@@ -30,6 +30,7 @@ export {
   AttemptRecord,
   Budgets,
   ErrorInfo,
+  isClosingEvent,
   JudgedScore,
   ModelCall,
   PhaseTotals,

@@ -1,9 +1,15 @@
 import type { JetStreamManager } from '@nats-io/jetstream';
-import { jetstreamManager, RetentionPolicy, StorageType } from '@nats-io/jetstream';
+import { jetstream, jetstreamManager, RetentionPolicy, StorageType } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { connect, nanos } from '@nats-io/transport-node';
 import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from 'vitest';
-import { enqueueWork, publishEvent, serveWork, subscribeRejections } from '../../src/bus/channels.js';
+import {
+  enqueueWork,
+  publishEvent,
+  readRunEvents,
+  serveWork,
+  subscribeRejections,
+} from '../../src/bus/channels.js';
 import type { MessageRejection } from '../../src/bus/codec.js';
 import { NatsBus } from '../../src/bus/nats-bus.js';
 import { connectNats, natsOptionsFromEnv } from '../../src/bus/nats-connection.js';
@@ -236,6 +242,34 @@ describe('NatsBus on JetStream', () => {
     await secondReader.flush();
     expect(seqs(second)).toEqual([6, 7, 8]);
     expect(second[0]).toEqual(events[5]);
+  });
+
+  it('reads back what a stream holds of one run, in stored order, reporting what fails validation', async () => {
+    const bus = await open();
+    const runId = freshRunId();
+    const other = freshRunId();
+    const events = fullRun(runId);
+    for (const event of events.slice(0, 6)) await publishEvent(bus, event);
+    await publishEvent(bus, fullRun(other)[0]!);
+    // Stored by any client, schema or not: JetStream does not validate.
+    await jetstream(nc).publish(subjects.event(runId, 'step.started'), '{"not":"an event"}');
+    await publishEvent(bus, events[6]!);
+    const rejections: MessageRejection[] = [];
+    subscribeRejections(bus, (rejection) => void rejections.push(rejection));
+    await bus.flush();
+    expect(await readRunEvents(bus, runId)).toEqual(events.slice(0, 7));
+    await waitFor('the rejection', () => rejections.length === 1);
+    expect(rejections[0]?.subject).toBe(subjects.event(runId, 'step.started'));
+    expect(await readRunEvents(bus, freshRunId())).toEqual([]);
+    await expect(bus.stored('pge.runs.submit')).rejects.toThrow(TypeError);
+    // The reads leave no consumer behind: only the durable ones of other tests remain.
+    const throwaway = async () => {
+      const found: string[] = [];
+      for await (const info of jsm.consumers.list('PGE_EVENTS'))
+        if (info.config.durable_name === undefined) found.push(info.name);
+      return found;
+    };
+    await expect.poll(throwaway).toEqual([]);
   });
 
   it('runs on a connection it was given and leaves that connection open when it closes', async () => {

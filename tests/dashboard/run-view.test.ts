@@ -2,10 +2,12 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { activeStates, NAMED_STATES } from '../../src/dashboard/active-state.js';
 import { layoutChart } from '../../src/dashboard/chart-layout.js';
 import { parseLogPrefix } from '../../src/dashboard/log-follower.js';
-import { buildRunView } from '../../src/dashboard/run-view.js';
+import { RunStore } from '../../src/dashboard/run-store.js';
+import { afterClosingProblem, buildRunView } from '../../src/dashboard/run-view.js';
 import { machineGraph } from '../../src/graph/machine-graph.js';
 import { runMachine } from '../../src/machines/run-machine.js';
 import { stepMachine } from '../../src/machines/step-machine.js';
+import { renderEvent } from '../../src/persistence/index.js';
 import type { RunEvent } from '../../src/schemas/index.js';
 import { type RecordedRun, recordRun } from './support.js';
 
@@ -127,6 +129,29 @@ describe('run view', () => {
     expect(view.timeline).toHaveLength(demo.events.length);
   });
 
+  it('ends with the closing event: the store reports an event after it as a problem and shows it nowhere', () => {
+    const closing = demo.events.at(-1)!;
+    const after = {
+      id: `${closing.runId}-after`,
+      runId: closing.runId,
+      seq: closing.seq + 1,
+      ts: closing.ts,
+      type: 'step.started',
+      payload: { stepId: 's9', stepNumber: 9, title: 'after the end' },
+    } as const satisfies RunEvent;
+    expect(afterClosingProblem(demo.events, after)).toBe(
+      `run ${closing.runId}: step.started (seq ${after.seq}) came after the run's closing event run.completed (seq ${closing.seq}); it is not shown`,
+    );
+    expect(afterClosingProblem(demo.events.slice(0, -1), after)).toBeNull();
+    const view = buildRunView(closing.runId, [...demo.events, after]);
+    expect(view).toEqual(buildRunView(closing.runId, demo.events));
+    const store = new RunStore();
+    for (const event of [...demo.events, after]) store.add(event);
+    expect(store.problems).toEqual([afterClosingProblem(demo.events, after)]);
+    expect(store.view(closing.runId)!.timeline.map((t) => t.seq)).toEqual(demo.events.map((e) => e.seq));
+    expect(store.view(closing.runId)!.steps.map((s) => s.stepNumber)).not.toContain(9);
+  });
+
   it('shows a run seen from the middle', () => {
     const view = buildRunView('late', demo.events.slice(20));
     expect(view.task).toBeNull();
@@ -146,6 +171,14 @@ describe('log prefix', () => {
       previous = parsed.length;
     }
     expect(parseLogPrefix(text)).toEqual({ events, error: null });
+  });
+
+  it('stops a log at its closing event and says why an event after it does not parse', () => {
+    const closing = demo.events.at(-1)!;
+    const after = { ...demo.events[5]!, seq: closing.seq + 1 } as RunEvent;
+    const { events, error } = parseLogPrefix(demo.text + renderEvent(after));
+    expect(events).toEqual(demo.events);
+    expect(error?.message).toMatch(/comes after the run's closing event run\.completed/);
   });
 
   it('says why a log that is not whole does not parse', () => {

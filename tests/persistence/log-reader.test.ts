@@ -11,6 +11,7 @@ import {
   renderEvent,
   renderLog,
 } from '../../src/persistence/index.js';
+import type { RunEvent } from '../../src/schemas/index.js';
 import { fullRun } from './fixtures.js';
 
 const events = fullRun('run-a');
@@ -51,6 +52,16 @@ describe('readLog', () => {
     const other = fullRun('run-b');
     expect(() => readLog(renderLog([events[0]!, other[1]!]))).toThrow(
       /:\d+: event of run run-b in the log of run run-a/,
+    );
+  });
+
+  it('rejects an event after the closing event, naming the line', () => {
+    const closing = events.at(-1)!;
+    const after = { ...events[4]!, seq: closing.seq + 1 } as RunEvent;
+    const log = renderLog([...events, after]);
+    const line = lineOf(log, eventMarker(after)) + 1;
+    expect(() => readLog(log)).toThrow(
+      `log:${line}: ${after.type} (seq ${after.seq}) comes after the run's closing event ${closing.type} (seq ${closing.seq})`,
     );
   });
 

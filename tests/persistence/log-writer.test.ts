@@ -112,7 +112,46 @@ describe('LogWriter', () => {
     log.append(events[4]!);
     await finishing;
     expect(await readFile(path, 'utf8')).toBe(renderLog(events));
-    expect(() => log.append({ ...events[30]!, seq: 32 } as RunEvent)).toThrow('is closed');
+    expect(() => log.append({ ...events[30]!, seq: 32 } as RunEvent)).toThrow(
+      'comes after its closing event (seq 31)',
+    );
+    expect(errors).toEqual([]);
+  });
+
+  it('ends the log with the closing event: what is held above it is dropped, and later events refused', async () => {
+    const path = join(dir, 'log.md');
+    const { log, errors } = writer(path);
+    const closing = events.at(-1)!;
+    const after = { ...events[5]!, id: 'after', seq: closing.seq + 2 } as RunEvent;
+    await log.ready;
+    for (const event of events.slice(0, 10)) log.append(event);
+    log.append(after);
+    expect(log.missingSeq).toBe(11);
+    expect(log.waiting()).toEqual([after]);
+    for (const event of events.slice(10)) log.append(event);
+    expect(log.waiting()).toEqual([]);
+    expect(() => log.append({ ...after, seq: closing.seq + 1 } as RunEvent)).toThrow(
+      `comes after its closing event (seq ${closing.seq})`,
+    );
+    expect(() => log.append({ ...closing, seq: 7 } as RunEvent)).toThrow(
+      `${closing.type} (seq 7) of run run-a is a second closing event; the log ${path} ends at seq ${closing.seq}`,
+    );
+    await log.finish();
+    expect(await readFile(path, 'utf8')).toBe(renderLog(events));
+    expect(errors).toEqual([]);
+  });
+
+  it('resumes a log that already ends with its closing event without adding to it', async () => {
+    const path = join(dir, 'log.md');
+    await writeFile(path, renderLog(events));
+    const { log, errors } = writer(path);
+    await log.ready;
+    log.append(events[3]!);
+    expect(() => log.append({ ...events[3]!, seq: events.length + 1 } as RunEvent)).toThrow(
+      'comes after its closing event',
+    );
+    await log.close();
+    expect(await readFile(path, 'utf8')).toBe(renderLog(events));
     expect(errors).toEqual([]);
   });
 

@@ -3,7 +3,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { createPersistenceActor } from '../../src/actors/persistence-actor.js';
-import { publishEvent } from '../../src/bus/channels.js';
+import { publishEvent, subscribeRejections } from '../../src/bus/channels.js';
+import type { MessageRejection } from '../../src/bus/codec.js';
 import { InProcessBus } from '../../src/bus/in-process-bus.js';
 import type { LogWriteError } from '../../src/errors.js';
 import { readLogFile, renderLog } from '../../src/persistence/index.js';
@@ -26,6 +27,13 @@ afterEach(async () => {
 const onError = (runId: string, error: LogWriteError): void => {
   errors.push([runId, error]);
 };
+
+/** What the actor reports on pge.errors.rejected from now on. */
+function collectRejections(): MessageRejection[] {
+  const rejections: MessageRejection[] = [];
+  subscribeRejections(bus, (rejection) => void rejections.push(rejection));
+  return rejections;
+}
 
 async function publishAll(list: readonly RunEvent[]): Promise<void> {
   for (const event of list) await publishEvent(bus, event);
@@ -92,27 +100,49 @@ describe('the persistence actor', () => {
     await actor.close();
   });
 
-  it('closes a run after its terminal event: redeliveries are ignored, later events reported', async () => {
+  it('closes a run after its closing event: redeliveries are ignored, later events reported as rejected', async () => {
     const a = fullRun('run-a', { logPath: join(dir, 'a.md') });
+    const rejections = collectRejections();
     const actor = createPersistenceActor({ bus, onError });
     await publishAll(a);
     await bus.flush();
     await actor.flushed('run-a');
     await publishEvent(bus, a[5]!);
     await bus.flush();
-    expect(errors).toEqual([]);
+    expect(rejections).toEqual([]);
     const late = makeEvent('run-a', 32, {
       type: 'step.passed',
       payload: { stepId: 's', stepNumber: 1, attempt: 1, bestAttempt: 1 },
     });
     await publishEvent(bus, late);
     await bus.flush();
-    // The late event is in no log, so the run's log is not complete: flushed() says so.
-    await expect(actor.flushed('run-a')).rejects.toThrow('came after its terminal event');
-    expect(await readFile(join(dir, 'a.md'), 'utf8')).toBe(renderLog(a));
-    expect(errors.map(([runId, e]) => [runId, e.message])).toEqual([
-      ['run-a', 'step.passed (seq 32) of run run-a came after its terminal event'],
+    // The late event is in no log, and said so on pge.errors.rejected; the log still ends with the closing event.
+    expect(rejections).toEqual([
+      {
+        subject: 'pge.run.run-a.evt.step.passed',
+        problem: 'step.passed (seq 32) of run run-a came after its closing event (seq 31)',
+        ts: expect.any(String),
+      },
     ]);
+    await actor.flushed('run-a');
+    expect(await readFile(join(dir, 'a.md'), 'utf8')).toBe(renderLog(a));
+    expect(errors).toEqual([]);
+    await actor.close();
+  });
+
+  it('takes the first event of each seq: a closing event sent again for a written seq closes nothing', async () => {
+    const a = fullRun('run-a', { logPath: join(dir, 'a.md') });
+    const actor = createPersistenceActor({ bus, onError });
+    await publishAll(a.slice(0, 20));
+    await bus.flush();
+    await actor.flushed('run-a');
+    const closing = a.at(-1)!;
+    await publishEvent(bus, { ...closing, id: 'forged', seq: 7 } as RunEvent);
+    await publishAll(a.slice(20));
+    await bus.flush();
+    await actor.flushed('run-a');
+    expect(await readFile(join(dir, 'a.md'), 'utf8')).toBe(renderLog(a));
+    expect(errors).toEqual([]);
     await actor.close();
   });
 
@@ -157,5 +187,110 @@ describe('the persistence actor', () => {
     await actor.close();
     await expect(waiting).rejects.toThrow('3 events of run run-a arrived without its run.started');
     expect(errors).toHaveLength(1);
+  });
+});
+
+describe('the persistence actor reading a stream (history)', () => {
+  /**
+   * An actor that reads history from `stream` (a stand-in for PGE_EVENTS: what the transport
+   * kept, in stored order), fed by `deliver`, which settles as a durable consumer's handler does.
+   */
+  function streamActor(stream: RunEvent[], gapWaitMs = 10_000) {
+    let handler: ((event: RunEvent) => void | Promise<void>) | null = null;
+    const reads: string[] = [];
+    const actor = createPersistenceActor({
+      bus,
+      onError,
+      gapWaitMs,
+      subscribe: (h) => {
+        handler = h;
+        return { subject: 'pge.run.*.evt.>', queue: null, unsubscribe: () => undefined };
+      },
+      history: async (runId) => {
+        reads.push(runId);
+        return stream.filter((e) => e.runId === runId);
+      },
+    });
+    return { actor, reads, deliver: async (event: RunEvent) => handler!(event) };
+  }
+
+  it('writes a run it joined midway from the start of the stream, and settles each event once on disk', async () => {
+    const a = fullRun('run-a', { logPath: join(dir, 'a.md') });
+    const { actor, deliver, reads } = streamActor(a);
+    await deliver(a[12]!);
+    // Settled: so the file holds everything up to it already.
+    expect(await readLogFile(join(dir, 'a.md'))).toEqual(a);
+    for (const event of a.slice(13)) await deliver(event);
+    expect(reads).toEqual(['run-a']);
+    expect(await readFile(join(dir, 'a.md'), 'utf8')).toBe(renderLog(a));
+    await actor.close();
+    expect(errors).toEqual([]);
+  });
+
+  it('goes on with a log an earlier process left, after its last event', async () => {
+    const a = fullRun('run-a', { logPath: join(dir, 'a.md') });
+    const first = streamActor(a.slice(0, 8));
+    for (const event of a.slice(0, 8)) await first.deliver(event);
+    await first.actor.close();
+    // The next process is handed seq 7 again (never acknowledged), then the rest.
+    const second = streamActor(a);
+    for (const event of a.slice(6)) await second.deliver(event);
+    expect(await readFile(join(dir, 'a.md'), 'utf8')).toBe(renderLog(a));
+    await second.actor.close();
+    expect(errors).toEqual([]);
+  });
+
+  it('fills a seq gap from the stream', async () => {
+    const a = fullRun('run-a', { logPath: join(dir, 'a.md') });
+    const { actor, deliver } = streamActor(a);
+    for (const event of a.filter((e) => e.seq !== 9)) await deliver(event);
+    expect(await readFile(join(dir, 'a.md'), 'utf8')).toBe(renderLog(a));
+    await actor.close();
+    expect(errors).toEqual([]);
+  });
+
+  it('reports an orphan event on pge.errors.rejected and settles it, leaving no log', async () => {
+    const rejections = collectRejections();
+    const orphan = fullRun('run-z', { logPath: join(dir, 'z.md') })[3]!;
+    const { actor, deliver } = streamActor([orphan]);
+    await deliver(orphan);
+    await bus.flush();
+    expect(rejections).toEqual([
+      {
+        subject: `pge.run.run-z.evt.${orphan.type}`,
+        problem: `${orphan.type} (seq 4) of run run-z cannot be placed: the run has no run.started (no run of that id was started)`,
+        ts: expect.any(String),
+      },
+    ]);
+    await expect(readFile(join(dir, 'z.md'))).rejects.toThrow('ENOENT');
+    // A run whose start is stored after all (a late publish) is written whole, the refused event too.
+    const z = fullRun('run-z', { logPath: join(dir, 'z.md') });
+    const late = streamActor([orphan, ...z]);
+    await late.deliver(orphan);
+    await actor.close();
+    for (const event of z) await late.deliver(event);
+    expect(await readLogFile(join(dir, 'z.md'))).toEqual(z);
+    await late.actor.close();
+    expect(errors).toEqual([]);
+  });
+
+  it('holds the events after a gap the stream cannot fill, then fails the log and reports them', async () => {
+    const rejections = collectRejections();
+    const a = fullRun('run-a', { logPath: join(dir, 'a.md') });
+    const stream = a.filter((e) => e.seq !== 9);
+    const { actor, deliver } = streamActor(stream, 50);
+    // Each delivery settles although seq 9 is missing: nothing waits on the gap.
+    for (const event of stream.slice(0, 10)) await deliver(event);
+    expect((await readLogFile(join(dir, 'a.md'))).map((e) => e.seq)).toEqual([1, 2, 3, 4, 5, 6, 7, 8]);
+    await new Promise((resolve) => setTimeout(resolve, 150));
+    expect(errors.map(([runId, e]) => [runId, e.message])).toEqual([
+      ['run-a', 'seq 9 of run run-a never reached the stream within 50 ms; 22 later events are in no log'],
+    ]);
+    await bus.flush();
+    expect(rejections.map((r) => r.problem)).toContain(
+      `${a[9]!.type} (seq 10) of run run-a cannot be placed: seq 9 never reached the stream within 50 ms`,
+    );
+    await expect(actor.flushed('run-a')).rejects.toThrow('seq 9 of run run-a never reached the stream');
+    await actor.close();
   });
 });

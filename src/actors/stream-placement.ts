@@ -1,0 +1,125 @@
+import { BoundedMap } from '../bounded-map.js';
+import { LogWriteError } from '../errors.js';
+import type { LogWriter } from '../persistence/index.js';
+import type { RunEvent, RunEventOf } from '../schemas/index.js';
+import type { Serial } from './persistence-support.js';
+import type { RunLog, RunLogs } from './run-logs.js';
+
+/**
+ * How the persistence actor places an event when the transport keeps every run's events (NATS:
+ * PGE_EVENTS): the stream, not the delivery, is the record. A run first seen midway is read from
+ * its start; a seq gap is filled from the stream; an event no log can take is reported and let go.
+ * Nothing waits on a message that cannot be placed, so one bad message never holds the consumer.
+ */
+
+/** What `createStreamPlacement` needs. */
+export interface StreamPlacementOptions {
+  logs: RunLogs;
+  /** Every event the stream keeps of a run, in stored order. */
+  read: (runId: string) => Promise<readonly RunEvent[]>;
+  /** How long a gap the stream cannot fill may last before the run's log fails. */
+  gapWaitMs: number;
+  /** Runs placements and gap checks one at a time. */
+  serial: Serial;
+  reject: (event: RunEvent, problem: string) => void;
+}
+
+/** Runs found to have no `run.started`, remembered so that one that turns up later reads its start. */
+const ORPHANS_KEPT = 10_000;
+
+/**
+ * The placement of one delivered event: resolves once the event is on disk, or known to be in no
+ * log (reported), or held behind a gap that is given `gapWaitMs` to fill. Rejects only when the
+ * stream cannot be read to join a run (the delivery is then retried).
+ */
+export function createStreamPlacement(options: StreamPlacementOptions): (event: RunEvent) => Promise<void> {
+  const { logs, read, gapWaitMs, serial, reject } = options;
+  const orphans = new BoundedMap<string, true>(ORPHANS_KEPT);
+
+  /** Opens the log of a run first seen midway (or of no run at all): its start is in the stream. */
+  const join = async (event: RunEvent): Promise<RunLog | undefined> => {
+    const { runId } = event;
+    // A run.started seen first needs no history, unless earlier events of its run were refused.
+    const stored = event.type === 'run.started' && orphans.get(runId) === undefined ? [] : await read(runId);
+    const started =
+      event.type === 'run.started'
+        ? event
+        : stored.find((e): e is RunEventOf<'run.started'> => e.type === 'run.started');
+    if (started === undefined) {
+      orphans.set(runId, true);
+      reject(event, 'cannot be placed: the run has no run.started (no run of that id was started)');
+      return undefined;
+    }
+    orphans.delete(runId);
+    const run = logs.open(runId);
+    const writer = logs.start(run, started);
+    if (writer === null) return run;
+    for (const earlier of stored) logs.accept(run, writer, earlier, true);
+    logs.accept(run, writer, event);
+    return run;
+  };
+
+  /** Appends what the stream holds of the run: the events a gap waits for, if they were stored. */
+  const fill = async (run: RunLog, writer: LogWriter): Promise<void> => {
+    let stored: readonly RunEvent[];
+    try {
+      stored = await read(writer.runId);
+    } catch {
+      return; // the gap stays, and is looked at again when its time is up
+    }
+    for (const event of stored) logs.accept(run, writer, event, true);
+    await writer.ready.catch(() => undefined);
+  };
+
+  /** Gives a gap `gapWaitMs` to fill (events published late, delivered later); then the log fails. */
+  const awaitGap = (run: RunLog, writer: LogWriter): void => {
+    if (run.gapTimer !== null) return;
+    const { runId } = writer;
+    const missing = writer.missingSeq;
+    run.gapTimer = setTimeout(() => {
+      run.gapTimer = null;
+      const check = serial.run(async () => {
+        if (run.failure !== null || writer.missingSeq === null) return;
+        await fill(run, writer);
+        if (run.failure !== null || writer.missingSeq === null) return;
+        if (writer.missingSeq !== missing) return awaitGap(run, writer);
+        const waiting = writer.waiting();
+        const problem = `cannot be placed: seq ${missing} never reached the stream within ${gapWaitMs} ms`;
+        for (const event of waiting) reject(event, problem);
+        const message = `seq ${missing} of run ${runId} never reached the stream within ${gapWaitMs} ms; ${waiting.length} later events are in no log`;
+        logs.report(runId, run, new LogWriteError(message));
+        // Closing fails for the events it holds; that failure is the one just reported.
+        writer.close().catch(() => undefined);
+      });
+      // Only reading the stream can fail in there, and fill() catches that: this is a bug if it fires.
+      check.catch((error: unknown) =>
+        logs.report(
+          runId,
+          run,
+          new LogWriteError(`cannot check the gap at seq ${missing}: ${String(error)}`),
+        ),
+      );
+    }, gapWaitMs);
+  };
+
+  return async (event) => {
+    if (logs.settledAsClosed(event)) return;
+    let run = logs.get(event.runId);
+    if (run?.failure) return; // reported already, and the run is being stopped
+    if (run?.writer) logs.accept(run, run.writer, event);
+    else run = await join(event);
+    const writer = run?.writer;
+    if (run === undefined || writer == null) return;
+    await writer.ready.catch(() => undefined); // a failure to open is reported through onError
+    // A log the previous worker finished already ends with the closing event.
+    if (writer.endSeq !== null && run.done === null) logs.closeAt(event.runId, run, writer, writer.endSeq);
+    if (writer.missingSeq !== null) await fill(run, writer);
+    if (run.failure !== null) return;
+    if (writer.missingSeq !== null) {
+      awaitGap(run, writer);
+      return;
+    }
+    // A failed write has reached onError, which stops the run: the message has nothing left to wait for.
+    await (run.done ?? writer.flushed()).catch(() => undefined);
+  };
+}

@@ -1,0 +1,42 @@
+import {
+  createPersistenceActor,
+  type PersistenceActor,
+  type PersistenceActorOptions,
+} from '../actors/persistence-actor.js';
+import { readRunEvents } from '../bus/channels.js';
+import type { NatsBus } from '../bus/nats-bus.js';
+import { subjects } from '../bus/subjects.js';
+import type { RunEvent } from '../schemas/index.js';
+
+/**
+ * The persistence actor as the NATS deployment runs it (`pge worker --role persistence`): every
+ * run's events from one durable consumer, in stream order, each acknowledged once it is on disk or
+ * reported; the start of a run it joins midway, and any seq gap, read back from PGE_EVENTS.
+ */
+
+/** The durable consumer every persistence worker reads the events of all runs through. */
+export const PERSISTENCE_CONSUMER = 'pge-persistence';
+
+/**
+ * How long the event a killed persistence worker held stays with it before the server hands it to
+ * the next one: a live worker heartbeats while it writes, so this bounds only a restart's wait.
+ */
+export const PERSISTENCE_ACK_WAIT_MS = 5_000;
+
+/** Options of `startNatsPersistence`: the actor's, but for how it reads the bus. */
+export type NatsPersistenceOptions = Omit<PersistenceActorOptions, 'bus' | 'subscribe' | 'history'> & {
+  bus: NatsBus;
+};
+
+/** Starts the persistence actor on the durable consumer `pge-persistence`. */
+export function startNatsPersistence(options: NatsPersistenceOptions): PersistenceActor {
+  const { bus } = options;
+  return createPersistenceActor({
+    ...options,
+    subscribe: (handler) =>
+      bus.subscribeDurable(subjects.events('*'), PERSISTENCE_CONSUMER, (m) => handler(m.data as RunEvent), {
+        ackWaitMs: PERSISTENCE_ACK_WAIT_MS,
+      }),
+    history: (runId) => readRunEvents(bus, runId),
+  });
+}

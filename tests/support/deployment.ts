@@ -1,0 +1,165 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { AckPolicy, DeliverPolicy, jetstream, jetstreamManager } from '@nats-io/jetstream';
+import { connect, nanos } from '@nats-io/transport-node';
+import type { RunEvent } from '../../src/schemas/index.js';
+import { type FakeOpenAI, type FakeStep, startFakeOpenAI } from './fake-openai-server.js';
+import { type NatsServerHandle, startNatsServer } from './nats-server.js';
+import { type PgeProcess, startPge } from './processes.js';
+
+/**
+ * The distributed deployment as users run it, for multi-process tests: `pge worker` processes on
+ * a private nats-server, models served by a scripted OpenAI-compatible server that answers every
+ * call of a three-step run, and clients that import nothing from pge (plain nats.js).
+ */
+
+/** The plan the scripted planner answers: three steps in a chain, two criteria. */
+export const PLAN = {
+  scope: 'distributed test',
+  steps: [1, 2, 3].map((n) => ({
+    id: `s${n}`,
+    title: `Step ${n}`,
+    description: `do ${n}`,
+    expectedOutput: `out ${n}`,
+    dependsOn: n > 1 ? [`s${n - 1}`] : [],
+  })),
+  criteria: [
+    { name: 'accuracy', weight: 'high', description: 'right', threshold: 7 },
+    { name: 'clarity', weight: 'standard', description: 'clear', threshold: null },
+  ],
+};
+
+const ANSWERS: Record<string, object> = {
+  pge_plan: PLAN,
+  pge_contract: { title: 'c', acceptanceCriteria: ['a'], expectedOutput: 'o', verificationMethod: 'v' },
+  pge_contract_review: { status: 'approved', amendments: [], rationale: 'ok' },
+  pge_work: { output: 'the work', notes: 'n', selfAssessment: [] },
+  pge_evaluation: {
+    scores: [
+      { criterion: 'accuracy', score: 9, evidence: 'e' },
+      { criterion: 'clarity', score: 8, evidence: 'e' },
+    ],
+    findings: [],
+    actionableFeedback: [],
+    summary: 's',
+  },
+};
+
+/** The schema name of a chat completion request (`pge_plan`, `pge_work`, …). */
+// biome-ignore lint/suspicious/noExplicitAny: the request body as the SDK sent it.
+export const schemaOf = (body: any): string | undefined => body?.response_format?.json_schema?.name;
+
+/** A passing answer for every call of a run, after `delayMs`; anything else is a 400. */
+// biome-ignore lint/suspicious/noExplicitAny: the request body as the SDK sent it.
+export function passingAnswer(body: any, delayMs: number): FakeStep {
+  const content = ANSWERS[schemaOf(body) ?? ''];
+  return content ? { content, delayMs } : { status: 400, error: { message: 'unexpected schema' } };
+}
+
+/** A private nats-server, a scripted model server and a directory for logs. */
+export interface TestDeployment {
+  readonly nats: NatsServerHandle;
+  readonly openai: FakeOpenAI;
+  readonly logs: string;
+  /** The environment every `pge` process of the deployment gets. */
+  readonly env: Record<string, string>;
+  /** Starts `pge worker --role <role> …extra` and waits until it is ready. */
+  worker(role: string, extra?: readonly string[]): Promise<PgeProcess>;
+  /** Stops every process still running (SIGTERM), the servers, and deletes the logs; returns the exit codes. */
+  close(): Promise<(number | null)[]>;
+}
+
+/** Starts the servers; workers are started by the test, each with `worker()`. */
+export async function startDeployment(): Promise<TestDeployment> {
+  const nats = await startNatsServer();
+  const openai = await startFakeOpenAI();
+  const logs = mkdtempSync(join(tmpdir(), 'pge-dist-'));
+  const env = {
+    NATS_URL: nats.url,
+    OPENAI_BASE_URL: openai.url,
+    OPENAI_API_KEY: 'sk-test-distributed',
+    PGE_MODEL: 'test-model',
+  };
+  const processes: PgeProcess[] = [];
+  return {
+    nats,
+    openai,
+    logs,
+    env,
+    async worker(role, extra = []) {
+      const process = startPge(['worker', '--role', role, ...extra], env);
+      processes.push(process);
+      await process.waitFor(/ready/, 30_000);
+      return process;
+    },
+    async close() {
+      const codes = await Promise.all(processes.map((p) => p.stop('SIGTERM')));
+      await openai.close();
+      await nats.stop();
+      rmSync(logs, { recursive: true, force: true });
+      return codes;
+    },
+  };
+}
+
+/** Submits a run as any client would, and returns its id. */
+export async function submitRun(url: string, task: string): Promise<string> {
+  const nc = await connect({ servers: url });
+  try {
+    const reply = await nc.request('pge.runs.submit', JSON.stringify({ task }), { timeout: 10_000 });
+    return reply.json<{ runId: string }>().runId;
+  } finally {
+    await nc.close();
+  }
+}
+
+/** Every event PGE_EVENTS holds for the run now, in stream order, read by a throwaway consumer. */
+export async function storedEvents(url: string, runId: string): Promise<RunEvent[]> {
+  const nc = await connect({ servers: url });
+  try {
+    const jsm = await jetstreamManager(nc);
+    const info = await jsm.consumers.add('PGE_EVENTS', {
+      filter_subject: `pge.run.${runId}.evt.>`,
+      deliver_policy: DeliverPolicy.All,
+      ack_policy: AckPolicy.None,
+      mem_storage: true,
+      inactive_threshold: nanos(30_000),
+    });
+    const events: RunEvent[] = [];
+    if (info.num_pending > 0) {
+      const consumer = await jetstream(nc).consumers.get('PGE_EVENTS', info.name);
+      const batch = await consumer.fetch({ max_messages: info.num_pending, expires: 5_000 });
+      for await (const m of batch) events.push(m.json<RunEvent>());
+    }
+    await jsm.consumers.delete('PGE_EVENTS', info.name);
+    return events;
+  } finally {
+    await nc.close();
+  }
+}
+
+/** Polls `probe` every 50 ms until it returns a value that `done` accepts; throws after `timeoutMs`. */
+export async function until<T>(
+  probe: () => Promise<T> | T,
+  done: (value: T) => boolean,
+  what: string,
+  timeoutMs = 20_000,
+): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await probe();
+    if (done(value)) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}: ${JSON.stringify(value)}`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
+/** True when the run's closing event is among `events`. */
+export const closed = (events: readonly RunEvent[]): boolean =>
+  events.some((e) => e.type === 'run.completed' || e.type === 'run.failed');
+
+/** The stored events of a run, once its closing event is stored. */
+export function closedRun(url: string, runId: string, timeoutMs = 20_000): Promise<RunEvent[]> {
+  return until(() => storedEvents(url, runId), closed, `run ${runId} to close`, timeoutMs);
+}
