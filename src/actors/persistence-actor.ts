@@ -8,8 +8,11 @@ import type { RunEvent, RunEventOf } from '../schemas/index.js';
 /** Options of `createPersistenceActor`. */
 export interface PersistenceActorOptions {
   bus: Bus;
-  /** Where a run's log goes; default: the `logPath` of its `run.started` event. */
-  resolvePath?: (event: RunEventOf<'run.started'>) => string;
+  /**
+   * Where a run's log goes; default: the `logPath` of its `run.started` event, or of the
+   * `run.resumed` event of a run resumed in another process (whose log already holds its start).
+   */
+  resolvePath?: (event: RunOpening) => string;
   /**
    * How to receive every run's events; default a plain subscription to `pge.run.*.evt.>`. The NATS
    * deployment passes a durable consumer, so a restarted persistence process misses nothing.
@@ -24,6 +27,9 @@ export interface PersistenceActorOptions {
   /** Told of every failure to write a run's log; that run must stop, since the log is not best-effort. */
   onError: (runId: string, error: LogWriteError) => void;
 }
+
+/** The event that opens a run's log: its start, or its resume by a process that did not start it. */
+type RunOpening = RunEventOf<'run.started'> | RunEventOf<'run.resumed'>;
 
 /** The persistence actor: every event of every run, appended to that run's markdown log. */
 export interface PersistenceActor {
@@ -85,10 +91,12 @@ export function createPersistenceActor(options: PersistenceActorOptions): Persis
     onError(runId, error);
   };
 
-  const start = (run: RunLog, event: RunEventOf<'run.started'>): LogWriter => {
+  const start = (run: RunLog, event: RunOpening): LogWriter => {
     const writer = new LogWriter({
       path: resolvePath?.(event) ?? event.payload.logPath,
       runId: event.runId,
+      // A resumed run's log must end right before the resume, as it did when the resume read it.
+      ...(event.type === 'run.resumed' ? { continuesAt: event.seq } : {}),
       onError: (error) => report(event.runId, run, error),
     });
     run.writer = writer;
@@ -133,7 +141,7 @@ export function createPersistenceActor(options: PersistenceActorOptions): Persis
     }
     let writer = run.writer;
     if (writer === null) {
-      if (event.type !== 'run.started') {
+      if (event.type !== 'run.started' && event.type !== 'run.resumed') {
         run.early.push(event);
         if (TERMINAL.has(event.type)) run.terminalSeq = event.seq;
         return;
