@@ -266,8 +266,9 @@ export class Replay {
 
   #disagree(seq: number, problem: string): ResumeError {
     return new ResumeError(
-      `cannot resume run ${this.recorded.runId}: the log and this version of pge disagree at seq ${seq}: ` +
-        `${problem}. Nothing was asked of a model or written; resume it with the version that wrote it`,
+      `cannot resume run ${this.recorded.runId}: the log and its replay disagree at seq ${seq}: ${problem}. ` +
+        'Nothing was asked of a model or written. Resume it with the version of pge that wrote it ' +
+        '(and, if its run.started records no thresholds, the defaultThresholds and fallbackThreshold it ran with)',
     );
   }
 }
