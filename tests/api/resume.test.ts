@@ -101,9 +101,7 @@ const SCENARIOS: Scenario[] = [
       contract_review: always(approve),
       work: always(work()),
       // The first plan's first step never passes; the replanned one does.
-      evaluation: always((request, input) =>
-        evaluate((input as EvaluationInput).step.id === 's1' ? 3 : 9)(request, input),
-      ),
+      evaluation: always((_request, input) => evaluate((input as EvaluationInput).step.id === 's1' ? 3 : 9)),
     }),
   },
   {
