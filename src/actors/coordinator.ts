@@ -245,6 +245,8 @@ export function createCoordinator(options: CoordinatorOptions) {
    * is asked again (its recorded calls still count), and is queued again unless `resend` is false.
    */
   function resumeRun(recorded: RecordedRun, options: ResumeOptions): RunHandle {
+    if (active.has(recorded.runId))
+      throw new ResumeError(`run ${recorded.runId} is running on this coordinator`);
     return drive(resumedSpec(recorded, options), { recorded, options });
   }
 

@@ -408,6 +408,23 @@ describe('resume refuses, repairs and keeps time', () => {
     );
     expect(after).toBe(text);
     expect(calls).toBe(0);
+
+    // A request that asked for something else than the run's own input.
+    const asked = renderLog(
+      full.events
+        .slice(0, 12)
+        .map((e) =>
+          e.type === 'plan.requested'
+            ? { ...e, payload: { ...e.payload, input: { ...e.payload.input, task: 'another task' } } }
+            : e,
+        ),
+    );
+    const request = await resumeText(asked);
+    expect(request.error?.message).toContain(
+      'disagree at seq 2: plan.requested differs at payload.input.task',
+    );
+    expect(request.after).toBe(asked);
+    expect(request.calls).toBe(0);
   });
 
   it('replays a log that does not record its thresholds with the options, and refuses other thresholds', async () => {
