@@ -11,6 +11,7 @@ import {
   startFakeOpenAI,
 } from '../support/fake-openai-server.js';
 import { startPge } from '../support/processes.js';
+import { CONTRACT, evaluation, REVIEW, WORK } from './run-cli.js';
 
 /**
  * A real crash: `pge run` (embedded, talking to a scripted OpenAI-compatible server over HTTP) is
@@ -29,7 +30,7 @@ const PLAN = {
   })),
   criteria: [
     { name: 'accuracy', weight: 'high', description: 'Right', threshold: 7 },
-    { name: 'clarity', weight: 'standard', description: 'Clear', threshold: null },
+    { name: 'imagery', weight: 'standard', description: 'Vivid', threshold: null },
   ],
 };
 
@@ -49,22 +50,10 @@ beforeAll(async () => {
     const schema = body?.response_format?.json_schema?.name;
     const answers: Record<string, object> = {
       pge_plan: PLAN,
-      pge_contract: { title: 'c', acceptanceCriteria: ['a'], expectedOutput: 'o', verificationMethod: 'v' },
-      pge_contract_review: { status: 'approved', amendments: [], rationale: 'ok' },
-      pge_work: {
-        output: `the text of part ${stepOf(body)}`,
-        notes: 'n',
-        selfAssessment: [{ criterion: 'accuracy', score: 8, comment: 'c' }],
-      },
-      pge_evaluation: {
-        scores: [
-          { criterion: 'accuracy', score: 9, evidence: 'e' },
-          { criterion: 'clarity', score: 8, evidence: 'e' },
-        ],
-        findings: [],
-        actionableFeedback: [],
-        summary: 's',
-      },
+      pge_contract: CONTRACT,
+      pge_contract_review: REVIEW,
+      pge_work: { ...WORK, output: `the text of part ${stepOf(body)}` },
+      pge_evaluation: evaluation(9),
     };
     const content = answers[schema];
     if (!content) return { status: 400, error: { message: `unexpected schema ${schema}` } };
