@@ -143,8 +143,8 @@ export function readLog(text: string, source = 'log'): RunEvent[] {
 }
 
 /**
- * Reads a log whose last write a crash may have cut short (a power loss; a killed process leaves
- * whole writes): its complete events, and `end`, the length of the text to keep. When the text
+ * Reads a log whose last write a crash may have cut short (a power loss, a kill in the middle of a
+ * large write): its complete events, and `end`, the length of the text to keep. When the text
  * after the last complete event does not parse (an event block never closed, a marker without its
  * block, JSON that never became whole) and holds at most one event marker (a write is cut once, so
  * at most one event in it is incomplete), it is the torn end of a write: `end` is where it starts.
