@@ -116,6 +116,8 @@ const EVENT_SUMMARIES: Record<RunEventType, string> = {
   'role.failed': 'A role could not answer a request: a model error, or output that never validated.',
   'request.cancelled':
     'The run stopped waiting for a request (its call actor was stopped, e.g. by an interrupt); workers were told to drop it.',
+  'run.resumed':
+    'A run continued by a new owner after its process died: rebuilt from the events up to fromSeq without asking a model again; names the requests in flight at the crash, which are asked again.',
   'result.rejected':
     'A result no pending call waited for (a duplicate, a late answer to a cancelled request, or an unknown request id): reported, never applied.',
   'run.completed': 'The run ran to its end; `passed` says whether every step passed.',

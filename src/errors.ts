@@ -17,6 +17,13 @@ export class ConfigurationError extends PgeError {
   readonly retryable = false;
 }
 
+/**
+ * A run that cannot be resumed from its log: the file is not a run's log, the run has ended, the
+ * log is damaged beyond a torn last write, or it disagrees with the code that replays it. Detected
+ * before any model is asked or anything is written, so, like any configuration error, CLI exit code 2.
+ */
+export class ResumeError extends ConfigurationError {}
+
 /** A model answer that never validated (bad JSON, schema violation, refusal, cut off), after repairs. */
 export class InvalidOutputError extends PgeError {
   readonly retryable = false;

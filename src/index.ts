@@ -22,6 +22,7 @@ export {
   ModelRequestError,
   ModelTransportError,
   PgeError,
+  ResumeError,
 } from './errors.js';
 export { runMachine } from './machines/run-machine.js';
 export { stepMachine } from './machines/step-machine.js';

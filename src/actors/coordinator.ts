@@ -2,6 +2,7 @@ import { createActor, type InspectionEvent, toPromise } from 'xstate';
 import { BoundedMap } from '../bounded-map.js';
 import type { Bus } from '../bus/bus.js';
 import {
+  enqueueWork,
   publishCancel,
   publishEvent,
   publishRejection,
@@ -9,7 +10,7 @@ import {
   subscribeResults,
 } from '../bus/channels.js';
 import { subjects } from '../bus/subjects.js';
-import { CallTimeoutError, ConfigurationError, describeError } from '../errors.js';
+import { CallTimeoutError, ConfigurationError, describeError, ResumeError } from '../errors.js';
 import type { RunInput, RunOutcome } from '../machines/run-machine.js';
 import type { CallReport, RecordParams } from '../machines/types.js';
 import type {
@@ -22,8 +23,10 @@ import type {
   RunEvent,
   RunEventDraft,
   RunEventOf,
+  Usage,
 } from '../schemas/index.js';
-import { addUsage, PHASES, ROLE_OF_REQUEST, ZERO_USAGE } from '../schemas/index.js';
+import { addUsage, OPTION_DEFAULTS, PHASES, ROLE_OF_REQUEST, ZERO_USAGE } from '../schemas/index.js';
+import { type RecordedRun, Replay } from './replay.js';
 import {
   type AnyActorSystem,
   provideCharts,
@@ -122,6 +125,39 @@ export interface RunHandle {
   interrupt(reason?: string): void;
 }
 
+/** Options of a coordinator's `resumeRun`. */
+export interface ResumeOptions {
+  /** Who continues the run, for `run.resumed`: `<host>:<pid>` of an embedded process, a coordinator's id. */
+  owner: string;
+  /** The log the run continues in, if not the one its `run.started` names (the file was moved). */
+  logPath?: string;
+  /**
+   * Queue again the request in flight at the crash (default true). An embedded run's queue died
+   * with its process; a coordinator taking a run over on NATS may find the request still queued.
+   */
+  resend?: boolean;
+  /** Bytes of a torn last write removed from the log before it was continued, for `run.resumed`. */
+  discardedBytes?: number;
+  /** Thresholds for a log whose `run.started` does not record them (written before they were recorded). */
+  defaults?: Pick<RunSpec, 'defaultThresholds' | 'fallbackThreshold'>;
+}
+
+/** The settings of a resumed run: those its `run.started` recorded. */
+export function resumedSpec({ runId, started }: RecordedRun, options: ResumeOptions): RunSpec {
+  const { task, logPath, settings } = started.payload;
+  const { models, defaultThresholds, fallbackThreshold, ...rest } = settings;
+  return {
+    runId,
+    task,
+    logPath: options.logPath ?? logPath,
+    ...rest,
+    defaultThresholds: defaultThresholds ?? options.defaults?.defaultThresholds ?? {},
+    fallbackThreshold:
+      fallbackThreshold ?? options.defaults?.fallbackThreshold ?? OPTION_DEFAULTS.fallbackThreshold,
+    models,
+  };
+}
+
 /** Options of `createCoordinator`. */
 export interface CoordinatorOptions {
   bus: Bus;
@@ -208,8 +244,26 @@ export function createCoordinator(options: CoordinatorOptions) {
    * one: a run id is never reused, since every message id of a run derives from it.
    */
   function startRun(spec: RunSpec): RunHandle {
+    if (active.has(spec.runId) || ended.get(spec.runId)) throw runIdTaken(spec.runId);
+    return drive(spec, null);
+  }
+
+  /**
+   * Continues a run from its recorded events (see `replay.ts`): the charts start again with the
+   * recorded input, every recorded request is answered from the recorded events (nothing is
+   * published while they last, and each event the charts produce again must equal the recorded
+   * one, else `done` rejects with `ResumeError`), then `run.resumed` is recorded and the run goes
+   * on live, seq continuing from the last recorded event. A request recorded without its answer
+   * is asked again (its recorded calls still count), and is queued again unless `resend` is false.
+   */
+  function resumeRun(recorded: RecordedRun, options: ResumeOptions): RunHandle {
+    if (active.has(recorded.runId))
+      throw new ResumeError(`run ${recorded.runId} is running on this coordinator`);
+    return drive(resumedSpec(recorded, options), { recorded, options });
+  }
+
+  function drive(spec: RunSpec, resume: { recorded: RecordedRun; options: ResumeOptions } | null): RunHandle {
     const { runId } = spec;
-    if (active.has(runId) || ended.get(runId)) throw runIdTaken(runId);
     let seq = 0;
     const calls: ModelCall[] = [];
     const publishing: Promise<void>[] = [];
@@ -217,26 +271,96 @@ export function createCoordinator(options: CoordinatorOptions) {
     let closed = false;
     /** Requests of this run still waiting for their result, with their phase. */
     const asked = new Map<string, Phase>();
+    /**
+     * The run's time is epoch ms less the time it spent paused: a resumed run does not count the
+     * time its process was dead, in its duration or against `maxDurationMs`.
+     */
+    let pausedMs = 0;
+    /** A resumed run's replay, until the recorded events run out. */
+    let replay: Replay | null =
+      resume &&
+      new Replay(resume.recorded, (fact) => {
+        seq = fact.seq;
+        if (fact.type === 'model.call.completed') {
+          const { requestId: _, worker: __, ...call } = fact.payload;
+          calls.push(call);
+        }
+      });
+    let rejectDiverged: (error: ResumeError) => void = () => {};
+    const divergence = new Promise<never>((_, reject) => {
+      rejectDiverged = reject;
+    });
+    divergence.catch(() => undefined); // observed through `done`
+    /** A replay that disagrees with the log ends the run at once: nothing more is recorded. */
+    const diverged = (error: unknown): unknown => {
+      if (error instanceof ResumeError) {
+        closed = true;
+        rejectDiverged(error);
+      }
+      return error;
+    };
+    const publishFailed = (error: unknown): void => {
+      // A run whose events cannot be published has no record: stop it rather than go on unrecorded.
+      publishFailure ??= error;
+      actor.send({ type: 'interrupt', reason: `its events could not be published: ${String(error)}` });
+    };
 
     const publishRecorded = (event: RunEvent): Promise<void> =>
       Object.hasOwn(ROLE_OF_REQUEST, event.type)
         ? publishRequest(bus, event as RoleRequest)
         : publishEvent(bus, event);
-    const record = <T extends RunEventDraft>(draft: T): RunEventOf<T['type']> => {
+    /** Stamps and publishes an event; `at` is its time when the caller read the clock for it. */
+    const record = <T extends RunEventDraft>(draft: T, at?: number): RunEventOf<T['type']> => {
       // After the closing event nothing more belongs to the run: a call that was in flight when
       // the run was interrupted answers into the void rather than behind the log's last section.
       if (closed) throw new RunClosedError(`run ${runId} has ended`);
+      if (replay !== null) {
+        const recorded = replayed(draft);
+        if (recorded !== null) return recorded as RunEventOf<T['type']>;
+      }
       if (draft.type === 'run.completed' || draft.type === 'run.failed') closed = true;
       seq += 1;
-      const event = { id: `${runId}-${seq}`, runId, seq, ts: timestamp(), ...draft } as RunEvent;
-      publishing.push(
-        publishRecorded(event).catch((error: unknown) => {
-          // A run whose events cannot be published has no record: stop it rather than go on unrecorded.
-          publishFailure ??= error;
-          actor.send({ type: 'interrupt', reason: `its events could not be published: ${String(error)}` });
-        }),
-      );
+      const event = { id: `${runId}-${seq}`, runId, seq, ts: timestamp(at), ...draft } as RunEvent;
+      publishing.push(publishRecorded(event).catch(publishFailed));
       return event as RunEventOf<T['type']>;
+    };
+    /** During a replay, the recorded event `draft` produces again; null when they have run out (the run is live now). */
+    const replayed = (draft: RunEventDraft): RunEvent | null => {
+      try {
+        const event = replay!.match(draft);
+        if (event !== null) {
+          seq = event.seq;
+          return event;
+        }
+        goLive([]);
+        return null;
+      } catch (error) {
+        throw diverged(error);
+      }
+    };
+    /** Ends the replay: the remaining recorded facts are taken, and `run.resumed` is recorded. */
+    const goLive = (repeated: string[]): void => {
+      const { recorded, options } = resume!;
+      replay!.finish();
+      replay = null;
+      seq = recorded.events.length;
+      const now = clock();
+      const paused = Math.max(0, now - recorded.lastAt);
+      pausedMs = recorded.pausedMs + paused;
+      record(
+        {
+          type: 'run.resumed',
+          payload: {
+            owner: options.owner,
+            fromSeq: seq,
+            logPath: spec.logPath,
+            repeated,
+            pausedMs: paused,
+            discardedBytes: options.discardedBytes ?? 0,
+          },
+        },
+        now,
+      );
     };
     const state: RunState = {
       isOpen: () => !closed,
@@ -271,9 +395,13 @@ export function createCoordinator(options: CoordinatorOptions) {
       });
     };
 
-    /** Records the model calls a result reports, and what they cost. */
-    const spent = (request: RoleRequest, result: RoleResult): CallReport => {
-      let usage = ZERO_USAGE;
+    /**
+     * Records the model calls a result reports, stamped with the time it arrived (which a replay
+     * reads back as the answer's time), and what they cost on top of `carried`.
+     */
+    const spent = (request: RoleRequest, result: RoleResult, carried: Usage): CallReport => {
+      const now = clock();
+      let usage = carried;
       for (const call of result.calls) {
         usage = addUsage(usage, {
           promptTokens: call.promptTokens,
@@ -282,12 +410,15 @@ export function createCoordinator(options: CoordinatorOptions) {
           calls: 1,
         });
         calls.push(call);
-        record({
-          type: 'model.call.completed',
-          payload: { requestId: request.id, worker: result.worker, ...call },
-        });
+        record(
+          {
+            type: 'model.call.completed',
+            payload: { requestId: request.id, worker: result.worker, ...call },
+          },
+          now,
+        );
       }
-      return { usage, finishedAt: clock() };
+      return { usage, finishedAt: now - pausedMs };
     };
 
     /**
@@ -298,6 +429,26 @@ export function createCoordinator(options: CoordinatorOptions) {
     function ask(draft: RequestDraft, signal: AbortSignal): Promise<RoleReply> {
       signal.throwIfAborted();
       const request = record(draft as RunEventDraft) as RoleRequest;
+      // Still replaying: the request is a recorded one.
+      let carried = ZERO_USAGE;
+      if (replay !== null) {
+        const { recorded, options } = resume!;
+        const answer = recorded.answers.get(request.id);
+        if (answer !== undefined) {
+          state.answered.add(request.id);
+          const report = { usage: answer.usage, finishedAt: answer.finishedAt };
+          return Promise.resolve({ request, result: answer.result, report });
+        }
+        // In flight at the crash: its answer was lost, so it is asked again; the calls it had
+        // cost are recorded, and count.
+        carried = recorded.usage.get(request.id) ?? ZERO_USAGE;
+        try {
+          goLive([request.id]);
+        } catch (error) {
+          throw diverged(error);
+        }
+        if (options.resend !== false) publishing.push(enqueueWork(bus, request).catch(publishFailed));
+      }
       // `record` published the request both as an event and on the role's work queue.
       const { phase } = request.payload;
       asked.set(request.id, phase);
@@ -321,7 +472,7 @@ export function createCoordinator(options: CoordinatorOptions) {
           resolve({
             request,
             result: { status: 'error', phase, error: describeError(timeout), raw: null },
-            report: { usage: ZERO_USAGE, finishedAt: clock() },
+            report: { usage: carried, finishedAt: clock() - pausedMs },
           });
         }, spec.callTimeoutMs);
         signal.addEventListener('abort', onAbort, { once: true });
@@ -331,7 +482,7 @@ export function createCoordinator(options: CoordinatorOptions) {
           // finds the call answered and its cost recorded, not a request still asked.
           resolve: (result) => {
             settled();
-            resolve({ request, result: result.result, report: spent(request, result) });
+            resolve({ request, result: result.result, report: spent(request, result, carried) });
           },
         });
       });
@@ -346,40 +497,55 @@ export function createCoordinator(options: CoordinatorOptions) {
       record(completeDraft(draft, calls));
     };
 
-    const startedAt = clock();
     const { runId: _runId, models, callTimeoutMs: _callTimeoutMs, ...settings } = spec;
-    record({
-      type: 'run.started',
-      payload: {
-        task: spec.task,
-        logPath: spec.logPath,
-        settings: {
-          maxSteps: settings.maxSteps,
-          maxRetriesPerStep: settings.maxRetriesPerStep,
-          maxContractRounds: settings.maxContractRounds,
-          onStepExhausted: settings.onStepExhausted,
-          maxReplans: settings.maxReplans,
-          budgets: settings.budgets,
-          callTimeoutMs: spec.callTimeoutMs,
-          models,
+    let startedAt: number;
+    if (resume === null) {
+      startedAt = clock();
+      record(
+        {
+          type: 'run.started',
+          payload: {
+            task: spec.task,
+            logPath: spec.logPath,
+            settings: {
+              maxSteps: settings.maxSteps,
+              maxRetriesPerStep: settings.maxRetriesPerStep,
+              maxContractRounds: settings.maxContractRounds,
+              onStepExhausted: settings.onStepExhausted,
+              maxReplans: settings.maxReplans,
+              defaultThresholds: settings.defaultThresholds,
+              fallbackThreshold: settings.fallbackThreshold,
+              budgets: settings.budgets,
+              callTimeoutMs: spec.callTimeoutMs,
+              models,
+            },
+          },
         },
-      },
-    });
+        // The run's start is its first event's time, so that a replay reads it back exactly.
+        startedAt,
+      );
+    } else {
+      startedAt = Date.parse(resume.recorded.started.ts);
+      seq = 1;
+    }
     const actor = createActor(machine, {
       input: { ...settings, startedAt },
       ...(options.inspect ? { inspect: options.inspect } : {}),
     });
     scopes.set(actor.system, { record, recordChart, ask });
     active.set(runId, state);
+    // Observed before the start: a replay that disagrees may end the chart in the first ticks.
+    const finished = toPromise(actor);
     actor.start();
 
     const done = (async () => {
       try {
-        const outcome = await toPromise(actor);
+        const outcome = await Promise.race([finished, divergence]);
         await Promise.all(publishing);
         if (publishFailure) throw publishFailure;
         return outcome;
       } finally {
+        actor.stop();
         scopes.delete(actor.system);
         active.delete(runId);
         ended.set(runId, true);
@@ -397,6 +563,7 @@ export function createCoordinator(options: CoordinatorOptions) {
 
   return {
     startRun,
+    resumeRun,
     /** Stops taking results; runs still going will not finish. */
     close(): void {
       results.unsubscribe();
@@ -415,11 +582,10 @@ export function runIdTaken(runId: string): ConfigurationError {
  * ISO 8601 timestamps from `clock`, formatted once per millisecond: a run stamps several events
  * within one millisecond, and `toISOString` is the dearest step of stamping an event.
  */
-function isoTimestamps(clock: () => number): () => string {
+function isoTimestamps(clock: () => number): (ms?: number) => string {
   let lastMs = Number.NaN;
   let last = '';
-  return () => {
-    const ms = clock();
+  return (ms = clock()) => {
     if (ms !== lastMs) {
       lastMs = ms;
       last = new Date(ms).toISOString();

@@ -2,7 +2,7 @@ import type { Bus, BusSubscription } from '../bus/bus.js';
 import { subscribeEvents } from '../bus/channels.js';
 import type { MessageRejection } from '../bus/codec.js';
 import type { LogWriteError } from '../errors.js';
-import type { RunEvent, RunEventOf } from '../schemas/index.js';
+import type { RunEvent, RunOpening } from '../schemas/index.js';
 import { createRejecter, Serial } from './persistence-support.js';
 import { RunLogs } from './run-logs.js';
 import { createStreamPlacement } from './stream-placement.js';
@@ -10,8 +10,11 @@ import { createStreamPlacement } from './stream-placement.js';
 /** Options of `createPersistenceActor`. */
 export interface PersistenceActorOptions {
   bus: Bus;
-  /** Where a run's log goes; default: the `logPath` of its `run.started` event. */
-  resolvePath?: (event: RunEventOf<'run.started'>) => string;
+  /**
+   * Where a run's log goes; default: the `logPath` of its `run.started` event, or of the
+   * `run.resumed` event of a run resumed in another process (whose log already holds its start).
+   */
+  resolvePath?: (event: RunOpening) => string;
   /**
    * How to receive every run's events; default a plain subscription to `pge.run.*.evt.>`. The NATS
    * deployment passes a durable consumer, so a restarted persistence process misses nothing; with
@@ -68,14 +71,17 @@ export function createPersistenceActor(options: PersistenceActorOptions): Persis
   // later events of the run may already be on their way.
   const serial = new Serial();
 
-  /** The in-process path: events of a run arrive in order, and wait for its `run.started`. */
+  /**
+   * The in-process path: events of a run arrive in order, and wait for its `run.started` (or, for
+   * a run resumed in this process, its `run.resumed`).
+   */
   const receive = (event: RunEvent): void => {
     if (logs.settledAsClosed(event)) return;
     const run = logs.open(event.runId);
     if (run.failure !== null) return; // the log already failed and was reported; the run is stopping
     let writer = run.writer;
     if (writer === null) {
-      if (event.type !== 'run.started') {
+      if (event.type !== 'run.started' && event.type !== 'run.resumed') {
         run.early.push(event);
         return;
       }

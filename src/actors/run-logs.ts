@@ -1,7 +1,7 @@
 import { BoundedMap } from '../bounded-map.js';
 import { LogWriteError } from '../errors.js';
 import { LogWriter } from '../persistence/index.js';
-import { isClosingEvent, type RunEvent, type RunEventOf } from '../schemas/index.js';
+import { isClosingEvent, type RunEvent, type RunOpening } from '../schemas/index.js';
 
 /**
  * The open logs of the persistence actor, one per run, and what is remembered of closed ones: the
@@ -11,7 +11,7 @@ import { isClosingEvent, type RunEvent, type RunEventOf } from '../schemas/index
 /** One run's log while it is open. */
 export interface RunLog {
   writer: LogWriter | null;
-  /** Events that came before the run's `run.started`, which names the file (in-process only). */
+  /** Events that came before the run's `run.started` (or `run.resumed`), which names the file (in-process only). */
   early: RunEvent[];
   /** `flushed()` calls that wait for the writer to exist. */
   starting: { resolve: () => void; reject: (error: LogWriteError) => void }[];
@@ -26,7 +26,7 @@ export interface RunLog {
 
 /** What `RunLogs` needs from its actor. */
 export interface RunLogsOptions {
-  resolvePath?: ((event: RunEventOf<'run.started'>) => string) | undefined;
+  resolvePath?: ((event: RunOpening) => string) | undefined;
   onError: (runId: string, error: LogWriteError) => void;
   /** Reports an event that no log takes on `pge.errors.rejected`. */
   reject: (event: RunEvent, problem: string) => void;
@@ -92,7 +92,7 @@ export class RunLogs {
   }
 
   /** Opens the run's log and appends what waited for it, or reports why it cannot be chosen. */
-  start(run: RunLog, event: RunEventOf<'run.started'>): LogWriter | null {
+  start(run: RunLog, event: RunOpening): LogWriter | null {
     let path: string;
     try {
       path = this.#options.resolvePath?.(event) ?? event.payload.logPath;
@@ -104,6 +104,8 @@ export class RunLogs {
     const writer = new LogWriter({
       path,
       runId: event.runId,
+      // A resumed run's log must end right before the resume, as it did when the resume read it.
+      ...(event.type === 'run.resumed' ? { continuesAt: event.seq } : {}),
       onError: (error) => this.report(event.runId, run, error),
     });
     run.writer = writer;

@@ -1,11 +1,16 @@
 import { existsSync, statSync } from 'node:fs';
+import { readFile } from 'node:fs/promises';
+import { hostname } from 'node:os';
 import { basename, dirname, extname, join, resolve } from 'node:path';
 import type { InspectionEvent } from 'xstate';
-import { runSettingsOf } from '../actors/coordinator.js';
+import { type RunHandle, runSettingsOf } from '../actors/coordinator.js';
 import type { Model } from '../actors/model.js';
 import { OpenAIModel } from '../actors/openai-model.js';
+import { readRecordedRun } from '../actors/replay.js';
 import { subscribeEvents } from '../bus/channels.js';
-import { ConfigurationError, errorFromInfo, type LogWriteError } from '../errors.js';
+import { ConfigurationError, errorFromInfo, type LogWriteError, ResumeError } from '../errors.js';
+import type { RunOutcome } from '../machines/run-machine.js';
+import { readLogRunId, readLogTail } from '../persistence/log-reader.js';
 import { createEmbeddedRuntime, type EmbeddedRuntime } from '../runtime/embedded.js';
 import { newRunId } from '../runtime/run-id.js';
 import { checkTask } from '../runtime/task.js';
@@ -61,6 +66,60 @@ export class PlannerGeneratorEvaluator<T extends OutputType = OutputType> {
     return this.runOne(task, this.options.sharedStatePath ? resolve(this.options.sharedStatePath) : null);
   }
 
+  /**
+   * Continues a run whose process died (killed, a power loss) from its log, in the same file: the
+   * charts are rebuilt from the log's events without asking any model again for an answer the log
+   * holds; only a call in flight at the crash is asked again. The run keeps the settings its log
+   * recorded (bounds, thresholds, budgets); the models are this instance's, and must have the names
+   * the log recorded. Time the process was dead does not count in the run's duration or against
+   * `maxDurationMs`; the recorded calls count in its usage and budgets. Returns what `run` returns.
+   *
+   * Throws `ResumeError` (a `ConfigurationError`) before anything is asked or written when the log
+   * cannot be resumed: not a pge log, damaged beyond a torn last write, a run that has ended, or a
+   * log that this version of pge, replaying it, does not produce again. Resume a run only once its
+   * process is gone: two processes must never write one log.
+   */
+  async resume(logPath: string): Promise<RunOutput<T>> {
+    const path = resolve(logPath);
+    let bytes: Buffer;
+    try {
+      bytes = await readFile(path);
+    } catch (error) {
+      throw new ResumeError(`cannot resume ${path}: ${(error as Error).message}`, { cause: error });
+    }
+    const text = bytes.toString('utf8');
+    if (readLogRunId(text) === null) throw new ResumeError(`cannot resume ${path}: it is not a pge log`);
+    let tail: ReturnType<typeof readLogTail>;
+    try {
+      tail = readLogTail(text, path);
+    } catch (error) {
+      throw new ResumeError(`cannot resume ${path}: ${(error as Error).message}`, { cause: error });
+    }
+    const recorded = readRecordedRun(tail.events, path);
+    const { runId } = recorded;
+    const models = recorded.started.payload.settings.models;
+    const mine = this.modelNames;
+    if ((['planner', 'generator', 'evaluator'] as const).some((role) => models[role] !== mine[role])) {
+      const named = (m: Record<Role, string>) =>
+        `planner ${m.planner}, generator ${m.generator}, evaluator ${m.evaluator}`;
+      throw new ResumeError(
+        `cannot resume ${path}: its run used the models ${named(models)}; this harness has ${named(mine)}. Resume it with the same models`,
+      );
+    }
+    if (this.interrupts.has(runId)) throw new ResumeError(`run ${runId} is running in this process`);
+    const runtime = this.ensureRuntime();
+    const o = this.options;
+    const handle = runtime.coordinator.resumeRun(recorded, {
+      owner: `${hostname()}:${process.pid}`,
+      logPath: path,
+      // The torn end is cut by the log's writer when it opens the file, once the replay agreed.
+      discardedBytes: bytes.length - Buffer.byteLength(text.slice(0, tail.end)),
+      defaults: { defaultThresholds: o.defaultThresholds, fallbackThreshold: o.fallbackThreshold },
+    });
+    // The run's own duration: the time before the crash and after the resume.
+    return this.finish(handle, recorded.started.payload.task, path, (outcome) => outcome.totals.durationMs);
+  }
+
   /** Runs tasks one after another, each with its own run id and log; returns their outputs. */
   async batchedRun(tasks: readonly string[]): Promise<RunOutput<T>[]> {
     for (const task of tasks) checkTask(task, this.options.maxTaskBytes);
@@ -108,6 +167,18 @@ export class PlannerGeneratorEvaluator<T extends OutputType = OutputType> {
       ...runSettingsOf(o),
       models: this.modelNames,
     });
+    return this.finish(handle, task, logPath, () => performance.now() - started);
+  }
+
+  /** Waits for a run started or resumed, builds `lastResult`, and returns the output or throws the run's error. */
+  private async finish(
+    handle: RunHandle,
+    task: string,
+    logPath: string,
+    durationMs: (outcome: RunOutcome) => number,
+  ): Promise<RunOutput<T>> {
+    const { runId } = handle;
+    const runtime = this.runtime!;
     this.interrupts.set(runId, handle.interrupt);
     try {
       const outcome = await handle.done;
@@ -117,10 +188,10 @@ export class PlannerGeneratorEvaluator<T extends OutputType = OutputType> {
       await runtime.persistence.flushed(runId);
       const logError = this.logErrors.get(runId);
       if (logError) throw logError;
-      result.totalDuration = (performance.now() - started) / 1000;
+      result.totalDuration = durationMs(outcome) / 1000;
       this.lastResult = result;
       if (outcome.status === 'failed' && outcome.error) throw errorFromInfo(outcome.error);
-      return formatOutput(o.outputType, task, result);
+      return formatOutput(this.options.outputType, task, result);
     } finally {
       this.interrupts.delete(runId);
       this.logErrors.delete(runId);

@@ -94,6 +94,9 @@ const DASHBOARD_FLAGS = inGroup('cli', [
   },
 ]);
 
+/** The output flags of `resume`: a resumed run keeps its log and its recorded settings. */
+const RESUME_OUTPUT_FLAGS: readonly string[] = ['output-type', 'json', 'verbose'];
+
 /** The flags a command accepts, in help order. */
 export function flagsFor(command: Command): readonly FlagSpec[] {
   switch (command) {
@@ -102,6 +105,11 @@ export function flagsFor(command: Command): readonly FlagSpec[] {
     case 'demo':
       // The demo's model is built in: flags that configure a model server or a config file do not apply.
       return [...FLAGS.filter((f) => ['harness', 'budget', 'output'].includes(f.group)), INSPECT_FLAG];
+    case 'resume':
+      // The run's bounds, thresholds and budgets are the log's: only the models and the output are set here.
+      return FLAGS.filter(
+        (f) => f.group === 'model' || f.group === 'cli' || RESUME_OUTPUT_FLAGS.includes(f.name),
+      );
     case 'batch':
     case 'config':
       return FLAGS.filter((f) => f.group !== 'nats');

@@ -15,7 +15,7 @@ import {
  */
 
 /** The commands of `pge`. */
-export type Command = 'run' | 'demo' | 'batch' | 'config' | 'graph' | 'worker' | 'dashboard';
+export type Command = 'run' | 'demo' | 'resume' | 'batch' | 'config' | 'graph' | 'worker' | 'dashboard';
 
 /** The options a flag, the environment or a config file can set: every `PgeOptions` name that is plain data. */
 export type ConfigKey = Exclude<

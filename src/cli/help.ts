@@ -18,6 +18,17 @@ const EXIT_CODES = `Exit codes:
   130  interrupted (Ctrl-C or SIGTERM): the run ends as "interrupted" and its log stays consistent;
        a second Ctrl-C quits at once`;
 
+const RESUME_EXIT_CODES = `Exit codes (as 'pge run'):
+  0    every step passed
+  1    the run finished with failed steps, was stopped by a budget, or aborted (--on-exhausted abort)
+  2    usage or configuration error, or a log that cannot be resumed (detected before a model is
+       called, and the log is left as it was): not a pge log, damaged beyond a torn last write, a run
+       that has already ended, other models than the log's, or a log whose replay by this version of
+       pge disagrees with it
+  3    the run could not complete: the model server failed or refused the request, a plan or
+       contract answer stayed invalid after repairs, or the log could not be written
+  130  interrupted (Ctrl-C or SIGTERM): the run ends as "interrupted" (it can be resumed no more)`;
+
 const WORKER_EXIT_CODES = `Exit codes:
   0    drained and stopped after SIGINT or SIGTERM
   2    usage or configuration error, or NATS unreachable ("cannot connect to NATS at <url>: …")
@@ -49,6 +60,7 @@ Every event is recorded in a markdown log.
 Usage:
   pge run "<task>" [flags]      run a task with an OpenAI-compatible model
   pge demo ["<task>"] [flags]   run the whole loop offline with a built-in demo model (not an AI)
+  pge resume <log> [flags]      continue a run whose process died, from its log, in the same file
   pge batch <file> [flags]      run one task per line of a file, each with its own log
   pge config [flags]            show the resolved configuration and where each value came from
   pge graph [flags]             print the run or step statechart as Mermaid, DOT or JSON
@@ -74,6 +86,7 @@ Examples:
   pge run "Draft a README for a CLI" --base-url http://localhost:11434/v1 --model llama3.1 \\
       --structured-output json_object
   pge batch tasks.txt --working-dir runs --max-cost 2
+  pge resume pge_shared_state_<runId>.md
   pge config --model gpt-4.1-mini
   pge graph --machine step --format dot | dot -Tsvg > step.svg
   pge worker --role generator --nats nats://127.0.0.1:4222 --concurrency 8
@@ -106,6 +119,24 @@ Default task: "${DEMO_TASK}".`,
       'pge demo "Plan a birthday party" --working-dir /tmp/pge',
       'pge demo --json',
       'pge demo --inspect',
+    ],
+  },
+  resume: {
+    usage: 'pge resume <log-file> [flags]',
+    about: `Continues a run whose process died (killed, a power loss) from its markdown log, in the same
+file. The run is rebuilt from the log's events without asking any model again for an answer the log
+holds; only a call in flight at the crash is asked again. A "RUN RESUMED" section marks where it
+went on, then the run goes on as 'pge run' would, and the result is printed as 'pge run' prints it.
+The run keeps the settings its log recorded (steps, retries, thresholds, budgets), so those flags are
+not taken. Its models are the log's unless a flag, the environment or a config file names one
+(another name than the log's is refused); the API key and endpoint come from the usual places. A
+run of 'pge demo' resumes with the demo model. The calls before the crash count in the run's usage
+and against its budgets; the time the process was dead does not count against --max-duration. The
+end of a write the crash cut short is removed first. Resume a run only once its process has died:
+two processes must never write one log.`,
+    examples: [
+      'pge resume pge_shared_state_<runId>.md',
+      'pge resume runs/pge_shared_state_<runId>.md --base-url http://localhost:11434/v1 --json',
     ],
   },
   batch: {
@@ -245,6 +276,7 @@ export function topHelp(): string {
 const EXITS: Record<Command, string> = {
   run: EXIT_CODES,
   demo: EXIT_CODES,
+  resume: RESUME_EXIT_CODES,
   batch: EXIT_CODES,
   config: EXIT_CODES,
   worker: WORKER_EXIT_CODES,
@@ -256,7 +288,9 @@ const EXITS: Record<Command, string> = {
 export function commandHelp(command: Command): string {
   const { usage, about, examples } = COMMANDS[command];
   // Only the commands that read the environment and a config file explain them.
-  const configuration = ['run', 'batch', 'config', 'worker'].includes(command) ? `\n\n${CONFIGURATION}` : '';
+  const configuration = ['run', 'resume', 'batch', 'config', 'worker'].includes(command)
+    ? `\n\n${CONFIGURATION}`
+    : '';
   return `Usage: ${usage}
 
 ${about}

@@ -7,7 +7,7 @@ import { commandHelp, helpHint, topHelp } from './help.js';
 import { type CliIo, processIo } from './io.js';
 
 /**
- * The `pge` command line: `run`, `demo`, `batch`, `config`, `graph`, `worker`, `dashboard`, `help`.
+ * The `pge` command line: `run`, `demo`, `resume`, `batch`, `config`, `graph`, `worker`, `dashboard`, `help`.
  * `bin/pge.js` calls `main` and exits with the code it returns; `main` closes everything it opened,
  * so nothing else is needed. Every command's line is parsed here, from the flag table, and only
  * then is the command's module loaded.
@@ -19,6 +19,7 @@ type RunsCommandLine = (line: CommandLine, io: CliIo) => Promise<number>;
 const COMMANDS: Record<Command, () => Promise<RunsCommandLine>> = {
   run: async () => (await import('./run-command.js')).runCommand,
   demo: async () => (await import('./run-command.js')).demoCommand,
+  resume: async () => (await import('./resume-command.js')).resumeCommand,
   batch: async () => (await import('./batch-command.js')).batchCommand,
   config: async () => (await import('./config-command.js')).configCommand,
   graph: async () => (await import('./graph-command.js')).graphCommand,
@@ -77,7 +78,7 @@ export async function main(argv: string[], io: CliIo = processIo()): Promise<num
         : `unknown command "${first}"${guess ? ` (did you mean ${guess}?)` : ''}`;
       return usageError(
         io,
-        `${what}; the commands are run, demo, batch, config, graph, worker, dashboard`,
+        `${what}; the commands are run, demo, resume, batch, config, graph, worker, dashboard`,
         null,
       );
     }

@@ -51,6 +51,15 @@ export class Progress {
     else this.#draw();
   };
 
+  /**
+   * Follows a resumed run: takes the events its log already holds as seen, without printing them,
+   * so that the status line counts its steps, tokens and cost from the start.
+   */
+  resumeFrom(events: readonly RunEvent[]): void {
+    this.#start(this.#options.now());
+    for (const event of events) describeEvent(event, this.#state!, false);
+  }
+
   /** Prints a line that stays (above the live line, if any). */
   note(text: string): void {
     this.#print(text);

@@ -7,12 +7,13 @@ import { ConfigurationError } from '../errors.js';
 import { resolveConfig } from './config.js';
 import { DEMO_TASK } from './defaults.js';
 import { ExitCode, errorMessage, exitCodeOfError, exitCodeOfResult } from './exit-codes.js';
+import type { Command } from './flag-table.js';
 import type { CommandLine } from './flags.js';
 import { helpHint } from './help.js';
 import type { CliIo } from './io.js';
-import { withSession } from './session.js';
+import { type Session, withSession } from './session.js';
 
-/** `pge run` and `pge demo`: one task, its progress on stderr, its result on stdout. */
+/** `pge run` and `pge demo`: one task, its progress on stderr, its result on stdout (`pge resume` reports as they do). */
 
 /** What `pge demo` says before anything else, so nobody mistakes its output for a model's. */
 export const DEMO_NOTICE =
@@ -86,11 +87,28 @@ async function runTaskWith(
   io: CliIo,
   attach?: (pge: PlannerGeneratorEvaluator) => void,
 ): Promise<number> {
-  return withSession(options, io, async ({ pge, progress, interrupted }) => {
-    attach?.(pge);
+  return reportRun(command, options, json, io, (session) => {
+    attach?.(session.pge);
+    return session.pge.run(task);
+  });
+}
+
+/**
+ * Runs `start` in a session and reports it: progress on stderr, the output and summary (or the
+ * result as JSON) on stdout; returns the exit code. A run that failed still says where its log is.
+ */
+export async function reportRun(
+  command: Command,
+  options: PgeOptions,
+  json: boolean,
+  io: CliIo,
+  start: (session: Session) => Promise<RunOutput>,
+): Promise<number> {
+  return withSession(options, io, async (session) => {
+    const { pge, progress, interrupted } = session;
     let output: RunOutput;
     try {
-      output = await pge.run(task);
+      output = await start(session);
     } catch (error) {
       progress.stop();
       const code = exitCodeOfError(error);

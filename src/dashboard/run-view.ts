@@ -38,13 +38,15 @@ const ACTOR_OF_REQUEST = {
 
 /**
  * The run's call in flight: its latest request, when no event has followed it but reports of
- * stray results (`result.rejected`), which say nothing of this call. Any other event after a
- * request follows its answer.
+ * stray results (`result.rejected`), which say nothing of this call; or, after a resume, the
+ * request it asked again. Any other event after a request follows its answer.
  */
 function callInFlight(events: readonly RunEvent[]): CallView | null {
   const last = events.findLast((e) => e.type !== 'result.rejected');
-  if (!last || !Object.hasOwn(ACTOR_OF_REQUEST, last.type)) return null;
-  const request = last as RoleRequest;
+  const repeated = last?.type === 'run.resumed' ? last.payload.repeated.at(-1) : undefined;
+  const found = repeated === undefined ? last : events.find((e) => e.id === repeated);
+  if (!found || !Object.hasOwn(ACTOR_OF_REQUEST, found.type)) return null;
+  const request = found as RoleRequest;
   return {
     actor: ACTOR_OF_REQUEST[request.type],
     role: ROLE_OF_REQUEST[request.type],

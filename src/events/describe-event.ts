@@ -163,6 +163,18 @@ const DESCRIBERS: { readonly [T in RunEventType]: (event: RunEventOf<T>) => Even
     described(null, `${role} failed (${phase}): ${error.name}: ${error.message}`, 'milestone'),
   'request.cancelled': ({ payload: { requestId, phase, reason } }) =>
     described(null, `request ${requestId} (${phase}) cancelled: ${reason}`, 'detail'),
+  'run.resumed': ({ payload: p }) => {
+    const repeated =
+      p.repeated.length === 0
+        ? 'no call was in flight'
+        : `asking again ${plural(p.repeated.length, 'request')} in flight at the crash (${p.repeated.join(', ')})`;
+    const torn = p.discardedBytes > 0 ? `; removed a torn write of ${plural(p.discardedBytes, 'byte')}` : '';
+    return described(
+      null,
+      `run resumed by ${p.owner} after event ${p.fromSeq} (paused ${(p.pausedMs / 1000).toFixed(1)}s): ${repeated}${torn}`,
+      'milestone',
+    );
+  },
   'result.rejected': ({ payload: { requestId, worker, reason } }) =>
     described(null, `${reason} result for request ${requestId} from ${worker}: not applied`, 'milestone'),
   'run.completed': ({ payload: p }) => {

@@ -1,6 +1,6 @@
 /** The shared-state markdown log: rendering, the ordered writer, and the reader that parses it back. */
 
-export { logHeadings, readLog, readLogFile, readLogRunId } from './log-reader.js';
+export { logHeadings, readLog, readLogFile, readLogRunId, readLogTail } from './log-reader.js';
 export type { LogWriterOptions } from './log-writer.js';
 export { LogWriter } from './log-writer.js';
 export {

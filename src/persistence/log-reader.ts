@@ -10,10 +10,13 @@ import { LOG_TITLE, RUN_ID_PREFIX } from './markdown-log.js';
  * heading or fence inside model text (which the writer always fences) is just text here.
  */
 
-/** A line outside fences, or a whole fenced block (`closed` false when the text ends inside it). */
+/**
+ * A line outside fences, or a whole fenced block (`closed` false when the text ends inside it);
+ * `end` is the offset just past it and its line break.
+ */
 type Token =
-  | { kind: 'line'; text: string; line: number }
-  | { kind: 'fence'; info: string; body: string[]; line: number; closed: boolean };
+  | { kind: 'line'; text: string; line: number; end: number }
+  | { kind: 'fence'; info: string; body: string[]; line: number; closed: boolean; end: number };
 
 interface Fence {
   char: string;
@@ -46,12 +49,18 @@ function closesFence(line: string, fence: Fence): boolean {
 
 /** Splits on every CommonMark line ending (`\r\n`, `\r`, `\n`); line numbers start at 1. */
 function* tokens(text: string): Generator<Token> {
-  const lines = text.split(/\r\n|\r|\n/);
+  const lineBreak = /\r\n|\r|\n/g;
   let open: Extract<Token, { kind: 'fence' }> | null = null;
   let fence: Fence | null = null;
-  for (let i = 0; i < lines.length; i++) {
-    const line = lines[i]!;
+  let start = 0;
+  for (let number = 1; start <= text.length; number++) {
+    lineBreak.lastIndex = start;
+    const found = lineBreak.exec(text);
+    const line = text.slice(start, found ? found.index : text.length);
+    const end = found ? found.index + found[0].length : text.length;
+    start = found ? end : text.length + 1;
     if (open !== null && fence !== null) {
+      open.end = end;
       if (closesFence(line, fence)) {
         open.closed = true;
         yield open;
@@ -63,13 +72,64 @@ function* tokens(text: string): Generator<Token> {
       continue;
     }
     fence = openingFence(line);
-    if (fence !== null) open = { kind: 'fence', info: fence.info, body: [], line: i + 1, closed: false };
-    else yield { kind: 'line', text: line, line: i + 1 };
+    if (fence !== null)
+      open = { kind: 'fence', info: fence.info, body: [], line: number, closed: false, end };
+    else yield { kind: 'line', text: line, line: number, end };
   }
   if (open !== null) yield open;
 }
 
 const MARKER = /^<!-- pge:event seq=(\d+) type=([a-z.]+) -->$/;
+
+/** Thrown inside `scan` to stop at the first problem. */
+class Stop {
+  constructor(readonly error: Error) {}
+}
+
+/** A log read up to its first problem: the events before it, where the last one ends, and the problem. */
+interface Scan {
+  events: RunEvent[];
+  /** Offset just past the last complete event's block (0 before the first). */
+  end: number;
+  problem: Error | null;
+}
+
+function scan(text: string, source: string): Scan {
+  const events: RunEvent[] = [];
+  let end = 0;
+  const fail = (line: number, message: string, cause?: unknown): never => {
+    throw new Stop(new Error(`${source}:${line}: ${message}`, cause === undefined ? undefined : { cause }));
+  };
+  try {
+    let marker: { seq: number; type: string; line: number } | null = null;
+    for (const token of tokens(text)) {
+      if (marker !== null) {
+        if (token.kind !== 'fence' || token.info !== 'json') {
+          fail(marker.line, 'event marker is not followed by a json block');
+        } else {
+          if (!token.closed) fail(token.line, 'event block is never closed (a torn write?)');
+          events.push(parseEvent(token.body.join('\n'), marker, events, fail));
+          end = token.end;
+        }
+        marker = null;
+        continue;
+      }
+      if (token.kind === 'fence') {
+        if (!token.closed) fail(token.line, 'fenced block is never closed (a torn write?)');
+        continue;
+      }
+      if (!token.text.startsWith('<!-- pge:event')) continue;
+      const match = MARKER.exec(token.text);
+      if (match === null) fail(token.line, `malformed event marker: ${token.text}`);
+      else marker = { seq: Number(match[1]), type: match[2]!, line: token.line };
+    }
+    if (marker !== null) fail(marker.line, 'event marker at the end of the log has no json block');
+  } catch (error) {
+    if (error instanceof Stop) return { events, end, problem: error.error };
+    throw error;
+  }
+  return { events, end, problem: null };
+}
 
 /**
  * Parses a log into its exact event sequence. Throws an error naming the line when a marker has
@@ -78,33 +138,25 @@ const MARKER = /^<!-- pge:event seq=(\d+) type=([a-z.]+) -->$/;
  * run's closing event (`run.completed`, `run.failed`), which ends every log that has one.
  */
 export function readLog(text: string, source = 'log'): RunEvent[] {
-  const events: RunEvent[] = [];
-  const fail = (line: number, message: string, cause?: unknown): never => {
-    throw new Error(`${source}:${line}: ${message}`, cause === undefined ? undefined : { cause });
-  };
-  let marker: { seq: number; type: string; line: number } | null = null;
-  for (const token of tokens(text)) {
-    if (marker !== null) {
-      if (token.kind !== 'fence' || token.info !== 'json') {
-        fail(marker.line, 'event marker is not followed by a json block');
-      } else {
-        if (!token.closed) fail(token.line, 'event block is never closed (a torn write?)');
-        events.push(parseEvent(token.body.join('\n'), marker, events, fail));
-      }
-      marker = null;
-      continue;
-    }
-    if (token.kind === 'fence') {
-      if (!token.closed) fail(token.line, 'fenced block is never closed (a torn write?)');
-      continue;
-    }
-    if (!token.text.startsWith('<!-- pge:event')) continue;
-    const match = MARKER.exec(token.text);
-    if (match === null) fail(token.line, `malformed event marker: ${token.text}`);
-    else marker = { seq: Number(match[1]), type: match[2]!, line: token.line };
-  }
-  if (marker !== null) fail(marker.line, 'event marker at the end of the log has no json block');
+  const { events, problem } = scan(text, source);
+  if (problem !== null) throw problem;
   return events;
+}
+
+/**
+ * Reads a log whose last write a crash may have cut short (a power loss, a kill in the middle of a
+ * large write): its complete events, and `end`, the length of the text to keep. When the text
+ * after the last complete event does not parse (an event block never closed, a marker without its
+ * block, JSON that never became whole) and holds at most one event marker (a write is cut once, so
+ * at most one event in it is incomplete), it is the torn end of a write: `end` is where it starts.
+ * Otherwise `end` is the text's length: text that parses as text (a section whose event was never
+ * written) stays, and anything else wrong is thrown as `readLog` throws it.
+ */
+export function readLogTail(text: string, source = 'log'): { events: RunEvent[]; end: number } {
+  const { events, end, problem } = scan(text, source);
+  if (problem === null) return { events, end: text.length };
+  if ((text.slice(end).match(/^<!-- pge:event/gm)?.length ?? 0) > 1) throw problem;
+  return { events, end };
 }
 
 function parseEvent(

@@ -1,7 +1,7 @@
 import { type FileHandle, open, readFile } from 'node:fs/promises';
 import { LogWriteError } from '../errors.js';
 import { isClosingEvent, type RunEvent } from '../schemas/index.js';
-import { readLog, readLogRunId } from './log-reader.js';
+import { readLog, readLogRunId, readLogTail } from './log-reader.js';
 import { renderEvent } from './markdown-log.js';
 
 /** Options of `LogWriter`. */
@@ -10,6 +10,11 @@ export interface LogWriterOptions {
   path: string;
   /** The run whose events this writer takes; an event of another run is refused. */
   runId: string;
+  /**
+   * The seq of the first event this writer takes (a resumed run's `run.resumed`): the file must
+   * end right before it, else opening fails (the log changed after the resume read it).
+   */
+  continuesAt?: number;
   /** Told once, with the first failure; the run must stop, since the log is not best-effort. */
   onError: (error: LogWriteError) => void;
 }
@@ -44,6 +49,7 @@ export class LogWriter {
   /** Settles when the file is open and checked: rejects with the `LogWriteError` that prevented it. */
   readonly ready: Promise<void>;
   readonly #onError: (error: LogWriteError) => void;
+  readonly #continuesAt: number | undefined;
   #handle: FileHandle | null = null;
   /** Events that arrived before a lower seq did, or before the file was open. */
   readonly #held = new Map<number, RunEvent>();
@@ -65,6 +71,7 @@ export class LogWriter {
     this.path = options.path;
     this.runId = options.runId;
     this.#onError = options.onError;
+    this.#continuesAt = options.continuesAt;
     this.ready = this.#open();
     // The rejection is reported through #fail; callers that await `ready` see it as well.
     this.ready.then(
@@ -191,7 +198,17 @@ export class LogWriter {
       }
     }
     try {
-      this.#nextSeq = created ? 1 : (await this.#lastSeqInFile(handle)) + 1;
+      const found = created ? { last: 0, keep: null } : await this.#lastSeqInFile(handle);
+      this.#nextSeq = found.last + 1;
+      const expected = this.#continuesAt;
+      if (expected !== undefined && this.#nextSeq !== expected) {
+        const what = created ? 'did not exist' : `ends at seq ${found.last}`;
+        throw new LogWriteError(
+          `${this.path} ${what}, but the resumed run continues at seq ${expected}: the log changed after the resume read it`,
+        );
+      }
+      // The torn end of a write the crash cut short goes before the resumed run's first event.
+      if (found.keep !== null) await handle.truncate(found.keep);
     } catch (error) {
       await handle.close().catch(() => undefined); // the refusal below is the error that matters
       throw error instanceof LogWriteError
@@ -210,11 +227,16 @@ export class LogWriter {
     if (this.#highestSeq > seq) this.#highestSeq = seq;
   }
 
-  /** The last seq of this run's own existing log (a resume), 0 for a device; throws for any other file. */
-  async #lastSeqInFile(handle: FileHandle): Promise<number> {
+  /**
+   * The last seq of this run's own existing log (a resume), 0 for a device; throws for any other
+   * file. For a resumed run (`continuesAt`) a torn end is allowed: `keep` is then the length in
+   * bytes to cut the file to, else null. A log that ends with its closing event closes the writer
+   * at that seq.
+   */
+  async #lastSeqInFile(handle: FileHandle): Promise<{ last: number; keep: number | null }> {
     const stat = await handle.stat();
     // A device or pipe (/dev/stdout, say) holds no earlier run: write from the start.
-    if (!stat.isFile()) return 0;
+    if (!stat.isFile()) return { last: 0, keep: null };
     // Empty but already there: another writer has just created it, or someone left it; either way
     // it is not this run's log to resume.
     if (stat.size === 0)
@@ -228,10 +250,13 @@ export class LogWriter {
     if (owner !== this.runId)
       throw new LogWriteError(`${this.path} already holds run ${owner}; pge never overwrites a log`);
     try {
-      const events = readLog(text, this.path);
+      const { events, end } =
+        this.#continuesAt === undefined
+          ? { events: readLog(text, this.path), end: text.length }
+          : readLogTail(text, this.path);
       const last = events.at(-1);
       if (last !== undefined && isClosingEvent(last)) this.#end(last.seq);
-      return events.length;
+      return { last: events.length, keep: end < text.length ? Buffer.byteLength(text.slice(0, end)) : null };
     } catch (error) {
       throw new LogWriteError(`cannot resume ${this.path}: ${message(error)}`, { cause: error });
     }

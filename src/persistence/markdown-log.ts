@@ -162,6 +162,8 @@ function renderBody(event: RunEvent): string {
         event.ts,
         `**Attempt**: ${event.payload.attempt} — the evaluation is invalid\n\n${block('Problem', event.payload.problem)}${block('Raw answer', event.payload.raw ?? '')}`,
       );
+    case 'run.resumed':
+      return section('RUN RESUMED', event.ts, renderResumed(event.payload));
     case 'run.completed':
     case 'run.failed':
       return section('HARNESS SUMMARY', event.ts, renderSummary(event));
@@ -184,6 +186,16 @@ function renderHeader(event: RunEventOf<'run.started'>): string {
     `- **Limits**: at most ${plural(settings.maxSteps, 'step')}, ${plural(settings.maxRetriesPerStep, 'retry', 'retries')} per step, ` +
     `${plural(settings.maxContractRounds, 'contract round')}; budgets: ${limits.length === 0 ? 'none' : limits.join(', ')}\n` +
     `- **When a step is exhausted**: ${settings.onStepExhausted} (at most ${plural(settings.maxReplans, 'replan')})\n\n`
+  );
+}
+
+function renderResumed(p: RunEventOf<'run.resumed'>['payload']): string {
+  const repeated = p.repeated.length === 0 ? 'none (no call was in flight)' : p.repeated.join(', ');
+  const torn = p.discardedBytes > 0 ? `- **Torn write removed**: ${plural(p.discardedBytes, 'byte')}\n` : '';
+  return (
+    `- **Resumed by**: ${inline(p.owner)}\n- **Rebuilt from**: events 1 to ${p.fromSeq}, without asking a model again\n` +
+    `- **Asked again** (in flight at the crash): ${repeated}\n` +
+    `- **Paused**: ${seconds(p.pausedMs)} (not counted in the run's duration)\n${torn}\n`
   );
 }
 

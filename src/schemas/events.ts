@@ -142,10 +142,38 @@ export const RunStarted = event(
       maxContractRounds: z.number().int().min(1),
       onStepExhausted: ExhaustionPolicy,
       maxReplans: z.number().int().min(0),
+      /**
+       * Thresholds by criterion name for criteria the plan leaves open, and the threshold of any
+       * other: with them the log holds every setting the charts read, so a resume replays the run
+       * exactly. Absent in logs written before they were recorded; a resume then takes them from
+       * its own options (and refuses if the plan's recorded thresholds disagree).
+       */
+      defaultThresholds: z.record(z.string(), Score).optional(),
+      fallbackThreshold: Score.optional(),
       budgets: Budgets,
       callTimeoutMs: z.number().int().positive(),
       models: z.strictObject({ planner: z.string(), generator: z.string(), evaluator: z.string() }),
     }),
+  }),
+);
+/**
+ * A run continued by a new owner after its process died: the charts were rebuilt from events
+ * 1..`fromSeq` without asking any model again, and the run goes on from here. `repeated` names
+ * the requests that were in flight at the crash and are asked again (their answers were lost);
+ * `pausedMs` is the time from the last recorded event to the resume, which the run's duration
+ * (and its `maxDurationMs` budget) does not count; `discardedBytes` is the torn end of a write that
+ * the crash cut short, removed from the log before it was continued (0 almost always).
+ */
+export const RunResumed = event(
+  'run.resumed',
+  z.strictObject({
+    /** Who continues the run: `<host>:<pid>` of an embedded process, a coordinator's id on NATS. */
+    owner: z.string().min(1),
+    fromSeq: z.number().int().min(1),
+    logPath: z.string(),
+    repeated: z.array(z.string()),
+    pausedMs: z.number().min(0),
+    discardedBytes: z.number().int().min(0),
   }),
 );
 export const PlanRequested = event(
@@ -322,6 +350,7 @@ export const RunEvent = z.discriminatedUnion('type', [
   RoleFailed,
   RequestCancelled,
   ResultRejected,
+  RunResumed,
   RunCompleted,
   RunFailed,
 ]);
@@ -334,6 +363,8 @@ export type RunEventOf<T extends RunEventType> = Extract<RunEvent, { type: T }>;
 export function isClosingEvent(event: RunEvent): event is RunEventOf<'run.completed' | 'run.failed'> {
   return event.type === 'run.completed' || event.type === 'run.failed';
 }
+/** The event that opens a run's log: its start, or its resume by a process that did not start it. */
+export type RunOpening = RunEventOf<'run.started'> | RunEventOf<'run.resumed'>;
 /** An event before the coordinator stamps it with its envelope. */
 export type RunEventDraft = {
   [T in RunEventType]: { type: T; payload: RunEventOf<T>['payload'] };

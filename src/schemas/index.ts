@@ -23,7 +23,7 @@ export {
   Work,
   ZERO_USAGE,
 } from './domain.js';
-export type { RunEventDraft, RunEventOf, RunEventType } from './events.js';
+export type { RunEventDraft, RunEventOf, RunEventType, RunOpening } from './events.js';
 export {
   AttemptJudged,
   AttemptReason,

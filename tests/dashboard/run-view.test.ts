@@ -81,6 +81,26 @@ describe('active states', () => {
     } as const satisfies RunEvent;
     expect(buildRunView(request.runId, [...asked, stray]).call?.requestId).toBe(request.id);
     expect(buildRunView(request.runId, e).call).toBeNull();
+    // Resumed after a crash with the call in flight: the call asked again is the one in flight.
+    const resumed = (repeated: string[]) =>
+      ({
+        id: `${request.runId}-resumed`,
+        runId: request.runId,
+        seq: request.seq + 1,
+        ts: request.ts,
+        type: 'run.resumed',
+        payload: {
+          owner: 'host:1',
+          fromSeq: request.seq,
+          logPath: 'a.md',
+          repeated,
+          pausedMs: 0,
+          discardedBytes: 0,
+        },
+      }) as const satisfies RunEvent;
+    expect(buildRunView(request.runId, [...asked, resumed([request.id])]).call?.requestId).toBe(request.id);
+    const answered = e.slice(0, asked.length + 1);
+    expect(buildRunView(request.runId, [...answered, resumed([])]).call).toBeNull();
   });
 
   it('ends in the final state that a failed run names', () => {

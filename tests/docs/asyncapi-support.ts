@@ -61,6 +61,17 @@ const RARER_EVENTS: RunEventDraft[] = [
   },
   { type: 'result.rejected', payload: { requestId: 'run-3-7', worker: 'generator-1', reason: 'late' } },
   {
+    type: 'run.resumed',
+    payload: {
+      owner: 'build-host:4242',
+      fromSeq: 3,
+      logPath: '/var/lib/pge/pge_shared_state_run-3.md',
+      repeated: ['run-3-2'],
+      pausedMs: 61_000,
+      discardedBytes: 0,
+    },
+  },
+  {
     type: 'step.contract.imposed',
     payload: {
       stepId: 's1',

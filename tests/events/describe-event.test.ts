@@ -68,6 +68,17 @@ const SAMPLES: RunEvent[] = [
     payload: { requestId: 'run-a-12', worker: 'generator-2', reason: 'duplicate' },
   }),
   makeEvent('run-a', 48, {
+    type: 'run.resumed',
+    payload: {
+      owner: 'build-host:4242',
+      fromSeq: 47,
+      logPath: '/tmp/pge_shared_state_run-a.md',
+      repeated: ['run-a-30'],
+      pausedMs: 61_500,
+      discardedBytes: 120,
+    },
+  }),
+  makeEvent('run-a', 49, {
     type: 'run.failed',
     payload: { ...totals, reason: 'budget', message: 'maxCostUsd 0.50 reached' },
   }),
@@ -106,6 +117,13 @@ describe('describeEvent', () => {
     expect(by('run.failed')).toMatchObject({
       step: null,
       text: 'run stopped (budget): maxCostUsd 0.50 reached; 0/1 steps passed, 1,200 tokens, $0.5000',
+      level: 'milestone',
+    });
+    expect(by('run.resumed')).toMatchObject({
+      step: null,
+      text:
+        'run resumed by build-host:4242 after event 47 (paused 61.5s): asking again 1 request in flight ' +
+        'at the crash (run-a-30); removed a torn write of 120 bytes',
       level: 'milestone',
     });
     expect(by('step.work.completed').excerpt).toBe(

@@ -187,6 +187,8 @@ export function fullRun(runId: string, options: FullRunOptions = {}): RunEvent[]
           maxContractRounds: 3,
           onStepExhausted: 'advance',
           maxReplans: 1,
+          defaultThresholds: { form: 8 },
+          fallbackThreshold: 6,
           budgets: { maxCostUsd: 1, maxTokens: null, maxDurationMs: null },
           callTimeoutMs: 60_000,
           models: { planner: 'gpt-x', generator: 'gpt-x', evaluator: 'gpt-x' },

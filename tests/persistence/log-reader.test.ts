@@ -8,6 +8,7 @@ import {
   readLog,
   readLogFile,
   readLogRunId,
+  readLogTail,
   renderEvent,
   renderLog,
 } from '../../src/persistence/index.js';
@@ -63,6 +64,30 @@ describe('readLog', () => {
     expect(() => readLog(log)).toThrow(
       `log:${line}: ${after.type} (seq ${after.seq}) comes after the run's closing event ${closing.type} (seq ${closing.seq})`,
     );
+  });
+
+  it('reads the complete events of a log whose last write was torn, and where they end', () => {
+    const kept = renderLog(events.slice(0, 5));
+    const next = renderEvent(events[5]!);
+    // Torn inside the next event's fenced text, its JSON, or before its block closes: cut.
+    for (const at of [next.indexOf('```') + 5, next.lastIndexOf('{') + 2, next.length - 3]) {
+      expect(readLogTail(kept + next.slice(0, at))).toEqual({ events: events.slice(0, 5), end: kept.length });
+    }
+    // Text that parses as text (a section without its event yet) is kept; so is a whole log.
+    const section = next.slice(0, next.indexOf('<!--'));
+    expect(readLogTail(kept + section)).toEqual({ events: events.slice(0, 5), end: (kept + section).length });
+    expect(readLogTail(text)).toEqual({ events, end: text.length });
+  });
+
+  it('does not take damage with whole events after it for a torn write', () => {
+    const damaged = text.replace(`"seq":3,`, '"seq":3,"x":1,');
+    expect(() => readLog(damaged)).toThrow(/not a valid run event/);
+    expect(() => readLogTail(damaged)).toThrow(/not a valid run event/);
+    // The last event damaged is indistinguishable from a torn write: it is the one cut.
+    const last = renderLog(events.slice(0, -1));
+    const lastDamaged =
+      text.slice(0, last.length) + renderEvent(events.at(-1)!).replace('"seq"', '"x":1,"seq"');
+    expect(readLogTail(lastDamaged)).toEqual({ events: events.slice(0, -1), end: last.length });
   });
 
   it('rejects a torn tail', () => {

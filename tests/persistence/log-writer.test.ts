@@ -215,6 +215,32 @@ describe('LogWriter', () => {
     expect(first.errors.concat(second.errors)).toEqual([]);
   });
 
+  it('continues a resumed run right after its log, removing the torn end of a write first', async () => {
+    const path = join(dir, 'log.md');
+    const kept = renderLog(events.slice(0, 10));
+    await writeFile(path, `${kept}${renderLog(events.slice(10, 11)).slice(0, -10)}`);
+    const errors: LogWriteError[] = [];
+    const log = new LogWriter({ path, runId: 'run-a', continuesAt: 11, onError: (e) => errors.push(e) });
+    for (const event of events.slice(10)) log.append(event);
+    await log.close();
+    expect(await readFile(path, 'utf8')).toBe(renderLog(events));
+    expect(errors).toEqual([]);
+  });
+
+  it('refuses to continue a resumed run on a log that does not end right before it', async () => {
+    const path = join(dir, 'log.md');
+    const text = renderLog(events.slice(0, 12));
+    await writeFile(path, text);
+    const errors: LogWriteError[] = [];
+    const log = new LogWriter({ path, runId: 'run-a', continuesAt: 11, onError: (e) => errors.push(e) });
+    log.append(events[10]!);
+    await expect(log.flushed()).rejects.toThrow(
+      'ends at seq 12, but the resumed run continues at seq 11: the log changed after the resume read it',
+    );
+    expect(errors).toHaveLength(1);
+    expect(await readFile(path, 'utf8')).toBe(text);
+  });
+
   it('reports an unwritable directory through onError and flushed()', async () => {
     await writeFile(join(dir, 'file'), 'x');
     const { log, errors } = writer(join(dir, 'file', 'log.md'));

@@ -166,6 +166,29 @@ describe('the shared-state log format', () => {
   });
 });
 
+describe('a resumed run', () => {
+  it('marks where it went on with a RUN RESUMED section that no owner name can break', () => {
+    const resumed = makeEvent('run-a', 7, {
+      type: 'run.resumed',
+      payload: {
+        owner: HOSTILE,
+        fromSeq: 6,
+        logPath: '/tmp/a.md',
+        repeated: ['run-a-6'],
+        pausedMs: 90_000,
+        discardedBytes: 17,
+      },
+    });
+    const log = renderLog([...fullRun('run-a').slice(0, 6), resumed]);
+    expect(logHeadings(log).at(-1)).toBe(`### [RUN RESUMED] (${resumed.ts})`);
+    expect(log).toContain(`- **Resumed by**: ${inline(HOSTILE)}\n`);
+    expect(log).toContain('- **Asked again** (in flight at the crash): run-a-6\n');
+    expect(log).toContain("- **Paused**: 90.0 s (not counted in the run's duration)\n");
+    expect(log).toContain('- **Torn write removed**: 17 bytes\n');
+    expect(readLog(log).at(-1)).toEqual(resumed);
+  });
+});
+
 describe('fences and inline text', () => {
   it('uses a fence longer than any backtick run in the text', () => {
     expect(fenceFor('plain')).toBe('```');

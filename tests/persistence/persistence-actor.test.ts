@@ -90,6 +90,25 @@ describe('the persistence actor', () => {
     await actor.close();
   });
 
+  it("opens a resumed run's log at its run.resumed, and continues it", async () => {
+    const path = join(dir, 'a.md');
+    const a = fullRun('run-a', { logPath: join(dir, 'moved-away.md') });
+    const resumed = makeEvent('run-a', 21, {
+      type: 'run.resumed',
+      payload: { owner: 'host:1', fromSeq: 20, logPath: path, repeated: [], pausedMs: 5, discardedBytes: 0 },
+    });
+    const after = a.slice(20).map((e) => ({ ...e, seq: e.seq + 1, id: `run-a-${e.seq + 1}` }) as RunEvent);
+    await writeFile(path, renderLog(a.slice(0, 20)));
+    const actor = createPersistenceActor({ bus, onError });
+    // The events after the resume may come before it: they wait for the event that names the file.
+    await publishAll([after[0]!, resumed, ...after.slice(1)]);
+    await bus.flush();
+    await actor.flushed('run-a');
+    expect(await readLogFile(path)).toEqual([...a.slice(0, 20), resumed, ...after]);
+    await actor.close();
+    expect(errors).toEqual([]);
+  });
+
   it('waits in flushed() for events that are not on disk yet', async () => {
     const a = fullRun('run-a', { logPath: join(dir, 'a.md') });
     const actor = createPersistenceActor({ bus, onError });

@@ -1,0 +1,305 @@
+import { ResumeError } from '../errors.js';
+import type {
+  RoleRequest,
+  RoleResult,
+  RunEvent,
+  RunEventDraft,
+  RunEventOf,
+  RunEventType,
+  Usage,
+} from '../schemas/index.js';
+import { addUsage, ROLE_OF_REQUEST, RunEvent as RunEventSchema, ZERO_USAGE } from '../schemas/index.js';
+
+/**
+ * Deterministic replay of a recorded run, the idiom of durable-execution systems: a resumed run
+ * starts its charts again with the recorded input, answers each call from the recorded events
+ * instead of a model, and checks that every event the charts produce again equals the recorded
+ * one. When the recorded events run out the run is live, and only a request recorded without its
+ * answer (in flight at the crash) is asked again.
+ *
+ * This module reads the recorded events (from a log, or from a stream) into what the coordinator
+ * replays: the answers by request id, and the events the charts do not produce, which the replay
+ * takes as they are (`facts`): the model calls the workers reported, stray results, cancels,
+ * earlier resumes, and the pieces of an answer lost in a crash.
+ */
+
+/** A request's answer as the log holds it: the worker's result, what its calls cost, when it came. */
+export interface RecordedAnswer {
+  result: RoleResult['result'];
+  /** Usage of every call the request cost, those of an attempt lost in a crash included. */
+  usage: Usage;
+  /** When the answer arrived, in the run's time (epoch ms less the time the run was paused). */
+  finishedAt: number;
+}
+
+/** A run's recorded events, read for a replay. */
+export interface RecordedRun {
+  readonly runId: string;
+  readonly started: RunEventOf<'run.started'>;
+  /** Every recorded event, in seq order (`events[i].seq === i + 1`). */
+  readonly events: readonly RunEvent[];
+  /** Seqs of the events the charts do not produce: the replay takes them as recorded. */
+  readonly facts: ReadonlySet<number>;
+  /** Answered requests, by request id. */
+  readonly answers: ReadonlyMap<string, RecordedAnswer>;
+  /** Usage of the calls recorded for each request, by request id. */
+  readonly usage: ReadonlyMap<string, Usage>;
+  /** Epoch ms of the last recorded event: the last moment the run is known to have been alive. */
+  readonly lastAt: number;
+  /** Time the run spent paused across earlier resumes (the sum of their `pausedMs`). */
+  readonly pausedMs: number;
+}
+
+/** Events that close a run: a log that ends with one has nothing to resume. */
+const TERMINAL: ReadonlySet<RunEventType> = new Set(['run.completed', 'run.failed']);
+
+/** Events that record something outside the charts: never produced again by a replay. */
+const FACTS: ReadonlySet<RunEventType> = new Set([
+  'model.call.completed',
+  'result.rejected',
+  'request.cancelled',
+  'run.resumed',
+]);
+
+/** The answer events of each phase's call (`run-charts.ts` records them), besides `role.failed`. */
+type AnswerEvent = RunEventOf<
+  | 'plan.created'
+  | 'step.contract.proposed'
+  | 'step.contract.reviewed'
+  | 'step.work.completed'
+  | 'step.work.invalid'
+  | 'step.evaluation.completed'
+  | 'step.evaluation.invalid'
+  | 'role.failed'
+>;
+
+/** The request an answer event answers, by type. */
+const REQUEST_OF_ANSWER: Record<Exclude<AnswerEvent['type'], 'role.failed'>, RoleRequest['type']> = {
+  'plan.created': 'plan.requested',
+  'step.contract.proposed': 'step.contract.requested',
+  'step.contract.reviewed': 'step.review.requested',
+  'step.work.completed': 'step.work.requested',
+  'step.work.invalid': 'step.work.requested',
+  'step.evaluation.completed': 'step.evaluation.requested',
+  'step.evaluation.invalid': 'step.evaluation.requested',
+};
+
+const isAnswer = (event: RunEvent): event is AnswerEvent =>
+  event.type === 'role.failed' || Object.hasOwn(REQUEST_OF_ANSWER, event.type);
+
+const isRequest = (event: RunEvent): event is RoleRequest => Object.hasOwn(ROLE_OF_REQUEST, event.type);
+
+const epochMs = (event: RunEvent): number => Date.parse(event.ts);
+
+/** The worker's result behind an answer event: what the call actor turned into that event. */
+function resultOf(
+  answer: AnswerEvent,
+  truncation: RunEventOf<'plan.truncated'> | null,
+): RoleResult['result'] {
+  switch (answer.type) {
+    case 'plan.created': {
+      const cut = truncation && {
+        from: truncation.payload.from,
+        droppedStepIds: truncation.payload.droppedStepIds,
+      };
+      return { status: 'ok', phase: 'plan', output: { plan: answer.payload.plan, truncation: cut } };
+    }
+    case 'step.contract.proposed':
+      return { status: 'ok', phase: 'contract', output: answer.payload.proposal };
+    case 'step.contract.reviewed':
+      return { status: 'ok', phase: 'contract_review', output: answer.payload.review };
+    case 'step.work.completed':
+      return { status: 'ok', phase: 'work', output: answer.payload.work };
+    case 'step.evaluation.completed':
+      return { status: 'ok', phase: 'evaluation', output: answer.payload.evaluation };
+    case 'step.work.invalid':
+    case 'step.evaluation.invalid': {
+      const phase = answer.type === 'step.work.invalid' ? 'work' : 'evaluation';
+      const error = { name: 'InvalidOutputError', message: answer.payload.problem, retryable: false };
+      return { status: 'error', phase, error, raw: answer.payload.raw };
+    }
+    case 'role.failed': {
+      const { phase, error, raw } = answer.payload;
+      return { status: 'error', phase, error, raw };
+    }
+  }
+}
+
+/**
+ * Reads a run's recorded events for a replay. Throws `ResumeError` when they cannot be resumed:
+ * none, not starting with `run.started`, ending with the run's closing event, or an answer that no
+ * open request asked for. `source` names them in errors (the log's path).
+ */
+export function readRecordedRun(events: readonly RunEvent[], source: string): RecordedRun {
+  const fail = (message: string): never => {
+    throw new ResumeError(`cannot resume ${source}: ${message}`);
+  };
+  const first = events[0];
+  if (first === undefined) return fail('it holds no event');
+  if (first.type !== 'run.started') return fail(`its first event is ${first.type}, not run.started`);
+  const last = events.at(-1)!;
+  if (TERMINAL.has(last.type))
+    fail(
+      `run ${first.runId} has already ended (${last.type} at seq ${last.seq}); there is nothing to resume`,
+    );
+
+  const facts = new Set<number>();
+  const answers = new Map<string, RecordedAnswer>();
+  const usage = new Map<string, Usage>();
+  /** When each request's latest recorded call came, in run time. */
+  const lastCallAt = new Map<string, number>();
+  let open: { request: RoleRequest; truncation: RunEventOf<'plan.truncated'> | null } | null = null;
+  let pausedMs = 0;
+  for (const event of events) {
+    if (FACTS.has(event.type)) facts.add(event.seq);
+    switch (event.type) {
+      case 'model.call.completed': {
+        const { requestId, promptTokens, completionTokens, costUsd } = event.payload;
+        const call = { promptTokens, completionTokens, costUsd, calls: 1 };
+        usage.set(requestId, addUsage(usage.get(requestId) ?? ZERO_USAGE, call));
+        lastCallAt.set(requestId, epochMs(event) - pausedMs);
+        continue;
+      }
+      case 'request.cancelled':
+        if (open?.request.id === event.payload.requestId) open = null;
+        continue;
+      case 'run.resumed':
+        // A plan cut by the harness whose plan.created the crash lost: the repeated call cuts it again.
+        if (open?.truncation && event.payload.repeated.includes(open.request.id)) {
+          facts.add(open.truncation.seq);
+          open.truncation = null;
+        }
+        pausedMs += event.payload.pausedMs;
+        continue;
+      case 'plan.truncated':
+        if (open?.request.type !== 'plan.requested')
+          fail(`plan.truncated at seq ${event.seq} follows no plan request`);
+        else open.truncation = event;
+        continue;
+    }
+    if (isRequest(event)) {
+      // The charts make one call at a time: a request is answered or cancelled before the next.
+      if (open !== null)
+        fail(`${event.type} at seq ${event.seq} while request ${open.request.id} still waits for its answer`);
+      open = { request: event, truncation: null };
+      continue;
+    }
+    if (!isAnswer(event)) continue;
+    const expected = event.type === 'role.failed' ? open?.request.type : REQUEST_OF_ANSWER[event.type];
+    if (
+      open === null ||
+      open.request.type !== expected ||
+      (event.type === 'role.failed' && event.payload.requestId !== open.request.id)
+    ) {
+      return fail(`${event.type} at seq ${event.seq} answers no open request`);
+    }
+    const id = open.request.id;
+    answers.set(id, {
+      result: resultOf(event, open.truncation),
+      usage: usage.get(id) ?? ZERO_USAGE,
+      // A result is stamped when it arrives, on its model calls; one without calls, on its answer.
+      finishedAt: lastCallAt.get(id) ?? epochMs(event) - pausedMs,
+    });
+    open = null;
+  }
+  // In flight at the crash: a cut the harness made of a plan whose plan.created was lost is part
+  // of the lost answer, which the repeated call gives again.
+  if (open?.truncation) facts.add(open.truncation.seq);
+  return {
+    runId: first.runId,
+    started: first,
+    events,
+    facts,
+    answers,
+    usage,
+    lastAt: epochMs(last),
+    pausedMs,
+  };
+}
+
+/**
+ * The cursor of one replay: hands out the recorded events in order as the charts produce them
+ * again. Before each produced event it passes the facts recorded ahead of it to `onFact`.
+ */
+export class Replay {
+  readonly recorded: RecordedRun;
+  readonly #onFact: (event: RunEvent) => void;
+  /** Index of the next recorded event; run.started is taken as the run's input, not produced again. */
+  #next = 1;
+
+  constructor(recorded: RecordedRun, onFact: (event: RunEvent) => void) {
+    this.recorded = recorded;
+    this.#onFact = onFact;
+  }
+
+  /** The seq of the last recorded event handed out. */
+  get seq(): number {
+    return this.#next;
+  }
+
+  /**
+   * The recorded event that `draft` produces again, or null when the recorded events the charts
+   * produce have run out (the draft is the run's first live event). Throws `ResumeError` when the
+   * draft differs from the recorded event.
+   */
+  match(draft: RunEventDraft): RunEvent | null {
+    const { events, facts } = this.recorded;
+    while (this.#next < events.length && facts.has(this.#next + 1)) this.#onFact(events[this.#next++]!);
+    const recorded = events[this.#next];
+    if (recorded === undefined) return null;
+    const problem = difference(draft, recorded);
+    if (problem !== null) throw this.#disagree(recorded.seq, problem);
+    this.#next++;
+    return recorded;
+  }
+
+  /** Takes the remaining recorded events, which must all be facts: the replay is over. */
+  finish(): void {
+    const { events, facts } = this.recorded;
+    for (; this.#next < events.length; this.#next++) {
+      const event = events[this.#next]!;
+      if (!facts.has(event.seq))
+        throw this.#disagree(event.seq, `the log has ${event.type} here, which the replay did not produce`);
+      this.#onFact(event);
+    }
+  }
+
+  #disagree(seq: number, problem: string): ResumeError {
+    return new ResumeError(
+      `cannot resume run ${this.recorded.runId}: the log and its replay disagree at seq ${seq}: ${problem}. ` +
+        'Nothing was asked of a model or written. Resume it with the version of pge that wrote it ' +
+        '(and, if its run.started records no thresholds, the defaultThresholds and fallbackThreshold it ran with)',
+    );
+  }
+}
+
+/** Where a produced draft differs from the recorded event, in words, or null when it does not. */
+function difference(draft: RunEventDraft, recorded: RunEvent): string | null {
+  if (draft.type !== recorded.type) return `the log has ${recorded.type}, the replay produced ${draft.type}`;
+  // Parsed as the log's events were (zod's output, without undefined fields), so that only
+  // what the log would hold is compared.
+  const parsed = RunEventSchema.safeParse({ ...envelopeOf(recorded), ...draft });
+  if (!parsed.success) return `the replay produced an invalid ${draft.type}`;
+  const path = firstDifference(parsed.data.payload, recorded.payload, 'payload');
+  return path === null ? null : `${recorded.type} differs at ${path}`;
+}
+
+const envelopeOf = ({ id, runId, seq, ts }: RunEvent) => ({ id, runId, seq, ts });
+
+/** The path of the first difference between two JSON values, or null when they are equal. */
+function firstDifference(a: unknown, b: unknown, path: string): string | null {
+  if (Object.is(a, b)) return null;
+  if (typeof a !== 'object' || typeof b !== 'object' || a === null || b === null) return path;
+  if (Array.isArray(a) !== Array.isArray(b)) return path;
+  const keys = new Set([...Object.keys(a), ...Object.keys(b)]);
+  for (const key of keys) {
+    const at = Array.isArray(a) ? `${path}[${key}]` : `${path}.${key}`;
+    const found = firstDifference(
+      (a as Record<string, unknown>)[key],
+      (b as Record<string, unknown>)[key],
+      at,
+    );
+    if (found !== null) return found;
+  }
+  return null;
+}

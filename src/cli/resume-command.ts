@@ -1,0 +1,63 @@
+import { readFile } from 'node:fs/promises';
+import { resolve } from 'node:path';
+import { DemoModel } from '../actors/demo-model.js';
+import type { PgeOptions } from '../api/options.js';
+import { ConfigurationError } from '../errors.js';
+import { readLogTail } from '../persistence/log-reader.js';
+import type { Role, RunEvent } from '../schemas/index.js';
+import { resolveConfig } from './config.js';
+import type { CommandLine } from './flags.js';
+import type { CliIo } from './io.js';
+import { reportRun } from './run-command.js';
+
+/**
+ * `pge resume <log-file>`: continues a run whose process died, from its log, in the same file
+ * (`PlannerGeneratorEvaluator.resume`). The run's settings are the ones its log recorded; the
+ * models are the log's too, unless a flag, the environment or a config file names them (the
+ * harness then refuses other names). A run of `pge demo` resumes with the demo model.
+ */
+
+const ROLES: readonly Role[] = ['planner', 'generator', 'evaluator'];
+const MODEL_OPTION = {
+  planner: 'plannerModelName',
+  generator: 'generatorModelName',
+  evaluator: 'evaluatorModelName',
+} as const satisfies Record<Role, keyof PgeOptions>;
+
+/** The log's events, or null when it cannot be read: `resume` then says why, with the exit code that goes with it. */
+async function recordedEvents(path: string): Promise<RunEvent[] | null> {
+  try {
+    return readLogTail(await readFile(path, 'utf8'), path).events;
+  } catch {
+    return null;
+  }
+}
+
+/** The options to resume with: the log's model names fill in those the configuration leaves open. */
+function withRecordedModels(options: PgeOptions, recorded: Record<Role, string>): PgeOptions {
+  const demo = new DemoModel();
+  if (ROLES.every((role) => recorded[role] === demo.name))
+    return { ...options, plannerAgent: demo, generatorAgent: demo, evaluatorAgent: demo };
+  const names: PgeOptions = { ...options };
+  for (const role of ROLES) names[MODEL_OPTION[role]] ??= options.modelName ?? recorded[role];
+  return names;
+}
+
+/** `pge resume <log-file> [flags]`. */
+export async function resumeCommand(line: CommandLine, io: CliIo): Promise<number> {
+  const [file, ...extra] = line.positionals;
+  if (file === undefined || extra.length > 0)
+    throw new ConfigurationError('pge resume needs one log file: pge resume <log-file>');
+  const path = resolve(io.cwd, file);
+  const config = resolveConfig({ flags: line.flags, env: io.env, cwd: io.cwd });
+  const events = await recordedEvents(path);
+  const started = events?.[0]?.type === 'run.started' ? events[0] : null;
+  const options = started
+    ? withRecordedModels(config.options, started.payload.settings.models)
+    : config.options;
+  return reportRun('resume', options, line.flags.json, io, ({ pge, progress }) => {
+    // The status line counts what the log already holds: its steps, tokens and cost.
+    if (events) progress.resumeFrom(events);
+    return pge.resume(path);
+  });
+}
