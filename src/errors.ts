@@ -106,6 +106,11 @@ export class WorkAbandonedError extends PgeError {
   readonly retryable = false;
 }
 
+/** A coordinator let a run go because another coordinator took it over (its lease was lost). */
+export class RunTakenOverError extends PgeError {
+  readonly retryable = false;
+}
+
 /** A worker stopped while it held a request: the request is handed back, not failed. */
 export class WorkerStoppedError extends PgeError {
   readonly retryable = true;

@@ -10,7 +10,13 @@ import {
   subscribeResults,
 } from '../bus/channels.js';
 import { subjects } from '../bus/subjects.js';
-import { CallTimeoutError, ConfigurationError, describeError, ResumeError } from '../errors.js';
+import {
+  CallTimeoutError,
+  ConfigurationError,
+  describeError,
+  ResumeError,
+  RunTakenOverError,
+} from '../errors.js';
 import type { RunInput, RunOutcome } from '../machines/run-machine.js';
 import type { CallReport, RecordParams } from '../machines/types.js';
 import type {
@@ -123,6 +129,12 @@ export interface RunHandle {
   readonly calls: readonly ModelCall[];
   /** Ends the run as interrupted, `reason` going into its closing event; a call in flight is cancelled. */
   interrupt(reason?: string): void;
+  /**
+   * Lets the run go, because `owner` took it over (this coordinator lost its lease): the chart
+   * stops, nothing more is recorded or published (the call in flight is not cancelled: the new
+   * owner waits for its result), and `done` rejects with `RunTakenOverError`.
+   */
+  abandon(owner: string): void;
 }
 
 /** Options of a coordinator's `resumeRun`. */
@@ -140,6 +152,12 @@ export interface ResumeOptions {
   discardedBytes?: number;
   /** Thresholds for a log whose `run.started` does not record them (written before they were recorded). */
   defaults?: Pick<RunSpec, 'defaultThresholds' | 'fallbackThreshold'>;
+  /**
+   * The result a worker already stored for a request, if any (NATS: `PGE_RESULTS`). The request in
+   * flight when the run's last owner died may have been answered after it died: that answer is
+   * applied, and no model is asked again.
+   */
+  storedResult?: (requestId: string) => Promise<RoleResult | null>;
 }
 
 /** The settings of a resumed run: those its `run.started` recorded. */
@@ -212,16 +230,20 @@ export function createCoordinator(options: CoordinatorOptions) {
     });
   };
 
-  // One subscription for the results of every run: request ids are unique across runs.
-  const results = subscribeResults(bus, '*', (result) => {
+  /** Applies a result to the call waiting for it; false when none waits. */
+  const applyResult = (result: RoleResult): boolean => {
     const call = pending.get(result.requestId);
     // A call of a run that has just closed is not answered any more: its actor is being stopped.
-    if (call?.run.isOpen()) {
-      pending.delete(result.requestId);
-      call.run.answered.add(result.requestId);
-      call.resolve(result);
-      return;
-    }
+    if (!call?.run.isOpen()) return false;
+    pending.delete(result.requestId);
+    call.run.answered.add(result.requestId);
+    call.resolve(result);
+    return true;
+  };
+
+  // One subscription for the results of every run: request ids are unique across runs.
+  const results = subscribeResults(bus, '*', (result) => {
+    if (applyResult(result)) return;
     const run = active.get(result.runId);
     if (run !== undefined) {
       const reason = run.answered.has(result.requestId)
@@ -299,6 +321,13 @@ export function createCoordinator(options: CoordinatorOptions) {
       }
       return error;
     };
+    /** The coordinator that took the run over from this one, once it has. */
+    let takenBy: string | null = null;
+    let rejectTaken: (error: RunTakenOverError) => void = () => {};
+    const taken = new Promise<never>((_, reject) => {
+      rejectTaken = reject;
+    });
+    taken.catch(() => undefined); // observed through `done`
     const publishFailed = (error: unknown): void => {
       // A run whose events cannot be published has no record: stop it rather than go on unrecorded.
       publishFailure ??= error;
@@ -388,6 +417,8 @@ export function createCoordinator(options: CoordinatorOptions) {
       const phase = asked.get(requestId);
       if (phase === undefined) return;
       asked.delete(requestId);
+      // A run taken over is not this coordinator's to cancel: its new owner waits for the result.
+      if (takenBy !== null) return;
       const reason = state.cancelled.get(requestId) ?? stopped;
       if (!state.cancelled.has(requestId)) markCancelled(requestId, phase, reason);
       publishCancel(bus, { runId, requestId, reason, ts: timestamp() }).catch(() => {
@@ -431,6 +462,7 @@ export function createCoordinator(options: CoordinatorOptions) {
       const request = record(draft as RunEventDraft) as RoleRequest;
       // Still replaying: the request is a recorded one.
       let carried = ZERO_USAGE;
+      let stored: ResumeOptions['storedResult'];
       if (replay !== null) {
         const { recorded, options } = resume!;
         const answer = recorded.answers.get(request.id);
@@ -448,6 +480,7 @@ export function createCoordinator(options: CoordinatorOptions) {
           throw diverged(error);
         }
         if (options.resend !== false) publishing.push(enqueueWork(bus, request).catch(publishFailed));
+        stored = options.storedResult;
       }
       // `record` published the request both as an event and on the role's work queue.
       const { phase } = request.payload;
@@ -485,6 +518,15 @@ export function createCoordinator(options: CoordinatorOptions) {
             resolve({ request, result: result.result, report: spent(request, result, carried) });
           },
         });
+        // Asked again after a crash: a worker may have answered after the last owner died.
+        if (stored !== undefined) {
+          stored(request.id).then(
+            (result) => result !== null && applyResult(result),
+            () => {
+              // Not found is the usual case; the request was queued again and will be answered.
+            },
+          );
+        }
       });
     }
 
@@ -540,7 +582,7 @@ export function createCoordinator(options: CoordinatorOptions) {
 
     const done = (async () => {
       try {
-        const outcome = await Promise.race([finished, divergence]);
+        const outcome = await Promise.race([finished, divergence, taken]);
         await Promise.all(publishing);
         if (publishFailure) throw publishFailure;
         return outcome;
@@ -548,7 +590,8 @@ export function createCoordinator(options: CoordinatorOptions) {
         actor.stop();
         scopes.delete(actor.system);
         active.delete(runId);
-        ended.set(runId, true);
+        // Results of a run taken over are its new owner's to judge.
+        if (takenBy === null) ended.set(runId, true);
       }
     })();
 
@@ -558,6 +601,13 @@ export function createCoordinator(options: CoordinatorOptions) {
       calls,
       interrupt: (reason?: string) =>
         actor.send(reason ? { type: 'interrupt', reason } : { type: 'interrupt' }),
+      abandon: (owner: string) => {
+        if (closed) return;
+        takenBy = owner;
+        closed = true;
+        rejectTaken(new RunTakenOverError(`run ${runId} was taken over by ${owner}`));
+        actor.stop();
+      },
     };
   }
 

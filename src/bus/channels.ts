@@ -50,6 +50,11 @@ export async function readRunEvents(source: StoredMessages, runId: string): Prom
   return (await source.stored(subjects.events(runId))) as RunEvent[];
 }
 
+/** Every result the transport keeps of one run (NATS: PGE_RESULTS), in the order it stored them. */
+export async function readRunResults(source: StoredMessages, runId: string): Promise<RoleResult[]> {
+  return (await source.stored(subjects.result(runId))) as RoleResult[];
+}
+
 /**
  * Publishes a request event on its run's event subject and queues it for the role that serves
  * it: one message in two places.

@@ -109,10 +109,15 @@ export class RunLeases {
     return this.#held.has(runId) ? this.owner : (this.#seen.get(runId)?.owner ?? null);
   }
 
-  /** Takes the lease of a new run; rejects when the run already has one (its id is in use). */
-  async claim(runId: string): Promise<void> {
-    const revision = await this.kv.create(runId, encode({ owner: this.owner }));
-    this.#held.set(runId, revision);
+  /** Takes the lease of a new run; false when the run already has one (its id is in use). */
+  async claim(runId: string): Promise<boolean> {
+    try {
+      this.#held.set(runId, await this.kv.create(runId, encode({ owner: this.owner })));
+      return true;
+    } catch (error) {
+      if (wrongRevision(error)) return false;
+      throw error;
+    }
   }
 
   /**

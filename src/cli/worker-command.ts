@@ -7,10 +7,12 @@ import { answerAbandonedWork } from '../bus/abandoned-work.js';
 import { publishControl } from '../bus/channels.js';
 import { NatsBus } from '../bus/nats-bus.js';
 import { natsOptionsFromEnv } from '../bus/nats-connection.js';
+import { RunLeases } from '../bus/run-leases.js';
 import { subjects } from '../bus/subjects.js';
 import { ConfigurationError } from '../errors.js';
+import { natsRunOwnership } from '../runtime/nats-ownership.js';
 import { startNatsPersistence } from '../runtime/nats-persistence.js';
-import { startCoordinatorService } from '../runtime/services.js';
+import { type CoordinatorService, startCoordinatorService } from '../runtime/services.js';
 import type { Role } from '../schemas/index.js';
 import { WORKER_ROLES, type WorkerRole } from './command-flags.js';
 import { resolveConfig } from './config.js';
@@ -134,21 +136,43 @@ export async function workerCommand(line: CommandLine, io: CliIo): Promise<numbe
             generator: options.generatorModelName,
             evaluator: options.evaluatorModelName,
           }[r] ?? options.modelName);
-    const service = startCoordinatorService({
+    // Runs are shared through leases: a run whose coordinator dies is taken over by another.
+    let service: CoordinatorService | null = null;
+    const leases = await RunLeases.open(bus.connection, {
+      owner: id,
+      onExpired: (runId, owner) => {
+        service?.takeOver(runId).then(
+          (taken) => {
+            if (taken) io.stderr.write(`pge coordinator: took over run ${runId} from ${owner}\n`);
+          },
+          (error: unknown) =>
+            io.stderr.write(`pge coordinator: cannot take over run ${runId}: ${String(error)}\n`),
+        );
+      },
+      onLost: (runId, owner) => {
+        io.stderr.write(`pge coordinator: run ${runId} was taken over by ${owner}\n`);
+        service?.lose(runId, owner);
+      },
+      onError: (error) => io.stderr.write(`pge coordinator: run leases: ${String(error)}\n`),
+    });
+    service = startCoordinatorService({
       bus,
       options,
       models: { planner: name('planner'), generator: name('generator'), evaluator: name('evaluator') },
       onRun: (runId, task) =>
         io.stderr.write(`pge coordinator: run ${runId} started: ${task.slice(0, 80)}\n`),
       runExists: (runId) => bus.hasStored(subjects.events(runId)),
+      ownership: natsRunOwnership(bus, leases),
     });
+    const running = service;
     // A request every worker died or failed holding is answered as failed, not left to its deadline.
     const abandoned = answerAbandonedWork(bus, (error, subject) =>
       io.stderr.write(`pge coordinator: cannot answer abandoned work (${subject}): ${String(error)}\n`),
     );
     stop = async (hurry) => {
-      await service.stop(hurry ? 'interrupt' : 'finish');
+      await running.stop(hurry ? 'interrupt' : 'finish');
       abandoned.stop();
+      leases.stop();
     };
   }
   // "ready" means the server knows this process's subscriptions: a submission sent now is taken.

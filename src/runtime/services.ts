@@ -7,11 +7,13 @@ import {
   runIdTaken,
   runSettingsOf,
 } from '../actors/coordinator.js';
+import { readRecordedRun } from '../actors/replay.js';
 import type { Bus, BusSubscription } from '../bus/bus.js';
 import { subscribeControl, subscribeEvents } from '../bus/channels.js';
 import { subjects } from '../bus/subjects.js';
-import { describeError, errorFromInfo } from '../errors.js';
-import type { Role, RunEvent, RunEventOf } from '../schemas/index.js';
+import { ConfigurationError, describeError, errorFromInfo, RunTakenOverError } from '../errors.js';
+import type { Role, RoleResult, RunEvent, RunEventOf } from '../schemas/index.js';
+import { isClosingEvent } from '../schemas/index.js';
 import { type RunSubmission, RunSubmissionReply } from '../schemas/submission.js';
 import { newRunId } from './run-id.js';
 import { checkTask } from './task.js';
@@ -49,6 +51,29 @@ export interface CoordinatorServiceOptions {
    * coordinator's own runs are known.
    */
   runExists?: (runId: string) => Promise<boolean>;
+  /**
+   * How coordinators share runs (on NATS: `natsRunOwnership`): a new run's id is claimed at once
+   * (so that two coordinators can never both start it), an ended run's claim is released, and a
+   * run whose owner died can be taken over (`CoordinatorService.takeOver`). Without it a run lives
+   * and dies with this coordinator.
+   */
+  ownership?: RunOwnership;
+}
+
+/** Runs shared between coordinators: who owns which, and what a run left in the transport. */
+export interface RunOwnership {
+  /** This coordinator's name, recorded in `run.resumed` when it takes a run over. */
+  readonly owner: string;
+  /** Claims a new run's id; false when another run has it. */
+  claim(runId: string): Promise<boolean>;
+  /** Releases the claim of a run that ended here. */
+  release(runId: string): Promise<void>;
+  /** Takes over a run whose owner stopped renewing its claim; false when another coordinator won it. */
+  takeOver(runId: string): Promise<boolean>;
+  /** Every stored event of the run, in seq order. */
+  events(runId: string): Promise<readonly RunEvent[]>;
+  /** The result a worker stored for a request of the run, if any. */
+  storedResult(runId: string, requestId: string): Promise<RoleResult | null>;
 }
 
 /** Builds a run's settings from the coordinator's options and a submission's overrides. */
@@ -76,6 +101,15 @@ export interface CoordinatorService {
    * interrupted (their logs stay consistent), then waits for their closing events.
    */
   stop(mode?: 'finish' | 'interrupt'): Promise<void>;
+  /**
+   * Takes over a run whose owner died (`ownership` required): rebuilds it from its stored events,
+   * applies a result already stored for the request in flight, records `run.resumed` with this
+   * coordinator as its owner, and drives it on. False when another coordinator won the run, or it
+   * had already ended.
+   */
+  takeOver(runId: string): Promise<boolean>;
+  /** Lets a run go that another coordinator took over (this one's claim was lost). */
+  lose(runId: string, owner: string): void;
 }
 
 /**
@@ -85,8 +119,23 @@ export interface CoordinatorService {
  */
 export function startCoordinatorService(service: CoordinatorServiceOptions): CoordinatorService {
   const { bus, options, models } = service;
+  const { ownership } = service;
   const coordinator = createCoordinator({ bus });
-  const active = new Map<string, { interrupt(reason?: string): void; done: Promise<unknown> }>();
+  const active = new Map<string, RunHandle & { settled: Promise<unknown> }>();
+  /** Follows a run this coordinator drives until it ends here, then releases its claim. */
+  const track = (handle: RunHandle): void => {
+    const { runId } = handle;
+    const settled = handle.done.then(
+      () => ownership?.release(runId),
+      (error: unknown) => {
+        if (error instanceof RunTakenOverError) return; // its new owner holds the claim now
+        console.error(`pge coordinator: run ${runId} failed to complete:`, error);
+        return ownership?.release(runId);
+      },
+    );
+    active.set(runId, { ...handle, settled });
+    void settled.finally(() => active.delete(runId));
+  };
   // Commands for runs: this coordinator acts on its own runs and ignores the others'.
   const control = subscribeControl(bus, (command) => active.get(command.runId)?.interrupt(command.reason));
   const subscription: BusSubscription = bus.subscribe(
@@ -100,16 +149,14 @@ export function startCoordinatorService(service: CoordinatorServiceOptions): Coo
         // Only an id the submitter chose can be old. `startRun` refuses an id of this coordinator's
         // own runs, checked after the lookup's await, so two submissions of one id cannot both pass.
         if (submission.runId !== undefined && (await service.runExists?.(runId))) throw runIdTaken(runId);
+        // The claim is atomic across coordinators: of two submissions of one id, one is refused.
+        if (ownership !== undefined && !(await ownership.claim(runId))) throw runIdTaken(runId);
         handle = coordinator.startRun(runSpecOf(runId, submission, options, models));
       } catch (error) {
         await message.respond({ error: describeError(error) });
         return;
       }
-      const done = handle.done.catch((error: unknown) => {
-        console.error(`pge coordinator: run ${runId} failed to complete:`, error);
-      });
-      active.set(runId, { interrupt: handle.interrupt, done });
-      void done.finally(() => active.delete(runId));
+      track(handle);
       service.onRun?.(runId, submission.task);
       await message.respond({ runId });
     },
@@ -121,8 +168,28 @@ export function startCoordinatorService(service: CoordinatorServiceOptions): Coo
       subscription.unsubscribe();
       control.unsubscribe();
       if (mode === 'interrupt') for (const run of active.values()) run.interrupt();
-      await Promise.all([...active.values()].map((r) => r.done));
+      await Promise.all([...active.values()].map((r) => r.settled));
       coordinator.close();
+    },
+    async takeOver(runId) {
+      if (ownership === undefined) throw new ConfigurationError('taking runs over needs run ownership');
+      if (active.has(runId) || !(await ownership.takeOver(runId))) return false;
+      const events = await ownership.events(runId);
+      const last = events.at(-1);
+      if (last === undefined || isClosingEvent(last)) {
+        // Ended (its owner died after its closing event) or never started: nothing to drive.
+        await ownership.release(runId);
+        return false;
+      }
+      const handle = coordinator.resumeRun(readRecordedRun(events, `run ${runId} in the stream`), {
+        owner: ownership.owner,
+        storedResult: (requestId) => ownership.storedResult(runId, requestId),
+      });
+      track(handle);
+      return true;
+    },
+    lose(runId, owner) {
+      active.get(runId)?.abandon(owner);
     },
   };
 }

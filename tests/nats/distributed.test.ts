@@ -198,7 +198,8 @@ describe('distributed deployment on NATS', () => {
       const jsm = await jetstreamManager(nc);
       const names: string[] = [];
       for await (const s of jsm.streams.list()) names.push(s.config.name);
-      expect(names.sort()).toEqual(['PGE_EVENTS', 'PGE_RESULTS', 'PGE_WORK']);
+      // The run leases' KV bucket is a stream too.
+      expect(names.sort()).toEqual(['KV_pge-runs', 'PGE_EVENTS', 'PGE_RESULTS', 'PGE_WORK']);
       const consumers: string[] = [];
       for await (const c of jsm.consumers.list('PGE_WORK')) consumers.push(c.name);
       expect(consumers.sort()).toEqual(['pge-evaluator', 'pge-generator', 'pge-planner']);

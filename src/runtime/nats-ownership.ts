@@ -1,0 +1,34 @@
+import { readRunEvents, readRunResults } from '../bus/channels.js';
+import type { NatsBus } from '../bus/nats-bus.js';
+import type { RunLeases } from '../bus/run-leases.js';
+import type { RunEvent } from '../schemas/index.js';
+import type { RunOwnership } from './services.js';
+
+/**
+ * Run ownership as the NATS deployment shares it between coordinators: the leases of the KV
+ * bucket (`RunLeases`) say who owns a run, `PGE_EVENTS` holds what a run recorded, and
+ * `PGE_RESULTS` what its workers answered, so that a coordinator can take over the run of one
+ * that died.
+ */
+export function natsRunOwnership(bus: NatsBus, leases: RunLeases): RunOwnership {
+  return {
+    owner: leases.owner,
+    claim: (runId) => leases.claim(runId),
+    release: (runId) => leases.release(runId),
+    takeOver: (runId) => leases.takeOver(runId),
+    events: async (runId) => bySeq(await readRunEvents(bus, runId)),
+    storedResult: async (runId, requestId) =>
+      (await readRunResults(bus, runId)).find((result) => result.requestId === requestId) ?? null,
+  };
+}
+
+/**
+ * A run's events in seq order, each once: the stream keeps them in the order they were stored,
+ * which a publish sent again after a reconnect can change, and may hold one twice past its
+ * duplicate window.
+ */
+function bySeq(events: readonly RunEvent[]): RunEvent[] {
+  const seen = new Map<number, RunEvent>();
+  for (const event of events) if (!seen.has(event.seq)) seen.set(event.seq, event);
+  return [...seen.values()].sort((a, b) => a.seq - b.seq);
+}

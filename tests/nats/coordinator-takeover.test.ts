@@ -1,0 +1,93 @@
+import { readdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { readLogFile } from '../../src/persistence/index.js';
+import type { RunEvent } from '../../src/schemas/index.js';
+import {
+  closedRun,
+  passingAnswer,
+  schemaOf,
+  startDeployment,
+  storedEvents,
+  submitRun,
+  type TestDeployment,
+  until,
+} from '../support/deployment.js';
+import type { PgeProcess } from '../support/processes.js';
+
+/**
+ * A coordinator SIGKILLed in the middle of a run, with a second coordinator running: the second
+ * takes the run over within seconds (its lease expires), rebuilds it from PGE_EVENTS, applies the
+ * result the generator stored after the owner died without asking any model again, records
+ * `run.resumed` with itself as owner, and finishes the run; stream and log agree, gap-free.
+ */
+
+let deployment: TestDeployment;
+beforeEach(async () => {
+  deployment = await startDeployment();
+});
+afterEach(async () => {
+  await deployment.close();
+});
+
+const workCalls = () => deployment.openai.completions().filter((r) => schemaOf(r.body) === 'pge_work');
+
+describe('a coordinator killed mid-run', () => {
+  it('has its run taken over by another coordinator, with at most the call in flight repeated', async () => {
+    // The first work call takes 3 s: the owner dies while it runs, and its answer comes after.
+    deployment.openai.script((body) =>
+      passingAnswer(body, schemaOf(body) === 'pge_work' && workCalls().length === 1 ? 3_000 : 20),
+    );
+    const coordinators: Record<string, PgeProcess> = {
+      'coord-a': await deployment.worker('coordinator', ['--worker-id', 'coord-a']),
+      'coord-b': await deployment.worker('coordinator', ['--worker-id', 'coord-b']),
+    };
+    await deployment.worker('persistence', ['--working-dir', deployment.logs]);
+    for (const role of ['planner', 'generator', 'evaluator']) await deployment.worker(role);
+
+    const url = deployment.nats.url;
+    const runId = await submitRun(url, 'survive the coordinator');
+    await until(
+      () => workCalls().length,
+      (n) => n === 1,
+      'the first work call',
+    );
+    const owner = Object.keys(coordinators).find((id) => coordinators[id]!.stderr().includes(runId))!;
+    const heir = owner === 'coord-a' ? 'coord-b' : 'coord-a';
+    const before = await storedEvents(url, runId);
+    await coordinators[owner]!.stop('SIGKILL');
+    const killedAt = Date.now();
+
+    const resumed = await until(
+      () => storedEvents(url, runId),
+      (events) => events.some((e) => e.type === 'run.resumed'),
+      'run.resumed',
+    );
+    const takeoverMs = Date.now() - killedAt;
+    expect(takeoverMs).toBeLessThan(8_000);
+    const resume = resumed.find((e) => e.type === 'run.resumed')!;
+    expect(resume.payload).toMatchObject({ owner: heir, fromSeq: expect.any(Number) });
+    expect(coordinators[heir]!.stderr()).toContain(`took over run ${runId} from ${owner}`);
+
+    const events = await closedRun(url, runId, 30_000);
+    expect(events.at(-1)?.type).toBe('run.completed');
+    // Gap-free and in order, the dead owner's events kept as they were.
+    expect(events.map((e) => e.seq)).toEqual(events.map((_, i) => i + 1));
+    expect(events.slice(0, before.length)).toEqual(before);
+    // The work call in flight at the kill was answered after it: its stored result was applied.
+    expect(workCalls()).toHaveLength(3);
+    const calls = events.filter((e) => e.type === 'model.call.completed');
+    expect(calls).toHaveLength(deployment.openai.completions().length);
+
+    // The log, written by the persistence worker, is the stream.
+    const log = await until(
+      async () => {
+        const file = readdirSync(deployment.logs).find((f) => f.includes(runId));
+        return file ? readLogFile(join(deployment.logs, file)).catch(() => [] as RunEvent[]) : [];
+      },
+      (logged) => logged.length === events.length,
+      'the log to hold the run',
+    );
+    expect(log).toEqual(events);
+  }, 90_000);
+});
