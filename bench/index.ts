@@ -11,6 +11,7 @@ import { measureNatsScaling } from './nats-scaling.js';
 import { type CatchUpResults, measurePersistenceCatchUp } from './persistence-catchup.js';
 import { measurePromptSizes } from './prompt-size.js';
 import { type BenchResults, printReport } from './report.js';
+import { measureTakeover, type TakeoverResults } from './takeover.js';
 
 /**
  * `npm run bench`: the harness's overhead per model call against a bare XState loop, prompt size
@@ -57,6 +58,8 @@ const NATS_SETTINGS = {
   busOverhead: { steps: 3, warmupRuns: 20, runs: 50, reps: 3, workerConcurrency: 4 },
   /** 200 runs of 1 + 6 × 3 calls (77 events each), half of each written before the restart. */
   catchUp: { runs: 200, steps: 3, writtenBefore: 0.5 },
+  /** The work call outlasts the 3 s lease, so the run's call is still in flight at the takeover. */
+  takeover: { trials: 3, workDelayMs: 4_000 },
 } as const;
 
 /** Sections 5-6, or why they cannot run (no nats-server binary). */
@@ -67,10 +70,10 @@ async function measureNats(dir: string): Promise<NatsResults> {
     return { skipped: error instanceof Error ? error.message : String(error) };
   }
   const scaling = await section(
-    `5/8 scaling on NATS (workers per role ${NATS_SETTINGS.scaling.workers.join(', ')})`,
+    `5/9 scaling on NATS (workers per role ${NATS_SETTINGS.scaling.workers.join(', ')})`,
     () => measureNatsScaling({ dir, ...NATS_SETTINGS.scaling }),
   );
-  const busOverhead = await section('6/8 bus overhead per model call, NATS vs in process', () =>
+  const busOverhead = await section('6/9 bus overhead per model call, NATS vs in process', () =>
     measureBusOverhead({ dir, ...NATS_SETTINGS.busOverhead }),
   );
   return { scaling, busOverhead };
@@ -84,8 +87,21 @@ async function measureCatchUp(dir: string): Promise<CatchUpResults | { skipped: 
     return { skipped: error instanceof Error ? error.message : String(error) };
   }
   const { runs } = NATS_SETTINGS.catchUp;
-  return section(`8/8 persistence catch-up on NATS (a restarted worker, ${runs} runs in its backlog)`, () =>
+  return section(`8/9 persistence catch-up on NATS (a restarted worker, ${runs} runs in its backlog)`, () =>
     measurePersistenceCatchUp({ dir, ...NATS_SETTINGS.catchUp }),
+  );
+}
+
+/** Section 9, or why it cannot run (no nats-server binary). */
+async function measureTakeoverSection(dir: string): Promise<TakeoverResults | { skipped: string }> {
+  try {
+    findNatsServer();
+  } catch (error) {
+    return { skipped: error instanceof Error ? error.message : String(error) };
+  }
+  const { trials } = NATS_SETTINGS.takeover;
+  return section(`9/9 coordinator takeover on NATS (${trials} SIGKILLs of a run's owner)`, () =>
+    measureTakeover({ dir, ...NATS_SETTINGS.takeover }),
   );
 }
 
@@ -112,13 +128,13 @@ async function main(): Promise<void> {
       memoryGiB: Math.round((totalmem() / 2 ** 30) * 10) / 10,
     };
     const { harness, bare, pgeOverBare } = await section(
-      '1-2/8 harness overhead (pge runs on the embedded bus, log on disk) beside the bare XState loop',
+      '1-2/9 harness overhead (pge runs on the embedded bus, log on disk) beside the bare XState loop',
       () => measureOverhead({ dir, ...SETTINGS }),
     );
-    const prompts = await section('3/8 prompt size against steps run (plans of 10, 50, 200 steps)', () =>
+    const prompts = await section('3/9 prompt size against steps run (plans of 10, 50, 200 steps)', () =>
       measurePromptSizes(dir),
     );
-    const memory = await section(`4/8 memory with ${SETTINGS.memoryRuns} runs in flight`, () =>
+    const memory = await section(`4/9 memory with ${SETTINGS.memoryRuns} runs in flight`, () =>
       measureMemory({
         dir,
         runs: SETTINGS.memoryRuns,
@@ -128,8 +144,9 @@ async function main(): Promise<void> {
     );
     const nats = await measureNats(dir);
     const persistenceCatchUp = await measureCatchUp(dir);
+    const takeover = await measureTakeoverSection(dir);
     const importTime = await section(
-      `7/8 library import time (${SETTINGS.importRuns} fresh node processes per import)`,
+      `7/9 library import time (${SETTINGS.importRuns} fresh node processes per import)`,
       async () => measureImportTime(SETTINGS.importRuns),
     );
     const results: BenchResults = {
@@ -143,6 +160,7 @@ async function main(): Promise<void> {
       nats,
       importTime,
       persistenceCatchUp,
+      takeover,
       totalSeconds: (performance.now() - started) / 1000,
     };
     printReport(results);

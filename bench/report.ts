@@ -5,6 +5,7 @@ import type { MemoryFigures } from './memory.js';
 import { type NatsResults, natsReportLines, scalingVerdict } from './nats-report.js';
 import { type CatchUpResults, catchUpLines } from './persistence-catchup.js';
 import type { PlanPromptFigures } from './prompt-size.js';
+import { type TakeoverResults, takeoverLines } from './takeover.js';
 
 /** Prints the benchmark's tables and, last, one line of JSON with every figure and verdict. */
 
@@ -31,6 +32,8 @@ export interface BenchResults {
   importTime: ImportTimeResults;
   /** Section 8: events per second a restarted persistence worker writes over a backlog. */
   persistenceCatchUp: CatchUpResults | { skipped: string };
+  /** Section 9: time from a run owner's SIGKILL to the run's next event. */
+  takeover: TakeoverResults | { skipped: string };
   totalSeconds: number;
 }
 
@@ -216,6 +219,7 @@ export function printReport(r: BenchResults): void {
   out.push(...natsReportLines(r.nats, table));
   out.push(...importTimeLines(r.importTime, table));
   out.push(...catchUpLines(r.persistenceCatchUp, table));
+  out.push(...takeoverLines(r.takeover, table));
   out.push(`total ${fixed(r.totalSeconds)} s`);
   console.log(out.join('\n'));
   console.log(JSON.stringify({ ...r, derived: v }));
