@@ -1,7 +1,7 @@
 import type { CallCancel, RunControl } from '../schemas/control.js';
 import type { Role, RoleRequest, RoleResult, RunEvent } from '../schemas/index.js';
 import { ROLE_OF_REQUEST } from '../schemas/index.js';
-import type { Bus, BusSubscription } from './bus.js';
+import type { Bus, BusSubscription, OrderedOptions } from './bus.js';
 import type { MessageRejection } from './codec.js';
 import { freezeMessage } from './codec.js';
 import { subjects, workerQueue } from './subjects.js';
@@ -40,6 +40,25 @@ export function subscribeEvents(
   handler: (event: RunEvent) => void | Promise<void>,
 ): BusSubscription {
   return bus.subscribe(subjects.events(runId), (message) => handler(message.data as RunEvent));
+}
+
+/**
+ * Reads the events of one run, or of every run with `'*'`, as the stream stores them: from the
+ * first (or from stream sequence `options.from`, or only new ones with `'new'`) through an ordered
+ * consumer, so a reconnect or a server restart loses none, on a bus that stores events (NATS). A
+ * bus that stores nothing (in process) hands over what is published from now on.
+ */
+export function readEvents(
+  bus: Bus,
+  runId: string | '*',
+  handler: (event: RunEvent) => void | Promise<void>,
+  options: OrderedOptions = {},
+): BusSubscription {
+  const subject = subjects.events(runId);
+  const deliver = (message: { data: unknown }) => handler(message.data as RunEvent);
+  return bus.subscribeOrdered
+    ? bus.subscribeOrdered(subject, deliver, options)
+    : bus.subscribe(subject, deliver);
 }
 
 /**

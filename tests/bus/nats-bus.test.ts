@@ -1,5 +1,5 @@
 import type { JetStreamManager } from '@nats-io/jetstream';
-import { jetstreamManager, RetentionPolicy, StorageType } from '@nats-io/jetstream';
+import { jetstream, jetstreamManager, RetentionPolicy, StorageType } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { connect, nanos } from '@nats-io/transport-node';
 import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from 'vitest';
@@ -13,7 +13,7 @@ import type { RoleRequest, RunEvent } from '../../src/schemas/index.js';
 import { fullRun } from '../persistence/fixtures.js';
 import type { NatsServerHandle } from '../support/nats-server.js';
 import { startNatsServer } from '../support/nats-server.js';
-import { describeBusContract, freshRunId, runStarted } from './bus-contract.js';
+import { describeBusContract, freshRunId, runStarted, stepStarted } from './bus-contract.js';
 
 /**
  * NatsBus against real nats-servers: the bus contract on the run's shared server (global setup),
@@ -46,6 +46,18 @@ function requestOf(
   const template = fullRun(runId).find((event) => event.type === type);
   if (!template) throw new Error(`the fixture run has no ${type}`);
   return { ...template, id: `${runId}-req-${n}`, seq: n } as RoleRequest;
+}
+
+/** Reads `count` events stored on `filter` with plain nats.js, in stream order. */
+async function readStored(nc: NatsConnection, filter: string, count: number): Promise<RunEvent[]> {
+  const consumer = await jetstream(nc).consumers.get('PGE_EVENTS', { filter_subjects: filter });
+  const events: RunEvent[] = [];
+  const messages = await consumer.consume();
+  for await (const m of messages) {
+    events.push(m.json<RunEvent>());
+    if (events.length === count) break;
+  }
+  return events;
 }
 
 /** Messages the stream holds on `subject`. */
@@ -312,6 +324,109 @@ describe('NatsBus through an outage', () => {
       await server.stop();
     }
   });
+
+  it('stores every event once across a server restart: a publish is sent again, same id, until acknowledged', async () => {
+    const server = await startNatsServer();
+    const bus = await NatsBus.connect({ servers: server.url, onHandlerError: () => undefined });
+    try {
+      const runId = freshRunId();
+      const count = 60;
+      const published: Promise<void>[] = [];
+      const publishing = (async () => {
+        for (let seq = 1; seq <= count; seq++) {
+          published.push(publishEvent(bus, runStarted(runId, seq)));
+          await sleep(15);
+        }
+      })();
+      await sleep(200);
+      await server.restart(400);
+      await publishing;
+      // None was given up: every publish resolved once the restarted server stored it.
+      await Promise.all(published);
+      const nc = await connect({ servers: server.url });
+      try {
+        const jsm = await jetstreamManager(nc);
+        expect(await storedOn(jsm, 'PGE_EVENTS', subjects.event(runId, 'run.started'))).toBe(count);
+        const seqs = (await readStored(nc, subjects.events(runId), count)).map((e) => e.seq);
+        expect([...seqs].sort((a, b) => a - b)).toEqual(Array.from({ length: count }, (_, i) => i + 1));
+      } finally {
+        await nc.close();
+      }
+    } finally {
+      await bus.close();
+      await server.stop();
+    }
+  }, 30_000);
+
+  it('fails a publish the stream refuses at once, and one never acknowledged after publishRetryMs or on close', async () => {
+    const server = await startNatsServer();
+    const quiet = { onHandlerError: () => undefined };
+    const bounded = await NatsBus.connect({ servers: server.url, publishRetryMs: 1_500, ...quiet });
+    const unbounded = await NatsBus.connect({ servers: server.url, ...quiet });
+    try {
+      const nc = await connect({ servers: server.url });
+      const jsm = await jetstreamManager(nc);
+      const info = await jsm.streams.info('PGE_EVENTS');
+      await jsm.streams.update('PGE_EVENTS', { ...info.config, max_msg_size: 256 });
+      await nc.close();
+      // Refused by the stream (message too large): not a transport failure, never sent again.
+      let started = Date.now();
+      const refused = await publishEvent(bounded, runStarted(freshRunId())).catch((e: unknown) => e);
+      expect(refused).toBeInstanceOf(BusError);
+      expect((refused as Error).message).toMatch(/^cannot publish on pge\.run\..*: .*size/i);
+      expect(Date.now() - started).toBeLessThan(1_000);
+
+      await server.stop();
+      started = Date.now();
+      const [late, closed] = await Promise.all([
+        publishEvent(bounded, stepStarted(freshRunId())).catch((e: unknown) => e),
+        (async () => {
+          const publish = publishEvent(unbounded, stepStarted(freshRunId())).catch((e: unknown) => e);
+          await sleep(500);
+          await unbounded.close();
+          return publish;
+        })(),
+      ]);
+      expect(late).toBeInstanceOf(BusError);
+      expect((late as Error).message).toMatch(
+        /^cannot publish on pge\.run\..*: JetStream did not acknowledge it within 1500 ms \(\d+ attempts? over \d+ ms, the last: /,
+      );
+      expect(closed).toBeInstanceOf(BusError);
+      expect((closed as Error).message).toMatch(/the bus closed before JetStream stored it \(\d+ attempts?/);
+    } finally {
+      await Promise.all([bounded.close(), unbounded.close()]);
+      await server.stop();
+    }
+  }, 30_000);
+
+  it('reads a run through an ordered consumer from its first event, across a server restart, once each', async () => {
+    const server = await startNatsServer();
+    const problems: unknown[] = [];
+    const bus = await NatsBus.connect({ servers: server.url, onHandlerError: (e) => problems.push(e) });
+    try {
+      const runId = freshRunId();
+      await publishEvent(bus, runStarted(runId, 1));
+      await publishEvent(bus, stepStarted(runId, 2));
+      const seen: number[] = [];
+      const fresh: number[] = [];
+      bus.subscribeOrdered(subjects.events(runId), (m) => void seen.push((m.data as RunEvent).seq));
+      bus.subscribeOrdered(subjects.events(runId), (m) => void fresh.push((m.data as RunEvent).seq), {
+        from: 'new',
+      });
+      await waitFor('the stored events were read', () => seen.length === 2);
+      await bus.flush();
+      await server.restart(300);
+      for (let seq = 3; seq <= 6; seq++) await publishEvent(bus, stepStarted(runId, seq));
+      await waitFor('the events after the restart were read', () => seen.length === 6, 15_000);
+      await sleep(200);
+      expect(seen).toEqual([1, 2, 3, 4, 5, 6]);
+      expect(fresh).toEqual([3, 4, 5, 6]);
+      expect(() => bus.subscribeOrdered(subjects.submit, () => undefined)).toThrow(TypeError);
+    } finally {
+      await bus.close();
+      await server.stop();
+    }
+  }, 30_000);
 
   it('refuses a server without JetStream with a ConfigurationError', async () => {
     const server = await startNatsServer({ jetstream: false });

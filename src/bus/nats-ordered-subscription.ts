@@ -1,0 +1,164 @@
+import type {
+  Consumer,
+  ConsumerMessages,
+  JetStreamClient,
+  JetStreamManager,
+  JsMsg,
+} from '@nats-io/jetstream';
+import { type BusHandler, Delivery } from './bus.js';
+import { decodeMessage } from './codec.js';
+import { busError } from './nats-helpers.js';
+import type { NatsHost, NatsSubscription } from './nats-subscriptions.js';
+
+/**
+ * Reading what a stream stores on a subject, in stream order, through a JetStream ordered consumer:
+ * ephemeral, unacknowledged, leaving nothing behind on the server. nats.js recreates the consumer
+ * from the last message it delivered when it misses one or loses the consumer (a reconnect, a
+ * server restart); when even that gives up, this subscription starts a new one from the stream
+ * sequence after the last message it received, for as long as it is subscribed. So a reader
+ * misses nothing and sees nothing twice across outages.
+ */
+
+/** Where an ordered reading starts. */
+export interface OrderedStart {
+  /** A stream sequence (1: everything stored), or `'new'`: only what the stream stores from now on. */
+  readonly from: number | 'new';
+}
+
+/** Pause before a new consumer is tried after one could not be created or stopped. */
+const RETRY_MS = 1_000;
+const CAUGHT_UP_POLL_MS = 10;
+
+/** A subscription of the NATS bus that reads a stream subject through an ordered consumer. */
+export class OrderedSubscription implements NatsSubscription {
+  readonly queue = null;
+  private active = true;
+  private consumer: Consumer | null = null;
+  private messages: ConsumerMessages | null = null;
+  /** The stream sequence the next consumer starts at; null until `'new'` is resolved. */
+  private next: number | null;
+  private readonly backlog: JsMsg[] = [];
+  private running = false;
+  private readonly started: Promise<void>;
+  private markStarted: () => void = () => {};
+
+  constructor(
+    private readonly js: JetStreamClient,
+    private readonly jsm: JetStreamManager,
+    private readonly stream: string,
+    readonly subject: string,
+    private readonly handler: BusHandler,
+    private readonly host: NatsHost,
+    start: OrderedStart,
+  ) {
+    this.next = start.from === 'new' ? null : Math.max(1, Math.floor(start.from));
+    this.started = new Promise((resolve) => {
+      this.markStarted = resolve;
+    });
+    // Not floating: run catches and reports every failure, and ends when the subscription stops.
+    void this.run();
+  }
+
+  unsubscribe(): void {
+    if (!this.active) return;
+    this.stop();
+    this.host.detach(this);
+  }
+
+  stop(): void {
+    this.active = false;
+    this.markStarted();
+    // The consumer would otherwise stay on the server until its inactivity threshold.
+    this.consumer?.delete().catch(() => undefined);
+    this.messages?.close().catch(() => undefined);
+  }
+
+  async caughtUp(): Promise<void> {
+    await this.started;
+    while (this.active && this.consumer !== null) {
+      let pending: number;
+      try {
+        pending = (await this.consumer.info()).num_pending;
+      } catch (error) {
+        this.host.report(busError(error, `cannot ask how far ${this.subject} was read`), this.subject);
+        return;
+      }
+      if (pending === 0) break;
+      await sleep(CAUGHT_UP_POLL_MS);
+    }
+    // Messages already sent to this client are taken in (begin) as they arrive, one macrotask on.
+    await new Promise<void>((resolve) => setImmediate(resolve));
+  }
+
+  private async run(): Promise<void> {
+    // One report per outage, not one per attempt: a follower's output stays readable.
+    let reported = false;
+    while (this.active) {
+      try {
+        this.next ??= (await this.jsm.streams.info(this.stream)).state.last_seq + 1;
+        const consumer = await this.js.consumers.get(this.stream, {
+          filter_subjects: this.subject,
+          opt_start_seq: this.next,
+        });
+        this.consumer = consumer;
+        if (!this.active) {
+          await consumer.delete().catch(() => undefined);
+          break;
+        }
+        const messages = await consumer.consume({ callback: (msg) => this.receive(msg) });
+        this.messages = messages;
+        this.markStarted();
+        reported = false;
+        const stopped = await messages.closed();
+        if (!this.active) break;
+        // nats.js gave up recreating its consumer: start another from where this one got to.
+        consumer.delete().catch(() => undefined);
+        throw stopped ?? new Error('the ordered consumer stopped');
+      } catch (error) {
+        if (!this.active) break;
+        if (!reported) this.host.report(busError(error, `cannot read ${this.subject}`), this.subject);
+        reported = true;
+        this.markStarted();
+        await sleep(RETRY_MS);
+      }
+    }
+  }
+
+  private receive(msg: JsMsg): void {
+    if (!this.active) return;
+    this.next = msg.seq + 1;
+    this.host.begin();
+    this.backlog.push(msg);
+    if (this.running) return;
+    this.running = true;
+    // Not floating: pump catches every failure of a handler and reports it.
+    void this.pump();
+  }
+
+  private async pump(): Promise<void> {
+    for (let msg = this.backlog.shift(); msg !== undefined; msg = this.backlog.shift()) {
+      if (this.active) await this.deliver(msg);
+      this.host.end();
+    }
+    this.running = false;
+  }
+
+  private async deliver(msg: JsMsg): Promise<void> {
+    let data: unknown;
+    try {
+      data = decodeMessage(msg.subject, msg.data);
+    } catch (error) {
+      this.host.rejectReceived(msg.subject, error);
+      return;
+    }
+    try {
+      await this.handler(new Delivery(this.host.bus, msg.subject, data, null));
+    } catch (error) {
+      this.host.report(error, msg.subject);
+    }
+  }
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
