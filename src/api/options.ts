@@ -6,7 +6,13 @@ import { DEFAULT_PRICES, priceOf } from '../actors/pricing.js';
 import { ConfigurationError } from '../errors.js';
 import type { RunEvent } from '../schemas/index.js';
 import { OPTION_DEFAULTS, ROLES } from '../schemas/setting-values.js';
-import { ModelClientSettings, OutputType, RoleModelSettings, RunSettings } from '../schemas/settings.js';
+import {
+  FollowSettings,
+  ModelClientSettings,
+  OutputType,
+  RoleModelSettings,
+  RunSettings,
+} from '../schemas/settings.js';
 
 export type { RoleModelSettings } from '../schemas/settings.js';
 
@@ -72,6 +78,7 @@ export const PgeOptionsSchema = z.strictObject({
       evaluator: RoleModelSettings.optional(),
     })
     .default({}),
+  ...FollowSettings.shape,
   /** Called with every event of every run, in order (progress displays, integrations). */
   onEvent: z.custom<(event: RunEvent) => void>((v) => typeof v === 'function').optional(),
 });

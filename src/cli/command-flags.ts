@@ -94,6 +94,25 @@ const DASHBOARD_FLAGS = inGroup('cli', [
   },
 ]);
 
+const FOLLOW_FLAGS: readonly FlagSpec[] = [
+  ...inGroup('nats', [
+    {
+      name: 'nats',
+      kind: 'text',
+      value: '<url>',
+      help: 'NATS server(s) of the deployment, comma-separated (default NATS_URL, else nats://127.0.0.1:4222)',
+    },
+    {
+      name: 'from-seq',
+      kind: 'integer',
+      value: '<n>',
+      default: 1,
+      help: "Print the run's progress from its event <n> on (the events before still count)",
+    },
+  ]),
+  ...FLAGS.filter((f) => ['follow-timeout', 'json', 'verbose', 'config'].includes(f.name)),
+];
+
 /** The flags a command accepts, in help order. */
 export function flagsFor(command: Command): readonly FlagSpec[] {
   switch (command) {
@@ -111,5 +130,7 @@ export function flagsFor(command: Command): readonly FlagSpec[] {
       return GRAPH_FLAGS;
     case 'dashboard':
       return DASHBOARD_FLAGS;
+    case 'follow':
+      return FOLLOW_FLAGS;
   }
 }

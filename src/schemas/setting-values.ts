@@ -46,6 +46,7 @@ export const OPTION_DEFAULTS = {
   structuredOutput: 'json_schema',
   maxRetries: 4,
   timeoutMs: 120_000,
+  followTimeoutMs: 600_000,
 } as const satisfies {
   onStepExhausted: (typeof EXHAUSTION_POLICIES)[number];
   outputType: (typeof OUTPUT_TYPES)[number];

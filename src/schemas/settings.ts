@@ -115,3 +115,20 @@ export const RunSettings = z.strictObject({
     .positive({ error: 'maxDurationMs must be > 0' }),
 });
 export type RunSettings = z.infer<typeof RunSettings>;
+
+/**
+ * Settings of a client that follows a run of a distributed deployment (`pge run --nats`,
+ * `pge follow`); a run in this process does not read them.
+ */
+export const FollowSettings = z.strictObject({
+  /**
+   * Milliseconds without a new event of the run after which the follower gives up (exit 3) and says
+   * how to follow again. The run is not stopped. No event comes while a model call runs, so this
+   * should exceed the longest call.
+   */
+  followTimeoutMs: z
+    .number()
+    .int({ error: 'followTimeoutMs must be a whole number of milliseconds' })
+    .positive({ error: 'followTimeoutMs must be > 0' })
+    .default(OPTION_DEFAULTS.followTimeoutMs),
+});

@@ -1,0 +1,154 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { jetstream, jetstreamManager } from '@nats-io/jetstream';
+import { connect } from '@nats-io/transport-node';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { RunEvent } from '../../src/schemas/index.js';
+import { type FakeOpenAI, startFakeOpenAI } from '../support/fake-openai-server.js';
+import { type NatsServerHandle, startNatsServer } from '../support/nats-server.js';
+import { type PgeProcess, startPge } from '../support/processes.js';
+import { answer, answers, schemaOf, startWorkers, taskHas } from '../support/scripted-deployment.js';
+
+/**
+ * Following runs of a distributed deployment through faults, with real processes: `pge worker`
+ * processes on a private nats-server that the test restarts, followers (`pge run --nats`,
+ * `pge follow`) that must end, and the stream that must hold every event of every run once.
+ */
+
+const HANGING = 'a task whose work hangs';
+const FAILING = 'a task that scores low';
+
+let nats: NatsServerHandle;
+let openai: FakeOpenAI;
+let logs: string;
+let workers: PgeProcess[] = [];
+
+beforeAll(async () => {
+  nats = await startNatsServer();
+  openai = await startFakeOpenAI();
+  openai.script((body) => {
+    const schema = schemaOf(body);
+    if (schema === 'pge_work' && taskHas(body, HANGING)) return answer(answers().pge_work, 60_000);
+    const score = taskHas(body, FAILING) ? 3 : 9;
+    // Calls that take a while, so that runs are in flight when the server restarts.
+    return answer(schema ? answers(score)[schema] : undefined, 150);
+  });
+  logs = mkdtempSync(join(tmpdir(), 'pge-follow-'));
+  workers = await startWorkers(
+    {
+      NATS_URL: nats.url,
+      OPENAI_BASE_URL: openai.url,
+      OPENAI_API_KEY: 'sk-test-follow',
+      PGE_MODEL: 'test-model',
+    },
+    logs,
+  );
+}, 60_000);
+
+afterAll(async () => {
+  await Promise.all(workers.map((p) => p.stop('SIGKILL')));
+  await openai?.close();
+  await nats?.stop();
+  rmSync(logs, { recursive: true, force: true });
+}, 60_000);
+
+/** `pge run --nats … --json`: the closing event on stdout. */
+const runRemote = (task: string, ...flags: string[]) =>
+  startPge(['run', task, '--nats', nats.url, '--json', ...flags], { OPENAI_API_KEY: 'sk-test-client' });
+
+/** Every event the stream holds for `runId`, in stream order, and how many it holds. */
+async function stored(runId: string): Promise<{ events: RunEvent[]; count: number }> {
+  const nc = await connect({ servers: nats.url });
+  try {
+    const filter = `pge.run.${runId}.evt.>`;
+    const jsm = await jetstreamManager(nc);
+    const info = await jsm.streams.info('PGE_EVENTS', { subjects_filter: filter });
+    const count = Object.values(info.state.subjects ?? {}).reduce((n, c) => n + c, 0);
+    const consumer = await jetstream(nc).consumers.get('PGE_EVENTS', { filter_subjects: filter });
+    const events: RunEvent[] = [];
+    const messages = await consumer.consume();
+    for await (const m of messages) {
+      events.push(m.json<RunEvent>());
+      if (events.length === count) break;
+    }
+    return { events, count };
+  } finally {
+    await nc.close();
+  }
+}
+
+const closingOf = (run: PgeProcess): RunEvent => JSON.parse(run.stdout()) as RunEvent;
+const coordinator = () => workers[0]!;
+
+describe('followers through faults', () => {
+  const finished: RunEvent[] = [];
+
+  it('a nats-server restart with five runs in flight: every follower ends, every run is stored whole and once', async () => {
+    const runs = [1, 2, 3, 4, 5].map((n) => runRemote(`restart task ${n}`));
+    // Every run has started and is waiting on the model when the server goes down.
+    await Promise.all(runs.map((run) => run.waitFor(/plan created/, 20_000)));
+    await nats.restart(500);
+    const codes = await Promise.all(runs.map((run) => run.exited()));
+    expect(codes, runs.map((run) => run.stderr()).join('\n---\n')).toEqual([0, 0, 0, 0, 0]);
+    for (const run of runs) {
+      const closing = closingOf(run);
+      expect(closing).toMatchObject({ type: 'run.completed', payload: { passed: true, stepsTotal: 3 } });
+      const { events, count } = await stored(closing.runId);
+      // seqs 1..n, each once: no gap, no duplicate.
+      expect(count).toBe(closing.seq);
+      expect(events.map((e) => e.seq).sort((a, b) => a - b)).toEqual(
+        Array.from({ length: closing.seq }, (_, i) => i + 1),
+      );
+      finished.push(closing);
+    }
+    // A publish that timed out during the restart was sent again, not reported as a failed run.
+    expect(coordinator().stderr()).not.toMatch(/failed to complete|cannot publish/);
+  }, 90_000);
+
+  it('pge follow shows a finished run from its start and exits with its code', async () => {
+    const failing = runRemote(FAILING, '--max-retries', '0');
+    expect(await failing.exited(), failing.stderr()).toBe(1);
+    const failed = closingOf(failing);
+    for (const [closing, code] of [
+      [finished[0]!, 0],
+      [failed, 1],
+    ] as const) {
+      const follow = startPge(['follow', closing.runId, '--nats', nats.url], {});
+      expect(await follow.exited(), follow.stderr()).toBe(code);
+      expect(follow.stderr()).toMatch(/plan created: 3 steps/);
+      expect(follow.stdout()).toBe(`${(closing.payload as { summary: string }).summary}\n`);
+    }
+    const json = startPge(['follow', failed.runId, '--json', '--from-seq', '5'], { NATS_URL: nats.url });
+    expect(await json.exited()).toBe(1);
+    expect(JSON.parse(json.stdout())).toEqual(failed);
+    // From event 5 on: the plan (event 3) is not shown again, the steps are.
+    expect(json.stderr()).not.toMatch(/plan created/);
+    expect(json.stderr()).toMatch(/step 1\/3/);
+    const unknown = startPge(['follow', 'no-such-run', '--nats', nats.url], {});
+    expect(await unknown.exited()).toBe(2);
+    expect(unknown.stderr()).toMatch(/the stream holds no event of run no-such-run/);
+  }, 60_000);
+
+  it('a follower whose coordinator is gone exits 3 after --follow-timeout, with the command to follow again', async () => {
+    const run = runRemote(HANGING, '--follow-timeout', '2s');
+    await run.waitFor(/contract/, 20_000);
+    // The work call hangs: the run's next event would come from this coordinator, which dies.
+    for (
+      let i = 0;
+      i < 500 &&
+      !openai.completions().some((r) => taskHas(r.body, HANGING) && schemaOf(r.body) === 'pge_work');
+      i++
+    )
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    await coordinator().stop('SIGKILL');
+    const started = Date.now();
+    const code = await run.exited();
+    expect(code, run.stderr()).toBe(3);
+    expect(Date.now() - started).toBeLessThan(10_000);
+    const runId = /pge follow (\S+) --nats/.exec(run.stderr())?.[1];
+    expect(run.stderr()).toMatch(/no progress of run \S+ for 2 s after event \d+ \(step\.work\.requested\)/);
+    expect(run.stderr()).toContain(`to follow it again: pge follow ${runId} --nats ${nats.url}`);
+    expect(run.stdout()).toBe('');
+  }, 60_000);
+});
