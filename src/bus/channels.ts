@@ -93,13 +93,22 @@ export function publishResult(bus: Bus, result: RoleResult): Promise<void> {
   return publishOn(bus, () => subjects.result(result.runId), result);
 }
 
-/** Follows the worker results of one run, or of every run with `'*'`. */
+/**
+ * Follows the worker results of one run, or of every run with `'*'`, from now on. A bus that stores
+ * results (NATS) reads them from the stream, from the next one stored: a result that a worker
+ * stored while this process was reconnecting (it sent it again until the stream took it) comes
+ * all the same, where a plain subscription would have missed it and left its run waiting.
+ */
 export function subscribeResults(
   bus: Bus,
   runId: string | '*',
   handler: (result: RoleResult) => void | Promise<void>,
 ): BusSubscription {
-  return bus.subscribe(subjects.result(runId), (message) => handler(message.data as RoleResult));
+  const subject = subjects.result(runId);
+  const deliver = (message: { data: unknown }) => handler(message.data as RoleResult);
+  return bus.subscribeOrdered
+    ? bus.subscribeOrdered(subject, deliver, { from: 'new' })
+    : bus.subscribe(subject, deliver);
 }
 
 /** Reports a message that was received but refused (`pge.errors.rejected`). */

@@ -16,7 +16,7 @@ import { InFlight, reportSafely, reportToConsole } from './bus.js';
 import { decodeMessage, encodeMessage, rejectionOf } from './codec.js';
 import type { NatsConnectionOptions } from './nats-connection.js';
 import { connectNats, describeNatsServers } from './nats-connection.js';
-import { busError, hasCause, within } from './nats-helpers.js';
+import { busError, hasCause, Reconnects, within } from './nats-helpers.js';
 import { OrderedSubscription } from './nats-ordered-subscription.js';
 import { PUBLISH_ATTEMPT_MS, type StorePolicy, storeUntilAcknowledged } from './nats-publish.js';
 import { DUPLICATE_WINDOW_MS, ensureStreams, messageIdOf, streamOf } from './nats-streams.js';
@@ -101,7 +101,9 @@ export class NatsBus implements Bus {
       throw new ConfigurationError(
         `publishRetryMs must be at most ${DUPLICATE_WINDOW_MS - PUBLISH_ATTEMPT_MS} (the streams' duplicate window less one attempt)`,
       );
-    this.storePolicy = { retryMs, isClosed: () => this.closed };
+    const reconnects = new Reconnects(connection);
+    const onReconnect = (listener: () => void) => reconnects.listen(listener);
+    this.storePolicy = { retryMs, isClosed: () => this.closed, onReconnect };
     this.host = {
       bus: this,
       begin: () => this.inFlight.begin(),
@@ -109,6 +111,7 @@ export class NatsBus implements Bus {
       rejectReceived: (subject, error) => this.rejectReceived(subject, error),
       report: (error, subject) => this.report(error, subject),
       detach: (subscription) => void this.subscriptions.delete(subscription),
+      onReconnect,
     };
   }
 

@@ -13,10 +13,11 @@ import type { NatsHost, NatsSubscription } from './nats-subscriptions.js';
 /**
  * Reading what a stream stores on a subject, in stream order, through a JetStream ordered consumer:
  * ephemeral, unacknowledged, leaving nothing behind on the server. nats.js recreates the consumer
- * from the last message it delivered when it misses one or loses the consumer (a reconnect, a
- * server restart); when even that gives up, this subscription starts a new one from the stream
- * sequence after the last message it received, for as long as it is subscribed. So a reader
- * misses nothing and sees nothing twice across outages.
+ * from the last message it delivered when it misses one; after a reconnect (the consumer, kept in
+ * the server's memory, is gone if the server restarted) or when nats.js gives up, this
+ * subscription starts a new one from the stream sequence after the last message it received, at
+ * once rather than when nats.js notices (its checks back off for up to 30 s while JetStream
+ * recovers). So a reader misses nothing and sees nothing twice across outages.
  */
 
 /** Where an ordered reading starts. */
@@ -28,6 +29,8 @@ export interface OrderedStart {
 /** Pause before a new consumer is tried after one could not be created or stopped. */
 const RETRY_MS = 1_000;
 const CAUGHT_UP_POLL_MS = 10;
+/** Failures to make a consumer are reported once they have gone on this long. */
+const REPORT_AFTER_MS = 5_000;
 
 /** A subscription of the NATS bus that reads a stream subject through an ordered consumer. */
 export class OrderedSubscription implements NatsSubscription {
@@ -39,8 +42,9 @@ export class OrderedSubscription implements NatsSubscription {
   private next: number | null;
   private readonly backlog: JsMsg[] = [];
   private running = false;
-  private readonly started: Promise<void>;
-  private markStarted: () => void = () => {};
+  /** Set when a reconnect closed the consumer: a new one is made at once, and nothing is reported. */
+  private renewing = false;
+  private readonly unlisten: () => void;
 
   constructor(
     private readonly js: JetStreamClient,
@@ -52,9 +56,7 @@ export class OrderedSubscription implements NatsSubscription {
     start: OrderedStart,
   ) {
     this.next = start.from === 'new' ? null : Math.max(1, Math.floor(start.from));
-    this.started = new Promise((resolve) => {
-      this.markStarted = resolve;
-    });
+    this.unlisten = host.onReconnect(() => this.renew());
     // Not floating: run catches and reports every failure, and ends when the subscription stops.
     void this.run();
   }
@@ -67,14 +69,15 @@ export class OrderedSubscription implements NatsSubscription {
 
   stop(): void {
     this.active = false;
-    this.markStarted();
+    this.unlisten();
     // The consumer would otherwise stay on the server until its inactivity threshold.
     this.consumer?.delete().catch(() => undefined);
     this.messages?.close().catch(() => undefined);
   }
 
   async caughtUp(): Promise<void> {
-    await this.started;
+    // Until a first consumer exists, nothing of the stream can have been read.
+    while (this.active && this.consumer === null) await sleep(CAUGHT_UP_POLL_MS);
     while (this.active && this.consumer !== null) {
       let pending: number;
       try {
@@ -91,7 +94,9 @@ export class OrderedSubscription implements NatsSubscription {
   }
 
   private async run(): Promise<void> {
-    // One report per outage, not one per attempt: a follower's output stays readable.
+    // One report per outage that lasts, not one per attempt, nor for JetStream's few seconds of
+    // recovery after a restart: a follower's output stays readable.
+    let failingSince: number | null = null;
     let reported = false;
     while (this.active) {
       try {
@@ -107,21 +112,35 @@ export class OrderedSubscription implements NatsSubscription {
         }
         const messages = await consumer.consume({ callback: (msg) => this.receive(msg) });
         this.messages = messages;
-        this.markStarted();
+        failingSince = null;
         reported = false;
         const stopped = await messages.closed();
+        this.messages = null;
         if (!this.active) break;
-        // nats.js gave up recreating its consumer: start another from where this one got to.
         consumer.delete().catch(() => undefined);
+        if (this.renewing) {
+          this.renewing = false;
+          continue;
+        }
+        // nats.js gave up recreating its consumer: start another from where this one got to.
         throw stopped ?? new Error('the ordered consumer stopped');
       } catch (error) {
         if (!this.active) break;
-        if (!reported) this.host.report(busError(error, `cannot read ${this.subject}`), this.subject);
-        reported = true;
-        this.markStarted();
+        failingSince ??= Date.now();
+        if (!reported && Date.now() - failingSince >= REPORT_AFTER_MS) {
+          this.host.report(busError(error, `cannot read ${this.subject}`), this.subject);
+          reported = true;
+        }
         await sleep(RETRY_MS);
       }
     }
+  }
+
+  /** After a reconnect: closes the consumer, so that `run` makes a new one from `next`. */
+  private renew(): void {
+    if (!this.active || this.messages === null) return;
+    this.renewing = true;
+    this.messages.close().catch(() => undefined);
   }
 
   private receive(msg: JsMsg): void {

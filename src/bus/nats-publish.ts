@@ -14,6 +14,7 @@ import { busError, hasCause } from './nats-helpers.js';
 
 /** How long one attempt waits for the stream's acknowledgement; a slow one only costs a dropped duplicate. */
 export const PUBLISH_ATTEMPT_MS = 2_000;
+const LOST = Symbol('lost');
 /** Waits between attempts grow from the first to the last, doubling. */
 const FIRST_BACKOFF_MS = 100;
 const LAST_BACKOFF_MS = 2_000;
@@ -24,6 +25,8 @@ export interface StorePolicy {
   readonly retryMs: number;
   /** True once the bus is closed: retrying stops. */
   isClosed(): boolean;
+  /** Calls `listener` at each reconnect (an attempt under way is then lost) until told to stop. */
+  onReconnect(listener: () => void): () => void;
 }
 
 /**
@@ -61,9 +64,17 @@ export async function storeUntilAcknowledged(
   for (let attempt = 1; ; attempt++) {
     // The last attempt waits no longer than the bound: a publish gives up on time.
     const timeout = Math.max(1, Math.min(PUBLISH_ATTEMPT_MS, policy.retryMs - (Date.now() - started)));
+    const sent = js.publish(subject, bytes, { msgID, timeout });
+    let unlisten = () => {};
+    const lost = new Promise<typeof LOST>((resolve) => {
+      unlisten = policy.onReconnect(() => resolve(LOST));
+    });
     try {
-      await js.publish(subject, bytes, { msgID, timeout });
-      return;
+      const outcome = await Promise.race([sent, lost]).finally(unlisten);
+      if (outcome !== LOST) return;
+      // The request went with the old connection: send it again now rather than at its timeout.
+      sent.catch(() => undefined);
+      throw new natsErrors.RequestError('the connection was re-established before the acknowledgement');
     } catch (error) {
       if (!isTransportFailure(error)) throw busError(error, `cannot publish on ${subject}`);
       const elapsed = Date.now() - started;

@@ -29,6 +29,8 @@ export interface NatsHost {
   rejectReceived(subject: string, error: unknown): void;
   /** Tells the bus's `onHandlerError` about a failure; delivery goes on. */
   report(error: unknown, subject: string): void;
+  /** Calls `listener` at each reconnect of the connection until the returned function is called. */
+  onReconnect(listener: () => void): () => void;
   detach(subscription: NatsSubscription): void;
 }
 

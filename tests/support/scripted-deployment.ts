@@ -6,26 +6,31 @@ import { type PgeProcess, startPge } from './processes.js';
  * a nats-server, their models served by the scripted OpenAI-compatible server with `answerFor`.
  */
 
-/** The plan every scripted run follows: three steps, two criteria. */
-export const PLAN = {
-  scope: 'distributed test',
-  steps: [1, 2, 3].map((n) => ({
-    id: `s${n}`,
-    title: `Step ${n}`,
-    description: `do ${n}`,
-    expectedOutput: `out ${n}`,
-    dependsOn: n > 1 ? [`s${n - 1}`] : [],
-  })),
-  criteria: [
-    { name: 'accuracy', weight: 'high', description: 'right', threshold: 7 },
-    { name: 'clarity', weight: 'standard', description: 'clear', threshold: null },
-  ],
-};
-
-/** Answers of a scripted model, by the name of the schema asked for; `score` is every evaluation's. */
-export function answers(score = 9): Record<string, object> {
+/** A plan of `steps` steps, each depending on the one before, and two criteria. */
+export function planOf(steps: number) {
   return {
-    pge_plan: PLAN,
+    scope: 'distributed test',
+    steps: Array.from({ length: steps }, (_, i) => i + 1).map((n) => ({
+      id: `s${n}`,
+      title: `Step ${n}`,
+      description: `do ${n}`,
+      expectedOutput: `out ${n}`,
+      dependsOn: n > 1 ? [`s${n - 1}`] : [],
+    })),
+    criteria: [
+      { name: 'accuracy', weight: 'high', description: 'right', threshold: 7 },
+      { name: 'clarity', weight: 'standard', description: 'clear', threshold: null },
+    ],
+  };
+}
+
+/**
+ * Answers of a scripted model, by the name of the schema asked for: a plan of `steps` steps, and
+ * `score` for every criterion of every evaluation.
+ */
+export function answers(score = 9, steps = 3): Record<string, object> {
+  return {
+    pge_plan: planOf(steps),
     pge_contract: { title: 'c', acceptanceCriteria: ['a'], expectedOutput: 'o', verificationMethod: 'v' },
     pge_contract_review: { status: 'approved', amendments: [], rationale: 'ok' },
     pge_work: { output: 'the work', notes: 'n', selfAssessment: [] },
