@@ -3,7 +3,7 @@ import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { errors as natsErrors } from '@nats-io/transport-node';
 import { BusError, ConfigurationError } from '../errors.js';
-import { ID_PATTERN } from '../schemas/setting-values.js';
+import { DEFAULT_PUBLISH_RETRY_MS, ID_PATTERN } from '../schemas/setting-values.js';
 import type {
   Bus,
   BusHandler,
@@ -18,8 +18,8 @@ import type { NatsConnectionOptions } from './nats-connection.js';
 import { connectNats, describeNatsServers } from './nats-connection.js';
 import { busError, hasCause, Reconnects, within } from './nats-helpers.js';
 import { OrderedSubscription } from './nats-ordered-subscription.js';
-import { PUBLISH_ATTEMPT_MS, type StorePolicy, storeUntilAcknowledged } from './nats-publish.js';
-import { DUPLICATE_WINDOW_MS, ensureStreams, messageIdOf, streamOf } from './nats-streams.js';
+import { MAX_PUBLISH_RETRY_MS, type StorePolicy, storeUntilAcknowledged } from './nats-publish.js';
+import { ensureStreams, messageIdOf, streamOf } from './nats-streams.js';
 import type { NatsHost, NatsSubscription, PullTimings } from './nats-subscriptions.js';
 import { CoreSubscription, PullSubscription } from './nats-subscriptions.js';
 import { checkSubject, subjectMatches, subjects } from './subjects.js';
@@ -62,7 +62,6 @@ const SETTING_NAMES: ReadonlySet<string> = new Set([
   'publishRetryMs',
 ]);
 const DEFAULT_TIMEOUT_MS = 10_000;
-const DEFAULT_PUBLISH_RETRY_MS = 60_000;
 /** Bound of each step of `close` (flush, drain) when the server does not answer. */
 const CLOSE_STEP_MS = 5_000;
 const WORK_SUBJECT = 'pge.work.*';
@@ -96,10 +95,9 @@ export class NatsBus implements Bus {
       nakDelayMs: positive(settings.nakDelayMs ?? 2_000, 'nakDelayMs'),
     };
     const retryMs = positive(settings.publishRetryMs ?? DEFAULT_PUBLISH_RETRY_MS, 'publishRetryMs');
-    // A copy sent after the window would be stored a second time.
-    if (retryMs > DUPLICATE_WINDOW_MS - PUBLISH_ATTEMPT_MS)
+    if (retryMs > MAX_PUBLISH_RETRY_MS)
       throw new ConfigurationError(
-        `publishRetryMs must be at most ${DUPLICATE_WINDOW_MS - PUBLISH_ATTEMPT_MS} (the streams' duplicate window less one attempt)`,
+        `publishRetryMs must be at most ${MAX_PUBLISH_RETRY_MS} (the streams' duplicate window less one attempt)`,
       );
     const reconnects = new Reconnects(connection);
     const onReconnect = (listener: () => void) => reconnects.listen(listener);

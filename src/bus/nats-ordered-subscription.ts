@@ -5,10 +5,9 @@ import type {
   JetStreamManager,
   JsMsg,
 } from '@nats-io/jetstream';
-import { type BusHandler, Delivery } from './bus.js';
-import { decodeMessage } from './codec.js';
+import type { BusHandler } from './bus.js';
 import { busError } from './nats-helpers.js';
-import type { NatsHost, NatsSubscription } from './nats-subscriptions.js';
+import { drained, type NatsHost, type NatsSubscription, SerialDelivery } from './nats-subscriptions.js';
 
 /**
  * Reading what a stream stores on a subject, in stream order, through a JetStream ordered consumer:
@@ -40,8 +39,7 @@ export class OrderedSubscription implements NatsSubscription {
   private messages: ConsumerMessages | null = null;
   /** The stream sequence the next consumer starts at; null until `'new'` is resolved. */
   private next: number | null;
-  private readonly backlog: JsMsg[] = [];
-  private running = false;
+  private readonly delivery: SerialDelivery<JsMsg>;
   /** Set when a reconnect closed the consumer: a new one is made at once, and nothing is reported. */
   private renewing = false;
   private readonly unlisten: () => void;
@@ -51,10 +49,17 @@ export class OrderedSubscription implements NatsSubscription {
     private readonly jsm: JetStreamManager,
     private readonly stream: string,
     readonly subject: string,
-    private readonly handler: BusHandler,
+    handler: BusHandler,
     private readonly host: NatsHost,
     start: OrderedStart,
   ) {
+    // Stored messages were published for the stream's PubAck: there is nothing to respond to.
+    this.delivery = new SerialDelivery(
+      handler,
+      host,
+      () => this.active,
+      () => null,
+    );
     this.next = start.from === 'new' ? null : Math.max(1, Math.floor(start.from));
     this.unlisten = host.onReconnect(() => this.renew());
     // Not floating: run catches and reports every failure, and ends when the subscription stops.
@@ -78,19 +83,7 @@ export class OrderedSubscription implements NatsSubscription {
   async caughtUp(): Promise<void> {
     // Until a first consumer exists, nothing of the stream can have been read.
     while (this.active && this.consumer === null) await sleep(CAUGHT_UP_POLL_MS);
-    while (this.active && this.consumer !== null) {
-      let pending: number;
-      try {
-        pending = (await this.consumer.info()).num_pending;
-      } catch (error) {
-        this.host.report(busError(error, `cannot ask how far ${this.subject} was read`), this.subject);
-        return;
-      }
-      if (pending === 0) break;
-      await sleep(CAUGHT_UP_POLL_MS);
-    }
-    // Messages already sent to this client are taken in (begin) as they arrive, one macrotask on.
-    await new Promise<void>((resolve) => setImmediate(resolve));
+    await drained(() => (this.active ? this.consumer : null), this.host, this.subject);
   }
 
   private async run(): Promise<void> {
@@ -146,35 +139,7 @@ export class OrderedSubscription implements NatsSubscription {
   private receive(msg: JsMsg): void {
     if (!this.active) return;
     this.next = msg.seq + 1;
-    this.host.begin();
-    this.backlog.push(msg);
-    if (this.running) return;
-    this.running = true;
-    // Not floating: pump catches every failure of a handler and reports it.
-    void this.pump();
-  }
-
-  private async pump(): Promise<void> {
-    for (let msg = this.backlog.shift(); msg !== undefined; msg = this.backlog.shift()) {
-      if (this.active) await this.deliver(msg);
-      this.host.end();
-    }
-    this.running = false;
-  }
-
-  private async deliver(msg: JsMsg): Promise<void> {
-    let data: unknown;
-    try {
-      data = decodeMessage(msg.subject, msg.data);
-    } catch (error) {
-      this.host.rejectReceived(msg.subject, error);
-      return;
-    }
-    try {
-      await this.handler(new Delivery(this.host.bus, msg.subject, data, null));
-    } catch (error) {
-      this.host.report(error, msg.subject);
-    }
+    this.delivery.push(msg);
   }
 }
 

@@ -3,6 +3,7 @@ import { JetStreamApiError } from '@nats-io/jetstream';
 import { errors as natsErrors } from '@nats-io/transport-node';
 import { BusError } from '../errors.js';
 import { busError, hasCause } from './nats-helpers.js';
+import { DUPLICATE_WINDOW_MS } from './nats-streams.js';
 
 /**
  * Storing a message in JetStream until the stream acknowledges it. A publish whose acknowledgement
@@ -14,6 +15,8 @@ import { busError, hasCause } from './nats-helpers.js';
 
 /** How long one attempt waits for the stream's acknowledgement; a slow one only costs a dropped duplicate. */
 export const PUBLISH_ATTEMPT_MS = 2_000;
+/** The longest a message may be sent again: a copy sent after the duplicate window would be stored twice. */
+export const MAX_PUBLISH_RETRY_MS = DUPLICATE_WINDOW_MS - PUBLISH_ATTEMPT_MS;
 const LOST = Symbol('lost');
 /** Waits between attempts grow from the first to the last, doubling. */
 const FIRST_BACKOFF_MS = 100;

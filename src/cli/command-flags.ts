@@ -1,5 +1,5 @@
 import { GRAPH_FORMATS, MACHINE_NAMES } from '../graph/graph-choices.js';
-import { DEFAULT_WORKER_CONCURRENCY, ROLES } from '../schemas/setting-values.js';
+import { DEFAULT_PUBLISH_RETRY_MS, DEFAULT_WORKER_CONCURRENCY, ROLES } from '../schemas/setting-values.js';
 import { type Command, FLAGS, type FlagSpec, inGroup } from './flag-table.js';
 
 /**
@@ -34,6 +34,13 @@ const WORKER_FLAGS = inGroup('nats', [
     kind: 'text',
     value: '<url>',
     help: 'NATS server(s), comma-separated (default NATS_URL, else nats://127.0.0.1:4222)',
+  },
+  {
+    name: 'publish-retry',
+    kind: 'duration',
+    value: '<ms>',
+    default: DEFAULT_PUBLISH_RETRY_MS,
+    help: 'How long an event, work item or result is sent again while NATS does not acknowledge it, before its publish fails; at most 118s',
   },
   { name: 'demo', kind: 'switch', help: 'Answer with the built-in demo model (not an AI): no key needed' },
   {

@@ -168,7 +168,8 @@ for another worker), then the connection closes.`,
 statecharts with the active state highlighted, the plan, each attempt's score per criterion
 against its threshold, the contract rounds, the refine and pivot decisions, tokens, cost and time
 per phase, and every event. With --log it follows a log file while its run writes it; with --nats
-it follows every run on the server, seen from when the dashboard joined, with a run selector.
+it follows every run on the server from the JetStream stream (a run under way when the dashboard
+joined is read from its start; a reconnect loses nothing), with a run selector.
 The page loads nothing from the internet (no CDN, no fonts), shows model text as text, and takes
 only GET requests. It binds 127.0.0.1 unless --host says otherwise: the runs' tasks and model
 output are visible to anyone who can reach the port. It runs until Ctrl-C.`,

@@ -7,6 +7,7 @@ import { buildRoleModel } from '../api/planner-generator-evaluator.js';
 import { publishControl } from '../bus/channels.js';
 import { NatsBus } from '../bus/nats-bus.js';
 import { natsOptionsFromEnv } from '../bus/nats-connection.js';
+import { MAX_PUBLISH_RETRY_MS } from '../bus/nats-publish.js';
 import { subjects } from '../bus/subjects.js';
 import { ConfigurationError } from '../errors.js';
 import { startCoordinatorService } from '../runtime/services.js';
@@ -45,6 +46,8 @@ export interface WorkerPlan {
   role: WorkerRole;
   demo: boolean;
   concurrency: number;
+  /** `--publish-retry`: the `publishRetryMs` of the process's bus. */
+  publishRetryMs: number;
   id: string;
   nats: ReturnType<typeof natsOptionsFromEnv>;
   options: ReturnType<typeof resolveOptions>;
@@ -70,7 +73,12 @@ export function workerPlan(line: CommandLine, io: Pick<CliIo, 'env' | 'cwd'>): W
   const nats = natsOptionsFromEnv(io.env);
   if (line.flags.nats) nats.servers = line.flags.nats;
   const id = typeof values['worker-id'] === 'string' ? values['worker-id'] : `${role}-${process.pid}`;
-  return { role, demo, concurrency, id, nats, options };
+  const publishRetryMs = values['publish-retry'] as number;
+  if (publishRetryMs < 1 || publishRetryMs > MAX_PUBLISH_RETRY_MS)
+    throw new ConfigurationError(
+      `--publish-retry must be between 1ms and ${MAX_PUBLISH_RETRY_MS / 1000}s (within the streams' duplicate window)`,
+    );
+  return { role, demo, concurrency, publishRetryMs, id, nats, options };
 }
 
 /** Reads and checks a `pge worker` command line (the arguments after `worker`), as `main` does. */
@@ -80,8 +88,8 @@ export function parseWorkerCommand(argv: readonly string[], io: Pick<CliIo, 'env
 
 /** `pge worker --role <role> [flags]`. Returns when the process has drained. */
 export async function workerCommand(line: CommandLine, io: CliIo): Promise<number> {
-  const { role, demo, concurrency, id, nats, options } = workerPlan(line, io);
-  const bus = await NatsBus.connect({ ...nats, name: `pge-${id}` });
+  const { role, demo, concurrency, publishRetryMs, id, nats, options } = workerPlan(line, io);
+  const bus = await NatsBus.connect({ ...nats, name: `pge-${id}`, publishRetryMs });
 
   let stop: (hurry: boolean) => Promise<void>;
   if (role === 'planner' || role === 'generator' || role === 'evaluator') {

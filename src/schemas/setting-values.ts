@@ -54,5 +54,13 @@ export const OPTION_DEFAULTS = {
   [option: string]: string | number;
 };
 
+/**
+ * Milliseconds a message for a JetStream stream is sent again while the server does not
+ * acknowledge it, before its publish fails (`NatsBus` option `publishRetryMs`, `pge worker
+ * --publish-retry`). It stays within the streams' 2-minute duplicate window, so a late copy is
+ * still recognised as one.
+ */
+export const DEFAULT_PUBLISH_RETRY_MS = 60_000;
+
 /** Requests one role worker (`createRoleWorker`) handles at once: model calls are I/O-bound. */
 export const DEFAULT_WORKER_CONCURRENCY = 16;

@@ -1,5 +1,5 @@
 import type { JetStreamManager } from '@nats-io/jetstream';
-import { jetstream, jetstreamManager, RetentionPolicy, StorageType } from '@nats-io/jetstream';
+import { jetstreamManager, RetentionPolicy, StorageType } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { connect, nanos } from '@nats-io/transport-node';
 import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from 'vitest';
@@ -13,6 +13,7 @@ import type { RoleRequest, RunEvent } from '../../src/schemas/index.js';
 import { fullRun } from '../persistence/fixtures.js';
 import type { NatsServerHandle } from '../support/nats-server.js';
 import { startNatsServer } from '../support/nats-server.js';
+import { seqsUpTo, storedEvents } from '../support/stored-events.js';
 import { describeBusContract, freshRunId, runStarted, stepStarted } from './bus-contract.js';
 
 /**
@@ -46,18 +47,6 @@ function requestOf(
   const template = fullRun(runId).find((event) => event.type === type);
   if (!template) throw new Error(`the fixture run has no ${type}`);
   return { ...template, id: `${runId}-req-${n}`, seq: n } as RoleRequest;
-}
-
-/** Reads `count` events stored on `filter` with plain nats.js, in stream order. */
-async function readStored(nc: NatsConnection, filter: string, count: number): Promise<RunEvent[]> {
-  const consumer = await jetstream(nc).consumers.get('PGE_EVENTS', { filter_subjects: filter });
-  const events: RunEvent[] = [];
-  const messages = await consumer.consume();
-  for await (const m of messages) {
-    events.push(m.json<RunEvent>());
-    if (events.length === count) break;
-  }
-  return events;
 }
 
 /** Messages the stream holds on `subject`. */
@@ -343,15 +332,8 @@ describe('NatsBus through an outage', () => {
       await publishing;
       // None was given up: every publish resolved once the restarted server stored it.
       await Promise.all(published);
-      const nc = await connect({ servers: server.url });
-      try {
-        const jsm = await jetstreamManager(nc);
-        expect(await storedOn(jsm, 'PGE_EVENTS', subjects.event(runId, 'run.started'))).toBe(count);
-        const seqs = (await readStored(nc, subjects.events(runId), count)).map((e) => e.seq);
-        expect([...seqs].sort((a, b) => a - b)).toEqual(Array.from({ length: count }, (_, i) => i + 1));
-      } finally {
-        await nc.close();
-      }
+      const seqs = (await storedEvents(server.url, subjects.events(runId))).map((e) => e.seq);
+      expect(seqs.sort((a, b) => a - b)).toEqual(seqsUpTo(count));
     } finally {
       await bus.close();
       await server.stop();

@@ -9,6 +9,7 @@ import type { RunEvent } from '../../src/schemas/index.js';
 import { type FakeOpenAI, type FakeStep, startFakeOpenAI } from '../support/fake-openai-server.js';
 import { type NatsServerHandle, startNatsServer } from '../support/nats-server.js';
 import { type PgeProcess, startPge } from '../support/processes.js';
+import { answers, schemaOf, scriptedStep, taskHas } from '../support/scripted-deployment.js';
 
 /**
  * The distributed deployment as users run it: separate `pge worker` processes (coordinator,
@@ -16,47 +17,16 @@ import { type PgeProcess, startPge } from '../support/processes.js';
  * scripted OpenAI-compatible server, runs submitted by a client that imports nothing from pge.
  */
 
-const PLAN = {
-  scope: 'distributed test',
-  steps: [1, 2, 3].map((n) => ({
-    id: `s${n}`,
-    title: `Step ${n}`,
-    description: `do ${n}`,
-    expectedOutput: `out ${n}`,
-    dependsOn: n > 1 ? [`s${n - 1}`] : [],
-  })),
-  criteria: [
-    { name: 'accuracy', weight: 'high', description: 'right', threshold: 7 },
-    { name: 'clarity', weight: 'standard', description: 'clear', threshold: null },
-  ],
-};
-
 const HANGING_TASK = 'a task whose work hangs';
 
 // biome-ignore lint/suspicious/noExplicitAny: the request body as the SDK sent it.
 function answer(body: any): FakeStep {
-  const answers: Record<string, object> = {
-    pge_plan: PLAN,
-    pge_contract: { title: 'c', acceptanceCriteria: ['a'], expectedOutput: 'o', verificationMethod: 'v' },
-    pge_contract_review: { status: 'approved', amendments: [], rationale: 'ok' },
-    pge_work: { output: 'the work', notes: 'n', selfAssessment: [] },
-    pge_evaluation: {
-      scores: [
-        { criterion: 'accuracy', score: 9, evidence: 'e' },
-        { criterion: 'clarity', score: 8, evidence: 'e' },
-      ],
-      findings: [],
-      actionableFeedback: [],
-      summary: 's',
-    },
-  };
-  const name = body?.response_format?.json_schema?.name;
-  const content = answers[name];
+  const schema = schemaOf(body);
+  const content = schema ? answers()[schema] : undefined;
   // The task that hangs: its work call takes a minute, unless the client gives up first.
-  if (name === 'pge_work' && JSON.stringify(body.messages).includes(HANGING_TASK))
-    return { content: content!, delayMs: 60_000 };
+  if (schema === 'pge_work' && taskHas(body, HANGING_TASK)) return scriptedStep(content, 60_000);
   // A model that takes a while, so that work overlaps and every generator gets some.
-  return content ? { content, delayMs: 40 } : { status: 400, error: { message: 'unexpected schema' } };
+  return scriptedStep(content, 40);
 }
 
 let nats: NatsServerHandle;

@@ -1,14 +1,13 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { jetstream, jetstreamManager } from '@nats-io/jetstream';
-import { connect } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RunEvent } from '../../src/schemas/index.js';
 import { type FakeOpenAI, startFakeOpenAI } from '../support/fake-openai-server.js';
 import { type NatsServerHandle, startNatsServer } from '../support/nats-server.js';
 import { type PgeProcess, startPge } from '../support/processes.js';
-import { answer, answers, schemaOf, startWorkers, taskHas } from '../support/scripted-deployment.js';
+import { answers, schemaOf, scriptedStep, startWorkers, taskHas } from '../support/scripted-deployment.js';
+import { seqsUpTo, storedEvents } from '../support/stored-events.js';
 
 /**
  * Following runs of a distributed deployment through faults, with real processes: `pge worker`
@@ -32,10 +31,10 @@ beforeAll(async () => {
   openai = await startFakeOpenAI();
   openai.script((body) => {
     const schema = schemaOf(body);
-    if (schema === 'pge_work' && taskHas(body, HANGING)) return answer(answers().pge_work, 60_000);
-    if (taskHas(body, BUSY)) return answer(schema ? answers(9, BUSY_STEPS)[schema] : undefined, 10);
+    if (schema === 'pge_work' && taskHas(body, HANGING)) return scriptedStep(answers().pge_work, 60_000);
+    if (taskHas(body, BUSY)) return scriptedStep(schema ? answers(9, BUSY_STEPS)[schema] : undefined, 10);
     const score = taskHas(body, FAILING) ? 3 : 9;
-    return answer(schema ? answers(score)[schema] : undefined, 40);
+    return scriptedStep(schema ? answers(score)[schema] : undefined, 40);
   });
   logs = mkdtempSync(join(tmpdir(), 'pge-follow-'));
   workers = await startWorkers(
@@ -60,27 +59,6 @@ afterAll(async () => {
 const runRemote = (task: string, ...flags: string[]) =>
   startPge(['run', task, '--nats', nats.url, '--json', ...flags], { OPENAI_API_KEY: 'sk-test-client' });
 
-/** Every event the stream holds for `runId`, in stream order, and how many it holds. */
-async function stored(runId: string): Promise<{ events: RunEvent[]; count: number }> {
-  const nc = await connect({ servers: nats.url });
-  try {
-    const filter = `pge.run.${runId}.evt.>`;
-    const jsm = await jetstreamManager(nc);
-    const info = await jsm.streams.info('PGE_EVENTS', { subjects_filter: filter });
-    const count = Object.values(info.state.subjects ?? {}).reduce((n, c) => n + c, 0);
-    const consumer = await jetstream(nc).consumers.get('PGE_EVENTS', { filter_subjects: filter });
-    const events: RunEvent[] = [];
-    const messages = await consumer.consume();
-    for await (const m of messages) {
-      events.push(m.json<RunEvent>());
-      if (events.length === count) break;
-    }
-    return { events, count };
-  } finally {
-    await nc.close();
-  }
-}
-
 const closingOf = (run: PgeProcess): RunEvent => JSON.parse(run.stdout()) as RunEvent;
 const coordinator = () => workers[0]!;
 
@@ -100,12 +78,9 @@ describe('followers through faults', () => {
         type: 'run.completed',
         payload: { passed: true, stepsTotal: BUSY_STEPS },
       });
-      const { events, count } = await stored(closing.runId);
+      const events = await storedEvents(nats.url, `pge.run.${closing.runId}.evt.>`);
       // seqs 1..n, each once: no gap, no duplicate.
-      expect(count).toBe(closing.seq);
-      expect(events.map((e) => e.seq).sort((a, b) => a - b)).toEqual(
-        Array.from({ length: closing.seq }, (_, i) => i + 1),
-      );
+      expect(events.map((e) => e.seq).sort((a, b) => a - b)).toEqual(seqsUpTo(closing.seq));
       finished.push(closing);
     }
     // A publish that went unanswered during the outage was sent again, not reported as a failure.

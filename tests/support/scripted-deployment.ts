@@ -55,7 +55,7 @@ export const schemaOf = (body: any): string | undefined => body?.response_format
 export const taskHas = (body: any, text: string): boolean => JSON.stringify(body?.messages).includes(text);
 
 /** A scripted answer of `content` after `delayMs`, or a 400 for a schema it does not know. */
-export function answer(content: object | undefined, delayMs: number): FakeStep {
+export function scriptedStep(content: object | undefined, delayMs: number): FakeStep {
   return content ? { content, delayMs } : { status: 400, error: { message: 'unexpected schema' } };
 }
 
