@@ -89,8 +89,9 @@ export function followRun(bus: Bus, runId: string, options: FollowRunOptions = {
   return { runId, closing, lastSeq: () => next - 1, received: () => received, stop };
 }
 
-/** `90 s`, `1.5 s`, `10 min`. */
+/** `150 ms`, `1.5 s`, `90 s`, `10 min`. */
 function seconds(ms: number): string {
+  if (ms < 1000) return `${ms} ms`;
   if (ms >= 120_000 && ms % 60_000 === 0) return `${ms / 60_000} min`;
-  return `${Number((ms / 1000).toFixed(1))} s`;
+  return `${Math.round(ms / 100) / 10} s`;
 }
