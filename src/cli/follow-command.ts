@@ -32,7 +32,8 @@ export interface FollowDisplay {
 
 /** The command that follows run `runId` again, with its servers (credentials masked). */
 export function followAgain(runId: string, servers: string): string {
-  return `pge follow ${runId} --nats ${describeNatsServers({ servers })}`;
+  // Comma-separated without spaces, as --nats takes them.
+  return `pge follow ${runId} --nats ${describeNatsServers({ servers }, ',')}`;
 }
 
 /**
