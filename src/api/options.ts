@@ -7,6 +7,7 @@ import { ConfigurationError } from '../errors.js';
 import type { RunEvent } from '../schemas/index.js';
 import { OPTION_DEFAULTS, ROLES } from '../schemas/setting-values.js';
 import {
+  FollowSettings,
   ModelClientSettings,
   OutputType,
   RoleModelSettings,
@@ -88,6 +89,7 @@ export const PgeOptionsSchema = z.strictObject({
       evaluator: RoleModelSettings.optional(),
     })
     .default({}),
+  ...FollowSettings.shape,
   /** Called with every event of every run, in order (progress displays, integrations). */
   onEvent: z.custom<(event: RunEvent) => void>((v) => typeof v === 'function').optional(),
 });

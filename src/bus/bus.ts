@@ -60,6 +60,15 @@ export interface StoredMessages {
   stored(subject: string): Promise<unknown[]>;
 }
 
+/** Options of `subscribeOrdered`. */
+export interface OrderedOptions {
+  /**
+   * Where to start: a stream sequence (default 1, everything the stream holds on the subject), or
+   * `'new'`, only what is stored from the moment of subscribing.
+   */
+  from?: number | 'new';
+}
+
 /** The transport every pge process uses to talk to the others. */
 export interface Bus {
   /** Validates and publishes; resolves once the message is accepted by the transport. */
@@ -67,6 +76,13 @@ export interface Bus {
   subscribe(subject: string, handler: BusHandler, options?: SubscribeOptions): BusSubscription;
   /** Publishes with a reply subject and resolves with the (validated) reply. */
   request(subject: string, data: unknown, options?: RequestOptions): Promise<unknown>;
+  /**
+   * Reads what a stream stores on `subject` (events, results), in the order it was stored, from
+   * `options.from`, then what is stored next, one message at a time. Nothing is lost or repeated
+   * across reconnects and server restarts. Only a bus that stores messages has it (NATS JetStream);
+   * on one that does not, a plain `subscribe` made before the first publish sees the same.
+   */
+  subscribeOrdered?(subject: string, handler: BusHandler, options?: OrderedOptions): BusSubscription;
   /** Resolves when everything published so far has reached its handlers (and they returned). */
   flush(): Promise<void>;
   /** Flushes, removes every subscription and refuses further publishes. */

@@ -1,7 +1,7 @@
 import type { CallCancel, RunControl } from '../schemas/control.js';
 import type { Role, RoleRequest, RoleResult, RunEvent } from '../schemas/index.js';
 import { ROLE_OF_REQUEST } from '../schemas/index.js';
-import type { Bus, BusSubscription, StoredMessages } from './bus.js';
+import type { Bus, BusSubscription, OrderedOptions, StoredMessages } from './bus.js';
 import type { MessageRejection } from './codec.js';
 import { freezeMessage } from './codec.js';
 import { subjects, workerQueue } from './subjects.js';
@@ -56,6 +56,25 @@ export async function readRunResults(source: StoredMessages, runId: string): Pro
 }
 
 /**
+ * Reads the events of one run, or of every run with `'*'`, as the stream stores them: from the
+ * first (or from stream sequence `options.from`, or only new ones with `'new'`) through an ordered
+ * consumer, so a reconnect or a server restart loses none, on a bus that stores events (NATS). A
+ * bus that stores nothing (in process) hands over what is published from now on.
+ */
+export function readEvents(
+  bus: Bus,
+  runId: string | '*',
+  handler: (event: RunEvent) => void | Promise<void>,
+  options: OrderedOptions = {},
+): BusSubscription {
+  const subject = subjects.events(runId);
+  const deliver = (message: { data: unknown }) => handler(message.data as RunEvent);
+  return bus.subscribeOrdered
+    ? bus.subscribeOrdered(subject, deliver, options)
+    : bus.subscribe(subject, deliver);
+}
+
+/**
  * Publishes a request event on its run's event subject and queues it for the role that serves
  * it: one message in two places.
  */
@@ -87,13 +106,22 @@ export function publishResult(bus: Bus, result: RoleResult): Promise<void> {
   return publishOn(bus, () => subjects.result(result.runId), result);
 }
 
-/** Follows the worker results of one run, or of every run with `'*'`. */
+/**
+ * Follows the worker results of one run, or of every run with `'*'`, from now on. A bus that stores
+ * results (NATS) reads them from the stream, from the next one stored: a result that a worker
+ * stored while this process was reconnecting (it sent it again until the stream took it) comes
+ * all the same, where a plain subscription would have missed it and left its run waiting.
+ */
 export function subscribeResults(
   bus: Bus,
   runId: string | '*',
   handler: (result: RoleResult) => void | Promise<void>,
 ): BusSubscription {
-  return bus.subscribe(subjects.result(runId), (message) => handler(message.data as RoleResult));
+  const subject = subjects.result(runId);
+  const deliver = (message: { data: unknown }) => handler(message.data as RoleResult);
+  return bus.subscribeOrdered
+    ? bus.subscribeOrdered(subject, deliver, { from: 'new' })
+    : bus.subscribe(subject, deliver);
 }
 
 /** Reports a message that was received but refused (`pge.errors.rejected`). */

@@ -3,13 +3,14 @@ import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { errors as natsErrors } from '@nats-io/transport-node';
 import { BusError, ConfigurationError } from '../errors.js';
-import { ID_PATTERN } from '../schemas/setting-values.js';
+import { DEFAULT_PUBLISH_RETRY_MS, ID_PATTERN } from '../schemas/setting-values.js';
 import { StreamLimits } from '../schemas/settings.js';
 import type {
   Bus,
   BusHandler,
   BusSubscription,
   DurableOptions,
+  OrderedOptions,
   RequestOptions,
   StoredMessages,
   SubscribeOptions,
@@ -18,7 +19,9 @@ import { InFlight, reportSafely, reportToConsole } from './bus.js';
 import { decodeMessage, encodeMessage, rejectionOf } from './codec.js';
 import type { NatsConnectionOptions } from './nats-connection.js';
 import { connectNats, describeNatsServers } from './nats-connection.js';
-import { busError, hasCause, within } from './nats-helpers.js';
+import { busError, hasCause, Reconnects, within } from './nats-helpers.js';
+import { OrderedSubscription } from './nats-ordered-subscription.js';
+import { MAX_PUBLISH_RETRY_MS, type StorePolicy, storeUntilAcknowledged } from './nats-publish.js';
 import { readStored } from './nats-stored.js';
 import type { StreamLimitSettings } from './nats-streams.js';
 import { ensureStreams, messageIdOf, streamOf } from './nats-streams.js';
@@ -53,6 +56,13 @@ export interface NatsBusSettings extends StreamLimitSettings {
   maxDeliver?: number;
   /** Milliseconds before a work item whose handler threw is delivered again (default 2000). */
   nakDelayMs?: number;
+  /**
+   * Milliseconds a message for a stream (event, work item, result) is sent again, with the same
+   * `Nats-Msg-Id`, while the server does not acknowledge it (a restart, a lost connection), before
+   * its publish fails (default 60 000). At most the streams' duplicate window less one attempt
+   * (118 000), so that a copy sent late is still recognised as one.
+   */
+  publishRetryMs?: number;
 }
 
 /** Options of `NatsBus.connect`: the connection's and the bus's. */
@@ -65,6 +75,7 @@ const SETTING_NAMES: ReadonlySet<string> = new Set([
   'nakDelayMs',
   'streamMaxAgeMs',
   'streamMaxBytes',
+  'publishRetryMs',
 ]);
 const DEFAULT_TIMEOUT_MS = 10_000;
 const DEFAULT_ACK_WAIT_MS = 10_000;
@@ -79,6 +90,7 @@ export class NatsBus implements Bus, StoredMessages {
   private readonly publishing = new Set<Promise<unknown>>();
   private readonly host: NatsHost;
   private readonly timings: PullTimings;
+  private readonly storePolicy: StorePolicy;
   private readonly onHandlerError: (error: unknown, subject: string) => void;
   private published = 0;
   private readonly inFlight = new InFlight();
@@ -99,6 +111,14 @@ export class NatsBus implements Bus, StoredMessages {
       maxDeliver: positive(settings.maxDeliver ?? 5, 'maxDeliver'),
       nakDelayMs: positive(settings.nakDelayMs ?? 2_000, 'nakDelayMs'),
     };
+    const retryMs = positive(settings.publishRetryMs ?? DEFAULT_PUBLISH_RETRY_MS, 'publishRetryMs');
+    if (retryMs > MAX_PUBLISH_RETRY_MS)
+      throw new ConfigurationError(
+        `publishRetryMs must be at most ${MAX_PUBLISH_RETRY_MS} (the streams' duplicate window less one attempt)`,
+      );
+    const reconnects = new Reconnects(connection);
+    const onReconnect = (listener: () => void) => reconnects.listen(listener);
+    this.storePolicy = { retryMs, isClosed: () => this.closed, onReconnect };
     this.host = {
       bus: this,
       begin: () => this.inFlight.begin(),
@@ -106,6 +126,7 @@ export class NatsBus implements Bus, StoredMessages {
       rejectReceived: (subject, error) => this.rejectReceived(subject, error),
       report: (error, subject) => this.report(error, subject),
       detach: (subscription) => void this.subscriptions.delete(subscription),
+      onReconnect,
     };
   }
 
@@ -163,9 +184,12 @@ export class NatsBus implements Bus, StoredMessages {
   }
 
   /**
-   * Validates and publishes. Events, work items and results resolve once JetStream stored them
-   * (a re-sent one, same id, is stored once); other subjects once the message is handed to the
-   * client. Rejects with `MessageRejectedError`, `TypeError` (malformed subject) or `BusError`.
+   * Validates and publishes. Events, work items and results resolve once JetStream stored them:
+   * while the server does not acknowledge one (a timeout, no responders, a disconnect), it is sent
+   * again with the same `Nats-Msg-Id`, so it is stored once, for up to `publishRetryMs`. Other
+   * subjects resolve once the message is handed to the client. Rejects with `MessageRejectedError`,
+   * `TypeError` (malformed subject) or `BusError` (refused by the stream, not acknowledged in time,
+   * or the bus closed first).
    */
   publish(subject: string, data: unknown): Promise<void> {
     let bytes: Uint8Array;
@@ -187,12 +211,16 @@ export class NatsBus implements Bus, StoredMessages {
       }
     }
     const msgID = messageIdOf(stream, data);
-    const stored = this.js.publish(subject, bytes, msgID === undefined ? {} : { msgID }).then(
-      () => undefined,
-      (error: unknown) => {
-        throw busError(error, `cannot publish on ${subject}`);
-      },
-    );
+    // Without an id a second copy would be stored twice: such a message is sent once.
+    const stored =
+      msgID === undefined
+        ? this.js.publish(subject, bytes).then(
+            () => undefined,
+            (error: unknown) => {
+              throw busError(error, `cannot publish on ${subject}`);
+            },
+          )
+        : storeUntilAcknowledged(this.js, subject, bytes, msgID, this.storePolicy);
     this.publishing.add(stored);
     const forget = () => void this.publishing.delete(stored);
     stored.then(forget, forget);
@@ -286,6 +314,38 @@ export class NatsBus implements Bus, StoredMessages {
     } catch (error) {
       throw busError(error, `cannot read ${subject} in ${stream.name}`);
     }
+  }
+
+  /**
+   * Reads a stream subject (e.g. `pge.run.<runId>.evt.>`) through an ordered consumer, from stream
+   * sequence `options.from` (default 1) or from what is stored next (`'new'`): ephemeral, no acks,
+   * recreated from the last message read after a reconnect or a server restart, so the handler
+   * sees every message once, in stream order. Failures to read are reported to `onHandlerError`
+   * (once per outage) and retried for as long as the subscription lasts.
+   */
+  subscribeOrdered(subject: string, handler: BusHandler, options: OrderedOptions = {}): BusSubscription {
+    if (this.closed) throw new BusError(`cannot subscribe to ${subject}: the bus is closed`);
+    checkSubject(subject, true);
+    const stream = streamOf(subject);
+    if (stream === null) throw new TypeError(`no pge stream holds ${subject}`);
+    const from = options.from ?? 1;
+    if (from !== 'new' && !(Number.isInteger(from) && from >= 1))
+      throw new TypeError(
+        `an ordered reading starts at a stream sequence >= 1 or 'new', not ${String(from)}`,
+      );
+    const subscription = new OrderedSubscription(
+      this.js,
+      this.jsm,
+      stream.name,
+      subject,
+      handler,
+      this.host,
+      {
+        from,
+      },
+    );
+    this.subscriptions.add(subscription);
+    return subscription;
   }
 
   /**

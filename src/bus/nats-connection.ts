@@ -141,9 +141,9 @@ export async function connectNats(options: NatsConnectionOptions = {}): Promise<
   return nc;
 }
 
-/** The servers of `options`, for messages: credentials in URLs are masked. */
-export function describeNatsServers(options: NatsConnectionOptions = {}): string {
-  return serversOf(options).map(maskUrl).join(', ');
+/** The servers of `options`, for messages: credentials in URLs are masked; `separator` between them. */
+export function describeNatsServers(options: NatsConnectionOptions = {}, separator = ', '): string {
+  return serversOf(options).map(maskUrl).join(separator);
 }
 
 function serversOf(options: NatsConnectionOptions): string[] {

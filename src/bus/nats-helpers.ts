@@ -1,3 +1,4 @@
+import type { NatsConnection } from '@nats-io/transport-node';
 import { errors as natsErrors } from '@nats-io/transport-node';
 import { BusError } from '../errors.js';
 
@@ -29,4 +30,30 @@ export function busError(error: unknown, what: string): BusError {
     hasCause(error, natsErrors.ClosedConnectionError) || hasCause(error, natsErrors.DrainingConnectionError);
   const reason = closed ? 'the connection is closed' : error instanceof Error ? error.message : String(error);
   return new BusError(`${what}: ${reason}`, { cause: error });
+}
+
+/**
+ * The reconnects of a connection, told to listeners. nats.js drops what was buffered while
+ * disconnected when it reconnects, and a reply to a request sent before is lost with the old
+ * connection: whatever waits for one should ask again then, rather than wait for its timeout.
+ */
+export class Reconnects {
+  readonly #listeners = new Set<() => void>();
+
+  constructor(nc: NatsConnection) {
+    // Not floating: the loop ends when the connection closes; a failing status stream only leaves
+    // waiters to their timeouts, as without this class.
+    (async () => {
+      for await (const status of nc.status()) {
+        if (status.type !== 'reconnect') continue;
+        for (const listener of [...this.#listeners]) listener();
+      }
+    })().catch(() => undefined);
+  }
+
+  /** Calls `listener` at every reconnect until the returned function is called. */
+  listen(listener: () => void): () => void {
+    this.#listeners.add(listener);
+    return () => void this.#listeners.delete(listener);
+  }
 }

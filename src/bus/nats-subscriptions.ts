@@ -29,6 +29,8 @@ export interface NatsHost {
   rejectReceived(subject: string, error: unknown): void;
   /** Tells the bus's `onHandlerError` about a failure; delivery goes on. */
   report(error: unknown, subject: string): void;
+  /** Calls `listener` at each reconnect of the connection until the returned function is called. */
+  onReconnect(listener: () => void): () => void;
   detach(subscription: NatsSubscription): void;
 }
 
@@ -57,20 +59,81 @@ const FETCH_EXPIRES_MS = 5_000;
 const PULL_RETRY_MS = 1_000;
 const CAUGHT_UP_POLL_MS = 10;
 
+/** A received message: what `SerialDelivery` reads of a core message and of a JetStream one. */
+interface Received {
+  readonly subject: string;
+  readonly data: Uint8Array;
+}
+
+/**
+ * Hands received messages to a handler one at a time, in arrival order, as the in-process bus
+ * does: each is counted as under way (`begin`/`end`) from its arrival, decoded (a message that
+ * does not decode is reported on `pge.errors.rejected`), and a handler's failure is reported.
+ * Once `isActive` says no, what is still queued is dropped, as NATS drops it.
+ */
+export class SerialDelivery<M extends Received> {
+  private running = false;
+  private readonly backlog: M[] = [];
+
+  constructor(
+    private readonly handler: BusHandler,
+    private readonly host: NatsHost,
+    private readonly isActive: () => boolean,
+    /** The subject a handler may respond on, or null. */
+    private readonly replyOf: (msg: M) => string | null,
+  ) {}
+
+  /** Queues a message that has just arrived. */
+  push(msg: M): void {
+    this.host.begin();
+    this.backlog.push(msg);
+    if (this.running) return;
+    this.running = true;
+    // Not floating: pump catches every failure of a handler and reports it.
+    void this.pump();
+  }
+
+  private async pump(): Promise<void> {
+    for (let msg = this.backlog.shift(); msg !== undefined; msg = this.backlog.shift()) {
+      if (this.isActive()) await this.deliver(msg);
+      this.host.end();
+    }
+    this.running = false;
+  }
+
+  private async deliver(msg: M): Promise<void> {
+    let data: unknown;
+    try {
+      data = decodeMessage(msg.subject, msg.data);
+    } catch (error) {
+      this.host.rejectReceived(msg.subject, error);
+      return;
+    }
+    try {
+      await this.handler(new Delivery(this.host.bus, msg.subject, data, this.replyOf(msg)));
+    } catch (error) {
+      this.host.report(error, msg.subject);
+    }
+  }
+}
+
 /** A core NATS subscription (plain or in a queue group): at most once, like NATS itself. */
 export class CoreSubscription implements NatsSubscription {
   private active = true;
-  private running = false;
-  private readonly backlog: Msg[] = [];
+  private readonly delivery: SerialDelivery<Msg>;
   private readonly sub: Subscription;
 
   constructor(
     nc: NatsConnection,
     readonly subject: string,
     readonly queue: string | null,
-    private readonly handler: BusHandler,
+    handler: BusHandler,
     private readonly host: NatsHost,
   ) {
+    // A message JetStream stores was published with a reply subject for its PubAck, not for an
+    // answer from its readers: it has nothing to respond to.
+    const replyOf = (msg: Msg) => (streamOf(msg.subject) === null ? (msg.reply ?? null) : null);
+    this.delivery = new SerialDelivery(handler, host, () => this.active, replyOf);
     this.sub = nc.subscribe(subject, {
       ...(queue === null ? {} : { queue }),
       callback: (error, msg) => this.receive(error, msg),
@@ -97,40 +160,7 @@ export class CoreSubscription implements NatsSubscription {
       this.host.report(error, this.subject);
       return;
     }
-    if (!this.active) return;
-    this.host.begin();
-    this.backlog.push(msg);
-    if (this.running) return;
-    this.running = true;
-    // Not floating: pump catches every failure of a handler and reports it.
-    void this.pump();
-  }
-
-  private async pump(): Promise<void> {
-    for (let msg = this.backlog.shift(); msg !== undefined; msg = this.backlog.shift()) {
-      // Unsubscribed: messages not yet handed over are dropped, as NATS drops them.
-      if (this.active) await this.deliver(msg);
-      this.host.end();
-    }
-    this.running = false;
-  }
-
-  private async deliver(msg: Msg): Promise<void> {
-    let data: unknown;
-    try {
-      data = decodeMessage(msg.subject, msg.data);
-    } catch (error) {
-      this.host.rejectReceived(msg.subject, error);
-      return;
-    }
-    try {
-      // A message JetStream stores was published with a reply subject for its PubAck, not for an
-      // answer from its readers: it has nothing to respond to.
-      const reply = streamOf(msg.subject) === null ? (msg.reply ?? null) : null;
-      await this.handler(new Delivery(this.host.bus, msg.subject, data, reply));
-    } catch (error) {
-      this.host.report(error, msg.subject);
-    }
+    if (this.active) this.delivery.push(msg);
   }
 }
 
@@ -182,20 +212,7 @@ export class PullSubscription implements NatsSubscription {
 
   async caughtUp(): Promise<void> {
     await this.ready;
-    while (this.active && this.consumer !== null) {
-      let pending: number;
-      try {
-        pending = (await this.consumer.info(false)).num_pending;
-      } catch (error) {
-        this.host.report(error, this.subject);
-        return;
-      }
-      if (pending === 0) break;
-      await sleep(CAUGHT_UP_POLL_MS);
-    }
-    // A message already sent to this client is taken in (begin) within the microtasks that follow
-    // its arrival; one macrotask later the bus's idle count covers it.
-    await new Promise<void>((resolve) => setImmediate(resolve));
+    await drained(() => (this.active ? this.consumer : null), this.host, this.subject);
   }
 
   private async run(): Promise<void> {
@@ -248,6 +265,31 @@ export class PullSubscription implements NatsSubscription {
       this.host.end();
     }
   }
+}
+
+/**
+ * Resolves once JetStream has nothing left to hand the consumer `current()` returns (null: the
+ * subscription stopped), and the messages it already sent are taken in: each is counted as under
+ * way within the microtasks that follow its arrival, so one macrotask later the bus's idle count
+ * covers it. A failure to ask is reported, and ends the wait.
+ */
+export async function drained(
+  current: () => Consumer | null,
+  host: NatsHost,
+  subject: string,
+): Promise<void> {
+  for (let consumer = current(); consumer !== null; consumer = current()) {
+    let pending: number;
+    try {
+      pending = (await consumer.info()).num_pending;
+    } catch (error) {
+      host.report(busError(error, `cannot ask how far ${subject} was read`), subject);
+      return;
+    }
+    if (pending === 0) break;
+    await sleep(CAUGHT_UP_POLL_MS);
+  }
+  await new Promise<void>((resolve) => setImmediate(resolve));
 }
 
 /**

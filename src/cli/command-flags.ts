@@ -1,5 +1,5 @@
 import { GRAPH_FORMATS, MACHINE_NAMES } from '../graph/graph-choices.js';
-import { DEFAULT_WORKER_CONCURRENCY, ROLES } from '../schemas/setting-values.js';
+import { DEFAULT_PUBLISH_RETRY_MS, DEFAULT_WORKER_CONCURRENCY, ROLES } from '../schemas/setting-values.js';
 import { type Command, DEPLOYMENT_FLAGS, FLAGS, type FlagSpec, inGroup } from './flag-table.js';
 
 /**
@@ -34,6 +34,13 @@ const WORKER_FLAGS = inGroup('nats', [
     kind: 'text',
     value: '<url>',
     help: 'NATS server(s), comma-separated (default NATS_URL, else nats://127.0.0.1:4222)',
+  },
+  {
+    name: 'publish-retry',
+    kind: 'duration',
+    value: '<ms>',
+    default: DEFAULT_PUBLISH_RETRY_MS,
+    help: 'How long an event, work item or result is sent again while NATS does not acknowledge it, before its publish fails; at most 118s',
   },
   { name: 'demo', kind: 'switch', help: 'Answer with the built-in demo model (not an AI): no key needed' },
   {
@@ -97,6 +104,25 @@ const DASHBOARD_FLAGS = inGroup('cli', [
 /** The output flags of `resume`: a resumed run keeps its log and its recorded settings. */
 const RESUME_OUTPUT_FLAGS: readonly string[] = ['output-type', 'json', 'verbose'];
 
+const FOLLOW_FLAGS: readonly FlagSpec[] = [
+  ...inGroup('nats', [
+    {
+      name: 'nats',
+      kind: 'text',
+      value: '<url>',
+      help: 'NATS server(s) of the deployment, comma-separated (default NATS_URL, else nats://127.0.0.1:4222)',
+    },
+    {
+      name: 'from-seq',
+      kind: 'integer',
+      value: '<n>',
+      default: 1,
+      help: "Print the run's progress from its event <n> on (the events before still count)",
+    },
+  ]),
+  ...FLAGS.filter((f) => ['follow-timeout', 'json', 'verbose', 'config'].includes(f.name)),
+];
+
 /** The flags a command accepts, in help order. */
 export function flagsFor(command: Command): readonly FlagSpec[] {
   switch (command) {
@@ -119,5 +145,7 @@ export function flagsFor(command: Command): readonly FlagSpec[] {
       return GRAPH_FLAGS;
     case 'dashboard':
       return DASHBOARD_FLAGS;
+    case 'follow':
+      return FOLLOW_FLAGS;
   }
 }

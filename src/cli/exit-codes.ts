@@ -1,5 +1,6 @@
 import type { HarnessResult } from '../api/result.js';
 import { ConfigurationError, PgeError } from '../errors.js';
+import type { RunEventOf } from '../schemas/index.js';
 
 /**
  * The exit codes of `pge` and the mapping from outcomes and errors to them. The help prints the
@@ -21,6 +22,17 @@ export type ExitCode = (typeof ExitCode)[keyof typeof ExitCode];
 export function exitCodeOfResult(result: HarnessResult | null, interrupted: boolean): ExitCode {
   if (interrupted || result?.status === 'interrupted') return ExitCode.interrupted;
   return result?.passed ? ExitCode.passed : ExitCode.failed;
+}
+
+/**
+ * The exit code of a run followed on NATS, from its closing event: the codes of a local run
+ * (a run that failed on a model or transport error is 3, an interrupted one 130).
+ */
+export function exitCodeOfClosing(event: RunEventOf<'run.completed'> | RunEventOf<'run.failed'>): ExitCode {
+  if (event.type === 'run.completed') return event.payload.passed ? ExitCode.passed : ExitCode.failed;
+  const reason = event.payload.reason;
+  if (reason === 'interrupted') return ExitCode.interrupted;
+  return reason === 'error' ? ExitCode.model : ExitCode.failed;
 }
 
 /**

@@ -15,7 +15,16 @@ import {
  */
 
 /** The commands of `pge`. */
-export type Command = 'run' | 'demo' | 'resume' | 'batch' | 'config' | 'graph' | 'worker' | 'dashboard';
+export type Command =
+  | 'run'
+  | 'demo'
+  | 'resume'
+  | 'batch'
+  | 'config'
+  | 'graph'
+  | 'worker'
+  | 'dashboard'
+  | 'follow';
 
 /** The options a flag, the environment or a config file can set: every `PgeOptions` name that is plain data. */
 export type ConfigKey = Exclude<
@@ -279,6 +288,13 @@ const NATS_FLAGS = inGroup('nats', [
     kind: 'text',
     value: '<url>',
     help: 'Run through a deployment of pge workers on this NATS server (also: NATS_URL)',
+  },
+  {
+    name: 'follow-timeout',
+    kind: 'duration',
+    option: 'followTimeoutMs',
+    value: '<ms>',
+    help: 'With --nats: stop following a run that shows no new event for this long (exit 3; the run goes on); ms, or 30s, 10m',
   },
 ]);
 

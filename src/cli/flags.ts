@@ -149,7 +149,7 @@ export function closest(name: string, candidates: readonly string[]): string | u
 function unknownFlag(command: Command, rawName: string, flags: readonly FlagSpec[]): ConfigurationError {
   const name = rawName.replace(/^-+/, '');
   const guess = closest(name, [...flags.map((f) => f.name), 'help']);
-  const elsewhere = (['run', 'worker', 'dashboard', 'graph'] as const).some((other) =>
+  const elsewhere = (['run', 'worker', 'dashboard', 'graph', 'follow'] as const).some((other) =>
     flagsFor(other).some((f) => f.name === name),
   );
   const what = elsewhere ? `pge ${command} does not take ${rawName}` : `unknown flag ${rawName}`;

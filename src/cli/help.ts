@@ -16,7 +16,10 @@ const EXIT_CODES = `Exit codes:
        401/403/404), a plan or contract answer stayed invalid after repairs, or the log could not
        be written while the run was going (a log that cannot be written stops the run)
   130  interrupted (Ctrl-C or SIGTERM): the run ends as "interrupted" and its log stays consistent;
-       a second Ctrl-C quits at once`;
+       a second Ctrl-C quits at once
+  With --nats the codes are the run's; in addition, no new event for --follow-timeout stops
+  following with 3 (the run goes on), and Ctrl-C stops following with 130; both print the
+  'pge follow <runId>' command to follow the run again.`;
 
 const RESUME_EXIT_CODES = `Exit codes (as 'pge run'):
   0    every step passed
@@ -38,6 +41,13 @@ const DASHBOARD_EXIT_CODES = `Exit codes:
   0    stopped by SIGINT or SIGTERM
   2    usage error: no source, unknown flag, bad value, a port that is taken, NATS unreachable
   3    an unexpected failure`;
+
+const FOLLOW_EXIT_CODES = `Exit codes: the run's, as for 'pge run' (0 passed, 1 failed steps, budget or abort, 3 a model
+or transport error stopped it, 130 interrupted), once it has ended; and
+  2    usage error, NATS unreachable, or no event of the run in the stream (a wrong id)
+  3    no new event of the run for --follow-timeout: following stops (the run does not), and the
+       command to follow again is printed
+  130  interrupted (Ctrl-C or SIGTERM) while following: the run goes on`;
 
 const GRAPH_EXIT_CODES = `Exit codes:
   0    the chart was printed
@@ -66,6 +76,7 @@ Usage:
   pge graph [flags]             print the run or step statechart as Mermaid, DOT or JSON
   pge worker --role <role>      one process of a distributed deployment on NATS
   pge dashboard [flags]         a local web page that shows runs live, from a log or NATS
+  pge follow <runId> [flags]    show a run of a NATS deployment, from its start, to its end
   pge help [<command>]          show the help of a command (or: pge <command> --help)
 
 Flags:
@@ -91,6 +102,7 @@ Examples:
   pge graph --machine step --format dot | dot -Tsvg > step.svg
   pge worker --role generator --nats nats://127.0.0.1:4222 --concurrency 8
   pge run "Write a haiku" --nats nats://127.0.0.1:4222
+  pge follow <runId> --nats nats://127.0.0.1:4222
   pge dashboard --log pge_shared_state_<runId>.md`;
 
 const COMMANDS: Record<Command, { usage: string; about: string; examples: string[] }> = {
@@ -187,7 +199,8 @@ for another worker), then the connection closes.`,
 statecharts with the active state highlighted, the plan, each attempt's score per criterion
 against its threshold, the contract rounds, the refine and pivot decisions, tokens, cost and time
 per phase, and every event. With --log it follows a log file while its run writes it; with --nats
-it follows every run on the server, seen from when the dashboard joined, with a run selector.
+it follows every run on the server from the JetStream stream (a run under way when the dashboard
+joined is read from its start; a reconnect loses nothing), with a run selector.
 The page loads nothing from the internet (no CDN, no fonts), shows model text as text, and takes
 only GET requests. It binds 127.0.0.1 unless --host says otherwise: the runs' tasks and model
 output are visible to anyone who can reach the port. It runs until Ctrl-C.`,
@@ -195,6 +208,20 @@ output are visible to anyone who can reach the port. It runs until Ctrl-C.`,
       'pge dashboard --log pge_shared_state_<runId>.md',
       'pge dashboard --nats nats://127.0.0.1:4222 --port 8080',
       'pge dashboard --log a.md --log b.md --port 0',
+    ],
+  },
+  follow: {
+    usage: 'pge follow <runId> [--nats <url>] [--from-seq <n>] [flags]',
+    about: `Shows a run of a distributed deployment as 'pge run --nats' shows it: its progress lines
+from its first event (or from --from-seq), read from the JetStream stream, so a run that ended
+long ago shows the same lines as one still going, and a reconnect or a server restart loses
+nothing. When the run ends it prints the summary (with --json, the closing event) on stdout and
+exits with the run's exit code. With no new event for --follow-timeout it stops following and
+exits 3; the run is not touched. 'pge run --nats' prints this command when it stops following.`,
+    examples: [
+      'pge follow pge-20260301-101500-3f2a9c1e --nats nats://127.0.0.1:4222',
+      'NATS_URL=nats://nats:4222 pge follow pge-20260301-101500-3f2a9c1e --from-seq 40 --verbose',
+      'pge follow pge-20260301-101500-3f2a9c1e --json > closing.json',
     ],
   },
   graph: {
@@ -282,13 +309,14 @@ const EXITS: Record<Command, string> = {
   worker: WORKER_EXIT_CODES,
   dashboard: DASHBOARD_EXIT_CODES,
   graph: GRAPH_EXIT_CODES,
+  follow: FOLLOW_EXIT_CODES,
 };
 
 /** The help of one command. */
 export function commandHelp(command: Command): string {
   const { usage, about, examples } = COMMANDS[command];
   // Only the commands that read the environment and a config file explain them.
-  const configuration = ['run', 'resume', 'batch', 'config', 'worker'].includes(command)
+  const configuration = ['run', 'resume', 'batch', 'config', 'worker', 'follow'].includes(command)
     ? `\n\n${CONFIGURATION}`
     : '';
   return `Usage: ${usage}

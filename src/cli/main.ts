@@ -7,7 +7,8 @@ import { commandHelp, helpHint, topHelp } from './help.js';
 import { type CliIo, processIo } from './io.js';
 
 /**
- * The `pge` command line: `run`, `demo`, `resume`, `batch`, `config`, `graph`, `worker`, `dashboard`, `help`.
+ * The `pge` command line: `run`, `demo`, `resume`, `batch`, `config`, `graph`, `worker`,
+ * `dashboard`, `follow`, `help`.
  * `bin/pge.js` calls `main` and exits with the code it returns; `main` closes everything it opened,
  * so nothing else is needed. Every command's line is parsed here, from the flag table, and only
  * then is the command's module loaded.
@@ -25,6 +26,7 @@ const COMMANDS: Record<Command, () => Promise<RunsCommandLine>> = {
   graph: async () => (await import('./graph-command.js')).graphCommand,
   worker: async () => (await import('./worker-command.js')).workerCommand,
   dashboard: async () => (await import('./dashboard-command.js')).dashboardCommand,
+  follow: async () => (await import('./follow-command.js')).followCommand,
 };
 
 const isCommand = (name: string | undefined): name is Command =>
@@ -78,7 +80,7 @@ export async function main(argv: string[], io: CliIo = processIo()): Promise<num
         : `unknown command "${first}"${guess ? ` (did you mean ${guess}?)` : ''}`;
       return usageError(
         io,
-        `${what}; the commands are run, demo, resume, batch, config, graph, worker, dashboard`,
+        `${what}; the commands are run, demo, resume, batch, config, graph, worker, dashboard, follow`,
         null,
       );
     }

@@ -7,6 +7,7 @@ import { answerAbandonedWork } from '../bus/abandoned-work.js';
 import { publishControl } from '../bus/channels.js';
 import { NatsBus } from '../bus/nats-bus.js';
 import { natsOptionsFromEnv } from '../bus/nats-connection.js';
+import { MAX_PUBLISH_RETRY_MS } from '../bus/nats-publish.js';
 import { RunLeases } from '../bus/run-leases.js';
 import { subjects } from '../bus/subjects.js';
 import { ConfigurationError } from '../errors.js';
@@ -49,6 +50,8 @@ export interface WorkerPlan {
   role: WorkerRole;
   demo: boolean;
   concurrency: number;
+  /** `--publish-retry`: the `publishRetryMs` of the process's bus. */
+  publishRetryMs: number;
   id: string;
   nats: ReturnType<typeof natsOptionsFromEnv>;
   options: ReturnType<typeof resolveOptions>;
@@ -74,7 +77,12 @@ export function workerPlan(line: CommandLine, io: Pick<CliIo, 'env' | 'cwd'>): W
   const nats = natsOptionsFromEnv(io.env);
   if (line.flags.nats) nats.servers = line.flags.nats;
   const id = typeof values['worker-id'] === 'string' ? values['worker-id'] : `${role}-${process.pid}`;
-  return { role, demo, concurrency, id, nats, options };
+  const publishRetryMs = values['publish-retry'] as number;
+  if (publishRetryMs < 1 || publishRetryMs > MAX_PUBLISH_RETRY_MS)
+    throw new ConfigurationError(
+      `--publish-retry must be between 1ms and ${MAX_PUBLISH_RETRY_MS / 1000}s (within the streams' duplicate window)`,
+    );
+  return { role, demo, concurrency, publishRetryMs, id, nats, options };
 }
 
 /** Reads and checks a `pge worker` command line (the arguments after `worker`), as `main` does. */
@@ -84,10 +92,11 @@ export function parseWorkerCommand(argv: readonly string[], io: Pick<CliIo, 'env
 
 /** `pge worker --role <role> [flags]`. Returns when the process has drained. */
 export async function workerCommand(line: CommandLine, io: CliIo): Promise<number> {
-  const { role, demo, concurrency, id, nats, options } = workerPlan(line, io);
+  const { role, demo, concurrency, publishRetryMs, id, nats, options } = workerPlan(line, io);
   const bus = await NatsBus.connect({
     ...nats,
     name: `pge-${id}`,
+    publishRetryMs,
     // Every worker applies the deployment's stream limits; clients that only follow runs do not.
     streamMaxAgeMs: options.streamMaxAgeMs,
     streamMaxBytes: options.streamMaxBytes,

@@ -9,14 +9,17 @@ import {
 } from '../actors/coordinator.js';
 import { readRecordedRun } from '../actors/replay.js';
 import type { Bus, BusSubscription } from '../bus/bus.js';
-import { subscribeControl, subscribeEvents } from '../bus/channels.js';
+import { subscribeControl } from '../bus/channels.js';
 import { subjects } from '../bus/subjects.js';
 import { ConfigurationError, describeError, errorFromInfo, RunTakenOverError } from '../errors.js';
-import type { Role, RoleResult, RunEvent, RunEventOf } from '../schemas/index.js';
+import type { Role, RoleResult, RunEvent } from '../schemas/index.js';
 import { isClosingEvent } from '../schemas/index.js';
 import { type RunSubmission, RunSubmissionReply } from '../schemas/submission.js';
+import { type ClosingEvent, followRun } from './follow-run.js';
 import { newRunId } from './run-id.js';
 import { checkTask } from './task.js';
+
+export type { ClosingEvent } from './follow-run.js';
 
 /**
  * The distributed deployment's services, written against the `Bus` interface so that they run on
@@ -194,41 +197,26 @@ export function startCoordinatorService(service: CoordinatorServiceOptions): Coo
   };
 }
 
-/** The closing event of a run. */
-export type ClosingEvent = RunEventOf<'run.completed'> | RunEventOf<'run.failed'>;
-
 /**
- * Submits a run and follows it: subscribes to the run's events first (the run id is chosen here),
- * then submits, and resolves with the closing event. `onEvent` sees every event in `seq` order.
+ * Submits a run and follows it (`followRun`): the run id is chosen here, so that the run's events
+ * are read from its first whatever the timing, and resolves once the run is submitted, with the run
+ * id and the closing event to come. `onEvent` sees every event once, in `seq` order; with
+ * `idleTimeoutMs`, `closing` rejects with a `BusError` when the run makes no progress for that long.
  */
 export async function submitAndFollow(
   bus: Bus,
   submission: Omit<RunSubmission, 'runId'>,
   onEvent: (event: RunEvent) => void = () => {},
-  options: { timeoutMs?: number; runId?: string } = {},
+  options: { timeoutMs?: number; runId?: string; idleTimeoutMs?: number } = {},
 ): Promise<{ runId: string; closing: Promise<ClosingEvent> }> {
   const runId = options.runId ?? newRunId();
-  let settle!: (event: ClosingEvent) => void;
-  const closing = new Promise<ClosingEvent>((resolve) => {
-    settle = resolve;
+  // Followed before it is submitted: on a bus that does not store events, nothing is missed either.
+  const follower = followRun(bus, runId, {
+    onEvent,
+    ...(options.idleTimeoutMs === undefined ? {} : { idleTimeoutMs: options.idleTimeoutMs }),
   });
-  // Core subscriptions see events in publication order, but a reconnect could skip or repeat one:
-  // order by seq and drop repeats, so `onEvent` sees each event once, in order.
-  const early = new Map<number, RunEvent>();
-  let next = 1;
-  const subscription = subscribeEvents(bus, runId, (event) => {
-    if (event.seq < next || early.has(event.seq)) return;
-    early.set(event.seq, event);
-    for (let e = early.get(next); e; e = early.get(next)) {
-      early.delete(next);
-      next++;
-      onEvent(e);
-      if (e.type === 'run.completed' || e.type === 'run.failed') {
-        subscription.unsubscribe();
-        settle(e);
-      }
-    }
-  });
+  // A stall while the submission is still under way is told through `closing` all the same.
+  follower.closing.catch(() => undefined);
   try {
     const reply = RunSubmissionReply.parse(
       await bus.request(
@@ -238,9 +226,9 @@ export async function submitAndFollow(
       ),
     );
     if ('error' in reply) throw errorFromInfo(reply.error);
-    return { runId: reply.runId, closing };
+    return { runId: reply.runId, closing: follower.closing };
   } catch (error) {
-    subscription.unsubscribe();
+    follower.stop();
     throw error;
   }
 }

@@ -60,12 +60,21 @@ export const OPTION_DEFAULTS = {
   maxTaskBytes: 256 * 1024,
   streamMaxAgeMs: 30 * 24 * 3_600_000,
   streamMaxBytes: 1024 ** 3,
+  followTimeoutMs: 600_000,
 } as const satisfies {
   onStepExhausted: (typeof EXHAUSTION_POLICIES)[number];
   outputType: (typeof OUTPUT_TYPES)[number];
   structuredOutput: (typeof STRUCTURED_OUTPUT_MODES)[number];
   [option: string]: string | number;
 };
+
+/**
+ * Milliseconds a message for a JetStream stream is sent again while the server does not
+ * acknowledge it, before its publish fails (`NatsBus` option `publishRetryMs`, `pge worker
+ * --publish-retry`). It stays within the streams' 2-minute duplicate window, so a late copy is
+ * still recognised as one.
+ */
+export const DEFAULT_PUBLISH_RETRY_MS = 60_000;
 
 /** Requests one role worker (`createRoleWorker`) handles at once: model calls are I/O-bound. */
 export const DEFAULT_WORKER_CONCURRENCY = 16;

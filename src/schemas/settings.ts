@@ -146,3 +146,20 @@ export const StreamLimits = z.strictObject({
     .min(0, { error: (issue) => `streamMaxBytes must be >= 0 (0: no limit), got ${String(issue.input)}` }),
 });
 export type StreamLimits = z.infer<typeof StreamLimits>;
+
+/**
+ * Settings of a client that follows a run of a distributed deployment (`pge run --nats`,
+ * `pge follow`); a run in this process does not read them.
+ */
+export const FollowSettings = z.strictObject({
+  /**
+   * Milliseconds without a new event of the run after which the follower gives up (exit 3) and says
+   * how to follow again. The run is not stopped. No event comes while a model call runs, so this
+   * should exceed the longest call.
+   */
+  followTimeoutMs: z
+    .number()
+    .int({ error: 'followTimeoutMs must be a whole number of milliseconds' })
+    .positive({ error: 'followTimeoutMs must be > 0' })
+    .default(OPTION_DEFAULTS.followTimeoutMs),
+});

@@ -19,7 +19,8 @@ import type { RoleRequest, RunEvent } from '../../src/schemas/index.js';
 import { fullRun } from '../persistence/fixtures.js';
 import type { NatsServerHandle } from '../support/nats-server.js';
 import { startNatsServer } from '../support/nats-server.js';
-import { describeBusContract, freshRunId, runStarted } from './bus-contract.js';
+import { seqsUpTo, storedEvents } from '../support/stored-events.js';
+import { describeBusContract, freshRunId, runStarted, stepStarted } from './bus-contract.js';
 
 /**
  * NatsBus against real nats-servers: the bus contract on the run's shared server (global setup),
@@ -441,6 +442,102 @@ describe('NatsBus through an outage', () => {
       await server.stop();
     }
   });
+
+  it('stores every event once across a server restart: a publish is sent again, same id, until acknowledged', async () => {
+    const server = await startNatsServer();
+    const bus = await NatsBus.connect({ servers: server.url, onHandlerError: () => undefined });
+    try {
+      const runId = freshRunId();
+      const count = 60;
+      const published: Promise<void>[] = [];
+      const publishing = (async () => {
+        for (let seq = 1; seq <= count; seq++) {
+          published.push(publishEvent(bus, runStarted(runId, seq)));
+          await sleep(15);
+        }
+      })();
+      await sleep(200);
+      await server.restart(400);
+      await publishing;
+      // None was given up: every publish resolved once the restarted server stored it.
+      await Promise.all(published);
+      const seqs = (await storedEvents(server.url, subjects.events(runId))).map((e) => e.seq);
+      expect(seqs.sort((a, b) => a - b)).toEqual(seqsUpTo(count));
+    } finally {
+      await bus.close();
+      await server.stop();
+    }
+  }, 30_000);
+
+  it('fails a publish the stream refuses at once, and one never acknowledged after publishRetryMs or on close', async () => {
+    const server = await startNatsServer();
+    const quiet = { onHandlerError: () => undefined };
+    const bounded = await NatsBus.connect({ servers: server.url, publishRetryMs: 1_500, ...quiet });
+    const unbounded = await NatsBus.connect({ servers: server.url, ...quiet });
+    try {
+      const nc = await connect({ servers: server.url });
+      const jsm = await jetstreamManager(nc);
+      const info = await jsm.streams.info('PGE_EVENTS');
+      await jsm.streams.update('PGE_EVENTS', { ...info.config, max_msg_size: 256 });
+      await nc.close();
+      // Refused by the stream (message too large): not a transport failure, never sent again.
+      let started = Date.now();
+      const refused = await publishEvent(bounded, runStarted(freshRunId())).catch((e: unknown) => e);
+      expect(refused).toBeInstanceOf(BusError);
+      expect((refused as Error).message).toMatch(/^cannot publish on pge\.run\..*: .*size/i);
+      expect(Date.now() - started).toBeLessThan(1_000);
+
+      await server.stop();
+      started = Date.now();
+      const [late, closed] = await Promise.all([
+        publishEvent(bounded, stepStarted(freshRunId())).catch((e: unknown) => e),
+        (async () => {
+          const publish = publishEvent(unbounded, stepStarted(freshRunId())).catch((e: unknown) => e);
+          await sleep(500);
+          await unbounded.close();
+          return publish;
+        })(),
+      ]);
+      expect(late).toBeInstanceOf(BusError);
+      expect((late as Error).message).toMatch(
+        /^cannot publish on pge\.run\..*: JetStream did not acknowledge it within 1500 ms \(\d+ attempts? over \d+ ms, the last: /,
+      );
+      expect(closed).toBeInstanceOf(BusError);
+      expect((closed as Error).message).toMatch(/the bus closed before JetStream stored it \(\d+ attempts?/);
+    } finally {
+      await Promise.all([bounded.close(), unbounded.close()]);
+      await server.stop();
+    }
+  }, 30_000);
+
+  it('reads a run through an ordered consumer from its first event, across a server restart, once each', async () => {
+    const server = await startNatsServer();
+    const problems: unknown[] = [];
+    const bus = await NatsBus.connect({ servers: server.url, onHandlerError: (e) => problems.push(e) });
+    try {
+      const runId = freshRunId();
+      await publishEvent(bus, runStarted(runId, 1));
+      await publishEvent(bus, stepStarted(runId, 2));
+      const seen: number[] = [];
+      const fresh: number[] = [];
+      bus.subscribeOrdered(subjects.events(runId), (m) => void seen.push((m.data as RunEvent).seq));
+      bus.subscribeOrdered(subjects.events(runId), (m) => void fresh.push((m.data as RunEvent).seq), {
+        from: 'new',
+      });
+      await waitFor('the stored events were read', () => seen.length === 2);
+      await bus.flush();
+      await server.restart(300);
+      for (let seq = 3; seq <= 6; seq++) await publishEvent(bus, stepStarted(runId, seq));
+      await waitFor('the events after the restart were read', () => seen.length === 6, 15_000);
+      await sleep(200);
+      expect(seen).toEqual([1, 2, 3, 4, 5, 6]);
+      expect(fresh).toEqual([3, 4, 5, 6]);
+      expect(() => bus.subscribeOrdered(subjects.submit, () => undefined)).toThrow(TypeError);
+    } finally {
+      await bus.close();
+      await server.stop();
+    }
+  }, 30_000);
 
   it('refuses a server without JetStream with a ConfigurationError', async () => {
     const server = await startNatsServer({ jetstream: false });

@@ -104,3 +104,41 @@ describe('pge worker', () => {
     );
   });
 });
+
+describe('following a run on NATS', () => {
+  it('pge follow needs one run id, a real one, and a --from-seq >= 1', async () => {
+    expect(await usageError(['follow'])).toContain('pge follow needs one run id: pge follow <runId>');
+    expect(await usageError(['follow', 'a', 'b'])).toContain('pge follow needs one run id');
+    expect(await usageError(['follow', 'run.1'])).toContain('"run.1" is not a run id');
+    expect(await usageError(['follow', 'run-1', '--from-seq', '0'])).toContain('--from-seq must be >= 1');
+    expect(await usageError(['follow', 'run-1', '--max-steps', '2'])).toContain(
+      'pge follow does not take --max-steps',
+    );
+  });
+
+  it('takes --follow-timeout as a duration for run and follow, and refuses zero', async () => {
+    expect(await usageError(['run', 'Write a haiku', '--follow-timeout', '0'])).toContain(
+      '--follow-timeout: followTimeoutMs must be > 0',
+    );
+    expect(await usageError(['follow', 'run-1', '--follow-timeout', 'soon'])).toContain(
+      '--follow-timeout expects a duration',
+    );
+    const help = await pge(['follow', '--help']);
+    expect(help.code).toBe(0);
+    expect(help.stdout).toContain('Usage: pge follow <runId>');
+    expect(help.stdout).toMatch(/--follow-timeout <ms> +With --nats: stop following .* \(default 10m\)/s);
+  });
+
+  it('pge worker keeps --publish-retry within the streams’ duplicate window', async () => {
+    expect(parseWorkerCommand(['--role', 'planner', '--demo'], { env: {}, cwd: tmp }).publishRetryMs).toBe(
+      60_000,
+    );
+    expect(
+      parseWorkerCommand(['--role', 'planner', '--publish-retry', '90s'], { env: {}, cwd: tmp })
+        .publishRetryMs,
+    ).toBe(90_000);
+    expect(await usageError(['worker', '--role', 'planner', '--publish-retry', '5m'])).toContain(
+      "--publish-retry must be between 1ms and 118s (within the streams' duplicate window)",
+    );
+  });
+});

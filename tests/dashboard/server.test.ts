@@ -10,6 +10,7 @@ import { followNats } from '../../src/dashboard/nats-source.js';
 import { RunStore } from '../../src/dashboard/run-store.js';
 import type { RunSummary, RunView } from '../../src/dashboard/run-view-types.js';
 import { type Dashboard, startDashboard } from '../../src/dashboard/server.js';
+import { startNatsServer } from '../support/nats-server.js';
 import { type RecordedRun, recordRun, startCli } from './support.js';
 
 /**
@@ -213,6 +214,33 @@ describe('following NATS', () => {
       );
     expect(store.view(other.events[0]!.runId)!.status).toBe('passed');
   });
+});
+
+describe('following NATS through an outage', () => {
+  it('shows a run that began before it joined from its first event, and loses none across a server restart', async () => {
+    const server = await startNatsServer();
+    try {
+      const run = await recordRun('Plan a garden');
+      const runId = run.events[0]!.runId;
+      const half = Math.floor(run.events.length / 2);
+      const bus = await NatsBus.connect({ servers: server.url, onHandlerError: () => undefined });
+      open.push(bus);
+      for (const event of run.events.slice(0, half)) await publishEvent(bus, event);
+      const store = new RunStore();
+      open.push(await followNats({ servers: server.url }, store));
+      await publishEvent(bus, run.events[half]!);
+      await server.restart(300);
+      for (const event of run.events.slice(half + 1)) await publishEvent(bus, event);
+      await expect
+        .poll(() => store.list().map((r) => [r.runId, r.events]), { timeout: 15_000 })
+        .toEqual([[runId, run.events.length]]);
+      expect(store.view(runId)!.status).toBe('passed');
+      expect(store.problems).toEqual([]);
+    } finally {
+      for (const o of open.splice(0).reverse()) await o.close();
+      await server.stop();
+    }
+  }, 30_000);
 });
 
 describe('pge dashboard', () => {

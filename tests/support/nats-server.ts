@@ -25,8 +25,13 @@ export interface NatsServerHandle {
   readonly port: number;
   /** The JetStream store directory (deleted by `stop`). */
   readonly storeDir: string;
-  /** Stops the server and starts it again on the same port and store, `downMs` later: an outage. */
-  restart(downMs?: number): Promise<void>;
+  /**
+   * Stops the server and starts it again on the same port and store, `downMs` later: an outage.
+   * With `how: 'crash'` the server is frozen for `frozenMs` (SIGSTOP: messages sent meanwhile wait
+   * in its socket), then killed (SIGKILL), as a server that hangs and dies loses what it had not
+   * answered; otherwise it is stopped with SIGTERM.
+   */
+  restart(downMs?: number, how?: { crash: true; frozenMs: number }): Promise<void>;
   /** Stops the server (SIGTERM, then SIGKILL after 5 s) and deletes its store. */
   stop(): Promise<void>;
 }
@@ -111,10 +116,17 @@ class ServerProcess {
     await waitUntilReady(child, this.port, this.readyTimeoutMs);
   }
 
-  async kill(): Promise<void> {
+  async kill(crash?: { frozenMs: number }): Promise<void> {
     const child = this.child;
     if (child === null) return;
     this.child = null;
+    if (crash && child.exitCode === null && child.signalCode === null) {
+      child.kill('SIGSTOP');
+      await new Promise((resolve) => setTimeout(resolve, crash.frozenMs));
+      child.kill('SIGKILL');
+      await this.exited;
+      return;
+    }
     if (child.exitCode === null && child.signalCode === null) {
       child.kill('SIGTERM');
       const killer = setTimeout(() => child.kill('SIGKILL'), 5_000);
@@ -130,8 +142,8 @@ function makeHandle(server: ServerProcess, port: number, storeDir: string): Nats
     url: `nats://127.0.0.1:${port}`,
     port,
     storeDir,
-    async restart(downMs = 0) {
-      await server.kill();
+    async restart(downMs = 0, how) {
+      await server.kill(how?.crash ? { frozenMs: how.frozenMs } : undefined);
       if (downMs > 0) await new Promise((resolve) => setTimeout(resolve, downMs));
       await server.start();
     },

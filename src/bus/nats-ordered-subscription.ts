@@ -1,0 +1,148 @@
+import type {
+  Consumer,
+  ConsumerMessages,
+  JetStreamClient,
+  JetStreamManager,
+  JsMsg,
+} from '@nats-io/jetstream';
+import type { BusHandler } from './bus.js';
+import { busError } from './nats-helpers.js';
+import { drained, type NatsHost, type NatsSubscription, SerialDelivery } from './nats-subscriptions.js';
+
+/**
+ * Reading what a stream stores on a subject, in stream order, through a JetStream ordered consumer:
+ * ephemeral, unacknowledged, leaving nothing behind on the server. nats.js recreates the consumer
+ * from the last message it delivered when it misses one; after a reconnect (the consumer, kept in
+ * the server's memory, is gone if the server restarted) or when nats.js gives up, this
+ * subscription starts a new one from the stream sequence after the last message it received, at
+ * once rather than when nats.js notices (its checks back off for up to 30 s while JetStream
+ * recovers). So a reader misses nothing and sees nothing twice across outages.
+ */
+
+/** Where an ordered reading starts. */
+export interface OrderedStart {
+  /** A stream sequence (1: everything stored), or `'new'`: only what the stream stores from now on. */
+  readonly from: number | 'new';
+}
+
+/** Pause before a new consumer is tried after one could not be created or stopped. */
+const RETRY_MS = 1_000;
+const CAUGHT_UP_POLL_MS = 10;
+/** Failures to make a consumer are reported once they have gone on this long. */
+const REPORT_AFTER_MS = 5_000;
+
+/** A subscription of the NATS bus that reads a stream subject through an ordered consumer. */
+export class OrderedSubscription implements NatsSubscription {
+  readonly queue = null;
+  private active = true;
+  private consumer: Consumer | null = null;
+  private messages: ConsumerMessages | null = null;
+  /** The stream sequence the next consumer starts at; null until `'new'` is resolved. */
+  private next: number | null;
+  private readonly delivery: SerialDelivery<JsMsg>;
+  /** Set when a reconnect closed the consumer: a new one is made at once, and nothing is reported. */
+  private renewing = false;
+  private readonly unlisten: () => void;
+
+  constructor(
+    private readonly js: JetStreamClient,
+    private readonly jsm: JetStreamManager,
+    private readonly stream: string,
+    readonly subject: string,
+    handler: BusHandler,
+    private readonly host: NatsHost,
+    start: OrderedStart,
+  ) {
+    // Stored messages were published for the stream's PubAck: there is nothing to respond to.
+    this.delivery = new SerialDelivery(
+      handler,
+      host,
+      () => this.active,
+      () => null,
+    );
+    this.next = start.from === 'new' ? null : Math.max(1, Math.floor(start.from));
+    this.unlisten = host.onReconnect(() => this.renew());
+    // Not floating: run catches and reports every failure, and ends when the subscription stops.
+    void this.run();
+  }
+
+  unsubscribe(): void {
+    if (!this.active) return;
+    this.stop();
+    this.host.detach(this);
+  }
+
+  stop(): void {
+    this.active = false;
+    this.unlisten();
+    // The consumer would otherwise stay on the server until its inactivity threshold.
+    this.consumer?.delete().catch(() => undefined);
+    this.messages?.close().catch(() => undefined);
+  }
+
+  async caughtUp(): Promise<void> {
+    // Until a first consumer exists, nothing of the stream can have been read.
+    while (this.active && this.consumer === null) await sleep(CAUGHT_UP_POLL_MS);
+    await drained(() => (this.active ? this.consumer : null), this.host, this.subject);
+  }
+
+  private async run(): Promise<void> {
+    // One report per outage that lasts, not one per attempt, nor for JetStream's few seconds of
+    // recovery after a restart: a follower's output stays readable.
+    let failingSince: number | null = null;
+    let reported = false;
+    while (this.active) {
+      try {
+        this.next ??= (await this.jsm.streams.info(this.stream)).state.last_seq + 1;
+        const consumer = await this.js.consumers.get(this.stream, {
+          filter_subjects: this.subject,
+          opt_start_seq: this.next,
+        });
+        this.consumer = consumer;
+        if (!this.active) {
+          await consumer.delete().catch(() => undefined);
+          break;
+        }
+        const messages = await consumer.consume({ callback: (msg) => this.receive(msg) });
+        this.messages = messages;
+        failingSince = null;
+        reported = false;
+        const stopped = await messages.closed();
+        this.messages = null;
+        if (!this.active) break;
+        consumer.delete().catch(() => undefined);
+        if (this.renewing) {
+          this.renewing = false;
+          continue;
+        }
+        // nats.js gave up recreating its consumer: start another from where this one got to.
+        throw stopped ?? new Error('the ordered consumer stopped');
+      } catch (error) {
+        if (!this.active) break;
+        failingSince ??= Date.now();
+        if (!reported && Date.now() - failingSince >= REPORT_AFTER_MS) {
+          this.host.report(busError(error, `cannot read ${this.subject}`), this.subject);
+          reported = true;
+        }
+        await sleep(RETRY_MS);
+      }
+    }
+  }
+
+  /** After a reconnect: closes the consumer, so that `run` makes a new one from `next`. */
+  private renew(): void {
+    if (!this.active || this.messages === null) return;
+    this.renewing = true;
+    this.messages.close().catch(() => undefined);
+  }
+
+  private receive(msg: JsMsg): void {
+    if (!this.active) return;
+    this.next = msg.seq + 1;
+    this.delivery.push(msg);
+  }
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}

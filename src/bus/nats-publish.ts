@@ -1,0 +1,104 @@
+import type { JetStreamClient } from '@nats-io/jetstream';
+import { JetStreamApiError } from '@nats-io/jetstream';
+import { errors as natsErrors } from '@nats-io/transport-node';
+import { BusError } from '../errors.js';
+import { DUPLICATE_WINDOW_MS } from '../schemas/setting-values.js';
+import { busError, hasCause } from './nats-helpers.js';
+
+/**
+ * Storing a message in JetStream until the stream acknowledges it. A publish whose acknowledgement
+ * does not come (the server restarts, the connection drops, JetStream is still recovering) may or
+ * may not have been stored; it is sent again with the same `Nats-Msg-Id`, and the stream stores it
+ * once: a second copy inside the duplicate window is acknowledged as a duplicate and dropped. So
+ * a run's events are all stored (no seq gap) and none twice, across reconnects and restarts.
+ */
+
+/** How long one attempt waits for the stream's acknowledgement; a slow one only costs a dropped duplicate. */
+export const PUBLISH_ATTEMPT_MS = 2_000;
+/** The longest a message may be sent again: a copy sent after the duplicate window would be stored twice. */
+export const MAX_PUBLISH_RETRY_MS = DUPLICATE_WINDOW_MS - PUBLISH_ATTEMPT_MS;
+const LOST = Symbol('lost');
+/** Waits between attempts grow from the first to the last, doubling. */
+const FIRST_BACKOFF_MS = 100;
+const LAST_BACKOFF_MS = 2_000;
+
+/** When to stop sending a message again. */
+export interface StorePolicy {
+  /** Milliseconds from the first attempt after which a message is given up. */
+  readonly retryMs: number;
+  /** True once the bus is closed: retrying stops. */
+  isClosed(): boolean;
+  /** Calls `listener` at each reconnect (an attempt under way is then lost) until told to stop. */
+  onReconnect(listener: () => void): () => void;
+}
+
+/**
+ * True for a failure of the transport, after which the same message may be sent again: no
+ * acknowledgement in time, no responders (JetStream not ready after a restart, or the stream's
+ * leader not yet elected), a request cut off by a disconnect, or JetStream saying it is
+ * temporarily unavailable (503). A refusal of the message itself (a 4xx of the stream, a payload
+ * too large, a closed connection) is not.
+ */
+export function isTransportFailure(error: unknown): boolean {
+  if (
+    hasCause(error, natsErrors.ClosedConnectionError) ||
+    hasCause(error, natsErrors.DrainingConnectionError)
+  )
+    return false;
+  if (hasCause(error, natsErrors.TimeoutError) || hasCause(error, natsErrors.NoRespondersError)) return true;
+  // "connection disconnected", "connection closed" while reconnecting: the request was lost in flight.
+  if (error instanceof natsErrors.RequestError) return true;
+  return error instanceof JetStreamApiError && error.status === 503;
+}
+
+/**
+ * Publishes `bytes` on `subject` with `msgID` until the stream acknowledges it. Retries transport
+ * failures only, with growing waits, for at most `policy.retryMs`; rejects with a `BusError` at once
+ * on any other failure, and when the bus closes or the bound passes, saying how many attempts failed.
+ */
+export async function storeUntilAcknowledged(
+  js: JetStreamClient,
+  subject: string,
+  bytes: Uint8Array,
+  msgID: string,
+  policy: StorePolicy,
+): Promise<void> {
+  const started = Date.now();
+  for (let attempt = 1; ; attempt++) {
+    // The last attempt waits no longer than the bound: a publish gives up on time.
+    const timeout = Math.max(1, Math.min(PUBLISH_ATTEMPT_MS, policy.retryMs - (Date.now() - started)));
+    const sent = js.publish(subject, bytes, { msgID, timeout });
+    let unlisten = () => {};
+    const lost = new Promise<typeof LOST>((resolve) => {
+      unlisten = policy.onReconnect(() => resolve(LOST));
+    });
+    try {
+      const outcome = await Promise.race([sent, lost]).finally(unlisten);
+      if (outcome !== LOST) return;
+      // The request went with the old connection: send it again now rather than at its timeout.
+      sent.catch(() => undefined);
+      throw new natsErrors.RequestError('the connection was re-established before the acknowledgement');
+    } catch (error) {
+      if (!isTransportFailure(error)) throw busError(error, `cannot publish on ${subject}`);
+      const elapsed = Date.now() - started;
+      const reason = error instanceof Error ? error.message : String(error);
+      const tried = `${attempt} attempt${attempt > 1 ? 's' : ''} over ${elapsed} ms, the last: ${reason}`;
+      if (policy.isClosed()) {
+        throw new BusError(
+          `cannot publish on ${subject}: the bus closed before JetStream stored it (${tried})`,
+          {
+            cause: error,
+          },
+        );
+      }
+      if (elapsed >= policy.retryMs) {
+        throw new BusError(
+          `cannot publish on ${subject}: JetStream did not acknowledge it within ${policy.retryMs} ms (${tried})`,
+          { cause: error },
+        );
+      }
+      const backoff = Math.min(LAST_BACKOFF_MS, FIRST_BACKOFF_MS * 2 ** (attempt - 1));
+      await new Promise((resolve) => setTimeout(resolve, Math.min(backoff, policy.retryMs - elapsed)));
+    }
+  }
+}

@@ -1,0 +1,149 @@
+import { NatsBus } from '../bus/nats-bus.js';
+import { describeNatsServers, natsOptionsFromEnv } from '../bus/nats-connection.js';
+import { ConfigurationError } from '../errors.js';
+import { type ClosingEvent, followRun } from '../runtime/follow-run.js';
+import type { RunEvent } from '../schemas/index.js';
+import { ID_PATTERN, OPTION_DEFAULTS } from '../schemas/setting-values.js';
+import { resolveConfig } from './config.js';
+import { ExitCode, errorMessage, exitCodeOfClosing } from './exit-codes.js';
+import type { CommandLine } from './flags.js';
+import type { CliIo } from './io.js';
+import { Progress } from './progress.js';
+
+/**
+ * `pge follow <runId> [--nats <url>]`: shows a run of a distributed deployment as `pge run --nats`
+ * shows it, from its first event (read from the stream, so a run that ended long ago or a follower
+ * that started late shows the same lines), and exits with the run's exit code when it ends. It is
+ * also how `pge run --nats` hands over when it stops following: by interrupt, or after
+ * `--follow-timeout` without progress (exit 3), it prints the `pge follow` command to go on.
+ */
+
+/** How a follower shows a run. */
+export interface FollowDisplay {
+  json: boolean;
+  verbose: boolean;
+  /** Milliseconds without a new event before giving up. */
+  timeoutMs: number;
+  /** Lines are printed from this event on; earlier ones only feed the status. */
+  fromSeq: number;
+  /** The NATS servers as given, for the command that follows the run again. */
+  servers: string;
+}
+
+/** The command that follows run `runId` again, with its servers (credentials masked). */
+export function followAgain(runId: string, servers: string): string {
+  // Comma-separated without spaces, as --nats takes them.
+  return `pge follow ${runId} --nats ${describeNatsServers({ servers }, ',')}`;
+}
+
+/**
+ * The progress display of a followed run: lines stamped with the time of each event (so a run
+ * shown after the fact reads as it happened), and silent before `fromSeq`.
+ */
+export function followProgress(
+  io: CliIo,
+  display: FollowDisplay,
+): { progress: Progress; onEvent: (e: RunEvent) => void } {
+  let current: number | null = null;
+  let quiet = display.fromSeq > 1;
+  const progress = new Progress({
+    stream: {
+      write: (text: string) => (quiet ? undefined : io.stderr.write(text)),
+      columns: io.stderr.columns,
+    },
+    live: io.stderr.isTTY === true,
+    verbose: display.verbose,
+    now: () => current ?? Date.now(),
+  });
+  const onEvent = (event: RunEvent) => {
+    quiet = event.seq < display.fromSeq;
+    current = Date.parse(event.ts);
+    try {
+      progress.onEvent(event);
+    } finally {
+      current = null;
+    }
+  };
+  return { progress, onEvent };
+}
+
+/**
+ * Waits for the run's closing event and prints it as `pge run` does; returns the exit code. A
+ * follower that sees no progress in time exits 3, and an interrupt 130; both say how to follow again.
+ */
+export async function showToEnd(
+  runId: string,
+  closing: Promise<ClosingEvent>,
+  progress: Progress,
+  display: FollowDisplay,
+  io: CliIo,
+): Promise<number> {
+  const again = followAgain(runId, display.servers);
+  let onSignal: () => void = () => {};
+  const signalled = new Promise<null>((resolve) => {
+    onSignal = () => resolve(null);
+    process.once('SIGINT', onSignal);
+    process.once('SIGTERM', onSignal);
+  });
+  try {
+    const last = await Promise.race([closing, signalled]);
+    progress.stop();
+    if (last === null) {
+      io.stderr.write(`pge: interrupted: no longer following run ${runId}; it goes on in the deployment.\n`);
+      io.stderr.write(`pge: to follow it again: ${again}\n`);
+      return ExitCode.interrupted;
+    }
+    io.stdout.write(display.json ? `${JSON.stringify(last, null, 2)}\n` : `${last.payload.summary}\n`);
+    return exitCodeOfClosing(last);
+  } catch (error) {
+    progress.stop();
+    io.stderr.write(
+      `pge: ${errorMessage(error)}; its coordinator may be gone, or a model call may be taking that long.\n`,
+    );
+    io.stderr.write(`pge: the run is not stopped; to follow it again: ${again}\n`);
+    return ExitCode.model;
+  } finally {
+    process.off('SIGINT', onSignal);
+    process.off('SIGTERM', onSignal);
+  }
+}
+
+/** `pge follow <runId> [flags]`. */
+export async function followCommand(line: CommandLine, io: CliIo): Promise<number> {
+  const [runId, ...extra] = line.positionals;
+  if (runId === undefined || extra.length > 0)
+    throw new ConfigurationError('pge follow needs one run id: pge follow <runId> [--nats <url>]');
+  if (!ID_PATTERN.test(runId))
+    throw new ConfigurationError(`"${runId}" is not a run id: run ids hold letters, digits, "-" and "_"`);
+  const fromSeq = line.flags.values['from-seq'] as number;
+  if (fromSeq < 1) throw new ConfigurationError('--from-seq must be >= 1');
+  const config = resolveConfig({ flags: line.flags, env: io.env, cwd: io.cwd });
+  const servers = line.flags.nats ?? io.env.NATS_URL?.trim() ?? '';
+  const display: FollowDisplay = {
+    json: line.flags.json,
+    verbose: config.options.verbose === true,
+    timeoutMs: config.options.followTimeoutMs ?? OPTION_DEFAULTS.followTimeoutMs,
+    fromSeq,
+    servers: servers || 'nats://127.0.0.1:4222',
+  };
+  const bus = await NatsBus.connect({
+    ...natsOptionsFromEnv(io.env),
+    ...(servers ? { servers } : {}),
+    name: 'pge-follow',
+  });
+  try {
+    const { progress, onEvent } = followProgress(io, display);
+    const follower = followRun(bus, runId, { onEvent, idleTimeoutMs: display.timeoutMs });
+    // Everything the stream holds on the run is read by now: none at all is a wrong id.
+    await bus.flush();
+    if (follower.received() === 0) {
+      follower.stop();
+      throw new ConfigurationError(
+        `the stream holds no event of run ${runId}: check the id (a run older than the stream's limits is gone)`,
+      );
+    }
+    return await showToEnd(runId, follower.closing, progress, display, io);
+  } finally {
+    await bus.close();
+  }
+}

@@ -1,0 +1,146 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { RunEvent } from '../../src/schemas/index.js';
+import { type FakeOpenAI, startFakeOpenAI } from '../support/fake-openai-server.js';
+import { type NatsServerHandle, startNatsServer } from '../support/nats-server.js';
+import { type PgeProcess, startPge } from '../support/processes.js';
+import { answers, schemaOf, scriptedStep, startWorkers, taskHas } from '../support/scripted-deployment.js';
+import { seqsUpTo, storedEvents } from '../support/stored-events.js';
+
+/**
+ * Following runs of a distributed deployment through faults, with real processes: `pge worker`
+ * processes on a private nats-server that the test restarts, followers (`pge run --nats`,
+ * `pge follow`) that must end, and the stream that must hold every event of every run once.
+ */
+
+const HANGING = 'a task whose work hangs';
+const FAILING = 'a task that scores low';
+/** Runs of many quick steps: their coordinator publishes events all the time. */
+const BUSY = 'a busy task';
+const BUSY_STEPS = 8;
+
+let nats: NatsServerHandle;
+let openai: FakeOpenAI;
+let logs: string;
+let workers: PgeProcess[] = [];
+
+beforeAll(async () => {
+  nats = await startNatsServer();
+  openai = await startFakeOpenAI();
+  openai.script((body) => {
+    const schema = schemaOf(body);
+    if (schema === 'pge_work' && taskHas(body, HANGING)) return scriptedStep(answers().pge_work, 60_000);
+    if (taskHas(body, BUSY)) return scriptedStep(schema ? answers(9, BUSY_STEPS)[schema] : undefined, 10);
+    const score = taskHas(body, FAILING) ? 3 : 9;
+    return scriptedStep(schema ? answers(score)[schema] : undefined, 40);
+  });
+  logs = mkdtempSync(join(tmpdir(), 'pge-follow-'));
+  workers = await startWorkers(
+    {
+      NATS_URL: nats.url,
+      OPENAI_BASE_URL: openai.url,
+      OPENAI_API_KEY: 'sk-test-follow',
+      PGE_MODEL: 'test-model',
+    },
+    logs,
+  );
+}, 60_000);
+
+afterAll(async () => {
+  await Promise.all(workers.map((p) => p.stop('SIGKILL')));
+  await openai?.close();
+  await nats?.stop();
+  rmSync(logs, { recursive: true, force: true });
+}, 60_000);
+
+/** `pge run --nats … --json`: the closing event on stdout. */
+const runRemote = (task: string, ...flags: string[]) =>
+  startPge(['run', task, '--nats', nats.url, '--json', ...flags], { OPENAI_API_KEY: 'sk-test-client' });
+
+const closingOf = (run: PgeProcess): RunEvent => JSON.parse(run.stdout()) as RunEvent;
+const coordinator = () => workers[0]!;
+
+describe('followers through faults', () => {
+  const finished: RunEvent[] = [];
+
+  it('a nats-server crash with five runs in flight: every follower ends, every run is stored whole and once', async () => {
+    const callsBefore = openai.completions().length;
+    const runs = [1, 2, 3, 4, 5].map((n) => runRemote(`${BUSY} ${n}`, '--follow-timeout', '30s'));
+    // Every run is under way when the server hangs, dies and comes back. Model calls end while it
+    // hangs: their results wait in its socket, unanswered, and are lost when it dies.
+    await Promise.all(runs.map((run) => run.waitFor(/step 1\/8 /, 20_000)));
+    await nats.restart(500, { crash: true, frozenMs: 3_000 });
+    const codes = await Promise.all(runs.map((run) => run.exited()));
+    expect(codes, runs.map((run) => run.stderr()).join('\n---\n')).toEqual([0, 0, 0, 0, 0]);
+    let calls = 0;
+    for (const run of runs) {
+      const closing = closingOf(run);
+      expect(closing).toMatchObject({
+        type: 'run.completed',
+        payload: { passed: true, stepsTotal: BUSY_STEPS },
+      });
+      const events = await storedEvents(nats.url, `pge.run.${closing.runId}.evt.>`);
+      // seqs 1..n, each once: no gap, no duplicate.
+      expect(events.map((e) => e.seq).sort((a, b) => a - b)).toEqual(seqsUpTo(closing.seq));
+      finished.push(closing);
+      calls += events.filter((e) => e.type === 'model.call.completed').length;
+    }
+    // Every result sent during the outage was stored once it was over. A work item whose ack went
+    // into the frozen server's socket is handed out again after the ack wait (at least once): at
+    // most the calls in flight at the crash, one per run, are repeated, and never applied twice.
+    const made = openai.completions().length - callsBefore;
+    expect(made).toBeGreaterThanOrEqual(calls);
+    expect(made - calls).toBeLessThanOrEqual(runs.length);
+    for (const worker of workers) expect(worker.stderr()).not.toMatch(/cannot publish|failed/);
+    // A publish that went unanswered during the outage was sent again, not reported as a failure.
+    expect(coordinator().stderr()).not.toMatch(/failed to complete|cannot publish/);
+  }, 90_000);
+
+  it('pge follow shows a finished run from its start and exits with its code', async () => {
+    const failing = runRemote(FAILING, '--max-retries', '0');
+    expect(await failing.exited(), failing.stderr()).toBe(1);
+    const failed = closingOf(failing);
+    for (const [closing, code] of [
+      [finished[0]!, 0],
+      [failed, 1],
+    ] as const) {
+      const follow = startPge(['follow', closing.runId, '--nats', nats.url], {});
+      expect(await follow.exited(), follow.stderr()).toBe(code);
+      expect(follow.stderr()).toMatch(/plan created: \d+ steps/);
+      expect(follow.stdout()).toBe(`${(closing.payload as { summary: string }).summary}\n`);
+    }
+    const json = startPge(['follow', failed.runId, '--json', '--from-seq', '5'], { NATS_URL: nats.url });
+    expect(await json.exited()).toBe(1);
+    expect(JSON.parse(json.stdout())).toEqual(failed);
+    // From event 5 on: the plan (event 3) is not shown again, the steps are.
+    expect(json.stderr()).not.toMatch(/plan created/);
+    expect(json.stderr()).toMatch(/step 1\/3/);
+    const unknown = startPge(['follow', 'no-such-run', '--nats', nats.url], {});
+    expect(await unknown.exited()).toBe(2);
+    expect(unknown.stderr()).toMatch(/the stream holds no event of run no-such-run/);
+  }, 60_000);
+
+  it('a follower whose coordinator is gone exits 3 after --follow-timeout, with the command to follow again', async () => {
+    const run = runRemote(HANGING, '--follow-timeout', '2s');
+    await run.waitFor(/contract/, 20_000);
+    // The work call hangs: the run's next event would come from this coordinator, which dies.
+    for (
+      let i = 0;
+      i < 500 &&
+      !openai.completions().some((r) => taskHas(r.body, HANGING) && schemaOf(r.body) === 'pge_work');
+      i++
+    )
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    await coordinator().stop('SIGKILL');
+    const started = Date.now();
+    const code = await run.exited();
+    expect(code, run.stderr()).toBe(3);
+    expect(Date.now() - started).toBeLessThan(10_000);
+    const runId = /pge follow (\S+) --nats/.exec(run.stderr())?.[1];
+    expect(run.stderr()).toMatch(/no progress of run \S+ for 2 s after event \d+ \(step\.work\.requested\)/);
+    expect(run.stderr()).toContain(`to follow it again: pge follow ${runId} --nats ${nats.url}`);
+    expect(run.stdout()).toBe('');
+  }, 60_000);
+});
