@@ -183,7 +183,9 @@ export class RunLeases {
     for (const [runId, revision] of this.#held) this.#renew(runId, revision);
     const now = performance.now();
     for (const [runId, seen] of this.#seen) {
-      if (seen.told || this.#held.has(runId) || seen.owner === this.owner) continue;
+      // A lease in this coordinator's name that it does not hold is an earlier process's of the
+      // same worker id: expired like any other.
+      if (seen.told || this.#held.has(runId)) continue;
       if (now - seen.at < this.leaseMs) continue;
       seen.told = true;
       this.options.onExpired(runId, seen.owner);
@@ -197,8 +199,12 @@ export class RunLeases {
       },
       (error: unknown) => {
         if (!this.#held.has(runId)) return;
-        // A wrong last sequence means another coordinator wrote the lease: the run is theirs now.
-        if (wrongRevision(error)) {
+        const seen = this.#seen.get(runId);
+        if (wrongRevision(error) && seen?.owner === this.owner && seen.revision > revision) {
+          // A renewal whose reply was lost (a server restart) still wrote the lease: the watch saw it.
+          this.#held.set(runId, seen.revision);
+        } else if (wrongRevision(error)) {
+          // Another coordinator wrote the lease: the run is theirs now.
           this.#held.delete(runId);
           this.options.onLost(runId, this.#seen.get(runId)?.owner ?? 'another coordinator');
         } else this.options.onError?.(error);

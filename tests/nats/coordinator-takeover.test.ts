@@ -90,4 +90,29 @@ describe('a coordinator killed mid-run', () => {
     );
     expect(log).toEqual(events);
   }, 90_000);
+
+  it('the only coordinator, killed and started again under the same id, takes its own run back', async () => {
+    deployment.openai.script((body) =>
+      passingAnswer(body, schemaOf(body) === 'pge_work' && workCalls().length === 1 ? 3_000 : 20),
+    );
+    const first = await deployment.worker('coordinator', ['--worker-id', 'coord-a']);
+    for (const role of ['planner', 'generator', 'evaluator']) await deployment.worker(role);
+    const url = deployment.nats.url;
+    const runId = await submitRun(url, 'survive a restart');
+    await until(
+      () => workCalls().length,
+      (n) => n === 1,
+      'the first work call',
+    );
+    await first.stop('SIGKILL');
+    // As the issue found it: a new coordinator ready 2 s later.
+    await new Promise((resolve) => setTimeout(resolve, 2_000));
+    const second = await deployment.worker('coordinator', ['--worker-id', 'coord-a']);
+    const events = await closedRun(url, runId, 30_000);
+    expect(events.at(-1)?.type).toBe('run.completed');
+    expect(events.map((e) => e.seq)).toEqual(events.map((_, i) => i + 1));
+    expect(events.find((e) => e.type === 'run.resumed')?.payload).toMatchObject({ owner: 'coord-a' });
+    expect(second.stderr()).toContain(`took over run ${runId}`);
+    expect(workCalls().length).toBeLessThanOrEqual(4);
+  }, 90_000);
 });
