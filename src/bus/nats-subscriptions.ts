@@ -55,6 +55,8 @@ export interface NatsSubscription extends BusSubscription {
  * subscription, `>` say, covers its reply subject); that message then waits one ack wait.
  */
 const FETCH_EXPIRES_MS = 5_000;
+/** How long pulls may keep failing (a server restart) before it is reported, and then how often. */
+const PULL_FAILING_MS = 10_000;
 /** Pause after a failed pull (server restarting, consumer being recreated) before trying again. */
 const PULL_RETRY_MS = 1_000;
 const CAUGHT_UP_POLL_MS = 10;
@@ -219,15 +221,30 @@ export class PullSubscription implements NatsSubscription {
     await this.ready;
     const consumer = this.consumer;
     if (consumer === null) return;
+    /** When the pulls began to fail (null while they work), and when that was last reported. */
+    let failingSince: number | null = null;
+    let reportedAt = 0;
     while (this.active) {
       try {
         // One message per pull: a worker holds only what it is handling.
         this.batch = await consumer.fetch({ max_messages: 1, expires: FETCH_EXPIRES_MS });
         if (!this.active) await this.batch.close();
-        for await (const msg of this.batch) await this.take(msg);
+        for await (const msg of this.batch) {
+          failingSince = null;
+          await this.take(msg);
+        }
+        failingSince = null;
       } catch (error) {
         if (!this.active) break;
-        this.host.report(busError(error, `cannot pull ${this.subject} as ${this.durable}`), this.subject);
+        // A pull cut by a reconnect or a server restart is simply made again; pulls that keep
+        // failing are reported, every PULL_FAILING_MS, so a worker is never stuck in silence.
+        const now = performance.now();
+        failingSince ??= now;
+        if (now - failingSince >= PULL_FAILING_MS && now - reportedAt >= PULL_FAILING_MS) {
+          reportedAt = now;
+          const failing = `cannot pull ${this.subject} as ${this.durable} (failing for ${Math.round((now - failingSince) / 1000)} s)`;
+          this.host.report(busError(error, failing), this.subject);
+        }
         await sleep(PULL_RETRY_MS);
       } finally {
         this.batch = null;
