@@ -424,7 +424,7 @@ describe('NatsBus through an outage', () => {
     });
     const admin = await connect({ servers: server.url });
     try {
-      serveWork(worker, 'planner', () => {});
+      serveWork(worker, 'planner', async () => {});
       await worker.flush();
       await (await jetstreamManager(admin)).consumers.delete('PGE_WORK', 'pge-planner');
       const deadline = Date.now() + 20_000;
