@@ -7,6 +7,9 @@ import type { RunEvent } from '../../src/schemas/index.js';
 import { type FakeOpenAI, type FakeStep, startFakeOpenAI } from './fake-openai-server.js';
 import { type NatsServerHandle, startNatsServer } from './nats-server.js';
 import { type PgeProcess, startPge } from './processes.js';
+import { answers, schemaOf, scriptedStep } from './scripted-deployment.js';
+
+export { schemaOf };
 
 /**
  * The distributed deployment as users run it, for multi-process tests: `pge worker` processes on
@@ -14,47 +17,10 @@ import { type PgeProcess, startPge } from './processes.js';
  * call of a three-step run, and clients that import nothing from pge (plain nats.js).
  */
 
-/** The plan the scripted planner answers: three steps in a chain, two criteria. */
-export const PLAN = {
-  scope: 'distributed test',
-  steps: [1, 2, 3].map((n) => ({
-    id: `s${n}`,
-    title: `Step ${n}`,
-    description: `do ${n}`,
-    expectedOutput: `out ${n}`,
-    dependsOn: n > 1 ? [`s${n - 1}`] : [],
-  })),
-  criteria: [
-    { name: 'accuracy', weight: 'high', description: 'right', threshold: 7 },
-    { name: 'clarity', weight: 'standard', description: 'clear', threshold: null },
-  ],
-};
-
-const ANSWERS: Record<string, object> = {
-  pge_plan: PLAN,
-  pge_contract: { title: 'c', acceptanceCriteria: ['a'], expectedOutput: 'o', verificationMethod: 'v' },
-  pge_contract_review: { status: 'approved', amendments: [], rationale: 'ok' },
-  pge_work: { output: 'the work', notes: 'n', selfAssessment: [] },
-  pge_evaluation: {
-    scores: [
-      { criterion: 'accuracy', score: 9, evidence: 'e' },
-      { criterion: 'clarity', score: 8, evidence: 'e' },
-    ],
-    findings: [],
-    actionableFeedback: [],
-    summary: 's',
-  },
-};
-
-/** The schema name of a chat completion request (`pge_plan`, `pge_work`, …). */
-// biome-ignore lint/suspicious/noExplicitAny: the request body as the SDK sent it.
-export const schemaOf = (body: any): string | undefined => body?.response_format?.json_schema?.name;
-
 /** A passing answer for every call of a run, after `delayMs`; anything else is a 400. */
 // biome-ignore lint/suspicious/noExplicitAny: the request body as the SDK sent it.
 export function passingAnswer(body: any, delayMs: number): FakeStep {
-  const content = ANSWERS[schemaOf(body) ?? ''];
-  return content ? { content, delayMs } : { status: 400, error: { message: 'unexpected schema' } };
+  return scriptedStep(answers()[schemaOf(body) ?? ''], delayMs);
 }
 
 /** A private nats-server, a scripted model server and a directory for logs. */
