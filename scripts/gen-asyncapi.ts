@@ -70,7 +70,13 @@ import {
   Work,
   WorkInput,
 } from '../src/schemas/index.js';
-import { RunSubmission, RunSubmissionOptions, RunSubmissionReply } from '../src/schemas/submission.js';
+import {
+  RunResumeReply,
+  RunResumeRequest,
+  RunSubmission,
+  RunSubmissionOptions,
+  RunSubmissionReply,
+} from '../src/schemas/submission.js';
 
 const ROOT = resolve(fileURLToPath(new URL('..', import.meta.url)));
 const DEFAULT_OUT = resolve(ROOT, 'docs/asyncapi.yaml');
@@ -183,6 +189,12 @@ function componentSchemas(): Record<string, Json> {
     RunSubmissionReply,
     'RunSubmissionReply',
     'The id of the run that was started, or why the submission was refused (a run id used before, a task that is too long or holds a NUL).',
+  );
+  add(RunResumeRequest, 'RunResumeRequest', 'A request to take a run over now (`pge resume --nats`).');
+  add(
+    RunResumeReply,
+    'RunResumeReply',
+    'The coordinator that owns the run now (`takenOver`: it took the run over for this request; else a live owner still drives it), or why the run cannot be resumed (it ended, or was never started).',
   );
   add(MessageRejection, 'MessageRejection', 'A message that a pge process refused on receive, and why.');
   add(RunControl, 'RunControl', 'A command for a run from outside its coordinator: today, interrupt it.');
@@ -347,6 +359,21 @@ export function buildAsyncApi(options: AsyncApiOptions = {}): Json {
       contentType: 'application/json',
       payload: schemaRef('RunSubmissionReply'),
     },
+    RunResumeRequest: {
+      name: 'RunResumeRequest',
+      title: 'Run resume request',
+      summary: 'A run to take over now.',
+      contentType: 'application/json',
+      payload: schemaRef('RunResumeRequest'),
+      examples: [{ name: 'by id', payload: { runId: 'pge-20261123-101500-1a2b3c4d' } }],
+    },
+    RunResumeReply: {
+      name: 'RunResumeReply',
+      title: 'Run resume reply',
+      summary: 'Who owns the run now, or why it cannot be resumed.',
+      contentType: 'application/json',
+      payload: schemaRef('RunResumeReply'),
+    },
     RunControl: {
       name: 'RunControl',
       title: 'Run command',
@@ -481,6 +508,22 @@ export function buildAsyncApi(options: AsyncApiOptions = {}): Json {
       messages: channelMessages(['RunSubmissionReply']),
       'x-pge-nats': { transport: 'core' },
     },
+    runResume: {
+      address: 'pge.runs.resume',
+      title: 'Run resume',
+      description:
+        'Core NATS request/reply (not stored): a run id in, its owner out. Coordinators take the runs of a dead one over on their own when its lease expires; this asks for it now, for a run nobody took over.',
+      messages: channelMessages(['RunResumeRequest']),
+      'x-pge-nats': { transport: 'core' },
+    },
+    runResumeReply: {
+      address: null,
+      title: 'Reply to a run resume request',
+      description:
+        "The requester's reply subject (a NATS inbox, `_INBOX.…`), chosen per request by the client.",
+      messages: channelMessages(['RunResumeReply']),
+      'x-pge-nats': { transport: 'core' },
+    },
     runControl: {
       address: 'pge.run.{runId}.control',
       title: 'Commands for a run',
@@ -608,6 +651,31 @@ export function buildAsyncApi(options: AsyncApiOptions = {}): Json {
       tags: [tag('integrator')],
       messages: opMessages('runSubmit', ['RunSubmission']),
       reply: submitReply,
+    },
+    resumeRun: {
+      action: 'send',
+      channel: ref('#/channels/runResume'),
+      title: 'Ask for a run to be taken over',
+      summary: 'A client asks the deployment to take a run over now, and gets its owner back.',
+      tags: [tag('integrator')],
+      messages: opMessages('runResume', ['RunResumeRequest']),
+      reply: {
+        channel: ref('#/channels/runResumeReply'),
+        messages: opMessages('runResumeReply', ['RunResumeReply']),
+      },
+    },
+    takeRunOver: {
+      action: 'receive',
+      channel: ref('#/channels/runResume'),
+      title: 'Take a run over on request',
+      summary:
+        'A coordinator (queue group `pge-coordinator`) takes the run over unless a live one drives it, and replies with the owner.',
+      tags: [tag('coordinator')],
+      messages: opMessages('runResume', ['RunResumeRequest']),
+      reply: {
+        channel: ref('#/channels/runResumeReply'),
+        messages: opMessages('runResumeReply', ['RunResumeReply']),
+      },
     },
     followRun: {
       action: 'receive',

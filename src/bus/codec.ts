@@ -4,7 +4,7 @@ import { MessageRejectedError } from '../errors.js';
 import { CallCancel, RunControl } from '../schemas/control.js';
 import type { Role } from '../schemas/index.js';
 import { ROLE_OF_REQUEST, RoleResult, RunEvent } from '../schemas/index.js';
-import { RunSubmission } from '../schemas/submission.js';
+import { RunResumeRequest, RunSubmission } from '../schemas/submission.js';
 import { subjectMatches, subjects } from './subjects.js';
 
 /**
@@ -59,6 +59,7 @@ const RULES: SubjectRule[] = [
   { pattern: subjects.result('*'), schema: RoleResult, check: ofItsRun(subjects.result, 'a result') },
   { pattern: subjects.rejected, schema: MessageRejection },
   { pattern: subjects.submit, schema: RunSubmission },
+  { pattern: subjects.resume, schema: RunResumeRequest },
   { pattern: subjects.control('*'), schema: RunControl, check: ofItsRun(subjects.control, 'a command') },
   { pattern: subjects.cancel('*'), schema: CallCancel, check: ofItsRun(subjects.cancel, 'a cancel') },
 ];

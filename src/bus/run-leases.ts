@@ -137,6 +137,35 @@ export class RunLeases {
     }
   }
 
+  /**
+   * Takes the lease of `runId` now, unless a live owner holds it: created when the run has none
+   * (it was released, or lost), taken with a compare-and-set when its holder has not renewed it
+   * within the last lease term. Returns the owner afterwards, and whether this coordinator took it.
+   */
+  async takeOverNow(runId: string): Promise<{ owner: string; taken: boolean }> {
+    if (this.#held.has(runId)) return { owner: this.owner, taken: false };
+    const entry = await this.kv.get(runId);
+    if (entry === null || entry.operation !== 'PUT') {
+      return (await this.claim(runId))
+        ? { owner: this.owner, taken: true }
+        : { owner: this.ownerOf(runId) ?? 'another coordinator', taken: false };
+    }
+    const seen = this.#seen.get(runId);
+    const owner = ownerOf(entry);
+    // The watch delivers every write: one it has not shown yet, or one shown less than a lease term
+    // ago, is a live owner's renewal.
+    const stale =
+      seen !== undefined && seen.revision === entry.revision && performance.now() - seen.at >= this.leaseMs;
+    if (!stale) return { owner, taken: false };
+    try {
+      this.#held.set(runId, await this.kv.update(runId, encode({ owner: this.owner }), entry.revision));
+      return { owner: this.owner, taken: true };
+    } catch (error) {
+      if (wrongRevision(error)) return { owner: this.ownerOf(runId) ?? owner, taken: false };
+      throw error;
+    }
+  }
+
   /** Gives up the lease of a run that ended (or that this coordinator lets go). */
   async release(runId: string): Promise<void> {
     const revision = this.#held.get(runId);

@@ -54,6 +54,8 @@ export const subjects = {
   },
   /** Where runs are submitted by request/reply. */
   submit: 'pge.runs.submit',
+  /** Where a run is asked to be taken over now, by request/reply (`pge resume --nats`). */
+  resume: 'pge.runs.resume',
   /** Where the bus reports messages it rejected. */
   rejected: 'pge.errors.rejected',
 } as const;

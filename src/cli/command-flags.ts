@@ -134,7 +134,11 @@ export function flagsFor(command: Command): readonly FlagSpec[] {
     case 'resume':
       // The run's bounds, thresholds and budgets are the log's: only the models and the output are set here.
       return FLAGS.filter(
-        (f) => f.group === 'model' || f.group === 'cli' || RESUME_OUTPUT_FLAGS.includes(f.name),
+        (f) =>
+          f.group === 'model' ||
+          f.group === 'cli' ||
+          f.group === 'nats' ||
+          RESUME_OUTPUT_FLAGS.includes(f.name),
       );
     case 'batch':
     case 'config':

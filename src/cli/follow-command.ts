@@ -132,18 +132,31 @@ export async function followCommand(line: CommandLine, io: CliIo): Promise<numbe
     name: 'pge-follow',
   });
   try {
-    const { progress, onEvent } = followProgress(io, display);
-    const follower = followRun(bus, runId, { onEvent, idleTimeoutMs: display.timeoutMs });
-    // Everything the stream holds on the run is read by now: none at all is a wrong id.
-    await bus.flush();
-    if (follower.received() === 0) {
-      follower.stop();
-      throw new ConfigurationError(
-        `the stream holds no event of run ${runId}: check the id (a run older than the stream's limits is gone)`,
-      );
-    }
-    return await showToEnd(runId, follower.closing, progress, display, io);
+    return await followToEnd(bus, runId, display, io);
   } finally {
     await bus.close();
   }
+}
+
+/**
+ * Shows run `runId` from its first event to its end (`showToEnd`) on `bus`; refuses a run id the
+ * stream holds no event of.
+ */
+export async function followToEnd(
+  bus: NatsBus,
+  runId: string,
+  display: FollowDisplay,
+  io: CliIo,
+): Promise<number> {
+  const { progress, onEvent } = followProgress(io, display);
+  const follower = followRun(bus, runId, { onEvent, idleTimeoutMs: display.timeoutMs });
+  // Everything the stream holds on the run is read by now: none at all is a wrong id.
+  await bus.flush();
+  if (follower.received() === 0) {
+    follower.stop();
+    throw new ConfigurationError(
+      `the stream holds no event of run ${runId}: check the id (a run older than the stream's limits is gone)`,
+    );
+  }
+  return await showToEnd(runId, follower.closing, progress, display, io);
 }

@@ -71,6 +71,7 @@ Usage:
   pge run "<task>" [flags]      run a task with an OpenAI-compatible model
   pge demo ["<task>"] [flags]   run the whole loop offline with a built-in demo model (not an AI)
   pge resume <log> [flags]      continue a run whose process died, from its log, in the same file
+                                (--nats <url> <runId>: have a deployment take a run over now)
   pge batch <file> [flags]      run one task per line of a file, each with its own log
   pge config [flags]            show the resolved configuration and where each value came from
   pge graph [flags]             print the run or step statechart as Mermaid, DOT or JSON
@@ -134,7 +135,7 @@ Default task: "${DEMO_TASK}".`,
     ],
   },
   resume: {
-    usage: 'pge resume <log-file> [flags]',
+    usage: 'pge resume <log-file> [flags]   |   pge resume --nats <url> <runId>',
     about: `Continues a run whose process died (killed, a power loss) from its markdown log, in the same
 file. The run is rebuilt from the log's events without asking any model again for an answer the log
 holds; only a call in flight at the crash is asked again. A "RUN RESUMED" section marks where it
@@ -145,9 +146,16 @@ not taken. Its models are the log's unless a flag, the environment or a config f
 run of 'pge demo' resumes with the demo model. The calls before the crash count in the run's usage
 and against its budgets; the time the process was dead does not count against --max-duration. The
 end of a write the crash cut short is removed first. Resume a run only once its process has died:
-two processes must never write one log.`,
+two processes must never write one log.
+
+With --nats, asks a distributed deployment to take run <runId> over now: a coordinator rebuilds it
+from its events in the stream and drives it on, unless a live coordinator still drives it (that one
+is named); then the run is followed to its end as 'pge follow' does. Coordinators take over the runs
+of a dead one on their own within seconds; this is for a run nobody took over (every coordinator
+was down, or its lease was lost).`,
     examples: [
       'pge resume pge_shared_state_<runId>.md',
+      'pge resume --nats nats://127.0.0.1:4222 pge-20261123-101500-1a2b3c4d',
       'pge resume runs/pge_shared_state_<runId>.md --base-url http://localhost:11434/v1 --json',
     ],
   },

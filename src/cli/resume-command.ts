@@ -2,11 +2,17 @@ import { readFile } from 'node:fs/promises';
 import { resolve } from 'node:path';
 import { DemoModel } from '../actors/demo-model.js';
 import type { PgeOptions } from '../api/options.js';
-import { ConfigurationError } from '../errors.js';
+import { NatsBus } from '../bus/nats-bus.js';
+import { natsOptionsFromEnv } from '../bus/nats-connection.js';
+import { subjects } from '../bus/subjects.js';
+import { ConfigurationError, errorFromInfo } from '../errors.js';
 import { readLogTail } from '../persistence/log-reader.js';
 import type { Role, RunEvent } from '../schemas/index.js';
+import { ID_PATTERN, OPTION_DEFAULTS } from '../schemas/setting-values.js';
+import { RunResumeReply } from '../schemas/submission.js';
 import { resolveConfig } from './config.js';
 import type { CommandLine } from './flags.js';
+import { followToEnd } from './follow-command.js';
 import type { CliIo } from './io.js';
 import { reportRun } from './run-command.js';
 
@@ -43,9 +49,48 @@ function withRecordedModels(options: PgeOptions, recorded: Record<Role, string>)
   return names;
 }
 
-/** `pge resume <log-file> [flags]`. */
+/**
+ * `pge resume --nats <url> <runId>`: asks the deployment to take a run over now (a coordinator
+ * takes it unless a live one drives it; see docs/distributed.md), then follows it to its end.
+ */
+async function resumeRemote(runId: string, servers: string, line: CommandLine, io: CliIo): Promise<number> {
+  if (!ID_PATTERN.test(runId))
+    throw new ConfigurationError(`"${runId}" is not a run id: run ids hold letters, digits, "-" and "_"`);
+  const config = resolveConfig({ flags: line.flags, env: io.env, cwd: io.cwd });
+  const bus = await NatsBus.connect({ ...natsOptionsFromEnv(io.env), servers, name: 'pge-resume' });
+  try {
+    const reply = RunResumeReply.parse(await bus.request(subjects.resume, { runId }, { timeoutMs: 30_000 }));
+    if ('error' in reply) throw errorFromInfo(reply.error);
+    io.stderr.write(
+      reply.takenOver
+        ? `pge: run ${runId} taken over by coordinator ${reply.owner}\n`
+        : `pge: run ${runId} is driven by coordinator ${reply.owner}, which is alive\n`,
+    );
+    return await followToEnd(
+      bus,
+      runId,
+      {
+        json: line.flags.json,
+        verbose: config.options.verbose === true,
+        timeoutMs: config.options.followTimeoutMs ?? OPTION_DEFAULTS.followTimeoutMs,
+        fromSeq: 1,
+        servers,
+      },
+      io,
+    );
+  } finally {
+    await bus.close();
+  }
+}
+
+/** `pge resume <log-file> [flags]`, or `pge resume --nats <url> <runId>`. */
 export async function resumeCommand(line: CommandLine, io: CliIo): Promise<number> {
   const [file, ...extra] = line.positionals;
+  if (line.flags.nats !== null) {
+    if (file === undefined || extra.length > 0)
+      throw new ConfigurationError('pge resume --nats needs one run id: pge resume --nats <url> <runId>');
+    return resumeRemote(file, line.flags.nats, line, io);
+  }
   if (file === undefined || extra.length > 0)
     throw new ConfigurationError('pge resume needs one log file: pge resume <log-file>');
   const path = resolve(io.cwd, file);

@@ -16,6 +16,7 @@ export function natsRunOwnership(bus: NatsBus, leases: RunLeases): RunOwnership 
     claim: (runId) => leases.claim(runId),
     release: (runId) => leases.release(runId),
     takeOver: (runId) => leases.takeOver(runId),
+    takeOverNow: (runId) => leases.takeOverNow(runId),
     events: async (runId) => bySeq(await readRunEvents(bus, runId)),
     storedResult: async (runId, requestId) =>
       (await readRunResults(bus, runId)).find((result) => result.requestId === requestId) ?? null,

@@ -14,7 +14,12 @@ import { subjects } from '../bus/subjects.js';
 import { ConfigurationError, describeError, errorFromInfo, RunTakenOverError } from '../errors.js';
 import type { Role, RoleResult, RunEvent } from '../schemas/index.js';
 import { isClosingEvent } from '../schemas/index.js';
-import { type RunSubmission, RunSubmissionReply } from '../schemas/submission.js';
+import {
+  type RunResumeReply,
+  type RunResumeRequest,
+  type RunSubmission,
+  RunSubmissionReply,
+} from '../schemas/submission.js';
 import { type ClosingEvent, followRun } from './follow-run.js';
 import { newRunId } from './run-id.js';
 import { checkTask } from './task.js';
@@ -73,6 +78,8 @@ export interface RunOwnership {
   release(runId: string): Promise<void>;
   /** Takes over a run whose owner stopped renewing its claim; false when another coordinator won it. */
   takeOver(runId: string): Promise<boolean>;
+  /** Takes a run's claim now unless a live owner holds it (`pge resume --nats`): the owner afterwards. */
+  takeOverNow(runId: string): Promise<{ owner: string; taken: boolean }>;
   /** Every stored event of the run, in seq order. */
   events(runId: string): Promise<readonly RunEvent[]>;
   /** The result a worker stored for a request of the run, if any. */
@@ -125,6 +132,34 @@ export function startCoordinatorService(service: CoordinatorServiceOptions): Coo
   const { ownership } = service;
   const coordinator = createCoordinator({ bus });
   const active = new Map<string, RunHandle & { settled: Promise<unknown> }>();
+  /** Drives on a run whose claim this coordinator just took, from its stored events. */
+  const drive = (runId: string, events: readonly RunEvent[]): void => {
+    const { owner } = ownership!;
+    const handle = coordinator.resumeRun(readRecordedRun(events, `run ${runId} in the stream`), {
+      owner,
+      storedResult: (requestId) => ownership!.storedResult(runId, requestId),
+    });
+    track(handle);
+  };
+
+  /**
+   * `pge.runs.resume`: takes a run over now, unless a live coordinator drives it; replies with its
+   * owner, or why it cannot be resumed.
+   */
+  const resumeNow = async (runId: string): Promise<RunResumeReply> => {
+    if (ownership === undefined) throw new ConfigurationError('this coordinator does not share runs');
+    if (active.has(runId)) return { runId, owner: ownership.owner, takenOver: false };
+    const events = await ownership.events(runId);
+    const last = events.at(-1);
+    if (last === undefined)
+      throw new ConfigurationError(`no run ${runId}: the stream holds none of its events`);
+    if (isClosingEvent(last))
+      throw new ConfigurationError(`run ${runId} has ended (${last.type}): nothing to resume`);
+    const { owner, taken } = await ownership.takeOverNow(runId);
+    if (taken) drive(runId, await ownership.events(runId));
+    return { runId, owner, takenOver: taken };
+  };
+
   /** Follows a run this coordinator drives until it ends here, then releases its claim. */
   const track = (handle: RunHandle): void => {
     const { runId } = handle;
@@ -165,10 +200,25 @@ export function startCoordinatorService(service: CoordinatorServiceOptions): Coo
     },
     { queue: COORDINATOR_QUEUE },
   );
+  const resumes = bus.subscribe(
+    subjects.resume,
+    async (message) => {
+      const { runId } = message.data as RunResumeRequest;
+      let reply: RunResumeReply;
+      try {
+        reply = await resumeNow(runId);
+      } catch (error) {
+        reply = { error: describeError(error) };
+      }
+      await message.respond(reply);
+    },
+    { queue: COORDINATOR_QUEUE },
+  );
   return {
     active,
     async stop(mode = 'finish') {
       subscription.unsubscribe();
+      resumes.unsubscribe();
       control.unsubscribe();
       if (mode === 'interrupt') for (const run of active.values()) run.interrupt();
       await Promise.all([...active.values()].map((r) => r.settled));
@@ -184,11 +234,7 @@ export function startCoordinatorService(service: CoordinatorServiceOptions): Coo
         await ownership.release(runId);
         return false;
       }
-      const handle = coordinator.resumeRun(readRecordedRun(events, `run ${runId} in the stream`), {
-        owner: ownership.owner,
-        storedResult: (requestId) => ownership.storedResult(runId, requestId),
-      });
-      track(handle);
+      drive(runId, events);
       return true;
     },
     lose(runId, owner) {

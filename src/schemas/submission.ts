@@ -39,3 +39,21 @@ export const RunSubmissionReply = z.union([
   z.strictObject({ error: ErrorInfo }),
 ]);
 export type RunSubmissionReply = z.infer<typeof RunSubmissionReply>;
+
+/**
+ * A request to take a run over now, sent on `pge.runs.resume` (`pge resume --nats <url> <runId>`):
+ * a run whose coordinator died and whose lease nobody took (all coordinators were down, or the
+ * lease was lost) is taken over by the coordinator that gets the request.
+ */
+export const RunResumeRequest = z.strictObject({ runId: SafeId });
+export type RunResumeRequest = z.infer<typeof RunResumeRequest>;
+
+/**
+ * The reply to a resume request: the coordinator that owns the run now (the one that took it over,
+ * or the live owner that still drives it), or why it cannot be resumed (it ended, or was never started).
+ */
+export const RunResumeReply = z.union([
+  z.strictObject({ runId: SafeId, owner: z.string(), takenOver: z.boolean() }),
+  z.strictObject({ error: ErrorInfo }),
+]);
+export type RunResumeReply = z.infer<typeof RunResumeReply>;

@@ -112,6 +112,7 @@ describe('docs/asyncapi.yaml', () => {
       work: Role.options.map((role) => subjects.work(role)),
       result: [subjects.result('run-1'), subjects.result('*')],
       submit: [subjects.submit],
+      resume: [subjects.resume],
       rejected: [subjects.rejected],
       control: [subjects.control('run-1'), subjects.control('*')],
       cancel: [subjects.cancel('run-1'), subjects.cancel('*')],

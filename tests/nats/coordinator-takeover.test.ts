@@ -1,6 +1,9 @@
 import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
+import { Kvm } from '@nats-io/kv';
+import { connect } from '@nats-io/transport-node';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { LEASE_BUCKET } from '../../src/bus/run-leases.js';
 import { readLogFile } from '../../src/persistence/index.js';
 import type { RunEvent } from '../../src/schemas/index.js';
 import {
@@ -13,7 +16,7 @@ import {
   type TestDeployment,
   until,
 } from '../support/deployment.js';
-import type { PgeProcess } from '../support/processes.js';
+import { type PgeProcess, startPge } from '../support/processes.js';
 
 /**
  * A coordinator SIGKILLed in the middle of a run, with a second coordinator running: the second
@@ -114,5 +117,44 @@ describe('a coordinator killed mid-run', () => {
     expect(events.find((e) => e.type === 'run.resumed')?.payload).toMatchObject({ owner: 'coord-a' });
     expect(second.stderr()).toContain(`took over run ${runId}`);
     expect(workCalls().length).toBeLessThanOrEqual(4);
+  }, 90_000);
+
+  it('pge resume --nats takes over a run whose lease was lost, follows it to its end, and refuses an ended run', async () => {
+    deployment.openai.script((body) =>
+      passingAnswer(body, schemaOf(body) === 'pge_work' && workCalls().length === 1 ? 3_000 : 20),
+    );
+    const first = await deployment.worker('coordinator', ['--worker-id', 'coord-a']);
+    for (const role of ['planner', 'generator', 'evaluator']) await deployment.worker(role);
+    const url = deployment.nats.url;
+    const runId = await submitRun(url, 'resume on demand');
+    await until(
+      () => workCalls().length,
+      (n) => n === 1,
+      'the first work call',
+    );
+    await first.stop('SIGKILL');
+    // The lease is lost (an operator purged it): no coordinator will take the run over by itself.
+    const nc = await connect({ servers: url });
+    try {
+      await (await new Kvm(nc).open(LEASE_BUCKET)).purge(runId);
+    } finally {
+      await nc.close();
+    }
+    const second = await deployment.worker('coordinator', ['--worker-id', 'coord-b']);
+    await new Promise((resolve) => setTimeout(resolve, 4_000));
+    expect((await storedEvents(url, runId)).some((e) => e.type === 'run.resumed')).toBe(false);
+
+    const resume = startPge(['resume', '--nats', url, runId], {});
+    expect(await resume.exited(), resume.stderr()).toBe(0);
+    expect(resume.stderr()).toContain(`run ${runId} taken over by coordinator coord-b`);
+    expect(second.stderr()).not.toContain('cannot');
+    const events = await storedEvents(url, runId);
+    expect(events.at(-1)?.type).toBe('run.completed');
+    expect(events.map((e) => e.seq)).toEqual(events.map((_, i) => i + 1));
+    expect(events.find((e) => e.type === 'run.resumed')?.payload).toMatchObject({ owner: 'coord-b' });
+
+    const again = startPge(['resume', '--nats', url, runId], {});
+    expect(await again.exited()).toBe(2);
+    expect(again.stderr()).toMatch(new RegExp(`run ${runId} has ended \\(run.completed\\)`));
   }, 90_000);
 });
