@@ -43,13 +43,18 @@ export class RunClosedError extends PgeError {
   readonly retryable = false;
 }
 
-/** A role failure re-thrown into the chart, keeping the worker's name and retryability. */
+/**
+ * A role failure re-thrown into the chart, keeping the worker's name and retryability, and what
+ * the failed call cost (`reportOfError`), which the chart counts.
+ */
 class RoleError extends PgeError {
   readonly retryable: boolean;
-  constructor(info: ErrorInfo) {
+  readonly report: CallReport | undefined;
+  constructor(info: ErrorInfo, report?: CallReport) {
     super(info.message);
     this.name = info.name;
     this.retryable = info.retryable;
+    this.report = report;
   }
 }
 
@@ -88,7 +93,7 @@ function ok<P extends RoleSuccess['phase']>(
         raw: result.raw,
       },
     });
-    throw new RoleError(result.error);
+    throw new RoleError(result.error, reply.report);
   }
   if (result.phase !== phase)
     throw new RoleError({ name: 'ProtocolError', message: `expected a ${phase} result`, retryable: false });

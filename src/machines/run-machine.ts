@@ -15,7 +15,13 @@ import {
   store,
 } from './run-context.js';
 import { stepMachine } from './step-machine.js';
-import type { PlanInput, RecordParams, StepInput, StepOutcome } from './types.js';
+import {
+  type PlanInput,
+  type RecordParams,
+  reportOfError,
+  type StepInput,
+  type StepOutcome,
+} from './types.js';
 
 export type { RunInput, RunOutcome, RunStatus } from './run-context.js';
 
@@ -59,7 +65,17 @@ export const runMachine = setup({
       stoppedBy: budgetBroken(context.budget),
     })),
     /** Keeps a failed actor's error (the invoke's error event). */
-    noteError: assign({ error: ({ event }) => describeError((event as { error?: unknown }).error) }),
+    noteError: assign(({ context, event }) => {
+      const error = (event as { error?: unknown }).error;
+      const report = reportOfError(error);
+      if (report === null) return { error: describeError(error) };
+      const budget = {
+        ...context.budget,
+        spent: addUsage(context.budget.spent, report.usage),
+        clock: Math.max(context.budget.clock, report.finishedAt),
+      };
+      return { error: describeError(error), budget };
+    }),
   },
 }).createMachine({
   id: 'run',

@@ -34,6 +34,7 @@ import type {
   WorkInput,
   WorkOutput,
 } from './types.js';
+import { reportOfError } from './types.js';
 
 /**
  * The lifecycle of one step (DESIGN semantics 3–9): contract negotiation in bounded rounds, then
@@ -120,7 +121,11 @@ export const stepMachine = setup({
       stoppedBy: budgetBroken(context.budget),
     })),
     /** Keeps a failed call's error (the invoke's error event). */
-    noteError: assign({ error: ({ event }) => describeError((event as { error?: unknown }).error) }),
+    noteError: assign(({ context, event }) => {
+      const error = (event as { error?: unknown }).error;
+      const report = reportOfError(error);
+      return { error: describeError(error), ...(report ? spend(context, report) : {}) };
+    }),
     /** Keeps the attempt being judged, with the verdict of the transition the chart took. */
     settle: assign(({ context }, verdict: Verdict) => ({
       attempts: [...context.attempts, settled(context.scored!, verdict)],

@@ -35,6 +35,15 @@ export interface CallReport {
   finishedAt: number;
 }
 
+/**
+ * The report a failed call's error carries when the call cost something (the worker answered with
+ * a failure after its model calls): the chart counts that usage like any other.
+ */
+export function reportOfError(error: unknown): CallReport | null {
+  const report = (error as { report?: CallReport } | null)?.report;
+  return report !== undefined && typeof report === 'object' ? report : null;
+}
+
 /** Output of the `plan` call. */
 export interface PlanOutput extends CallReport {
   plan: Plan;
