@@ -48,7 +48,7 @@ interface LeaseValue {
 
 const encode = (value: LeaseValue): string => JSON.stringify(value);
 
-function ownerOf(entry: { string(): string }): string {
+function ownerIn(entry: { string(): string }): string {
   try {
     const value = JSON.parse(entry.string()) as Partial<LeaseValue>;
     return typeof value.owner === 'string' ? value.owner : '';
@@ -151,7 +151,7 @@ export class RunLeases {
         : { owner: this.ownerOf(runId) ?? 'another coordinator', taken: false };
     }
     const seen = this.#seen.get(runId);
-    const owner = ownerOf(entry);
+    const owner = ownerIn(entry);
     // The watch delivers every write: one it has not shown yet, or one shown less than a lease term
     // ago, is a live owner's renewal.
     const stale =
@@ -188,7 +188,7 @@ export class RunLeases {
           this.#seen.delete(entry.key);
           continue;
         }
-        const owner = ownerOf(entry);
+        const owner = ownerIn(entry);
         this.#seen.set(entry.key, { owner, revision: entry.revision, at: performance.now(), told: false });
         if (owner !== this.owner && this.#held.has(entry.key)) {
           this.#held.delete(entry.key);

@@ -132,14 +132,26 @@ export function startCoordinatorService(service: CoordinatorServiceOptions): Coo
   const { ownership } = service;
   const coordinator = createCoordinator({ bus });
   const active = new Map<string, RunHandle & { settled: Promise<unknown> }>();
-  /** Drives on a run whose claim this coordinator just took, from its stored events. */
-  const drive = (runId: string, events: readonly RunEvent[]): void => {
-    const { owner } = ownership!;
+  /**
+   * Drives on a run whose claim this coordinator just took, from its stored events. A run that
+   * ended (its owner died after its closing event) or never started has nothing to drive: its
+   * claim is released, and the reason returned.
+   */
+  const driveTaken = async (own: RunOwnership, runId: string): Promise<string | null> => {
+    const events = await own.events(runId);
+    const last = events.at(-1);
+    if (last === undefined || isClosingEvent(last)) {
+      await own.release(runId);
+      return last === undefined
+        ? `no run ${runId}: the stream holds none of its events`
+        : `run ${runId} has ended (${last.type}): nothing to resume`;
+    }
     const handle = coordinator.resumeRun(readRecordedRun(events, `run ${runId} in the stream`), {
-      owner,
-      storedResult: (requestId) => ownership!.storedResult(runId, requestId),
+      owner: own.owner,
+      storedResult: (requestId) => own.storedResult(runId, requestId),
     });
     track(handle);
+    return null;
   };
 
   /**
@@ -149,15 +161,11 @@ export function startCoordinatorService(service: CoordinatorServiceOptions): Coo
   const resumeNow = async (runId: string): Promise<RunResumeReply> => {
     if (ownership === undefined) throw new ConfigurationError('this coordinator does not share runs');
     if (active.has(runId)) return { runId, owner: ownership.owner, takenOver: false };
-    const events = await ownership.events(runId);
-    const last = events.at(-1);
-    if (last === undefined)
-      throw new ConfigurationError(`no run ${runId}: the stream holds none of its events`);
-    if (isClosingEvent(last))
-      throw new ConfigurationError(`run ${runId} has ended (${last.type}): nothing to resume`);
     const { owner, taken } = await ownership.takeOverNow(runId);
-    if (taken) drive(runId, await ownership.events(runId));
-    return { runId, owner, takenOver: taken };
+    if (!taken) return { runId, owner, takenOver: false };
+    const problem = await driveTaken(ownership, runId);
+    if (problem !== null) throw new ConfigurationError(problem);
+    return { runId, owner, takenOver: true };
   };
 
   /** Follows a run this coordinator drives until it ends here, then releases its claim. */
@@ -227,15 +235,7 @@ export function startCoordinatorService(service: CoordinatorServiceOptions): Coo
     async takeOver(runId) {
       if (ownership === undefined) throw new ConfigurationError('taking runs over needs run ownership');
       if (active.has(runId) || !(await ownership.takeOver(runId))) return false;
-      const events = await ownership.events(runId);
-      const last = events.at(-1);
-      if (last === undefined || isClosingEvent(last)) {
-        // Ended (its owner died after its closing event) or never started: nothing to drive.
-        await ownership.release(runId);
-        return false;
-      }
-      drive(runId, events);
-      return true;
+      return (await driveTaken(ownership, runId)) === null;
     },
     lose(runId, owner) {
       active.get(runId)?.abandon(owner);
