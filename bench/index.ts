@@ -62,13 +62,20 @@ const NATS_SETTINGS = {
   takeover: { trials: 3, workDelayMs: 4_000 },
 } as const;
 
-/** Sections 5-6, or why they cannot run (no nats-server binary). */
-async function measureNats(dir: string): Promise<NatsResults> {
+/** Why the NATS sections cannot run (no nats-server binary), or null when they can. */
+function natsMissing(): { skipped: string } | null {
   try {
     findNatsServer();
+    return null;
   } catch (error) {
     return { skipped: error instanceof Error ? error.message : String(error) };
   }
+}
+
+/** Sections 5-6, or why they cannot run. */
+async function measureNats(dir: string): Promise<NatsResults> {
+  const missing = natsMissing();
+  if (missing) return missing;
   const scaling = await section(
     `5/9 scaling on NATS (workers per role ${NATS_SETTINGS.scaling.workers.join(', ')})`,
     () => measureNatsScaling({ dir, ...NATS_SETTINGS.scaling }),
@@ -79,26 +86,20 @@ async function measureNats(dir: string): Promise<NatsResults> {
   return { scaling, busOverhead };
 }
 
-/** Section 8, or why it cannot run (no nats-server binary). */
+/** Section 8, or why it cannot run. */
 async function measureCatchUp(dir: string): Promise<CatchUpResults | { skipped: string }> {
-  try {
-    findNatsServer();
-  } catch (error) {
-    return { skipped: error instanceof Error ? error.message : String(error) };
-  }
+  const missing = natsMissing();
+  if (missing) return missing;
   const { runs } = NATS_SETTINGS.catchUp;
   return section(`8/9 persistence catch-up on NATS (a restarted worker, ${runs} runs in its backlog)`, () =>
     measurePersistenceCatchUp({ dir, ...NATS_SETTINGS.catchUp }),
   );
 }
 
-/** Section 9, or why it cannot run (no nats-server binary). */
+/** Section 9, or why it cannot run. */
 async function measureTakeoverSection(dir: string): Promise<TakeoverResults | { skipped: string }> {
-  try {
-    findNatsServer();
-  } catch (error) {
-    return { skipped: error instanceof Error ? error.message : String(error) };
-  }
+  const missing = natsMissing();
+  if (missing) return missing;
   const { trials } = NATS_SETTINGS.takeover;
   return section(`9/9 coordinator takeover on NATS (${trials} SIGKILLs of a run's owner)`, () =>
     measureTakeover({ dir, ...NATS_SETTINGS.takeover }),
