@@ -28,6 +28,10 @@ import { type PgeProcess, startPge } from '../support/processes.js';
 let deployment: TestDeployment;
 beforeEach(async () => {
   deployment = await startDeployment();
+  // The first work call takes 3 s: the owner dies while it runs, and its answer comes after.
+  deployment.openai.script((body) =>
+    passingAnswer(body, schemaOf(body) === 'pge_work' && workCalls().length === 1 ? 3_000 : 20),
+  );
 });
 afterEach(async () => {
   await deployment.close();
@@ -35,26 +39,28 @@ afterEach(async () => {
 
 const workCalls = () => deployment.openai.completions().filter((r) => schemaOf(r.body) === 'pge_work');
 
+/** Starts the role workers, submits a run, and returns its id once its first work call is in flight. */
+async function submitDuringWork(task: string): Promise<string> {
+  for (const role of ['planner', 'generator', 'evaluator']) await deployment.worker(role);
+  const runId = await submitRun(deployment.nats.url, task);
+  await until(
+    () => workCalls().length,
+    (n) => n === 1,
+    'the first work call',
+  );
+  return runId;
+}
+
 describe('a coordinator killed mid-run', () => {
   it('has its run taken over by another coordinator, with at most the call in flight repeated', async () => {
-    // The first work call takes 3 s: the owner dies while it runs, and its answer comes after.
-    deployment.openai.script((body) =>
-      passingAnswer(body, schemaOf(body) === 'pge_work' && workCalls().length === 1 ? 3_000 : 20),
-    );
     const coordinators: Record<string, PgeProcess> = {
       'coord-a': await deployment.worker('coordinator', ['--worker-id', 'coord-a']),
       'coord-b': await deployment.worker('coordinator', ['--worker-id', 'coord-b']),
     };
     await deployment.worker('persistence', ['--working-dir', deployment.logs]);
-    for (const role of ['planner', 'generator', 'evaluator']) await deployment.worker(role);
 
     const url = deployment.nats.url;
-    const runId = await submitRun(url, 'survive the coordinator');
-    await until(
-      () => workCalls().length,
-      (n) => n === 1,
-      'the first work call',
-    );
+    const runId = await submitDuringWork('survive the coordinator');
     const owner = Object.keys(coordinators).find((id) => coordinators[id]!.stderr().includes(runId))!;
     const heir = owner === 'coord-a' ? 'coord-b' : 'coord-a';
     const before = await storedEvents(url, runId);
@@ -95,18 +101,9 @@ describe('a coordinator killed mid-run', () => {
   }, 90_000);
 
   it('the only coordinator, killed and started again under the same id, takes its own run back', async () => {
-    deployment.openai.script((body) =>
-      passingAnswer(body, schemaOf(body) === 'pge_work' && workCalls().length === 1 ? 3_000 : 20),
-    );
     const first = await deployment.worker('coordinator', ['--worker-id', 'coord-a']);
-    for (const role of ['planner', 'generator', 'evaluator']) await deployment.worker(role);
     const url = deployment.nats.url;
-    const runId = await submitRun(url, 'survive a restart');
-    await until(
-      () => workCalls().length,
-      (n) => n === 1,
-      'the first work call',
-    );
+    const runId = await submitDuringWork('survive a restart');
     await first.stop('SIGKILL');
     // As the issue found it: a new coordinator ready 2 s later.
     await new Promise((resolve) => setTimeout(resolve, 2_000));
@@ -120,18 +117,9 @@ describe('a coordinator killed mid-run', () => {
   }, 90_000);
 
   it('pge resume --nats takes over a run whose lease was lost, follows it to its end, and refuses an ended run', async () => {
-    deployment.openai.script((body) =>
-      passingAnswer(body, schemaOf(body) === 'pge_work' && workCalls().length === 1 ? 3_000 : 20),
-    );
     const first = await deployment.worker('coordinator', ['--worker-id', 'coord-a']);
-    for (const role of ['planner', 'generator', 'evaluator']) await deployment.worker(role);
     const url = deployment.nats.url;
-    const runId = await submitRun(url, 'resume on demand');
-    await until(
-      () => workCalls().length,
-      (n) => n === 1,
-      'the first work call',
-    );
+    const runId = await submitDuringWork('resume on demand');
     await first.stop('SIGKILL');
     // The lease is lost (an operator purged it): no coordinator will take the run over by itself.
     const nc = await connect({ servers: url });
