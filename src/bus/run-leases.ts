@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { JetStreamApiCodes, JetStreamApiError } from '@nats-io/jetstream';
 import type { KV, KvWatchEntry } from '@nats-io/kv';
 import { Kvm } from '@nats-io/kv';
@@ -35,6 +36,8 @@ export interface RunLeasesOptions {
 /** What a watcher knows of one lease. */
 interface Seen {
   owner: string;
+  /** Written by this very process (its incarnation), not merely under its name. */
+  mine: boolean;
   revision: number;
   /** `performance.now()` when this revision was seen. */
   at: number;
@@ -42,18 +45,25 @@ interface Seen {
   told: boolean;
 }
 
+/**
+ * A lease's value: the owner's name, for people and events, and the incarnation of the process
+ * that wrote it, which tells two processes of one name apart (a restart under the same worker id,
+ * or `pge-1` in every container).
+ */
 interface LeaseValue {
   owner: string;
+  incarnation: string;
 }
 
-const encode = (value: LeaseValue): string => JSON.stringify(value);
-
-function ownerIn(entry: { string(): string }): string {
+function leaseIn(entry: { string(): string }): LeaseValue {
   try {
     const value = JSON.parse(entry.string()) as Partial<LeaseValue>;
-    return typeof value.owner === 'string' ? value.owner : '';
+    return {
+      owner: typeof value.owner === 'string' ? value.owner : '',
+      incarnation: typeof value.incarnation === 'string' ? value.incarnation : '',
+    };
   } catch {
-    return '';
+    return { owner: '', incarnation: '' };
   }
 }
 
@@ -69,6 +79,8 @@ function wrongRevision(error: unknown): boolean {
 export class RunLeases {
   readonly owner: string;
   readonly leaseMs: number;
+  readonly #value: string;
+  readonly #incarnation = randomUUID();
   /** Runs this coordinator holds, with the revision of its last write. */
   readonly #held = new Map<string, number>();
   readonly #seen = new Map<string, Seen>();
@@ -82,6 +94,7 @@ export class RunLeases {
     private readonly watch: AsyncIterable<KvWatchEntry> & { stop(): void },
   ) {
     this.owner = options.owner;
+    this.#value = JSON.stringify({ owner: this.owner, incarnation: this.#incarnation } satisfies LeaseValue);
     this.leaseMs = options.leaseMs ?? 3_000;
     // Renewals and expiry checks every third of a lease: a holder gets two tries before it is late.
     this.#timer = setInterval(() => this.#tick(), this.leaseMs / 3);
@@ -112,7 +125,7 @@ export class RunLeases {
   /** Takes the lease of a new run; false when the run already has one (its id is in use). */
   async claim(runId: string): Promise<boolean> {
     try {
-      this.#held.set(runId, await this.kv.create(runId, encode({ owner: this.owner })));
+      this.#held.set(runId, await this.kv.create(runId, this.#value));
       return true;
     } catch (error) {
       if (wrongRevision(error)) return false;
@@ -128,7 +141,7 @@ export class RunLeases {
     const seen = this.#seen.get(runId);
     if (seen === undefined) return false;
     try {
-      const revision = await this.kv.update(runId, encode({ owner: this.owner }), seen.revision);
+      const revision = await this.kv.update(runId, this.#value, seen.revision);
       this.#held.set(runId, revision);
       return true;
     } catch (error) {
@@ -151,14 +164,14 @@ export class RunLeases {
         : { owner: this.ownerOf(runId) ?? 'another coordinator', taken: false };
     }
     const seen = this.#seen.get(runId);
-    const owner = ownerIn(entry);
+    const { owner } = leaseIn(entry);
     // The watch delivers every write: one it has not shown yet, or one shown less than a lease term
     // ago, is a live owner's renewal.
     const stale =
       seen !== undefined && seen.revision === entry.revision && performance.now() - seen.at >= this.leaseMs;
     if (!stale) return { owner, taken: false };
     try {
-      this.#held.set(runId, await this.kv.update(runId, encode({ owner: this.owner }), entry.revision));
+      this.#held.set(runId, await this.kv.update(runId, this.#value, entry.revision));
       return { owner: this.owner, taken: true };
     } catch (error) {
       if (wrongRevision(error)) return { owner: this.ownerOf(runId) ?? owner, taken: false };
@@ -188,9 +201,16 @@ export class RunLeases {
           this.#seen.delete(entry.key);
           continue;
         }
-        const owner = ownerIn(entry);
-        this.#seen.set(entry.key, { owner, revision: entry.revision, at: performance.now(), told: false });
-        if (owner !== this.owner && this.#held.has(entry.key)) {
+        const { owner, incarnation } = leaseIn(entry);
+        const mine = incarnation === this.#incarnation;
+        this.#seen.set(entry.key, {
+          owner,
+          mine,
+          revision: entry.revision,
+          at: performance.now(),
+          told: false,
+        });
+        if (!mine && this.#held.has(entry.key)) {
           this.#held.delete(entry.key);
           this.options.onLost(entry.key, owner);
         }
@@ -212,8 +232,8 @@ export class RunLeases {
     for (const [runId, revision] of this.#held) this.#renew(runId, revision);
     const now = performance.now();
     for (const [runId, seen] of this.#seen) {
-      // A lease in this coordinator's name that it does not hold is an earlier process's of the
-      // same worker id: expired like any other.
+      // A lease in this coordinator's name that it does not hold is another process's of the same
+      // worker id (an earlier one, say): expired like any other.
       if (seen.told || this.#held.has(runId)) continue;
       if (now - seen.at < this.leaseMs) continue;
       seen.told = true;
@@ -222,14 +242,14 @@ export class RunLeases {
   }
 
   #renew(runId: string, revision: number): void {
-    this.kv.update(runId, encode({ owner: this.owner }), revision).then(
+    this.kv.update(runId, this.#value, revision).then(
       (next) => {
         if (this.#held.get(runId) === revision) this.#held.set(runId, next);
       },
       (error: unknown) => {
         if (!this.#held.has(runId)) return;
         const seen = this.#seen.get(runId);
-        if (wrongRevision(error) && seen?.owner === this.owner && seen.revision > revision) {
+        if (wrongRevision(error) && seen?.mine === true && seen.revision > revision) {
           // A renewal whose reply was lost (a server restart) still wrote the lease: the watch saw it.
           this.#held.set(runId, seen.revision);
         } else if (wrongRevision(error)) {

@@ -106,6 +106,24 @@ describe('run leases', () => {
     expect(a.leases.ownerOf('run-1')).toBe('b');
   });
 
+  it('two processes of one name are told apart: the one whose lease was taken is told it lost the run', async () => {
+    const a = await coordinator('same');
+    const b = await coordinator('same');
+    await a.leases.claim('run-1');
+    await until(() => b.leases.ownerOf('run-1') === 'same', 'b to see the lease');
+    let stolen = false;
+    for (let i = 0; i < 20 && !stolen; i++) {
+      // The revision b saw may be renewed under it; try until b's compare-and-set wins.
+      stolen = await b.leases.takeOver('run-1');
+      if (!stolen) await sleep(10);
+    }
+    expect(stolen).toBe(true);
+    await until(() => a.told.lost.includes('run-1'), 'a to learn it lost the run');
+    // a stopped renewing: b's lease is not taken back, and b is not told it lost anything.
+    await sleep(1_000);
+    expect(b.told.lost).toEqual([]);
+  });
+
   it('a released run is forgotten: nobody takes it over', async () => {
     const a = await coordinator('a');
     const b = await coordinator('b');
