@@ -25,6 +25,7 @@ import { fileURLToPath } from 'node:url';
 import { stringify } from 'yaml';
 import { z } from 'zod';
 import { MessageRejection } from '../src/bus/codec.js';
+import { EVENTS_STREAM, PGE_STREAMS, RESULTS_STREAM, WORK_STREAM } from '../src/bus/nats-streams.js';
 import { CallCancel, RunControl } from '../src/schemas/control.js';
 import type { RunEventType } from '../src/schemas/index.js';
 import {
@@ -82,15 +83,18 @@ const ROOT = resolve(fileURLToPath(new URL('..', import.meta.url)));
 const DEFAULT_OUT = resolve(ROOT, 'docs/asyncapi.yaml');
 const DEFAULT_NATS_URL = 'nats://localhost:4222';
 
-/**
- * The JetStream layout of pge's NATS bus (`src/bus/nats-bus.ts`), stated here for the document.
- * TODO: import these from the NATS bus once it exports them, so the two cannot drift.
- */
+/** The JetStream layout of pge's NATS bus, read from the bus (`src/bus/nats-streams.ts`). */
 const JETSTREAM = {
-  events: { stream: 'PGE_EVENTS', subjects: 'pge.run.*.evt.>' },
-  work: { stream: 'PGE_WORK', subjects: 'pge.work.>' },
-  results: { stream: 'PGE_RESULTS', subjects: 'pge.run.*.result' },
+  events: streamLayout(EVENTS_STREAM),
+  work: streamLayout(WORK_STREAM),
+  results: streamLayout(RESULTS_STREAM),
 } as const;
+
+function streamLayout(name: string): { stream: string; subjects: string } {
+  const stream = PGE_STREAMS.find((s) => s.name === name);
+  if (stream === undefined) throw new Error(`no pge stream ${name}`);
+  return { stream: stream.name, subjects: stream.subject };
+}
 
 /** One line per event type; `Record` makes a new event type a compile error here until described. */
 const EVENT_SUMMARIES: Record<RunEventType, string> = {
@@ -481,10 +485,17 @@ export function buildAsyncApi(options: AsyncApiOptions = {}): Json {
       },
     },
     runResults: {
-      address: 'pge.run.{runId}.result',
+      address: 'pge.run.{runId}.result.{role}',
       title: 'Worker results of a run',
-      description: `Workers answer every request of a run here. Stored in JetStream stream \`${JETSTREAM.results.stream}\` (subjects \`${JETSTREAM.results.subjects}\`).`,
-      parameters: { runId: ref('#/components/parameters/runId') },
+      description: [
+        "The workers of a role answer every request of a run here, on their role's subject, so that a",
+        "credential can allow a worker its own role's results only (see docs/security.md).",
+        `Stored in JetStream stream \`${JETSTREAM.results.stream}\` (subjects \`${JETSTREAM.results.subjects}\`).`,
+      ].join('\n'),
+      parameters: {
+        runId: ref('#/components/parameters/runId'),
+        role: { description: 'The role of the worker that answers.', enum: [...Role.options] },
+      },
       messages: channelMessages(['RoleResult']),
       'x-pge-nats': {
         transport: 'jetstream',
@@ -585,8 +596,10 @@ export function buildAsyncApi(options: AsyncApiOptions = {}): Json {
       summary: 'The coordinator turns each result into events and a statechart event.',
       description: [
         'For each result the coordinator records one `model.call.completed` per call, then the event of the',
-        'phase (or `role.failed`). Only the first result of a request counts: a second one (a redelivered',
-        'work item answered twice) is ignored.',
+        'phase (or `role.failed`). A result is applied only when it answers a call the coordinator has',
+        'pending, for that run, from the role the request is for, and only once: anything else (a second',
+        'answer to a redelivered work item, an unknown request id) is recorded as `result.rejected` and',
+        'reported on `pge.errors.rejected`, never applied.',
       ].join('\n'),
       tags: [tag('coordinator')],
       messages: opMessages('runResults', ['RoleResult']),
@@ -625,7 +638,7 @@ export function buildAsyncApi(options: AsyncApiOptions = {}): Json {
       title: 'Answer a request',
       summary: 'A role worker publishes one result per request.',
       description: [
-        "The result goes to `pge.run.<runId>.result` with `requestId` = the request's `id`, `runId` = the",
+        "The result goes to `pge.run.<runId>.result.<role>` with `requestId` = the request's `id`, `runId` = the",
         "request's `runId`, and the header `Nats-Msg-Id: <requestId>-result`, so a request answered twice",
         'is stored once. A request that cannot be answered gets `status: error`, never silence.',
       ].join('\n'),

@@ -101,9 +101,9 @@ export function serveWork(
   });
 }
 
-/** Publishes a worker's result on `pge.run.<runId>.result`. */
+/** Publishes a worker's result on `pge.run.<runId>.result.<role>`. */
 export function publishResult(bus: Bus, result: RoleResult): Promise<void> {
-  return publishOn(bus, () => subjects.result(result.runId), result);
+  return publishOn(bus, () => subjects.result(result.runId, result.role), result);
 }
 
 /**

@@ -56,7 +56,14 @@ const RULES: SubjectRule[] = [
       return subject === subjects.work(role as Role) ? null : `${event.type} does not belong on ${subject}`;
     },
   },
-  { pattern: subjects.result('*'), schema: RoleResult, check: ofItsRun(subjects.result, 'a result') },
+  {
+    pattern: subjects.result('*'),
+    schema: RoleResult,
+    check: (subject, result: RoleResult) =>
+      subject === subjects.result(result.runId, result.role)
+        ? null
+        : `a ${result.role} result for run ${result.runId} does not belong on ${subject}`,
+  },
   { pattern: subjects.rejected, schema: MessageRejection },
   { pattern: subjects.submit, schema: RunSubmission },
   { pattern: subjects.resume, schema: RunResumeRequest },

@@ -6,10 +6,11 @@ import {
   RetentionPolicy,
   StorageType,
 } from '@nats-io/jetstream';
-import { nanos } from '@nats-io/transport-node';
+import { nanos, errors as natsErrors } from '@nats-io/transport-node';
 import { ConfigurationError } from '../errors.js';
 import { DUPLICATE_WINDOW_MS, OPTION_DEFAULTS } from '../schemas/setting-values.js';
 import type { StreamLimits } from '../schemas/settings.js';
+import { hasCause } from './nats-helpers.js';
 import { subjectMatches, subjects } from './subjects.js';
 
 /**
@@ -26,8 +27,14 @@ export interface PgeStream {
   readonly retention: 'limits' | 'workqueue';
 }
 
+/** The stream of run events: every run's record. */
+export const EVENTS_STREAM = 'PGE_EVENTS';
 /** The work-queue stream: requests for the role workers. */
 export const WORK_STREAM = 'PGE_WORK';
+/** The stream of the role workers' results. */
+export const RESULTS_STREAM = 'PGE_RESULTS';
+/** The durable consumer every persistence worker reads the events of all runs through. */
+export const PERSISTENCE_CONSUMER = 'pge-persistence';
 
 /**
  * Events are the run's record (kept, limits retention); work items are taken once (work-queue
@@ -35,9 +42,9 @@ export const WORK_STREAM = 'PGE_WORK';
  * coordinator that restarts can read what it missed.
  */
 export const PGE_STREAMS: readonly PgeStream[] = [
-  { name: 'PGE_EVENTS', subject: subjects.events('*'), retention: 'limits' },
+  { name: EVENTS_STREAM, subject: subjects.events('*'), retention: 'limits' },
   { name: WORK_STREAM, subject: 'pge.work.>', retention: 'workqueue' },
-  { name: 'PGE_RESULTS', subject: subjects.result('*'), retention: 'limits' },
+  { name: RESULTS_STREAM, subject: subjects.result('*'), retention: 'limits' },
 ];
 
 /** The part of a stream's configuration that pge sets; the server's defaults stand for the rest. */
@@ -70,6 +77,10 @@ export function streamConfig(stream: PgeStream, limits: StreamLimitSettings = {}
  * client that follows runs, leaves an existing stream's as they are). A stream whose retention or
  * storage differs cannot be updated in place: that is a `ConfigurationError` that says which stream
  * to delete.
+ *
+ * A process whose credential may not create or change streams (every role but the coordinator,
+ * see `permissions.ts`) leaves an existing stream as it is, for a coordinator to bring up to
+ * date, and waits up to `STREAM_WAIT_MS` for a missing one to be created by a coordinator.
  */
 export async function ensureStreams(jsm: JetStreamManager, limits: StreamLimitSettings = {}): Promise<void> {
   const enforced = [
@@ -105,6 +116,7 @@ async function ensureStream(
         await jsm.streams.add(wanted);
         return;
       } catch (error) {
+        if (hasCause(error, natsErrors.PermissionViolationError)) return waitForStream(jsm, wanted.name);
         if (pass === 0 && error instanceof JetStreamApiError) continue;
         throw streamError(wanted.name, error);
       }
@@ -126,8 +138,25 @@ async function ensureStream(
       await jsm.streams.update(wanted.name, changes);
       return;
     } catch (error) {
+      if (hasCause(error, natsErrors.PermissionViolationError)) return;
       throw streamError(wanted.name, error);
     }
+  }
+}
+
+/** How long a process that may not create streams waits for a coordinator to create one. */
+export const STREAM_WAIT_MS = 60_000;
+const STREAM_POLL_MS = 250;
+
+async function waitForStream(jsm: JetStreamManager, name: string): Promise<void> {
+  const deadline = Date.now() + STREAM_WAIT_MS;
+  while ((await streamInfo(jsm, name)) === null) {
+    if (Date.now() > deadline) {
+      throw new ConfigurationError(
+        `JetStream stream ${name} does not exist, and this process's credential may not create it: start a coordinator (pge worker --role coordinator), which creates pge's streams`,
+      );
+    }
+    await new Promise((resolve) => setTimeout(resolve, STREAM_POLL_MS));
   }
 }
 
@@ -173,7 +202,7 @@ function covers(pattern: string, filter: string): boolean {
  */
 export function messageIdOf(stream: PgeStream, data: unknown): string | undefined {
   const record = (typeof data === 'object' && data !== null ? data : {}) as Record<string, unknown>;
-  if (stream.name === 'PGE_RESULTS') {
+  if (stream.name === RESULTS_STREAM) {
     return typeof record.requestId === 'string' ? `${record.requestId}-result` : undefined;
   }
   return typeof record.id === 'string' ? record.id : undefined;

@@ -4,7 +4,8 @@ import { ID_PATTERN } from '../schemas/setting-values.js';
 /**
  * The one place subjects are built. Events of a run: `pge.run.<runId>.evt.<type>` (the type's dots
  * become subject tokens, so `pge.run.*.evt.step.>` follows every step event); work for a role:
- * `pge.work.<role>`; a worker's reply to a request: `pge.run.<runId>.result`; commands for a run:
+ * `pge.work.<role>`; a worker's reply to a request: `pge.run.<runId>.result.<role>` (one subject per
+ * role, so that a credential can allow a worker its own role's results only); commands for a run:
  * `pge.run.<runId>.control`; cancelled requests of a run: `pge.run.<runId>.cancel`; run submission:
  * `pge.runs.submit`.
  */
@@ -40,9 +41,13 @@ export const subjects = {
   work(role: Role): string {
     return Object.hasOwn(WORK_SUBJECTS, role) ? WORK_SUBJECTS[role] : `pge.work.${role}`;
   },
-  /** Where workers reply to requests of one run (`'*'` for every run). */
-  result(runId: string | '*'): string {
-    return `${RUN_PREFIX}${runId === '*' ? '*' : assertSubjectToken('run id', runId)}.result`;
+  /**
+   * Where the workers of `role` reply to requests of one run; `'*'` for every run, and for every
+   * role (the default, for reading).
+   */
+  result(runId: string | '*', role: Role | '*' = '*'): string {
+    const run = runId === '*' ? '*' : assertSubjectToken('run id', runId);
+    return `${RUN_PREFIX}${run}.result.${role === '*' ? '*' : assertSubjectToken('role', role)}`;
   },
   /** Commands for one run from outside its coordinator (`'*'` for every run). */
   control(runId: string | '*'): string {

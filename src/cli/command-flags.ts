@@ -1,6 +1,6 @@
 import { GRAPH_FORMATS, MACHINE_NAMES } from '../graph/graph-choices.js';
 import { DEFAULT_PUBLISH_RETRY_MS, DEFAULT_WORKER_CONCURRENCY, ROLES } from '../schemas/setting-values.js';
-import { type Command, DEPLOYMENT_FLAGS, FLAGS, type FlagSpec, inGroup } from './flag-table.js';
+import { type Command, CREDS_FLAG, DEPLOYMENT_FLAGS, FLAGS, type FlagSpec, inGroup } from './flag-table.js';
 
 /**
  * The flag table's second half: the flags of single commands (`--inspect` of `run` and `demo`,
@@ -35,6 +35,7 @@ const WORKER_FLAGS = inGroup('nats', [
     value: '<url>',
     help: 'NATS server(s), comma-separated (default NATS_URL, else nats://127.0.0.1:4222)',
   },
+  CREDS_FLAG,
   {
     name: 'publish-retry',
     kind: 'duration',
@@ -85,6 +86,7 @@ const DASHBOARD_FLAGS = inGroup('cli', [
     value: '<url>',
     help: 'Follow every run on this NATS server (default: NATS_URL)',
   },
+  CREDS_FLAG,
   {
     name: 'port',
     kind: 'integer',
@@ -112,6 +114,7 @@ const FOLLOW_FLAGS: readonly FlagSpec[] = [
       value: '<url>',
       help: 'NATS server(s) of the deployment, comma-separated (default NATS_URL, else nats://127.0.0.1:4222)',
     },
+    CREDS_FLAG,
     {
       name: 'from-seq',
       kind: 'integer',
@@ -122,6 +125,41 @@ const FOLLOW_FLAGS: readonly FlagSpec[] = [
   ]),
   ...FLAGS.filter((f) => ['follow-timeout', 'json', 'verbose', 'config'].includes(f.name)),
 ];
+
+const NATS_CONFIG_FLAGS = inGroup('nats', [
+  {
+    name: 'dir',
+    kind: 'text',
+    value: '<dir>',
+    help: 'Where to write the config and the credentials (required)',
+  },
+  {
+    name: 'host',
+    kind: 'text',
+    value: '<addr>',
+    default: '0.0.0.0',
+    help: 'Address the server listens on',
+  },
+  { name: 'port', kind: 'integer', value: '<n>', default: 4222, help: 'Client port of the server' },
+  {
+    name: 'monitor-port',
+    kind: 'integer',
+    value: '<n>',
+    default: 8222,
+    help: 'HTTP monitoring port of the server (0: off)',
+  },
+  {
+    name: 'store-dir',
+    kind: 'text',
+    value: '<dir>',
+    help: "JetStream's store (default <dir>/jetstream)",
+  },
+  {
+    name: 'rotate',
+    kind: 'switch',
+    help: 'Issue every credential anew and revoke all issued before (then reload the server)',
+  },
+]);
 
 /** The flags a command accepts, in help order. */
 export function flagsFor(command: Command): readonly FlagSpec[] {
@@ -151,5 +189,7 @@ export function flagsFor(command: Command): readonly FlagSpec[] {
       return DASHBOARD_FLAGS;
     case 'follow':
       return FOLLOW_FLAGS;
+    case 'nats-config':
+      return NATS_CONFIG_FLAGS;
   }
 }

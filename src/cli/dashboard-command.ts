@@ -65,11 +65,11 @@ export async function dashboardCommand(line: CommandLine, io: CliIo): Promise<nu
       closers.push(() => follower.close());
     }
     if (command.nats) {
-      const [{ followNats }, { natsOptionsFromEnv }] = await Promise.all([
+      const [{ followNats }, { natsOptionsOf }] = await Promise.all([
         import('../dashboard/nats-source.js'),
-        import('../bus/nats-connection.js'),
+        import('./nats-options.js'),
       ]);
-      const source = await followNats({ ...natsOptionsFromEnv(io.env), servers: command.nats }, store);
+      const source = await followNats({ ...natsOptionsOf(line.flags, io.env), servers: command.nats }, store);
       closers.push(() => source.close());
     }
     let dashboard: Awaited<ReturnType<typeof startDashboard>>;

@@ -24,7 +24,8 @@ export type Command =
   | 'graph'
   | 'worker'
   | 'dashboard'
-  | 'follow';
+  | 'follow'
+  | 'nats-config';
 
 /** The options a flag, the environment or a config file can set: every `PgeOptions` name that is plain data. */
 export type ConfigKey = Exclude<
@@ -282,6 +283,15 @@ const OUTPUT_FLAGS = inGroup('output', [
   },
 ]);
 
+/** `--creds <file>`: the credential of every command that connects to NATS. */
+export const CREDS_FLAG: FlagSpec = {
+  name: 'creds',
+  kind: 'text',
+  group: 'nats',
+  value: '<file>',
+  help: "NATS credentials: a role's .creds file, as 'pge nats-config' writes them (also: NATS_CREDS)",
+};
+
 const NATS_FLAGS = inGroup('nats', [
   {
     name: 'nats',
@@ -289,6 +299,7 @@ const NATS_FLAGS = inGroup('nats', [
     value: '<url>',
     help: 'Run through a deployment of pge workers on this NATS server (also: NATS_URL)',
   },
+  CREDS_FLAG,
   {
     name: 'follow-timeout',
     kind: 'duration',

@@ -1,5 +1,5 @@
 import { NatsBus } from '../bus/nats-bus.js';
-import { describeNatsServers, natsOptionsFromEnv } from '../bus/nats-connection.js';
+import { describeNatsServers } from '../bus/nats-connection.js';
 import { ConfigurationError } from '../errors.js';
 import { type ClosingEvent, followRun } from '../runtime/follow-run.js';
 import type { RunEvent } from '../schemas/index.js';
@@ -8,6 +8,7 @@ import { resolveConfig } from './config.js';
 import { ExitCode, errorMessage, exitCodeOfClosing } from './exit-codes.js';
 import type { CommandLine } from './flags.js';
 import type { CliIo } from './io.js';
+import { natsOptionsOf } from './nats-options.js';
 import { Progress } from './progress.js';
 
 /**
@@ -127,7 +128,7 @@ export async function followCommand(line: CommandLine, io: CliIo): Promise<numbe
     servers: servers || 'nats://127.0.0.1:4222',
   };
   const bus = await NatsBus.connect({
-    ...natsOptionsFromEnv(io.env),
+    ...natsOptionsOf(line.flags, io.env),
     ...(servers ? { servers } : {}),
     name: 'pge-follow',
   });

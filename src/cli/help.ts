@@ -49,6 +49,11 @@ or transport error stopped it, 130 interrupted), once it has ended; and
        command to follow again is printed
   130  interrupted (Ctrl-C or SIGTERM) while following: the run goes on`;
 
+const NATS_CONFIG_EXIT_CODES = `Exit codes:
+  0    the files were written
+  1    they could not be written
+  2    usage error: unknown flag or bad value`;
+
 const GRAPH_EXIT_CODES = `Exit codes:
   0    the chart was printed
   2    usage error: unknown flag or bad value`;
@@ -78,6 +83,7 @@ Usage:
   pge worker --role <role>      one process of a distributed deployment on NATS
   pge dashboard [flags]         a local web page that shows runs live, from a log or NATS
   pge follow <runId> [flags]    show a run of a NATS deployment, from its start, to its end
+  pge nats-config --dir <dir>   write a nats-server config and one credential per role
   pge help [<command>]          show the help of a command (or: pge <command> --help)
 
 Flags:
@@ -104,6 +110,7 @@ Examples:
   pge worker --role generator --nats nats://127.0.0.1:4222 --concurrency 8
   pge run "Write a haiku" --nats nats://127.0.0.1:4222
   pge follow <runId> --nats nats://127.0.0.1:4222
+  pge nats-config --dir nats && nats-server -c nats/nats-server.conf
   pge dashboard --log pge_shared_state_<runId>.md`;
 
 const COMMANDS: Record<Command, { usage: string; about: string; examples: string[] }> = {
@@ -232,6 +239,24 @@ exits 3; the run is not touched. 'pge run --nats' prints this command when it st
       'pge follow pge-20260301-101500-3f2a9c1e --json > closing.json',
     ],
   },
+  'nats-config': {
+    usage: 'pge nats-config --dir <dir> [--port <n>] [--host <addr>] [--store-dir <dir>] [--rotate]',
+    about: `Writes what a secured deployment needs: <dir>/nats-server.conf (JetStream on, operator mode
+with its accounts preloaded) and one credential per role, <dir>/<role>.creds, for coordinator,
+planner, generator, evaluator, persistence, client (submits runs, follows them, sends control) and
+observer (reads events: the dashboard). Each credential is a user JWT whose permissions allow only
+what its role does; a connection without one is refused. Give each process its role's file with
+--creds or NATS_CREDS. The config holds no secret; the .creds files and keys/ are readable by
+their owner only. Run again, it keeps the keys and the credentials it issued before; with
+--rotate it issues new ones and revokes the old ones once the server reloads its config
+(nats-server --signal reload). See docs/security.md.`,
+    examples: [
+      'pge nats-config --dir ./nats && nats-server -c ./nats/nats-server.conf',
+      'pge worker --role generator --creds ./nats/generator.creds --nats nats://127.0.0.1:4222',
+      'NATS_CREDS=./nats/client.creds pge run "Write a haiku" --nats nats://127.0.0.1:4222',
+      'pge nats-config --dir ./nats --rotate && nats-server --signal reload',
+    ],
+  },
   graph: {
     usage: 'pge graph [flags]',
     about: `Prints a statechart of the harness, read from the machine definitions themselves, so it is
@@ -318,6 +343,7 @@ const EXITS: Record<Command, string> = {
   dashboard: DASHBOARD_EXIT_CODES,
   graph: GRAPH_EXIT_CODES,
   follow: FOLLOW_EXIT_CODES,
+  'nats-config': NATS_CONFIG_EXIT_CODES,
 };
 
 /** The help of one command. */

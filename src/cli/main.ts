@@ -27,6 +27,7 @@ const COMMANDS: Record<Command, () => Promise<RunsCommandLine>> = {
   worker: async () => (await import('./worker-command.js')).workerCommand,
   dashboard: async () => (await import('./dashboard-command.js')).dashboardCommand,
   follow: async () => (await import('./follow-command.js')).followCommand,
+  'nats-config': async () => (await import('./nats-config-command.js')).natsConfigCommand,
 };
 
 const isCommand = (name: string | undefined): name is Command =>
@@ -80,7 +81,7 @@ export async function main(argv: string[], io: CliIo = processIo()): Promise<num
         : `unknown command "${first}"${guess ? ` (did you mean ${guess}?)` : ''}`;
       return usageError(
         io,
-        `${what}; the commands are run, demo, resume, batch, config, graph, worker, dashboard, follow`,
+        `${what}; the commands are run, demo, resume, batch, config, graph, worker, dashboard, follow, nats-config`,
         null,
       );
     }

@@ -1,6 +1,6 @@
 import type { PgeOptions } from '../api/options.js';
 import { NatsBus } from '../bus/nats-bus.js';
-import { natsOptionsFromEnv } from '../bus/nats-connection.js';
+import type { NatsConnectionOptions } from '../bus/nats-connection.js';
 import { submitAndFollow } from '../runtime/services.js';
 import { checkTask } from '../runtime/task.js';
 import { OPTION_DEFAULTS } from '../schemas/setting-values.js';
@@ -20,10 +20,11 @@ import type { CliIo } from './io.js';
 // Every run setting a submission may carry: the schema is the list.
 const SUBMITTED = RunSubmissionOptions.keyof().options;
 
-/** Runs `task` on the deployment at `servers`; returns the exit code. */
+/** Runs `task` on the deployment at `servers`, connecting with `connection`; returns the exit code. */
 export async function remoteRun(
   task: string,
   servers: string,
+  connection: NatsConnectionOptions,
   options: PgeOptions,
   json: boolean,
   io: CliIo,
@@ -41,7 +42,7 @@ export async function remoteRun(
     servers,
   };
   const { progress, onEvent } = followProgress(io, display);
-  const bus = await NatsBus.connect({ ...natsOptionsFromEnv(io.env), servers, name: 'pge-run' });
+  const bus = await NatsBus.connect({ ...connection, servers, name: 'pge-run' });
   try {
     const { runId, closing } = await submitAndFollow(bus, { task, options: submitted }, onEvent, {
       idleTimeoutMs: display.timeoutMs,

@@ -3,7 +3,6 @@ import { resolve } from 'node:path';
 import { DemoModel } from '../actors/demo-model.js';
 import type { PgeOptions } from '../api/options.js';
 import { NatsBus } from '../bus/nats-bus.js';
-import { natsOptionsFromEnv } from '../bus/nats-connection.js';
 import { subjects } from '../bus/subjects.js';
 import { ConfigurationError, errorFromInfo } from '../errors.js';
 import { readLogTail } from '../persistence/log-reader.js';
@@ -14,6 +13,7 @@ import { resolveConfig } from './config.js';
 import type { CommandLine } from './flags.js';
 import { followToEnd } from './follow-command.js';
 import type { CliIo } from './io.js';
+import { natsOptionsOf } from './nats-options.js';
 import { reportRun } from './run-command.js';
 
 /**
@@ -57,7 +57,7 @@ async function resumeRemote(runId: string, servers: string, line: CommandLine, i
   if (!ID_PATTERN.test(runId))
     throw new ConfigurationError(`"${runId}" is not a run id: run ids hold letters, digits, "-" and "_"`);
   const config = resolveConfig({ flags: line.flags, env: io.env, cwd: io.cwd });
-  const bus = await NatsBus.connect({ ...natsOptionsFromEnv(io.env), servers, name: 'pge-resume' });
+  const bus = await NatsBus.connect({ ...natsOptionsOf(line.flags, io.env), servers, name: 'pge-resume' });
   try {
     const reply = RunResumeReply.parse(await bus.request(subjects.resume, { runId }, { timeoutMs: 30_000 }));
     if ('error' in reply) throw errorFromInfo(reply.error);

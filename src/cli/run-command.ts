@@ -11,6 +11,7 @@ import type { Command } from './flag-table.js';
 import type { CommandLine } from './flags.js';
 import { helpHint } from './help.js';
 import type { CliIo } from './io.js';
+import { natsOptionsOf } from './nats-options.js';
 import { type Session, withSession } from './session.js';
 
 /** `pge run` and `pge demo`: one task, its progress on stderr, its result on stdout (`pge resume` reports as they do). */
@@ -145,7 +146,7 @@ export async function runCommand(line: CommandLine, io: CliIo): Promise<number> 
         '--inspect needs the run in this process: it cannot inspect a run on NATS',
       );
     const { remoteRun } = await import('./remote-run.js');
-    return remoteRun(task, nats, config.options, line.flags.json, io);
+    return remoteRun(task, nats, natsOptionsOf(line.flags, io.env), config.options, line.flags.json, io);
   }
   return runTask('run', task, config.options, line.flags.json, io, inspect);
 }

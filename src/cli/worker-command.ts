@@ -6,7 +6,7 @@ import { buildRoleModel } from '../api/planner-generator-evaluator.js';
 import { answerAbandonedWork } from '../bus/abandoned-work.js';
 import { publishControl } from '../bus/channels.js';
 import { NatsBus } from '../bus/nats-bus.js';
-import { natsOptionsFromEnv } from '../bus/nats-connection.js';
+import type { NatsConnectionOptions } from '../bus/nats-connection.js';
 import { MAX_PUBLISH_RETRY_MS } from '../bus/nats-publish.js';
 import { RunLeases } from '../bus/run-leases.js';
 import { subjects } from '../bus/subjects.js';
@@ -19,6 +19,7 @@ import { WORKER_ROLES, type WorkerRole } from './command-flags.js';
 import { resolveConfig } from './config.js';
 import { type CommandLine, parseCommandLine } from './flags.js';
 import type { CliIo } from './io.js';
+import { natsOptionsOf } from './nats-options.js';
 
 /**
  * `pge worker --role <role>`: one process of the distributed deployment on NATS. Role workers
@@ -53,7 +54,7 @@ export interface WorkerPlan {
   /** `--publish-retry`: the `publishRetryMs` of the process's bus. */
   publishRetryMs: number;
   id: string;
-  nats: ReturnType<typeof natsOptionsFromEnv>;
+  nats: NatsConnectionOptions;
   options: ReturnType<typeof resolveOptions>;
 }
 
@@ -74,7 +75,7 @@ export function workerPlan(line: CommandLine, io: Pick<CliIo, 'env' | 'cwd'>): W
   if (concurrency < 1) throw new ConfigurationError('--concurrency must be >= 1');
   const config = resolveConfig({ flags: line.flags, env: io.env, cwd: io.cwd });
   const options = resolveOptions({ ...config.options, verbose: false });
-  const nats = natsOptionsFromEnv(io.env);
+  const nats = natsOptionsOf(line.flags, io.env);
   if (line.flags.nats) nats.servers = line.flags.nats;
   const id = typeof values['worker-id'] === 'string' ? values['worker-id'] : `${role}-${process.pid}`;
   const publishRetryMs = values['publish-retry'] as number;

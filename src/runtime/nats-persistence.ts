@@ -5,6 +5,7 @@ import {
 } from '../actors/persistence-actor.js';
 import { readRunEvents } from '../bus/channels.js';
 import type { NatsBus } from '../bus/nats-bus.js';
+import { PERSISTENCE_CONSUMER } from '../bus/nats-streams.js';
 import { subjects } from '../bus/subjects.js';
 import type { RunEvent } from '../schemas/index.js';
 
@@ -14,8 +15,7 @@ import type { RunEvent } from '../schemas/index.js';
  * reported; the start of a run it joins midway, and any seq gap, read back from PGE_EVENTS.
  */
 
-/** The durable consumer every persistence worker reads the events of all runs through. */
-export const PERSISTENCE_CONSUMER = 'pge-persistence';
+export { PERSISTENCE_CONSUMER };
 
 /**
  * How long the event a killed persistence worker held stays with it before the server hands it to

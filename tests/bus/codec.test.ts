@@ -92,7 +92,7 @@ describe('validateMessage', () => {
     );
   });
 
-  it('ties a result to its run’s subject', () => {
+  it('ties a result to its run’s and its role’s subject', () => {
     const runId = freshRunId();
     const result = {
       requestId: 'req-1',
@@ -107,9 +107,13 @@ describe('validateMessage', () => {
         raw: null,
       },
     };
-    expect(validateMessage(subjects.result(runId), result)).toEqual(result);
-    expect(rejection(() => validateMessage(subjects.result(freshRunId()), result)).message).toMatch(
-      /does not belong/,
+    expect(validateMessage(subjects.result(runId, 'planner'), result)).toEqual(result);
+    expect(
+      rejection(() => validateMessage(subjects.result(freshRunId(), 'planner'), result)).message,
+    ).toMatch(/does not belong/);
+    // A worker of another role cannot answer for the planner, even on the right run.
+    expect(rejection(() => validateMessage(subjects.result(runId, 'evaluator'), result)).message).toMatch(
+      /a planner result for run .* does not belong on pge\.run\..*\.result\.evaluator/,
     );
   });
 

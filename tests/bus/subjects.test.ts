@@ -21,7 +21,7 @@ describe('subjectMatches', () => {
     ['*.b.>', 'a.b.c', true],
     ['*.b.>', 'a.x.c', false],
     ['pge.run.*.evt.>', 'pge.run.r1.evt.step.work.completed', true],
-    ['pge.run.*.evt.>', 'pge.run.r1.result', false],
+    ['pge.run.*.evt.>', 'pge.run.r1.result.planner', false],
     ['pge.run.*.evt.step.>', 'pge.run.r1.evt.run.started', false],
     ['ab.c', 'a.c', false],
     ['a.c', 'ab.c', false],
@@ -56,8 +56,10 @@ describe('subjects', () => {
     expect(subjects.events('r1')).toBe('pge.run.r1.evt.>');
     expect(subjects.events('*')).toBe('pge.run.*.evt.>');
     expect(subjects.work('evaluator')).toBe('pge.work.evaluator');
-    expect(subjects.result('r1')).toBe('pge.run.r1.result');
-    expect(subjects.result('*')).toBe('pge.run.*.result');
+    expect(subjects.result('r1', 'generator')).toBe('pge.run.r1.result.generator');
+    expect(subjects.result('r1')).toBe('pge.run.r1.result.*');
+    expect(subjects.result('*')).toBe('pge.run.*.result.*');
+    expect(subjects.result('*', 'evaluator')).toBe('pge.run.*.result.evaluator');
     expect(workerQueue('planner')).toBe('pge-planner');
   });
 

@@ -1,9 +1,14 @@
 import { type ChildProcess, spawn } from 'node:child_process';
-import { accessSync, constants } from 'node:fs';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { accessSync, constants, readFileSync } from 'node:fs';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { createServer, connect as tcpConnect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { delimiter, join } from 'node:path';
+import { encodeUser, fmtCreds } from '@nats-io/jwt';
+import { createUser, fromSeed } from '@nats-io/nkeys';
+import { type ConnectionOptions, credsAuthenticator } from '@nats-io/transport-node';
+import type { NatsRole } from '../../src/bus/permissions.js';
+import { writeNatsConfig } from '../../src/runtime/nats-config.js';
 
 /**
  * A private nats-server for tests: JetStream on, bound to 127.0.0.1 on a free port, its store in a
@@ -200,4 +205,62 @@ function accepts(port: number): Promise<boolean> {
     });
     socket.once('error', () => resolve(false));
   });
+}
+
+/** A private nats-server started from `pge nats-config`'s files: authorization on. */
+export interface SecuredNatsServer extends NatsServerHandle {
+  /** The directory `pge nats-config` wrote (deleted by `stop`). */
+  readonly configDir: string;
+  /** The credential file of each role, as `pge nats-config` wrote it. */
+  readonly creds: Readonly<Record<NatsRole, string>>;
+  /** A credential that may do anything, minted by the test, for tests that inspect the server. */
+  readonly adminCreds: string;
+  /** The environment of a `pge` process of `role`: NATS_URL and NATS_CREDS. */
+  env(role: NatsRole): Record<string, string>;
+  /** nats.js `connect` options as `role`, or as the test's admin. */
+  connectOptions(role: NatsRole | 'admin'): ConnectionOptions;
+}
+
+/**
+ * Starts a private nats-server with the configuration `pge nats-config` writes (operator mode, one
+ * credential per role; a connection without one is refused), on a free loopback port.
+ */
+export async function startSecuredNatsServer(
+  options: StartNatsServerOptions = {},
+): Promise<SecuredNatsServer> {
+  const configDir = await mkdtemp(join(tmpdir(), 'pge-nats-config-'));
+  const files = await writeNatsConfig({ dir: configDir, host: '127.0.0.1', monitorPort: 0 });
+  const account = fromSeed(
+    new TextEncoder().encode((await readFile(join(configDir, 'keys', 'account.nk'), 'utf8')).trim()),
+  );
+  const admin = createUser();
+  const adminJwt = await encodeUser('pge-test-admin', admin, account, {
+    pub: { allow: ['>'] },
+    sub: { allow: ['>'] },
+    subs: -1,
+    data: -1,
+    payload: -1,
+  });
+  const adminCreds = join(configDir, 'test-admin.creds');
+  await writeFile(adminCreds, fmtCreds(adminJwt, admin), { mode: 0o600 });
+  const server = await startNatsServer({
+    ...options,
+    args: ['-c', files.configFile, ...(options.args ?? [])],
+  });
+  const credsOf = (role: NatsRole | 'admin') => (role === 'admin' ? adminCreds : files.creds[role]);
+  return {
+    ...server,
+    configDir,
+    creds: files.creds,
+    adminCreds,
+    env: (role) => ({ NATS_URL: server.url, NATS_CREDS: files.creds[role] }),
+    connectOptions: (role) => ({
+      servers: server.url,
+      authenticator: credsAuthenticator(readFileSync(credsOf(role))),
+    }),
+    async stop() {
+      await server.stop();
+      await rm(configDir, { recursive: true, force: true });
+    },
+  };
 }

@@ -1,0 +1,196 @@
+import type { Role } from '../schemas/index.js';
+import { ROLES } from '../schemas/setting-values.js';
+import { EVENTS_STREAM, PERSISTENCE_CONSUMER, PGE_STREAMS, WORK_STREAM } from './nats-streams.js';
+import { LEASE_BUCKET } from './run-leases.js';
+import { subjects, workerQueue } from './subjects.js';
+
+/**
+ * What each process of a deployment may publish and subscribe to on NATS: the one source of the
+ * permissions `pge nats-config` writes into credentials, and that docs/security.md lists. Every
+ * list is an allow list (everything else is refused by the server); a deny entry takes precedence
+ * over an allow.
+ *
+ * Besides pge's own subjects, each process needs the JetStream API subjects of what it does with
+ * streams: `$JS.API.INFO` and stream info (every process checks the streams at start), consumer
+ * create/info/next/delete on the streams it reads, `$JS.ACK.<stream>.<consumer>.>` for the
+ * consumers it acknowledges. Only a coordinator creates and updates streams and the run-lease
+ * bucket, publishes events and work, and answers abandoned work.
+ */
+
+/** The processes a deployment has, each with its own credential. */
+export const NATS_ROLES = [
+  'coordinator',
+  ...ROLES,
+  'persistence',
+  'client',
+  'observer',
+] as const satisfies readonly string[];
+export type NatsRole = (typeof NATS_ROLES)[number];
+
+/** Allowed and denied subjects for one direction (publish or subscribe). */
+export interface SubjectRules {
+  readonly allow: readonly string[];
+  readonly deny: readonly string[];
+}
+
+/** The permissions of one role's credential. */
+export interface RolePermissions {
+  readonly publish: SubjectRules;
+  readonly subscribe: SubjectRules;
+  /**
+   * May answer the requests it receives (once each, on their reply subject) without a publish
+   * permission for every client's inbox: a coordinator answering submissions.
+   */
+  readonly allowResponses: boolean;
+  /** What the role is for, in one line (for the generated config and the docs). */
+  readonly summary: string;
+}
+
+const JS_API = '$JS.API';
+const KV_STREAM = `KV_${LEASE_BUCKET}`;
+
+/** Every process checks JetStream and pge's streams (and may read the lease bucket's) at start. */
+const STREAM_CHECKS = [`${JS_API}.INFO`, ...[...PGE_STREAMS.map((s) => s.name), KV_STREAM].map(streamInfo)];
+
+/**
+ * Reading a stream through consumers of its own (ephemeral or named), and reading single messages
+ * (`last_by_subj` lookups): never anything that changes what the stream holds.
+ */
+function streamReading(stream: string): string[] {
+  return [
+    `${JS_API}.CONSUMER.CREATE.${stream}`,
+    `${JS_API}.CONSUMER.CREATE.${stream}.>`,
+    `${JS_API}.CONSUMER.INFO.${stream}.*`,
+    `${JS_API}.CONSUMER.MSG.NEXT.${stream}.*`,
+    `${JS_API}.CONSUMER.DELETE.${stream}.*`,
+    `${JS_API}.STREAM.MSG.GET.${stream}`,
+    `${JS_API}.DIRECT.GET.${stream}`,
+    `${JS_API}.DIRECT.GET.${stream}.>`,
+  ];
+}
+
+/** The persistence worker's durable consumer: no other role may create, change, read or delete it. */
+const PERSISTENCE_DURABLE = PERSISTENCE_CONSUMER;
+const PERSISTENCE_CONSUMER_API = [
+  `${JS_API}.CONSUMER.*.${EVENTS_STREAM}.${PERSISTENCE_DURABLE}`,
+  `${JS_API}.CONSUMER.*.${EVENTS_STREAM}.${PERSISTENCE_DURABLE}.>`,
+  `${JS_API}.CONSUMER.MSG.NEXT.${EVENTS_STREAM}.${PERSISTENCE_DURABLE}`,
+  `${JS_API}.CONSUMER.DURABLE.CREATE.${EVENTS_STREAM}.${PERSISTENCE_DURABLE}`,
+];
+
+/** Reading the run-lease bucket: a role worker checks that a work item's run is live. */
+const LEASE_READING = [`${JS_API}.DIRECT.GET.${KV_STREAM}.>`, `${JS_API}.STREAM.MSG.GET.${KV_STREAM}`];
+
+/** Inboxes: where replies to this process's requests (its JetStream calls included) arrive. */
+const INBOX = '_INBOX.>';
+
+/** A role worker of `role`: takes its role's work, publishes its role's results, hears cancels. */
+function roleWorker(role: Role): RolePermissions {
+  const durable = workerQueue(role);
+  const work = subjects.work(role);
+  return {
+    publish: {
+      allow: [
+        subjects.result('*', role),
+        subjects.rejected,
+        ...STREAM_CHECKS,
+        ...LEASE_READING,
+        // Its role's durable consumer, with its role's filter: the server checks the config's
+        // filter against the one in the subject, so no other role's work can be taken through it.
+        `${JS_API}.CONSUMER.CREATE.${WORK_STREAM}.${durable}.${work}`,
+        `${JS_API}.CONSUMER.INFO.${WORK_STREAM}.${durable}`,
+        `${JS_API}.CONSUMER.MSG.NEXT.${WORK_STREAM}.${durable}`,
+        `$JS.ACK.${WORK_STREAM}.${durable}.>`,
+      ],
+      deny: [],
+    },
+    subscribe: { allow: [INBOX, subjects.cancel('*')], deny: [] },
+    allowResponses: false,
+    summary: `takes ${role} work from ${work} and publishes ${role} results; nothing else`,
+  };
+}
+
+const readerSubscriptions = { allow: [INBOX, subjects.events('*'), subjects.rejected], deny: [] };
+
+/** The permissions of each role's credential. */
+export const ROLE_PERMISSIONS: Readonly<Record<NatsRole, RolePermissions>> = {
+  coordinator: {
+    publish: {
+      allow: [
+        subjects.events('*'),
+        'pge.work.>',
+        subjects.cancel('*'),
+        // Failed results of work no worker finished (answerAbandonedWork).
+        subjects.result('*', '*'),
+        subjects.rejected,
+        // Streams, consumers, the lease bucket, message lookups and deletes of abandoned work.
+        `${JS_API}.>`,
+        `$KV.${LEASE_BUCKET}.>`,
+        '$JS.ACK.>',
+        '$JS.FC.>',
+      ],
+      deny: [],
+    },
+    subscribe: {
+      allow: [
+        INBOX,
+        subjects.submit,
+        subjects.resume,
+        subjects.control('*'),
+        `$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.${WORK_STREAM}.*`,
+      ],
+      deny: [],
+    },
+    allowResponses: true,
+    summary: 'drives runs: publishes run events, work items and cancels; owns the streams and run leases',
+  },
+  planner: roleWorker('planner'),
+  generator: roleWorker('generator'),
+  evaluator: roleWorker('evaluator'),
+  persistence: {
+    publish: {
+      allow: [
+        ...STREAM_CHECKS,
+        ...streamReading(EVENTS_STREAM),
+        `${JS_API}.CONSUMER.DURABLE.CREATE.${EVENTS_STREAM}.${PERSISTENCE_DURABLE}`,
+        `$JS.ACK.${EVENTS_STREAM}.${PERSISTENCE_DURABLE}.>`,
+        // A log that cannot be written stops its run.
+        subjects.control('*'),
+        subjects.rejected,
+      ],
+      deny: [],
+    },
+    subscribe: { allow: [INBOX], deny: [] },
+    allowResponses: false,
+    summary: 'reads every run event from PGE_EVENTS and writes the logs; may stop a run whose log fails',
+  },
+  client: {
+    publish: {
+      allow: [
+        subjects.submit,
+        subjects.resume,
+        subjects.control('*'),
+        subjects.rejected,
+        ...STREAM_CHECKS,
+        ...streamReading(EVENTS_STREAM),
+      ],
+      deny: PERSISTENCE_CONSUMER_API,
+    },
+    subscribe: readerSubscriptions,
+    allowResponses: false,
+    summary: 'submits runs, follows their events, and sends control (interrupt, resume) for runs',
+  },
+  observer: {
+    publish: {
+      allow: [...STREAM_CHECKS, ...streamReading(EVENTS_STREAM)],
+      deny: PERSISTENCE_CONSUMER_API,
+    },
+    subscribe: readerSubscriptions,
+    allowResponses: false,
+    summary: 'reads run events (the dashboard); publishes nothing',
+  },
+};
+
+function streamInfo(stream: string): string {
+  return `${JS_API}.STREAM.INFO.${stream}`;
+}

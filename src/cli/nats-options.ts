@@ -1,0 +1,17 @@
+import { type NatsConnectionOptions, natsOptionsFromEnv } from '../bus/nats-connection.js';
+import type { ParsedFlags } from './flags.js';
+
+/**
+ * How a command connects to NATS: the environment's settings (`NATS_URL`, `NATS_CREDS`, …; see
+ * `natsOptionsFromEnv`), then its flags: `--creds <file>` takes the place of any credential the
+ * environment gives.
+ */
+export function natsOptionsOf(flags: ParsedFlags, env: NodeJS.ProcessEnv): NatsConnectionOptions {
+  const options = natsOptionsFromEnv(env);
+  const creds = flags.values.creds;
+  if (typeof creds === 'string' && creds !== '') {
+    for (const key of ['user', 'pass', 'token', 'nkeyFile'] as const) delete options[key];
+    options.credsFile = creds;
+  }
+  return options;
+}

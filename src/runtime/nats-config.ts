@@ -1,0 +1,259 @@
+import { chmod, mkdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { join, resolve } from 'node:path';
+import { encodeAccount, encodeOperator, encodeUser, fmtCreds } from '@nats-io/jwt';
+import { createAccount, createOperator, createUser, fromSeed, type KeyPair } from '@nats-io/nkeys';
+import { NATS_ROLES, type NatsRole, ROLE_PERMISSIONS, type RolePermissions } from '../bus/permissions.js';
+import { ConfigurationError } from '../errors.js';
+
+/**
+ * `pge nats-config`: a nats-server configuration with one credential per role, NATS-native. The
+ * server runs in operator mode with its accounts preloaded (`resolver: MEMORY`): an operator, the
+ * system account, and one account `PGE` with JetStream on. Each role's credential is a user JWT
+ * signed by that account, carrying the role's publish/subscribe permissions (`ROLE_PERMISSIONS`),
+ * written with its seed as a `.creds` file: the kind `nsc` writes and every NATS client and the
+ * `nats` CLI read (`--creds`). The server's configuration holds public keys and JWTs only; the
+ * secrets are the `.creds` files and the operator's and account's seeds under `keys/`, all
+ * readable by their owner only.
+ *
+ * Run again on the same directory, it keeps the keys and the credentials already issued, and
+ * rewrites the server's configuration. With `rotate`, it issues every credential anew and revokes
+ * every one issued before (the account's revocation list, which the server reads when it reloads
+ * its configuration: `nats-server --signal reload`).
+ */
+
+/** Options of `writeNatsConfig`. */
+export interface NatsConfigOptions {
+  /** Where the files go; created if missing. */
+  dir: string;
+  /** Address the server listens on (default 0.0.0.0, every interface: it is a server for a deployment). */
+  host?: string;
+  /** Client port (default 4222). */
+  port?: number;
+  /** HTTP monitoring port (default 8222); 0 turns monitoring off. */
+  monitorPort?: number;
+  /** JetStream's store (default `<dir>/jetstream`). */
+  storeDir?: string;
+  /** Issue every credential anew and revoke those issued before. */
+  rotate?: boolean;
+  /** Milliseconds since the epoch (tests); default `Date.now`. */
+  now?: () => number;
+}
+
+/** What `writeNatsConfig` wrote. */
+export interface NatsConfigFiles {
+  /** The server's configuration: `nats-server -c <configFile>`. */
+  configFile: string;
+  /** One `.creds` file per role. */
+  creds: Record<NatsRole, string>;
+  /** The roles whose credential was issued by this call (the others were kept). */
+  issued: NatsRole[];
+  /** Credentials issued before this time (seconds since the epoch) are revoked; null when none are. */
+  revokedBefore: number | null;
+}
+
+/** The seeds pge keeps to issue credentials again. */
+interface Keys {
+  operator: KeyPair;
+  system: KeyPair;
+  account: KeyPair;
+}
+
+const KEY_FILES = { operator: 'operator.nk', system: 'system.nk', account: 'account.nk' } as const;
+const REVOKED_FILE = 'revoked-before';
+/** How long a coordinator may answer a request it received (nats-server's own default). */
+const RESPONSE_TTL_NS = 120_000_000_000;
+/** No limit, in the JWT claims' terms. */
+const UNLIMITED = -1;
+
+/** Writes the server's configuration and the credentials of every role into `options.dir`. */
+export async function writeNatsConfig(options: NatsConfigOptions): Promise<NatsConfigFiles> {
+  const dir = resolve(options.dir);
+  const now = options.now ?? Date.now;
+  const port = options.port ?? 4222;
+  const monitorPort = options.monitorPort ?? 8222;
+  for (const [name, value] of [
+    ['port', port],
+    ['monitor port', monitorPort],
+  ] as const) {
+    if (!Number.isInteger(value) || value < 0 || value > 65_535)
+      throw new ConfigurationError(`the ${name} must be an integer from 0 to 65535, got ${value}`);
+  }
+  const keysDir = join(dir, 'keys');
+  await mkdir(keysDir, { recursive: true, mode: 0o700 });
+  await chmod(keysDir, 0o700);
+
+  const { keys, created } = await loadOrCreateKeys(keysDir);
+  let revokedBefore = await readRevokedBefore(keysDir);
+  if (options.rotate && !created) {
+    // A JWT is revoked when it was issued at or before the revocation time, in whole seconds: the
+    // new ones must be issued in a later second than every one they replace.
+    revokedBefore = Math.floor(now() / 1000);
+    await writeSecret(join(keysDir, REVOKED_FILE), `${revokedBefore}\n`);
+    while (Math.floor(Date.now() / 1000) <= revokedBefore) await sleep(50);
+  }
+
+  const creds = {} as Record<NatsRole, string>;
+  const issued: NatsRole[] = [];
+  for (const role of NATS_ROLES) {
+    const file = join(dir, `${role}.creds`);
+    creds[role] = file;
+    if (!created && !options.rotate && (await exists(file))) continue;
+    const user = createUser();
+    const jwt = await encodeUser(`pge-${role}`, user, keys.account, userClaims(ROLE_PERMISSIONS[role]));
+    await writeSecret(file, new TextDecoder().decode(fmtCreds(jwt, user)));
+    issued.push(role);
+  }
+
+  const configFile = join(dir, 'nats-server.conf');
+  const storeDir = resolve(options.storeDir ?? join(dir, 'jetstream'));
+  await writeFile(
+    configFile,
+    await serverConfig(keys, {
+      host: options.host ?? '0.0.0.0',
+      port,
+      monitorPort,
+      storeDir,
+      revokedBefore,
+      written: new Date(now()),
+    }),
+    { mode: 0o644 },
+  );
+  return { configFile, creds, issued, revokedBefore };
+}
+
+/** The permissions of a role in a user JWT's terms. */
+function userClaims(permissions: RolePermissions) {
+  return {
+    pub: { allow: [...permissions.publish.allow], deny: [...permissions.publish.deny] },
+    sub: { allow: [...permissions.subscribe.allow], deny: [...permissions.subscribe.deny] },
+    ...(permissions.allowResponses ? { resp: { max: 1, ttl: RESPONSE_TTL_NS } } : {}),
+    subs: UNLIMITED,
+    data: UNLIMITED,
+    payload: UNLIMITED,
+  };
+}
+
+interface ServerSettings {
+  host: string;
+  port: number;
+  monitorPort: number;
+  storeDir: string;
+  revokedBefore: number | null;
+  written: Date;
+}
+
+async function serverConfig(keys: Keys, settings: ServerSettings): Promise<string> {
+  const operator = keys.operator;
+  const systemJwt = await encodeAccount('SYS', keys.system, {}, { signer: operator });
+  const accountJwt = await encodeAccount(
+    'PGE',
+    keys.account,
+    {
+      limits: {
+        // JetStream on, without limits of its own: pge's streams carry their limits.
+        mem_storage: UNLIMITED,
+        disk_storage: UNLIMITED,
+        streams: UNLIMITED,
+        consumer: UNLIMITED,
+        conn: UNLIMITED,
+        leaf: UNLIMITED,
+        subs: UNLIMITED,
+        data: UNLIMITED,
+        payload: UNLIMITED,
+        imports: UNLIMITED,
+        exports: UNLIMITED,
+        wildcards: true,
+      },
+      ...(settings.revokedBefore === null ? {} : { revocations: { '*': settings.revokedBefore } }),
+    },
+    { signer: operator },
+  );
+  const operatorJwt = await encodeOperator('pge', operator, { system_account: keys.system.getPublicKey() });
+  const roles = NATS_ROLES.map((role) => `#   ${role}.creds: ${ROLE_PERMISSIONS[role].summary}`);
+  return [
+    `# nats-server configuration of a pge deployment, written by \`pge nats-config\` on ${settings.written.toISOString()}.`,
+    '# It holds public keys and JWTs only. The secrets are the credentials beside it, one per role:',
+    ...roles,
+    '# and the seeds in keys/. Start the server with: nats-server -c <this file>',
+    '',
+    `listen: "${settings.host}:${settings.port}"`,
+    ...(settings.monitorPort === 0 ? [] : [`http: "${settings.host}:${settings.monitorPort}"`]),
+    `jetstream { store_dir: ${JSON.stringify(settings.storeDir)} }`,
+    '',
+    `operator: ${operatorJwt}`,
+    `system_account: ${keys.system.getPublicKey()}`,
+    'resolver: MEMORY',
+    'resolver_preload: {',
+    `  ${keys.system.getPublicKey()}: ${systemJwt}`,
+    `  ${keys.account.getPublicKey()}: ${accountJwt}`,
+    '}',
+    '',
+  ].join('\n');
+}
+
+async function loadOrCreateKeys(keysDir: string): Promise<{ keys: Keys; created: boolean }> {
+  const names = Object.keys(KEY_FILES) as (keyof Keys)[];
+  const seeds = await Promise.all(names.map((name) => readOptional(join(keysDir, KEY_FILES[name]))));
+  if (seeds.every((seed) => seed !== null)) {
+    const keys = {} as Keys;
+    names.forEach((name, i) => {
+      try {
+        keys[name] = fromSeed(new TextEncoder().encode(seeds[i]!.trim()));
+      } catch (cause) {
+        throw new ConfigurationError(`${join(keysDir, KEY_FILES[name])} does not hold an NKey seed`, {
+          cause,
+        });
+      }
+    });
+    return { keys, created: false };
+  }
+  if (seeds.some((seed) => seed !== null)) {
+    throw new ConfigurationError(
+      `${keysDir} holds some of pge's keys but not all (${Object.values(KEY_FILES).join(', ')}): restore them, or remove the directory to start over`,
+    );
+  }
+  const keys: Keys = { operator: createOperator(), system: createAccount(), account: createAccount() };
+  for (const name of names) {
+    await writeSecret(join(keysDir, KEY_FILES[name]), `${new TextDecoder().decode(keys[name].getSeed())}\n`);
+  }
+  // New keys make every credential of an earlier account worthless: no revocation is carried over.
+  await rm(join(keysDir, REVOKED_FILE), { force: true });
+  return { keys, created: true };
+}
+
+async function readRevokedBefore(keysDir: string): Promise<number | null> {
+  const text = await readOptional(join(keysDir, REVOKED_FILE));
+  if (text === null) return null;
+  const value = Number(text.trim());
+  if (!Number.isInteger(value) || value <= 0)
+    throw new ConfigurationError(`${join(keysDir, REVOKED_FILE)} does not hold a time in seconds`);
+  return value;
+}
+
+/** Writes a file only its owner can read, whatever the umask. */
+async function writeSecret(file: string, text: string): Promise<void> {
+  await writeFile(file, text, { mode: 0o600 });
+  await chmod(file, 0o600);
+}
+
+async function readOptional(file: string): Promise<string | null> {
+  try {
+    return await readFile(file, 'utf8');
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return null;
+    throw error;
+  }
+}
+
+async function exists(file: string): Promise<boolean> {
+  try {
+    await stat(file);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
