@@ -49,6 +49,8 @@ export interface StartNatsServerOptions {
   args?: readonly string[];
   /** Milliseconds to wait for the server to accept connections (default 10 000). */
   readyTimeoutMs?: number;
+  /** A configuration file that turns JetStream on with its own store (kept by `stop`). */
+  configFile?: string;
 }
 
 /** The message every test run shows when the binary is missing: CI must not skip NATS tests. */
@@ -84,11 +86,12 @@ export async function startNatsServer(options: StartNatsServerOptions = {}): Pro
   for (let attempt = 0; attempt < 3; attempt++) {
     const port = await freePort();
     const storeDir = await mkdtemp(join(tmpdir(), 'pge-nats-'));
-    const args = [
-      ...(options.jetstream === false ? [] : ['-js']),
-      ...['-a', '127.0.0.1', '-p', String(port), '-sd', storeDir],
-      ...(options.args ?? []),
-    ];
+    // A configuration file states JetStream and its store itself: the flags would repeat them.
+    const store =
+      options.configFile === undefined
+        ? [...(options.jetstream === false ? [] : ['-js']), '-sd', storeDir]
+        : ['-c', options.configFile];
+    const args = [...store, ...['-a', '127.0.0.1', '-p', String(port)], ...(options.args ?? [])];
     const server = new ServerProcess(binary, args, port, readyTimeoutMs);
     try {
       await server.start();
@@ -229,7 +232,12 @@ export async function startSecuredNatsServer(
   options: StartNatsServerOptions = {},
 ): Promise<SecuredNatsServer> {
   const configDir = await mkdtemp(join(tmpdir(), 'pge-nats-config-'));
-  const files = await writeNatsConfig({ dir: configDir, host: '127.0.0.1', monitorPort: 0 });
+  const files = await writeNatsConfig({
+    dir: configDir,
+    host: '127.0.0.1',
+    monitorPort: 0,
+    storeDir: join(configDir, 'jetstream'),
+  });
   const account = fromSeed(
     new TextEncoder().encode((await readFile(join(configDir, 'keys', 'account.nk'), 'utf8')).trim()),
   );
@@ -243,10 +251,7 @@ export async function startSecuredNatsServer(
   });
   const adminCreds = join(configDir, 'test-admin.creds');
   await writeFile(adminCreds, fmtCreds(adminJwt, admin), { mode: 0o600 });
-  const server = await startNatsServer({
-    ...options,
-    args: ['-c', files.configFile, ...(options.args ?? [])],
-  });
+  const server = await startNatsServer({ ...options, configFile: files.configFile });
   const credsOf = (role: NatsRole | 'admin') => (role === 'admin' ? adminCreds : files.creds[role]);
   return {
     ...server,

@@ -1,0 +1,246 @@
+import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { DeliverPolicy, jetstream, jetstreamManager } from '@nats-io/jetstream';
+import { connect, type NatsConnection } from '@nats-io/transport-node';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { readLogFile } from '../../src/persistence/index.js';
+import type { RunEvent } from '../../src/schemas/index.js';
+import { type FakeOpenAI, startFakeOpenAI } from '../support/fake-openai-server.js';
+import { type SecuredNatsServer, startSecuredNatsServer } from '../support/nats-server.js';
+import { type PgeProcess, startPge } from '../support/processes.js';
+import { answers, schemaOf, scriptedStep, taskHas } from '../support/scripted-deployment.js';
+
+/**
+ * A deployment started from `pge nats-config`: every process connects with its role's credential,
+ * and an outsider holding the `client` credential tries each forgery that worked on an open
+ * server. Each is refused by the server, and the run it aimed at ends exactly as an untouched run.
+ */
+
+/** Tasks with this marker are scored 3/10 against a threshold of 7: with no retry, they fail. */
+const FAILING = 'a task its evaluator fails';
+
+let nats: SecuredNatsServer;
+let openai: FakeOpenAI;
+let logs: string;
+const processes: PgeProcess[] = [];
+
+beforeAll(async () => {
+  nats = await startSecuredNatsServer();
+  openai = await startFakeOpenAI();
+  openai.script((body) => scriptedStep(answers(taskHas(body, FAILING) ? 3 : 9)[schemaOf(body) ?? ''], 20));
+  logs = mkdtempSync(join(tmpdir(), 'pge-secure-'));
+  const models = { OPENAI_BASE_URL: openai.url, OPENAI_API_KEY: 'sk-test-secure', PGE_MODEL: 'test-model' };
+  const roles = [
+    ['coordinator', []],
+    ['persistence', ['--working-dir', logs]],
+    ['planner', []],
+    ['generator', []],
+    ['evaluator', []],
+  ] as const;
+  for (const [role, extra] of roles)
+    processes.push(startPge(['worker', '--role', role, ...extra], { ...nats.env(role), ...models }));
+  await Promise.all(processes.map((p) => p.waitFor(/ready/, 60_000)));
+}, 90_000);
+
+afterAll(async () => {
+  const codes = await Promise.all(processes.map((p) => p.stop('SIGTERM')));
+  await openai?.close();
+  await nats?.stop();
+  if (logs) rmSync(logs, { recursive: true, force: true });
+  expect(codes).toEqual(processes.map(() => 0));
+}, 60_000);
+
+/** Submits a run as the client credential allows (no retries), and returns its id. */
+async function submit(nc: NatsConnection, task: string): Promise<string> {
+  const submission = { task, options: { maxRetriesPerStep: 0 } };
+  const reply = await nc.request('pge.runs.submit', JSON.stringify(submission), { timeout: 10_000 });
+  return reply.json<{ runId: string }>().runId;
+}
+
+/** Reads the run's events as a client reads them, calling `onEvent` on each, until it closes. */
+async function readToEnd(
+  nc: NatsConnection,
+  runId: string,
+  onEvent: (event: RunEvent) => Promise<void> = async () => undefined,
+): Promise<RunEvent[]> {
+  const consumer = await jetstream(nc).consumers.get('PGE_EVENTS', {
+    filter_subjects: `pge.run.${runId}.evt.>`,
+    deliver_policy: DeliverPolicy.All,
+  });
+  const events: RunEvent[] = [];
+  for await (const m of await consumer.consume()) {
+    const event = m.json<RunEvent>();
+    events.push(event);
+    await onEvent(event);
+    if (event.type === 'run.completed' || event.type === 'run.failed') break;
+  }
+  return events;
+}
+
+/** The run as it would read to anyone comparing two runs: what happened, in order, and the verdict. */
+function outcome(events: readonly RunEvent[]) {
+  const closing = events.at(-1)!;
+  return {
+    types: events.map((e) => e.type),
+    closing: closing.type === 'run.completed' ? { passed: closing.payload.passed } : closing.payload,
+  };
+}
+
+const modelCalls = (schema: string) => openai.completions().filter((r) => schemaOf(r.body) === schema).length;
+
+/** Waits for the log of `runId` to hold `count` events, and returns them. */
+async function loggedEvents(runId: string, count: number): Promise<RunEvent[]> {
+  const file = `pge_shared_state_${runId}.md`;
+  let logged: RunEvent[] = [];
+  for (let i = 0; i < 200 && logged.length < count; i++) {
+    if (readdirSync(logs).includes(file)) logged = await readLogFile(join(logs, file)).catch(() => []);
+    if (logged.length < count) await new Promise((r) => setTimeout(r, 50));
+  }
+  return logged;
+}
+
+/** Expects `attempt` to be refused by the server's permissions. */
+async function refused(what: string, attempt: () => Promise<unknown>): Promise<void> {
+  await expect(attempt(), what).rejects.toThrow(/Permissions Violation/);
+}
+
+describe('a deployment started from pge nats-config', () => {
+  it('refuses a connection without a credential, from a client and from pge', async () => {
+    await expect(connect({ servers: nats.url, reconnect: false })).rejects.toThrow(/Authorization Violation/);
+    const run = startPge(['run', 'Write a haiku', '--nats', nats.url], { OPENAI_API_KEY: 'sk-test-none' });
+    expect(await run.exited()).toBe(2);
+    expect(run.stderr()).toMatch(/cannot connect to NATS at .*Authorization Violation/);
+  }, 30_000);
+
+  it('runs pge run --nats with the client credential and pge follow with the observer one', async () => {
+    const run = startPge(
+      ['run', 'Write a haiku', '--nats', nats.url, '--creds', nats.creds.client, '--json'],
+      {
+        OPENAI_API_KEY: 'sk-test-client',
+      },
+    );
+    expect(await run.exited(), run.stderr()).toBe(0);
+    const closing = JSON.parse(run.stdout()) as RunEvent;
+    expect(closing).toMatchObject({ type: 'run.completed', payload: { passed: true } });
+    const follow = startPge(['follow', closing.runId, '--json'], { ...nats.env('observer') });
+    expect(await follow.exited(), follow.stderr()).toBe(0);
+    expect(JSON.parse(follow.stdout())).toEqual(closing);
+    // The observer reads; it cannot submit.
+    const submitting = startPge(['run', 'Write a haiku', '--json'], {
+      ...nats.env('observer'),
+      OPENAI_API_KEY: 'sk-test-observer',
+    });
+    expect(await submitting.exited()).not.toBe(0);
+    expect(submitting.stderr()).toMatch(/Permissions Violation for Publish to "pge\.runs\.submit"/);
+  }, 60_000);
+
+  it('refuses every forgery of a client, and the run ends exactly as an untouched one', async () => {
+    const nc = await connect(nats.connectOptions('client'));
+    try {
+      const untouched = await readToEnd(nc, await submit(nc, `${FAILING}: untouched`));
+      expect(untouched.at(-1)).toMatchObject({ type: 'run.completed', payload: { passed: false } });
+      const plansBefore = modelCalls('pge_plan');
+      const evaluationsBefore = modelCalls('pge_evaluation');
+
+      const js = jetstream(nc);
+      const runId = await submit(nc, `${FAILING}: attacked`);
+      let attacked = false;
+      const events = await readToEnd(nc, runId, async (event) => {
+        if (event.type !== 'step.evaluation.requested' || attacked) return;
+        attacked = true;
+        // 1. Answer the evaluation first, with all 10s: results are the workers' to publish.
+        const forged = {
+          requestId: event.id,
+          runId,
+          role: 'evaluator',
+          worker: 'forger',
+          calls: [],
+          result: {
+            status: 'ok',
+            phase: 'evaluation',
+            output: {
+              scores: [
+                { criterion: 'accuracy', score: 10, evidence: 'forged' },
+                { criterion: 'clarity', score: 10, evidence: 'forged' },
+              ],
+              findings: [],
+              actionableFeedback: [],
+              summary: 'forged',
+            },
+          },
+        };
+        await refused('a forged result', () =>
+          js.publish(`pge.run.${runId}.result.evaluator`, JSON.stringify(forged)),
+        );
+        // 2. Close the run with a forged run.completed under the next event id.
+        const completed = {
+          id: `${runId}-${event.seq + 1}`,
+          runId,
+          seq: event.seq + 1,
+          ts: new Date().toISOString(),
+          type: 'run.completed',
+          payload: { passed: true, forged: true },
+        };
+        await refused('a forged run.completed', () =>
+          js.publish(`pge.run.${runId}.evt.run.completed`, JSON.stringify(completed), {
+            msgID: completed.id,
+          }),
+        );
+        // 3. Have the operator's model key pay for planner work of the outsider's own.
+        for (let i = 0; i < 5; i++) {
+          const work = { ...event, id: `forged-${i}`, type: 'plan.requested' };
+          await refused('a forged work item', () => js.publish('pge.work.planner', JSON.stringify(work)));
+        }
+        // 4. An orphan event that would have stopped the logs.
+        await refused('an orphan event', () =>
+          js.publish('pge.run.orphan.evt.run.started', JSON.stringify({ ...completed, runId: 'orphan' })),
+        );
+        // 5. Take a role's work, or the persistence worker's events, through their consumers.
+        await refused('a pull of generator work', () =>
+          nc.request('$JS.API.CONSUMER.MSG.NEXT.PGE_WORK.pge-generator', '{"batch":1}', { timeout: 5_000 }),
+        );
+        const jsm = await jetstreamManager(nc);
+        await refused('a consumer on the work queue', () =>
+          jsm.consumers.add('PGE_WORK', { name: 'thief', filter_subject: 'pge.work.evaluator' }),
+        );
+        await refused('deleting the persistence consumer', () =>
+          jsm.consumers.delete('PGE_EVENTS', 'pge-persistence'),
+        );
+        await refused('deleting a stream', () => jsm.streams.delete('PGE_EVENTS'));
+      });
+
+      expect(attacked).toBe(true);
+      expect(outcome(events)).toEqual(outcome(untouched));
+      expect(JSON.stringify(events)).not.toMatch(/forged|forger/);
+      // The honest evaluator's verdict stood, and the outsider's planner work cost nothing.
+      expect(modelCalls('pge_plan') - plansBefore).toBe(1);
+      expect(modelCalls('pge_evaluation') - evaluationsBefore).toBe(
+        untouched.filter((e) => e.type === 'step.evaluation.requested').length,
+      );
+      // The log holds exactly the run's events, as the stream does.
+      expect(await loggedEvents(runId, events.length)).toEqual(events);
+      expect(readdirSync(logs).some((file) => file.includes('orphan'))).toBe(false);
+    } finally {
+      await nc.close();
+    }
+  }, 90_000);
+
+  it('lets each role do only its part: a generator cannot answer for the evaluator or publish events', async () => {
+    const nc = await connect(nats.connectOptions('generator'));
+    try {
+      const js = jetstream(nc);
+      const result = { requestId: 'x', runId: 'r', role: 'evaluator', worker: 'w', calls: [], result: {} };
+      await refused('an evaluator result from a generator', () =>
+        js.publish('pge.run.r.result.evaluator', JSON.stringify(result)),
+      );
+      await refused('an event from a generator', () => js.publish('pge.run.r.evt.run.started', '{}'));
+      await refused('work from a generator', () => js.publish('pge.work.planner', '{}'));
+      await refused('a submission from a generator', () =>
+        nc.request('pge.runs.submit', '{"task":"t"}', { timeout: 5_000 }),
+      );
+    } finally {
+      await nc.close();
+    }
+  }, 30_000);
+});
