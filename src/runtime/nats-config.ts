@@ -60,6 +60,8 @@ interface Keys {
 
 const KEY_FILES = { operator: 'operator.nk', system: 'system.nk', account: 'account.nk' } as const;
 const REVOKED_FILE = 'revoked-before';
+/** The operator's JWT, issued once: a server cannot reload a config whose operator changed. */
+const OPERATOR_JWT_FILE = 'operator.jwt';
 /** How long a coordinator may answer a request it received (nats-server's own default). */
 const RESPONSE_TTL_NS = 120_000_000_000;
 /** No limit, in the JWT claims' terms. */
@@ -108,7 +110,7 @@ export async function writeNatsConfig(options: NatsConfigOptions): Promise<NatsC
   const storeDir = resolve(options.storeDir ?? join(dir, 'jetstream'));
   await writeFile(
     configFile,
-    await serverConfig(keys, {
+    await serverConfig(keys, await operatorJwt(keysDir, keys), {
       host: options.host ?? '0.0.0.0',
       port,
       monitorPort,
@@ -142,33 +144,46 @@ interface ServerSettings {
   written: Date;
 }
 
-async function serverConfig(keys: Keys, settings: ServerSettings): Promise<string> {
+/** The operator's JWT as issued with its keys, kept beside them. */
+async function operatorJwt(keysDir: string, keys: Keys): Promise<string> {
+  const file = join(keysDir, OPERATOR_JWT_FILE);
+  const kept = await readOptional(file);
+  if (kept !== null) return kept.trim();
+  const jwt = await encodeOperator('pge', keys.operator, { system_account: keys.system.getPublicKey() });
+  await writeFile(file, `${jwt}\n`, { mode: 0o644 });
+  return jwt;
+}
+
+async function serverConfig(keys: Keys, operatorJwt: string, settings: ServerSettings): Promise<string> {
   const operator = keys.operator;
-  const systemJwt = await encodeAccount('SYS', keys.system, {}, { signer: operator });
+  // No limits of the accounts' own (a claim left out is a limit of zero connections, say).
+  const limits = {
+    conn: UNLIMITED,
+    leaf: UNLIMITED,
+    subs: UNLIMITED,
+    data: UNLIMITED,
+    payload: UNLIMITED,
+    imports: UNLIMITED,
+    exports: UNLIMITED,
+    wildcards: true,
+  };
+  const systemJwt = await encodeAccount('SYS', keys.system, { limits }, { signer: operator });
   const accountJwt = await encodeAccount(
     'PGE',
     keys.account,
     {
       limits: {
-        // JetStream on, without limits of its own: pge's streams carry their limits.
+        ...limits,
+        // JetStream on, unbounded here: pge's streams carry their limits.
         mem_storage: UNLIMITED,
         disk_storage: UNLIMITED,
         streams: UNLIMITED,
         consumer: UNLIMITED,
-        conn: UNLIMITED,
-        leaf: UNLIMITED,
-        subs: UNLIMITED,
-        data: UNLIMITED,
-        payload: UNLIMITED,
-        imports: UNLIMITED,
-        exports: UNLIMITED,
-        wildcards: true,
       },
       ...(settings.revokedBefore === null ? {} : { revocations: { '*': settings.revokedBefore } }),
     },
     { signer: operator },
   );
-  const operatorJwt = await encodeOperator('pge', operator, { system_account: keys.system.getPublicKey() });
   const roles = NATS_ROLES.map((role) => `#   ${role}.creds: ${ROLE_PERMISSIONS[role].summary}`);
   return [
     `# nats-server configuration of a pge deployment, written by \`pge nats-config\` on ${settings.written.toISOString()}.`,
@@ -216,8 +231,10 @@ async function loadOrCreateKeys(keysDir: string): Promise<{ keys: Keys; created:
   for (const name of names) {
     await writeSecret(join(keysDir, KEY_FILES[name]), `${new TextDecoder().decode(keys[name].getSeed())}\n`);
   }
-  // New keys make every credential of an earlier account worthless: no revocation is carried over.
+  // New keys make every credential of an earlier account worthless: no revocation is carried over,
+  // and the operator's JWT is issued anew.
   await rm(join(keysDir, REVOKED_FILE), { force: true });
+  await rm(join(keysDir, OPERATOR_JWT_FILE), { force: true });
   return { keys, created: true };
 }
 

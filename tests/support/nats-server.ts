@@ -37,6 +37,8 @@ export interface NatsServerHandle {
    * answered; otherwise it is stopped with SIGTERM.
    */
   restart(downMs?: number, how?: { crash: true; frozenMs: number }): Promise<void>;
+  /** Has the server read its configuration file again (SIGHUP, as `nats-server --signal reload`). */
+  reload(): void;
   /** Stops the server (SIGTERM, then SIGKILL after 5 s) and deletes its store. */
   stop(): Promise<void>;
 }
@@ -124,6 +126,10 @@ class ServerProcess {
     await waitUntilReady(child, this.port, this.readyTimeoutMs);
   }
 
+  signal(signal: NodeJS.Signals): void {
+    this.child?.kill(signal);
+  }
+
   async kill(crash?: { frozenMs: number }): Promise<void> {
     const child = this.child;
     if (child === null) return;
@@ -154,6 +160,9 @@ function makeHandle(server: ServerProcess, port: number, storeDir: string): Nats
       await server.kill(how?.crash ? { frozenMs: how.frozenMs } : undefined);
       if (downMs > 0) await new Promise((resolve) => setTimeout(resolve, downMs));
       await server.start();
+    },
+    reload() {
+      server.signal('SIGHUP');
     },
     stop() {
       stopping ??= (async () => {

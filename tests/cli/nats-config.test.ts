@@ -1,0 +1,132 @@
+import { mkdtemp, readdir, readFile, rm, stat } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { connect, credsAuthenticator } from '@nats-io/transport-node';
+import { afterEach, describe, expect, it } from 'vitest';
+import { NATS_ROLES, type NatsRole, ROLE_PERMISSIONS } from '../../src/bus/permissions.js';
+import { subjectMatches } from '../../src/bus/subjects.js';
+import { writeNatsConfig } from '../../src/runtime/nats-config.js';
+import { startNatsServer } from '../support/nats-server.js';
+import { runCli } from './run-cli.js';
+
+/** `pge nats-config`: the files it writes, what they hold, and what re-running and rotating do. */
+
+const dirs: string[] = [];
+async function freshDir(): Promise<string> {
+  const dir = await mkdtemp(join(tmpdir(), 'pge-nats-config-test-'));
+  dirs.push(dir);
+  return dir;
+}
+afterEach(async () => {
+  await Promise.all(dirs.splice(0).map((dir) => rm(dir, { recursive: true, force: true })));
+});
+
+const mode = async (file: string) => (await stat(file)).mode & 0o777;
+
+/** Whether `role` may publish on `subject`: an allow entry matches and no deny entry does. */
+function mayPublish(role: NatsRole, subject: string): boolean {
+  const { allow, deny } = ROLE_PERMISSIONS[role].publish;
+  return allow.some((p) => subjectMatches(p, subject)) && !deny.some((p) => subjectMatches(p, subject));
+}
+
+describe('pge nats-config', () => {
+  it('writes a server config without secrets and one owner-only credential per role', async () => {
+    const dir = await freshDir();
+    const cli = await runCli(['nats-config', '--dir', dir, '--port', '14222', '--monitor-port', '0'], {
+      cwd: dir,
+    });
+    expect(cli.code, cli.stderr).toBe(0);
+    const files = (await readdir(dir)).sort();
+    expect(files).toEqual([...NATS_ROLES.map((role) => `${role}.creds`), 'keys', 'nats-server.conf'].sort());
+    for (const role of NATS_ROLES) {
+      const creds = await readFile(join(dir, `${role}.creds`), 'utf8');
+      expect(creds).toMatch(/-----BEGIN NATS USER JWT-----/);
+      expect(creds).toMatch(/-----BEGIN USER NKEY SEED-----\nSU/);
+      expect(await mode(join(dir, `${role}.creds`))).toBe(0o600);
+    }
+    expect(await mode(join(dir, 'keys'))).toBe(0o700);
+    const config = await readFile(join(dir, 'nats-server.conf'), 'utf8');
+    expect(config).toMatch(/^listen: "0\.0\.0\.0:14222"$/m);
+    expect(config).not.toMatch(/^http:/m);
+    expect(config).toMatch(/^resolver: MEMORY$/m);
+    // Seeds (S…) appear nowhere in the config; the output names files, never their content.
+    expect(config).not.toMatch(/\bS[OAU][A-Z2-7]{50,}/);
+    expect(cli.stdout).not.toMatch(/\bS[OAU][A-Z2-7]{50,}|eyJ/);
+    expect(cli.stdout).toMatch(/start the server: nats-server -c .*nats-server\.conf/);
+  });
+
+  it('keeps the credentials it issued when run again; --rotate issues new ones and revokes the old', async () => {
+    const dir = await freshDir();
+    const first = await writeNatsConfig({ dir, host: '127.0.0.1', monitorPort: 0 });
+    expect(first.issued).toEqual([...NATS_ROLES]);
+    const oldClient = await readFile(first.creds.client, 'utf8');
+    const again = await writeNatsConfig({ dir, host: '127.0.0.1', monitorPort: 0 });
+    expect(again.issued).toEqual([]);
+    expect(await readFile(first.creds.client, 'utf8')).toBe(oldClient);
+
+    const server = await startNatsServer({ configFile: again.configFile });
+    const as = (creds: string) =>
+      connect({
+        servers: server.url,
+        authenticator: credsAuthenticator(new TextEncoder().encode(creds)),
+        reconnect: false,
+      });
+    try {
+      await (await as(oldClient)).close();
+      const rotated = await writeNatsConfig({ dir, host: '127.0.0.1', monitorPort: 0, rotate: true });
+      expect(rotated.issued).toEqual([...NATS_ROLES]);
+      expect(rotated.revokedBefore).not.toBeNull();
+      const newClient = await readFile(rotated.creds.client, 'utf8');
+      expect(newClient).not.toBe(oldClient);
+      server.reload();
+      // The server applies the new revocation list once it has read the config again.
+      let refused: unknown = null;
+      for (let i = 0; i < 100 && refused === null; i++) {
+        try {
+          await (await as(oldClient)).close();
+          await new Promise((resolve) => setTimeout(resolve, 50));
+        } catch (error) {
+          refused = error;
+        }
+      }
+      expect(String(refused)).toMatch(/Authorization Violation|revoked/i);
+      await (await as(newClient)).close();
+    } finally {
+      await server.stop();
+    }
+  }, 30_000);
+
+  it('gives each role only its part of the bus', () => {
+    const run = 'pge-20261123-101500-1a2b3c4d';
+    const events = `pge.run.${run}.evt.run.completed`;
+    // Only coordinators publish events, work and cancels.
+    for (const role of NATS_ROLES) {
+      expect(mayPublish(role, events), role).toBe(role === 'coordinator');
+      expect(mayPublish(role, 'pge.work.planner'), role).toBe(role === 'coordinator');
+      expect(mayPublish(role, `pge.run.${run}.cancel`), role).toBe(role === 'coordinator');
+    }
+    // A role worker answers for its own role only; clients and observers answer for none.
+    for (const answering of ['planner', 'generator', 'evaluator'] as const) {
+      for (const role of NATS_ROLES) {
+        const allowed = role === answering || role === 'coordinator';
+        expect(mayPublish(role, `pge.run.${run}.result.${answering}`), `${role} → ${answering}`).toBe(
+          allowed,
+        );
+      }
+    }
+    // Submitting is the client's (and the coordinator's only to answer); observers publish nothing of pge's.
+    expect(NATS_ROLES.filter((role) => mayPublish(role, 'pge.runs.submit'))).toEqual(['client']);
+    expect(ROLE_PERMISSIONS.observer.publish.allow.every((s) => s.startsWith('$JS.API.'))).toBe(true);
+    // No role but the coordinator creates streams or touches the persistence worker's consumer.
+    for (const role of NATS_ROLES.filter((r) => r !== 'coordinator')) {
+      expect(mayPublish(role, '$JS.API.STREAM.CREATE.PGE_EVENTS'), role).toBe(false);
+      expect(mayPublish(role, '$JS.API.STREAM.DELETE.PGE_EVENTS'), role).toBe(false);
+      expect(mayPublish(role, '$JS.API.CONSUMER.DELETE.PGE_EVENTS.pge-persistence'), role).toBe(
+        role === 'persistence',
+      );
+      expect(mayPublish(role, '$JS.API.CONSUMER.MSG.NEXT.PGE_WORK.pge-generator'), role).toBe(
+        role === 'generator',
+      );
+    }
+  });
+});
