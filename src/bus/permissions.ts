@@ -187,7 +187,7 @@ export const ROLE_PERMISSIONS: Readonly<Record<NatsRole, RolePermissions>> = {
     },
     subscribe: readerSubscriptions,
     allowResponses: false,
-    summary: 'reads run events (the dashboard); publishes nothing',
+    summary: 'reads run events (the dashboard); publishes nothing on pge subjects',
   },
 };
 

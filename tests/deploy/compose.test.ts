@@ -1,9 +1,11 @@
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
+import type { NatsRole } from '../../src/bus/permissions.js';
 import { parseWorkerCommand } from '../../src/cli/worker-command.js';
+import { writeNatsConfig } from '../../src/runtime/nats-config.js';
 
 /**
  * docker-compose.yml as far as it can be checked without a Docker engine: it parses, it has the
@@ -18,7 +20,10 @@ interface Service {
   environment?: Record<string, string>;
   volumes?: string[];
   depends_on?: Record<string, unknown>;
+  healthcheck?: { test: string[] };
 }
+/** Where the services mount the directory `pge nats-config` wrote. */
+const CONFIG_MOUNT = '/etc/pge-nats';
 const compose = parse(readFileSync(join(ROOT, 'docker-compose.yml'), 'utf8'), { merge: true }) as {
   services: Record<string, Service>;
   volumes: Record<string, unknown>;
@@ -35,9 +40,32 @@ describe('docker-compose.yml', () => {
       'planner',
     ]);
     const nats = compose.services.nats!;
-    expect(nats.command).toContain('-js');
-    expect(nats.volumes?.some((v) => v.startsWith('nats-data:'))).toBe(true);
+    expect(nats.command).toEqual(['-c', `${CONFIG_MOUNT}/nats-server.conf`]);
+    expect(nats.volumes).toContain('nats-data:/data');
     expect(Object.keys(compose.volumes)).toContain('nats-data');
+  });
+
+  it('runs the server and every process on the files `pge nats-config --dir nats-config --store-dir /data` writes', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'pge-compose-config-'));
+    try {
+      const files = await writeNatsConfig({ dir, storeDir: '/data' });
+      const config = readFileSync(files.configFile, 'utf8');
+      // JetStream on, in the nats-data volume; monitoring where the healthcheck asks.
+      expect(config).toMatch(/^jetstream \{ store_dir: "\/data" \}$/m);
+      expect(config).toMatch(/^http: "0\.0\.0\.0:8222"$/m);
+      expect(compose.services.nats!.healthcheck?.test.join(' ')).toContain('http://127.0.0.1:8222/healthz');
+      const inContainer = (path: string) => join(dir, path.replace(`${CONFIG_MOUNT}/`, ''));
+      expect(existsSync(inContainer(compose.services.nats!.command![1]!))).toBe(true);
+      for (const [name, service] of Object.entries(compose.services)) {
+        expect(service.volumes, name).toContain(`./nats-config:${CONFIG_MOUNT}:ro`);
+        if (name === 'nats') continue;
+        // Each process connects with its own role's credential.
+        expect(service.environment?.NATS_CREDS, name).toBe(`${CONFIG_MOUNT}/${name}.creds`);
+        expect(inContainer(service.environment!.NATS_CREDS!)).toBe(files.creds[name as NatsRole]);
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it('runs a real `pge worker` subcommand in each pge service, with flags pge accepts', () => {
