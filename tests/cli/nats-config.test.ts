@@ -79,17 +79,19 @@ describe('pge nats-config', () => {
       const newClient = await readFile(rotated.creds.client, 'utf8');
       expect(newClient).not.toBe(oldClient);
       server.reload();
-      // The server applies the new revocation list once it has read the config again.
+      // The server applies the new revocation list once it has read the config again. It may
+      // close the socket before its refusal is read (EPIPE): only its own word counts.
       let refused: unknown = null;
-      for (let i = 0; i < 100 && refused === null; i++) {
+      for (let i = 0; i < 100 && !/Authorization Violation/.test(String(refused)); i++) {
         try {
           await (await as(oldClient)).close();
-          await new Promise((resolve) => setTimeout(resolve, 50));
+          refused = null;
         } catch (error) {
           refused = error;
         }
+        await new Promise((resolve) => setTimeout(resolve, 50));
       }
-      expect(String(refused)).toMatch(/Authorization Violation|revoked/i);
+      expect(String(refused)).toMatch(/Authorization Violation/);
       await (await as(newClient)).close();
     } finally {
       await server.stop();
