@@ -279,14 +279,22 @@ export function createCoordinator(options: CoordinatorOptions) {
     return true;
   };
 
-  // One subscription for the results of every run: request ids are unique across runs.
-  const results = subscribeResults(bus, '*', (result) => {
-    if (applyResult(result)) return;
-    // It names a call that waits, but not as that call's answer: reported in the call's run,
-    // which the result tried to answer, and the call goes on waiting for the real one.
+  /**
+   * Reports a result that names a waiting call but is not its answer (another run's, or from the
+   * wrong role): in the call's run, which it tried to answer. The call goes on waiting for the
+   * real answer. False when the result is no such thing.
+   */
+  const rejectMismatch = (result: RoleResult): boolean => {
     const call = pending.get(result.requestId);
     const wrong = call?.run.isOpen() ? mismatch(call, result) : null;
-    if (call !== undefined && wrong !== null) return reject(result, call.run, wrong, call);
+    if (call === undefined || wrong === null) return false;
+    reject(result, call.run, wrong, call);
+    return true;
+  };
+
+  // One subscription for the results of every run: request ids are unique across runs.
+  const results = subscribeResults(bus, '*', (result) => {
+    if (applyResult(result) || rejectMismatch(result)) return;
     const run = active.get(result.runId);
     if (run !== undefined) {
       const reason = run.answered.has(result.requestId)
@@ -567,7 +575,7 @@ export function createCoordinator(options: CoordinatorOptions) {
         // Asked again after a crash: a worker may have answered after the last owner died.
         if (stored !== undefined) {
           stored(request.id).then(
-            (result) => result !== null && applyResult(result),
+            (result) => result !== null && (applyResult(result) || rejectMismatch(result)),
             () => {
               // Not found is the usual case; the request was queued again and will be answered.
             },

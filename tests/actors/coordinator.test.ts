@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { createCoordinator, type RunSpec } from '../../src/actors/coordinator.js';
+import { createCoordinator } from '../../src/actors/coordinator.js';
 import { createRoleWorker, type RoleWorker } from '../../src/actors/role-worker.js';
 import type { Bus } from '../../src/bus/bus.js';
 import {
@@ -16,24 +16,13 @@ import type { CallCancel } from '../../src/schemas/control.js';
 import type { ModelCall, RoleRequest, RoleResult, RunEvent } from '../../src/schemas/index.js';
 import { ID_PATTERN, ROLE_OF_REQUEST } from '../../src/schemas/index.js';
 import { ScriptedModel } from '../../src/testing.js';
-import { runInput } from '../support/chart-fixtures.js';
+import { runSpec } from '../support/chart-fixtures.js';
 import { passingScript, planOf } from '../support/scripts.js';
 
 /**
  * The coordinator: on a bus whose publishes resolve or reject on their own (a rejected publish
  * stops the run), and facing results that no call waits for (never applied, always reported).
  */
-
-/** A run of the chart fixtures' settings (`runInput`), started by the coordinator. */
-function spec(runId: string): RunSpec {
-  const { startedAt: _, ...settings } = runInput({ logPath: `/nonexistent/pge_shared_state_${runId}.md` });
-  return {
-    ...settings,
-    runId,
-    models: { planner: 'scripted', generator: 'scripted', evaluator: 'scripted' },
-    callTimeoutMs: 60_000,
-  };
-}
 
 /** A bus that publishes through `inner` and answers publish `n` with `answer(n, published, subject)`. */
 function wrapped(
@@ -72,7 +61,7 @@ async function run(makeBus: (inner: InProcessBus) => Bus, runId = `run-${cleanup
     coordinator.close();
     await inner.close();
   });
-  const handle = coordinator.startRun(spec(runId));
+  const handle = coordinator.startRun(runSpec(runId));
   const settled = await handle.done.then(
     (outcome) => ({ outcome, error: null }),
     (error: unknown) => ({ outcome: null, error }),
@@ -153,7 +142,7 @@ function byHand(runId: string) {
     coordinator.close();
     await bus.close();
   });
-  const handle = coordinator.startRun(spec(runId));
+  const handle = coordinator.startRun(runSpec(runId));
   /** Answers `request` as the role that serves it would, unless `forged` says otherwise. */
   const answer = (
     request: RoleRequest,
