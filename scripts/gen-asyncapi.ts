@@ -129,7 +129,7 @@ const EVENT_SUMMARIES: Record<RunEventType, string> = {
   'run.resumed':
     'A run continued by a new owner after its process died: rebuilt from the events up to fromSeq without asking a model again; names the requests in flight at the crash, which are asked again.',
   'result.rejected':
-    'A result no pending call waited for (a duplicate, a late answer to a cancelled request, or an unknown request id): reported, never applied.',
+    'A result no pending call waited for (a duplicate, a late answer to a cancelled request, or an unknown request id), or one naming a waiting call with the wrong run or from the wrong role: reported, never applied.',
   'run.completed': 'The run ran to its end; `passed` says whether every step passed.',
   'run.failed': 'The run stopped early: aborted by policy, over budget, an error, or interrupted.',
 };

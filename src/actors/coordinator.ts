@@ -19,11 +19,13 @@ import {
 } from '../errors.js';
 import type { RunInput, RunOutcome } from '../machines/run-machine.js';
 import type { CallReport, RecordParams } from '../machines/types.js';
+import { unguessableId } from '../runtime/run-id.js';
 import type {
   ModelCall,
   Phase,
   PhaseTotals,
   ResultRejectionReason,
+  Role,
   RoleRequest,
   RoleResult,
   RunEvent,
@@ -46,10 +48,14 @@ import {
  * The coordinator owns a run's statechart. It is the only writer of the run's events: it stamps
  * each one with `seq`, id and time and publishes it; it turns every call actor of the chart into a
  * request on the role's work queue and the worker's result into events and the actor's output.
- * Request ids are `<runId>-<seq>`, so a replay of the same results yields the same events. A
- * request id is also the call's identity: a result is applied only to the call waiting for it;
- * any other (a duplicate, a late answer to a cancelled call, an answer to a request never made)
- * is reported as `result.rejected` and on `pge.errors.rejected`.
+ * Event ids are `<runId>-<seq>-<random>`: the random part (64 bits) keeps outsiders from
+ * predicting them, since an event's id is its `Nats-Msg-Id` (a forgery published first under the
+ * next id would have JetStream drop the real event as a duplicate) and a request's id names the
+ * call a result answers. A replay takes the ids from the recorded events. A request id is the
+ * call's identity: a result is applied only to the call waiting for it, once, and only when it
+ * names that call's run and comes from the role that serves the request; any other (a duplicate,
+ * a late answer to a cancelled call, an answer to a request never made, one of the wrong run or
+ * role) is reported as `result.rejected` and on `pge.errors.rejected`.
  */
 
 /** Settings of one run, as the API resolves them. */
@@ -191,7 +197,28 @@ const ENDED_RUNS_REMEMBERED = 10_000;
 /** A call waiting for its result. */
 interface PendingCall {
   run: RunState;
+  /** The run that asked: a result must name it. */
+  runId: string;
+  /** The role that serves the request (`ROLE_OF_REQUEST`): a result must come from it. */
+  role: Role;
   resolve: (result: RoleResult) => void;
+}
+
+/** Why `result` may not answer `call` although it names the call's request, or null when it may. */
+function mismatch(call: PendingCall, result: RoleResult): ResultRejectionReason | null {
+  if (result.runId !== call.runId) return 'wrong-run';
+  if (result.role !== call.role) return 'wrong-role';
+  return null;
+}
+
+/** What a rejected result is, in words for `pge.errors.rejected`. */
+function rejectionProblem(result: RoleResult, reason: ResultRejectionReason, call?: PendingCall): string {
+  const of = `${reason} result for request ${result.requestId} from ${result.worker}`;
+  if (reason === 'wrong-run')
+    return `${of}: it names run ${result.runId}, the request is run ${call?.runId}'s`;
+  if (reason === 'wrong-role')
+    return `${of}: it comes from a ${result.role}, the request is served by the ${call?.role}`;
+  return `${of}: no call waits for it`;
 }
 
 /** What the coordinator knows of a run it owns, to judge a result no call was waiting for. */
@@ -215,35 +242,59 @@ export function createCoordinator(options: CoordinatorOptions) {
   const active = new Map<string, RunState>();
   const ended = new BoundedMap<string, true>(ENDED_RUNS_REMEMBERED);
 
-  /** Reports a result that no call was waiting for: never applied, always said. */
-  const reject = (result: RoleResult, run: RunState | null, reason: ResultRejectionReason): void => {
+  /**
+   * Reports a result that is not applied: none of the run's calls waits for it, or it names a
+   * waiting call but not that call's run or role (`call`). Never applied, always said.
+   */
+  const reject = (
+    result: RoleResult,
+    run: RunState | null,
+    reason: ResultRejectionReason,
+    call?: PendingCall,
+  ): void => {
     run?.recordIfOpen({
       type: 'result.rejected',
       payload: { requestId: result.requestId, worker: result.worker, reason },
     });
     publishRejection(bus, {
       subject: subjects.result(result.runId),
-      problem: `${reason} result for request ${result.requestId} from ${result.worker}: no call waits for it`,
+      problem: rejectionProblem(result, reason, call),
       ts: timestamp(),
     }).catch(() => {
       // The report is the only thing lost: the result itself was never applied.
     });
   };
 
-  /** Applies a result to the call waiting for it; false when none waits. */
+  /**
+   * Applies a result to the call waiting for it, once; false when none waits or the result does
+   * not answer it (another run's, or from a role that does not serve the request).
+   */
   const applyResult = (result: RoleResult): boolean => {
     const call = pending.get(result.requestId);
     // A call of a run that has just closed is not answered any more: its actor is being stopped.
-    if (!call?.run.isOpen()) return false;
+    if (!call?.run.isOpen() || mismatch(call, result) !== null) return false;
     pending.delete(result.requestId);
     call.run.answered.add(result.requestId);
     call.resolve(result);
     return true;
   };
 
+  /**
+   * Reports a result that names a waiting call but is not its answer (another run's, or from the
+   * wrong role): in the call's run, which it tried to answer. The call goes on waiting for the
+   * real answer. False when the result is no such thing.
+   */
+  const rejectMismatch = (result: RoleResult): boolean => {
+    const call = pending.get(result.requestId);
+    const wrong = call?.run.isOpen() ? mismatch(call, result) : null;
+    if (call === undefined || wrong === null) return false;
+    reject(result, call.run, wrong, call);
+    return true;
+  };
+
   // One subscription for the results of every run: request ids are unique across runs.
   const results = subscribeResults(bus, '*', (result) => {
-    if (applyResult(result)) return;
+    if (applyResult(result) || rejectMismatch(result)) return;
     const run = active.get(result.runId);
     if (run !== undefined) {
       const reason = run.answered.has(result.requestId)
@@ -349,7 +400,8 @@ export function createCoordinator(options: CoordinatorOptions) {
       }
       if (draft.type === 'run.completed' || draft.type === 'run.failed') closed = true;
       seq += 1;
-      const event = { id: `${runId}-${seq}`, runId, seq, ts: timestamp(at), ...draft } as RunEvent;
+      const id = `${runId}-${seq}-${unguessableId()}`;
+      const event = { id, runId, seq, ts: timestamp(at), ...draft } as RunEvent;
       publishing.push(publishRecorded(event).catch(publishFailed));
       return event as RunEventOf<T['type']>;
     };
@@ -511,6 +563,8 @@ export function createCoordinator(options: CoordinatorOptions) {
         signal.addEventListener('abort', onAbort, { once: true });
         pending.set(request.id, {
           run: state,
+          runId,
+          role: ROLE_OF_REQUEST[request.type],
           // Taken in the same tick as the result arrives: an interrupt handled right after it
           // finds the call answered and its cost recorded, not a request still asked.
           resolve: (result) => {
@@ -521,7 +575,7 @@ export function createCoordinator(options: CoordinatorOptions) {
         // Asked again after a crash: a worker may have answered after the last owner died.
         if (stored !== undefined) {
           stored(request.id).then(
-            (result) => result !== null && applyResult(result),
+            (result) => result !== null && (applyResult(result) || rejectMismatch(result)),
             () => {
               // Not found is the usual case; the request was queued again and will be answered.
             },

@@ -1,7 +1,8 @@
 import { z } from 'zod';
 import { BoundedMap } from '../bounded-map.js';
 import type { Bus, BusSubscription } from '../bus/bus.js';
-import { publishResult, serveWork, subscribeCancels } from '../bus/channels.js';
+import { publishRejection, publishResult, serveWork, subscribeCancels } from '../bus/channels.js';
+import { subjects } from '../bus/subjects.js';
 import { CallCancelledError, describeError, InvalidOutputError, WorkerStoppedError } from '../errors.js';
 import type {
   Evaluation,
@@ -163,6 +164,16 @@ function raceAbort<T>(call: Promise<T>, signal: AbortSignal): Promise<T> {
 /** How many cancelled request ids a worker remembers, to skip one it takes from the queue later. */
 const CANCELS_REMEMBERED = 10_000;
 
+/** How many live runs a worker remembers, so that a run's calls do not each ask whether it is live. */
+const LIVE_RUNS_REMEMBERED = 10_000;
+
+/**
+ * Milliseconds a worker takes a run for live after `isLiveRun` said so. A run stays live for its
+ * whole duration, so the answer holds; it is kept short because a run that has ended is no longer
+ * live, and a work item of it taken within this time is answered (its result is rejected as late).
+ */
+export const LIVE_RUN_CACHE_MS = 30_000;
+
 /** Options of `createRoleWorker`. */
 export interface RoleWorkerOptions {
   bus: Bus;
@@ -173,6 +184,18 @@ export interface RoleWorkerOptions {
   concurrency?: number;
   /** Name reported in results (default `<role>-<random>`). */
   workerId?: string;
+  /**
+   * Whether a run is live, i.e. a coordinator issued its work (on NATS: the run has a lease in
+   * the KV bucket `pge-runs`, `readRunLeases`). A work item of a run that is not live is refused
+   * before its model is called: acknowledged, not answered, and reported on
+   * `pge.errors.rejected`, so that whoever can put items on a work queue cannot spend the
+   * deployment's model key on prompts of its own. A yes is remembered for `LIVE_RUN_CACHE_MS`; a
+   * no is asked again each time. A rejection (the check failed) hands the item back to the queue.
+   * Default: none, every item is served (the embedded mode, whose bus no one else reaches).
+   */
+  isLiveRun?: (runId: string) => Promise<boolean>;
+  /** Milliseconds since some fixed point, for the live-run cache (default `performance.now`). */
+  now?: () => number;
 }
 
 /** A running role worker. */
@@ -184,6 +207,22 @@ export interface RoleWorker {
    * queue hands them to another worker.
    */
   stop(mode?: 'finish' | 'abort'): Promise<void>;
+}
+
+/** `isLiveRun` with its yes remembered per run for `LIVE_RUN_CACHE_MS`. */
+function liveRunCheck(
+  isLiveRun: (runId: string) => Promise<boolean>,
+  now: () => number = () => performance.now(),
+): (runId: string) => Promise<boolean> {
+  /** Until when each run is taken for live without asking. */
+  const liveUntil = new BoundedMap<string, number>(LIVE_RUNS_REMEMBERED);
+  return async (runId) => {
+    if ((liveUntil.get(runId) ?? Number.NEGATIVE_INFINITY) > now()) return true;
+    const isLive = await isLiveRun(runId);
+    if (isLive) liveUntil.set(runId, now() + LIVE_RUN_CACHE_MS);
+    else liveUntil.delete(runId);
+    return isLive;
+  };
 }
 
 /**
@@ -200,11 +239,28 @@ export function createRoleWorker(options: RoleWorkerOptions): RoleWorker {
   /** The requests in flight, by id, with the controller that aborts each one's model call. */
   const inFlight = new Map<string, { controller: AbortController; job: Promise<void> }>();
   const cancelled = new BoundedMap<string, true>(CANCELS_REMEMBERED);
+  const live = options.isLiveRun === undefined ? null : liveRunCheck(options.isLiveRun, options.now);
+  /** Set by `stop`: a request taken before it and not begun yet goes back to the queue. */
+  let stopping: WorkerStoppedError | null = null;
 
   const cancels = subscribeCancels(bus, (cancel) => {
     cancelled.set(cancel.requestId, true);
     inFlight.get(cancel.requestId)?.controller.abort(new CallCancelledError(cancel.reason));
   });
+
+  /**
+   * Refuses a work item of a run that is not live: acknowledged without an answer (no coordinator
+   * waits for it, and a redelivery would only ask again), and reported.
+   */
+  async function refuse(request: RoleRequest): Promise<void> {
+    await publishRejection(bus, {
+      subject: subjects.work(role),
+      problem: `${request.type} ${request.id} names run ${request.runId}, which is not live (no coordinator issued it): refused by ${id}, no model was called`,
+      ts: new Date().toISOString(),
+    }).catch(() => {
+      // The report is the only thing lost: the item was refused all the same.
+    });
+  }
 
   async function answer(request: RoleRequest, signal: AbortSignal): Promise<void> {
     const { calls, result } = await answerRequest(request, model, maxRepairs, signal);
@@ -225,6 +281,12 @@ export function createRoleWorker(options: RoleWorkerOptions): RoleWorker {
   const subscriptions: BusSubscription[] = Array.from({ length: concurrency }, () =>
     serveWork(bus, role, async (request) => {
       if (cancelled.get(request.id)) return;
+      if (live !== null) {
+        if (!(await live(request.runId))) return refuse(request);
+        // Cancelled while its run was looked up; or the worker stopped meanwhile, before it began.
+        if (cancelled.get(request.id)) return;
+        if (stopping !== null) throw stopping;
+      }
       const controller = new AbortController();
       const job = answer(request, controller.signal);
       inFlight.set(request.id, { controller, job });
@@ -240,11 +302,9 @@ export function createRoleWorker(options: RoleWorkerOptions): RoleWorker {
   return {
     id,
     async stop(mode = 'finish') {
+      stopping = new WorkerStoppedError(`worker ${id} stopped; its requests go back to the queue`);
       for (const s of subscriptions) s.unsubscribe();
-      if (mode === 'abort') {
-        const stopped = new WorkerStoppedError(`worker ${id} stopped; its requests go back to the queue`);
-        for (const { controller } of inFlight.values()) controller.abort(stopped);
-      }
+      if (mode === 'abort') for (const { controller } of inFlight.values()) controller.abort(stopping);
       await Promise.allSettled([...inFlight.values()].map((f) => f.job));
       cancels.unsubscribe();
     },

@@ -67,12 +67,38 @@ function leaseIn(entry: { string(): string }): LeaseValue {
   }
 }
 
-/** The error of a compare-and-set whose revision is not the key's last: another wrote it. */
-function wrongRevision(error: unknown): boolean {
+/**
+ * Whether a run is live on NATS, for role workers (`createRoleWorker`'s `isLiveRun`): a run has
+ * a lease from its submission, before any of its work is queued, until it ends, so a work item
+ * whose run has none was issued by no coordinator. Read-only: the bucket is bound, not created
+ * or updated (nothing is asked of the server until the first read, a `$JS.API.STREAM.MSG.GET`
+ * of the bucket's stream), so a worker needs only the permission to read it. With no bucket at
+ * all no run is live.
+ */
+export async function readRunLeases(nc: NatsConnection): Promise<(runId: string) => Promise<boolean>> {
+  const kv = await new Kvm(nc).open(LEASE_BUCKET);
+  return async (runId) => {
+    try {
+      const entry = await kv.get(runId);
+      return entry !== null && entry.operation === 'PUT';
+    } catch (error) {
+      if (apiError(error, JetStreamApiCodes.StreamNotFound)) return false;
+      throw error;
+    }
+  };
+}
+
+/** Whether `error`, or one of its causes, is the JetStream API's error `code`. */
+function apiError(error: unknown, code: number): boolean {
   for (let e: unknown = error; e instanceof Error; e = e.cause) {
-    if (e instanceof JetStreamApiError && e.code === JetStreamApiCodes.StreamWrongLastSequence) return true;
+    if (e instanceof JetStreamApiError && e.code === code) return true;
   }
   return false;
+}
+
+/** The error of a compare-and-set whose revision is not the key's last: another wrote it. */
+function wrongRevision(error: unknown): boolean {
+  return apiError(error, JetStreamApiCodes.StreamWrongLastSequence);
 }
 
 /** The leases of runs, as one coordinator holds and watches them. */

@@ -8,7 +8,7 @@ import { publishControl } from '../bus/channels.js';
 import { NatsBus } from '../bus/nats-bus.js';
 import type { NatsConnectionOptions } from '../bus/nats-connection.js';
 import { MAX_PUBLISH_RETRY_MS } from '../bus/nats-publish.js';
-import { RunLeases } from '../bus/run-leases.js';
+import { RunLeases, readRunLeases } from '../bus/run-leases.js';
 import { subjects } from '../bus/subjects.js';
 import { ConfigurationError } from '../errors.js';
 import { natsRunOwnership } from '../runtime/nats-ownership.js';
@@ -24,7 +24,7 @@ import { natsOptionsOf } from './nats-options.js';
 /**
  * `pge worker --role <role>`: one process of the distributed deployment on NATS. Role workers
  * (planner, generator, evaluator) share their role's work queue, so a role scales by starting
- * more of them; the persistence worker writes every run's log from a durable consumer
+ * more of them, and serve only the work of runs that hold a lease (`readRunLeases`); the persistence worker writes every run's log from a durable consumer
  * (`startNatsPersistence`: a run it joins midway is read from the stream's start); a
  * coordinator takes runs submitted on `pge.runs.submit` and drives their statecharts. Streams
  * and consumers are created by the processes themselves. SIGINT/SIGTERM drains: requests in
@@ -113,6 +113,8 @@ export async function workerCommand(line: CommandLine, io: CliIo): Promise<numbe
       concurrency,
       workerId: id,
       maxRepairs: options.maxRepairs,
+      // Work items of a run no coordinator holds a lease for are refused before any model call.
+      isLiveRun: await readRunLeases(bus.connection),
     });
     stop = (hurry) => worker.stop(hurry ? 'abort' : 'finish');
   } else if (role === 'persistence') {

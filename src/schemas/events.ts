@@ -305,13 +305,19 @@ export const RequestCancelled = event(
   'request.cancelled',
   z.strictObject({ requestId: z.string(), phase: Phase, reason: z.string() }),
 );
-/** Why an answer was not applied: no call of the run was waiting for it. */
-export const ResultRejectionReason = z.enum(['duplicate', 'late', 'unknown']);
+/**
+ * Why an answer was not applied: no call of the run was waiting for it (`duplicate`: answered
+ * already; `late`: cancelled, or its run ended; `unknown`: never asked), or the call it names
+ * waits but the answer is not its own (`wrong-run`: it names another run; `wrong-role`: it comes
+ * from a role that does not serve the request).
+ */
+export const ResultRejectionReason = z.enum(['duplicate', 'late', 'unknown', 'wrong-run', 'wrong-role']);
 export type ResultRejectionReason = z.infer<typeof ResultRejectionReason>;
 /**
  * A worker's result that no pending call of the run was waiting for: a second answer to a request
  * already answered (a redelivery), an answer to a cancelled request, or an answer to a request
- * this run never made. It is reported and never applied.
+ * this run never made; or one that names a waiting call of the run but another run, or comes
+ * from a role that does not serve the request. It is reported and never applied.
  */
 export const ResultRejected = event(
   'result.rejected',

@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { createCoordinator, type RunSpec } from '../../src/actors/coordinator.js';
+import { createCoordinator } from '../../src/actors/coordinator.js';
 import { createRoleWorker, type RoleWorker } from '../../src/actors/role-worker.js';
 import type { Bus } from '../../src/bus/bus.js';
 import {
@@ -14,25 +14,15 @@ import type { MessageRejection } from '../../src/bus/codec.js';
 import { InProcessBus } from '../../src/bus/in-process-bus.js';
 import type { CallCancel } from '../../src/schemas/control.js';
 import type { ModelCall, RoleRequest, RoleResult, RunEvent } from '../../src/schemas/index.js';
+import { ID_PATTERN, ROLE_OF_REQUEST } from '../../src/schemas/index.js';
 import { ScriptedModel } from '../../src/testing.js';
-import { runInput } from '../support/chart-fixtures.js';
+import { runSpec } from '../support/chart-fixtures.js';
 import { passingScript, planOf } from '../support/scripts.js';
 
 /**
  * The coordinator: on a bus whose publishes resolve or reject on their own (a rejected publish
  * stops the run), and facing results that no call waits for (never applied, always reported).
  */
-
-/** A run of the chart fixtures' settings (`runInput`), started by the coordinator. */
-function spec(runId: string): RunSpec {
-  const { startedAt: _, ...settings } = runInput({ logPath: `/nonexistent/pge_shared_state_${runId}.md` });
-  return {
-    ...settings,
-    runId,
-    models: { planner: 'scripted', generator: 'scripted', evaluator: 'scripted' },
-    callTimeoutMs: 60_000,
-  };
-}
 
 /** A bus that publishes through `inner` and answers publish `n` with `answer(n, published, subject)`. */
 function wrapped(
@@ -56,7 +46,7 @@ afterEach(async () => {
 });
 
 /** Runs a 2-step passing script on `makeBus(inner)`; returns the outcome (or error) and the events. */
-async function run(makeBus: (inner: InProcessBus) => Bus) {
+async function run(makeBus: (inner: InProcessBus) => Bus, runId = `run-${cleanup.length + 1}`) {
   const inner = new InProcessBus();
   const bus = makeBus(inner);
   const events: RunEvent[] = [];
@@ -71,7 +61,7 @@ async function run(makeBus: (inner: InProcessBus) => Bus) {
     coordinator.close();
     await inner.close();
   });
-  const handle = coordinator.startRun(spec(`run-${cleanup.length}`));
+  const handle = coordinator.startRun(runSpec(runId));
   const settled = await handle.done.then(
     (outcome) => ({ outcome, error: null }),
     (error: unknown) => ({ outcome: null, error }),
@@ -113,6 +103,24 @@ describe('coordinator on a bus with promises of its own', () => {
     expect(error).toBe(refused);
     expect(events.at(-1)?.type).toBe('run.failed');
   });
+
+  it('gives every event an id that no one can predict: not <runId>-<seq>, and not the same in a second identical run', async () => {
+    const first = await run((inner) => inner, 'run-twice');
+    const second = await run((inner) => inner, 'run-twice');
+    expect(first.outcome?.status).toBe('completed');
+    expect(second.events.map((e) => e.type)).toEqual(first.events.map((e) => e.type));
+    for (const { events } of [first, second]) {
+      for (const event of events) {
+        expect(event.id).toMatch(ID_PATTERN);
+        expect(event.id).toMatch(new RegExp(`^run-twice-${event.seq}-[0-9a-f]{16}$`));
+      }
+    }
+    const ids = new Set(first.events.map((e) => e.id));
+    expect(second.events.filter((e) => ids.has(e.id))).toEqual([]);
+    // The random parts differ within a run too: no id tells the next one.
+    const tails = first.events.map((e) => e.id.slice(e.id.lastIndexOf('-') + 1));
+    expect(new Set(tails).size).toBe(tails.length);
+  });
 });
 
 /**
@@ -134,13 +142,24 @@ function byHand(runId: string) {
     coordinator.close();
     await bus.close();
   });
-  const handle = coordinator.startRun(spec(runId));
+  const handle = coordinator.startRun(runSpec(runId));
+  /** Answers `request` as the role that serves it would, unless `forged` says otherwise. */
   const answer = (
     request: RoleRequest,
     result: RoleResult['result'],
     worker = 'hand',
     calls: ModelCall[] = [],
-  ) => publishResult(bus, { requestId: request.id, runId, role: 'planner', worker, calls, result });
+    forged: Partial<Pick<RoleResult, 'runId' | 'role'>> = {},
+  ) =>
+    publishResult(bus, {
+      requestId: request.id,
+      runId,
+      role: ROLE_OF_REQUEST[request.type],
+      worker,
+      calls,
+      result,
+      ...forged,
+    });
   const until = async (check: () => boolean) => {
     while (!check()) await new Promise((resolve) => setTimeout(resolve, 1));
   };
@@ -198,6 +217,38 @@ describe('results that no call waits for', () => {
     expect(rejections[2]!.problem).toContain(contractRequest.id);
     // Nothing was recorded after the closing event.
     expect(types.at(-1)).toBe('run.failed');
+  });
+
+  it('reports an answer to a waiting call from the wrong role or naming another run, never applies it, and still takes the real one', async () => {
+    const runId = 'run-forged';
+    const { bus, events, rejections, held, handle, answer, until } = byHand(runId);
+    await until(() => held.length === 1);
+    const planRequest = held[0]!;
+    const forged = (plan: number) =>
+      ({ status: 'ok', phase: 'plan', output: { plan: planOf(plan), truncation: null } }) as const;
+    // A generator answering the planner's request, and an answer that names another run.
+    await answer(planRequest, forged(3), 'rogue-generator', [], { role: 'generator' });
+    await answer(planRequest, forged(2), 'rogue-planner', [], { runId: 'someone-elses-run' });
+    await bus.flush();
+    // The call still waits: the real answer is applied.
+    await answer(planRequest, forged(1));
+    await until(() => held.length === 2);
+    handle.interrupt('operator');
+    const outcome = await handle.done;
+    await bus.flush();
+
+    expect(outcome.plan?.steps).toHaveLength(1);
+    const rejected = events.filter((e) => e.type === 'result.rejected').map((e) => e.payload);
+    expect(rejected).toEqual([
+      { requestId: planRequest.id, worker: 'rogue-generator', reason: 'wrong-role' },
+      { requestId: planRequest.id, worker: 'rogue-planner', reason: 'wrong-run' },
+    ]);
+    expect(rejections.map((r) => r.problem)).toEqual([
+      expect.stringMatching(/^wrong-role .* from a generator, the request is served by the planner$/),
+      expect.stringMatching(/^wrong-run .* names run someone-elses-run, the request is run run-forged's$/),
+    ]);
+    // Neither forgery's cost nor answer counted.
+    expect(events.filter((e) => e.type === 'plan.created')).toHaveLength(1);
   });
 
   it('counts an answer that came just before an interrupt: recorded with its cost, not as cancelled', async () => {

@@ -13,7 +13,10 @@ import { passingScript } from '../support/scripts.js';
  * the coordinator that ran the first. Here every id is the same, to meet that case for certain.
  */
 
-vi.mock('../../src/runtime/run-id.js', () => ({ newRunId: () => 'pge-always-the-same' }));
+vi.mock('../../src/runtime/run-id.js', async (importOriginal) => ({
+  ...(await importOriginal<typeof import('../../src/runtime/run-id.js')>()),
+  newRunId: () => 'pge-always-the-same',
+}));
 
 let dir: string;
 beforeEach(() => {

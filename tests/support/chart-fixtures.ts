@@ -1,4 +1,5 @@
 import { createActor, fromPromise, toPromise } from 'xstate';
+import type { RunSpec } from '../../src/actors/coordinator.js';
 import type { RunInput, RunOutcome } from '../../src/machines/run-machine.js';
 import { runMachine } from '../../src/machines/run-machine.js';
 import { stepMachine } from '../../src/machines/step-machine.js';
@@ -97,6 +98,17 @@ export function runInput(overrides: Partial<RunInput> = {}): RunInput {
     budgets: { maxCostUsd: null, maxTokens: null, maxDurationMs: null },
     startedAt: 1_000_000,
     ...overrides,
+  };
+}
+
+/** A coordinator's run of `runInput`'s settings, with scripted models and no log of its own. */
+export function runSpec(runId: string): RunSpec {
+  const { startedAt: _, ...settings } = runInput({ logPath: `/nonexistent/pge_shared_state_${runId}.md` });
+  return {
+    ...settings,
+    runId,
+    models: { planner: 'scripted', generator: 'scripted', evaluator: 'scripted' },
+    callTimeoutMs: 60_000,
   };
 }
 
