@@ -257,7 +257,7 @@ export function createCoordinator(options: CoordinatorOptions) {
       payload: { requestId: result.requestId, worker: result.worker, reason },
     });
     publishRejection(bus, {
-      subject: subjects.result(result.runId),
+      subject: subjects.result(result.runId, result.role),
       problem: rejectionProblem(result, reason, call),
       ts: timestamp(),
     }).catch(() => {
