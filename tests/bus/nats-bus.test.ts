@@ -484,7 +484,7 @@ describe('NatsBus through an outage', () => {
       await publishing;
       // None was given up: every publish resolved once the restarted server stored it.
       await Promise.all(published);
-      const seqs = (await storedEvents(server.url, subjects.events(runId))).map((e) => e.seq);
+      const seqs = (await storedEvents({ servers: server.url }, subjects.events(runId))).map((e) => e.seq);
       expect(seqs.sort((a, b) => a - b)).toEqual(seqsUpTo(count));
     } finally {
       await bus.close();

@@ -11,32 +11,42 @@ import { ensurePullConsumer, WORK_STREAM } from '../../src/bus/nats-streams.js';
 import { subjects, workerQueue } from '../../src/bus/subjects.js';
 import { startCoordinatorService } from '../../src/runtime/services.js';
 import type { RunEvent } from '../../src/schemas/index.js';
-import { type NatsServerHandle, startNatsServer } from '../support/nats-server.js';
+import { type SecuredNatsServer, startSecuredNatsServer } from '../support/nats-server.js';
 
 /**
  * A request that every worker dies holding: JetStream stops delivering it after the consumer's
  * `max_deliver`, and the coordinator's side answers it as failed at once (`WorkAbandonedError`),
- * so the run ends instead of waiting for its call deadline.
+ * so the run ends instead of waiting for its call deadline. On a server started from
+ * `pge nats-config`, each part connects with the credential of the role it plays.
  */
 
-let nats: NatsServerHandle;
-let bus: NatsBus;
+let nats: SecuredNatsServer;
+/** The coordinator's bus: it creates the streams, so it connects first. */
+let coordinatorBus: NatsBus;
+let plannerBus: NatsBus;
+/** The test as the client that submits the run and reads its events. */
+let clientBus: NatsBus;
+/** Generators that die holding their work. */
 let dying: NatsConnection;
 beforeEach(async () => {
-  nats = await startNatsServer();
-  bus = await NatsBus.connect({ servers: nats.url });
-  dying = await connect({ servers: nats.url });
+  nats = await startSecuredNatsServer();
+  coordinatorBus = await NatsBus.connect({ servers: nats.url, credsFile: nats.creds.coordinator });
+  plannerBus = await NatsBus.connect({ servers: nats.url, credsFile: nats.creds.planner });
+  clientBus = await NatsBus.connect({ servers: nats.url, credsFile: nats.creds.client });
+  dying = await connect(nats.connectOptions('generator'));
 });
 afterEach(async () => {
   await dying.close();
-  await bus.close();
+  for (const bus of [clientBus, plannerBus, coordinatorBus]) await bus.close();
   await nats.stop();
+  // Every part did its job within its credential.
+  expect(nats.refusals()).toEqual([]);
 });
 
 describe('abandoned work', () => {
   it('is answered with a failed result after max_deliver deliveries, and removed from the queue', async () => {
     const model = new DemoModel();
-    const planner = createRoleWorker({ bus, role: 'planner', model });
+    const planner = createRoleWorker({ bus: plannerBus, role: 'planner', model });
     // Generators that take the request and die before answering: they never ack, and the server
     // delivers the item again after each ack wait, twice in all.
     const jsm = await jetstreamManager(dying);
@@ -54,21 +64,24 @@ describe('abandoned work', () => {
       for await (const _msg of await consumer.consume({ max_messages: 1, expires: 1000 })) deliveries++;
     })();
     const reports: unknown[] = [];
-    const abandoned = answerAbandonedWork(bus, (error) => reports.push(error));
+    const abandoned = answerAbandonedWork(coordinatorBus, (error) => reports.push(error));
     const coordinator = startCoordinatorService({
-      bus,
+      bus: coordinatorBus,
       options: resolveOptions({ workingDirectory: '/tmp' }),
       models: { planner: model.name, generator: model.name, evaluator: model.name },
     });
     try {
       const events: RunEvent[] = [];
       const closed = new Promise<void>((resolve) =>
-        subscribeEvents(bus, '*', (event) => {
+        subscribeEvents(clientBus, '*', (event) => {
           events.push(event);
           if (event.type === 'run.completed' || event.type === 'run.failed') resolve();
         }),
       );
-      await bus.request(subjects.submit, { task: 'a poison request' });
+      // The coordinator's subscriptions reach the server on its own connection: as a worker's
+      // "ready" means, the server knows them before the client submits.
+      await coordinatorBus.flush();
+      await clientBus.request(subjects.submit, { task: 'a poison request' });
       await closed;
 
       expect(deliveries).toBe(2);
@@ -84,12 +97,19 @@ describe('abandoned work', () => {
       // Nothing is left in the work queue for a generator that starts later.
       // The failed result is published first (so a crash in between leaves the item, not the run,
       // waiting); the item is removed right after, so the run may close a moment before it is gone.
-      let messages = (await jsm.streams.info(WORK_STREAM)).state.messages;
-      for (let i = 0; i < 50 && messages > 0; i++) {
-        await new Promise((resolve) => setTimeout(resolve, 100));
-        messages = (await jsm.streams.info(WORK_STREAM)).state.messages;
+      // (The test's inspection, with its admin credential.)
+      const admin = await connect(nats.connectOptions('admin'));
+      try {
+        const inspect = await jetstreamManager(admin);
+        let messages = (await inspect.streams.info(WORK_STREAM)).state.messages;
+        for (let i = 0; i < 50 && messages > 0; i++) {
+          await new Promise((resolve) => setTimeout(resolve, 100));
+          messages = (await inspect.streams.info(WORK_STREAM)).state.messages;
+        }
+        expect(messages).toBe(0);
+      } finally {
+        await admin.close();
       }
-      expect(messages).toBe(0);
       expect(reports).toEqual([]);
     } finally {
       await coordinator.stop('interrupt');

@@ -34,15 +34,17 @@ beforeEach(async () => {
   );
 });
 afterEach(async () => {
-  await deployment.close();
+  const { refusals } = await deployment.close();
+  // Every process did its job within its credential.
+  expect(refusals).toEqual([]);
 });
 
 const workCalls = () => deployment.openai.completions().filter((r) => schemaOf(r.body) === 'pge_work');
 
 /** Starts the role workers, submits a run, and returns its id once its first work call is in flight. */
 async function submitDuringWork(task: string): Promise<string> {
-  for (const role of ['planner', 'generator', 'evaluator']) await deployment.worker(role);
-  const runId = await submitRun(deployment.nats.url, task);
+  for (const role of ['planner', 'generator', 'evaluator'] as const) await deployment.worker(role);
+  const runId = await submitRun(deployment.client, task);
   await until(
     () => workCalls().length,
     (n) => n === 1,
@@ -59,16 +61,16 @@ describe('a coordinator killed mid-run', () => {
     };
     await deployment.worker('persistence', ['--working-dir', deployment.logs]);
 
-    const url = deployment.nats.url;
+    const client = deployment.client;
     const runId = await submitDuringWork('survive the coordinator');
     const owner = Object.keys(coordinators).find((id) => coordinators[id]!.stderr().includes(runId))!;
     const heir = owner === 'coord-a' ? 'coord-b' : 'coord-a';
-    const before = await storedEvents(url, runId);
+    const before = await storedEvents(client, runId);
     await coordinators[owner]!.stop('SIGKILL');
     const killedAt = Date.now();
 
     const resumed = await until(
-      () => storedEvents(url, runId),
+      () => storedEvents(client, runId),
       (events) => events.some((e) => e.type === 'run.resumed'),
       'run.resumed',
     );
@@ -78,7 +80,7 @@ describe('a coordinator killed mid-run', () => {
     expect(resume.payload).toMatchObject({ owner: heir, fromSeq: expect.any(Number) });
     expect(coordinators[heir]!.stderr()).toContain(`took over run ${runId} from ${owner}`);
 
-    const events = await closedRun(url, runId, 30_000);
+    const events = await closedRun(client, runId, 30_000);
     expect(events.at(-1)?.type).toBe('run.completed');
     // Gap-free and in order, the dead owner's events kept as they were.
     expect(events.map((e) => e.seq)).toEqual(events.map((_, i) => i + 1));
@@ -102,13 +104,13 @@ describe('a coordinator killed mid-run', () => {
 
   it('the only coordinator, killed and started again under the same id, takes its own run back', async () => {
     const first = await deployment.worker('coordinator', ['--worker-id', 'coord-a']);
-    const url = deployment.nats.url;
+    const client = deployment.client;
     const runId = await submitDuringWork('survive a restart');
     await first.stop('SIGKILL');
     // As the issue found it: a new coordinator ready 2 s later.
     await new Promise((resolve) => setTimeout(resolve, 2_000));
     const second = await deployment.worker('coordinator', ['--worker-id', 'coord-a']);
-    const events = await closedRun(url, runId, 30_000);
+    const events = await closedRun(client, runId, 30_000);
     expect(events.at(-1)?.type).toBe('run.completed');
     expect(events.map((e) => e.seq)).toEqual(events.map((_, i) => i + 1));
     expect(events.find((e) => e.type === 'run.resumed')?.payload).toMatchObject({ owner: 'coord-a' });
@@ -118,11 +120,12 @@ describe('a coordinator killed mid-run', () => {
 
   it('pge resume --nats takes over a run whose lease was lost, follows it to its end, and refuses an ended run', async () => {
     const first = await deployment.worker('coordinator', ['--worker-id', 'coord-a']);
-    const url = deployment.nats.url;
+    const client = deployment.client;
     const runId = await submitDuringWork('resume on demand');
     await first.stop('SIGKILL');
     // The lease is lost (an operator purged it): no coordinator will take the run over by itself.
-    const nc = await connect({ servers: url });
+    // The test's own doing, with its admin credential: no role but a coordinator may touch the bucket.
+    const nc = await connect(deployment.nats.connectOptions('admin'));
     try {
       await (await new Kvm(nc).open(LEASE_BUCKET)).purge(runId);
     } finally {
@@ -130,18 +133,19 @@ describe('a coordinator killed mid-run', () => {
     }
     const second = await deployment.worker('coordinator', ['--worker-id', 'coord-b']);
     await new Promise((resolve) => setTimeout(resolve, 4_000));
-    expect((await storedEvents(url, runId)).some((e) => e.type === 'run.resumed')).toBe(false);
+    expect((await storedEvents(client, runId)).some((e) => e.type === 'run.resumed')).toBe(false);
 
-    const resume = startPge(['resume', '--nats', url, runId], {});
+    const { url, creds } = deployment.nats;
+    const resume = startPge(['resume', '--nats', url, '--creds', creds.client, runId], {});
     expect(await resume.exited(), resume.stderr()).toBe(0);
     expect(resume.stderr()).toContain(`run ${runId} taken over by coordinator coord-b`);
     expect(second.stderr()).not.toContain('cannot');
-    const events = await storedEvents(url, runId);
+    const events = await storedEvents(client, runId);
     expect(events.at(-1)?.type).toBe('run.completed');
     expect(events.map((e) => e.seq)).toEqual(events.map((_, i) => i + 1));
     expect(events.find((e) => e.type === 'run.resumed')?.payload).toMatchObject({ owner: 'coord-b' });
 
-    const again = startPge(['resume', '--nats', url, runId], {});
+    const again = startPge(['resume', '--nats', url, '--creds', creds.client, runId], {});
     expect(await again.exited()).toBe(2);
     expect(again.stderr()).toMatch(new RegExp(`run ${runId} has ended \\(run.completed\\)`));
   }, 90_000);

@@ -4,17 +4,20 @@ import { join } from 'node:path';
 import { AckPolicy, DeliverPolicy, jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { NatsRole } from '../../src/bus/permissions.js';
 import { readLogFile } from '../../src/persistence/index.js';
 import type { RunEvent } from '../../src/schemas/index.js';
 import { passingAnswer, schemaOf } from '../support/deployment.js';
 import { type FakeOpenAI, type FakeStep, startFakeOpenAI } from '../support/fake-openai-server.js';
-import { type NatsServerHandle, startNatsServer } from '../support/nats-server.js';
+import { type SecuredNatsServer, startSecuredNatsServer } from '../support/nats-server.js';
 import { type PgeProcess, startPge } from '../support/processes.js';
 
 /**
  * The distributed deployment as users run it: separate `pge worker` processes (coordinator,
- * persistence, planner, evaluator, three generators) on a private nats-server, models served by a
- * scripted OpenAI-compatible server, runs submitted by a client that imports nothing from pge.
+ * persistence, planner, evaluator, three generators) on a private nats-server started from
+ * `pge nats-config`, each with its role's credential, models served by a scripted
+ * OpenAI-compatible server, runs submitted by a client that imports nothing from pge and holds the
+ * `client` credential.
  */
 
 const HANGING_TASK = 'a task whose work hangs';
@@ -28,23 +31,22 @@ function answer(body: any): FakeStep {
   return passingAnswer(body, 40);
 }
 
-let nats: NatsServerHandle;
+let nats: SecuredNatsServer;
 let openai: FakeOpenAI;
 let logs: string;
 const processes: PgeProcess[] = [];
 
 beforeAll(async () => {
-  nats = await startNatsServer();
+  nats = await startSecuredNatsServer();
   openai = await startFakeOpenAI();
   openai.script(answer);
   logs = mkdtempSync(join(tmpdir(), 'pge-dist-'));
-  const env = {
-    NATS_URL: nats.url,
+  const models = {
     OPENAI_BASE_URL: openai.url,
     OPENAI_API_KEY: 'sk-test-distributed',
     PGE_MODEL: 'test-model',
   };
-  const roles: [string, string[]][] = [
+  const roles: [NatsRole, string[]][] = [
     ['coordinator', []],
     ['persistence', ['--working-dir', logs]],
     ['planner', []],
@@ -53,7 +55,8 @@ beforeAll(async () => {
     ['generator', ['--concurrency', '1', '--worker-id', 'gen-b']],
     ['generator', ['--concurrency', '1', '--worker-id', 'gen-c']],
   ];
-  for (const [role, extra] of roles) processes.push(startPge(['worker', '--role', role, ...extra], env));
+  for (const [role, extra] of roles)
+    processes.push(startPge(['worker', '--role', role, ...extra], { ...nats.env(role), ...models }));
   await Promise.all(processes.map((p) => p.waitFor(/ready/)));
 }, 60_000);
 
@@ -62,19 +65,20 @@ afterAll(async () => {
   await openai?.close();
   await nats?.stop();
   rmSync(logs, { recursive: true, force: true });
-  // Every process drained and exited cleanly on SIGTERM.
+  // Every process drained and exited cleanly on SIGTERM, and did its job within its credential.
   expect(codes).toEqual(processes.map(() => 0));
+  expect(nats.refusals()).toEqual([]);
 }, 60_000);
 
 /**
- * Submits a run with plain nats.js and reads its events from JetStream in order until it closes;
- * `meanwhile` gets the run id and the connection while the events are read.
+ * Submits a run with plain nats.js (the `client` credential) and reads its events from JetStream
+ * in order until it closes; `meanwhile` gets the run id and the connection while the events are read.
  */
 async function submitAndRead(
   task: string,
   meanwhile?: (runId: string, nc: Awaited<ReturnType<typeof connect>>) => Promise<void>,
 ): Promise<RunEvent[]> {
-  const nc = await connect({ servers: nats.url });
+  const nc = await connect(nats.connectOptions('client'));
   try {
     const reply = await nc.request('pge.runs.submit', JSON.stringify({ task }), { timeout: 10_000 });
     const { runId } = reply.json<{ runId: string }>();
@@ -137,9 +141,10 @@ describe('distributed deployment on NATS', () => {
   }, 30_000);
 
   it('pge run --nats submits to the deployment, shows progress and exits like a local run', async () => {
-    const run = startPge(['run', 'Write a haiku', '--nats', nats.url, '--json'], {
-      OPENAI_API_KEY: 'sk-test-client',
-    });
+    const run = startPge(
+      ['run', 'Write a haiku', '--nats', nats.url, '--creds', nats.creds.client, '--json'],
+      { OPENAI_API_KEY: 'sk-test-client' },
+    );
     const code = await run.exited();
     expect(code, run.stderr()).toBe(0);
     const closing = JSON.parse(run.stdout()) as RunEvent;
@@ -176,7 +181,8 @@ describe('distributed deployment on NATS', () => {
       await new Promise((r) => setTimeout(r, 20));
     expect(hanging()[0]!.abortedAt).not.toBeNull();
     // The work item was acked, not handed back: nothing pending or redelivered on the generators' consumer.
-    const nc = await connect({ servers: nats.url });
+    // (The test's inspection, with its admin credential: no client may look at the work queue.)
+    const nc = await connect(nats.connectOptions('admin'));
     try {
       const jsm = await jetstreamManager(nc);
       let info = await jsm.consumers.info('PGE_WORK', 'pge-generator');
@@ -193,7 +199,8 @@ describe('distributed deployment on NATS', () => {
   }, 30_000);
 
   it('streams and consumers exist without any manual setup', async () => {
-    const nc = await connect({ servers: nats.url });
+    // The test's inspection, with its admin credential: no role lists streams or consumers.
+    const nc = await connect(nats.connectOptions('admin'));
     try {
       const jsm = await jetstreamManager(nc);
       const names: string[] = [];

@@ -4,15 +4,16 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RunEvent } from '../../src/schemas/index.js';
 import { type FakeOpenAI, startFakeOpenAI } from '../support/fake-openai-server.js';
-import { type NatsServerHandle, startNatsServer } from '../support/nats-server.js';
+import { type SecuredNatsServer, startSecuredNatsServer } from '../support/nats-server.js';
 import { type PgeProcess, startPge } from '../support/processes.js';
 import { answers, schemaOf, scriptedStep, startWorkers, taskHas } from '../support/scripted-deployment.js';
 import { seqsUpTo, storedEvents } from '../support/stored-events.js';
 
 /**
  * Following runs of a distributed deployment through faults, with real processes: `pge worker`
- * processes on a private nats-server that the test restarts, followers (`pge run --nats`,
- * `pge follow`) that must end, and the stream that must hold every event of every run once.
+ * processes on a private nats-server started from `pge nats-config` that the test restarts,
+ * followers (`pge run --nats` with the client credential, `pge follow` with the observer one) that
+ * must end, and the stream that must hold every event of every run once.
  */
 
 const HANGING = 'a task whose work hangs';
@@ -21,13 +22,13 @@ const FAILING = 'a task that scores low';
 const BUSY = 'a busy task';
 const BUSY_STEPS = 8;
 
-let nats: NatsServerHandle;
+let nats: SecuredNatsServer;
 let openai: FakeOpenAI;
 let logs: string;
 let workers: PgeProcess[] = [];
 
 beforeAll(async () => {
-  nats = await startNatsServer();
+  nats = await startSecuredNatsServer();
   openai = await startFakeOpenAI();
   openai.script((body) => {
     const schema = schemaOf(body);
@@ -38,12 +39,12 @@ beforeAll(async () => {
   });
   logs = mkdtempSync(join(tmpdir(), 'pge-follow-'));
   workers = await startWorkers(
-    {
-      NATS_URL: nats.url,
+    (role) => ({
+      ...nats.env(role),
       OPENAI_BASE_URL: openai.url,
       OPENAI_API_KEY: 'sk-test-follow',
       PGE_MODEL: 'test-model',
-    },
+    }),
     logs,
   );
 }, 60_000);
@@ -53,11 +54,15 @@ afterAll(async () => {
   await openai?.close();
   await nats?.stop();
   rmSync(logs, { recursive: true, force: true });
+  // Every process did its job within its credential, through the crash too.
+  expect(nats.refusals()).toEqual([]);
 }, 60_000);
 
-/** `pge run --nats … --json`: the closing event on stdout. */
+/** `pge run --nats … --json` with the client credential: the closing event on stdout. */
 const runRemote = (task: string, ...flags: string[]) =>
-  startPge(['run', task, '--nats', nats.url, '--json', ...flags], { OPENAI_API_KEY: 'sk-test-client' });
+  startPge(['run', task, '--nats', nats.url, '--creds', nats.creds.client, '--json', ...flags], {
+    OPENAI_API_KEY: 'sk-test-client',
+  });
 
 const closingOf = (run: PgeProcess): RunEvent => JSON.parse(run.stdout()) as RunEvent;
 const coordinator = () => workers[0]!;
@@ -81,7 +86,7 @@ describe('followers through faults', () => {
         type: 'run.completed',
         payload: { passed: true, stepsTotal: BUSY_STEPS },
       });
-      const events = await storedEvents(nats.url, `pge.run.${closing.runId}.evt.>`);
+      const events = await storedEvents(nats.connectOptions('observer'), `pge.run.${closing.runId}.evt.>`);
       // seqs 1..n, each once: no gap, no duplicate.
       expect(events.map((e) => e.seq).sort((a, b) => a - b)).toEqual(seqsUpTo(closing.seq));
       finished.push(closing);
@@ -106,18 +111,24 @@ describe('followers through faults', () => {
       [finished[0]!, 0],
       [failed, 1],
     ] as const) {
-      const follow = startPge(['follow', closing.runId, '--nats', nats.url], {});
+      const follow = startPge(
+        ['follow', closing.runId, '--nats', nats.url, '--creds', nats.creds.observer],
+        {},
+      );
       expect(await follow.exited(), follow.stderr()).toBe(code);
       expect(follow.stderr()).toMatch(/plan created: \d+ steps/);
       expect(follow.stdout()).toBe(`${(closing.payload as { summary: string }).summary}\n`);
     }
-    const json = startPge(['follow', failed.runId, '--json', '--from-seq', '5'], { NATS_URL: nats.url });
+    const json = startPge(['follow', failed.runId, '--json', '--from-seq', '5'], nats.env('observer'));
     expect(await json.exited()).toBe(1);
     expect(JSON.parse(json.stdout())).toEqual(failed);
     // From event 5 on: the plan (event 3) is not shown again, the steps are.
     expect(json.stderr()).not.toMatch(/plan created/);
     expect(json.stderr()).toMatch(/step 1\/3/);
-    const unknown = startPge(['follow', 'no-such-run', '--nats', nats.url], {});
+    const unknown = startPge(
+      ['follow', 'no-such-run', '--nats', nats.url, '--creds', nats.creds.observer],
+      {},
+    );
     expect(await unknown.exited()).toBe(2);
     expect(unknown.stderr()).toMatch(/the stream holds no event of run no-such-run/);
   }, 60_000);

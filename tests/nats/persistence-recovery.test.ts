@@ -30,14 +30,16 @@ beforeAll(async () => {
   d = await startDeployment();
   // Slow enough calls that a run lasts a few seconds: long enough to kill persistence in the middle.
   d.openai.script((body) => passingAnswer(body, 150));
-  for (const role of ['coordinator', 'planner', 'evaluator', 'generator']) await d.worker(role);
+  for (const role of ['coordinator', 'planner', 'evaluator', 'generator'] as const) await d.worker(role);
   persistence = await d.worker('persistence', ['--working-dir', d.logs]);
 }, 60_000);
 
 afterAll(async () => {
-  const codes = await d?.close();
+  const { codes, refusals } = await d.close();
   // The processes still running drained and exited cleanly on SIGTERM (the killed one is long gone).
-  expect(codes?.filter((code) => code !== null)).toEqual(codes?.filter((code) => code !== null).map(() => 0));
+  expect(codes.filter((code) => code !== null)).toEqual(codes.filter((code) => code !== null).map(() => 0));
+  // Each did its job within its credential.
+  expect(refusals).toEqual([]);
 }, 60_000);
 
 const logOf = (runId: string) => join(d.logs, `pge_shared_state_${runId}.md`);
@@ -60,8 +62,9 @@ async function expectLogged(events: readonly RunEvent[]): Promise<void> {
 
 /**
  * A `step.started` of run `runId` with seq `seq`, valid against its schema, published with plain
- * nats.js as any client may (JetStream stores it; persistence reads it); resolves with the report
- * that names its subject on pge.errors.rejected.
+ * nats.js (JetStream stores it; persistence reads it); resolves with the report that names its
+ * subject on pge.errors.rejected, as a client hears it. Only a coordinator may publish events: the
+ * stray is the test's fault injection, a coordinator gone wrong, published with its admin credential.
  */
 async function publishStray(runId: string, seq: number): Promise<{ subject: string; problem: string }> {
   const subject = `pge.run.${runId}.evt.step.started`;
@@ -73,12 +76,13 @@ async function publishStray(runId: string, seq: number): Promise<{ subject: stri
     type: 'step.started',
     payload: { stepId: 's9', stepNumber: 9, title: 'a step nobody runs' },
   };
-  const nc = await connect({ servers: d.nats.url });
+  const nc = await connect(d.client);
+  const injector = await connect(d.nats.connectOptions('admin'));
   try {
     const seen: { subject: string; problem: string }[] = [];
     nc.subscribe('pge.errors.rejected', { callback: (_error, msg) => void seen.push(msg.json()) });
     await nc.flush();
-    await jetstream(nc).publish(subject, JSON.stringify(event));
+    await jetstream(injector).publish(subject, JSON.stringify(event));
     const rejections = await until(
       () => seen.filter((r) => r.subject === subject),
       (found) => found.length > 0,
@@ -86,13 +90,14 @@ async function publishStray(runId: string, seq: number): Promise<{ subject: stri
     );
     return rejections[0]!;
   } finally {
+    await injector.close();
     await nc.close();
   }
 }
 
 describe('the persistence worker', () => {
   it('killed mid-run (SIGKILL) and replaced: the new one writes the whole log, and the next run gets its log', async () => {
-    const runId = await submitRun(d.nats.url, 'a run that loses its persistence worker');
+    const runId = await submitRun(d.client, 'a run that loses its persistence worker');
     const before = await until(
       () => logged(runId).catch(() => []),
       (l) => l.length >= 5,
@@ -102,7 +107,7 @@ describe('the persistence worker', () => {
     await persistence.exited();
     // The run goes on without persistence: these events reach the stream, and no log.
     const meanwhile = await until(
-      () => storedEvents(d.nats.url, runId),
+      () => storedEvents(d.client, runId),
       (s) => s.length >= before.length + 8 || closed(s),
       'events published while persistence was down',
     );
@@ -110,11 +115,11 @@ describe('the persistence worker', () => {
     expect(closed(partial)).toBe(false);
     expect(partial.length).toBeLessThan(meanwhile.length);
     persistence = await d.worker('persistence', ['--working-dir', d.logs]);
-    const events = await closedRun(d.nats.url, runId);
+    const events = await closedRun(d.client, runId);
     expect(events.at(-1)).toMatchObject({ type: 'run.completed', payload: { passed: true } });
     await expectLogged(events);
 
-    const next = await closedRun(d.nats.url, await submitRun(d.nats.url, 'the next run'));
+    const next = await closedRun(d.client, await submitRun(d.client, 'the next run'));
     await expectLogged(next);
     // Nothing was refused or failed on the way.
     expect(persistence.stderr()).not.toMatch(/rejected|failed/);
@@ -128,10 +133,11 @@ describe('the persistence worker', () => {
     );
     expect(existsSync(logOf(orphanRun))).toBe(false);
 
-    const events = await closedRun(d.nats.url, await submitRun(d.nats.url, 'a run after the orphan'));
+    const events = await closedRun(d.client, await submitRun(d.client, 'a run after the orphan'));
     await expectLogged(events);
-    // Nothing is left unacknowledged on the persistence consumer.
-    const nc = await connect({ servers: d.nats.url });
+    // Nothing is left unacknowledged on the persistence consumer (the test's inspection, with its
+    // admin credential: no role but persistence may look at that consumer).
+    const nc = await connect(d.nats.connectOptions('admin'));
     try {
       const jsm = await jetstreamManager(nc);
       const info = await until(
@@ -146,7 +152,7 @@ describe('the persistence worker', () => {
   }, 60_000);
 
   it('reports an event published after a run closed, and keeps the log ending with the closing event', async () => {
-    const events = await closedRun(d.nats.url, await submitRun(d.nats.url, 'a run someone writes after'));
+    const events = await closedRun(d.client, await submitRun(d.client, 'a run someone writes after'));
     await expectLogged(events);
     const closing = events.at(-1)!;
     const rejection = await publishStray(closing.runId, closing.seq + 1);

@@ -4,23 +4,26 @@ import { join } from 'node:path';
 import { DeliverPolicy, type JetStreamManager, jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { NatsRole } from '../../src/bus/permissions.js';
 import { readLogFile } from '../../src/persistence/index.js';
 import type { RunEvent } from '../../src/schemas/index.js';
-import { type NatsServerHandle, startNatsServer } from '../support/nats-server.js';
+import { type SecuredNatsServer, startSecuredNatsServer } from '../support/nats-server.js';
 import { type PgeProcess, startPge } from '../support/processes.js';
 
 /**
  * Run ids and limits on a deployment of real `pge worker` processes (demo models) on a private
- * nats-server, driven by a client that imports nothing from pge: a run id is never reused (a
- * resubmission within JetStream's 2-minute duplicate window is refused, by the coordinator that ran
- * it and by one that never saw it), a distinct run is never de-duplicated, the workers apply the
- * stream limits of their config file and flags, and a task over the limit or with a NUL is refused.
+ * nats-server started from `pge nats-config`, driven by a client that imports nothing from pge and
+ * holds the `client` credential: a run id is never reused (a resubmission within JetStream's
+ * 2-minute duplicate window is refused, by the coordinator that ran it and by one that never saw
+ * it), a distinct run is never de-duplicated, the coordinators apply the stream limits of their
+ * config file and flags (no other role may change a stream), and a task over the limit or with a
+ * NUL is refused.
  */
 
 const HOUR = 3_600_000;
 const MIB = 1024 ** 2;
 
-let nats: NatsServerHandle;
+let nats: SecuredNatsServer;
 let logs: string;
 let configFile: string;
 let nc: NatsConnection;
@@ -28,16 +31,14 @@ let jsm: JetStreamManager;
 const processes: PgeProcess[] = [];
 let coordinator: PgeProcess;
 
-function worker(role: string, extra: string[] = []): PgeProcess {
-  const p = startPge(['worker', '--role', role, '--demo', '--config', configFile, ...extra], {
-    NATS_URL: nats.url,
-  });
+function worker(role: NatsRole, extra: string[] = []): PgeProcess {
+  const p = startPge(['worker', '--role', role, '--demo', '--config', configFile, ...extra], nats.env(role));
   processes.push(p);
   return p;
 }
 
 beforeAll(async () => {
-  nats = await startNatsServer();
+  nats = await startSecuredNatsServer();
   logs = mkdtempSync(join(tmpdir(), 'pge-limits-'));
   configFile = join(logs, 'pge.config.json');
   // One config file for every worker: each applies the stream limits it is given.
@@ -47,9 +48,9 @@ beforeAll(async () => {
   );
   coordinator = worker('coordinator');
   worker('persistence', ['--working-dir', logs]);
-  for (const role of ['planner', 'generator', 'evaluator']) worker(role);
+  for (const role of ['planner', 'generator', 'evaluator'] as const) worker(role);
   await Promise.all(processes.map((p) => p.waitFor(/ready/)));
-  nc = await connect({ servers: nats.url });
+  nc = await connect(nats.connectOptions('client'));
   jsm = await jetstreamManager(nc);
 }, 60_000);
 
@@ -59,6 +60,8 @@ afterAll(async () => {
   await nats?.stop();
   rmSync(logs, { recursive: true, force: true });
   expect(codes).toEqual(processes.map(() => 0));
+  // Every process did its job within its credential.
+  expect(nats.refusals()).toEqual([]);
 }, 60_000);
 
 /** Submits on `pge.runs.submit` as any NATS client does; resolves with the reply. */
@@ -165,23 +168,23 @@ describe('limits on NATS', () => {
     return read;
   }
 
-  it('gives the streams the limits of the workers’ config file, and a flag overrides it', async () => {
-    expect(await streamLimits()).toEqual([
-      [HOUR, 256 * MIB],
-      [HOUR, 256 * MIB],
-      [HOUR, 256 * MIB],
-    ]);
-    const another = worker('planner', ['--stream-max-age', '2d', '--stream-max-bytes', '128M']);
+  it('gives the streams the limits of the workers’ config file, and a coordinator’s flag overrides it', async () => {
+    const fromConfig: [number, number] = [HOUR, 256 * MIB];
+    const fromFlags: [number, number] = [2 * 24 * HOUR, 128 * MIB];
+    expect(await streamLimits()).toEqual([fromConfig, fromConfig, fromConfig]);
+    // A role worker's credential may not change a stream: its flags leave the limits as they are.
+    const planner = worker('planner', ['--stream-max-age', '3d', '--stream-max-bytes', '64M']);
+    await planner.waitFor(/ready/);
+    expect(await streamLimits()).toEqual([fromConfig, fromConfig, fromConfig]);
+    const another = worker('coordinator', ['--stream-max-age', '2d', '--stream-max-bytes', '128M']);
     await another.waitFor(/ready/);
-    expect(await streamLimits()).toEqual([
-      [2 * 24 * HOUR, 128 * MIB],
-      [2 * 24 * HOUR, 128 * MIB],
-      [2 * 24 * HOUR, 128 * MIB],
-    ]);
+    expect(await streamLimits()).toEqual([fromFlags, fromFlags, fromFlags]);
+    // One coordinator again, so that the next test's submissions all reach `coordinator`.
+    expect(await another.stop('SIGTERM')).toBe(0);
     // A client that only submits and follows runs leaves the limits as the workers set them.
-    const run = startPge(['run', 'Write a haiku', '--nats', nats.url], {});
+    const run = startPge(['run', 'Write a haiku', '--nats', nats.url, '--creds', nats.creds.client], {});
     expect(await run.exited(), run.stderr()).toBe(0);
-    expect((await streamLimits())[0]).toEqual([2 * 24 * HOUR, 128 * MIB]);
+    expect((await streamLimits())[0]).toEqual(fromFlags);
   }, 60_000);
 
   it('refuses a task over the coordinator’s maxTaskBytes, or with a NUL, and starts no run', async () => {
@@ -199,7 +202,7 @@ describe('limits on NATS', () => {
     );
     expect(await local.exited()).toBe(2);
     expect(local.stderr()).toMatch(/the task is 600 bytes, more than maxTaskBytes allows \(512\)/);
-    const remote = startPge(['run', 'z'.repeat(3000), '--nats', nats.url], {});
+    const remote = startPge(['run', 'z'.repeat(3000), '--nats', nats.url, '--creds', nats.creds.client], {});
     expect(await remote.exited()).toBe(2);
     expect(remote.stderr()).toMatch(/the task is 3000 bytes, more than maxTaskBytes allows \(2048\)/);
     expect(coordinator.stderr()).not.toMatch(/started: (x|z){80}/);

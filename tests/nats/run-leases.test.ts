@@ -1,21 +1,26 @@
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { RunLeases } from '../../src/bus/run-leases.js';
-import { type NatsServerHandle, startNatsServer } from '../support/nats-server.js';
+import { type SecuredNatsServer, startSecuredNatsServer } from '../support/nats-server.js';
 
-/** Run leases in the JetStream KV bucket: one owner, renewed while it lives, taken over once when it stops. */
+/**
+ * Run leases in the JetStream KV bucket: one owner, renewed while it lives, taken over once when it
+ * stops. Each coordinator connects with the coordinator's credential, the one role that keeps leases.
+ */
 
-let nats: NatsServerHandle;
+let nats: SecuredNatsServer;
 const connections: NatsConnection[] = [];
 const opened: RunLeases[] = [];
 
 beforeEach(async () => {
-  nats = await startNatsServer();
+  nats = await startSecuredNatsServer();
 });
 afterEach(async () => {
   for (const leases of opened.splice(0)) leases.stop();
   await Promise.all(connections.splice(0).map((nc) => nc.close()));
   await nats.stop();
+  // The coordinator's credential is all leases need.
+  expect(nats.refusals()).toEqual([]);
 });
 
 interface Told {
@@ -24,7 +29,7 @@ interface Told {
 }
 
 async function coordinator(owner: string, leaseMs = 600): Promise<{ leases: RunLeases; told: Told }> {
-  const nc = await connect({ servers: nats.url });
+  const nc = await connect(nats.connectOptions('coordinator'));
   connections.push(nc);
   const told: Told = { expired: [], lost: [] };
   const leases = await RunLeases.open(nc, {

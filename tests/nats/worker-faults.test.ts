@@ -4,16 +4,18 @@ import { join } from 'node:path';
 import { DeliverPolicy, jetstream } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import type { NatsRole } from '../../src/bus/permissions.js';
 import type { RunEvent } from '../../src/schemas/index.js';
 import { type FakeOpenAI, type FakeStep, startFakeOpenAI } from '../support/fake-openai-server.js';
-import { type NatsServerHandle, startNatsServer } from '../support/nats-server.js';
+import { type SecuredNatsServer, startSecuredNatsServer } from '../support/nats-server.js';
 import { type PgeProcess, startPge } from '../support/processes.js';
 
 /**
  * A generator killed with SIGKILL in the middle of a model call, with the NatsBus defaults (no
  * timing option set): the work item goes to another generator within seconds, not after a minute,
- * even while a client subscribed to `>` keeps the dead worker's pull requests answerable, and the
- * run completes with a gap-free event stream.
+ * even while a subscriber to `>` keeps the dead worker's pull requests answerable, and the run
+ * completes with a gap-free event stream. The server is started from `pge nats-config`; each
+ * process connects with its role's credential.
  */
 
 const ANSWERS: Record<string, object> = {
@@ -33,18 +35,17 @@ const ANSWERS: Record<string, object> = {
   },
 };
 
-let nats: NatsServerHandle;
+let nats: SecuredNatsServer;
 let openai: FakeOpenAI;
 let logs: string;
-let env: Record<string, string>;
+let models: Record<string, string>;
 const processes: PgeProcess[] = [];
 
 beforeEach(async () => {
-  nats = await startNatsServer();
+  nats = await startSecuredNatsServer();
   openai = await startFakeOpenAI();
   logs = mkdtempSync(join(tmpdir(), 'pge-faults-'));
-  env = {
-    NATS_URL: nats.url,
+  models = {
     OPENAI_BASE_URL: openai.url,
     OPENAI_API_KEY: 'sk-test-faults',
     PGE_MODEL: 'test-model',
@@ -56,10 +57,12 @@ afterEach(async () => {
   await openai.close();
   await nats.stop();
   rmSync(logs, { recursive: true, force: true });
+  // Every process did its job within its credential.
+  expect(nats.refusals()).toEqual([]);
 });
 
-function start(role: string, ...extra: string[]): PgeProcess {
-  const process = startPge(['worker', '--role', role, ...extra], env);
+function start(role: NatsRole, ...extra: string[]): PgeProcess {
+  const process = startPge(['worker', '--role', role, ...extra], { ...nats.env(role), ...models });
   processes.push(process);
   return process;
 }
@@ -89,10 +92,11 @@ describe('a generator killed mid-call', () => {
     const doomed = start('generator', '--worker-id', 'gen-doomed');
     await Promise.all([...ready, doomed].map((p) => p.waitFor(/ready/)));
 
-    const nc = await connect({ servers: nats.url });
-    // A client that listens to everything: the server can then still deliver to the reply subject
-    // of a dead worker's pull request.
-    const everything = nc.subscribe('>');
+    const nc = await connect(nats.connectOptions('client'));
+    // A listener to everything (an operator's `nats sub '>'`: the test's admin credential, as no
+    // role may): the server can then still deliver to the reply subject of a dead worker's pull request.
+    const listener = await connect(nats.connectOptions('admin'));
+    const everything = listener.subscribe('>');
     try {
       const reply = await nc.request('pge.runs.submit', JSON.stringify({ task: 'survive a kill' }), {
         timeout: 10_000,
@@ -120,6 +124,7 @@ describe('a generator killed mid-call', () => {
       ]);
     } finally {
       everything.unsubscribe();
+      await listener.close();
       await nc.close();
     }
   }, 60_000);

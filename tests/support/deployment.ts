@@ -2,10 +2,11 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { AckPolicy, DeliverPolicy, jetstream, jetstreamManager } from '@nats-io/jetstream';
-import { connect, nanos } from '@nats-io/transport-node';
+import { type ConnectionOptions, connect, nanos } from '@nats-io/transport-node';
+import type { NatsRole } from '../../src/bus/permissions.js';
 import type { RunEvent } from '../../src/schemas/index.js';
 import { type FakeOpenAI, type FakeStep, startFakeOpenAI } from './fake-openai-server.js';
-import { type NatsServerHandle, startNatsServer } from './nats-server.js';
+import { type SecuredNatsServer, startSecuredNatsServer } from './nats-server.js';
 import { type PgeProcess, startPge } from './processes.js';
 import { answers, schemaOf, scriptedStep } from './scripted-deployment.js';
 
@@ -13,8 +14,9 @@ export { schemaOf };
 
 /**
  * The distributed deployment as users run it, for multi-process tests: `pge worker` processes on
- * a private nats-server, models served by a scripted OpenAI-compatible server that answers every
- * call of a three-step run, and clients that import nothing from pge (plain nats.js).
+ * a private nats-server started from `pge nats-config` (each process with its role's credential),
+ * models served by a scripted OpenAI-compatible server that answers every call of a three-step
+ * run, and clients that import nothing from pge (plain nats.js, with the `client` credential).
  */
 
 /** A passing answer for every call of a run, after `delayMs`; anything else is a 400. */
@@ -23,38 +25,44 @@ export function passingAnswer(body: any, delayMs: number): FakeStep {
   return scriptedStep(answers()[schemaOf(body) ?? ''], delayMs);
 }
 
-/** A private nats-server, a scripted model server and a directory for logs. */
+/** A private nats-server with authorization on, a scripted model server and a directory for logs. */
 export interface TestDeployment {
-  readonly nats: NatsServerHandle;
+  readonly nats: SecuredNatsServer;
   readonly openai: FakeOpenAI;
   readonly logs: string;
-  /** The environment every `pge` process of the deployment gets. */
-  readonly env: Record<string, string>;
-  /** Starts `pge worker --role <role> …extra` and waits until it is ready. */
-  worker(role: string, extra?: readonly string[]): Promise<PgeProcess>;
-  /** Stops every process still running (SIGTERM), the servers, and deletes the logs; returns the exit codes. */
-  close(): Promise<(number | null)[]>;
+  /** How an outside client connects (the `client` credential): for `submitRun`, `storedEvents`, … */
+  readonly client: ConnectionOptions;
+  /** The environment of a `pge` process of `role`: its credential, and the model server. */
+  env(role: NatsRole): Record<string, string>;
+  /** Starts `pge worker --role <role> …extra` with its role's credential and waits until it is ready. */
+  worker(role: NatsRole, extra?: readonly string[]): Promise<PgeProcess>;
+  /**
+   * Stops every process still running (SIGTERM), the servers, and deletes the logs; returns the
+   * exit codes and what the server refused (`SecuredNatsServer.refusals`).
+   */
+  close(): Promise<{ codes: (number | null)[]; refusals: string[] }>;
 }
 
 /** Starts the servers; workers are started by the test, each with `worker()`. */
 export async function startDeployment(): Promise<TestDeployment> {
-  const nats = await startNatsServer();
+  const nats = await startSecuredNatsServer();
   const openai = await startFakeOpenAI();
   const logs = mkdtempSync(join(tmpdir(), 'pge-dist-'));
-  const env = {
-    NATS_URL: nats.url,
+  const env = (role: NatsRole) => ({
+    ...nats.env(role),
     OPENAI_BASE_URL: openai.url,
     OPENAI_API_KEY: 'sk-test-distributed',
     PGE_MODEL: 'test-model',
-  };
+  });
   const processes: PgeProcess[] = [];
   return {
     nats,
     openai,
     logs,
+    client: nats.connectOptions('client'),
     env,
     async worker(role, extra = []) {
-      const process = startPge(['worker', '--role', role, ...extra], env);
+      const process = startPge(['worker', '--role', role, ...extra], env(role));
       processes.push(process);
       await process.waitFor(/ready/, 30_000);
       return process;
@@ -64,14 +72,14 @@ export async function startDeployment(): Promise<TestDeployment> {
       await openai.close();
       await nats.stop();
       rmSync(logs, { recursive: true, force: true });
-      return codes;
+      return { codes, refusals: nats.refusals() };
     },
   };
 }
 
-/** Submits a run as any client would, and returns its id. */
-export async function submitRun(url: string, task: string): Promise<string> {
-  const nc = await connect({ servers: url });
+/** Submits a run as any client would (connecting with `connection`), and returns its id. */
+export async function submitRun(connection: ConnectionOptions, task: string): Promise<string> {
+  const nc = await connect(connection);
   try {
     const reply = await nc.request('pge.runs.submit', JSON.stringify({ task }), { timeout: 10_000 });
     return reply.json<{ runId: string }>().runId;
@@ -80,9 +88,12 @@ export async function submitRun(url: string, task: string): Promise<string> {
   }
 }
 
-/** Every event PGE_EVENTS holds for the run now, in stream order, read by a throwaway consumer. */
-export async function storedEvents(url: string, runId: string): Promise<RunEvent[]> {
-  const nc = await connect({ servers: url });
+/**
+ * Every event PGE_EVENTS holds for the run now, in stream order, read by a throwaway consumer, as
+ * a client that connects with `connection` may.
+ */
+export async function storedEvents(connection: ConnectionOptions, runId: string): Promise<RunEvent[]> {
+  const nc = await connect(connection);
   try {
     const jsm = await jetstreamManager(nc);
     const info = await jsm.consumers.add('PGE_EVENTS', {
@@ -126,6 +137,10 @@ export const closed = (events: readonly RunEvent[]): boolean =>
   events.some((e) => e.type === 'run.completed' || e.type === 'run.failed');
 
 /** The stored events of a run, once its closing event is stored. */
-export function closedRun(url: string, runId: string, timeoutMs = 20_000): Promise<RunEvent[]> {
-  return until(() => storedEvents(url, runId), closed, `run ${runId} to close`, timeoutMs);
+export function closedRun(
+  connection: ConnectionOptions,
+  runId: string,
+  timeoutMs = 20_000,
+): Promise<RunEvent[]> {
+  return until(() => storedEvents(connection, runId), closed, `run ${runId} to close`, timeoutMs);
 }

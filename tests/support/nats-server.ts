@@ -41,6 +41,11 @@ export interface NatsServerHandle {
   reload(): void;
   /** Stops the server (SIGTERM, then SIGKILL after 5 s) and deletes its store. */
   stop(): Promise<void>;
+  /**
+   * The tail of the server's log (its stderr, across restarts): where it names what it refused
+   * ("Publish Violation … Subject …") when a test fails under authorization.
+   */
+  log(): string;
 }
 
 /** Options of `startNatsServer`. */
@@ -107,10 +112,15 @@ export async function startNatsServer(options: StartNatsServerOptions = {}): Pro
   throw lastError;
 }
 
+/** How much of the server's log a handle keeps. */
+const LOG_TAIL_CHARS = 64 * 1024;
+
 /** One nats-server process at a time on a fixed port and store: `restart` spawns the next. */
 class ServerProcess {
   private child: ChildProcess | null = null;
   private exited: Promise<void> = Promise.resolve();
+  /** The tail of every run's stderr: a long-running server logs for as long as the test run lasts. */
+  private stderr = '';
 
   constructor(
     private readonly binary: string,
@@ -123,7 +133,15 @@ class ServerProcess {
     const child = spawn(this.binary, this.args, { stdio: ['ignore', 'ignore', 'pipe'] });
     this.child = child;
     this.exited = new Promise((resolve) => child.once('exit', () => resolve()));
-    await waitUntilReady(child, this.port, this.readyTimeoutMs);
+    child.stderr?.setEncoding('utf8');
+    child.stderr?.on('data', (chunk: string) => {
+      this.stderr = (this.stderr + chunk).slice(-LOG_TAIL_CHARS);
+    });
+    await waitUntilReady(child, this.port, this.readyTimeoutMs, () => this.log().slice(-4096));
+  }
+
+  log(): string {
+    return this.stderr;
   }
 
   signal(signal: NodeJS.Signals): void {
@@ -171,6 +189,7 @@ function makeHandle(server: ServerProcess, port: number, storeDir: string): Nats
       })();
       return stopping;
     },
+    log: () => server.log(),
   };
 }
 
@@ -188,24 +207,21 @@ function freePort(): Promise<number> {
 }
 
 /** Resolves once a TCP connection succeeds; rejects with the server's stderr if it exits first. */
-async function waitUntilReady(child: ChildProcess, port: number, timeoutMs: number): Promise<void> {
-  let stderr = '';
-  child.stderr?.setEncoding('utf8');
-  child.stderr?.on('data', (chunk: string) => {
-    // Keep the tail only: a long-running server logs for as long as the test run lasts.
-    stderr = (stderr + chunk).slice(-4096);
-  });
+async function waitUntilReady(
+  child: ChildProcess,
+  port: number,
+  timeoutMs: number,
+  log: () => string,
+): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
     if (child.exitCode !== null || child.signalCode !== null) {
-      throw new Error(`nats-server exited before accepting connections:\n${stderr}`);
+      throw new Error(`nats-server exited before accepting connections:\n${log()}`);
     }
     if (await accepts(port)) return;
     await new Promise((resolve) => setTimeout(resolve, 25));
   }
-  throw new Error(
-    `nats-server did not accept connections on port ${port} within ${timeoutMs} ms:\n${stderr}`,
-  );
+  throw new Error(`nats-server did not accept connections on port ${port} within ${timeoutMs} ms:\n${log()}`);
 }
 
 function accepts(port: number): Promise<boolean> {
@@ -231,7 +247,17 @@ export interface SecuredNatsServer extends NatsServerHandle {
   env(role: NatsRole): Record<string, string>;
   /** nats.js `connect` options as `role`, or as the test's admin. */
   connectOptions(role: NatsRole | 'admin'): ConnectionOptions;
+  /**
+   * The permission violations the server logged (publish or subscribe, one line each), but those
+   * of a process that may not create or change a stream trying to (every role but the coordinator
+   * tries, then leaves the stream to a coordinator: `ensureStreams`). A deployment doing its job
+   * has none: a refusal that a process tolerates would otherwise go unseen.
+   */
+  refusals(): string[];
 }
+
+/** A stream created or updated by a process whose credential may not: refused, and tolerated. */
+const STREAM_UPKEEP = /Subject "\$JS\.API\.STREAM\.(CREATE|UPDATE)\./;
 
 /**
  * Starts a private nats-server with the configuration `pge nats-config` writes (operator mode, one
@@ -264,6 +290,8 @@ export async function startSecuredNatsServer(
   const credsOf = (role: NatsRole | 'admin') => (role === 'admin' ? adminCreds : files.creds[role]);
   return {
     ...server,
+    // The configuration names the store (the handle's own directory stays empty).
+    storeDir: join(configDir, 'jetstream'),
     configDir,
     creds: files.creds,
     adminCreds,
@@ -272,6 +300,11 @@ export async function startSecuredNatsServer(
       servers: server.url,
       authenticator: credsAuthenticator(readFileSync(credsOf(role))),
     }),
+    refusals: () =>
+      server
+        .log()
+        .split('\n')
+        .filter((line) => / (Publish|Subscription) Violation /.test(line) && !STREAM_UPKEEP.test(line)),
     async stop() {
       await server.stop();
       await rm(configDir, { recursive: true, force: true });

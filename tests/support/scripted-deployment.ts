@@ -1,3 +1,4 @@
+import type { NatsRole } from '../../src/bus/permissions.js';
 import type { FakeStep } from './fake-openai-server.js';
 import { type PgeProcess, startPge } from './processes.js';
 
@@ -59,16 +60,22 @@ export function scriptedStep(content: object | undefined, delayMs: number): Fake
   return content ? { content, delayMs } : { status: 400, error: { message: 'unexpected schema' } };
 }
 
-/** Starts `pge worker` processes of every role and waits until each is ready. */
-export async function startWorkers(env: Record<string, string>, logs: string): Promise<PgeProcess[]> {
-  const roles: [string, string[]][] = [
+/**
+ * Starts `pge worker` processes of every role, each with `env(role)` (its role's credential), and
+ * waits until each is ready.
+ */
+export async function startWorkers(
+  env: (role: NatsRole) => Record<string, string>,
+  logs: string,
+): Promise<PgeProcess[]> {
+  const roles: [NatsRole, string[]][] = [
     ['coordinator', []],
     ['persistence', ['--working-dir', logs]],
     ['planner', ['--concurrency', '8']],
     ['evaluator', ['--concurrency', '8']],
     ['generator', ['--concurrency', '8']],
   ];
-  const processes = roles.map(([role, extra]) => startPge(['worker', '--role', role, ...extra], env));
+  const processes = roles.map(([role, extra]) => startPge(['worker', '--role', role, ...extra], env(role)));
   await Promise.all(processes.map((p) => p.waitFor(/ready/)));
   return processes;
 }

@@ -1,13 +1,14 @@
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
-import { connect } from '@nats-io/transport-node';
+import { type ConnectionOptions, connect } from '@nats-io/transport-node';
 import type { RunEvent } from '../../src/schemas/index.js';
 
 /**
  * Every event the stream `PGE_EVENTS` holds on `filter` (e.g. `pge.run.<runId>.evt.>`), read with
- * plain nats.js, in stream order: as many as the stream says it holds, so a duplicate shows.
+ * plain nats.js connected with `connection` (a client's credential suffices), in stream order: as
+ * many as the stream says it holds, so a duplicate shows.
  */
-export async function storedEvents(servers: string, filter: string): Promise<RunEvent[]> {
-  const nc = await connect({ servers });
+export async function storedEvents(connection: ConnectionOptions, filter: string): Promise<RunEvent[]> {
+  const nc = await connect(connection);
   try {
     const info = await (await jetstreamManager(nc)).streams.info('PGE_EVENTS', { subjects_filter: filter });
     const count = Object.values(info.state.subjects ?? {}).reduce((n, c) => n + c, 0);
