@@ -29,12 +29,15 @@ export interface FollowDisplay {
   fromSeq: number;
   /** The NATS servers as given, for the command that follows the run again. */
   servers: string;
+  /** The credential file the follower connected with, if any: the command to follow again needs it too. */
+  credsFile?: string | undefined;
 }
 
-/** The command that follows run `runId` again, with its servers (credentials masked). */
-export function followAgain(runId: string, servers: string): string {
+/** The command that follows run `runId` again, with its servers (credentials in URLs masked) and credential file. */
+export function followAgain(runId: string, servers: string, credsFile?: string): string {
   // Comma-separated without spaces, as --nats takes them.
-  return `pge follow ${runId} --nats ${describeNatsServers({ servers }, ',')}`;
+  const creds = credsFile === undefined ? '' : ` --creds ${credsFile}`;
+  return `pge follow ${runId} --nats ${describeNatsServers({ servers }, ',')}${creds}`;
 }
 
 /**
@@ -79,7 +82,7 @@ export async function showToEnd(
   display: FollowDisplay,
   io: CliIo,
 ): Promise<number> {
-  const again = followAgain(runId, display.servers);
+  const again = followAgain(runId, display.servers, display.credsFile);
   let onSignal: () => void = () => {};
   const signalled = new Promise<null>((resolve) => {
     onSignal = () => resolve(null);
@@ -120,15 +123,17 @@ export async function followCommand(line: CommandLine, io: CliIo): Promise<numbe
   if (fromSeq < 1) throw new ConfigurationError('--from-seq must be >= 1');
   const config = resolveConfig({ flags: line.flags, env: io.env, cwd: io.cwd });
   const servers = line.flags.nats ?? io.env.NATS_URL?.trim() ?? '';
+  const connection = natsOptionsOf(line.flags, io.env);
   const display: FollowDisplay = {
     json: line.flags.json,
     verbose: config.options.verbose === true,
     timeoutMs: config.options.followTimeoutMs ?? OPTION_DEFAULTS.followTimeoutMs,
     fromSeq,
     servers: servers || 'nats://127.0.0.1:4222',
+    credsFile: connection.credsFile,
   };
   const bus = await NatsBus.connect({
-    ...natsOptionsOf(line.flags, io.env),
+    ...connection,
     ...(servers ? { servers } : {}),
     name: 'pge-follow',
   });

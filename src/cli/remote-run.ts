@@ -40,6 +40,7 @@ export async function remoteRun(
     timeoutMs: options.followTimeoutMs ?? OPTION_DEFAULTS.followTimeoutMs,
     fromSeq: 1,
     servers,
+    credsFile: connection.credsFile,
   };
   const { progress, onEvent } = followProgress(io, display);
   const bus = await NatsBus.connect({ ...connection, servers, name: 'pge-run' });

@@ -57,7 +57,8 @@ async function resumeRemote(runId: string, servers: string, line: CommandLine, i
   if (!ID_PATTERN.test(runId))
     throw new ConfigurationError(`"${runId}" is not a run id: run ids hold letters, digits, "-" and "_"`);
   const config = resolveConfig({ flags: line.flags, env: io.env, cwd: io.cwd });
-  const bus = await NatsBus.connect({ ...natsOptionsOf(line.flags, io.env), servers, name: 'pge-resume' });
+  const connection = natsOptionsOf(line.flags, io.env);
+  const bus = await NatsBus.connect({ ...connection, servers, name: 'pge-resume' });
   try {
     const reply = RunResumeReply.parse(await bus.request(subjects.resume, { runId }, { timeoutMs: 30_000 }));
     if ('error' in reply) throw errorFromInfo(reply.error);
@@ -75,6 +76,7 @@ async function resumeRemote(runId: string, servers: string, line: CommandLine, i
         timeoutMs: config.options.followTimeoutMs ?? OPTION_DEFAULTS.followTimeoutMs,
         fromSeq: 1,
         servers,
+        credsFile: connection.credsFile,
       },
       io,
     );
