@@ -25,8 +25,14 @@ export interface NatsConnectionOptions {
   nkeySeed?: string;
   /** A file holding an NKey seed. */
   nkeyFile?: string;
-  /** A `.creds` file (user JWT and seed), as `nsc` writes them. */
+  /** A `.creds` file (user JWT and seed), as `nsc` and `pge nats-config` write them. */
   credsFile?: string;
+  /**
+   * Where replies to this connection's requests arrive (nats.js `inboxPrefix`). Default: the
+   * private inbox the `.creds` file's user may subscribe to (`_INBOX_<role>.>` for `pge
+   * nats-config`'s credentials), else `_INBOX`.
+   */
+  inboxPrefix?: string;
   /** TLS files; setting any of them requires TLS. */
   tls?: { caFile?: string; certFile?: string; keyFile?: string };
   /** Client name shown by the server's monitoring. */
@@ -43,6 +49,7 @@ const OPTION_NAMES: ReadonlySet<string> = new Set([
   'nkeySeed',
   'nkeyFile',
   'credsFile',
+  'inboxPrefix',
   'tls',
   'name',
   'connectTimeoutMs',
@@ -57,8 +64,8 @@ const MAX_RECONNECT_DELAY_MS = 5_000;
 /**
  * Reads connection options from environment variables (empty values count as unset):
  * `NATS_URL` (comma-separated server URLs), `NATS_USER` and `NATS_PASSWORD`, `NATS_TOKEN`,
- * `NATS_NKEY_SEED_FILE` (a file holding an NKey seed), `NATS_CREDS` (a `.creds` file), and the
- * TLS files `NATS_CA`, `NATS_CERT`, `NATS_KEY`.
+ * `NATS_NKEY_SEED_FILE` (a file holding an NKey seed), `NATS_CREDS` (a `.creds` file),
+ * `NATS_INBOX_PREFIX`, and the TLS files `NATS_CA`, `NATS_CERT`, `NATS_KEY`.
  */
 export function natsOptionsFromEnv(env: NodeJS.ProcessEnv = process.env): NatsConnectionOptions {
   const get = (name: string): string | undefined => {
@@ -79,6 +86,7 @@ export function natsOptionsFromEnv(env: NodeJS.ProcessEnv = process.env): NatsCo
   set('token', get('NATS_TOKEN'));
   set('nkeyFile', get('NATS_NKEY_SEED_FILE'));
   set('credsFile', get('NATS_CREDS'));
+  set('inboxPrefix', get('NATS_INBOX_PREFIX'));
   const tls = { caFile: get('NATS_CA'), certFile: get('NATS_CERT'), keyFile: get('NATS_KEY') };
   if (tls.caFile || tls.certFile || tls.keyFile) {
     options.tls = Object.fromEntries(Object.entries(tls).filter(([, value]) => value !== undefined));
@@ -123,6 +131,7 @@ export async function connectNats(options: NatsConnectionOptions = {}): Promise<
     ...(await authOf(options)),
   };
   if (options.name !== undefined) connection.name = options.name;
+  if (options.inboxPrefix !== undefined) connection.inboxPrefix = options.inboxPrefix;
   if (options.tls) connection.tls = { ...options.tls };
   let nc: NatsConnection;
   try {
@@ -193,11 +202,35 @@ async function authOf(options: NatsConnectionOptions): Promise<Partial<NodeConne
     const seed = (await readSecret(options.nkeyFile, 'NKey seed')).trim();
     authenticator = nkeyAuthenticator(new TextEncoder().encode(seed));
   } else if (options.credsFile !== undefined) {
-    authenticator = credsAuthenticator(
-      new TextEncoder().encode(await readSecret(options.credsFile, 'creds')),
-    );
+    const creds = await readSecret(options.credsFile, 'creds');
+    authenticator = credsAuthenticator(new TextEncoder().encode(creds));
+    const inbox = privateInboxOf(creds);
+    if (inbox !== null && options.inboxPrefix === undefined) return { authenticator, inboxPrefix: inbox };
   }
   return authenticator ? { authenticator } : {};
+}
+
+/**
+ * The private inbox prefix a `.creds` file's user may subscribe to: the one subscribe permission
+ * of the form `_INBOX….>` in its JWT's claims, without the `.>`; null when there is none (or more
+ * than one, or the file holds no readable JWT), and nats.js's default applies. A credential that
+ * allows its user only its own inbox is how NATS keeps replies private.
+ */
+export function privateInboxOf(creds: string): string | null {
+  const jwt = /-----BEGIN NATS USER JWT-----\s*([\w-]+\.[\w-]+\.[\w-]+)/.exec(creds)?.[1];
+  if (jwt === undefined) return null;
+  let allowed: unknown;
+  try {
+    allowed = JSON.parse(Buffer.from(jwt.split('.')[1]!, 'base64url').toString('utf8'))?.nats?.sub?.allow;
+  } catch {
+    return null;
+  }
+  if (!Array.isArray(allowed)) return null;
+  const inboxes = allowed.filter(
+    (subject): subject is string =>
+      typeof subject === 'string' && subject.startsWith('_INBOX') && subject.endsWith('.>'),
+  );
+  return inboxes.length === 1 ? inboxes[0]!.slice(0, -2) : null;
 }
 
 /** Reads a credentials file; the error names the file and the reason, never the content. */

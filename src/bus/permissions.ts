@@ -81,8 +81,16 @@ const PERSISTENCE_CONSUMER_API = [
 /** Reading the run-lease bucket: a role worker checks that a work item's run is live. */
 const LEASE_READING = [`${JS_API}.DIRECT.GET.${KV_STREAM}.>`, `${JS_API}.STREAM.MSG.GET.${KV_STREAM}`];
 
-/** Inboxes: where replies to this process's requests (its JetStream calls included) arrive. */
-const INBOX = '_INBOX.>';
+/**
+ * A role's private inbox prefix: where replies to its requests (its JetStream calls and pulls
+ * included) arrive, readable by that role only. A process takes it from its credential (see
+ * `inboxPrefixOfCreds`); a client of your own sets it as nats.js's `inboxPrefix`.
+ */
+export function inboxPrefixOf(role: NatsRole): string {
+  return `_INBOX_${role}`;
+}
+
+const inbox = (role: NatsRole) => `${inboxPrefixOf(role)}.>`;
 
 /** A role worker of `role`: takes its role's work, publishes its role's results, hears cancels. */
 function roleWorker(role: Role): RolePermissions {
@@ -104,13 +112,16 @@ function roleWorker(role: Role): RolePermissions {
       ],
       deny: [],
     },
-    subscribe: { allow: [INBOX, subjects.cancel('*')], deny: [] },
+    subscribe: { allow: [inbox(role), subjects.cancel('*')], deny: [] },
     allowResponses: false,
     summary: `takes ${role} work from ${work} and publishes ${role} results; nothing else`,
   };
 }
 
-const readerSubscriptions = { allow: [INBOX, subjects.events('*'), subjects.rejected], deny: [] };
+const readerSubscriptions = (role: NatsRole) => ({
+  allow: [inbox(role), subjects.events('*'), subjects.rejected],
+  deny: [],
+});
 
 /** The permissions of each role's credential. */
 export const ROLE_PERMISSIONS: Readonly<Record<NatsRole, RolePermissions>> = {
@@ -133,7 +144,7 @@ export const ROLE_PERMISSIONS: Readonly<Record<NatsRole, RolePermissions>> = {
     },
     subscribe: {
       allow: [
-        INBOX,
+        inbox('coordinator'),
         subjects.submit,
         subjects.resume,
         subjects.control('*'),
@@ -160,7 +171,7 @@ export const ROLE_PERMISSIONS: Readonly<Record<NatsRole, RolePermissions>> = {
       ],
       deny: [],
     },
-    subscribe: { allow: [INBOX], deny: [] },
+    subscribe: { allow: [inbox('persistence')], deny: [] },
     allowResponses: false,
     summary: 'reads every run event from PGE_EVENTS and writes the logs; may stop a run whose log fails',
   },
@@ -176,7 +187,7 @@ export const ROLE_PERMISSIONS: Readonly<Record<NatsRole, RolePermissions>> = {
       ],
       deny: PERSISTENCE_CONSUMER_API,
     },
-    subscribe: readerSubscriptions,
+    subscribe: readerSubscriptions('client'),
     allowResponses: false,
     summary: 'submits runs, follows their events, and sends control (interrupt, resume) for runs',
   },
@@ -185,7 +196,7 @@ export const ROLE_PERMISSIONS: Readonly<Record<NatsRole, RolePermissions>> = {
       allow: [...STREAM_CHECKS, ...streamReading(EVENTS_STREAM)],
       deny: PERSISTENCE_CONSUMER_API,
     },
-    subscribe: readerSubscriptions,
+    subscribe: readerSubscriptions('observer'),
     allowResponses: false,
     summary: 'reads run events (the dashboard); publishes nothing on pge subjects',
   },

@@ -226,6 +226,20 @@ describe('a deployment started from pge nats-config', () => {
     }
   }, 90_000);
 
+  it("keeps each role's replies private: no other credential may subscribe to its inbox", async () => {
+    const nc = await connect(nats.connectOptions('observer'));
+    try {
+      for (const inbox of ['_INBOX.>', '_INBOX_coordinator.>', '_INBOX_generator.>', '>']) {
+        const refusal = new Promise<Error>((resolve) =>
+          nc.subscribe(inbox, { callback: (error) => error && resolve(error) }),
+        );
+        expect(String(await refusal)).toContain(`Permissions Violation for Subscription to "${inbox}"`);
+      }
+    } finally {
+      await nc.close();
+    }
+  });
+
   it('lets each role do only its part: a generator cannot answer for the evaluator or publish events', async () => {
     const nc = await connect(nats.connectOptions('generator'));
     try {

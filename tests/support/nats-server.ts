@@ -7,7 +7,7 @@ import { delimiter, join } from 'node:path';
 import { encodeUser, fmtCreds } from '@nats-io/jwt';
 import { createUser, fromSeed } from '@nats-io/nkeys';
 import { type ConnectionOptions, credsAuthenticator } from '@nats-io/transport-node';
-import type { NatsRole } from '../../src/bus/permissions.js';
+import { inboxPrefixOf, type NatsRole } from '../../src/bus/permissions.js';
 import { writeNatsConfig } from '../../src/runtime/nats-config.js';
 
 /**
@@ -299,6 +299,8 @@ export async function startSecuredNatsServer(
     connectOptions: (role) => ({
       servers: server.url,
       authenticator: credsAuthenticator(readFileSync(credsOf(role))),
+      // A client of its own reads its replies in its role's private inbox, as integrators do.
+      ...(role === 'admin' ? {} : { inboxPrefix: inboxPrefixOf(role) }),
     }),
     refusals: () =>
       server
