@@ -1,11 +1,12 @@
 import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { DeliverPolicy, jetstream, jetstreamManager } from '@nats-io/jetstream';
+import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { readLogFile } from '../../src/persistence/index.js';
 import type { RunEvent } from '../../src/schemas/index.js';
+import { readRunToEnd } from '../support/deployment.js';
 import { type FakeOpenAI, startFakeOpenAI } from '../support/fake-openai-server.js';
 import { type SecuredNatsServer, startSecuredNatsServer } from '../support/nats-server.js';
 import { type PgeProcess, startPge } from '../support/processes.js';
@@ -56,26 +57,6 @@ async function submit(nc: NatsConnection, task: string): Promise<string> {
   const submission = { task, options: { maxRetriesPerStep: 0 } };
   const reply = await nc.request('pge.runs.submit', JSON.stringify(submission), { timeout: 10_000 });
   return reply.json<{ runId: string }>().runId;
-}
-
-/** Reads the run's events as a client reads them, calling `onEvent` on each, until it closes. */
-async function readToEnd(
-  nc: NatsConnection,
-  runId: string,
-  onEvent: (event: RunEvent) => Promise<void> = async () => undefined,
-): Promise<RunEvent[]> {
-  const consumer = await jetstream(nc).consumers.get('PGE_EVENTS', {
-    filter_subjects: `pge.run.${runId}.evt.>`,
-    deliver_policy: DeliverPolicy.All,
-  });
-  const events: RunEvent[] = [];
-  for await (const m of await consumer.consume()) {
-    const event = m.json<RunEvent>();
-    events.push(event);
-    await onEvent(event);
-    if (event.type === 'run.completed' || event.type === 'run.failed') break;
-  }
-  return events;
 }
 
 /** The run as it would read to anyone comparing two runs: what happened, in order, and the verdict. */
@@ -138,7 +119,7 @@ describe('a deployment started from pge nats-config', () => {
   it('refuses every forgery of a client, and the run ends exactly as an untouched one', async () => {
     const nc = await connect(nats.connectOptions('client'));
     try {
-      const untouched = await readToEnd(nc, await submit(nc, `${FAILING}: untouched`));
+      const untouched = await readRunToEnd(nc, await submit(nc, `${FAILING}: untouched`));
       expect(untouched.at(-1)).toMatchObject({ type: 'run.completed', payload: { passed: false } });
       const plansBefore = modelCalls('pge_plan');
       const evaluationsBefore = modelCalls('pge_evaluation');
@@ -146,7 +127,7 @@ describe('a deployment started from pge nats-config', () => {
       const js = jetstream(nc);
       const runId = await submit(nc, `${FAILING}: attacked`);
       let attacked = false;
-      const events = await readToEnd(nc, runId, async (event) => {
+      const events = await readRunToEnd(nc, runId, async (event) => {
         if (event.type !== 'step.evaluation.requested' || attacked) return;
         attacked = true;
         // 1. Answer the evaluation first, with all 10s: results are the workers' to publish.
@@ -231,7 +212,11 @@ describe('a deployment started from pge nats-config', () => {
     try {
       for (const inbox of ['_INBOX.>', '_INBOX_coordinator.>', '_INBOX_generator.>', '>']) {
         const refusal = new Promise<Error>((resolve) =>
-          nc.subscribe(inbox, { callback: (error) => error && resolve(error) }),
+          nc.subscribe(inbox, {
+            callback: (error) => {
+              if (error) resolve(error);
+            },
+          }),
         );
         expect(String(await refusal)).toContain(`Permissions Violation for Subscription to "${inbox}"`);
       }

@@ -1,11 +1,10 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { DeliverPolicy, jetstream } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { NatsRole } from '../../src/bus/permissions.js';
-import type { RunEvent } from '../../src/schemas/index.js';
+import { readRunToEnd } from '../support/deployment.js';
 import { type FakeOpenAI, type FakeStep, startFakeOpenAI } from '../support/fake-openai-server.js';
 import { type SecuredNatsServer, startSecuredNatsServer } from '../support/nats-server.js';
 import { type PgeProcess, startPge } from '../support/processes.js';
@@ -113,7 +112,7 @@ describe('a generator killed mid-call', () => {
       // Ack wait 10 s (the last heartbeat of the dead worker may be up to a third of it older).
       expect(handedOnMs).toBeLessThan(12_000);
 
-      const events = await readRun(nc, runId);
+      const events = await readRunToEnd(nc, runId);
       expect(events.at(-1)?.type).toBe('run.completed');
       expect(events.map((e) => e.seq)).toEqual(events.map((_, i) => i + 1));
       // The one repeated call is the one in flight at the kill.
@@ -129,18 +128,3 @@ describe('a generator killed mid-call', () => {
     }
   }, 60_000);
 });
-
-/** The run's events from PGE_EVENTS, in stream order, up to its closing event. */
-async function readRun(nc: Awaited<ReturnType<typeof connect>>, runId: string): Promise<RunEvent[]> {
-  const consumer = await jetstream(nc).consumers.get('PGE_EVENTS', {
-    filter_subjects: `pge.run.${runId}.evt.>`,
-    deliver_policy: DeliverPolicy.All,
-  });
-  const events: RunEvent[] = [];
-  for await (const m of await consumer.consume()) {
-    const event = m.json<RunEvent>();
-    events.push(event);
-    if (event.type === 'run.completed' || event.type === 'run.failed') break;
-  }
-  return events;
-}

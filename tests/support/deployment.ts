@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { AckPolicy, DeliverPolicy, jetstream, jetstreamManager } from '@nats-io/jetstream';
-import { type ConnectionOptions, connect, nanos } from '@nats-io/transport-node';
+import { type ConnectionOptions, connect, type NatsConnection, nanos } from '@nats-io/transport-node';
 import type { NatsRole } from '../../src/bus/permissions.js';
 import type { RunEvent } from '../../src/schemas/index.js';
 import { type FakeOpenAI, type FakeStep, startFakeOpenAI } from './fake-openai-server.js';
@@ -143,4 +143,27 @@ export function closedRun(
   timeoutMs = 20_000,
 ): Promise<RunEvent[]> {
   return until(() => storedEvents(connection, runId), closed, `run ${runId} to close`, timeoutMs);
+}
+
+/**
+ * Reads a run's events from PGE_EVENTS as a client does (an ordered consumer from the first),
+ * calling `onEvent` on each as it arrives, until the closing event.
+ */
+export async function readRunToEnd(
+  nc: NatsConnection,
+  runId: string,
+  onEvent: (event: RunEvent) => Promise<void> | void = () => undefined,
+): Promise<RunEvent[]> {
+  const consumer = await jetstream(nc).consumers.get('PGE_EVENTS', {
+    filter_subjects: `pge.run.${runId}.evt.>`,
+    deliver_policy: DeliverPolicy.All,
+  });
+  const events: RunEvent[] = [];
+  for await (const m of await consumer.consume()) {
+    const event = m.json<RunEvent>();
+    events.push(event);
+    await onEvent(event);
+    if (event.type === 'run.completed' || event.type === 'run.failed') break;
+  }
+  return events;
 }
