@@ -19,7 +19,6 @@ import {
 } from '../errors.js';
 import type { RunInput, RunOutcome } from '../machines/run-machine.js';
 import type { CallReport, RecordParams } from '../machines/types.js';
-import { unguessableId } from '../runtime/run-id.js';
 import type {
   ModelCall,
   Phase,
@@ -34,6 +33,7 @@ import type {
   Usage,
 } from '../schemas/index.js';
 import { addUsage, OPTION_DEFAULTS, PHASES, ROLE_OF_REQUEST, ZERO_USAGE } from '../schemas/index.js';
+import { unguessableId } from '../unguessable-id.js';
 import { type RecordedRun, Replay } from './replay.js';
 import {
   type AnyActorSystem,

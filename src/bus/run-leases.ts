@@ -4,6 +4,7 @@ import type { KV, KvWatchEntry } from '@nats-io/kv';
 import { Kvm } from '@nats-io/kv';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { ConfigurationError } from '../errors.js';
+import { DEFAULT_PUBLISH_RETRY_MS } from '../schemas/setting-values.js';
 
 /**
  * Who owns which run on NATS: one lease per run in the JetStream KV bucket `pge-runs`, created by
@@ -73,20 +74,33 @@ function leaseIn(entry: { string(): string }): LeaseValue {
  * whose run has none was issued by no coordinator. Read-only: the bucket is bound, not created
  * or updated (nothing is asked of the server until the first read, a `$JS.API.STREAM.MSG.GET`
  * of the bucket's stream), so a worker needs only the permission to read it. With no bucket at
- * all no run is live.
+ * all no run is live. A read the server does not answer (a restart, a lost connection) is asked
+ * again, as a worker's result is published again, for up to `retryMs`, then fails (the work item
+ * is handed back to the queue).
  */
-export async function readRunLeases(nc: NatsConnection): Promise<(runId: string) => Promise<boolean>> {
+export async function readRunLeases(
+  nc: NatsConnection,
+  retryMs = DEFAULT_PUBLISH_RETRY_MS,
+): Promise<(runId: string) => Promise<boolean>> {
   const kv = await new Kvm(nc).open(LEASE_BUCKET);
   return async (runId) => {
-    try {
-      const entry = await kv.get(runId);
-      return entry !== null && entry.operation === 'PUT';
-    } catch (error) {
-      if (apiError(error, JetStreamApiCodes.StreamNotFound)) return false;
-      throw error;
+    const deadline = performance.now() + retryMs;
+    for (let pause = MIN_READ_RETRY_MS; ; pause = Math.min(pause * 2, MAX_READ_RETRY_MS)) {
+      try {
+        const entry = await kv.get(runId);
+        return entry !== null && entry.operation === 'PUT';
+      } catch (error) {
+        if (apiError(error, JetStreamApiCodes.StreamNotFound)) return false;
+        // The server's own answer (no permission, …) does not change by asking again.
+        if (error instanceof JetStreamApiError || performance.now() + pause > deadline) throw error;
+        await new Promise((resolve) => setTimeout(resolve, pause));
+      }
     }
   };
 }
+
+const MIN_READ_RETRY_MS = 250;
+const MAX_READ_RETRY_MS = 2_000;
 
 /** Whether `error`, or one of its causes, is the JetStream API's error `code`. */
 function apiError(error: unknown, code: number): boolean {

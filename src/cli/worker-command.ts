@@ -114,7 +114,7 @@ export async function workerCommand(line: CommandLine, io: CliIo): Promise<numbe
       workerId: id,
       maxRepairs: options.maxRepairs,
       // Work items of a run no coordinator holds a lease for are refused before any model call.
-      isLiveRun: await readRunLeases(bus.connection),
+      isLiveRun: await readRunLeases(bus.connection, publishRetryMs),
     });
     stop = (hurry) => worker.stop(hurry ? 'abort' : 'finish');
   } else if (role === 'persistence') {
