@@ -51,8 +51,7 @@ or transport error stopped it, 130 interrupted), once it has ended; and
 
 const NATS_CONFIG_EXIT_CODES = `Exit codes:
   0    the files were written
-  1    they could not be written
-  2    usage error: unknown flag or bad value`;
+  2    usage error: unknown flag or bad value, or a directory that cannot be written`;
 
 const GRAPH_EXIT_CODES = `Exit codes:
   0    the chart was printed

@@ -15,13 +15,21 @@ export async function natsConfigCommand(line: CommandLine, io: CliIo): Promise<n
     throw new ConfigurationError(`pge nats-config takes no arguments, got "${line.positionals.join(' ')}"`);
   if (typeof values.dir !== 'string' || values.dir === '')
     throw new ConfigurationError('pge nats-config needs --dir <dir>');
+  const dir = values.dir;
   const files = await writeNatsConfig({
-    dir: values.dir,
+    dir,
     host: values.host as string,
     port: values.port as number,
     monitorPort: values['monitor-port'] as number,
     ...(typeof values['store-dir'] === 'string' ? { storeDir: values['store-dir'] } : {}),
     rotate: values.rotate === true,
+  }).catch((error: unknown) => {
+    // A directory that cannot be written is the command's to fix, as a bad flag is.
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code === undefined) throw error;
+    throw new ConfigurationError(`cannot write the NATS config into ${dir}: ${(error as Error).message}`, {
+      cause: error,
+    });
   });
   const lines = [
     `wrote ${files.configFile}`,

@@ -1,4 +1,4 @@
-import { mkdtemp, readdir, readFile, rm, stat } from 'node:fs/promises';
+import { mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { connect, credsAuthenticator } from '@nats-io/transport-node';
@@ -53,6 +53,15 @@ describe('pge nats-config', () => {
     expect(config).not.toMatch(/\bS[OAU][A-Z2-7]{50,}/);
     expect(cli.stdout).not.toMatch(/\bS[OAU][A-Z2-7]{50,}|eyJ/);
     expect(cli.stdout).toMatch(/start the server: nats-server -c .*nats-server\.conf/);
+  });
+
+  it('says which directory it cannot write, as a usage error (exit 2)', async () => {
+    const dir = await freshDir();
+    const file = join(dir, 'a-file');
+    await writeFile(file, '');
+    const cli = await runCli(['nats-config', '--dir', join(file, 'nats')], { cwd: dir });
+    expect(cli.code).toBe(2);
+    expect(cli.stderr).toMatch(/cannot write the NATS config into .*a-file\/nats: ENOTDIR/);
   });
 
   it('keeps the credentials it issued when run again; --rotate issues new ones and revokes the old', async () => {
