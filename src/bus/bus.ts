@@ -98,15 +98,30 @@ export class Delivery implements BusMessage {
     readonly reply: string | null,
   ) {}
 
+  /**
+   * Publishes `data` on the reply subject. Only an inbox (`_INBOX…`) is answered: the sender
+   * chooses the reply subject, and an answer on any other (a stream's subject, the run-lease
+   * bucket's) would be the responder publishing where the sender may not.
+   */
   respond(data: unknown): Promise<void> {
     if (this.reply === null) {
       return Promise.reject(
         new BusError(`the message on ${this.subject} has no reply subject to respond to`),
       );
     }
+    if (!INBOX_REPLY.test(this.reply)) {
+      return Promise.reject(
+        new BusError(
+          `the message on ${this.subject} asks for its reply on ${this.reply}, which is not an inbox`,
+        ),
+      );
+    }
     return this.bus.publish(this.reply, data);
   }
 }
+
+/** A reply subject that is an inbox: `_INBOX.…` or a private one, `_INBOX_<name>.…`. */
+const INBOX_REPLY = /^_INBOX[\w-]*\./;
 
 /** Counts the deliveries a bus has under way, for `flush()`: `idle()` settles when none is. */
 export class InFlight {

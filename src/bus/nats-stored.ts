@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import type { ConsumerInfo, JetStreamClient, JetStreamManager } from '@nats-io/jetstream';
 import { AckPolicy, DeliverPolicy } from '@nats-io/jetstream';
 import { nanos } from '@nats-io/transport-node';
@@ -41,6 +42,8 @@ export async function readStored(
   let info: ConsumerInfo;
   try {
     info = await jsm.consumers.add(stream.name, {
+      // Named, so that the create names it in its subject (a reader's credential allows no other).
+      name: `pge-read-${randomUUID()}`,
       filter_subject: filter,
       deliver_policy: DeliverPolicy.All,
       ack_policy: AckPolicy.None,

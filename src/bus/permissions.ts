@@ -37,11 +37,6 @@ export interface SubjectRules {
 export interface RolePermissions {
   readonly publish: SubjectRules;
   readonly subscribe: SubjectRules;
-  /**
-   * May answer the requests it receives (once each, on their reply subject) without a publish
-   * permission for every client's inbox: a coordinator answering submissions.
-   */
-  readonly allowResponses: boolean;
   /** What the role is for, in one line (for the generated config and the docs). */
   readonly summary: string;
 }
@@ -58,7 +53,8 @@ const STREAM_CHECKS = [`${JS_API}.INFO`, ...[...PGE_STREAMS.map((s) => s.name), 
  */
 function streamReading(stream: string): string[] {
   return [
-    `${JS_API}.CONSUMER.CREATE.${stream}`,
+    // Named consumers only (`CREATE.<stream>.<name>.<filter>`): a create without the name in its
+    // subject could name another's consumer in its body, where no deny entry can see it.
     `${JS_API}.CONSUMER.CREATE.${stream}.>`,
     `${JS_API}.CONSUMER.INFO.${stream}.*`,
     `${JS_API}.CONSUMER.MSG.NEXT.${stream}.*`,
@@ -113,7 +109,6 @@ function roleWorker(role: Role): RolePermissions {
       deny: [],
     },
     subscribe: { allow: [inbox(role), subjects.cancel('*')], deny: [] },
-    allowResponses: false,
     summary: `takes ${role} work from ${work} and publishes ${role} results; nothing else`,
   };
 }
@@ -131,6 +126,8 @@ export const ROLE_PERMISSIONS: Readonly<Record<NatsRole, RolePermissions>> = {
         subjects.events('*'),
         'pge.work.>',
         subjects.cancel('*'),
+        // Answers to submissions and resume requests, which only clients send.
+        inbox('client'),
         // Failed results of work no worker finished (answerAbandonedWork).
         subjects.result('*', '*'),
         subjects.rejected,
@@ -152,7 +149,6 @@ export const ROLE_PERMISSIONS: Readonly<Record<NatsRole, RolePermissions>> = {
       ],
       deny: [],
     },
-    allowResponses: true,
     summary: 'drives runs: publishes run events, work items and cancels; owns the streams and run leases',
   },
   planner: roleWorker('planner'),
@@ -172,7 +168,6 @@ export const ROLE_PERMISSIONS: Readonly<Record<NatsRole, RolePermissions>> = {
       deny: [],
     },
     subscribe: { allow: [inbox('persistence')], deny: [] },
-    allowResponses: false,
     summary: 'reads every run event from PGE_EVENTS and writes the logs; may stop a run whose log fails',
   },
   client: {
@@ -188,17 +183,16 @@ export const ROLE_PERMISSIONS: Readonly<Record<NatsRole, RolePermissions>> = {
       deny: PERSISTENCE_CONSUMER_API,
     },
     subscribe: readerSubscriptions('client'),
-    allowResponses: false,
     summary: 'submits runs, follows their events, and sends control (interrupt, resume) for runs',
   },
   observer: {
     publish: {
-      allow: [...STREAM_CHECKS, ...streamReading(EVENTS_STREAM)],
+      // Rejection reports: a reader reports messages it refused, as every process does.
+      allow: [subjects.rejected, ...STREAM_CHECKS, ...streamReading(EVENTS_STREAM)],
       deny: PERSISTENCE_CONSUMER_API,
     },
     subscribe: readerSubscriptions('observer'),
-    allowResponses: false,
-    summary: 'reads run events (the dashboard); publishes nothing on pge subjects',
+    summary: 'reads run events (the dashboard); publishes nothing but reports of messages it refused',
   },
 };
 

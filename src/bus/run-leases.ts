@@ -242,7 +242,11 @@ export class RunLeases {
           continue;
         }
         const { owner, incarnation } = leaseIn(entry);
-        const mine = incarnation === this.#incarnation;
+        // A value without an incarnation is no coordinator's lease but a stray write: the holder
+        // keeps the run and overwrites it at its next renewal.
+        const stray = incarnation === '' && this.#held.has(entry.key);
+        if (stray) this.#held.set(entry.key, entry.revision);
+        const mine = stray || incarnation === this.#incarnation;
         this.#seen.set(entry.key, {
           owner,
           mine,

@@ -18,9 +18,9 @@ export async function natsConfigCommand(line: CommandLine, io: CliIo): Promise<n
   const dir = values.dir;
   const files = await writeNatsConfig({
     dir,
-    host: values.host as string,
-    port: values.port as number,
-    monitorPort: values['monitor-port'] as number,
+    ...(typeof values.host === 'string' ? { host: values.host } : {}),
+    ...(typeof values.port === 'number' ? { port: values.port } : {}),
+    ...(typeof values['monitor-port'] === 'number' ? { monitorPort: values['monitor-port'] } : {}),
     ...(typeof values['store-dir'] === 'string' ? { storeDir: values['store-dir'] } : {}),
     rotate: values.rotate === true,
   }).catch((error: unknown) => {

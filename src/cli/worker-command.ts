@@ -18,6 +18,7 @@ import type { Role } from '../schemas/index.js';
 import { WORKER_ROLES, type WorkerRole } from './command-flags.js';
 import { resolveConfig } from './config.js';
 import { type CommandLine, parseCommandLine } from './flags.js';
+import { ExitCode } from './exit-codes.js';
 import type { CliIo } from './io.js';
 import { natsOptionsOf } from './nats-options.js';
 
@@ -191,10 +192,21 @@ export async function workerCommand(line: CommandLine, io: CliIo): Promise<numbe
   await bus.flush();
   io.stderr.write(`pge worker ${role} ready (${id}) on ${nats.servers ?? 'nats://127.0.0.1:4222'}\n`);
   let hurried = false;
-  await untilSignal(io, () => {
+  // The client reconnects through any outage; it gives up only when the server refuses it (a
+  // revoked credential, say). A worker with no connection left exits, so that its supervisor
+  // (docker's restart policy, systemd) starts it again, with the credential it has now.
+  const lost = bus.connection.closed().then((error) => error ?? new Error('closed by the server'));
+  const signalled = untilSignal(io, () => {
     hurried = true;
     void stop(true);
-  });
+  }).then(() => null);
+  const gone = await Promise.race([signalled, lost]);
+  if (gone !== null) {
+    io.stderr.write(`pge worker ${role} (${id}): the NATS connection is gone for good: ${gone.message}\n`);
+    await stop(true).catch(() => undefined);
+    await bus.close();
+    return ExitCode.model;
+  }
   await stop(hurried);
   await bus.close();
   io.stderr.write(`pge worker ${role} (${id}) stopped\n`);

@@ -25,7 +25,11 @@ import { ConfigurationError } from '../errors.js';
 export interface NatsConfigOptions {
   /** Where the files go; created if missing. */
   dir: string;
-  /** Address the server listens on (default 0.0.0.0, every interface: it is a server for a deployment). */
+  /**
+   * Address the server listens on. Left out, the one this directory was last written with, else
+   * 0.0.0.0 (every interface: it is a server for a deployment). The same holds for the port, the
+   * monitoring port and the store.
+   */
   host?: string;
   /** Client port (default 4222). */
   port?: number;
@@ -60,10 +64,33 @@ interface Keys {
 
 const KEY_FILES = { operator: 'operator.nk', system: 'system.nk', account: 'account.nk' } as const;
 const REVOKED_FILE = 'revoked-before';
+/** The server settings a directory was last written with, kept beside the keys. */
+interface KeptSettings {
+  host?: string;
+  port?: number;
+  monitorPort?: number;
+  storeDir?: string;
+}
+
+const SETTINGS_FILE = 'settings.json';
+
+async function readKeptSettings(keysDir: string): Promise<KeptSettings> {
+  const text = await readOptional(join(keysDir, SETTINGS_FILE));
+  if (text === null) return {};
+  try {
+    return JSON.parse(text) as KeptSettings;
+  } catch (cause) {
+    throw new ConfigurationError(
+      `${join(keysDir, SETTINGS_FILE)} is not JSON: delete it and give the settings again`,
+      {
+        cause,
+      },
+    );
+  }
+}
+
 /** The operator's JWT, issued once: a server cannot reload a config whose operator changed. */
 const OPERATOR_JWT_FILE = 'operator.jwt';
-/** How long a coordinator may answer a request it received (nats-server's own default). */
-const RESPONSE_TTL_NS = 120_000_000_000;
 /** No limit, in the JWT claims' terms. */
 const UNLIMITED = -1;
 
@@ -71,8 +98,13 @@ const UNLIMITED = -1;
 export async function writeNatsConfig(options: NatsConfigOptions): Promise<NatsConfigFiles> {
   const dir = resolve(options.dir);
   const now = options.now ?? Date.now;
-  const port = options.port ?? 4222;
-  const monitorPort = options.monitorPort ?? 8222;
+  const keysDir = join(dir, 'keys');
+  // What an earlier run was given stands unless given again: a rotation keeps the server as it was.
+  const kept = await readKeptSettings(keysDir);
+  const host = options.host ?? kept.host ?? '0.0.0.0';
+  const port = options.port ?? kept.port ?? 4222;
+  const monitorPort = options.monitorPort ?? kept.monitorPort ?? 8222;
+  const storeDir = resolve(options.storeDir ?? kept.storeDir ?? join(dir, 'jetstream'));
   for (const [name, value] of [
     ['port', port],
     ['monitor port', monitorPort],
@@ -80,7 +112,6 @@ export async function writeNatsConfig(options: NatsConfigOptions): Promise<NatsC
     if (!Number.isInteger(value) || value < 0 || value > 65_535)
       throw new ConfigurationError(`the ${name} must be an integer from 0 to 65535, got ${value}`);
   }
-  const keysDir = join(dir, 'keys');
   await mkdir(keysDir, { recursive: true, mode: 0o700 });
   await chmod(keysDir, 0o700);
 
@@ -107,14 +138,12 @@ export async function writeNatsConfig(options: NatsConfigOptions): Promise<NatsC
   }
 
   const configFile = join(dir, 'nats-server.conf');
-  const storeDir = resolve(options.storeDir ?? join(dir, 'jetstream'));
+  const settings = { host, port, monitorPort, storeDir };
+  await writeFile(join(keysDir, SETTINGS_FILE), `${JSON.stringify(settings, null, 2)}\n`, { mode: 0o600 });
   await writeFile(
     configFile,
     await serverConfig(keys, await operatorJwt(keysDir, keys), {
-      host: options.host ?? '0.0.0.0',
-      port,
-      monitorPort,
-      storeDir,
+      ...settings,
       revokedBefore,
       written: new Date(now()),
     }),
@@ -128,7 +157,6 @@ function userClaims(permissions: RolePermissions) {
   return {
     pub: { allow: [...permissions.publish.allow], deny: [...permissions.publish.deny] },
     sub: { allow: [...permissions.subscribe.allow], deny: [...permissions.subscribe.deny] },
-    ...(permissions.allowResponses ? { resp: { max: 1, ttl: RESPONSE_TTL_NS } } : {}),
     subs: UNLIMITED,
     data: UNLIMITED,
     payload: UNLIMITED,

@@ -7,6 +7,7 @@ import { NATS_ROLES, type NatsRole, ROLE_PERMISSIONS } from '../../src/bus/permi
 import { subjectMatches } from '../../src/bus/subjects.js';
 import { writeNatsConfig } from '../../src/runtime/nats-config.js';
 import { startNatsServer } from '../support/nats-server.js';
+import { startPge } from '../support/processes.js';
 import { runCli } from './run-cli.js';
 
 /** `pge nats-config`: the files it writes, what they hold, and what re-running and rotating do. */
@@ -80,9 +81,20 @@ describe('pge nats-config', () => {
         authenticator: credsAuthenticator(new TextEncoder().encode(creds)),
         reconnect: false,
       });
+    const coordinator = startPge(['worker', '--role', 'coordinator'], {
+      NATS_URL: server.url,
+      NATS_CREDS: first.creds.coordinator,
+    });
     try {
+      await coordinator.waitFor(/ready/, 30_000);
       await (await as(oldClient)).close();
-      const rotated = await writeNatsConfig({ dir, host: '127.0.0.1', monitorPort: 0, rotate: true });
+      const config = await readFile(again.configFile, 'utf8');
+      // Given nothing but --rotate, the server's settings stay as they were (a reload could not
+      // change its address anyway).
+      const rotated = await writeNatsConfig({ dir, rotate: true });
+      const settingsOf = (text: string) =>
+        text.split('\n').filter((l) => /^(listen|http|jetstream)\b/.test(l));
+      expect(settingsOf(await readFile(rotated.configFile, 'utf8'))).toEqual(settingsOf(config));
       expect(rotated.issued).toEqual([...NATS_ROLES]);
       expect(rotated.revokedBefore).not.toBeNull();
       const newClient = await readFile(rotated.creds.client, 'utf8');
@@ -102,7 +114,11 @@ describe('pge nats-config', () => {
       }
       expect(String(refused)).toMatch(/Authorization Violation/);
       await (await as(newClient)).close();
+      // A process whose credential was revoked exits (3) for its supervisor to restart it.
+      expect(await coordinator.exited()).toBe(3);
+      expect(coordinator.stderr()).toMatch(/the NATS connection is gone for good/);
     } finally {
+      await coordinator.stop('SIGKILL');
       await server.stop();
     }
   }, 30_000);
@@ -127,7 +143,11 @@ describe('pge nats-config', () => {
     }
     // Submitting is the client's (and the coordinator's only to answer); observers publish nothing of pge's.
     expect(NATS_ROLES.filter((role) => mayPublish(role, 'pge.runs.submit'))).toEqual(['client']);
-    expect(ROLE_PERMISSIONS.observer.publish.allow.every((s) => s.startsWith('$JS.API.'))).toBe(true);
+    expect(
+      ROLE_PERMISSIONS.observer.publish.allow.every(
+        (s) => s.startsWith('$JS.API.') || s === 'pge.errors.rejected',
+      ),
+    ).toBe(true);
     // No role but the coordinator creates streams or touches the persistence worker's consumer.
     for (const role of NATS_ROLES.filter((r) => r !== 'coordinator')) {
       expect(mayPublish(role, '$JS.API.STREAM.CREATE.PGE_EVENTS'), role).toBe(false);

@@ -56,9 +56,18 @@ describe('docker-compose.yml', () => {
       expect(compose.services.nats!.healthcheck?.test.join(' ')).toContain('http://127.0.0.1:8222/healthz');
       const inContainer = (path: string) => join(dir, path.replace(`${CONFIG_MOUNT}/`, ''));
       expect(existsSync(inContainer(compose.services.nats!.command![1]!))).toBe(true);
+      expect(compose.services.nats!.volumes).toContain(
+        `./nats-config/nats-server.conf:${CONFIG_MOUNT}/nats-server.conf:ro`,
+      );
       for (const [name, service] of Object.entries(compose.services)) {
-        expect(service.volumes, name).toContain(`./nats-config:${CONFIG_MOUNT}:ro`);
+        // No container gets the directory: keys/ and other roles' credentials stay on the host.
+        const mounted = (service.volumes ?? []).filter((v) => v.startsWith('./nats-config'));
+        expect(
+          mounted.every((v) => /^\.\/nats-config\/[\w-]+\.(creds|conf):/.test(v)),
+          name,
+        ).toBe(true);
         if (name === 'nats') continue;
+        expect(mounted, name).toEqual([`./nats-config/${name}.creds:${CONFIG_MOUNT}/${name}.creds:ro`]);
         // Each process connects with its own role's credential.
         expect(service.environment?.NATS_CREDS, name).toBe(`${CONFIG_MOUNT}/${name}.creds`);
         expect(inContainer(service.environment!.NATS_CREDS!)).toBe(files.creds[name as NatsRole]);

@@ -22,7 +22,6 @@ function section(role: (typeof NATS_ROLES)[number]): string {
     ...column('deny:', p.publish.deny),
     ...column('subscribe:', p.subscribe.allow),
     ...column('sub deny:', p.subscribe.deny),
-    ...(p.allowResponses ? ['responses: may answer each request it receives, once'] : []),
     '```',
   ].join('\n');
 }

@@ -189,6 +189,18 @@ describe('a deployment started from pge nats-config', () => {
           jsm.consumers.delete('PGE_EVENTS', 'pge-persistence'),
         );
         await refused('deleting a stream', () => jsm.streams.delete('PGE_EVENTS'));
+        // 6. Rewrite the persistence worker's consumer through a create that does not name it in
+        // its subject (the name in the body).
+        const rewrite = {
+          stream_name: 'PGE_EVENTS',
+          config: { name: 'pge-persistence', filter_subject: 'pge.run.none.evt.>' },
+        };
+        await refused('a nameless consumer create', () =>
+          nc.request('$JS.API.CONSUMER.CREATE.PGE_EVENTS', JSON.stringify(rewrite), { timeout: 5_000 }),
+        );
+        // 7. Have JetStream write its answer over the run's lease: a stray value, not a lease,
+        // which its coordinator keeps (no takeover, no run.resumed) and overwrites.
+        nc.publish('$JS.API.STREAM.INFO.PGE_EVENTS', '', { reply: `$KV.pge-runs.${runId}` });
       });
 
       expect(attacked).toBe(true);
@@ -206,6 +218,32 @@ describe('a deployment started from pge nats-config', () => {
       await nc.close();
     }
   }, 90_000);
+
+  it('answers a request only on an inbox, never on a reply subject the sender chose elsewhere', async () => {
+    const client = await connect(nats.connectOptions('client'));
+    const admin = await connect(nats.connectOptions('admin'));
+    try {
+      const elsewhere = '$KV.pge-runs.probe';
+      const heard: string[] = [];
+      admin.subscribe(elsewhere, {
+        callback: (_, msg) => {
+          heard.push(msg.string());
+        },
+      });
+      await admin.flush();
+      client.publish('pge.runs.resume', JSON.stringify({ runId: 'no-such-run' }), { reply: elsewhere });
+      // The same request with an inbox is answered: the coordinator heard both.
+      const answer = await client.request('pge.runs.resume', JSON.stringify({ runId: 'no-such-run' }), {
+        timeout: 10_000,
+      });
+      expect(answer.string()).toMatch(/no-such-run/);
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      expect(heard).toEqual([]);
+    } finally {
+      await client.close();
+      await admin.close();
+    }
+  }, 30_000);
 
   it("keeps each role's replies private: no other credential may subscribe to its inbox", async () => {
     const nc = await connect(nats.connectOptions('observer'));

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -97,6 +98,8 @@ export async function storedEvents(connection: ConnectionOptions, runId: string)
   try {
     const jsm = await jetstreamManager(nc);
     const info = await jsm.consumers.add('PGE_EVENTS', {
+      // Named: a client's credential allows only creates that name their consumer in the subject.
+      name: `test-read-${randomUUID()}`,
       filter_subject: `pge.run.${runId}.evt.>`,
       deliver_policy: DeliverPolicy.All,
       ack_policy: AckPolicy.None,
