@@ -17,8 +17,8 @@ import { type CoordinatorService, startCoordinatorService } from '../runtime/ser
 import type { Role } from '../schemas/index.js';
 import { WORKER_ROLES, type WorkerRole } from './command-flags.js';
 import { resolveConfig } from './config.js';
-import { type CommandLine, parseCommandLine } from './flags.js';
 import { ExitCode } from './exit-codes.js';
+import { type CommandLine, parseCommandLine } from './flags.js';
 import type { CliIo } from './io.js';
 import { natsOptionsOf } from './nats-options.js';
 
