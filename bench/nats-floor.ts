@@ -185,6 +185,7 @@ async function workRoundTrips(
 ): Promise<RoundTripFigures> {
   const jsm = await jetstreamManager(connections.worker);
   const durable = `floor-worker-${label}`;
+  // NatsBus's defaults for a role's work consumer: ack wait 10 s, 5 deliveries, 1,000 unacknowledged.
   await ensurePullConsumer(jsm, {
     stream: WORK.name,
     durable,
@@ -193,8 +194,8 @@ async function workRoundTrips(
     maxDeliver: 5,
     maxAckPending: 1000,
   });
-  const consumer = await jetstream(connections.worker).consumers.get(WORK.name, durable);
-  const worker = new FloorWorker(consumer, jetstream(connections.worker), payloads.result);
+  const workerJs = jetstream(connections.worker);
+  const worker = new FloorWorker(await workerJs.consumers.get(WORK.name, durable), workerJs, payloads.result);
   const waiter = new ResultWaiter();
   const unsubscribe = await subscribe(waiter);
   const js = jetstream(connections.requester);
