@@ -1,16 +1,17 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { cpus, tmpdir, totalmem } from 'node:os';
 import { join } from 'node:path';
+import { parseArgs } from 'node:util';
 import { findNatsServer } from '../tests/support/nats-server.js';
 import { measureOverhead } from './harness-overhead.js';
 import { measureImportTime } from './import-time.js';
 import { measureMemory } from './memory.js';
 import { measureBusOverhead } from './nats-overhead.js';
-import type { NatsResults } from './nats-report.js';
+import { type NatsResults, natsSummary } from './nats-report.js';
 import { measureNatsScaling } from './nats-scaling.js';
 import { type CatchUpResults, measurePersistenceCatchUp } from './persistence-catchup.js';
 import { measurePromptSizes } from './prompt-size.js';
-import { type BenchResults, printReport } from './report.js';
+import { type BenchResults, printNatsReport, printReport } from './report.js';
 import { measureTakeover, type TakeoverResults } from './takeover.js';
 
 /**
@@ -20,6 +21,9 @@ import { measureTakeover, type TakeoverResults } from './takeover.js';
  * the library's import time in a fresh `node`, measured from one process and printed as a table followed by one line of JSON. Logs go to a
  * temporary directory, deleted at the end.
  * See docs/benchmarks.md for what each figure means.
+ *
+ * `npm run bench -- --only nats` runs sections 5-6 alone (scaling, bus overhead, the floor), and
+ * `--workers 1,2,4,8,16,32` sets the workers per role section 5 measures (default 1, 2, 4, 8).
  */
 
 const SETTINGS = {
@@ -55,7 +59,14 @@ const NATS_SETTINGS = {
     maxSteps: 2,
     maxRetriesPerStep: 0,
   },
-  busOverhead: { steps: 3, warmupRuns: 20, runs: 50, reps: 3, workerConcurrency: 4 },
+  busOverhead: {
+    steps: 3,
+    warmupRuns: 20,
+    runs: 50,
+    reps: 3,
+    workerConcurrency: 4,
+    floor: { iterations: 2_000, warmup: 200, coreBytes: 128 },
+  },
   /** 200 runs of 1 + 6 × 3 calls (77 events each), half of each written before the restart. */
   catchUp: { runs: 200, steps: 3, writtenBefore: 0.5 },
   /** The work call outlasts the 3 s lease, so the run's call is still in flight at the takeover. */
@@ -72,18 +83,39 @@ function natsMissing(): { skipped: string } | null {
   }
 }
 
+/** The command line: `--only nats`, `--workers <list>`. */
+function options(): { only: 'nats' | null; workers: readonly number[] } {
+  const { values } = parseArgs({
+    options: { only: { type: 'string' }, workers: { type: 'string' } },
+    strict: true,
+    allowPositionals: false,
+  });
+  if (values.only !== undefined && values.only !== 'nats') {
+    throw new Error(`--only ${values.only}: the only part that runs alone is "nats"`);
+  }
+  let workers: readonly number[] = NATS_SETTINGS.scaling.workers;
+  if (values.workers !== undefined) {
+    const list = values.workers.split(',').map((w) => Number(w.trim()));
+    if (list.some((w) => !Number.isInteger(w) || w < 1) || list[0] !== 1) {
+      throw new Error(`--workers ${values.workers}: positive whole numbers, the first 1 (the ratios' base)`);
+    }
+    workers = list;
+  }
+  return { only: values.only ?? null, workers };
+}
+
 /** Sections 5-6, or why they cannot run. */
-async function measureNats(dir: string): Promise<NatsResults> {
+async function measureNats(dir: string, workers: readonly number[]): Promise<NatsResults> {
   const missing = natsMissing();
   if (missing) return missing;
-  const scaling = await section(
-    `5/9 scaling on NATS (workers per role ${NATS_SETTINGS.scaling.workers.join(', ')})`,
-    () => measureNatsScaling({ dir, ...NATS_SETTINGS.scaling }),
+  const scaling = await section(`5/9 scaling on NATS (workers per role ${workers.join(', ')})`, () =>
+    measureNatsScaling({ dir, ...NATS_SETTINGS.scaling, workers }),
   );
-  const busOverhead = await section('6/9 bus overhead per model call, NATS vs in process', () =>
-    measureBusOverhead({ dir, ...NATS_SETTINGS.busOverhead }),
+  const busOverhead = await section(
+    '6/9 bus overhead per model call, NATS vs in process, and the floor on the same server',
+    () => measureBusOverhead({ dir, ...NATS_SETTINGS.busOverhead }),
   );
-  return { scaling, busOverhead };
+  return { ...natsSummary(scaling, busOverhead), scaling, busOverhead };
 }
 
 /** Section 8, or why it cannot run. */
@@ -115,19 +147,30 @@ async function section<T>(name: string, body: () => Promise<T>): Promise<T> {
   return result;
 }
 
+/** The machine the figures were measured on. */
+function machineInfo(): BenchResults['machine'] {
+  const cpu = cpus();
+  return {
+    date: new Date().toISOString(),
+    node: process.version,
+    platform: `${process.platform} ${process.arch}`,
+    cpus: cpu.length,
+    cpuModel: cpu[0]?.model.trim() ?? 'unknown',
+    memoryGiB: Math.round((totalmem() / 2 ** 30) * 10) / 10,
+  };
+}
+
 async function main(): Promise<void> {
+  const { only, workers } = options();
   const dir = mkdtempSync(join(tmpdir(), 'pge-bench-'));
   const started = performance.now();
   try {
-    const cpu = cpus();
-    const machine = {
-      date: new Date().toISOString(),
-      node: process.version,
-      platform: `${process.platform} ${process.arch}`,
-      cpus: cpu.length,
-      cpuModel: cpu[0]?.model.trim() ?? 'unknown',
-      memoryGiB: Math.round((totalmem() / 2 ** 30) * 10) / 10,
-    };
+    const machine = machineInfo();
+    if (only === 'nats') {
+      const nats = await measureNats(dir, workers);
+      printNatsReport({ machine, nats, totalSeconds: (performance.now() - started) / 1000 });
+      return;
+    }
     const { harness, bare, pgeOverBare } = await section(
       '1-2/9 harness overhead (pge runs on the embedded bus, log on disk) beside the bare XState loop',
       () => measureOverhead({ dir, ...SETTINGS }),
@@ -143,7 +186,7 @@ async function main(): Promise<void> {
         drainWindowMs: SETTINGS.drainWindowMs,
       }),
     );
-    const nats = await measureNats(dir);
+    const nats = await measureNats(dir, workers);
     const persistenceCatchUp = await measureCatchUp(dir);
     const takeover = await measureTakeoverSection(dir);
     const importTime = await section(

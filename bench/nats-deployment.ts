@@ -11,7 +11,8 @@ import { WorkerStoppedError } from '../src/errors.js';
 import { PERSISTENCE_CONSUMER, startNatsPersistence } from '../src/runtime/nats-persistence.js';
 import { type CoordinatorService, startCoordinatorService } from '../src/runtime/services.js';
 import type { Role } from '../src/schemas/index.js';
-import { type NatsServerHandle, startNatsServer } from '../tests/support/nats-server.js';
+import { freePort, type NatsServerHandle, startNatsServer } from '../tests/support/nats-server.js';
+import { ServerMonitor } from './nats-monitor.js';
 
 /**
  * The distributed deployment of the NATS sections, in this one process: a coordinator service, a
@@ -21,12 +22,14 @@ import { type NatsServerHandle, startNatsServer } from '../tests/support/nats-se
  */
 
 const ROLES: readonly Role[] = ['planner', 'generator', 'evaluator'];
-/** How long `stop` waits for the persistence actor to have every event. */
+/** How long `stop` waits by default for the persistence actor to have every event. */
 const CATCH_UP_MS = 5_000;
 
-/** A private nats-server (JetStream, loopback, fresh store) and the CPU time it has used. */
+/** A private nats-server (JetStream, loopback, fresh store), the CPU time it has used and its counters. */
 export interface BenchNatsServer {
   readonly url: string;
+  /** Its monitoring endpoint (`-m`): messages and bytes in and out, whole server and per connection. */
+  readonly monitor: ServerMonitor;
   /** User + system CPU time of the server process so far (every thread), or null off Linux. */
   cpuMs(): number | null;
   stop(): Promise<void>;
@@ -61,10 +64,14 @@ function processCpuMs(pid: number): number | null {
 
 /**
  * Starts a private nats-server with `tests/support/nats-server.ts` (the one the integration tests
- * use), asking it to write its pid to `pidFile` so that its CPU time can be read.
+ * use), asking it to write its pid to `pidFile` so that its CPU time can be read, and to serve its
+ * monitoring endpoint on a free loopback port.
  */
 export async function startBenchNatsServer(pidFile: string): Promise<BenchNatsServer> {
-  const server: NatsServerHandle = await startNatsServer({ args: ['-P', pidFile] });
+  const monitorPort = await freePort();
+  const server: NatsServerHandle = await startNatsServer({
+    args: ['-P', pidFile, '-m', String(monitorPort)],
+  });
   let pid: number | null = null;
   try {
     pid = Number(readFileSync(pidFile, 'utf8').trim()) || null;
@@ -73,6 +80,7 @@ export async function startBenchNatsServer(pidFile: string): Promise<BenchNatsSe
   }
   return {
     url: server.url,
+    monitor: new ServerMonitor(`http://127.0.0.1:${monitorPort}`),
     cpuMs: () => (pid === null ? null : processCpuMs(pid)),
     stop: () => server.stop(),
   };
@@ -109,9 +117,10 @@ export interface Deployment {
   persistenceBacklog(): Promise<number | null>;
   /**
    * Interrupts the runs still going, stops the workers (requests in flight are aborted), waits for
-   * the persistence actor to catch up (at most 5 s, then it is reported), closes every log and bus.
+   * the persistence actor to catch up (at most `catchUpMs`, default 5 s, then it is reported),
+   * closes every log and bus.
    */
-  stop(): Promise<void>;
+  stop(catchUpMs?: number): Promise<void>;
 }
 
 /** Starts the services. Every bus is opened before anything subscribes, as separate processes would be. */
@@ -172,16 +181,16 @@ export async function startDeployment(options: DeploymentOptions): Promise<Deplo
       const info = await jsm.consumers.info('PGE_EVENTS', PERSISTENCE_CONSUMER);
       return info.num_pending + info.num_ack_pending;
     },
-    async stop() {
+    async stop(catchUpMs = CATCH_UP_MS) {
       await coordinator.stop('interrupt');
       await Promise.all(workers.map((worker) => worker.stop('abort')));
       // Bounded: a persistence actor that cannot catch up is a failure to report, not a hang.
       let timer: NodeJS.Timeout | undefined;
       const late = new Promise<void>((resolve) => {
         timer = setTimeout(() => {
-          errors.push(`the persistence actor did not catch up within ${CATCH_UP_MS} ms`);
+          errors.push(`the persistence actor did not catch up within ${catchUpMs} ms`);
           resolve();
-        }, CATCH_UP_MS);
+        }, catchUpMs);
       });
       await Promise.race([persistenceBus.flush(), late]);
       clearTimeout(timer);

@@ -7,14 +7,24 @@ import { harness } from './harness-overhead.js';
 import { callsPerRun, InstantModel } from './instant-model.js';
 import { type LoopFigures, loopFigures, median } from './measure.js';
 import { MeteredModel } from './metered-model.js';
-import { type Deployment, natsConnector, startBenchNatsServer, startDeployment } from './nats-deployment.js';
+import {
+  type BenchNatsServer,
+  type Deployment,
+  natsConnector,
+  startBenchNatsServer,
+  startDeployment,
+} from './nats-deployment.js';
+import { type FloorResults, type FloorSettings, measureFloor } from './nats-floor.js';
+import { type ServerTraffic, traffic } from './nats-monitor.js';
 
 /**
  * Section 6: what the NATS bus costs per model call. The same sequential runs, with the instant
  * model of sections 1–2, on three set-ups: the embedded runtime through the public API (section
  * 1's code), the distributed services (coordinator service, one worker per role, persistence,
  * a client that submits and follows) on one in-process bus, and the same services on NATS with one
- * connection each. The model's own time is taken out, as in section 1.
+ * connection each. The model's own time is taken out, as in section 1. On NATS the server's
+ * messages and bytes per model call are read from its monitoring endpoint, and the floor
+ * (`nats-floor.ts`) is measured afterwards on the same server.
  */
 
 /** Settings of the bus overhead section. */
@@ -28,12 +38,16 @@ export interface BusOverheadSettings {
   reps: number;
   /** Requests each role worker of the services set-ups handles at once. */
   workerConcurrency: number;
+  /** The floor's round trips, measured on the NATS set-up's server once its services stopped. */
+  floor: FloorSettings;
 }
 
-/** Figures of a set-up; on NATS also the server's CPU time per model call. */
+/** Figures of a set-up; on NATS also the server's CPU time and traffic per model call. */
 export interface BusFigures extends LoopFigures {
   /** nats-server CPU time per model call, in µs (null in process, or when it cannot be read). */
   serverCpuUsPerCall: number | null;
+  /** Messages and bytes through the nats-server per model call, in all and by connection (null in process). */
+  traffic: ServerTraffic | null;
 }
 
 /** Results of the section, and NATS's net µs per call over each in-process set-up's. */
@@ -44,6 +58,8 @@ export interface BusOverheadResults {
   servicesNats: BusFigures;
   natsOverEmbedded: number;
   natsOverServicesInProcess: number;
+  /** The bare work round trip and core request/reply on the NATS set-up's server. */
+  floor: FloorResults;
 }
 
 const TASK = 'Write a three-part technical document (bus overhead benchmark)';
@@ -53,11 +69,12 @@ function deploymentBatch(
   deployment: Deployment,
   model: MeteredModel,
   settings: BusOverheadSettings,
-  serverCpuMs: () => number | null,
+  server: BenchNatsServer | null,
 ) {
   return async (runs: number): Promise<BusFigures> => {
     model.reset();
-    const server = serverCpuMs();
+    const counters = await server?.monitor.snapshot();
+    const serverCpu = server?.cpuMs() ?? null;
     const cpu = process.cpuUsage();
     const started = performance.now();
     let passed = 0;
@@ -73,7 +90,8 @@ function deploymentBatch(
     await deployment.persistenceBus.flush();
     const wallMs = performance.now() - started;
     const used = process.cpuUsage(cpu);
-    const serverAfter = serverCpuMs();
+    const serverCpuAfter = server?.cpuMs() ?? null;
+    const countersAfter = await server?.monitor.snapshot();
     const expected = runs * callsPerRun(settings.steps);
     if (model.calls !== expected || passed !== runs) {
       throw new Error(
@@ -85,8 +103,11 @@ function deploymentBatch(
       { wallMs, cpuMs: (used.user + used.system) / 1000 },
     );
     const serverCpuUsPerCall =
-      server === null || serverAfter === null ? null : ((serverAfter - server) * 1000) / model.calls;
-    return { ...figures, serverCpuUsPerCall };
+      serverCpu === null || serverCpuAfter === null
+        ? null
+        : ((serverCpuAfter - serverCpu) * 1000) / model.calls;
+    const batchTraffic = counters && countersAfter ? traffic(counters, countersAfter, model.calls) : null;
+    return { ...figures, serverCpuUsPerCall, traffic: batchTraffic };
   };
 }
 
@@ -96,11 +117,11 @@ async function measureServices(
   deployment: Deployment,
   model: MeteredModel,
   errors: string[],
-  serverCpuMs: () => number | null,
+  server: BenchNatsServer | null,
 ): Promise<BusFigures> {
   let figures: BusFigures;
   try {
-    const batch = deploymentBatch(deployment, model, settings, serverCpuMs);
+    const batch = deploymentBatch(deployment, model, settings, server);
     await batch(settings.warmupRuns);
     figures = await median(settings.reps, () => batch(settings.runs));
   } finally {
@@ -149,13 +170,7 @@ export async function measureBusOverhead(settings: BusOverheadSettings): Promise
     durablePersistence: false,
     errors: localErrors,
   });
-  const servicesInProcess = await measureServices(
-    settings,
-    localDeployment,
-    localModel,
-    localErrors,
-    () => null,
-  );
+  const servicesInProcess = await measureServices(settings, localDeployment, localModel, localErrors, null);
 
   const natsDir = join(dir, 'bus-overhead-nats');
   const natsModel = new MeteredModel(new InstantModel(settings.steps));
@@ -163,6 +178,7 @@ export async function measureBusOverhead(settings: BusOverheadSettings): Promise
   const opts = servicesOptions(settings, natsModel, natsDir);
   const server = await startBenchNatsServer(join(natsDir, 'nats-server.pid'));
   let servicesNats: BusFigures;
+  let floor: FloorResults;
   try {
     const natsDeployment = await startDeployment({
       ...opts,
@@ -170,18 +186,18 @@ export async function measureBusOverhead(settings: BusOverheadSettings): Promise
       durablePersistence: true,
       errors: natsErrors,
     });
-    servicesNats = await measureServices(settings, natsDeployment, natsModel, natsErrors, () =>
-      server.cpuMs(),
-    );
+    servicesNats = await measureServices(settings, natsDeployment, natsModel, natsErrors, server);
+    floor = await measureFloor(server, settings.floor);
   } finally {
     await server.stop();
   }
   return {
     settings: rest,
-    embedded: { ...embeddedFigures, serverCpuUsPerCall: null },
+    embedded: { ...embeddedFigures, serverCpuUsPerCall: null, traffic: null },
     servicesInProcess,
     servicesNats,
     natsOverEmbedded: servicesNats.usPerCall / embeddedFigures.usPerCall,
     natsOverServicesInProcess: servicesNats.usPerCall / servicesInProcess.usPerCall,
+    floor,
   };
 }

@@ -1,10 +1,75 @@
+import type { RoundTripFigures } from './nats-floor.js';
 import type { BusFigures, BusOverheadResults } from './nats-overhead.js';
 import type { ScalingResults } from './nats-scaling.js';
 
 /** The tables of the NATS sections (5 and 6) and their verdict, for `report.ts`. */
 
+/**
+ * The headline figures of the NATS path (issue #14), each taken from sections 5-6 of the same run:
+ * what a model call costs pge on NATS beside the floor measured on the same server.
+ */
+export interface NatsSummary {
+  /** pge's services on NATS, wall time per model call net of the model's (section 6). */
+  perCallNetUs: number;
+  /** Floor: work published, pulled, result published and delivered on a core subscription (median). */
+  floorWorkRoundTripUs: number;
+  /** The same round trip with the result read by an ordered consumer, as pge's coordinator reads it. */
+  floorOrderedWorkRoundTripUs: number;
+  /** Core request/reply of 128 bytes (median). */
+  coreRequestReplyUs: number;
+  /** `perCallNetUs` ÷ `floorWorkRoundTripUs`. */
+  perCallOverFloor: number;
+  /** `perCallNetUs` ÷ `floorOrderedWorkRoundTripUs`. */
+  perCallOverOrderedFloor: number;
+  /** Messages clients sent into the server per model call (`/varz` in_msgs). */
+  serverMessagesPerCall: number;
+  /** Messages the server sent out to clients per model call (`/varz` out_msgs). */
+  serverMessagesOutPerCall: number;
+  serverBytesInPerCall: number;
+  serverBytesOutPerCall: number;
+  /** The floor's messages into / out of the server per round trip (core delivery). */
+  floorServerMessages: { in: number; out: number };
+  /** CPU of the process holding every service, net of the model's time, per model call. */
+  processCpuUsPerCall: number;
+  /** CPU of the nats-server per model call (null when it cannot be read). */
+  serverCpuUsPerCall: number | null;
+  /** The floor's CPU per round trip (core delivery): the process (both ends) and the server. */
+  floorCpuUs: { process: number; server: number | null };
+  /** Runs per minute with 8 workers per role ÷ with 1 (null when 8 was not measured). */
+  scaling8: number | null;
+  /** Runs per minute by workers per role (section 5). */
+  runsPerMinute: Record<string, number>;
+}
+
 /** What the NATS sections measured, or why they did not run. */
-export type NatsResults = { scaling: ScalingResults; busOverhead: BusOverheadResults } | { skipped: string };
+export type NatsResults =
+  | (NatsSummary & { scaling: ScalingResults; busOverhead: BusOverheadResults })
+  | { skipped: string };
+
+/** The headline figures of sections 5 and 6. */
+export function natsSummary(scaling: ScalingResults, bus: BusOverheadResults): NatsSummary {
+  const nats = bus.servicesNats;
+  const { floor } = bus;
+  const perCall = nats.traffic?.perCall;
+  return {
+    perCallNetUs: nats.usPerCall,
+    floorWorkRoundTripUs: floor.work.medianUs,
+    floorOrderedWorkRoundTripUs: floor.workOrdered.medianUs,
+    coreRequestReplyUs: floor.coreRequestReply.medianUs,
+    perCallOverFloor: nats.usPerCall / floor.work.medianUs,
+    perCallOverOrderedFloor: nats.usPerCall / floor.workOrdered.medianUs,
+    serverMessagesPerCall: perCall?.inMsgs ?? Number.NaN,
+    serverMessagesOutPerCall: perCall?.outMsgs ?? Number.NaN,
+    serverBytesInPerCall: perCall?.inBytes ?? Number.NaN,
+    serverBytesOutPerCall: perCall?.outBytes ?? Number.NaN,
+    floorServerMessages: { in: floor.work.server.inMsgs, out: floor.work.server.outMsgs },
+    processCpuUsPerCall: nats.cpuUsPerCall,
+    serverCpuUsPerCall: nats.serverCpuUsPerCall,
+    floorCpuUs: { process: floor.work.processCpuUs, server: floor.work.serverCpuUs },
+    scaling8: scaling.ratios.find((r) => r.workersPerRole === 8)?.ratio ?? null,
+    runsPerMinute: Object.fromEntries(scaling.configurations.map((c) => [c.workersPerRole, c.runsPerMinute])),
+  };
+}
 
 /** Target of issue #4 item 10: runs per minute with 4 workers per role over 1 worker. */
 export const SCALING_TARGET = { workersPerRole: 4, ratio: 3.5 } as const;
@@ -13,11 +78,14 @@ const fixed = (n: number, digits = 1): string => n.toFixed(digits);
 const int = (n: number): string => Math.round(n).toLocaleString('en-US');
 const percent = (share: number): string => `${fixed(share * 100, 0)} %`;
 
-/** The scaling verdict: W = 4 over W = 1, against the target; null when the section did not run. */
+/**
+ * The scaling verdict: W = 4 over W = 1, against the target; null when the section did not run or
+ * did not measure W = 4 (`--workers`).
+ */
 export function scalingVerdict(nats: NatsResults) {
   if ('skipped' in nats) return null;
-  const measured =
-    nats.scaling.ratios.find((r) => r.workersPerRole === SCALING_TARGET.workersPerRole)?.ratio ?? Number.NaN;
+  const measured = nats.scaling.ratios.find((r) => r.workersPerRole === SCALING_TARGET.workersPerRole)?.ratio;
+  if (measured === undefined) return null;
   return { target: SCALING_TARGET.ratio, measured, pass: measured >= SCALING_TARGET.ratio };
 }
 
@@ -115,6 +183,80 @@ export function natsReportLines(
   out.push(
     `NATS / in process (net µs per call): ${fixed(bus.natsOverEmbedded, 2)}× the embedded runtime, ${fixed(bus.natsOverServicesInProcess, 2)}× the same services on the in-process bus`,
   );
+  out.push('');
+  out.push(...floorLines(nats, table));
+  return out;
+}
+
+/** The floor beside pge's call, and what crossed the server per call, by connection. */
+function floorLines(
+  nats: Exclude<NatsResults, { skipped: string }>,
+  table: (header: readonly string[], rows: readonly (readonly string[])[]) => string,
+): string[] {
+  const { floor } = nats.busOverhead;
+  const f = floor.settings;
+  const out: string[] = [];
+  out.push(
+    `6b. The floor on the same server (same client and connection options, streams and consumer configured as pge's;`,
+  );
+  out.push(
+    `    work item ${int(floor.payloadBytes.work)} B and result ${int(floor.payloadBytes.result)} B as pge stored them; sequential, median of ${int(f.iterations)} after ${int(f.warmup)})`,
+  );
+  const cpu = (us: number | null) => (us === null ? '-' : fixed(us));
+  const row = (name: string, r: RoundTripFigures) => [
+    name,
+    fixed(r.medianUs),
+    `${fixed(r.p10Us)}–${fixed(r.p90Us)}`,
+    `${fixed(r.server.inMsgs, 2)} / ${fixed(r.server.outMsgs, 2)}`,
+    `${int(r.server.inBytes)} / ${int(r.server.outBytes)}`,
+    fixed(r.processCpuUs),
+    cpu(r.serverCpuUs),
+  ];
+  const traffic = nats.busOverhead.servicesNats.traffic?.perCall;
+  out.push(
+    table(
+      [
+        'per model call / round trip',
+        'µs',
+        'p10–p90',
+        'msgs in / out',
+        'bytes in / out',
+        'CPU µs',
+        'server CPU µs',
+      ],
+      [
+        [
+          'pge services on NATS (net of model)',
+          fixed(nats.perCallNetUs),
+          '-',
+          traffic ? `${fixed(traffic.inMsgs, 2)} / ${fixed(traffic.outMsgs, 2)}` : '-',
+          traffic ? `${int(traffic.inBytes)} / ${int(traffic.outBytes)}` : '-',
+          fixed(nats.processCpuUsPerCall),
+          cpu(nats.serverCpuUsPerCall),
+        ],
+        row('floor: work round trip, core delivery', floor.work),
+        row('floor: work round trip, ordered consumer', floor.workOrdered),
+        row(`core request/reply, ${floor.payloadBytes.core} B`, floor.coreRequestReply),
+      ],
+    ),
+  );
+  out.push(
+    `pge / floor: ${fixed(nats.perCallOverFloor, 2)}× (core delivery), ${fixed(nats.perCallOverOrderedFloor, 2)}× (ordered consumer); scaling 8 / 1 workers per role: ${nats.scaling8 === null ? '-' : `${fixed(nats.scaling8, 2)}×`}`,
+  );
+  const byConnection = nats.busOverhead.servicesNats.traffic?.byConnection ?? {};
+  const names = Object.keys(byConnection).sort();
+  if (names.length > 0) {
+    out.push('messages per model call by connection (into / out of the server, section 6):');
+    out.push(
+      table(
+        ['connection', 'msgs in', 'msgs out', 'bytes in', 'bytes out'],
+        names.map((name) => {
+          const c = byConnection[name]!;
+          return [name, fixed(c.inMsgs, 2), fixed(c.outMsgs, 2), int(c.inBytes), int(c.outBytes)];
+        }),
+      ),
+    );
+  }
   out.push('');
   return out;
 }

@@ -81,6 +81,12 @@ export interface ScalingResults {
 }
 
 const TASK = 'Write a two-part technical note (NATS scaling benchmark)';
+/**
+ * How long the persistence actor may take to catch up at the end: 5 s, plus 2 ms per event it
+ * was behind at the end of the window (it writes about 1,000 a second, section 8), so that a
+ * configuration that outruns it is reported with its backlog rather than failed.
+ */
+const catchUpMs = (backlog: number | null) => 5_000 + 2 * (backlog ?? 0);
 
 /** DemoModel's answer after a fixed delay: an I/O-bound model, as a remote one is. */
 class DelayedModel implements Model {
@@ -207,7 +213,7 @@ async function measureConfiguration(settings: ScalingSettings, workers: number):
     const stopStarted = performance.now();
     stopping = true;
     const interrupted = deployment.coordinator.active.size;
-    await deployment.stop();
+    await deployment.stop(catchUpMs(persistenceBacklog));
     const failure = await failed;
     const stopMs = performance.now() - stopStarted;
     if (failure !== null) throw failure;

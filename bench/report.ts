@@ -98,6 +98,23 @@ export function verdicts(r: BenchResults) {
   };
 }
 
+/** What `npm run bench -- --only nats` measured. */
+export type NatsOnlyResults = Pick<BenchResults, 'machine' | 'nats' | 'totalSeconds'>;
+
+/** Prints the NATS sections alone (`--only nats`): their tables, then one line of JSON. */
+export function printNatsReport(r: NatsOnlyResults): void {
+  const m = r.machine;
+  const out: string[] = [];
+  out.push(
+    `pge benchmark, NATS only, ${m.date}: ${m.cpus} CPUs (${m.cpuModel}), ${m.memoryGiB} GiB, Node ${m.node}`,
+  );
+  out.push('');
+  out.push(...natsReportLines(r.nats, table));
+  out.push(`total ${fixed(r.totalSeconds)} s`);
+  console.log(out.join('\n'));
+  console.log(JSON.stringify({ ...r, derived: { targets: { natsScaling: scalingVerdict(r.nats) } } }));
+}
+
 /** Prints the report to stdout. */
 export function printReport(r: BenchResults): void {
   const v = verdicts(r);

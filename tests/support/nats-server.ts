@@ -194,7 +194,7 @@ function makeHandle(server: ServerProcess, port: number, storeDir: string): Nats
 }
 
 /** A port the kernel just handed out; it can be taken again before the server binds it (hence the retry). */
-function freePort(): Promise<number> {
+export function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const server = createServer();
     server.once('error', reject);
