@@ -7,8 +7,9 @@ import { createRoleWorker, type RoleWorker } from '../src/actors/role-worker.js'
 import { resolveOptions } from '../src/api/options.js';
 import type { Bus } from '../src/bus/bus.js';
 import { NatsBus } from '../src/bus/nats-bus.js';
+import { PERSISTENCE_CONSUMER } from '../src/bus/nats-streams.js';
 import { WorkerStoppedError } from '../src/errors.js';
-import { PERSISTENCE_CONSUMER, startNatsPersistence } from '../src/runtime/nats-persistence.js';
+import { startNatsPersistence } from '../src/runtime/nats-persistence.js';
 import { type CoordinatorService, startCoordinatorService } from '../src/runtime/services.js';
 import type { Role } from '../src/schemas/index.js';
 import { freePort, type NatsServerHandle, startNatsServer } from '../tests/support/nats-server.js';

@@ -66,12 +66,11 @@ function streamReading(stream: string): string[] {
 }
 
 /** The persistence worker's durable consumer: no other role may create, change, read or delete it. */
-const PERSISTENCE_DURABLE = PERSISTENCE_CONSUMER;
 const PERSISTENCE_CONSUMER_API = [
-  `${JS_API}.CONSUMER.*.${EVENTS_STREAM}.${PERSISTENCE_DURABLE}`,
-  `${JS_API}.CONSUMER.*.${EVENTS_STREAM}.${PERSISTENCE_DURABLE}.>`,
-  `${JS_API}.CONSUMER.MSG.NEXT.${EVENTS_STREAM}.${PERSISTENCE_DURABLE}`,
-  `${JS_API}.CONSUMER.DURABLE.CREATE.${EVENTS_STREAM}.${PERSISTENCE_DURABLE}`,
+  `${JS_API}.CONSUMER.*.${EVENTS_STREAM}.${PERSISTENCE_CONSUMER}`,
+  `${JS_API}.CONSUMER.*.${EVENTS_STREAM}.${PERSISTENCE_CONSUMER}.>`,
+  `${JS_API}.CONSUMER.MSG.NEXT.${EVENTS_STREAM}.${PERSISTENCE_CONSUMER}`,
+  `${JS_API}.CONSUMER.DURABLE.CREATE.${EVENTS_STREAM}.${PERSISTENCE_CONSUMER}`,
 ];
 
 /** Reading the run-lease bucket: a role worker checks that a work item's run is live. */
@@ -159,8 +158,8 @@ export const ROLE_PERMISSIONS: Readonly<Record<NatsRole, RolePermissions>> = {
       allow: [
         ...STREAM_CHECKS,
         ...streamReading(EVENTS_STREAM),
-        `${JS_API}.CONSUMER.DURABLE.CREATE.${EVENTS_STREAM}.${PERSISTENCE_DURABLE}`,
-        `$JS.ACK.${EVENTS_STREAM}.${PERSISTENCE_DURABLE}.>`,
+        `${JS_API}.CONSUMER.DURABLE.CREATE.${EVENTS_STREAM}.${PERSISTENCE_CONSUMER}`,
+        `$JS.ACK.${EVENTS_STREAM}.${PERSISTENCE_CONSUMER}.>`,
         // A log that cannot be written stops its run.
         subjects.control('*'),
         subjects.rejected,

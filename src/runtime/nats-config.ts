@@ -1,4 +1,4 @@
-import { chmod, mkdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { chmod, mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { encodeAccount, encodeOperator, encodeUser, fmtCreds } from '@nats-io/jwt';
 import { createAccount, createOperator, createUser, fromSeed, type KeyPair } from '@nats-io/nkeys';
@@ -130,7 +130,7 @@ export async function writeNatsConfig(options: NatsConfigOptions): Promise<NatsC
   for (const role of NATS_ROLES) {
     const file = join(dir, `${role}.creds`);
     creds[role] = file;
-    if (!created && !options.rotate && (await exists(file))) continue;
+    if (!created && !options.rotate && (await readOptional(file)) !== null) continue;
     const user = createUser();
     const jwt = await encodeUser(`pge-${role}`, user, keys.account, userClaims(ROLE_PERMISSIONS[role]));
     await writeSecret(file, new TextDecoder().decode(fmtCreds(jwt, user)));
@@ -287,15 +287,6 @@ async function readOptional(file: string): Promise<string | null> {
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code === 'ENOENT') return null;
     throw error;
-  }
-}
-
-async function exists(file: string): Promise<boolean> {
-  try {
-    await stat(file);
-    return true;
-  } catch {
-    return false;
   }
 }
 

@@ -15,8 +15,6 @@ import type { RunEvent } from '../schemas/index.js';
  * reported; the start of a run it joins midway, and any seq gap, read back from PGE_EVENTS.
  */
 
-export { PERSISTENCE_CONSUMER };
-
 /**
  * How long the event a killed persistence worker held stays with it before the server hands it to
  * the next one: a live worker heartbeats while it writes, so this bounds only a restart's wait.
