@@ -554,10 +554,16 @@ export function buildAsyncApi(options: AsyncApiOptions = {}): Json {
       'x-pge-nats': { transport: 'core' },
     },
     rejections: {
-      address: 'pge.errors.rejected',
+      address: 'pge.errors.rejected.{reporter}',
       title: 'Rejected messages',
       description:
-        "Every pge process validates each message it receives against its subject's schema; an invalid one is not handed to a handler but reported here. The persistence worker also reports here each valid event it cannot place in a log (a run with no run.started, an event after the run's closing event, a predecessor that never reached the stream), and acknowledges it. Core NATS (not stored): only current subscribers see a report.",
+        "Every pge process validates each message it receives against its subject's schema; an invalid one is not handed to a handler but reported here, on the subject of the reporting process's role (subscribe to `pge.errors.rejected.*` for every report). The persistence worker also reports here each valid event it cannot place in a log (a run with no run.started, an event after the run's closing event, a predecessor that never reached the stream), and acknowledges it. Core NATS (not stored): only current subscribers see a report.",
+      parameters: {
+        reporter: {
+          description:
+            "The role of the reporting process on a deployment `pge nats-config` wrote (each credential may report on its own role's subject only); `pge` for a process without such a credential.",
+        },
+      },
       messages: channelMessages(['MessageRejection']),
       'x-pge-nats': { transport: 'core' },
     },

@@ -55,7 +55,7 @@ import {
  * call's identity: a result is applied only to the call waiting for it, once, and only when it
  * names that call's run and comes from the role that serves the request; any other (a duplicate,
  * a late answer to a cancelled call, an answer to a request never made, one of the wrong run or
- * role) is reported as `result.rejected` and on `pge.errors.rejected`.
+ * role) is reported as `result.rejected` and on `pge.errors.rejected.<reporter>`.
  */
 
 /** Settings of one run, as the API resolves them. */
@@ -211,7 +211,7 @@ function mismatch(call: PendingCall, result: RoleResult): ResultRejectionReason 
   return null;
 }
 
-/** What a rejected result is, in words for `pge.errors.rejected`. */
+/** What a rejected result is, in words for `pge.errors.rejected.<reporter>`. */
 function rejectionProblem(result: RoleResult, reason: ResultRejectionReason, call?: PendingCall): string {
   const of = `${reason} result for request ${result.requestId} from ${result.worker}`;
   if (reason === 'wrong-run')

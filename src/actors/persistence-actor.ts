@@ -24,7 +24,7 @@ export interface PersistenceActorOptions {
   /**
    * Reads every event the transport keeps of a run, in the order it stored them (NATS:
    * `readRunEvents` on PGE_EVENTS). With it the actor writes a run it joined midway from its
-   * start, fills seq gaps from it, and reports an event it cannot place on `pge.errors.rejected`
+   * start, fills seq gaps from it, and reports an event it cannot place on `pge.errors.rejected.<reporter>`
    * instead of waiting for it: one bad message never holds the subscription. Without it (the
    * in-process bus, where a run's events come in order) an event waits for its run's `run.started`.
    */
@@ -34,7 +34,7 @@ export interface PersistenceActorOptions {
    * 10 000): the events after it are held meanwhile, and delivery goes on.
    */
   gapWaitMs?: number;
-  /** Told of every event the actor reported on `pge.errors.rejected` (`unpublished`: why the report did not go out). */
+  /** Told of every event the actor reported on `pge.errors.rejected.<reporter>` (`unpublished`: why the report did not go out). */
   onRejected?: (rejection: MessageRejection, unpublished?: unknown) => void;
   /** Told of every failure to write a run's log; that run must stop, since the log is not best-effort. */
   onError: (runId: string, error: LogWriteError) => void;

@@ -7,7 +7,7 @@ import type { RunEvent } from '../schemas/index.js';
 /** Pieces of the persistence actor that are not about logs: reporting refused events, and running one task at a time. */
 
 /**
- * Reports an event that no log can take on `pge.errors.rejected`, as the bus reports a message it
+ * Reports an event that no log can take on `pge.errors.rejected.<reporter>`, as the bus reports a message it
  * cannot decode; `onRejected` hears of each report once it went out (or why it did not).
  */
 export function createRejecter(

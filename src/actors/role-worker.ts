@@ -188,7 +188,7 @@ export interface RoleWorkerOptions {
    * Whether a run is live, i.e. a coordinator issued its work (on NATS: the run has a lease in
    * the KV bucket `pge-runs`, `readRunLeases`). A work item of a run that is not live is refused
    * before its model is called: acknowledged, not answered, and reported on
-   * `pge.errors.rejected`, so that whoever can put items on a work queue cannot spend the
+   * `pge.errors.rejected.<reporter>`, so that whoever can put items on a work queue cannot spend the
    * deployment's model key on prompts of its own. A yes is remembered for `LIVE_RUN_CACHE_MS`; a
    * no is asked again each time. A rejection (the check failed) hands the item back to the queue.
    * Default: none, every item is served (the embedded mode, whose bus no one else reaches).

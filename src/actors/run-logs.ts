@@ -28,7 +28,7 @@ export interface RunLog {
 export interface RunLogsOptions {
   resolvePath?: ((event: RunOpening) => string) | undefined;
   onError: (runId: string, error: LogWriteError) => void;
-  /** Reports an event that no log takes on `pge.errors.rejected`. */
+  /** Reports an event that no log takes on `pge.errors.rejected.<reporter>`. */
   reject: (event: RunEvent, problem: string) => void;
 }
 
@@ -118,7 +118,7 @@ export class RunLogs {
 
   /**
    * Appends one event to an open log. An event after the run's closing event is reported on
-   * `pge.errors.rejected` (`quiet`: left to the event's own delivery to report). The writer decides
+   * `pge.errors.rejected.<reporter>` (`quiet`: left to the event's own delivery to report). The writer decides
    * which event closes the run (the first one it takes for its seq), and the log closes with it.
    */
   accept(run: RunLog, writer: LogWriter, event: RunEvent, quiet = false): void {

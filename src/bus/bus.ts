@@ -8,7 +8,7 @@ import { BusError } from '../errors.js';
  * message is validated against its subject's schema (`src/bus/codec.ts`) when published, and
  * what a handler receives is valid for its subject: an invalid publish rejects with
  * `MessageRejectedError`; over NATS a received message that fails is not handed to the handler but
- * reported on `pge.errors.rejected` (in process, handlers get the frozen copy checked on publish).
+ * reported on `pge.errors.rejected.<reporter>` (in process, handlers get the frozen copy checked on publish).
  */
 
 /** A message as a handler receives it: already decoded and validated. */
@@ -71,6 +71,11 @@ export interface OrderedOptions {
 
 /** The transport every pge process uses to talk to the others. */
 export interface Bus {
+  /**
+   * Who reports the messages this bus's process refuses, on `pge.errors.rejected.<reporter>`: its
+   * role on a deployment (each credential may report on its own role's subject only).
+   */
+  readonly reporter: string;
   /** Validates and publishes; resolves once the message is accepted by the transport. */
   publish(subject: string, data: unknown): Promise<void>;
   subscribe(subject: string, handler: BusHandler, options?: SubscribeOptions): BusSubscription;
@@ -99,7 +104,7 @@ export class Delivery implements BusMessage {
   ) {}
 
   /**
-   * Publishes `data` on the reply subject. Only an inbox (`_INBOX…`) is answered: the sender
+   * Publishes `data` on the reply subject. Only an inbox (`_INBOX…`, `_R_…`) is answered: the sender
    * chooses the reply subject, and an answer on any other (a stream's subject, the run-lease
    * bucket's) would be the responder publishing where the sender may not.
    */
@@ -120,8 +125,12 @@ export class Delivery implements BusMessage {
   }
 }
 
-/** A reply subject that is an inbox: `_INBOX.…` or a private one, `_INBOX_<name>.…`. */
-const INBOX_REPLY = /^_INBOX[\w-]*\./;
+/**
+ * A reply subject that is an inbox: `_INBOX.…`, a private one, `_INBOX_<name>.…`, or the one the
+ * server gives a request that reached this account from another (`_R_.…`), which it maps back to
+ * the requester's inbox.
+ */
+const INBOX_REPLY = /^(_INBOX[\w-]*|_R_)\./;
 
 /** Counts the deliveries a bus has under way, for `flush()`: `idle()` settles when none is. */
 export class InFlight {

@@ -124,17 +124,17 @@ export function subscribeResults(
     : bus.subscribe(subject, deliver);
 }
 
-/** Reports a message that was received but refused (`pge.errors.rejected`). */
+/** Reports a message that was received but refused (`pge.errors.rejected.<bus.reporter>`). */
 export function publishRejection(bus: Bus, rejection: MessageRejection): Promise<void> {
-  return publishOn(bus, () => subjects.rejected, rejection);
+  return publishOn(bus, () => subjects.rejected(bus.reporter), rejection);
 }
 
-/** Follows the messages the bus refused on receive (`pge.errors.rejected`). */
+/** Follows the messages every process refused on receive (`pge.errors.rejected.*`). */
 export function subscribeRejections(
   bus: Bus,
   handler: (rejection: MessageRejection) => void,
 ): BusSubscription {
-  return bus.subscribe(subjects.rejected, (message) => handler(message.data as MessageRejection));
+  return bus.subscribe(subjects.rejected('*'), (message) => handler(message.data as MessageRejection));
 }
 
 /** Sends a command to a run's coordinator (`pge.run.<runId>.control`). */

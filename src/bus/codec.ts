@@ -12,7 +12,7 @@ import { subjectMatches, subjects } from './subjects.js';
  * receive. Nothing outside `src/bus` touches raw messages.
  */
 
-/** A bad message, as reported on `pge.errors.rejected`. */
+/** A bad message, as reported on `pge.errors.rejected.<reporter>`. */
 export const MessageRejection = z.strictObject({
   subject: z.string(),
   problem: z.string(),
@@ -64,14 +64,14 @@ const RULES: SubjectRule[] = [
         ? null
         : `a ${result.role} result for run ${result.runId} does not belong on ${subject}`,
   },
-  { pattern: subjects.rejected, schema: MessageRejection },
+  { pattern: subjects.rejected('*'), schema: MessageRejection },
   { pattern: subjects.submit, schema: RunSubmission },
   { pattern: subjects.resume, schema: RunResumeRequest },
   { pattern: subjects.control('*'), schema: RunControl, check: ofItsRun(subjects.control, 'a command') },
   { pattern: subjects.cancel('*'), schema: CallCancel, check: ofItsRun(subjects.cancel, 'a cancel') },
 ];
 
-/** The report of a message refused on receive, for `pge.errors.rejected`. */
+/** The report of a message refused on receive, for `pge.errors.rejected.<reporter>`. */
 export function rejectionOf(subject: string, error: unknown): MessageRejection {
   return {
     subject,

@@ -62,6 +62,8 @@ interface PendingRequest {
  * handler is reported through `onHandlerError` and the bus goes on.
  */
 export class InProcessBus implements Bus {
+  /** One process plays every role. */
+  readonly reporter = 'pge';
   private readonly subscriptions = new Set<Subscription>();
   private readonly routes = new BoundedMap<string, Route>(ROUTE_CACHE_LIMIT);
   private readonly cursors = new Map<string, { next: number }>();

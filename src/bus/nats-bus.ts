@@ -18,7 +18,7 @@ import type {
 import { InFlight, reportSafely, reportToConsole } from './bus.js';
 import { decodeMessage, encodeMessage, rejectionOf } from './codec.js';
 import type { NatsConnectionOptions } from './nats-connection.js';
-import { connectNats, describeNatsServers } from './nats-connection.js';
+import { connectNats, credentialRoleOf, describeNatsServers } from './nats-connection.js';
 import { busError, hasCause, Reconnects, within } from './nats-helpers.js';
 import { OrderedSubscription } from './nats-ordered-subscription.js';
 import { MAX_PUBLISH_RETRY_MS, type StorePolicy, storeUntilAcknowledged } from './nats-publish.js';
@@ -27,7 +27,7 @@ import type { StreamLimitSettings } from './nats-streams.js';
 import { ensureStreams, messageIdOf, streamOf } from './nats-streams.js';
 import type { NatsHost, NatsSubscription, PullTimings } from './nats-subscriptions.js';
 import { CoreSubscription, PullSubscription } from './nats-subscriptions.js';
-import { checkSubject, subjectMatches, subjects } from './subjects.js';
+import { assertSubjectToken, checkSubject, subjectMatches, subjects } from './subjects.js';
 
 /**
  * The bus of the distributed mode: the `Bus` contract over a nats-server with JetStream. Events,
@@ -63,6 +63,12 @@ export interface NatsBusSettings extends StreamLimitSettings {
    * (118 000), so that a copy sent late is still recognised as one.
    */
   publishRetryMs?: number;
+  /**
+   * Who reports the messages this bus refuses (`pge.errors.rejected.<reporter>`). Default: the role
+   * of the connection's credential when `pge nats-config` issued it (the one its permissions
+   * allow), else `pge`.
+   */
+  reporter?: string;
 }
 
 /** Options of `NatsBus.connect`: the connection's and the bus's. */
@@ -76,16 +82,19 @@ const SETTING_NAMES: ReadonlySet<string> = new Set([
   'streamMaxAgeMs',
   'streamMaxBytes',
   'publishRetryMs',
+  'reporter',
 ]);
 const DEFAULT_TIMEOUT_MS = 10_000;
 const DEFAULT_ACK_WAIT_MS = 10_000;
 /** Bound of each step of `close` (flush, drain) when the server does not answer. */
 const CLOSE_STEP_MS = 5_000;
 const WORK_SUBJECT = 'pge.work.*';
+const DEFAULT_REPORTER = 'pge';
 const WHITE_SPACE = /\s/;
 
 /** The `Bus` on NATS with JetStream. Create it with `NatsBus.connect` or `NatsBus.fromConnection`. */
 export class NatsBus implements Bus, StoredMessages {
+  readonly reporter: string;
   private readonly subscriptions = new Set<NatsSubscription>();
   private readonly publishing = new Set<Promise<unknown>>();
   private readonly host: NatsHost;
@@ -106,6 +115,7 @@ export class NatsBus implements Bus, StoredMessages {
     settings: NatsBusSettings,
   ) {
     this.onHandlerError = settings.onHandlerError ?? reportToConsole;
+    this.reporter = assertSubjectToken('reporter', settings.reporter ?? DEFAULT_REPORTER);
     this.timings = {
       ackWaitMs: positive(settings.ackWaitMs ?? DEFAULT_ACK_WAIT_MS, 'ackWaitMs'),
       maxDeliver: positive(settings.maxDeliver ?? 5, 'maxDeliver'),
@@ -142,7 +152,13 @@ export class NatsBus implements Bus, StoredMessages {
       (SETTING_NAMES.has(key) ? settings : connection)[key] = value;
     const nc = await connectNats(connection as NatsConnectionOptions);
     try {
-      return await NatsBus.create(nc, settings as NatsBusSettings, true, describeNatsServers(options));
+      const reporter = (settings.reporter as string | undefined) ?? (await credentialRoleOf(options));
+      return await NatsBus.create(
+        nc,
+        { ...settings, ...(reporter === null ? {} : { reporter }) },
+        true,
+        describeNatsServers(options),
+      );
     } catch (error) {
       await nc.close();
       throw error;
@@ -277,7 +293,7 @@ export class NatsBus implements Bus, StoredMessages {
 
   /**
    * Every message a pge stream holds on `subject` now (one run's events: `pge.run.<id>.evt.>`),
-   * oldest first, each validated as on receive: one that fails is reported on `pge.errors.rejected`
+   * oldest first, each validated as on receive: one that fails is reported on `pge.errors.rejected.<reporter>`
    * and left out. Rejects with `TypeError` for a subject no pge stream holds, `BusError` when the
    * stream cannot be read.
    */
@@ -475,12 +491,14 @@ export class NatsBus implements Bus, StoredMessages {
 
   private rejectReceived(subject: string, error: unknown): void {
     // A rejection report that is itself rejected goes to onHandlerError, never back on the bus: no loop.
-    if (subject === subjects.rejected || this.closed) {
+    if (subjectMatches(subjects.rejected('*'), subject) || this.closed) {
       this.report(error, subject);
       return;
     }
     const rejection = rejectionOf(subject, error);
-    this.publish(subjects.rejected, rejection).catch((failure: unknown) => this.report(failure, subject));
+    this.publish(subjects.rejected(this.reporter), rejection).catch((failure: unknown) =>
+      this.report(failure, subject),
+    );
   }
 
   private report(error: unknown, subject: string): void {

@@ -220,8 +220,8 @@ async function authOf(options: NatsConnectionOptions): Promise<Partial<NodeConne
  * allows its user only its own inbox is how NATS keeps replies private.
  */
 export function privateInboxOf(creds: string): string | null {
-  const jwt = /-----BEGIN NATS USER JWT-----\s*([\w-]+\.[\w-]+\.[\w-]+)/.exec(creds)?.[1];
-  if (jwt === undefined) return null;
+  const jwt = userJwtOf(creds);
+  if (jwt === null) return null;
   let allowed: unknown;
   try {
     allowed = JSON.parse(Buffer.from(jwt.split('.')[1]!, 'base64url').toString('utf8'))?.nats?.sub?.allow;
@@ -234,6 +234,23 @@ export function privateInboxOf(creds: string): string | null {
       typeof subject === 'string' && subject.startsWith('_INBOX') && subject.endsWith('.>'),
   );
   return inboxes.length === 1 ? inboxes[0]!.slice(0, -2) : null;
+}
+
+/** The user JWT a `.creds` file holds, or null. */
+export function userJwtOf(creds: string): string | null {
+  return /-----BEGIN NATS USER JWT-----\s*([\w-]+\.[\w-]+\.[\w-]+)/.exec(creds)?.[1] ?? null;
+}
+
+/**
+ * The role a connection's replies are private to, from its inbox prefix (`_INBOX_<role>`, given or
+ * read from its `.creds` file): who the process is on a deployment `pge nats-config` wrote. Null
+ * when the connection has no such prefix.
+ */
+export async function credentialRoleOf(options: NatsConnectionOptions): Promise<string | null> {
+  const prefix =
+    options.inboxPrefix ??
+    (options.credsFile === undefined ? null : privateInboxOf(await readSecret(options.credsFile, 'creds')));
+  return prefix === null ? null : (/^_INBOX_([\w-]+)$/.exec(prefix)?.[1] ?? null);
 }
 
 /** Reads a credentials file; the error names the file and the reason, never the content. */

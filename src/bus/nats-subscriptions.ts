@@ -25,7 +25,7 @@ export interface NatsHost {
   /** A message was taken in: `flush` waits until the matching `end`. */
   begin(): void;
   end(): void;
-  /** Reports a message that failed decoding on `pge.errors.rejected`. */
+  /** Reports a message that failed decoding on `pge.errors.rejected.<reporter>`. */
   rejectReceived(subject: string, error: unknown): void;
   /** Tells the bus's `onHandlerError` about a failure; delivery goes on. */
   report(error: unknown, subject: string): void;
@@ -70,7 +70,7 @@ interface Received {
 /**
  * Hands received messages to a handler one at a time, in arrival order, as the in-process bus
  * does: each is counted as under way (`begin`/`end`) from its arrival, decoded (a message that
- * does not decode is reported on `pge.errors.rejected`), and a handler's failure is reported.
+ * does not decode is reported on `pge.errors.rejected.<reporter>`), and a handler's failure is reported.
  * Once `isActive` says no, what is still queued is dropped, as NATS drops it.
  */
 export class SerialDelivery<M extends Received> {

@@ -2,7 +2,7 @@ import type { Role } from '../schemas/index.js';
 import { ROLES } from '../schemas/setting-values.js';
 import { EVENTS_STREAM, PERSISTENCE_CONSUMER, PGE_STREAMS, WORK_STREAM } from './nats-streams.js';
 import { LEASE_BUCKET } from './run-leases.js';
-import { subjects, workerQueue } from './subjects.js';
+import { subjectMatches, subjects, workerQueue } from './subjects.js';
 
 /**
  * What each process of a deployment may publish and subscribe to on NATS: the one source of the
@@ -87,6 +87,9 @@ export function inboxPrefixOf(role: NatsRole): string {
 
 const inbox = (role: NatsRole) => `${inboxPrefixOf(role)}.>`;
 
+/** Where the server has a request from another account answered: its own reply subjects. */
+export const SERVICE_REPLIES = '_R_.>';
+
 /** A role worker of `role`: takes its role's work, publishes its role's results, hears cancels. */
 function roleWorker(role: Role): RolePermissions {
   const durable = workerQueue(role);
@@ -95,7 +98,7 @@ function roleWorker(role: Role): RolePermissions {
     publish: {
       allow: [
         subjects.result('*', role),
-        subjects.rejected,
+        subjects.rejected(role),
         ...STREAM_CHECKS,
         ...LEASE_READING,
         // Its role's durable consumer, with its role's filter: the server checks the config's
@@ -113,7 +116,7 @@ function roleWorker(role: Role): RolePermissions {
 }
 
 const readerSubscriptions = (role: NatsRole) => ({
-  allow: [inbox(role), subjects.events('*'), subjects.rejected],
+  allow: [inbox(role), subjects.events('*'), subjects.rejected('*')],
   deny: [],
 });
 
@@ -125,11 +128,12 @@ export const ROLE_PERMISSIONS: Readonly<Record<NatsRole, RolePermissions>> = {
         subjects.events('*'),
         'pge.work.>',
         subjects.cancel('*'),
-        // Answers to submissions and resume requests, which only clients send.
-        inbox('client'),
+        // Answers to submissions and resume requests, which reach it from the clients' account
+        // with a reply subject the server chose (service imports reply on \`_R_.…\`).
+        SERVICE_REPLIES,
         // Failed results of work no worker finished (answerAbandonedWork).
         subjects.result('*', '*'),
-        subjects.rejected,
+        subjects.rejected('coordinator'),
         // Streams, consumers, the lease bucket, message lookups and deletes of abandoned work.
         `${JS_API}.>`,
         `$KV.${LEASE_BUCKET}.>`,
@@ -162,7 +166,7 @@ export const ROLE_PERMISSIONS: Readonly<Record<NatsRole, RolePermissions>> = {
         `$JS.ACK.${EVENTS_STREAM}.${PERSISTENCE_CONSUMER}.>`,
         // A log that cannot be written stops its run.
         subjects.control('*'),
-        subjects.rejected,
+        subjects.rejected('persistence'),
       ],
       deny: [],
     },
@@ -175,7 +179,7 @@ export const ROLE_PERMISSIONS: Readonly<Record<NatsRole, RolePermissions>> = {
         subjects.submit,
         subjects.resume,
         subjects.control('*'),
-        subjects.rejected,
+        subjects.rejected('client'),
         ...STREAM_CHECKS,
         ...streamReading(EVENTS_STREAM),
       ],
@@ -187,13 +191,62 @@ export const ROLE_PERMISSIONS: Readonly<Record<NatsRole, RolePermissions>> = {
   observer: {
     publish: {
       // Rejection reports: a reader reports messages it refused, as every process does.
-      allow: [subjects.rejected, ...STREAM_CHECKS, ...streamReading(EVENTS_STREAM)],
+      allow: [subjects.rejected('observer'), ...STREAM_CHECKS, ...streamReading(EVENTS_STREAM)],
       deny: PERSISTENCE_CONSUMER_API,
     },
     subscribe: readerSubscriptions('observer'),
     summary: 'reads run events (the dashboard); publishes nothing but reports of messages it refused',
   },
 };
+
+/**
+ * What the account of a role other than the coordinator's imports from the coordinator's account,
+ * `PGE`, which holds the streams: every subject its credential may publish to, as a service (so
+ * that a reply crosses back to the requester through a reply subject the server chooses), and
+ * every subject it may subscribe to but its own inbox, as a stream. The JetStream API and
+ * acknowledgements are imported whole; the credential's permissions narrow them per role.
+ *
+ * Nothing else crosses between accounts, so whatever a process has published in its own account
+ * (the JetStream API's answers to reply subjects it named included) reaches the streams only on a
+ * subject its role may publish itself.
+ */
+export interface AccountImports {
+  /** Subjects published into `PGE`: requests, and messages that need no answer. */
+  readonly services: readonly string[];
+  /** Subjects `PGE` publishes that the role hears. */
+  readonly streams: readonly string[];
+}
+
+/** The JetStream API and acknowledgement subjects, as an account imports them. */
+export const JS_API_IMPORT = `${JS_API}.>`;
+export const JS_ACK_IMPORT = '$JS.ACK.>';
+
+/** What `role`'s account imports from `PGE` (the coordinator's account imports nothing). */
+export function accountImports(role: Exclude<NatsRole, 'coordinator'>): AccountImports {
+  const { publish, subscribe } = ROLE_PERMISSIONS[role];
+  const services = new Set<string>();
+  for (const subject of publish.allow) {
+    if (subject.startsWith(`${JS_API}.`)) services.add(JS_API_IMPORT);
+    else if (subject.startsWith('$JS.ACK.')) services.add(JS_ACK_IMPORT);
+    else if (!isRejections(subject)) services.add(subject);
+  }
+  const streams = subscribe.allow.filter((subject) => subject !== inbox(role) && !isRejections(subject));
+  return { services: [...services], streams };
+}
+
+/**
+ * Reports of refused messages (`pge.errors.rejected.<role>`) come from every process, and a message
+ * one account imports from another is not passed on to a third: so every account exports its own
+ * role's reports, and the accounts whose role reads them (and `PGE`, for operators) import every
+ * other account's.
+ */
+export function hearsRejections(role: NatsRole): boolean {
+  return role === 'coordinator' || ROLE_PERMISSIONS[role].subscribe.allow.includes(subjects.rejected('*'));
+}
+
+function isRejections(subject: string): boolean {
+  return subjectMatches(subjects.rejected('*'), subject);
+}
 
 function streamInfo(stream: string): string {
   return `${JS_API}.STREAM.INFO.${stream}`;

@@ -7,7 +7,7 @@ import { ID_PATTERN } from '../schemas/setting-values.js';
  * `pge.work.<role>`; a worker's reply to a request: `pge.run.<runId>.result.<role>` (one subject per
  * role, so that a credential can allow a worker its own role's results only); commands for a run:
  * `pge.run.<runId>.control`; cancelled requests of a run: `pge.run.<runId>.cancel`; run submission:
- * `pge.runs.submit`.
+ * `pge.runs.submit`; reports of refused messages: `pge.errors.rejected.<reporter>`.
  */
 
 /** Rejects ids that would change a subject's shape: `.`, `*`, `>`, white space, empty. */
@@ -61,8 +61,14 @@ export const subjects = {
   submit: 'pge.runs.submit',
   /** Where a run is asked to be taken over now, by request/reply (`pge resume --nats`). */
   resume: 'pge.runs.resume',
-  /** Where the bus reports messages it rejected. */
-  rejected: 'pge.errors.rejected',
+  /**
+   * Where a process reports the messages it refused: `pge.errors.rejected.<reporter>`, the reporter
+   * being its role (`'*'` for every reporter). One subject per reporter, so that a credential can
+   * allow a process its own reports only, and reports can cross between NATS accounts.
+   */
+  rejected(reporter: string | '*'): string {
+    return `pge.errors.rejected.${reporter === '*' ? '*' : assertSubjectToken('reporter', reporter)}`;
+  },
 } as const;
 
 /** The queue group that the workers of a role share, so each work item goes to one of them. */

@@ -99,6 +99,8 @@ export async function workerCommand(line: CommandLine, io: CliIo): Promise<numbe
     ...nats,
     name: `pge-${id}`,
     publishRetryMs,
+    // Its reports of refused messages go out on its role's subject, with or without a credential.
+    reporter: role,
     // Every worker applies the deployment's stream limits; clients that only follow runs do not.
     streamMaxAgeMs: options.streamMaxAgeMs,
     streamMaxBytes: options.streamMaxBytes,

@@ -24,7 +24,7 @@ const RUNS_REMEMBERED = 10_000;
 /**
  * Connects (rejecting with `ConfigurationError` when the server cannot be reached) and follows
  * every run's events into `store`. The bus validated each event before the handler sees it;
- * an invalid one is reported on `pge.errors.rejected`, not here.
+ * an invalid one is reported on `pge.errors.rejected.<reporter>`, not here.
  */
 export async function followNats(options: NatsBusOptions, store: RunStore): Promise<NatsSource> {
   const bus = await NatsBus.connect({

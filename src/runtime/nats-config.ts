@@ -1,15 +1,36 @@
 import { chmod, mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
-import { encodeAccount, encodeOperator, encodeUser, fmtCreds } from '@nats-io/jwt';
+import {
+  decode,
+  type Export,
+  encodeAccount,
+  encodeOperator,
+  encodeUser,
+  fmtCreds,
+  type Import,
+} from '@nats-io/jwt';
 import { createAccount, createOperator, createUser, fromSeed, type KeyPair } from '@nats-io/nkeys';
-import { NATS_ROLES, type NatsRole, ROLE_PERMISSIONS, type RolePermissions } from '../bus/permissions.js';
+import { userJwtOf } from '../bus/nats-connection.js';
+import {
+  type AccountImports,
+  accountImports,
+  hearsRejections,
+  JS_API_IMPORT,
+  NATS_ROLES,
+  type NatsRole,
+  ROLE_PERMISSIONS,
+  type RolePermissions,
+} from '../bus/permissions.js';
+import { subjects } from '../bus/subjects.js';
 import { ConfigurationError } from '../errors.js';
 
 /**
  * `pge nats-config`: a nats-server configuration with one credential per role, NATS-native. The
  * server runs in operator mode with its accounts preloaded (`resolver: MEMORY`): an operator, the
- * system account, and one account `PGE` with JetStream on. Each role's credential is a user JWT
- * signed by that account, carrying the role's publish/subscribe permissions (`ROLE_PERMISSIONS`),
+ * system account, the account `PGE` with JetStream on, which holds the streams and the
+ * coordinator, and one account per other role (`PGE_PLANNER`, …, `PGE_OBSERVER`) that imports from
+ * `PGE` only what the role uses (`accountImports`). Each role's credential is a user JWT signed by
+ * its role's account, carrying the role's publish/subscribe permissions (`ROLE_PERMISSIONS`),
  * written with its seed as a `.creds` file: the kind `nsc` writes and every NATS client and the
  * `nats` CLI read (`--creds`). The server's configuration holds public keys and JWTs only; the
  * secrets are the `.creds` files and the operator's and account's seeds under `keys/`, all
@@ -59,10 +80,27 @@ export interface NatsConfigFiles {
 interface Keys {
   operator: KeyPair;
   system: KeyPair;
+  /** The account `PGE`: the streams and the coordinator. */
   account: KeyPair;
+  /** The account of every other role. */
+  roles: Record<ImportingRole, KeyPair>;
+}
+
+type ImportingRole = Exclude<NatsRole, 'coordinator'>;
+const IMPORTING_ROLES = NATS_ROLES.filter((role): role is ImportingRole => role !== 'coordinator');
+
+/** The account a role's users belong to. */
+function accountOf(keys: Keys, role: NatsRole): KeyPair {
+  return role === 'coordinator' ? keys.account : keys.roles[role];
+}
+
+function accountName(role: NatsRole): string {
+  return role === 'coordinator' ? 'PGE' : `PGE_${role.toUpperCase()}`;
 }
 
 const KEY_FILES = { operator: 'operator.nk', system: 'system.nk', account: 'account.nk' } as const;
+/** A role's account seed, beside the others: `keys/<role>-account.nk`. */
+const roleKeyFile = (role: ImportingRole) => `${role}-account.nk`;
 const REVOKED_FILE = 'revoked-before';
 /** The server settings a directory was last written with, kept beside the keys. */
 interface KeptSettings {
@@ -130,9 +168,11 @@ export async function writeNatsConfig(options: NatsConfigOptions): Promise<NatsC
   for (const role of NATS_ROLES) {
     const file = join(dir, `${role}.creds`);
     creds[role] = file;
-    if (!created && !options.rotate && (await readOptional(file)) !== null) continue;
+    const account = accountOf(keys, role);
+    if (!created && !options.rotate && issuerOf(await readOptional(file)) === account.getPublicKey())
+      continue;
     const user = createUser();
-    const jwt = await encodeUser(`pge-${role}`, user, keys.account, userClaims(ROLE_PERMISSIONS[role]));
+    const jwt = await encodeUser(`pge-${role}`, user, account, userClaims(ROLE_PERMISSIONS[role]));
     await writeSecret(file, new TextDecoder().decode(fmtCreds(jwt, user)));
     issued.push(role);
   }
@@ -150,6 +190,20 @@ export async function writeNatsConfig(options: NatsConfigOptions): Promise<NatsC
     { mode: 0o644 },
   );
   return { configFile, creds, issued, revokedBefore };
+}
+
+/**
+ * The account that signed a `.creds` file's user (null when there is no file or no readable JWT in
+ * it): a credential issued by an account this directory no longer keeps is issued anew.
+ */
+function issuerOf(creds: string | null): string | null {
+  const jwt = creds === null ? null : userJwtOf(creds);
+  if (jwt === null) return null;
+  try {
+    return decode(jwt).iss;
+  } catch {
+    return null;
+  }
 }
 
 /** The permissions of a role in a user JWT's terms. */
@@ -195,23 +249,46 @@ async function serverConfig(keys: Keys, operatorJwt: string, settings: ServerSet
     exports: UNLIMITED,
     wildcards: true,
   };
+  const revocations = settings.revokedBefore === null ? {} : { revocations: { '*': settings.revokedBefore } };
   const systemJwt = await encodeAccount('SYS', keys.system, { limits }, { signer: operator });
-  const accountJwt = await encodeAccount(
-    'PGE',
-    keys.account,
-    {
-      limits: {
-        ...limits,
-        // JetStream on, unbounded here: pge's streams carry their limits.
-        mem_storage: UNLIMITED,
-        disk_storage: UNLIMITED,
-        streams: UNLIMITED,
-        consumer: UNLIMITED,
+  const core = keys.account.getPublicKey();
+  const imports = Object.fromEntries(IMPORTING_ROLES.map((role) => [role, accountImports(role)]));
+  const accountJwts = [
+    await encodeAccount(
+      accountName('coordinator'),
+      keys.account,
+      {
+        limits: {
+          ...limits,
+          // JetStream on, unbounded here: pge's streams carry their limits.
+          mem_storage: UNLIMITED,
+          disk_storage: UNLIMITED,
+          streams: UNLIMITED,
+          consumer: UNLIMITED,
+        },
+        exports: coreExports(Object.values(imports)),
+        imports: rejectionImports(keys, 'coordinator'),
+        ...revocations,
       },
-      ...(settings.revokedBefore === null ? {} : { revocations: { '*': settings.revokedBefore } }),
-    },
-    { signer: operator },
-  );
+      { signer: operator },
+    ),
+    ...(await Promise.all(
+      IMPORTING_ROLES.map((role) =>
+        encodeAccount(
+          accountName(role),
+          keys.roles[role],
+          // No JetStream of its own: the JetStream API it calls is `PGE`'s, imported.
+          {
+            limits,
+            imports: [...roleImports(core, imports[role]!), ...rejectionImports(keys, role)],
+            exports: [rejectionsExport(role)],
+            ...revocations,
+          },
+          { signer: operator },
+        ),
+      ),
+    )),
+  ];
   const roles = NATS_ROLES.map((role) => `#   ${role}.creds: ${ROLE_PERMISSIONS[role].summary}`);
   return [
     `# nats-server configuration of a pge deployment, written by \`pge nats-config\` on ${settings.written.toISOString()}.`,
@@ -228,43 +305,102 @@ async function serverConfig(keys: Keys, operatorJwt: string, settings: ServerSet
     'resolver: MEMORY',
     'resolver_preload: {',
     `  ${keys.system.getPublicKey()}: ${systemJwt}`,
-    `  ${keys.account.getPublicKey()}: ${accountJwt}`,
+    ...accountJwts.map((jwt) => `  ${decode(jwt).sub}: ${jwt}`),
     '}',
     '',
   ].join('\n');
 }
 
+/**
+ * What `PGE` exports: every subject some role's account imports. The JetStream API answers a pull
+ * with many messages, so its replies are a stream (the others answer once, or not at all).
+ */
+function coreExports(imports: readonly AccountImports[]): Export[] {
+  const services = new Set(imports.flatMap((i) => i.services));
+  const streams = new Set(imports.flatMap((i) => i.streams));
+  return [
+    ...[...services].map(
+      (subject): Export => ({
+        name: subject,
+        subject,
+        type: 'service',
+        ...(subject === JS_API_IMPORT ? { response_type: 'Stream' as const } : {}),
+      }),
+    ),
+    ...[...streams].map((subject): Export => ({ name: subject, subject, type: 'stream' })),
+    rejectionsExport('coordinator'),
+  ];
+}
+
+/** An account's own reports of refused messages, for the accounts that read them. */
+function rejectionsExport(role: NatsRole): Export {
+  const subject = subjects.rejected(role);
+  return { name: subject, subject, type: 'stream' };
+}
+
+/** Every other account's reports of refused messages, for an account whose role reads them. */
+function rejectionImports(keys: Keys, role: NatsRole): Import[] {
+  if (!hearsRejections(role)) return [];
+  return NATS_ROLES.filter((other) => other !== role).map((other) => {
+    const subject = subjects.rejected(other);
+    return { name: subject, subject, account: accountOf(keys, other).getPublicKey(), type: 'stream' };
+  });
+}
+
+function roleImports(core: string, imports: AccountImports): Import[] {
+  return [
+    ...imports.services.map(
+      (subject): Import => ({ name: subject, subject, account: core, type: 'service' }),
+    ),
+    ...imports.streams.map((subject): Import => ({ name: subject, subject, account: core, type: 'stream' })),
+  ];
+}
+
 async function loadOrCreateKeys(keysDir: string): Promise<{ keys: Keys; created: boolean }> {
-  const names = Object.keys(KEY_FILES) as (keyof Keys)[];
+  const names = Object.keys(KEY_FILES) as (keyof typeof KEY_FILES)[];
   const seeds = await Promise.all(names.map((name) => readOptional(join(keysDir, KEY_FILES[name]))));
-  if (seeds.every((seed) => seed !== null)) {
-    const keys = {} as Keys;
-    names.forEach((name, i) => {
-      try {
-        keys[name] = fromSeed(new TextEncoder().encode(seeds[i]!.trim()));
-      } catch (cause) {
-        throw new ConfigurationError(`${join(keysDir, KEY_FILES[name])} does not hold an NKey seed`, {
-          cause,
-        });
-      }
-    });
-    return { keys, created: false };
-  }
-  if (seeds.some((seed) => seed !== null)) {
+  if (seeds.some((seed) => seed !== null) && !seeds.every((seed) => seed !== null)) {
     throw new ConfigurationError(
       `${keysDir} holds some of pge's keys but not all (${Object.values(KEY_FILES).join(', ')}): restore them, or remove the directory to start over`,
     );
   }
-  const keys: Keys = { operator: createOperator(), system: createAccount(), account: createAccount() };
-  for (const name of names) {
-    await writeSecret(join(keysDir, KEY_FILES[name]), `${new TextDecoder().decode(keys[name].getSeed())}\n`);
+  const created = seeds[0] === null;
+  const [operator, system, account] = created
+    ? [createOperator(), createAccount(), createAccount()]
+    : names.map((name, i) => keyPairOf(join(keysDir, KEY_FILES[name]), seeds[i]!));
+  if (created) {
+    for (const [i, pair] of [operator, system, account].entries())
+      await writeSecret(join(keysDir, KEY_FILES[names[i]!]), seedText(pair!));
+    // New keys make every credential of an earlier account worthless: no revocation is carried
+    // over, and the operator's JWT is issued anew.
+    await rm(join(keysDir, REVOKED_FILE), { force: true });
+    await rm(join(keysDir, OPERATOR_JWT_FILE), { force: true });
   }
-  // New keys make every credential of an earlier account worthless: no revocation is carried over,
-  // and the operator's JWT is issued anew.
-  await rm(join(keysDir, REVOKED_FILE), { force: true });
-  await rm(join(keysDir, OPERATOR_JWT_FILE), { force: true });
-  return { keys, created: true };
+  // The roles' accounts: new with new keys, else kept, and added to a directory written before
+  // there were any (its credentials, signed by \`PGE\`, are then issued anew in their accounts).
+  const roles = {} as Record<ImportingRole, KeyPair>;
+  for (const role of IMPORTING_ROLES) {
+    const file = join(keysDir, roleKeyFile(role));
+    const seed = created ? null : await readOptional(file);
+    if (seed !== null) {
+      roles[role] = keyPairOf(file, seed);
+    } else {
+      roles[role] = createAccount();
+      await writeSecret(file, seedText(roles[role]));
+    }
+  }
+  return { keys: { operator: operator!, system: system!, account: account!, roles }, created };
 }
+
+function keyPairOf(file: string, seed: string): KeyPair {
+  try {
+    return fromSeed(new TextEncoder().encode(seed.trim()));
+  } catch (cause) {
+    throw new ConfigurationError(`${file} does not hold an NKey seed`, { cause });
+  }
+}
+
+const seedText = (pair: KeyPair) => `${new TextDecoder().decode(pair.getSeed())}\n`;
 
 async function readRevokedBefore(keysDir: string): Promise<number | null> {
   const text = await readOptional(join(keysDir, REVOKED_FILE));

@@ -31,6 +31,7 @@ function wrapped(
 ): Bus {
   let n = 0;
   return {
+    reporter: inner.reporter,
     publish: (subject, data) => answer(++n, inner.publish(subject, data), subject),
     subscribe: (subject, handler, options) => inner.subscribe(subject, handler, options),
     request: (subject, data, options) => inner.request(subject, data, options),

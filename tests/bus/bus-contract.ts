@@ -329,7 +329,7 @@ export function describeBusContract(
             subject,
             z.object({ n: z.number() }).refine(() => ++validations === 1, 'rejected by the receiver'),
           );
-          const rejections = collect(bus, subjects.rejected);
+          const rejections = collect(bus, subjects.rejected('*'));
           const delivered = collect(bus, subject);
           await bus.publish(subject, { n: 1 });
           await bus.flush();

@@ -119,8 +119,8 @@ describe('validateMessage', () => {
 
   it('validates rejection reports', () => {
     const report = { subject: 'pge.work.planner', problem: 'bad', ts: new Date().toISOString() };
-    expect(validateMessage(subjects.rejected, report)).toEqual(report);
-    rejection(() => validateMessage(subjects.rejected, { ...report, ts: 'yesterday' }));
+    expect(validateMessage(subjects.rejected('generator'), report)).toEqual(report);
+    rejection(() => validateMessage(subjects.rejected('pge'), { ...report, ts: 'yesterday' }));
   });
 
   it('passes `_INBOX` replies and other subjects outside the contract through unchanged', () => {

@@ -277,12 +277,12 @@ describe('channels', () => {
     expect(ofAll.map((r) => r.requestId)).toEqual(['r1', 'r2']);
   });
 
-  it('follows the rejections reported on pge.errors.rejected', async () => {
+  it('follows the rejections reported on pge.errors.rejected.*', async () => {
     const bus = new InProcessBus();
     const rejections: MessageRejection[] = [];
     subscribeRejections(bus, (rejection) => void rejections.push(rejection));
     const report = { subject: 'pge.work.generator', problem: 'not JSON', ts: new Date().toISOString() };
-    await bus.publish(subjects.rejected, report);
+    await bus.publish(subjects.rejected('evaluator'), report);
     await bus.flush();
     expect(rejections).toEqual([report]);
   });

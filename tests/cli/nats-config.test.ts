@@ -1,6 +1,8 @@
 import { mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { decode, encodeUser, fmtCreds } from '@nats-io/jwt';
+import { createUser, fromSeed } from '@nats-io/nkeys';
 import { connect, credsAuthenticator } from '@nats-io/transport-node';
 import { afterEach, describe, expect, it } from 'vitest';
 import { NATS_ROLES, type NatsRole, ROLE_PERMISSIONS } from '../../src/bus/permissions.js';
@@ -46,6 +48,12 @@ describe('pge nats-config', () => {
       expect(await mode(join(dir, `${role}.creds`))).toBe(0o600);
     }
     expect(await mode(join(dir, 'keys'))).toBe(0o700);
+    // One account per role but the coordinator's, whose seeds only the owner reads.
+    const keys = (await readdir(join(dir, 'keys'))).filter((file) => file.endsWith('.nk')).sort();
+    expect(keys).toEqual(
+      ['account.nk', 'operator.nk', 'system.nk', ...NATS_ROLES.slice(1).map((r) => `${r}-account.nk`)].sort(),
+    );
+    for (const file of keys) expect(await mode(join(dir, 'keys', file))).toBe(0o600);
     const config = await readFile(join(dir, 'nats-server.conf'), 'utf8');
     expect(config).toMatch(/^listen: "0\.0\.0\.0:14222"$/m);
     expect(config).not.toMatch(/^http:/m);
@@ -123,6 +131,32 @@ describe('pge nats-config', () => {
     }
   }, 30_000);
 
+  it('moves a directory written with every role in PGE to an account per role, keeping PGE and the coordinator', async () => {
+    const dir = await freshDir();
+    const first = await writeNatsConfig({ dir, host: '127.0.0.1', monitorPort: 0 });
+    // As an earlier pge nats-config left it: no role accounts, the client's user signed by PGE.
+    for (const file of await readdir(join(dir, 'keys')))
+      if (file.endsWith('-account.nk')) await rm(join(dir, 'keys', file));
+    const core = fromSeed(
+      new TextEncoder().encode((await readFile(join(dir, 'keys', 'account.nk'), 'utf8')).trim()),
+    );
+    const user = createUser();
+    const old = await encodeUser('pge-client', user, core);
+    await writeFile(first.creds.client, fmtCreds(old, user));
+    const coordinatorCreds = await readFile(first.creds.coordinator, 'utf8');
+
+    const moved = await writeNatsConfig({ dir });
+    expect(moved.issued).toEqual(NATS_ROLES.filter((role) => role !== 'coordinator'));
+    expect(await readFile(first.creds.coordinator, 'utf8')).toBe(coordinatorCreds);
+    const issuer = async (role: NatsRole) =>
+      decode((await readFile(first.creds[role], 'utf8')).split('\n')[1]!).iss;
+    expect(await issuer('coordinator')).toBe(core.getPublicKey());
+    expect(await issuer('client')).not.toBe(core.getPublicKey());
+    // The server knows each account that signed a credential.
+    const config = await readFile(moved.configFile, 'utf8');
+    for (const role of NATS_ROLES) expect(config).toContain(`${await issuer(role)}:`);
+  });
+
   it('gives each role only its part of the bus', () => {
     const run = 'pge-20261123-101500-1a2b3c4d';
     const events = `pge.run.${run}.evt.run.completed`;
@@ -145,9 +179,16 @@ describe('pge nats-config', () => {
     expect(NATS_ROLES.filter((role) => mayPublish(role, 'pge.runs.submit'))).toEqual(['client']);
     expect(
       ROLE_PERMISSIONS.observer.publish.allow.every(
-        (s) => s.startsWith('$JS.API.') || s === 'pge.errors.rejected',
+        (s) => s.startsWith('$JS.API.') || s === 'pge.errors.rejected.observer',
       ),
     ).toBe(true);
+    // Each role reports refused messages on its own subject only.
+    for (const role of NATS_ROLES) {
+      expect(
+        NATS_ROLES.filter((reporter) => mayPublish(role, `pge.errors.rejected.${reporter}`)),
+        role,
+      ).toEqual([role]);
+    }
     // No role but the coordinator creates streams or touches the persistence worker's consumer.
     for (const role of NATS_ROLES.filter((r) => r !== 'coordinator')) {
       expect(mayPublish(role, '$JS.API.STREAM.CREATE.PGE_EVENTS'), role).toBe(false);

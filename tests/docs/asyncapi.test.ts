@@ -113,7 +113,7 @@ describe('docs/asyncapi.yaml', () => {
       result: [subjects.result('run-1'), subjects.result('*')],
       submit: [subjects.submit],
       resume: [subjects.resume],
-      rejected: [subjects.rejected],
+      rejected: [subjects.rejected('coordinator'), subjects.rejected('*')],
       control: [subjects.control('run-1'), subjects.control('*')],
       cancel: [subjects.cancel('run-1'), subjects.cancel('*')],
     };
@@ -196,6 +196,6 @@ describe('docs/asyncapi.yaml', () => {
       });
     }
     expect(at('#/channels/runSubmit')).toMatchObject({ address: subjects.submit });
-    expect(at('#/channels/rejections')).toMatchObject({ address: subjects.rejected });
+    expect(at('#/channels/rejections')).toMatchObject({ address: 'pge.errors.rejected.{reporter}' });
   });
 });

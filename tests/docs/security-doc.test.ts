@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { NATS_ROLES, ROLE_PERMISSIONS } from '../../src/bus/permissions.js';
+import { accountImports, NATS_ROLES, ROLE_PERMISSIONS } from '../../src/bus/permissions.js';
 
 /** docs/security.md lists what each role may publish and subscribe: exactly what the credentials carry. */
 
@@ -22,6 +22,13 @@ function section(role: (typeof NATS_ROLES)[number]): string {
     ...column('deny:', p.publish.deny),
     ...column('subscribe:', p.subscribe.allow),
     ...column('sub deny:', p.subscribe.deny),
+    ...(role === 'coordinator'
+      ? ['account:   PGE (holds the streams)']
+      : [
+          `account:   PGE_${role.toUpperCase()}, importing from PGE:`,
+          ...column('services:', accountImports(role).services),
+          ...column('streams:', accountImports(role).streams),
+        ]),
     '```',
   ].join('\n');
 }

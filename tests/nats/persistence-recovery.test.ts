@@ -63,7 +63,7 @@ async function expectLogged(events: readonly RunEvent[]): Promise<void> {
 /**
  * A `step.started` of run `runId` with seq `seq`, valid against its schema, published with plain
  * nats.js (JetStream stores it; persistence reads it); resolves with the report that names its
- * subject on pge.errors.rejected, as a client hears it. Only a coordinator may publish events: the
+ * subject on pge.errors.rejected.persistence, as a client hears it. Only a coordinator may publish events: the
  * stray is the test's fault injection, a coordinator gone wrong, published with its admin credential.
  */
 async function publishStray(runId: string, seq: number): Promise<{ subject: string; problem: string }> {
@@ -80,7 +80,14 @@ async function publishStray(runId: string, seq: number): Promise<{ subject: stri
   const injector = await connect(d.nats.connectOptions('admin'));
   try {
     const seen: { subject: string; problem: string }[] = [];
-    nc.subscribe('pge.errors.rejected', { callback: (_error, msg) => void seen.push(msg.json()) });
+    const reporters = new Map<object, string>();
+    nc.subscribe('pge.errors.rejected.*', {
+      callback: (_error, msg) => {
+        const report = msg.json<{ subject: string; problem: string }>();
+        reporters.set(report, msg.subject);
+        seen.push(report);
+      },
+    });
     await nc.flush();
     await jetstream(injector).publish(subject, JSON.stringify(event));
     const rejections = await until(
@@ -88,6 +95,7 @@ async function publishStray(runId: string, seq: number): Promise<{ subject: stri
       (found) => found.length > 0,
       `the rejection of ${subject}`,
     );
+    expect(reporters.get(rejections[0]!)).toBe('pge.errors.rejected.persistence');
     return rejections[0]!;
   } finally {
     await injector.close();

@@ -4,6 +4,9 @@ import { join } from 'node:path';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { PGE_STREAMS } from '../../src/bus/nats-streams.js';
+import { NATS_ROLES } from '../../src/bus/permissions.js';
+import { LEASE_BUCKET } from '../../src/bus/run-leases.js';
 import { readLogFile } from '../../src/persistence/index.js';
 import type { RunEvent } from '../../src/schemas/index.js';
 import { readRunToEnd } from '../support/deployment.js';
@@ -242,6 +245,90 @@ describe('a deployment started from pge nats-config', () => {
     } finally {
       await client.close();
       await admin.close();
+    }
+  }, 30_000);
+
+  it("cannot have JetStream store its answers: a reply subject another role's request names stays in that role's account", async () => {
+    const streams = [...PGE_STREAMS.map((s) => s.name), `KV_${LEASE_BUCKET}`];
+    // Where a stored answer would do harm: an event, a work item, an evaluator's result, a lease.
+    const targets = [
+      'pge.run.probe.evt.run.started',
+      'pge.work.planner',
+      'pge.run.probe.result.evaluator',
+      `$KV.${LEASE_BUCKET}.probe`,
+    ];
+    const admin = await connect(nats.connectOptions('admin'));
+    const jsm = await jetstreamManager(admin);
+    const lastSeqs = async () =>
+      Promise.all(streams.map(async (name) => (await jsm.streams.info(name)).state.last_seq));
+    /** Asks for PGE_EVENTS' info as `role`, naming each target as the reply subject. */
+    const probe = async (nc: NatsConnection) => {
+      for (const reply of targets) nc.publish('$JS.API.STREAM.INFO.PGE_EVENTS', '', { reply });
+      await nc.flush();
+      await new Promise((resolve) => setTimeout(resolve, 300));
+    };
+    try {
+      await admin.flush();
+      for (const role of NATS_ROLES.filter((r) => r !== 'coordinator')) {
+        const before = await lastSeqs();
+        const nc = await connect(nats.connectOptions(role));
+        try {
+          await probe(nc);
+        } finally {
+          await nc.close();
+        }
+        expect(await lastSeqs(), role).toEqual(before);
+      }
+      // The same request in the streams' own account is stored wherever its reply subject says:
+      // what every role could do when all were users of that account.
+      const before = await lastSeqs();
+      await probe(admin);
+      const after = await lastSeqs();
+      expect(after.filter((seq, i) => seq > before[i]!)).toHaveLength(streams.length);
+    } finally {
+      await admin.close();
+    }
+  }, 30_000);
+
+  it("hears every role's rejection reports as a reader and an operator, each on its role's subject only", async () => {
+    const listeners = ['observer', 'client', 'admin'] as const;
+    const heard = new Map<string, string[]>(listeners.map((l) => [l, []]));
+    const connections: NatsConnection[] = [];
+    try {
+      for (const listener of listeners) {
+        const nc = await connect(nats.connectOptions(listener));
+        connections.push(nc);
+        nc.subscribe('pge.errors.rejected.*', {
+          callback: (_error, msg) => void heard.get(listener)!.push(msg.subject),
+        });
+        await nc.flush();
+      }
+      const reporters = NATS_ROLES;
+      for (const role of reporters) {
+        const nc = await connect(nats.connectOptions(role));
+        try {
+          const report = {
+            subject: 'pge.work.planner',
+            problem: `probe of ${role}`,
+            ts: new Date().toISOString(),
+          };
+          nc.publish(`pge.errors.rejected.${role}`, JSON.stringify(report));
+          await nc.flush();
+          // A report as another role: refused, so no listener hears a second report on its subject.
+          const other = role === 'client' ? 'observer' : 'client';
+          nc.publish(`pge.errors.rejected.${other}`, JSON.stringify({ ...report, problem: 'forged' }));
+          await nc.flush();
+        } finally {
+          await nc.close().catch(() => undefined);
+        }
+      }
+      const expected = reporters.map((role) => `pge.errors.rejected.${role}`).sort();
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      for (const listener of listeners) expect([...heard.get(listener)!].sort(), listener).toEqual(expected);
+      const forgeries = nats.refusals().filter((line) => line.includes('Subject "pge.errors.rejected.'));
+      expect(forgeries).toHaveLength(reporters.length);
+    } finally {
+      for (const nc of connections) await nc.close();
     }
   }, 30_000);
 
