@@ -88,7 +88,7 @@ export function inboxPrefixOf(role: NatsRole): string {
 const inbox = (role: NatsRole) => `${inboxPrefixOf(role)}.>`;
 
 /** Where the server has a request from another account answered: its own reply subjects. */
-export const SERVICE_REPLIES = '_R_.>';
+const SERVICE_REPLIES = '_R_.>';
 
 /** A role worker of `role`: takes its role's work, publishes its role's results, hears cancels. */
 function roleWorker(role: Role): RolePermissions {
@@ -129,7 +129,7 @@ export const ROLE_PERMISSIONS: Readonly<Record<NatsRole, RolePermissions>> = {
         'pge.work.>',
         subjects.cancel('*'),
         // Answers to submissions and resume requests, which reach it from the clients' account
-        // with a reply subject the server chose (service imports reply on \`_R_.…\`).
+        // with a reply subject the server chose (service imports reply on `_R_.…`).
         SERVICE_REPLIES,
         // Failed results of work no worker finished (answerAbandonedWork).
         subjects.result('*', '*'),
@@ -219,7 +219,7 @@ export interface AccountImports {
 
 /** The JetStream API and acknowledgement subjects, as an account imports them. */
 export const JS_API_IMPORT = `${JS_API}.>`;
-export const JS_ACK_IMPORT = '$JS.ACK.>';
+const JS_ACK_IMPORT = '$JS.ACK.>';
 
 /** What `role`'s account imports from `PGE` (the coordinator's account imports nothing). */
 export function accountImports(role: Exclude<NatsRole, 'coordinator'>): AccountImports {
