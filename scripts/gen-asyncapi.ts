@@ -702,8 +702,9 @@ export function buildAsyncApi(options: AsyncApiOptions = {}): Json {
       title: 'Follow a run',
       summary: "A client follows a run's events in order, from the start.",
       description: [
-        `An ordered consumer on stream \`${JETSTREAM.events.stream}\` filtered to \`pge.run.<runId>.evt.>\` delivers`,
-        'the events in `seq` order, including those published before it started. A run ends with',
+        `Direct gets on stream \`${JETSTREAM.events.stream}\` (\`next_by_subj\`: \`pge.run.<runId>.evt.>\`, from`,
+        'stream sequence 1) read the events in order, including those published before the reader',
+        'started; a client or observer credential may make no consumer. A run ends with',
         '`run.completed` or `run.failed`.',
       ].join('\n'),
       tags: [tag('integrator')],

@@ -17,6 +17,8 @@ export interface BusMessage {
   readonly data: unknown;
   /** Present when the sender awaits a reply (`request`). */
   readonly reply: string | null;
+  /** Whether `respond` can answer: the sender gave an inbox to reply on. */
+  readonly answerable: boolean;
   /** Replies to a request; rejects when the message has no reply subject. */
   respond(data: unknown): Promise<void>;
 }
@@ -67,6 +69,13 @@ export interface OrderedOptions {
    * `'new'`, only what is stored from the moment of subscribing.
    */
   from?: number | 'new';
+  /**
+   * NATS: read through an ordered consumer of this process's own, which the server pushes
+   * messages through (about one message per message read), rather than by lookups (two, and a
+   * round trip each). Making consumers is the coordinator's alone (docs/security.md): a process of
+   * any other role reads by lookups, the default.
+   */
+  consumer?: boolean;
 }
 
 /** The transport every pge process uses to talk to the others. */
@@ -108,6 +117,10 @@ export class Delivery implements BusMessage {
    * chooses the reply subject, and an answer on any other (a stream's subject, the run-lease
    * bucket's) would be the responder publishing where the sender may not.
    */
+  get answerable(): boolean {
+    return this.reply !== null && INBOX_REPLY.test(this.reply);
+  }
+
   respond(data: unknown): Promise<void> {
     if (this.reply === null) {
       return Promise.reject(

@@ -1,9 +1,10 @@
+import { BusError } from '../errors.js';
 import type { CallCancel, RunControl } from '../schemas/control.js';
 import type { Role, RoleRequest, RoleResult, RunEvent } from '../schemas/index.js';
 import { ROLE_OF_REQUEST } from '../schemas/index.js';
-import type { Bus, BusSubscription, OrderedOptions, StoredMessages } from './bus.js';
+import type { Bus, BusMessage, BusSubscription, OrderedOptions, StoredMessages } from './bus.js';
 import type { MessageRejection } from './codec.js';
-import { freezeMessage } from './codec.js';
+import { freezeMessage, rejectionOf } from './codec.js';
 import { subjects, workerQueue } from './subjects.js';
 
 /**
@@ -110,7 +111,8 @@ export function publishResult(bus: Bus, result: RoleResult): Promise<void> {
  * Follows the worker results of one run, or of every run with `'*'`, from now on. A bus that stores
  * results (NATS) reads them from the stream, from the next one stored: a result that a worker
  * stored while this process was reconnecting (it sent it again until the stream took it) comes
- * all the same, where a plain subscription would have missed it and left its run waiting.
+ * all the same, where a plain subscription would have missed it and left its run waiting. Only
+ * coordinators read results, and they may make consumers: through an ordered consumer.
  */
 export function subscribeResults(
   bus: Bus,
@@ -120,7 +122,7 @@ export function subscribeResults(
   const subject = subjects.result(runId);
   const deliver = (message: { data: unknown }) => handler(message.data as RoleResult);
   return bus.subscribeOrdered
-    ? bus.subscribeOrdered(subject, deliver, { from: 'new' })
+    ? bus.subscribeOrdered(subject, deliver, { from: 'new', consumer: true })
     : bus.subscribe(subject, deliver);
 }
 
@@ -155,4 +157,19 @@ export function publishCancel(bus: Bus, cancel: CallCancel): Promise<void> {
 /** Follows the cancelled requests of every run: each worker hears all of them, not one per queue. */
 export function subscribeCancels(bus: Bus, handler: (cancel: CallCancel) => void): BusSubscription {
   return bus.subscribe(subjects.cancel('*'), (message) => handler(message.data as CallCancel));
+}
+
+/**
+ * For a handler of requests that act (submit a run, take one over): true when `message` can be
+ * answered; otherwise it is reported as refused and must not be acted on, since nobody asked for
+ * the answer (a request is sent with an inbox to reply on; a message without one is a stray, or a
+ * copy JetStream delivered there).
+ */
+export function answerable(bus: Bus, message: BusMessage): boolean {
+  if (message.answerable) return true;
+  const refused = new BusError(
+    `a request on ${message.subject} without an inbox to answer on (${message.reply ?? 'none'}): not acted on`,
+  );
+  publishRejection(bus, rejectionOf(message.subject, refused)).catch(() => undefined);
+  return false;
 }

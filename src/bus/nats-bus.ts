@@ -22,9 +22,16 @@ import { connectNats, credentialRoleOf, describeNatsServers } from './nats-conne
 import { busError, hasCause, Reconnects, within } from './nats-helpers.js';
 import { OrderedSubscription } from './nats-ordered-subscription.js';
 import { MAX_PUBLISH_RETRY_MS, type StorePolicy, storeUntilAcknowledged } from './nats-publish.js';
-import { readStored } from './nats-stored.js';
+import { readStored, StoredSubscription } from './nats-stored.js';
 import type { StreamLimitSettings } from './nats-streams.js';
-import { ensureStreams, messageIdOf, streamOf } from './nats-streams.js';
+import {
+  ensurePullConsumer,
+  ensureStreams,
+  messageIdOf,
+  pgeConsumers,
+  streamOf,
+  WORK_MAX_ACK_PENDING,
+} from './nats-streams.js';
 import type { NatsHost, NatsSubscription, PullTimings } from './nats-subscriptions.js';
 import { CoreSubscription, PullSubscription } from './nats-subscriptions.js';
 import { assertSubjectToken, checkSubject, subjectMatches, subjects } from './subjects.js';
@@ -196,7 +203,14 @@ export class NatsBus implements Bus, StoredMessages {
       throw new ConfigurationError(`JetStream is not available at ${where}: ${reason}`, { cause });
     }
     await ensureStreams(jsm, limits.data);
-    return new NatsBus(nc, jetstream(nc), jsm, owns, settings);
+    const bus = new NatsBus(nc, jetstream(nc), jsm, owns, settings);
+    // The durable consumers every role reads through are the coordinator's to make, at start (no
+    // other credential may: see permissions.ts), and so are they of a process with no role (on a
+    // server without credentials). A process of another role waits for its own when it subscribes.
+    if (bus.reporter === 'coordinator' || bus.reporter === DEFAULT_REPORTER) {
+      for (const consumer of pgeConsumers(bus.timings)) await ensurePullConsumer(jsm, consumer);
+    }
+    return bus;
   }
 
   /**
@@ -257,7 +271,7 @@ export class NatsBus implements Bus, StoredMessages {
     }
     if (queue !== null && subjectMatches(WORK_SUBJECT, subject)) {
       // Workers of a role take items in parallel, each one at a time (see PullSubscription).
-      return this.pull(subject, queue, queue, handler, 1000);
+      return this.pull(subject, queue, queue, handler, WORK_MAX_ACK_PENDING);
     }
     let subscription: CoreSubscription;
     try {
@@ -302,7 +316,7 @@ export class NatsBus implements Bus, StoredMessages {
     checkSubject(subject, true);
     const stream = streamOf(subject);
     if (stream === null) throw new TypeError(`no pge stream holds ${subject}`);
-    const messages = await readStored(this.js, this.jsm, stream, subject);
+    const messages = await readStored(this.jsm, stream, subject);
     const valid: unknown[] = [];
     for (const message of messages) {
       try {
@@ -333,11 +347,12 @@ export class NatsBus implements Bus, StoredMessages {
   }
 
   /**
-   * Reads a stream subject (e.g. `pge.run.<runId>.evt.>`) through an ordered consumer, from stream
-   * sequence `options.from` (default 1) or from what is stored next (`'new'`): ephemeral, no acks,
-   * recreated from the last message read after a reconnect or a server restart, so the handler
-   * sees every message once, in stream order. Failures to read are reported to `onHandlerError`
-   * (once per outage) and retried for as long as the subscription lasts.
+   * Reads a stream subject (e.g. `pge.run.<runId>.evt.>`) in stream order from stream sequence
+   * `options.from` (default 1) or from what is stored next (`'new'`): by lookups, or with
+   * `options.consumer` through an ordered consumer (ephemeral, no acks, recreated from the last
+   * message read). Either way the handler sees every message once, in stream order, across
+   * reconnects and server restarts. Failures to read are reported to `onHandlerError` (once per
+   * outage) and retried for as long as the subscription lasts.
    */
   subscribeOrdered(subject: string, handler: BusHandler, options: OrderedOptions = {}): BusSubscription {
     if (this.closed) throw new BusError(`cannot subscribe to ${subject}: the bus is closed`);
@@ -349,17 +364,9 @@ export class NatsBus implements Bus, StoredMessages {
       throw new TypeError(
         `an ordered reading starts at a stream sequence >= 1 or 'new', not ${String(from)}`,
       );
-    const subscription = new OrderedSubscription(
-      this.js,
-      this.jsm,
-      stream.name,
-      subject,
-      handler,
-      this.host,
-      {
-        from,
-      },
-    );
+    const subscription = options.consumer
+      ? new OrderedSubscription(this.js, this.jsm, stream.name, subject, handler, this.host, { from })
+      : new StoredSubscription(this.connection, this.jsm, stream.name, subject, handler, this.host, { from });
     this.subscriptions.add(subscription);
     return subscription;
   }

@@ -57,3 +57,36 @@ export class Reconnects {
     return () => void this.#listeners.delete(listener);
   }
 }
+
+/**
+ * The failures of a reading that keeps retrying, told once per outage that lasts `afterMs`: not
+ * once per attempt, nor for JetStream's few seconds of recovery after a restart, so that a
+ * follower's output stays readable.
+ */
+export class OutageReport {
+  private since: number | null = null;
+  private reported = false;
+
+  constructor(
+    private readonly report: (error: unknown) => void,
+    private readonly afterMs = 5_000,
+  ) {}
+
+  /** Whether the last attempt failed. */
+  get ongoing(): boolean {
+    return this.since !== null;
+  }
+
+  failed(error: unknown): void {
+    this.since ??= Date.now();
+    if (!this.reported && Date.now() - this.since >= this.afterMs) {
+      this.report(error);
+      this.reported = true;
+    }
+  }
+
+  ended(): void {
+    this.since = null;
+    this.reported = false;
+  }
+}

@@ -6,7 +6,7 @@ import type {
   JsMsg,
 } from '@nats-io/jetstream';
 import type { BusHandler } from './bus.js';
-import { busError } from './nats-helpers.js';
+import { busError, OutageReport } from './nats-helpers.js';
 import { drained, type NatsHost, type NatsSubscription, SerialDelivery } from './nats-subscriptions.js';
 
 /**
@@ -28,8 +28,6 @@ export interface OrderedStart {
 /** Pause before a new consumer is tried after one could not be created or stopped. */
 const RETRY_MS = 1_000;
 const CAUGHT_UP_POLL_MS = 10;
-/** Failures to make a consumer are reported once they have gone on this long. */
-const REPORT_AFTER_MS = 5_000;
 
 /** A subscription of the NATS bus that reads a stream subject through an ordered consumer. */
 export class OrderedSubscription implements NatsSubscription {
@@ -87,10 +85,9 @@ export class OrderedSubscription implements NatsSubscription {
   }
 
   private async run(): Promise<void> {
-    // One report per outage that lasts, not one per attempt, nor for JetStream's few seconds of
-    // recovery after a restart: a follower's output stays readable.
-    let failingSince: number | null = null;
-    let reported = false;
+    const outage = new OutageReport((error) =>
+      this.host.report(busError(error, `cannot read ${this.subject}`), this.subject),
+    );
     while (this.active) {
       try {
         this.next ??= (await this.jsm.streams.info(this.stream)).state.last_seq + 1;
@@ -105,8 +102,7 @@ export class OrderedSubscription implements NatsSubscription {
         }
         const messages = await consumer.consume({ callback: (msg) => this.receive(msg) });
         this.messages = messages;
-        failingSince = null;
-        reported = false;
+        outage.ended();
         const stopped = await messages.closed();
         this.messages = null;
         if (!this.active) break;
@@ -119,11 +115,7 @@ export class OrderedSubscription implements NatsSubscription {
         throw stopped ?? new Error('the ordered consumer stopped');
       } catch (error) {
         if (!this.active) break;
-        failingSince ??= Date.now();
-        if (!reported && Date.now() - failingSince >= REPORT_AFTER_MS) {
-          this.host.report(busError(error, `cannot read ${this.subject}`), this.subject);
-          reported = true;
-        }
+        outage.failed(error);
         await sleep(RETRY_MS);
       }
     }

@@ -1,81 +1,202 @@
-import { randomUUID } from 'node:crypto';
-import type { ConsumerInfo, JetStreamClient, JetStreamManager } from '@nats-io/jetstream';
-import { AckPolicy, DeliverPolicy } from '@nats-io/jetstream';
-import { nanos } from '@nats-io/transport-node';
-import { BusError } from '../errors.js';
-import { busError } from './nats-helpers.js';
+import type { JetStreamManager, StoredMsg } from '@nats-io/jetstream';
+import type { NatsConnection, Subscription } from '@nats-io/transport-node';
+import type { BusHandler } from './bus.js';
+import { busError, OutageReport } from './nats-helpers.js';
 import type { PgeStream } from './nats-streams.js';
+import { type NatsHost, type NatsSubscription, SerialDelivery } from './nats-subscriptions.js';
 
 /**
- * Reading back what a stream holds on a subject, from its first message: how a reader that joined
- * late (a restarted persistence worker) gets the part of a run it never received. The read goes
- * through a throwaway consumer (no acks, in memory, deleted after the read, and removed by the
- * server if this process dies first), which streams the messages in batches rather than one
- * request per message. Only features of nats-server 2.9 are used.
+ * Reading what a stream stores on a subject without a consumer: message by message with
+ * JetStream's direct get (`$JS.API.DIRECT.GET.<stream>` with `next_by_subj`), which changes nothing
+ * on the server and which every role's credential may use. Making consumers is the coordinator's
+ * alone: a consumer's configuration names where the server delivers its messages, in the account
+ * that holds the streams, where no subject permission of the creator's applies (see
+ * permissions.ts). Only features of nats-server 2.9 are used.
  */
 
 /** A message as the stream stored it. */
 export interface StoredMessage {
   readonly subject: string;
   readonly data: Uint8Array;
+  readonly seq: number;
 }
 
-/** Messages asked for in one pull. */
-const BATCH = 256;
-/** How long one pull waits for messages the consumer said it has. */
-const PULL_EXPIRES_MS = 5_000;
-/** How long the server keeps the consumer of a reader that died before deleting it. */
-const INACTIVE_MS = 30_000;
+/** The first message `stream` stores on `filter` at stream sequence `from` or later, or null. */
+export async function storedAfter(
+  jsm: JetStreamManager,
+  stream: string,
+  filter: string,
+  from: number,
+): Promise<StoredMsg | null> {
+  return jsm.direct.getMessage(stream, { seq: from, next_by_subj: filter });
+}
 
 /**
- * Every message `stream` holds on `filter` (a subject or a filter within the stream) at the time
- * of the call, oldest first. Rejects with `BusError` when the server does not answer or stops
- * delivering what it said it held.
+ * Every message `stream` holds on `filter` (a subject or a filter within the stream) from its
+ * first, oldest first: how a reader that joined late (a restarted persistence worker, a resumed
+ * run) gets what it never received. Rejects with `BusError` when the server does not answer.
  */
 export async function readStored(
-  js: JetStreamClient,
   jsm: JetStreamManager,
   stream: PgeStream,
   filter: string,
 ): Promise<StoredMessage[]> {
-  const what = `cannot read ${filter} from ${stream.name}`;
-  let info: ConsumerInfo;
-  try {
-    info = await jsm.consumers.add(stream.name, {
-      // Named, so that the create names it in its subject (a reader's credential allows no other).
-      name: `pge-read-${randomUUID()}`,
-      filter_subject: filter,
-      deliver_policy: DeliverPolicy.All,
-      ack_policy: AckPolicy.None,
-      mem_storage: true,
-      inactive_threshold: nanos(INACTIVE_MS),
-    });
-  } catch (error) {
-    throw busError(error, what);
-  }
-  // What matches when the consumer is made: messages stored after that are not asked for.
-  const count = info.num_pending;
   const messages: StoredMessage[] = [];
   try {
-    if (count === 0) return messages;
-    const consumer = js.consumers.getConsumerFromInfo(info);
-    while (messages.length < count) {
-      const before = messages.length;
-      const batch = await consumer.fetch({
-        max_messages: Math.min(BATCH, count - messages.length),
-        expires: PULL_EXPIRES_MS,
-      });
-      for await (const m of batch) messages.push({ subject: m.subject, data: m.data });
-      if (messages.length === before) {
-        throw new BusError(`${what}: ${count - before} of the ${count} messages it held never came`);
-      }
+    for (let msg = await storedAfter(jsm, stream.name, filter, 1); msg !== null; ) {
+      messages.push({ subject: msg.subject, data: msg.data, seq: msg.seq });
+      msg = await storedAfter(jsm, stream.name, filter, msg.seq + 1);
     }
-    return messages;
   } catch (error) {
-    throw busError(error, what);
-  } finally {
-    // Not awaited, to save a round trip per read: the server removes the consumer after
-    // INACTIVE_MS anyway, so a delete that fails leaves nothing behind for long.
-    jsm.consumers.delete(stream.name, info.name).catch(() => undefined);
+    throw busError(error, `cannot read ${filter} from ${stream.name}`);
   }
+  return messages;
+}
+
+/** Where a reading starts. */
+export interface StoredStart {
+  /** A stream sequence (1: everything stored), or `'new'`: only what the stream stores from now on. */
+  readonly from: number | 'new';
+}
+
+/**
+ * When a core message said something new was published but the stream did not hold it yet (the
+ * server hands a message to its subscribers and to the stream side by side), the lookups are made
+ * again after these pauses.
+ */
+const SETTLE_MS = [5, 25, 100, 400];
+/** Lookups made this often whatever the core messages say: a delivery they lost is read then. */
+const POLL_MS = 2_000;
+/** Pause before lookups that failed are made again. */
+const RETRY_MS = 1_000;
+
+/**
+ * A subscription of the NATS bus that reads a stream subject in stream order through lookups,
+ * each message once, from a stream sequence or from what is stored next. A core subscription to
+ * the same subject says when to look: its messages are not handed on, only the stored ones are,
+ * so a reconnect, a server restart or a message the core subscription lost (it is read at the next
+ * wake-up, reconnect or poll) costs nothing but time.
+ */
+export class StoredSubscription implements NatsSubscription {
+  readonly queue = null;
+  private active = true;
+  /** The stream sequence the next lookup starts at; null until `'new'` is resolved. */
+  private next: number | null;
+  private readonly delivery: SerialDelivery<StoredMessage>;
+  private readonly wakeups: Subscription;
+  private readonly poll: NodeJS.Timeout;
+  private readonly unlisten: () => void;
+  /** The pass of lookups under way, and whether another was asked for meanwhile. */
+  private reading: Promise<void> | null = null;
+  private again = false;
+  /** Passes begun and ended, counted from 1: how `caughtUp` knows a pass began after it was called. */
+  private begun = 0;
+  private ended = 0;
+  private readonly outage: OutageReport;
+
+  constructor(
+    nc: NatsConnection,
+    private readonly jsm: JetStreamManager,
+    private readonly stream: string,
+    readonly subject: string,
+    handler: BusHandler,
+    private readonly host: NatsHost,
+    start: StoredStart,
+  ) {
+    // Stored messages were published for the stream's PubAck: there is nothing to respond to.
+    this.delivery = new SerialDelivery(
+      handler,
+      host,
+      () => this.active,
+      () => null,
+    );
+    this.outage = new OutageReport((error) =>
+      host.report(busError(error, `cannot read ${subject}`), subject),
+    );
+    this.next = start.from === 'new' ? null : Math.max(1, Math.floor(start.from));
+    // Subscribed before `'new'` is resolved, so that nothing stored after that goes unannounced.
+    this.wakeups = nc.subscribe(subject, { callback: () => this.wake(true) });
+    this.poll = setInterval(() => this.wake(false), POLL_MS);
+    this.unlisten = host.onReconnect(() => this.wake(false));
+    this.wake(false);
+  }
+
+  unsubscribe(): void {
+    if (!this.active) return;
+    this.stop();
+    this.host.detach(this);
+  }
+
+  stop(): void {
+    this.active = false;
+    this.unlisten();
+    clearInterval(this.poll);
+    if (!this.wakeups.isClosed()) this.wakeups.unsubscribe();
+  }
+
+  /** Resolves once what the stream held when it was called has been handed to the handler. */
+  async caughtUp(): Promise<void> {
+    // The first pass to begin after this call reads all of it: begun now, or after the one under way.
+    const target = this.begun + 1;
+    this.wake(false);
+    while (this.active && (this.ended < target || this.outage.ongoing)) {
+      await (this.reading ?? sleep(RETRY_MS));
+    }
+    await new Promise<void>((resolve) => setImmediate(resolve));
+  }
+
+  /** Asks for a pass of lookups; with `announced`, a core message said something is new. */
+  private wake(announced: boolean): void {
+    if (!this.active) return;
+    if (this.reading !== null) {
+      this.again = true;
+      return;
+    }
+    const number = ++this.begun;
+    const pass = this.read(announced).finally(() => {
+      this.ended = number;
+      this.reading = null;
+      if (this.again) {
+        this.again = false;
+        this.wake(announced);
+      }
+    });
+    this.reading = pass;
+  }
+
+  /** Hands on everything stored from `next` on; when announced news is not there yet, looks again. */
+  private async read(announced: boolean): Promise<void> {
+    try {
+      this.next ??= (await this.jsm.streams.info(this.stream)).state.last_seq + 1;
+      let found = await this.readForward();
+      for (const pause of announced ? SETTLE_MS : []) {
+        if (found || this.again || !this.active) break;
+        await sleep(pause);
+        found = await this.readForward();
+      }
+      this.outage.ended();
+    } catch (error) {
+      if (!this.active) return;
+      this.outage.failed(error);
+      await sleep(RETRY_MS);
+      this.again = true;
+    }
+  }
+
+  /** Hands on every message stored from `next` on; true when there was any. */
+  private async readForward(): Promise<boolean> {
+    let found = false;
+    while (this.active && this.next !== null) {
+      const msg = await storedAfter(this.jsm, this.stream, this.subject, this.next);
+      if (msg === null || !this.active) break;
+      this.next = msg.seq + 1;
+      found = true;
+      this.delivery.push({ subject: msg.subject, data: msg.data, seq: msg.seq });
+    }
+    return found;
+  }
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
 }

@@ -1,4 +1,10 @@
-import type { ConsumerConfig, JetStreamManager, StreamConfig, StreamInfo } from '@nats-io/jetstream';
+import type {
+  ConsumerConfig,
+  ConsumerInfo,
+  JetStreamManager,
+  StreamConfig,
+  StreamInfo,
+} from '@nats-io/jetstream';
 import {
   AckPolicy,
   DeliverPolicy,
@@ -8,10 +14,10 @@ import {
 } from '@nats-io/jetstream';
 import { nanos, errors as natsErrors } from '@nats-io/transport-node';
 import { ConfigurationError } from '../errors.js';
-import { DUPLICATE_WINDOW_MS, OPTION_DEFAULTS } from '../schemas/setting-values.js';
+import { DUPLICATE_WINDOW_MS, OPTION_DEFAULTS, ROLES } from '../schemas/setting-values.js';
 import type { StreamLimits } from '../schemas/settings.js';
 import { hasCause } from './nats-helpers.js';
-import { subjectMatches, subjects } from './subjects.js';
+import { subjectMatches, subjects, workerQueue } from './subjects.js';
 
 /**
  * The JetStream side of the NATS bus: which streams hold which subjects, how they are created or
@@ -35,6 +41,13 @@ export const WORK_STREAM = 'PGE_WORK';
 export const RESULTS_STREAM = 'PGE_RESULTS';
 /** The durable consumer every persistence worker reads the events of all runs through. */
 export const PERSISTENCE_CONSUMER = 'pge-persistence';
+/**
+ * How long the event a killed persistence worker held stays with it before the server hands it to
+ * the next one: a live worker heartbeats while it writes, so this bounds only a restart's wait.
+ */
+export const PERSISTENCE_ACK_WAIT_MS = 5_000;
+/** Work items a role's workers hold at once, all together: each worker takes one at a time. */
+export const WORK_MAX_ACK_PENDING = 1000;
 
 /**
  * Events are the run's record (kept, limits retention); work items are taken once (work-queue
@@ -50,7 +63,14 @@ export const PGE_STREAMS: readonly PgeStream[] = [
 /** The part of a stream's configuration that pge sets; the server's defaults stand for the rest. */
 export type PgeStreamConfig = Pick<
   StreamConfig,
-  'name' | 'subjects' | 'retention' | 'storage' | 'duplicate_window' | 'max_age' | 'max_bytes'
+  | 'name'
+  | 'subjects'
+  | 'retention'
+  | 'storage'
+  | 'duplicate_window'
+  | 'max_age'
+  | 'max_bytes'
+  | 'allow_direct'
 >;
 
 /** The limits a bus was given; one left out is the default for a new stream, and left alone on an existing one. */
@@ -68,6 +88,8 @@ export function streamConfig(stream: PgeStream, limits: StreamLimitSettings = {}
     // 0 is no limit for both settings; JetStream says so with 0 for max_age, -1 for max_bytes.
     max_age: nanos(limits.streamMaxAgeMs ?? OPTION_DEFAULTS.streamMaxAgeMs),
     max_bytes: maxBytes === 0 ? -1 : maxBytes,
+    // Readers read what a stream holds by direct gets (nats-stored.ts): no consumer of their own.
+    allow_direct: true,
   };
 }
 
@@ -132,6 +154,7 @@ async function ensureStream(
     if (have.subjects.length !== 1 || have.subjects[0] !== wanted.subjects[0])
       changes.subjects = wanted.subjects;
     if (have.duplicate_window !== wanted.duplicate_window) changes.duplicate_window = wanted.duplicate_window;
+    if (have.allow_direct !== wanted.allow_direct) changes.allow_direct = wanted.allow_direct;
     for (const field of enforced) if (have[field] !== wanted[field]) changes[field] = wanted[field];
     if (Object.keys(changes).length === 0) return;
     try {
@@ -144,16 +167,21 @@ async function ensureStream(
   }
 }
 
-/** How long a process that may not create streams waits for a coordinator to create one. */
+/** How long a process that may not make streams or consumers waits for a coordinator to make one. */
 export const STREAM_WAIT_MS = 60_000;
 const STREAM_POLL_MS = 250;
 
 async function waitForStream(jsm: JetStreamManager, name: string): Promise<void> {
+  await waitFor(`JetStream stream ${name}`, 'create it', async () => (await streamInfo(jsm, name)) !== null);
+}
+
+/** Waits for something only a coordinator may make: `what` does not exist, and this process may not `make` it. */
+async function waitFor(what: string, make: string, exists: () => Promise<boolean>): Promise<void> {
   const deadline = Date.now() + STREAM_WAIT_MS;
-  while ((await streamInfo(jsm, name)) === null) {
+  while (!(await exists())) {
     if (Date.now() > deadline) {
       throw new ConfigurationError(
-        `JetStream stream ${name} does not exist, and this process's credential may not create it: start a coordinator (pge worker --role coordinator), which creates pge's streams`,
+        `${what} does not exist, and this process's credential may not ${make}: start a coordinator (pge worker --role coordinator), which makes pge's streams and consumers`,
       );
     }
     await new Promise((resolve) => setTimeout(resolve, STREAM_POLL_MS));
@@ -222,15 +250,43 @@ export interface PullConsumerSettings {
 }
 
 /**
- * Creates the durable pull consumer, or brings an existing one of that name to these settings
- * (nats-server 2.9 updates a durable whose editable fields differ). A consumer whose filter
- * overlaps another one's on the work-queue stream is refused by the server: a `ConfigurationError`.
+ * The durable consumers pge's processes read through: each role's work queue, shared by the role's
+ * workers (`pge-<role>`), and the events of all runs for persistence, in stream order. A
+ * coordinator makes them at start (`NatsBus.connect`).
+ */
+export function pgeConsumers(timings: { ackWaitMs: number; maxDeliver: number }): PullConsumerSettings[] {
+  return [
+    ...ROLES.map((role) => ({
+      stream: WORK_STREAM,
+      durable: workerQueue(role),
+      filter: subjects.work(role),
+      ...timings,
+      maxAckPending: WORK_MAX_ACK_PENDING,
+    })),
+    {
+      stream: EVENTS_STREAM,
+      durable: PERSISTENCE_CONSUMER,
+      filter: subjects.events('*'),
+      ...timings,
+      ackWaitMs: PERSISTENCE_ACK_WAIT_MS,
+      maxAckPending: 1,
+    },
+  ];
+}
+
+/**
+ * Brings the durable pull consumer to these settings: creates it when missing, updates it when
+ * its editable fields differ (nats-server 2.9 updates a durable in place), and leaves it alone
+ * otherwise. A process whose credential may not make consumers (every role but the coordinator,
+ * see permissions.ts) leaves an existing one as it is, and waits up to `STREAM_WAIT_MS` for a
+ * missing one to be made by a coordinator. A consumer whose filter overlaps
+ * another one's on the work-queue stream is refused by the server: a `ConfigurationError`.
  */
 export async function ensurePullConsumer(
   jsm: JetStreamManager,
   settings: PullConsumerSettings,
 ): Promise<void> {
-  const config: Partial<ConsumerConfig> = {
+  const wanted = {
     durable_name: settings.durable,
     filter_subject: settings.filter,
     ack_policy: AckPolicy.Explicit,
@@ -238,14 +294,36 @@ export async function ensurePullConsumer(
     ack_wait: nanos(settings.ackWaitMs),
     max_deliver: settings.maxDeliver,
     max_ack_pending: settings.maxAckPending,
-  };
-  try {
-    await jsm.consumers.add(settings.stream, config);
-  } catch (cause) {
-    const reason = cause instanceof Error ? cause.message : String(cause);
-    throw new ConfigurationError(
-      `cannot consume ${settings.filter} as durable ${settings.durable} on ${settings.stream}: ${reason}`,
+  } satisfies Partial<ConsumerConfig>;
+  const problem = (cause: unknown) =>
+    new ConfigurationError(
+      `cannot consume ${settings.filter} as durable ${settings.durable} on ${settings.stream}: ${cause instanceof Error ? cause.message : String(cause)}`,
       { cause },
     );
+  try {
+    const have = await consumerInfo(jsm, settings.stream, settings.durable);
+    const keys = Object.keys(wanted) as (keyof typeof wanted)[];
+    if (have !== null && keys.every((key) => have.config[key] === wanted[key])) return;
+    await jsm.consumers.add(settings.stream, wanted);
+  } catch (error) {
+    if (!hasCause(error, natsErrors.PermissionViolationError)) throw problem(error);
+    await waitFor(
+      `JetStream consumer ${settings.durable}`,
+      `make it`,
+      async () => (await consumerInfo(jsm, settings.stream, settings.durable)) !== null,
+    );
+  }
+}
+
+async function consumerInfo(
+  jsm: JetStreamManager,
+  stream: string,
+  name: string,
+): Promise<ConsumerInfo | null> {
+  try {
+    return await jsm.consumers.info(stream, name);
+  } catch (error) {
+    if (error instanceof JetStreamApiError && error.code === 10014) return null; // consumer not found
+    throw error;
   }
 }

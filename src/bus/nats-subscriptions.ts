@@ -6,11 +6,13 @@ import type {
   JsMsg,
 } from '@nats-io/jetstream';
 import type { Msg, NatsConnection, Subscription } from '@nats-io/transport-node';
+import { BusError } from '../errors.js';
 import { type Bus, type BusHandler, type BusSubscription, Delivery } from './bus.js';
 import { decodeMessage } from './codec.js';
 import { busError } from './nats-helpers.js';
 import type { PullConsumerSettings } from './nats-streams.js';
 import { ensurePullConsumer, streamOf } from './nats-streams.js';
+import { subjectMatches } from './subjects.js';
 
 /**
  * The two kinds of subscription of the NATS bus. Both hand messages to their handler one at a
@@ -54,7 +56,7 @@ export interface NatsSubscription extends BusSubscription {
  * server may still hand a message to the pull request of a worker that died (when some client's
  * subscription, `>` say, covers its reply subject); that message then waits one ack wait.
  */
-const FETCH_EXPIRES_MS = 5_000;
+export const PULL_EXPIRES_MS = 5_000;
 /** How long pulls may keep failing (a server restart) before it is reported, and then how often. */
 const PULL_FAILING_MS = 10_000;
 /** Pause after a failed pull (server restarting, consumer being recreated) before trying again. */
@@ -162,8 +164,19 @@ export class CoreSubscription implements NatsSubscription {
       this.host.report(error, this.subject);
       return;
     }
-    if (this.active) this.delivery.push(msg);
+    if (!this.active) return;
+    // JetStream delivers a stored message with the subject it was stored on, wherever its
+    // consumer was told to deliver: only what was published on this subscription's subject is it.
+    if (!subjectMatches(this.subject, msg.subject)) {
+      this.host.rejectReceived(msg.subject, offSubject(msg.subject, this.subject));
+      return;
+    }
+    this.delivery.push(msg);
   }
+}
+
+function offSubject(subject: string, subscribed: string): BusError {
+  return new BusError(`a message on ${subject} arrived on the subscription to ${subscribed}: not taken`);
 }
 
 /**
@@ -227,7 +240,7 @@ export class PullSubscription implements NatsSubscription {
     while (this.active) {
       try {
         // One message per pull: a worker holds only what it is handling.
-        this.batch = await consumer.fetch({ max_messages: 1, expires: FETCH_EXPIRES_MS });
+        this.batch = await consumer.fetch({ max_messages: 1, expires: PULL_EXPIRES_MS });
         if (!this.active) await this.batch.close();
         for await (const msg of this.batch) {
           failingSince = null;

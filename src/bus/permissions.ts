@@ -1,8 +1,9 @@
 import type { Role } from '../schemas/index.js';
 import { ROLES } from '../schemas/setting-values.js';
 import { EVENTS_STREAM, PERSISTENCE_CONSUMER, PGE_STREAMS, WORK_STREAM } from './nats-streams.js';
+import { PULL_EXPIRES_MS } from './nats-subscriptions.js';
 import { LEASE_BUCKET } from './run-leases.js';
-import { subjectMatches, subjects, workerQueue } from './subjects.js';
+import { RESUME_ANSWER_MS, subjectMatches, subjects, workerQueue } from './subjects.js';
 
 /**
  * What each process of a deployment may publish and subscribe to on NATS: the one source of the
@@ -11,10 +12,17 @@ import { subjectMatches, subjects, workerQueue } from './subjects.js';
  * over an allow.
  *
  * Besides pge's own subjects, each process needs the JetStream API subjects of what it does with
- * streams: `$JS.API.INFO` and stream info (every process checks the streams at start), consumer
- * create/info/next/delete on the streams it reads, `$JS.ACK.<stream>.<consumer>.>` for the
- * consumers it acknowledges. Only a coordinator creates and updates streams and the run-lease
- * bucket, publishes events and work, and answers abandoned work.
+ * streams: `$JS.API.INFO` and stream info (every process checks the streams at start), direct gets
+ * on the streams it reads, and info, next and acknowledgements (`$JS.ACK.<stream>.<consumer>.>`)
+ * of the durable consumer it takes messages from. Only a coordinator creates and updates streams,
+ * consumers and the run-lease bucket, publishes events and work, and answers abandoned work.
+ *
+ * No other role may make a consumer, of any name or kind: a consumer's configuration says where
+ * the server delivers its messages (`deliver_subject`), and the server delivers them in the
+ * account that holds the streams, as itself, where no permission of the creator's applies: onto
+ * other consumers' pulls (`$JS.API.CONSUMER.MSG.NEXT.…`: a planner's work item goes to nobody),
+ * the coordinator's subjects, anyone's rejection reports. So the coordinator makes every durable consumer
+ * at start (`pgeConsumers`), and readers read by direct gets (nats-stored.ts).
  */
 
 /** The processes a deployment has, each with its own credential. */
@@ -47,31 +55,23 @@ const KV_STREAM = `KV_${LEASE_BUCKET}`;
 /** Every process checks JetStream and pge's streams (and may read the lease bucket's) at start. */
 const STREAM_CHECKS = [`${JS_API}.INFO`, ...[...PGE_STREAMS.map((s) => s.name), KV_STREAM].map(streamInfo)];
 
-/**
- * Reading a stream through consumers of its own (ephemeral or named), and reading single messages
- * (`last_by_subj` lookups): never anything that changes what the stream holds.
- */
+/** Reading what a stream holds by direct gets and message lookups: nothing that changes it. */
 function streamReading(stream: string): string[] {
   return [
-    // Named consumers only (`CREATE.<stream>.<name>.<filter>`): a create without the name in its
-    // subject could name another's consumer in its body, where no deny entry can see it.
-    `${JS_API}.CONSUMER.CREATE.${stream}.>`,
-    `${JS_API}.CONSUMER.INFO.${stream}.*`,
-    `${JS_API}.CONSUMER.MSG.NEXT.${stream}.*`,
-    `${JS_API}.CONSUMER.DELETE.${stream}.*`,
     `${JS_API}.STREAM.MSG.GET.${stream}`,
     `${JS_API}.DIRECT.GET.${stream}`,
     `${JS_API}.DIRECT.GET.${stream}.>`,
   ];
 }
 
-/** The persistence worker's durable consumer: no other role may create, change, read or delete it. */
-const PERSISTENCE_CONSUMER_API = [
-  `${JS_API}.CONSUMER.*.${EVENTS_STREAM}.${PERSISTENCE_CONSUMER}`,
-  `${JS_API}.CONSUMER.*.${EVENTS_STREAM}.${PERSISTENCE_CONSUMER}.>`,
-  `${JS_API}.CONSUMER.MSG.NEXT.${EVENTS_STREAM}.${PERSISTENCE_CONSUMER}`,
-  `${JS_API}.CONSUMER.DURABLE.CREATE.${EVENTS_STREAM}.${PERSISTENCE_CONSUMER}`,
-];
+/** Taking messages from a durable consumer the coordinator made: its info, pulls and acks. */
+function durableTaking(stream: string, durable: string): string[] {
+  return [
+    `${JS_API}.CONSUMER.INFO.${stream}.${durable}`,
+    `${JS_API}.CONSUMER.MSG.NEXT.${stream}.${durable}`,
+    `$JS.ACK.${stream}.${durable}.>`,
+  ];
+}
 
 /** Reading the run-lease bucket: a role worker checks that a work item's run is live. */
 const LEASE_READING = [`${JS_API}.DIRECT.GET.${KV_STREAM}.>`, `${JS_API}.STREAM.MSG.GET.${KV_STREAM}`];
@@ -92,7 +92,6 @@ const SERVICE_REPLIES = '_R_.>';
 
 /** A role worker of `role`: takes its role's work, publishes its role's results, hears cancels. */
 function roleWorker(role: Role): RolePermissions {
-  const durable = workerQueue(role);
   const work = subjects.work(role);
   return {
     publish: {
@@ -101,12 +100,8 @@ function roleWorker(role: Role): RolePermissions {
         subjects.rejected(role),
         ...STREAM_CHECKS,
         ...LEASE_READING,
-        // Its role's durable consumer, with its role's filter: the server checks the config's
-        // filter against the one in the subject, so no other role's work can be taken through it.
-        `${JS_API}.CONSUMER.CREATE.${WORK_STREAM}.${durable}.${work}`,
-        `${JS_API}.CONSUMER.INFO.${WORK_STREAM}.${durable}`,
-        `${JS_API}.CONSUMER.MSG.NEXT.${WORK_STREAM}.${durable}`,
-        `$JS.ACK.${WORK_STREAM}.${durable}.>`,
+        // Its role's durable consumer, which a coordinator made with its role's filter.
+        ...durableTaking(WORK_STREAM, workerQueue(role)),
       ],
       deny: [],
     },
@@ -161,9 +156,9 @@ export const ROLE_PERMISSIONS: Readonly<Record<NatsRole, RolePermissions>> = {
     publish: {
       allow: [
         ...STREAM_CHECKS,
+        ...durableTaking(EVENTS_STREAM, PERSISTENCE_CONSUMER),
+        // A run it joined midway, read back from its first event.
         ...streamReading(EVENTS_STREAM),
-        `${JS_API}.CONSUMER.DURABLE.CREATE.${EVENTS_STREAM}.${PERSISTENCE_CONSUMER}`,
-        `$JS.ACK.${EVENTS_STREAM}.${PERSISTENCE_CONSUMER}.>`,
         // A log that cannot be written stops its run.
         subjects.control('*'),
         subjects.rejected('persistence'),
@@ -183,7 +178,7 @@ export const ROLE_PERMISSIONS: Readonly<Record<NatsRole, RolePermissions>> = {
         ...STREAM_CHECKS,
         ...streamReading(EVENTS_STREAM),
       ],
-      deny: PERSISTENCE_CONSUMER_API,
+      deny: [],
     },
     subscribe: readerSubscriptions('client'),
     summary: 'submits runs, follows their events, and sends control (interrupt, resume) for runs',
@@ -192,7 +187,7 @@ export const ROLE_PERMISSIONS: Readonly<Record<NatsRole, RolePermissions>> = {
     publish: {
       // Rejection reports: a reader reports messages it refused, as every process does.
       allow: [subjects.rejected('observer'), ...STREAM_CHECKS, ...streamReading(EVENTS_STREAM)],
-      deny: PERSISTENCE_CONSUMER_API,
+      deny: [],
     },
     subscribe: readerSubscriptions('observer'),
     summary: 'reads run events (the dashboard); publishes nothing but reports of messages it refused',
@@ -202,36 +197,61 @@ export const ROLE_PERMISSIONS: Readonly<Record<NatsRole, RolePermissions>> = {
 /**
  * What the account of a role other than the coordinator's imports from the coordinator's account,
  * `PGE`, which holds the streams: every subject its credential may publish to, as a service (so
- * that a reply crosses back to the requester through a reply subject the server chooses), and
- * every subject it may subscribe to but its own inbox, as a stream. The JetStream API and
- * acknowledgements are imported whole; the credential's permissions narrow them per role.
+ * that a reply crosses back to the requester through a reply subject the server chooses), but the
+ * ones nobody answers, which its account exports as a stream for `PGE` to import instead (so the
+ * server keeps no way back for a reply subject a publisher puts on them); and every subject it may
+ * subscribe to but its own inbox, as a stream.
  *
  * Nothing else crosses between accounts, so whatever a process has published in its own account
  * (the JetStream API's answers to reply subjects it named included) reaches the streams only on a
  * subject its role may publish itself.
  */
 export interface AccountImports {
-  /** Subjects published into `PGE`: requests, and messages that need no answer. */
+  /** Requests published into `PGE`, answered as `serviceResponse` says. */
   readonly services: readonly string[];
+  /** Messages published into `PGE` that nobody answers: exported by the role's account. */
+  readonly sends: readonly string[];
   /** Subjects `PGE` publishes that the role hears. */
   readonly streams: readonly string[];
 }
 
-/** The JetStream API and acknowledgement subjects, as an account imports them. */
-export const JS_API_IMPORT = `${JS_API}.>`;
-const JS_ACK_IMPORT = '$JS.ACK.>';
-
-/** What `role`'s account imports from `PGE` (the coordinator's account imports nothing). */
+/** What `role`'s account imports from `PGE`, and sends it (the coordinator's account is `PGE`). */
 export function accountImports(role: Exclude<NatsRole, 'coordinator'>): AccountImports {
   const { publish, subscribe } = ROLE_PERMISSIONS[role];
-  const services = new Set<string>();
-  for (const subject of publish.allow) {
-    if (subject.startsWith(`${JS_API}.`)) services.add(JS_API_IMPORT);
-    else if (subject.startsWith('$JS.ACK.')) services.add(JS_ACK_IMPORT);
-    else if (!isRejections(subject)) services.add(subject);
+  const notRejections = (subject: string) => !isRejections(subject);
+  const publishes = publish.allow.filter(notRejections);
+  return {
+    services: publishes.filter((subject) => !ONE_WAY.includes(subject)),
+    sends: publishes.filter((subject) => ONE_WAY.includes(subject)),
+    streams: subscribe.allow.filter((subject) => subject !== inbox(role) && notRejections(subject)),
+  };
+}
+
+/** Subjects published into `PGE` that nobody answers (rejection reports aside, see below). */
+const ONE_WAY: readonly string[] = [subjects.control('*')];
+
+/**
+ * How the answer to a request from another account comes back: once, or (JetStream's answer to a
+ * pull) as many messages; and how long the server keeps the way back (the export's response
+ * threshold), which bounds what requests that are never answered cost it.
+ */
+export interface ServiceResponse {
+  readonly type: 'Singleton' | 'Stream';
+  readonly thresholdMs: number;
+}
+
+/** The way back of a pull outlives the pull itself by this much. */
+const PULL_MARGIN_MS = 5_000;
+/** The JetStream API, a stored publish's acknowledgement and a submission answer in milliseconds. */
+const ANSWER_MS = 5_000;
+
+/** How the answer to a request on `subject` comes back (see `ServiceResponse`). */
+export function serviceResponse(subject: string): ServiceResponse {
+  if (subject.startsWith(`${JS_API}.CONSUMER.MSG.NEXT.`)) {
+    return { type: 'Stream', thresholdMs: PULL_EXPIRES_MS + PULL_MARGIN_MS };
   }
-  const streams = subscribe.allow.filter((subject) => subject !== inbox(role) && !isRejections(subject));
-  return { services: [...services], streams };
+  if (subject === subjects.resume) return { type: 'Singleton', thresholdMs: RESUME_ANSWER_MS };
+  return { type: 'Singleton', thresholdMs: ANSWER_MS };
 }
 
 /**

@@ -59,7 +59,10 @@ export const subjects = {
   },
   /** Where runs are submitted by request/reply. */
   submit: 'pge.runs.submit',
-  /** Where a run is asked to be taken over now, by request/reply (`pge resume --nats`). */
+  /**
+   * Where a run is asked to be taken over now, by request/reply (`pge resume --nats`), answered
+   * within `RESUME_ANSWER_MS`.
+   */
   resume: 'pge.runs.resume',
   /**
    * Where a process reports the messages it refused: `pge.errors.rejected.<reporter>`, the reporter
@@ -70,6 +73,9 @@ export const subjects = {
     return `pge.errors.rejected.${reporter === '*' ? '*' : assertSubjectToken('reporter', reporter)}`;
   },
 } as const;
+
+/** How long a resume request waits for its answer: taking a run over reads its stored events. */
+export const RESUME_ANSWER_MS = 30_000;
 
 /** The queue group that the workers of a role share, so each work item goes to one of them. */
 export function workerQueue(role: Role): string {

@@ -3,7 +3,7 @@ import { resolve } from 'node:path';
 import { DemoModel } from '../actors/demo-model.js';
 import type { PgeOptions } from '../api/options.js';
 import { NatsBus } from '../bus/nats-bus.js';
-import { subjects } from '../bus/subjects.js';
+import { RESUME_ANSWER_MS, subjects } from '../bus/subjects.js';
 import { ConfigurationError, errorFromInfo } from '../errors.js';
 import { readLogTail } from '../persistence/log-reader.js';
 import type { Role, RunEvent } from '../schemas/index.js';
@@ -60,7 +60,9 @@ async function resumeRemote(runId: string, servers: string, line: CommandLine, i
   const connection = natsOptionsOf(line.flags, io.env);
   const bus = await NatsBus.connect({ ...connection, servers, name: 'pge-resume' });
   try {
-    const reply = RunResumeReply.parse(await bus.request(subjects.resume, { runId }, { timeoutMs: 30_000 }));
+    const reply = RunResumeReply.parse(
+      await bus.request(subjects.resume, { runId }, { timeoutMs: RESUME_ANSWER_MS }),
+    );
     if ('error' in reply) throw errorFromInfo(reply.error);
     io.stderr.write(
       reply.takenOver

@@ -10,16 +10,17 @@ import {
   type Import,
 } from '@nats-io/jwt';
 import { createAccount, createOperator, createUser, fromSeed, type KeyPair } from '@nats-io/nkeys';
+import { nanos } from '@nats-io/transport-node';
 import { userJwtOf } from '../bus/nats-connection.js';
 import {
   type AccountImports,
   accountImports,
   hearsRejections,
-  JS_API_IMPORT,
   NATS_ROLES,
   type NatsRole,
   ROLE_PERMISSIONS,
   type RolePermissions,
+  serviceResponse,
 } from '../bus/permissions.js';
 import { subjects } from '../bus/subjects.js';
 import { ConfigurationError } from '../errors.js';
@@ -267,7 +268,14 @@ async function serverConfig(keys: Keys, operatorJwt: string, settings: ServerSet
           consumer: UNLIMITED,
         },
         exports: coreExports(Object.values(imports)),
-        imports: rejectionImports(keys, 'coordinator'),
+        imports: [
+          ...rejectionImports(keys, 'coordinator'),
+          ...IMPORTING_ROLES.flatMap((role) =>
+            imports[role]!.sends.map((subject) =>
+              streamImport(subject, accountOf(keys, role).getPublicKey()),
+            ),
+          ),
+        ],
         ...revocations,
       },
       { signer: operator },
@@ -281,7 +289,7 @@ async function serverConfig(keys: Keys, operatorJwt: string, settings: ServerSet
           {
             limits,
             imports: [...roleImports(core, imports[role]!), ...rejectionImports(keys, role)],
-            exports: [rejectionsExport(role)],
+            exports: [rejectionsExport(role), ...imports[role]!.sends.map(streamExport)],
             ...revocations,
           },
           { signer: operator },
@@ -312,39 +320,47 @@ async function serverConfig(keys: Keys, operatorJwt: string, settings: ServerSet
 }
 
 /**
- * What `PGE` exports: every subject some role's account imports. The JetStream API answers a pull
- * with many messages, so its replies are a stream (the others answer once, or not at all).
+ * What `PGE` exports: every subject some role's account imports, each service with how its answer
+ * comes back (`serviceResponse`).
  */
 function coreExports(imports: readonly AccountImports[]): Export[] {
   const services = new Set(imports.flatMap((i) => i.services));
   const streams = new Set(imports.flatMap((i) => i.streams));
   return [
-    ...[...services].map(
-      (subject): Export => ({
+    ...[...services].map((subject): Export => {
+      const response = serviceResponse(subject);
+      return {
         name: subject,
         subject,
         type: 'service',
-        ...(subject === JS_API_IMPORT ? { response_type: 'Stream' as const } : {}),
-      }),
-    ),
-    ...[...streams].map((subject): Export => ({ name: subject, subject, type: 'stream' })),
+        response_type: response.type,
+        response_threshold: nanos(response.thresholdMs),
+      };
+    }),
+    ...[...streams].map(streamExport),
     rejectionsExport('coordinator'),
   ];
 }
 
+function streamExport(subject: string): Export {
+  return { name: subject, subject, type: 'stream' };
+}
+
+function streamImport(subject: string, account: string): Import {
+  return { name: subject, subject, account, type: 'stream' };
+}
+
 /** An account's own reports of refused messages, for the accounts that read them. */
 function rejectionsExport(role: NatsRole): Export {
-  const subject = subjects.rejected(role);
-  return { name: subject, subject, type: 'stream' };
+  return streamExport(subjects.rejected(role));
 }
 
 /** Every other account's reports of refused messages, for an account whose role reads them. */
 function rejectionImports(keys: Keys, role: NatsRole): Import[] {
   if (!hearsRejections(role)) return [];
-  return NATS_ROLES.filter((other) => other !== role).map((other) => {
-    const subject = subjects.rejected(other);
-    return { name: subject, subject, account: accountOf(keys, other).getPublicKey(), type: 'stream' };
-  });
+  return NATS_ROLES.filter((other) => other !== role).map((other) =>
+    streamImport(subjects.rejected(other), accountOf(keys, other).getPublicKey()),
+  );
 }
 
 function roleImports(core: string, imports: AccountImports): Import[] {
@@ -352,7 +368,7 @@ function roleImports(core: string, imports: AccountImports): Import[] {
     ...imports.services.map(
       (subject): Import => ({ name: subject, subject, account: core, type: 'service' }),
     ),
-    ...imports.streams.map((subject): Import => ({ name: subject, subject, account: core, type: 'stream' })),
+    ...imports.streams.map((subject) => streamImport(subject, core)),
   ];
 }
 

@@ -5,7 +5,7 @@ import {
 } from '../actors/persistence-actor.js';
 import { readRunEvents } from '../bus/channels.js';
 import type { NatsBus } from '../bus/nats-bus.js';
-import { PERSISTENCE_CONSUMER } from '../bus/nats-streams.js';
+import { PERSISTENCE_ACK_WAIT_MS, PERSISTENCE_CONSUMER } from '../bus/nats-streams.js';
 import { subjects } from '../bus/subjects.js';
 import type { RunEvent } from '../schemas/index.js';
 
@@ -14,12 +14,6 @@ import type { RunEvent } from '../schemas/index.js';
  * run's events from one durable consumer, in stream order, each acknowledged once it is on disk or
  * reported; the start of a run it joins midway, and any seq gap, read back from PGE_EVENTS.
  */
-
-/**
- * How long the event a killed persistence worker held stays with it before the server hands it to
- * the next one: a live worker heartbeats while it writes, so this bounds only a restart's wait.
- */
-export const PERSISTENCE_ACK_WAIT_MS = 5_000;
 
 /** Options of `startNatsPersistence`: the actor's, but for how it reads the bus. */
 export type NatsPersistenceOptions = Omit<PersistenceActorOptions, 'bus' | 'subscribe' | 'history'> & {

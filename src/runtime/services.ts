@@ -9,7 +9,7 @@ import {
 } from '../actors/coordinator.js';
 import { readRecordedRun } from '../actors/replay.js';
 import type { Bus, BusSubscription } from '../bus/bus.js';
-import { subscribeControl } from '../bus/channels.js';
+import { answerable, subscribeControl } from '../bus/channels.js';
 import { subjects } from '../bus/subjects.js';
 import { ConfigurationError, describeError, errorFromInfo, RunTakenOverError } from '../errors.js';
 import type { Role, RoleResult, RunEvent } from '../schemas/index.js';
@@ -187,6 +187,7 @@ export function startCoordinatorService(service: CoordinatorServiceOptions): Coo
   const subscription: BusSubscription = bus.subscribe(
     subjects.submit,
     async (message) => {
+      if (!answerable(bus, message)) return;
       const submission = message.data as RunSubmission;
       const runId = submission.runId ?? newRunId();
       let handle: RunHandle;
@@ -211,6 +212,7 @@ export function startCoordinatorService(service: CoordinatorServiceOptions): Coo
   const resumes = bus.subscribe(
     subjects.resume,
     async (message) => {
+      if (!answerable(bus, message)) return;
       const { runId } = message.data as RunResumeRequest;
       let reply: RunResumeReply;
       try {

@@ -1,5 +1,5 @@
 import type { JetStreamManager } from '@nats-io/jetstream';
-import { jetstream, jetstreamManager, RetentionPolicy, StorageType } from '@nats-io/jetstream';
+import { AckPolicy, jetstream, jetstreamManager, RetentionPolicy, StorageType } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { connect, nanos } from '@nats-io/transport-node';
 import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from 'vitest';
@@ -101,6 +101,46 @@ describe('NatsBus on JetStream', () => {
       duplicate_window: nanos(120_000),
     });
     expect((await jsm.streams.info('PGE_RESULTS')).config.subjects).toEqual([subjects.result('*')]);
+    // Readers read by direct gets; the durable consumers every role reads through are made at start.
+    expect(events.config.allow_direct).toBe(true);
+    const durables = async (stream: string) => {
+      const found: string[] = [];
+      for await (const c of jsm.consumers.list(stream)) if (c.config.durable_name) found.push(c.name);
+      return found.sort();
+    };
+    expect(await durables('PGE_WORK')).toEqual(['pge-evaluator', 'pge-generator', 'pge-planner']);
+    expect(await durables('PGE_EVENTS')).toEqual(['pge-persistence']);
+  });
+
+  it('takes on a subscription only what was published on its subject: a stored message JetStream delivers there is reported', async () => {
+    const bus = await open();
+    const taken: unknown[] = [];
+    const reports: MessageRejection[] = [];
+    bus.subscribe(subjects.submit, (m) => void taken.push(m.data), { queue: 'pge-coordinator' });
+    bus.subscribe(subjects.rejected('*'), (m) => void reports.push(m.data as MessageRejection));
+    await bus.flush();
+    const runId = freshRunId();
+    // A push consumer aimed at the coordinators' queue: the server delivers each stored event
+    // there under the subject it was stored on.
+    const name = `push-${runId}`;
+    await jsm.consumers.add('PGE_EVENTS', {
+      name,
+      filter_subject: subjects.events(runId),
+      deliver_subject: subjects.submit,
+      deliver_group: 'pge-coordinator',
+      ack_policy: AckPolicy.None,
+    });
+    try {
+      await publishEvent(bus, runStarted(runId));
+      await waitFor('the delivered copy was reported', () => reports.length === 1);
+      expect(taken).toEqual([]);
+      expect(reports[0]).toMatchObject({
+        subject: subjects.event(runId, 'run.started'),
+        problem: expect.stringContaining(`arrived on the subscription to ${subjects.submit}`),
+      });
+    } finally {
+      await jsm.consumers.delete('PGE_EVENTS', name);
+    }
   });
 
   it('stores an event re-sent with the same id once', async () => {
@@ -533,34 +573,44 @@ describe('NatsBus through an outage', () => {
     }
   }, 30_000);
 
-  it('reads a run through an ordered consumer from its first event, across a server restart, once each', async () => {
-    const server = await startNatsServer();
-    const problems: unknown[] = [];
-    const bus = await NatsBus.connect({ servers: server.url, onHandlerError: (e) => problems.push(e) });
-    try {
-      const runId = freshRunId();
-      await publishEvent(bus, runStarted(runId, 1));
-      await publishEvent(bus, stepStarted(runId, 2));
-      const seen: number[] = [];
-      const fresh: number[] = [];
-      bus.subscribeOrdered(subjects.events(runId), (m) => void seen.push((m.data as RunEvent).seq));
-      bus.subscribeOrdered(subjects.events(runId), (m) => void fresh.push((m.data as RunEvent).seq), {
-        from: 'new',
-      });
-      await waitFor('the stored events were read', () => seen.length === 2);
-      await bus.flush();
-      await server.restart(300);
-      for (let seq = 3; seq <= 6; seq++) await publishEvent(bus, stepStarted(runId, seq));
-      await waitFor('the events after the restart were read', () => seen.length === 6, 15_000);
-      await sleep(200);
-      expect(seen).toEqual([1, 2, 3, 4, 5, 6]);
-      expect(fresh).toEqual([3, 4, 5, 6]);
-      expect(() => bus.subscribeOrdered(subjects.submit, () => undefined)).toThrow(TypeError);
-    } finally {
-      await bus.close();
-      await server.stop();
-    }
-  }, 30_000);
+  it.each([
+    ['by direct gets', false],
+    ['through an ordered consumer', true],
+  ])(
+    'reads a run %s from its first event, across a server restart, once each',
+    async (_, consumer) => {
+      const server = await startNatsServer();
+      const problems: unknown[] = [];
+      const bus = await NatsBus.connect({ servers: server.url, onHandlerError: (e) => problems.push(e) });
+      try {
+        const runId = freshRunId();
+        await publishEvent(bus, runStarted(runId, 1));
+        await publishEvent(bus, stepStarted(runId, 2));
+        const seen: number[] = [];
+        const fresh: number[] = [];
+        bus.subscribeOrdered(subjects.events(runId), (m) => void seen.push((m.data as RunEvent).seq), {
+          consumer,
+        });
+        bus.subscribeOrdered(subjects.events(runId), (m) => void fresh.push((m.data as RunEvent).seq), {
+          from: 'new',
+          consumer,
+        });
+        await waitFor('the stored events were read', () => seen.length === 2);
+        await bus.flush();
+        await server.restart(300);
+        for (let seq = 3; seq <= 6; seq++) await publishEvent(bus, stepStarted(runId, seq));
+        await waitFor('the events after the restart were read', () => seen.length === 6, 15_000);
+        await sleep(200);
+        expect(seen).toEqual([1, 2, 3, 4, 5, 6]);
+        expect(fresh).toEqual([3, 4, 5, 6]);
+        expect(() => bus.subscribeOrdered(subjects.submit, () => undefined)).toThrow(TypeError);
+      } finally {
+        await bus.close();
+        await server.stop();
+      }
+    },
+    30_000,
+  );
 
   it('refuses a server without JetStream with a ConfigurationError', async () => {
     const server = await startNatsServer({ jetstream: false });

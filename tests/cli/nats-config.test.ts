@@ -1,7 +1,7 @@
 import { mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { decode, encodeUser, fmtCreds } from '@nats-io/jwt';
+import { type Account, decode, encodeUser, fmtCreds } from '@nats-io/jwt';
 import { createUser, fromSeed } from '@nats-io/nkeys';
 import { connect, credsAuthenticator } from '@nats-io/transport-node';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -189,15 +189,51 @@ describe('pge nats-config', () => {
         role,
       ).toEqual([role]);
     }
-    // No role but the coordinator creates streams or touches the persistence worker's consumer.
+    // No role but the coordinator creates streams or makes, changes or deletes any consumer.
     for (const role of NATS_ROLES.filter((r) => r !== 'coordinator')) {
       expect(mayPublish(role, '$JS.API.STREAM.CREATE.PGE_EVENTS'), role).toBe(false);
       expect(mayPublish(role, '$JS.API.STREAM.DELETE.PGE_EVENTS'), role).toBe(false);
-      expect(mayPublish(role, '$JS.API.CONSUMER.DELETE.PGE_EVENTS.pge-persistence'), role).toBe(
-        role === 'persistence',
-      );
+      for (const api of [
+        'CONSUMER.CREATE.PGE_EVENTS.reader',
+        'CONSUMER.CREATE.PGE_EVENTS.reader.pge.run.x.evt.>',
+        `CONSUMER.CREATE.PGE_WORK.pge-${role}.pge.work.${role}`,
+        `CONSUMER.DURABLE.CREATE.PGE_WORK.pge-${role}`,
+        'CONSUMER.DURABLE.CREATE.PGE_EVENTS.pge-persistence',
+        'CONSUMER.DELETE.PGE_EVENTS.pge-persistence',
+      ]) {
+        expect(mayPublish(role, `$JS.API.${api}`), `${role}: ${api}`).toBe(false);
+      }
       expect(mayPublish(role, '$JS.API.CONSUMER.MSG.NEXT.PGE_WORK.pge-generator'), role).toBe(
         role === 'generator',
+      );
+    }
+  });
+
+  it('gives every request across accounts a short way back, and has control cross as a stream', async () => {
+    const dir = await freshDir();
+    await writeNatsConfig({ dir, monitorPort: 0 });
+    const config = await readFile(join(dir, 'nats-server.conf'), 'utf8');
+    const accounts = [...config.matchAll(/^ {2}(A\w+): (\S+)$/gm)].map((m) => decode<Account>(m[2]!));
+    const named = (name: string) => accounts.find((a) => a.name === name)!;
+    const core = named('PGE');
+    const services = (core.nats.exports ?? []).filter((e) => e.type === 'service');
+    expect(services.length).toBeGreaterThan(10);
+    for (const service of services) {
+      const pull = service.subject.startsWith('$JS.API.CONSUMER.MSG.NEXT.');
+      expect(service.response_type, service.subject).toBe(pull ? 'Stream' : 'Singleton');
+      // A pull's messages come for 5 s; a takeover is answered within 30 s; the rest at once.
+      const threshold = pull ? 10_000 : service.subject === 'pge.runs.resume' ? 30_000 : 5_000;
+      expect(service.response_threshold, service.subject).toBe(threshold * 1e6);
+    }
+    // Nobody answers control: the client's and persistence's accounts export it, PGE imports it.
+    expect(services.map((e) => e.subject)).not.toContain('pge.run.*.control');
+    for (const role of ['client', 'persistence']) {
+      const account = named(`PGE_${role.toUpperCase()}`);
+      expect(account.nats.exports, role).toContainEqual(
+        expect.objectContaining({ subject: 'pge.run.*.control', type: 'stream' }),
+      );
+      expect(core.nats.imports).toContainEqual(
+        expect.objectContaining({ subject: 'pge.run.*.control', type: 'stream', account: account.sub }),
       );
     }
   });

@@ -7,7 +7,7 @@ import { resolveOptions } from '../../src/api/options.js';
 import { answerAbandonedWork } from '../../src/bus/abandoned-work.js';
 import { subscribeEvents } from '../../src/bus/channels.js';
 import { NatsBus } from '../../src/bus/nats-bus.js';
-import { ensurePullConsumer, WORK_STREAM } from '../../src/bus/nats-streams.js';
+import { ensurePullConsumer, WORK_MAX_ACK_PENDING, WORK_STREAM } from '../../src/bus/nats-streams.js';
 import { subjects, workerQueue } from '../../src/bus/subjects.js';
 import { startCoordinatorService } from '../../src/runtime/services.js';
 import type { RunEvent } from '../../src/schemas/index.js';
@@ -48,16 +48,18 @@ describe('abandoned work', () => {
     const model = new DemoModel();
     const planner = createRoleWorker({ bus: plannerBus, role: 'planner', model });
     // Generators that take the request and die before answering: they never ack, and the server
-    // delivers the item again after each ack wait, twice in all.
-    const jsm = await jetstreamManager(dying);
-    await ensurePullConsumer(jsm, {
+    // delivers the item again after each ack wait, twice in all. (The generators' consumer, which
+    // the coordinator made, is given these timings by the test's admin credential.)
+    const setup = await connect(nats.connectOptions('admin'));
+    await ensurePullConsumer(await jetstreamManager(setup), {
       stream: WORK_STREAM,
       durable: workerQueue('generator'),
       filter: subjects.work('generator'),
       ackWaitMs: 300,
       maxDeliver: 2,
-      maxAckPending: 1000,
+      maxAckPending: WORK_MAX_ACK_PENDING,
     });
+    await setup.close();
     const consumer = await jetstream(dying).consumers.get(WORK_STREAM, workerQueue('generator'));
     let deliveries = 0;
     const taking = (async () => {

@@ -11,12 +11,12 @@ import {
   passingAnswer,
   schemaOf,
   startDeployment,
-  storedEvents,
   submitRun,
   type TestDeployment,
   until,
 } from '../support/deployment.js';
 import { type PgeProcess, startPge } from '../support/processes.js';
+import { storedEvents } from '../support/stored-events.js';
 
 /**
  * A coordinator SIGKILLed in the middle of a run, with a second coordinator running: the second
@@ -65,12 +65,12 @@ describe('a coordinator killed mid-run', () => {
     const runId = await submitDuringWork('survive the coordinator');
     const owner = Object.keys(coordinators).find((id) => coordinators[id]!.stderr().includes(runId))!;
     const heir = owner === 'coord-a' ? 'coord-b' : 'coord-a';
-    const before = await storedEvents(client, runId);
+    const before = await storedEvents(client, `pge.run.${runId}.evt.>`);
     await coordinators[owner]!.stop('SIGKILL');
     const killedAt = Date.now();
 
     const resumed = await until(
-      () => storedEvents(client, runId),
+      () => storedEvents(client, `pge.run.${runId}.evt.>`),
       (events) => events.some((e) => e.type === 'run.resumed'),
       'run.resumed',
     );
@@ -133,14 +133,16 @@ describe('a coordinator killed mid-run', () => {
     }
     const second = await deployment.worker('coordinator', ['--worker-id', 'coord-b']);
     await new Promise((resolve) => setTimeout(resolve, 4_000));
-    expect((await storedEvents(client, runId)).some((e) => e.type === 'run.resumed')).toBe(false);
+    expect((await storedEvents(client, `pge.run.${runId}.evt.>`)).some((e) => e.type === 'run.resumed')).toBe(
+      false,
+    );
 
     const { url, creds } = deployment.nats;
     const resume = startPge(['resume', '--nats', url, '--creds', creds.client, runId], {});
     expect(await resume.exited(), resume.stderr()).toBe(0);
     expect(resume.stderr()).toContain(`run ${runId} taken over by coordinator coord-b`);
     expect(second.stderr()).not.toContain('cannot');
-    const events = await storedEvents(client, runId);
+    const events = await storedEvents(client, `pge.run.${runId}.evt.>`);
     expect(events.at(-1)?.type).toBe('run.completed');
     expect(events.map((e) => e.seq)).toEqual(events.map((_, i) => i + 1));
     expect(events.find((e) => e.type === 'run.resumed')?.payload).toMatchObject({ owner: 'coord-b' });

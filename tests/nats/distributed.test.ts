@@ -1,13 +1,13 @@
 import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { AckPolicy, DeliverPolicy, jetstream, jetstreamManager } from '@nats-io/jetstream';
+import { AckPolicy, jetstreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { NatsRole } from '../../src/bus/permissions.js';
 import { readLogFile } from '../../src/persistence/index.js';
 import type { RunEvent } from '../../src/schemas/index.js';
-import { passingAnswer, schemaOf } from '../support/deployment.js';
+import { passingAnswer, readRunToEnd, schemaOf } from '../support/deployment.js';
 import { type FakeOpenAI, type FakeStep, startFakeOpenAI } from '../support/fake-openai-server.js';
 import { type SecuredNatsServer, startSecuredNatsServer } from '../support/nats-server.js';
 import { type PgeProcess, startPge } from '../support/processes.js';
@@ -83,18 +83,7 @@ async function submitAndRead(
     const reply = await nc.request('pge.runs.submit', JSON.stringify({ task }), { timeout: 10_000 });
     const { runId } = reply.json<{ runId: string }>();
     const side = meanwhile?.(runId, nc);
-    const js = jetstream(nc);
-    const consumer = await js.consumers.get('PGE_EVENTS', {
-      filter_subjects: `pge.run.${runId}.evt.>`,
-      deliver_policy: DeliverPolicy.All,
-    });
-    const events: RunEvent[] = [];
-    const messages = await consumer.consume();
-    for await (const m of messages) {
-      const event = m.json<RunEvent>();
-      events.push(event);
-      if (event.type === 'run.completed' || event.type === 'run.failed') break;
-    }
+    const events = await readRunToEnd(nc, runId);
     await side;
     return events;
   } finally {

@@ -10,12 +10,12 @@ import {
   closedRun,
   passingAnswer,
   startDeployment,
-  storedEvents,
   submitRun,
   type TestDeployment,
   until,
 } from '../support/deployment.js';
 import type { PgeProcess } from '../support/processes.js';
+import { storedEvents } from '../support/stored-events.js';
 
 /**
  * The persistence worker under faults, with real processes on a real nats-server: killed mid-run
@@ -115,7 +115,7 @@ describe('the persistence worker', () => {
     await persistence.exited();
     // The run goes on without persistence: these events reach the stream, and no log.
     const meanwhile = await until(
-      () => storedEvents(d.client, runId),
+      () => storedEvents(d.client, `pge.run.${runId}.evt.>`),
       (s) => s.length >= before.length + 8 || closed(s),
       'events published while persistence was down',
     );

@@ -1,12 +1,13 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { DeliverPolicy, type JetStreamManager, jetstream, jetstreamManager } from '@nats-io/jetstream';
+import { type JetStreamManager, jetstreamManager } from '@nats-io/jetstream';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { NatsRole } from '../../src/bus/permissions.js';
 import { readLogFile } from '../../src/persistence/index.js';
 import type { RunEvent } from '../../src/schemas/index.js';
+import { readRunToEnd } from '../support/deployment.js';
 import { type SecuredNatsServer, startSecuredNatsServer } from '../support/nats-server.js';
 import { type PgeProcess, startPge } from '../support/processes.js';
 
@@ -70,29 +71,6 @@ async function submit(body: object): Promise<{ runId?: string; error?: { name: s
   return reply.json();
 }
 
-/** Reads a run's events from PGE_EVENTS in order until its closing event; fails after 20 s. */
-async function eventsOf(runId: string): Promise<RunEvent[]> {
-  const consumer = await jetstream(nc).consumers.get('PGE_EVENTS', {
-    filter_subjects: `pge.run.${runId}.evt.>`,
-    deliver_policy: DeliverPolicy.All,
-  });
-  const messages = await consumer.consume();
-  const timer = setTimeout(() => void messages.close(), 20_000);
-  const events: RunEvent[] = [];
-  try {
-    for await (const m of messages) {
-      const event = m.json<RunEvent>();
-      events.push(event);
-      if (event.type === 'run.completed' || event.type === 'run.failed') break;
-    }
-  } finally {
-    clearTimeout(timer);
-    await messages.close();
-  }
-  expect(events.at(-1)?.type, `run ${runId} never closed`).toMatch(/^run\.(completed|failed)$/);
-  return events;
-}
-
 /** Messages PGE_EVENTS holds for one run. */
 async function storedEvents(runId: string): Promise<number> {
   const info = await jsm.streams.info('PGE_EVENTS', { subjects_filter: `pge.run.${runId}.evt.>` });
@@ -117,7 +95,7 @@ describe('run ids on NATS', () => {
     const runId = 'chosen-run-id';
     const started = Date.now();
     expect(await submit({ task: 'the first run', runId })).toEqual({ runId });
-    const events = await eventsOf(runId);
+    const events = await readRunToEnd(nc, runId);
     expect(isOneRun(events, runId)).toBe(true);
     expect(events.at(-1)).toMatchObject({ type: 'run.completed', payload: { passed: true } });
 
@@ -148,7 +126,7 @@ describe('run ids on NATS', () => {
     const replies = await Promise.all(ids.map((runId) => submit({ task: `run ${runId}`, runId })));
     expect(replies).toEqual(ids.map((runId) => ({ runId })));
     for (const runId of ids) {
-      const events = await eventsOf(runId);
+      const events = await readRunToEnd(nc, runId);
       expect(isOneRun(events, runId)).toBe(true);
       expect(events.at(-1)).toMatchObject({ type: 'run.completed', payload: { passed: true } });
       expect(await storedEvents(runId)).toBe(events.length);

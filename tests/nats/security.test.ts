@@ -1,14 +1,15 @@
 import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { jetstream, jetstreamManager } from '@nats-io/jetstream';
-import { connect, type NatsConnection } from '@nats-io/transport-node';
+import { AckPolicy, jetstream, jetstreamManager, RetentionPolicy } from '@nats-io/jetstream';
+import { connect, type NatsConnection, nanos } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PGE_STREAMS } from '../../src/bus/nats-streams.js';
 import { NATS_ROLES } from '../../src/bus/permissions.js';
 import { LEASE_BUCKET } from '../../src/bus/run-leases.js';
 import { readLogFile } from '../../src/persistence/index.js';
-import type { RunEvent } from '../../src/schemas/index.js';
+import type { Role, RunEvent } from '../../src/schemas/index.js';
+import { ROLES } from '../../src/schemas/setting-values.js';
 import { readRunToEnd } from '../support/deployment.js';
 import { type FakeOpenAI, startFakeOpenAI } from '../support/fake-openai-server.js';
 import { type SecuredNatsServer, startSecuredNatsServer } from '../support/nats-server.js';
@@ -285,6 +286,92 @@ describe('a deployment started from pge nats-config', () => {
       await probe(admin);
       const after = await lastSeqs();
       expect(after.filter((seq, i) => seq > before[i]!)).toHaveLength(streams.length);
+    } finally {
+      await admin.close();
+    }
+  }, 30_000);
+
+  it("lets no role but the coordinator make, change or delete a consumer, such as one that delivers onto another's pulls", async () => {
+    const admin = await connect(nats.connectOptions('admin'));
+    const adminJsm = await jetstreamManager(admin);
+    const consumers = async () => {
+      const names: string[] = [];
+      for (const stream of ['PGE_EVENTS', 'PGE_WORK'])
+        for await (const c of adminJsm.consumers.list(stream)) names.push(`${stream}/${c.name}`);
+      return names.sort();
+    };
+    try {
+      const before = await consumers();
+      expect(before).toEqual([
+        'PGE_EVENTS/pge-persistence',
+        'PGE_WORK/pge-evaluator',
+        'PGE_WORK/pge-generator',
+        'PGE_WORK/pge-planner',
+      ]);
+      for (const role of NATS_ROLES.filter((r) => r !== 'coordinator')) {
+        const nc = await connect(nats.connectOptions(role));
+        try {
+          const jsm = await jetstreamManager(nc);
+          const own = ROLES.includes(role as Role) ? `pge-${role}` : 'pge-persistence';
+          // Each delivery target did harm when a reader could make a push consumer.
+          const attempts = {
+            'a pull consumer of its own': () =>
+              jsm.consumers.add('PGE_EVENTS', { name: `probe-${role}`, filter_subject: 'pge.run.*.evt.>' }),
+            "a push consumer onto a reporter's subject": () =>
+              jsm.consumers.add('PGE_EVENTS', {
+                name: `probe-${role}`,
+                deliver_subject: 'pge.errors.rejected.coordinator',
+              }),
+            "a push consumer onto the planners' pulls": () =>
+              jsm.consumers.add('PGE_EVENTS', {
+                name: `probe-${role}`,
+                deliver_subject: '$JS.API.CONSUMER.MSG.NEXT.PGE_WORK.pge-planner',
+              }),
+            "a push consumer onto the coordinators' queue": () =>
+              jsm.consumers.add('PGE_EVENTS', {
+                name: `probe-${role}`,
+                deliver_subject: 'pge.runs.submit',
+                deliver_group: 'pge-coordinator',
+              }),
+            'its own durable, remade as a push consumer': () =>
+              jsm.consumers.add(own === 'pge-persistence' ? 'PGE_EVENTS' : 'PGE_WORK', {
+                durable_name: own,
+                deliver_subject: 'pge.runs.submit',
+              }),
+            'its own durable, set to go when idle': () =>
+              jsm.consumers.update(own === 'pge-persistence' ? 'PGE_EVENTS' : 'PGE_WORK', own, {
+                inactive_threshold: nanos(1_000),
+              }),
+            "persistence's durable, deleted": () => jsm.consumers.delete('PGE_EVENTS', 'pge-persistence'),
+          };
+          for (const [what, attempt] of Object.entries(attempts)) await refused(`${role}: ${what}`, attempt);
+        } finally {
+          await nc.close();
+        }
+      }
+      expect(await consumers()).toEqual(before);
+      expect((await adminJsm.streams.info('PGE_WORK')).config.name).toBe('PGE_WORK');
+      // What such a consumer does, made by a user of the streams' account: each message it
+      // delivers is a pull on another consumer (the test's own here), whose message then goes to
+      // nobody and waits out its ack wait, as a planner's work item would.
+      await adminJsm.streams.add({
+        name: 'PROBE_WORK',
+        subjects: ['probe.work'],
+        retention: RetentionPolicy.Workqueue,
+      });
+      await adminJsm.consumers.add('PROBE_WORK', { durable_name: 'worker', ack_policy: AckPolicy.Explicit });
+      await jetstream(admin).publish('probe.work', 'a work item');
+      await adminJsm.streams.add({ name: 'PROBE_SOURCE', subjects: ['probe.source'] });
+      await jetstream(admin).publish('probe.source', JSON.stringify({ type: 'run.started', seq: 1 }));
+      await adminJsm.consumers.add('PROBE_SOURCE', {
+        name: 'probe',
+        deliver_subject: '$JS.API.CONSUMER.MSG.NEXT.PROBE_WORK.worker',
+      });
+      await expect
+        .poll(async () => (await adminJsm.consumers.info('PROBE_WORK', 'worker')).num_ack_pending)
+        .toBe(1);
+      await adminJsm.streams.delete('PROBE_SOURCE');
+      await adminJsm.streams.delete('PROBE_WORK');
     } finally {
       await admin.close();
     }

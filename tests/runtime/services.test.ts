@@ -114,6 +114,34 @@ describe('coordinator service', () => {
     }
   });
 
+  it('acts on no submission or takeover request that cannot be answered, and reports it as refused', async () => {
+    const d = deployment();
+    const reports: unknown[] = [];
+    d.bus.subscribe(subjects.rejected('*'), (m) => void reports.push(m.data));
+    try {
+      // As JetStream would deliver a stored copy, or a stray publish: no inbox to answer on.
+      await d.bus.publish(subjects.submit, { task: 'Write a haiku', runId: 'never-asked-for' });
+      await d.bus.publish(subjects.resume, { runId: 'never-asked-for' });
+      await d.bus.flush();
+      expect(d.coordinator.active.size).toBe(0);
+      expect(reports).toEqual([
+        expect.objectContaining({
+          subject: subjects.submit,
+          problem: expect.stringMatching(/without an inbox to answer on/),
+        }),
+        expect.objectContaining({
+          subject: subjects.resume,
+          problem: expect.stringMatching(/without an inbox to answer on/),
+        }),
+      ]);
+      // The same submission as a request is taken.
+      await submitAndFollow(d.bus, { task: 'Write a haiku' });
+      expect(d.coordinator.active.size).toBe(1);
+    } finally {
+      await d.close();
+    }
+  });
+
   it('refuses a run id it used, while its run goes on and after it ended, and starts nothing', async () => {
     // The model answers once the test lets it: the run is still going at the first resubmission.
     let release = () => {};

@@ -1,15 +1,15 @@
-import { randomUUID } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { AckPolicy, DeliverPolicy, jetstream, jetstreamManager } from '@nats-io/jetstream';
-import { type ConnectionOptions, connect, type NatsConnection, nanos } from '@nats-io/transport-node';
+import { jetstreamManager } from '@nats-io/jetstream';
+import { type ConnectionOptions, connect, type NatsConnection } from '@nats-io/transport-node';
 import type { NatsRole } from '../../src/bus/permissions.js';
 import type { RunEvent } from '../../src/schemas/index.js';
 import { type FakeOpenAI, type FakeStep, startFakeOpenAI } from './fake-openai-server.js';
 import { type SecuredNatsServer, startSecuredNatsServer } from './nats-server.js';
 import { type PgeProcess, startPge } from './processes.js';
 import { answers, schemaOf, scriptedStep } from './scripted-deployment.js';
+import { storedEvents } from './stored-events.js';
 
 export { schemaOf };
 
@@ -89,36 +89,6 @@ export async function submitRun(connection: ConnectionOptions, task: string): Pr
   }
 }
 
-/**
- * Every event PGE_EVENTS holds for the run now, in stream order, read by a throwaway consumer, as
- * a client that connects with `connection` may.
- */
-export async function storedEvents(connection: ConnectionOptions, runId: string): Promise<RunEvent[]> {
-  const nc = await connect(connection);
-  try {
-    const jsm = await jetstreamManager(nc);
-    const info = await jsm.consumers.add('PGE_EVENTS', {
-      // Named: a client's credential allows only creates that name their consumer in the subject.
-      name: `test-read-${randomUUID()}`,
-      filter_subject: `pge.run.${runId}.evt.>`,
-      deliver_policy: DeliverPolicy.All,
-      ack_policy: AckPolicy.None,
-      mem_storage: true,
-      inactive_threshold: nanos(30_000),
-    });
-    const events: RunEvent[] = [];
-    if (info.num_pending > 0) {
-      const consumer = await jetstream(nc).consumers.get('PGE_EVENTS', info.name);
-      const batch = await consumer.fetch({ max_messages: info.num_pending, expires: 5_000 });
-      for await (const m of batch) events.push(m.json<RunEvent>());
-    }
-    await jsm.consumers.delete('PGE_EVENTS', info.name);
-    return events;
-  } finally {
-    await nc.close();
-  }
-}
-
 /** Polls `probe` every 50 ms until it returns a value that `done` accepts; throws after `timeoutMs`. */
 export async function until<T>(
   probe: () => Promise<T> | T,
@@ -145,28 +115,35 @@ export function closedRun(
   runId: string,
   timeoutMs = 20_000,
 ): Promise<RunEvent[]> {
-  return until(() => storedEvents(connection, runId), closed, `run ${runId} to close`, timeoutMs);
+  return until(
+    () => storedEvents(connection, `pge.run.${runId}.evt.>`),
+    closed,
+    `run ${runId} to close`,
+    timeoutMs,
+  );
 }
 
 /**
- * Reads a run's events from PGE_EVENTS as a client does (an ordered consumer from the first),
- * calling `onEvent` on each as it arrives, until the closing event.
+ * Reads a run's events from PGE_EVENTS as a client does (direct gets from the first, looking again
+ * while there is nothing new), calling `onEvent` on each as it arrives, until the closing event.
  */
 export async function readRunToEnd(
   nc: NatsConnection,
   runId: string,
   onEvent: (event: RunEvent) => Promise<void> | void = () => undefined,
 ): Promise<RunEvent[]> {
-  const consumer = await jetstream(nc).consumers.get('PGE_EVENTS', {
-    filter_subjects: `pge.run.${runId}.evt.>`,
-    deliver_policy: DeliverPolicy.All,
-  });
+  const jsm = await jetstreamManager(nc);
   const events: RunEvent[] = [];
-  for await (const m of await consumer.consume()) {
+  for (let seq = 1; events.at(-1)?.type !== 'run.completed' && events.at(-1)?.type !== 'run.failed'; ) {
+    const m = await jsm.direct.getMessage('PGE_EVENTS', { seq, next_by_subj: `pge.run.${runId}.evt.>` });
+    if (m === null) {
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      continue;
+    }
+    seq = m.seq + 1;
     const event = m.json<RunEvent>();
     events.push(event);
     await onEvent(event);
-    if (event.type === 'run.completed' || event.type === 'run.failed') break;
   }
   return events;
 }

@@ -239,6 +239,8 @@ function accepts(port: number): Promise<boolean> {
 export interface SecuredNatsServer extends NatsServerHandle {
   /** The directory `pge nats-config` wrote (deleted by `stop`). */
   readonly configDir: string;
+  /** The HTTP monitoring endpoint, when started with `monitor: true`. */
+  readonly monitorUrl: string | null;
   /** The credential file of each role, as `pge nats-config` wrote it. */
   readonly creds: Readonly<Record<NatsRole, string>>;
   /** A credential that may do anything, minted by the test, for tests that inspect the server. */
@@ -256,21 +258,27 @@ export interface SecuredNatsServer extends NatsServerHandle {
   refusals(): string[];
 }
 
-/** A stream created or updated by a process whose credential may not: refused, and tolerated. */
-const STREAM_UPKEEP = /Subject "\$JS\.API\.STREAM\.(CREATE|UPDATE)\./;
+/**
+ * A stream or consumer made or updated by a process whose credential may not (it started before
+ * the coordinator, or wants other settings): refused, and tolerated, since it then uses the
+ * coordinator's.
+ */
+const UPKEEP = /Subject "\$JS\.API\.(STREAM\.(CREATE|UPDATE)|CONSUMER\.(CREATE|DURABLE\.CREATE))\./;
 
 /**
  * Starts a private nats-server with the configuration `pge nats-config` writes (operator mode, one
  * credential per role; a connection without one is refused), on a free loopback port.
  */
 export async function startSecuredNatsServer(
-  options: StartNatsServerOptions = {},
+  options: StartNatsServerOptions & { monitor?: boolean } = {},
 ): Promise<SecuredNatsServer> {
+  const { monitor = false, ...start } = options;
   const configDir = await mkdtemp(join(tmpdir(), 'pge-nats-config-'));
+  const monitorPort = monitor ? await freePort() : 0;
   const files = await writeNatsConfig({
     dir: configDir,
     host: '127.0.0.1',
-    monitorPort: 0,
+    monitorPort,
     storeDir: join(configDir, 'jetstream'),
   });
   const account = fromSeed(
@@ -286,13 +294,14 @@ export async function startSecuredNatsServer(
   });
   const adminCreds = join(configDir, 'test-admin.creds');
   await writeFile(adminCreds, fmtCreds(adminJwt, admin), { mode: 0o600 });
-  const server = await startNatsServer({ ...options, configFile: files.configFile });
+  const server = await startNatsServer({ ...start, configFile: files.configFile });
   const credsOf = (role: NatsRole | 'admin') => (role === 'admin' ? adminCreds : files.creds[role]);
   return {
     ...server,
     // The configuration names the store (the handle's own directory stays empty).
     storeDir: join(configDir, 'jetstream'),
     configDir,
+    monitorUrl: monitor ? `http://127.0.0.1:${monitorPort}` : null,
     creds: files.creds,
     adminCreds,
     env: (role) => ({ NATS_URL: server.url, NATS_CREDS: files.creds[role] }),
@@ -306,7 +315,7 @@ export async function startSecuredNatsServer(
       server
         .log()
         .split('\n')
-        .filter((line) => / (Publish|Subscription) Violation /.test(line) && !STREAM_UPKEEP.test(line)),
+        .filter((line) => / (Publish|Subscription) Violation /.test(line) && !UPKEEP.test(line)),
     async stop() {
       await server.stop();
       await rm(configDir, { recursive: true, force: true });
