@@ -458,6 +458,25 @@ export function buildAsyncApi(options: AsyncApiOptions = {}): Json {
         msgId: 'the event id',
       },
     },
+    storedEvents: {
+      address: 'pge.stored.{runId}.evt.{type}',
+      title: 'Events of a run, as stored',
+      description: [
+        `Each event \`${JETSTREAM.events.stream}\` stores, republished by the server as it stores it (JetStream`,
+        'RePublish): the same JSON, with headers `Nats-Sequence` (its stream sequence) and `Nats-Subject`',
+        '(`pge.run.<runId>.evt.<type>`). How a reader follows runs live without a consumer: read what is',
+        'stored by direct gets, then take these from the next stream sequence on. Only the server publishes here.',
+      ].join('\n'),
+      parameters: {
+        runId: ref('#/components/parameters/runId'),
+        type: {
+          description: 'The event type; its dots make it one or more subject tokens.',
+          enum: events.map((e) => e.type),
+        },
+      },
+      messages: channelMessages(eventNames),
+      'x-pge-nats': { transport: 'core', republishedBy: JETSTREAM.events.stream },
+    },
     work: {
       address: 'pge.work.{role}',
       title: 'Work queue of a role',
@@ -704,11 +723,19 @@ export function buildAsyncApi(options: AsyncApiOptions = {}): Json {
       description: [
         `Direct gets on stream \`${JETSTREAM.events.stream}\` (\`next_by_subj\`: \`pge.run.<runId>.evt.>\`, from`,
         'stream sequence 1) read the events in order, including those published before the reader',
-        'started; a client or observer credential may make no consumer. A run ends with',
-        '`run.completed` or `run.failed`.',
+        'started, and `pge.stored.<runId>.evt.>` says what is stored next; a client or observer credential',
+        'may make no consumer. A run ends with `run.completed` or `run.failed`.',
       ].join('\n'),
       tags: [tag('integrator')],
       messages: opMessages('runEvents', eventNames),
+    },
+    watchStoredEvents: {
+      action: 'receive',
+      channel: ref('#/channels/storedEvents'),
+      title: 'Follow what is stored',
+      summary: 'A reader takes each event as the stream stores it, with its stream sequence.',
+      tags: [tag('integrator')],
+      messages: opMessages('storedEvents', eventNames),
     },
     sendRunControl: {
       action: 'send',

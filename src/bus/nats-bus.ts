@@ -34,7 +34,7 @@ import {
 } from './nats-streams.js';
 import type { NatsHost, NatsSubscription, PullTimings } from './nats-subscriptions.js';
 import { CoreSubscription, PullSubscription } from './nats-subscriptions.js';
-import { assertSubjectToken, checkSubject, subjectMatches, subjects } from './subjects.js';
+import { assertSubjectToken, checkSubject, republishedOn, subjectMatches, subjects } from './subjects.js';
 
 /**
  * The bus of the distributed mode: the `Bus` contract over a nats-server with JetStream. Events,
@@ -120,6 +120,8 @@ export class NatsBus implements Bus, StoredMessages {
     private readonly jsm: JetStreamManager,
     private readonly ownsConnection: boolean,
     settings: NatsBusSettings,
+    /** The streams whose server republishes what they store as pge wants (`PgeStream.republish`). */
+    private readonly republishing: ReadonlySet<string>,
   ) {
     this.onHandlerError = settings.onHandlerError ?? reportToConsole;
     this.reporter = assertSubjectToken('reporter', settings.reporter ?? DEFAULT_REPORTER);
@@ -202,8 +204,8 @@ export class NatsBus implements Bus, StoredMessages {
       const reason = cause instanceof Error ? cause.message : String(cause);
       throw new ConfigurationError(`JetStream is not available at ${where}: ${reason}`, { cause });
     }
-    await ensureStreams(jsm, limits.data);
-    const bus = new NatsBus(nc, jetstream(nc), jsm, owns, settings);
+    const republishing = await ensureStreams(jsm, limits.data);
+    const bus = new NatsBus(nc, jetstream(nc), jsm, owns, settings, republishing);
     // The durable consumers every role reads through are the coordinator's to make, at start (no
     // other credential may: see permissions.ts), and so are they of a process with no role (on a
     // server without credentials). A process of another role waits for its own when it subscribes.
@@ -366,7 +368,10 @@ export class NatsBus implements Bus, StoredMessages {
       );
     const subscription = options.consumer
       ? new OrderedSubscription(this.js, this.jsm, stream.name, subject, handler, this.host, { from })
-      : new StoredSubscription(this.connection, this.jsm, stream.name, subject, handler, this.host, { from });
+      : new StoredSubscription(this.connection, this.jsm, stream.name, subject, handler, this.host, {
+          from,
+          republishedOn: this.republishing.has(stream.name) ? republishedOn(subject) : null,
+        });
     this.subscriptions.add(subscription);
     return subscription;
   }

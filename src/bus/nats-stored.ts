@@ -1,9 +1,10 @@
-import type { JetStreamManager, StoredMsg } from '@nats-io/jetstream';
-import type { NatsConnection, Subscription } from '@nats-io/transport-node';
+import { type JetStreamManager, RepublishHeaders, type StoredMsg } from '@nats-io/jetstream';
+import type { Msg, NatsConnection, Subscription } from '@nats-io/transport-node';
 import type { BusHandler } from './bus.js';
 import { busError, OutageReport } from './nats-helpers.js';
 import type { PgeStream } from './nats-streams.js';
 import { type NatsHost, type NatsSubscription, SerialDelivery } from './nats-subscriptions.js';
+import { subjectMatches } from './subjects.js';
 
 /**
  * Reading what a stream stores on a subject without a consumer: message by message with
@@ -53,10 +54,16 @@ export async function readStored(
   return messages;
 }
 
-/** Where a reading starts. */
+/** Where a reading starts, and how it learns what is stored next. */
 export interface StoredStart {
   /** A stream sequence (1: everything stored), or `'new'`: only what the stream stores from now on. */
   readonly from: number | 'new';
+  /**
+   * Where the server republishes what the stream stores on the subject, with its stream sequence
+   * (the stream's RePublish: `PgeStream.republish`); null for a stream that does not, whose
+   * readers then take a core message on the subject itself as the sign to look.
+   */
+  readonly republishedOn: string | null;
 }
 
 /**
@@ -65,26 +72,32 @@ export interface StoredStart {
  * again after these pauses.
  */
 const SETTLE_MS = [5, 25, 100, 400];
-/** Lookups made this often whatever the core messages say: a delivery they lost is read then. */
+/** Without republished messages: lookups made this often, whatever the core messages say. */
 const POLL_MS = 2_000;
 /** Pause before lookups that failed are made again. */
 const RETRY_MS = 1_000;
 
 /**
- * A subscription of the NATS bus that reads a stream subject in stream order through lookups,
- * each message once, from a stream sequence or from what is stored next. A core subscription to
- * the same subject says when to look: its messages are not handed on, only the stored ones are,
- * so a reconnect, a server restart or a message the core subscription lost (it is read at the next
- * wake-up, reconnect or poll) costs nothing but time.
+ * A subscription of the NATS bus that reads a stream subject in stream order, each message once,
+ * from a stream sequence or from what is stored next, without a consumer: what the stream held
+ * from there is read by lookups; then each message comes as the server republishes it, with its
+ * stream sequence. A reconnect (or a server restart) brings lookups from the stream sequence after
+ * the last message handed on, and republished messages that come meanwhile wait for them, so that
+ * nothing is missed or handed on twice. On a stream that does not republish, every message is
+ * read by lookups, made whenever a core message on the subject says something was published (and
+ * every `POLL_MS`, for a sign that was lost).
  */
 export class StoredSubscription implements NatsSubscription {
   readonly queue = null;
   private active = true;
-  /** The stream sequence the next lookup starts at; null until `'new'` is resolved. */
+  /** The stream sequence of the next message to hand on; null until `'new'` is resolved. */
   private next: number | null;
   private readonly delivery: SerialDelivery<StoredMessage>;
-  private readonly wakeups: Subscription;
-  private readonly poll: NodeJS.Timeout;
+  private readonly live: Subscription;
+  private readonly republished: boolean;
+  /** Republished messages that came while lookups were under way, for after them. */
+  private held: StoredMessage[] = [];
+  private readonly poll: NodeJS.Timeout | null;
   private readonly unlisten: () => void;
   /** The pass of lookups under way, and whether another was asked for meanwhile. */
   private reading: Promise<void> | null = null;
@@ -114,9 +127,10 @@ export class StoredSubscription implements NatsSubscription {
       host.report(busError(error, `cannot read ${subject}`), subject),
     );
     this.next = start.from === 'new' ? null : Math.max(1, Math.floor(start.from));
-    // Subscribed before `'new'` is resolved, so that nothing stored after that goes unannounced.
-    this.wakeups = nc.subscribe(subject, { callback: () => this.wake(true) });
-    this.poll = setInterval(() => this.wake(false), POLL_MS);
+    this.republished = start.republishedOn !== null;
+    // Subscribed before the first lookup, so that nothing stored after it goes unseen.
+    this.live = nc.subscribe(start.republishedOn ?? subject, { callback: (_, msg) => this.receive(msg) });
+    this.poll = this.republished ? null : setInterval(() => this.wake(false), POLL_MS);
     this.unlisten = host.onReconnect(() => this.wake(false));
     this.wake(false);
   }
@@ -130,8 +144,8 @@ export class StoredSubscription implements NatsSubscription {
   stop(): void {
     this.active = false;
     this.unlisten();
-    clearInterval(this.poll);
-    if (!this.wakeups.isClosed()) this.wakeups.unsubscribe();
+    if (this.poll !== null) clearInterval(this.poll);
+    if (!this.live.isClosed()) this.live.unsubscribe();
   }
 
   /** Resolves once what the stream held when it was called has been handed to the handler. */
@@ -156,6 +170,8 @@ export class StoredSubscription implements NatsSubscription {
     const pass = this.read(announced).finally(() => {
       this.ended = number;
       this.reading = null;
+      // After lookups that read the stream to its end, what was republished meanwhile follows on.
+      if (!this.outage.ongoing) for (const msg of this.held.splice(0)) this.handOn(msg);
       if (this.again) {
         this.again = false;
         this.wake(announced);
@@ -189,11 +205,34 @@ export class StoredSubscription implements NatsSubscription {
     while (this.active && this.next !== null) {
       const msg = await storedAfter(this.jsm, this.stream, this.subject, this.next);
       if (msg === null || !this.active) break;
-      this.next = msg.seq + 1;
       found = true;
-      this.delivery.push({ subject: msg.subject, data: msg.data, seq: msg.seq });
+      this.handOn({ subject: msg.subject, data: msg.data, seq: msg.seq });
     }
     return found;
+  }
+
+  /**
+   * A message on the live subscription: republished, it is handed on in turn (held while lookups
+   * are under way); otherwise (or without the republish headers) it only says to look.
+   */
+  private receive(msg: Msg): void {
+    if (!this.active) return;
+    const seq = Number(msg.headers?.get(RepublishHeaders.Sequence));
+    const subject = msg.headers?.get(RepublishHeaders.Subject) ?? '';
+    if (!this.republished || !Number.isSafeInteger(seq) || !subjectMatches(this.subject, subject)) {
+      this.wake(true);
+      return;
+    }
+    const stored = { subject, data: msg.data, seq };
+    if (this.reading !== null || this.next === null) this.held.push(stored);
+    else this.handOn(stored);
+  }
+
+  /** Hands `msg` on unless an earlier one of the stream's was handed on after it. */
+  private handOn(msg: StoredMessage): void {
+    if (this.next === null || msg.seq < this.next) return;
+    this.next = msg.seq + 1;
+    this.delivery.push(msg);
   }
 }
 

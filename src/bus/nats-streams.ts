@@ -17,7 +17,7 @@ import { ConfigurationError } from '../errors.js';
 import { DUPLICATE_WINDOW_MS, OPTION_DEFAULTS, ROLES } from '../schemas/setting-values.js';
 import type { StreamLimits } from '../schemas/settings.js';
 import { hasCause } from './nats-helpers.js';
-import { subjectMatches, subjects, workerQueue } from './subjects.js';
+import { EVENTS_REPUBLISHED, subjectMatches, subjects, workerQueue } from './subjects.js';
 
 /**
  * The JetStream side of the NATS bus: which streams hold which subjects, how they are created or
@@ -31,6 +31,12 @@ export interface PgeStream {
   readonly name: string;
   readonly subject: string;
   readonly retention: 'limits' | 'workqueue';
+  /**
+   * Where the server republishes each message it stores, with its stream sequence in the header
+   * `Nats-Sequence` (JetStream's RePublish, a subject mapping of `subject`): how readers follow the
+   * stream live without a consumer (nats-stored.ts).
+   */
+  readonly republish?: string;
 }
 
 /** The stream of run events: every run's record. */
@@ -55,7 +61,12 @@ export const WORK_MAX_ACK_PENDING = 1000;
  * coordinator that restarts can read what it missed.
  */
 export const PGE_STREAMS: readonly PgeStream[] = [
-  { name: EVENTS_STREAM, subject: subjects.events('*'), retention: 'limits' },
+  {
+    name: EVENTS_STREAM,
+    subject: subjects.events('*'),
+    retention: 'limits',
+    republish: EVENTS_REPUBLISHED,
+  },
   { name: WORK_STREAM, subject: 'pge.work.>', retention: 'workqueue' },
   { name: RESULTS_STREAM, subject: subjects.result('*'), retention: 'limits' },
 ];
@@ -71,6 +82,7 @@ export type PgeStreamConfig = Pick<
   | 'max_age'
   | 'max_bytes'
   | 'allow_direct'
+  | 'republish'
 >;
 
 /** The limits a bus was given; one left out is the default for a new stream, and left alone on an existing one. */
@@ -90,6 +102,7 @@ export function streamConfig(stream: PgeStream, limits: StreamLimitSettings = {}
     max_bytes: maxBytes === 0 ? -1 : maxBytes,
     // Readers read what a stream holds by direct gets (nats-stored.ts): no consumer of their own.
     allow_direct: true,
+    ...(stream.republish === undefined ? {} : { republish: { src: stream.subject, dest: stream.republish } }),
   };
 }
 
@@ -104,16 +117,23 @@ export function streamConfig(stream: PgeStream, limits: StreamLimitSettings = {}
  * see `permissions.ts`) leaves an existing stream as it is, for a coordinator to bring up to
  * date, and waits up to `STREAM_WAIT_MS` for a missing one to be created by a coordinator.
  */
-export async function ensureStreams(jsm: JetStreamManager, limits: StreamLimitSettings = {}): Promise<void> {
+export async function ensureStreams(
+  jsm: JetStreamManager,
+  limits: StreamLimitSettings = {},
+): Promise<ReadonlySet<string>> {
   const enforced = [
     ...(limits.streamMaxAgeMs === undefined ? [] : (['max_age'] as const)),
     ...(limits.streamMaxBytes === undefined ? [] : (['max_bytes'] as const)),
   ];
   // Every stream is tried, so that one message lists everything an operator has to fix.
   const problems: ConfigurationError[] = [];
+  const republishing = new Set<string>();
   for (const stream of PGE_STREAMS) {
     try {
-      await ensureStream(jsm, streamConfig(stream, limits), enforced);
+      const wanted = streamConfig(stream, limits);
+      const have = await ensureStream(jsm, wanted, enforced);
+      if (wanted.republish !== undefined && have.republish?.dest === wanted.republish.dest)
+        republishing.add(stream.name);
     } catch (error) {
       problems.push(error instanceof ConfigurationError ? error : streamError(stream.name, error));
     }
@@ -122,21 +142,21 @@ export async function ensureStreams(jsm: JetStreamManager, limits: StreamLimitSe
   if (problems.length > 1) {
     throw new ConfigurationError(problems.map((problem) => problem.message).join('; '), { cause: problems });
   }
+  return republishing;
 }
 
 async function ensureStream(
   jsm: JetStreamManager,
   wanted: PgeStreamConfig,
   enforced: readonly ('max_age' | 'max_bytes')[],
-): Promise<void> {
+): Promise<StreamConfig> {
   // Two processes starting together may both find the stream missing: the loser of the create
   // race reads the winner's stream on the second pass.
   for (let pass = 0; pass < 2; pass++) {
     const existing = await streamInfo(jsm, wanted.name);
     if (existing === null) {
       try {
-        await jsm.streams.add(wanted);
-        return;
+        return (await jsm.streams.add(wanted)).config;
       } catch (error) {
         if (hasCause(error, natsErrors.PermissionViolationError)) return waitForStream(jsm, wanted.name);
         if (pass === 0 && error instanceof JetStreamApiError) continue;
@@ -156,29 +176,35 @@ async function ensureStream(
     if (have.duplicate_window !== wanted.duplicate_window) changes.duplicate_window = wanted.duplicate_window;
     if (have.allow_direct !== wanted.allow_direct) changes.allow_direct = wanted.allow_direct;
     for (const field of enforced) if (have[field] !== wanted[field]) changes[field] = wanted[field];
-    if (Object.keys(changes).length === 0) return;
+    // RePublish cannot be changed in place (nats-server 2.9): a stream made before pge set it
+    // keeps going without it, and its readers look it up whenever a message is published.
+    if (Object.keys(changes).length === 0) return have;
     try {
-      await jsm.streams.update(wanted.name, changes);
-      return;
+      return (await jsm.streams.update(wanted.name, changes)).config;
     } catch (error) {
-      if (hasCause(error, natsErrors.PermissionViolationError)) return;
+      if (hasCause(error, natsErrors.PermissionViolationError)) return have;
       throw streamError(wanted.name, error);
     }
   }
+  throw streamError(wanted.name, new Error('it was neither found nor created'));
 }
 
 /** How long a process that may not make streams or consumers waits for a coordinator to make one. */
 export const STREAM_WAIT_MS = 60_000;
 const STREAM_POLL_MS = 250;
 
-async function waitForStream(jsm: JetStreamManager, name: string): Promise<void> {
-  await waitFor(`JetStream stream ${name}`, 'create it', async () => (await streamInfo(jsm, name)) !== null);
+async function waitForStream(jsm: JetStreamManager, name: string): Promise<StreamConfig> {
+  return (await waitFor(`JetStream stream ${name}`, 'create it', () => streamInfo(jsm, name))).config;
 }
 
-/** Waits for something only a coordinator may make: `what` does not exist, and this process may not `make` it. */
-async function waitFor(what: string, make: string, exists: () => Promise<boolean>): Promise<void> {
+/**
+ * Waits for something only a coordinator may make, which `find` returns once it exists: `what`
+ * does not exist yet, and this process may not `make` it.
+ */
+async function waitFor<T>(what: string, make: string, find: () => Promise<T | null>): Promise<T> {
   const deadline = Date.now() + STREAM_WAIT_MS;
-  while (!(await exists())) {
+  for (let found = await find(); ; found = await find()) {
+    if (found !== null) return found;
     if (Date.now() > deadline) {
       throw new ConfigurationError(
         `${what} does not exist, and this process's credential may not ${make}: start a coordinator (pge worker --role coordinator), which makes pge's streams and consumers`,
@@ -307,10 +333,8 @@ export async function ensurePullConsumer(
     await jsm.consumers.add(settings.stream, wanted);
   } catch (error) {
     if (!hasCause(error, natsErrors.PermissionViolationError)) throw problem(error);
-    await waitFor(
-      `JetStream consumer ${settings.durable}`,
-      `make it`,
-      async () => (await consumerInfo(jsm, settings.stream, settings.durable)) !== null,
+    await waitFor(`JetStream consumer ${settings.durable}`, 'make it', () =>
+      consumerInfo(jsm, settings.stream, settings.durable),
     );
   }
 }

@@ -111,7 +111,7 @@ function roleWorker(role: Role): RolePermissions {
 }
 
 const readerSubscriptions = (role: NatsRole) => ({
-  allow: [inbox(role), subjects.events('*'), subjects.rejected('*')],
+  allow: [inbox(role), subjects.events('*'), subjects.storedEvents('*'), subjects.rejected('*')],
   deny: [],
 });
 

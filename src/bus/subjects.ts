@@ -21,6 +21,7 @@ export function assertSubjectToken(kind: string, value: string): string {
 }
 
 const RUN_PREFIX = 'pge.run.';
+const STORED_PREFIX = 'pge.stored.';
 const EVENT_INFIX = '.evt.';
 const WORK_SUBJECTS: Readonly<Record<Role, string>> = {
   planner: 'pge.work.planner',
@@ -36,6 +37,14 @@ export const subjects = {
   /** Every event of one run (`'*'` for every run). */
   events(runId: string | '*'): string {
     return `${RUN_PREFIX}${runId === '*' ? '*' : assertSubjectToken('run id', runId)}${EVENT_INFIX}>`;
+  },
+  /**
+   * Where the server republishes each event of one run (`'*'` for every run) as PGE_EVENTS stores
+   * it: `pge.stored.<runId>.evt.<type>`, with its stream sequence in the header `Nats-Sequence` and
+   * its subject in `Nats-Subject`. Nothing but the server publishes there.
+   */
+  storedEvents(runId: string | '*'): string {
+    return `${STORED_PREFIX}${runId === '*' ? '*' : assertSubjectToken('run id', runId)}${EVENT_INFIX}>`;
   },
   /** Where a role's work items are queued: one string per role, whose hash the bus's maps keep. */
   work(role: Role): string {
@@ -148,4 +157,19 @@ export function checkSubject(subject: string, pattern: boolean): void {
       );
     }
   }
+}
+
+/** The republish of PGE_EVENTS, as its stream configuration says it: `subjects.storedEvents`. */
+export const EVENTS_REPUBLISHED = `${STORED_PREFIX}{{wildcard(1)}}${EVENT_INFIX}>`;
+
+/**
+ * Where the server republishes what PGE_EVENTS stores on `filter` (a subject or filter of events:
+ * `pge.run.<runId>.evt.step.>` is republished on `pge.stored.<runId>.evt.step.>`), or null for a
+ * filter outside the events.
+ */
+export function republishedOn(filter: string): string | null {
+  const tokens = filter.split('.');
+  if (!filter.startsWith(RUN_PREFIX) || tokens[3] !== EVENT_INFIX.slice(1, -1) || tokens.length < 5)
+    return null;
+  return `${STORED_PREFIX}${filter.slice(RUN_PREFIX.length)}`;
 }

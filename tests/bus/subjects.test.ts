@@ -1,5 +1,11 @@
 import { describe, expect, it } from 'vitest';
-import { assertSubjectToken, subjectMatches, subjects, workerQueue } from '../../src/bus/subjects.js';
+import {
+  assertSubjectToken,
+  republishedOn,
+  subjectMatches,
+  subjects,
+  workerQueue,
+} from '../../src/bus/subjects.js';
 
 describe('subjectMatches', () => {
   it.each([
@@ -67,5 +73,23 @@ describe('subjects', () => {
     expect(() => subjects.event('a.b', 'run.started')).toThrow(TypeError);
     expect(() => subjects.events('a>')).toThrow(TypeError);
     expect(() => subjects.result('a b')).toThrow(TypeError);
+  });
+});
+
+describe('republishedOn', () => {
+  it('maps a subject or filter of events onto where the server republishes it, and nothing else', () => {
+    expect(republishedOn(subjects.events('run-1'))).toBe(subjects.storedEvents('run-1'));
+    expect(republishedOn(subjects.events('*'))).toBe(subjects.storedEvents('*'));
+    expect(republishedOn('pge.run.run-1.evt.step.>')).toBe('pge.stored.run-1.evt.step.>');
+    expect(republishedOn(subjects.event('run-1', 'run.completed'))).toBe(
+      'pge.stored.run-1.evt.run.completed',
+    );
+    for (const other of [
+      subjects.result('*'),
+      subjects.control('run-1'),
+      subjects.work('planner'),
+      'pge.run.x.evt',
+    ])
+      expect(republishedOn(other), other).toBeNull();
   });
 });

@@ -160,8 +160,9 @@ describe('pge nats-config', () => {
   it('gives each role only its part of the bus', () => {
     const run = 'pge-20261123-101500-1a2b3c4d';
     const events = `pge.run.${run}.evt.run.completed`;
-    // Only coordinators publish events, work and cancels.
+    // Only coordinators publish events, work and cancels; only the server republishes what is stored.
     for (const role of NATS_ROLES) {
+      expect(mayPublish(role, `pge.stored.${run}.evt.run.completed`), role).toBe(false);
       expect(mayPublish(role, events), role).toBe(role === 'coordinator');
       expect(mayPublish(role, 'pge.work.planner'), role).toBe(role === 'coordinator');
       expect(mayPublish(role, `pge.run.${run}.cancel`), role).toBe(role === 'coordinator');

@@ -109,6 +109,7 @@ describe('docs/asyncapi.yaml', () => {
     const built: Record<keyof typeof subjects, string[]> = {
       event: EVENT_TYPES.map((type) => subjects.event('run-1', type)),
       events: [subjects.events('run-1'), subjects.events('*')],
+      storedEvents: [subjects.storedEvents('run-1'), subjects.storedEvents('*')],
       work: Role.options.map((role) => subjects.work(role)),
       result: [subjects.result('run-1'), subjects.result('*')],
       submit: [subjects.submit],
