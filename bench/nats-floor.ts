@@ -62,7 +62,7 @@ export interface FloorResults {
   coreRequestReply: RoundTripFigures;
 }
 
-const WORK = { name: 'FLOOR_WORK', subject: 'floor.work', retention: 'workqueue' } as const;
+const WORK = { name: 'FLOOR_WORK', subject: 'floor.work', retention: 'interest' } as const;
 const RESULTS = { name: 'FLOOR_RESULTS', subject: 'floor.result', retention: 'limits' } as const;
 const ECHO_SUBJECT = 'floor.echo';
 /** Pull and result timeouts: far beyond a round trip; reaching one fails the bench. */

@@ -483,7 +483,7 @@ export function buildAsyncApi(options: AsyncApiOptions = {}): Json {
       description: [
         'Each request event is also queued here for the role that serves it: the same JSON, whose `id` is',
         `the request id. Stored in JetStream stream \`${JETSTREAM.work.stream}\` (subjects`,
-        `\`${JETSTREAM.work.subjects}\`) with work-queue retention: an item is removed once a worker acks it.`,
+        `\`${JETSTREAM.work.subjects}\`) with interest retention: an item is removed once its role's consumer acks it.`,
         'The workers of a role share the durable pull consumer `pge-<role>` (filter `pge.work.<role>`,',
         'explicit ack), so each item goes to one of them. The in-process bus gives the same sharing with',
         'the queue group `pge-<role>`.',
@@ -496,7 +496,7 @@ export function buildAsyncApi(options: AsyncApiOptions = {}): Json {
         transport: 'jetstream',
         stream: JETSTREAM.work.stream,
         streamSubjects: JETSTREAM.work.subjects,
-        retention: 'workqueue',
+        retention: 'interest',
         durableConsumer: 'pge-{role}',
         filterSubject: 'pge.work.{role}',
         ackPolicy: 'explicit',

@@ -207,9 +207,9 @@ export class NatsBus implements Bus, StoredMessages {
     const republishing = await ensureStreams(jsm, limits.data);
     const bus = new NatsBus(nc, jetstream(nc), jsm, owns, settings, republishing);
     // The durable consumers every role reads through are the coordinator's to make, at start (no
-    // other credential may: see permissions.ts), and so are they of a process with no role (on a
-    // server without credentials). A process of another role waits for its own when it subscribes.
-    if (bus.reporter === 'coordinator' || bus.reporter === DEFAULT_REPORTER) {
+    // other credential may: see permissions.ts). A process of another role makes its own when it
+    // subscribes, where its credential allows (a server without credentials), else waits for it.
+    if (bus.reporter === 'coordinator') {
       for (const consumer of pgeConsumers(bus.timings)) await ensurePullConsumer(jsm, consumer);
     }
     return bus;

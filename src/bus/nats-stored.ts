@@ -102,6 +102,8 @@ export class StoredSubscription implements NatsSubscription {
   /** The pass of lookups under way, and whether another was asked for meanwhile. */
   private reading: Promise<void> | null = null;
   private again = false;
+  /** Whether a core message asked for the pass to come (see `read`). */
+  private againAnnounced = false;
   /** Passes begun and ended, counted from 1: how `caughtUp` knows a pass began after it was called. */
   private begun = 0;
   private ended = 0;
@@ -128,7 +130,8 @@ export class StoredSubscription implements NatsSubscription {
     );
     this.next = start.from === 'new' ? null : Math.max(1, Math.floor(start.from));
     this.republished = start.republishedOn !== null;
-    // Subscribed before the first lookup, so that nothing stored after it goes unseen.
+    // Subscribed before the first lookup (and before `'new'` is resolved), so that nothing stored
+    // after it goes unseen.
     this.live = nc.subscribe(start.republishedOn ?? subject, { callback: (_, msg) => this.receive(msg) });
     this.poll = this.republished ? null : setInterval(() => this.wake(false), POLL_MS);
     this.unlisten = host.onReconnect(() => this.wake(false));
@@ -164,6 +167,7 @@ export class StoredSubscription implements NatsSubscription {
     if (!this.active) return;
     if (this.reading !== null) {
       this.again = true;
+      this.againAnnounced ||= announced;
       return;
     }
     const number = ++this.begun;
@@ -173,8 +177,10 @@ export class StoredSubscription implements NatsSubscription {
       // After lookups that read the stream to its end, what was republished meanwhile follows on.
       if (!this.outage.ongoing) for (const msg of this.held.splice(0)) this.handOn(msg);
       if (this.again) {
+        const next = this.againAnnounced;
         this.again = false;
-        this.wake(announced);
+        this.againAnnounced = false;
+        this.wake(next);
       }
     });
     this.reading = pass;
@@ -183,7 +189,7 @@ export class StoredSubscription implements NatsSubscription {
   /** Hands on everything stored from `next` on; when announced news is not there yet, looks again. */
   private async read(announced: boolean): Promise<void> {
     try {
-      this.next ??= (await this.jsm.streams.info(this.stream)).state.last_seq + 1;
+      this.next ??= await this.firstOfNew();
       let found = await this.readForward();
       for (const pause of announced ? SETTLE_MS : []) {
         if (found || this.again || !this.active) break;
@@ -197,6 +203,17 @@ export class StoredSubscription implements NatsSubscription {
       await sleep(RETRY_MS);
       this.again = true;
     }
+  }
+
+  /**
+   * Where `'new'` starts: after what the stream held when this subscription was made. The
+   * stream's last sequence is asked for after subscribing, so it may count a few messages stored
+   * since, whose republished copies are already held (the server sent them before its answer):
+   * the first of those is where it starts then.
+   */
+  private async firstOfNew(): Promise<number> {
+    const after = (await this.jsm.streams.info(this.stream)).state.last_seq + 1;
+    return Math.min(after, this.held[0]?.seq ?? after);
   }
 
   /** Hands on every message stored from `next` on; true when there was any. */

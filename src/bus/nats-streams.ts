@@ -30,7 +30,7 @@ import { EVENTS_REPUBLISHED, subjectMatches, subjects, workerQueue } from './sub
 export interface PgeStream {
   readonly name: string;
   readonly subject: string;
-  readonly retention: 'limits' | 'workqueue';
+  readonly retention: 'limits' | 'interest';
   /**
    * Where the server republishes each message it stores, with its stream sequence in the header
    * `Nats-Sequence` (JetStream's RePublish, a subject mapping of `subject`): how readers follow the
@@ -56,9 +56,13 @@ export const PERSISTENCE_ACK_WAIT_MS = 5_000;
 export const WORK_MAX_ACK_PENDING = 1000;
 
 /**
- * Events are the run's record (kept, limits retention); work items are taken once (work-queue
- * retention: a message goes when a worker acks it); results are kept like events, so that a
- * coordinator that restarts can read what it missed.
+ * Events are the run's record (kept, limits retention); results are kept like events, so that a
+ * coordinator that restarts can read what it missed. Work items are taken once: each role's
+ * workers share one durable consumer (`pgeConsumers`), and an item goes when its role's consumer
+ * acks it (interest retention). Not work-queue retention: nats-server 2.9 removes a work-queue
+ * message on an acknowledgement of its sequence through any consumer of the stream, so a worker of
+ * one role could delete another role's work with an ack it makes up; with interest retention an
+ * item stays until the consumer that holds it, its own role's, acknowledges it.
  */
 export const PGE_STREAMS: readonly PgeStream[] = [
   {
@@ -67,7 +71,7 @@ export const PGE_STREAMS: readonly PgeStream[] = [
     retention: 'limits',
     republish: EVENTS_REPUBLISHED,
   },
-  { name: WORK_STREAM, subject: 'pge.work.>', retention: 'workqueue' },
+  { name: WORK_STREAM, subject: 'pge.work.>', retention: 'interest' },
   { name: RESULTS_STREAM, subject: subjects.result('*'), retention: 'limits' },
 ];
 
@@ -94,7 +98,7 @@ export function streamConfig(stream: PgeStream, limits: StreamLimitSettings = {}
   return {
     name: stream.name,
     subjects: [stream.subject],
-    retention: stream.retention === 'workqueue' ? RetentionPolicy.Workqueue : RetentionPolicy.Limits,
+    retention: stream.retention === 'interest' ? RetentionPolicy.Interest : RetentionPolicy.Limits,
     storage: StorageType.File,
     duplicate_window: nanos(DUPLICATE_WINDOW_MS),
     // 0 is no limit for both settings; JetStream says so with 0 for max_age, -1 for max_bytes.
@@ -303,15 +307,15 @@ export function pgeConsumers(timings: { ackWaitMs: number; maxDeliver: number })
 /**
  * Brings the durable pull consumer to these settings: creates it when missing, updates it when
  * its editable fields differ (nats-server 2.9 updates a durable in place), and leaves it alone
- * otherwise. A process whose credential may not make consumers (every role but the coordinator,
- * see permissions.ts) leaves an existing one as it is, and waits up to `STREAM_WAIT_MS` for a
- * missing one to be made by a coordinator. A consumer whose filter overlaps
+ * otherwise; resolves with the consumer as it is then. A process whose credential may not make
+ * consumers (every role but the coordinator, see permissions.ts) takes an existing one as it is,
+ * and waits up to `STREAM_WAIT_MS` for a missing one to be made by a coordinator. A consumer whose filter overlaps
  * another one's on the work-queue stream is refused by the server: a `ConfigurationError`.
  */
 export async function ensurePullConsumer(
   jsm: JetStreamManager,
   settings: PullConsumerSettings,
-): Promise<void> {
+): Promise<ConsumerInfo> {
   const wanted = {
     durable_name: settings.durable,
     filter_subject: settings.filter,
@@ -329,11 +333,11 @@ export async function ensurePullConsumer(
   try {
     const have = await consumerInfo(jsm, settings.stream, settings.durable);
     const keys = Object.keys(wanted) as (keyof typeof wanted)[];
-    if (have !== null && keys.every((key) => have.config[key] === wanted[key])) return;
-    await jsm.consumers.add(settings.stream, wanted);
+    if (have !== null && keys.every((key) => have.config[key] === wanted[key])) return have;
+    return await jsm.consumers.add(settings.stream, wanted);
   } catch (error) {
     if (!hasCause(error, natsErrors.PermissionViolationError)) throw problem(error);
-    await waitFor(`JetStream consumer ${settings.durable}`, 'make it', () =>
+    return waitFor(`JetStream consumer ${settings.durable}`, 'make it', () =>
       consumerInfo(jsm, settings.stream, settings.durable),
     );
   }

@@ -5,7 +5,7 @@ import type {
   JetStreamManager,
   JsMsg,
 } from '@nats-io/jetstream';
-import type { Msg, NatsConnection, Subscription } from '@nats-io/transport-node';
+import { type Msg, type NatsConnection, nanos, type Subscription } from '@nats-io/transport-node';
 import { BusError } from '../errors.js';
 import { type Bus, type BusHandler, type BusSubscription, Delivery } from './bus.js';
 import { decodeMessage } from './codec.js';
@@ -191,6 +191,8 @@ export class PullSubscription implements NatsSubscription {
   private batch: ConsumerMessages | null = null;
   private readonly ready: Promise<void>;
   private readonly durable: string;
+  /** The consumer's own ack wait (a coordinator's, when this process may not set it). */
+  private ackWaitMs: number;
 
   constructor(
     js: JetStreamClient,
@@ -203,14 +205,32 @@ export class PullSubscription implements NatsSubscription {
     private readonly timings: PullTimings,
   ) {
     this.durable = settings.durable;
-    this.ready = ensurePullConsumer(jsm, settings)
-      .then(() => js.consumers.get(settings.stream, settings.durable))
-      .then((consumer) => {
-        this.consumer = consumer;
-      })
-      .catch((error: unknown) => this.host.report(error, subject));
+    this.ackWaitMs = timings.ackWaitMs;
+    this.ready = this.attach(js, jsm, settings);
     // Not floating: run catches and reports everything, and ends when the subscription stops.
     void this.run();
+  }
+
+  /**
+   * Makes or finds the consumer. One that does not come (no coordinator made it, and this process
+   * may not) is reported and waited for again, for as long as the subscription lasts.
+   */
+  private async attach(
+    js: JetStreamClient,
+    jsm: JetStreamManager,
+    settings: PullConsumerSettings,
+  ): Promise<void> {
+    while (this.active) {
+      try {
+        const info = await ensurePullConsumer(jsm, settings);
+        this.ackWaitMs = (info.config.ack_wait ?? nanos(settings.ackWaitMs)) / 1e6;
+        this.consumer = await js.consumers.get(settings.stream, settings.durable);
+        return;
+      } catch (error) {
+        this.host.report(error, this.subject);
+        await sleep(PULL_RETRY_MS);
+      }
+    }
   }
 
   unsubscribe(): void {
@@ -278,7 +298,7 @@ export class PullSubscription implements NatsSubscription {
         // Redelivering a message that can never decode would only repeat the rejection.
         return settle(() => msg.term());
       }
-      const heartbeat = setInterval(() => settle(() => msg.working()), this.timings.ackWaitMs / 3);
+      const heartbeat = setInterval(() => settle(() => msg.working()), this.ackWaitMs / 3);
       try {
         await this.handler(new Delivery(this.host.bus, msg.subject, data, null));
         settle(() => msg.ack());

@@ -3,7 +3,7 @@ import { ROLES } from '../schemas/setting-values.js';
 import { EVENTS_STREAM, PERSISTENCE_CONSUMER, PGE_STREAMS, WORK_STREAM } from './nats-streams.js';
 import { PULL_EXPIRES_MS } from './nats-subscriptions.js';
 import { LEASE_BUCKET } from './run-leases.js';
-import { RESUME_ANSWER_MS, subjectMatches, subjects, workerQueue } from './subjects.js';
+import { RESUME_ANSWER_MS, SUBMIT_ANSWER_MS, subjectMatches, subjects, workerQueue } from './subjects.js';
 
 /**
  * What each process of a deployment may publish and subscribe to on NATS: the one source of the
@@ -242,7 +242,7 @@ export interface ServiceResponse {
 
 /** The way back of a pull outlives the pull itself by this much. */
 const PULL_MARGIN_MS = 5_000;
-/** The JetStream API, a stored publish's acknowledgement and a submission answer in milliseconds. */
+/** The JetStream API and a stored publish's acknowledgement answer at once (nats.js waits 5 s). */
 const ANSWER_MS = 5_000;
 
 /** How the answer to a request on `subject` comes back (see `ServiceResponse`). */
@@ -250,6 +250,7 @@ export function serviceResponse(subject: string): ServiceResponse {
   if (subject.startsWith(`${JS_API}.CONSUMER.MSG.NEXT.`)) {
     return { type: 'Stream', thresholdMs: PULL_EXPIRES_MS + PULL_MARGIN_MS };
   }
+  if (subject === subjects.submit) return { type: 'Singleton', thresholdMs: SUBMIT_ANSWER_MS };
   if (subject === subjects.resume) return { type: 'Singleton', thresholdMs: RESUME_ANSWER_MS };
   return { type: 'Singleton', thresholdMs: ANSWER_MS };
 }

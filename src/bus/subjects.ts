@@ -66,7 +66,7 @@ export const subjects = {
   cancel(runId: string | '*'): string {
     return `${RUN_PREFIX}${runId === '*' ? '*' : assertSubjectToken('run id', runId)}.cancel`;
   },
-  /** Where runs are submitted by request/reply. */
+  /** Where runs are submitted by request/reply, answered within `SUBMIT_ANSWER_MS`. */
   submit: 'pge.runs.submit',
   /**
    * Where a run is asked to be taken over now, by request/reply (`pge resume --nats`), answered
@@ -83,6 +83,8 @@ export const subjects = {
   },
 } as const;
 
+/** How long a submission waits for its answer: a coordinator claims the run id, then answers. */
+export const SUBMIT_ANSWER_MS = 10_000;
 /** How long a resume request waits for its answer: taking a run over reads its stored events. */
 export const RESUME_ANSWER_MS = 30_000;
 

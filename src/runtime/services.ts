@@ -10,7 +10,7 @@ import {
 import { readRecordedRun } from '../actors/replay.js';
 import type { Bus, BusSubscription } from '../bus/bus.js';
 import { answerable, subscribeControl } from '../bus/channels.js';
-import { subjects } from '../bus/subjects.js';
+import { SUBMIT_ANSWER_MS, subjects } from '../bus/subjects.js';
 import { ConfigurationError, describeError, errorFromInfo, RunTakenOverError } from '../errors.js';
 import type { Role, RoleResult, RunEvent } from '../schemas/index.js';
 import { isClosingEvent } from '../schemas/index.js';
@@ -270,7 +270,7 @@ export async function submitAndFollow(
       await bus.request(
         subjects.submit,
         { ...submission, runId },
-        { timeoutMs: options.timeoutMs ?? 10_000 },
+        { timeoutMs: options.timeoutMs ?? SUBMIT_ANSWER_MS },
       ),
     );
     if ('error' in reply) throw errorFromInfo(reply.error);

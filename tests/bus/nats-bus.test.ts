@@ -87,14 +87,14 @@ describe('NatsBus on JetStream', () => {
     await server?.stop();
   });
 
-  it('creates its streams at start, and connecting again reuses them', async () => {
-    await open();
+  it('creates its streams at start, and as a coordinator the durable consumers; connecting again reuses them', async () => {
+    await open({ reporter: 'coordinator' });
     await open();
     const names: string[] = [];
     for await (const name of jsm.streams.names()) names.push(name);
     expect(names.sort()).toEqual(['PGE_EVENTS', 'PGE_RESULTS', 'PGE_WORK']);
     const work = await jsm.streams.info('PGE_WORK');
-    expect(work.config).toMatchObject({ subjects: ['pge.work.>'], retention: 'workqueue', storage: 'file' });
+    expect(work.config).toMatchObject({ subjects: ['pge.work.>'], retention: 'interest', storage: 'file' });
     const events = await jsm.streams.info('PGE_EVENTS');
     expect(events.config).toMatchObject({
       subjects: [subjects.events('*')],
@@ -343,20 +343,23 @@ describe('NatsBus on JetStream', () => {
         storage: StorageType.File,
         duplicate_window: nanos(10_000),
       });
+      // As an earlier pge made it: retention cannot be changed in place.
       await adminJsm.streams.add({
         name: 'PGE_WORK',
         subjects: ['pge.work.>'],
-        retention: RetentionPolicy.Limits,
+        retention: RetentionPolicy.Workqueue,
       });
       const error = await NatsBus.connect({ servers: other.url }).catch((e: unknown) => e);
       expect(error).toBeInstanceOf(ConfigurationError);
-      expect((error as Error).message).toMatch(/PGE_WORK .*limits retention.*workqueue/);
+      expect((error as Error).message).toMatch(
+        /PGE_WORK .*workqueue retention.*interest.*nats stream rm PGE_WORK/,
+      );
       expect((await adminJsm.streams.info('PGE_RESULTS')).config.duplicate_window).toBe(nanos(120_000));
 
       await adminJsm.streams.delete('PGE_WORK');
       const bus = await NatsBus.connect({ servers: other.url });
       await bus.close();
-      expect((await adminJsm.streams.info('PGE_WORK')).config.retention).toBe('workqueue');
+      expect((await adminJsm.streams.info('PGE_WORK')).config.retention).toBe('interest');
       await admin.close();
     } finally {
       await other.stop();
