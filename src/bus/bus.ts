@@ -54,6 +54,12 @@ export interface DurableOptions {
    * how long a reader that died holds the message it had.
    */
   ackWaitMs?: number;
+  /**
+   * Messages taken in one pull and held unacknowledged at once (default 1). One keeps stream order
+   * even across redeliveries; more saves a pull per message, but a message given back (its handler
+   * threw) comes again after later ones.
+   */
+  batch?: number;
 }
 
 /** A transport that keeps what was published on some subjects (NATS JetStream), and reads it back. */

@@ -289,7 +289,8 @@ export class NatsBus implements Bus, StoredMessages {
    * Reads a stream subject (e.g. `pge.run.*.evt.>`) through the durable consumer `durableName`,
    * one message at a time in stream order, acknowledging each after its handler resolved: a reader
    * that restarts under the same name goes on where it stopped and misses nothing. A handler that
-   * throws gets the message again (after `nakDelayMs`, up to `maxDeliver` times) before any later one.
+   * throws gets the message again (after `nakDelayMs`, up to `maxDeliver` times): before any later
+   * one, or with `options.batch` above 1 (that many taken per pull), after the rest of its batch.
    */
   subscribeDurable(
     subject: string,
@@ -304,7 +305,10 @@ export class NatsBus implements Bus, StoredMessages {
       options.ackWaitMs === undefined
         ? this.timings
         : { ...this.timings, ackWaitMs: positive(options.ackWaitMs, 'ackWaitMs') };
-    return this.pull(subject, durableName, null, handler, 1, timings);
+    const batch = options.batch ?? 1;
+    if (!Number.isSafeInteger(batch) || batch < 1)
+      throw new ConfigurationError('batch must be a whole number >= 1');
+    return this.pull(subject, durableName, null, handler, batch, timings);
   }
 
   /**
@@ -487,6 +491,8 @@ export class NatsBus implements Bus, StoredMessages {
       maxDeliver: timings.maxDeliver,
       maxAckPending,
     };
+    // A worker of a queue takes one item per pull: it holds only what it is handling, and leaves
+    // the next item to an idle worker. A reader of its own takes up to its unacknowledged limit.
     const subscription = new PullSubscription(
       this.js,
       this.jsm,
@@ -495,7 +501,10 @@ export class NatsBus implements Bus, StoredMessages {
       queue,
       handler,
       this.host,
-      timings,
+      {
+        ...timings,
+        batch: queue === null ? maxAckPending : 1,
+      },
     );
     this.subscriptions.add(subscription);
     return subscription;

@@ -52,6 +52,12 @@ export const PERSISTENCE_CONSUMER = 'pge-persistence';
  * the next one: a live worker heartbeats while it writes, so this bounds only a restart's wait.
  */
 export const PERSISTENCE_ACK_WAIT_MS = 5_000;
+/**
+ * Events a persistence worker takes in one pull and holds unacknowledged: one pull per batch
+ * rather than per event. Each is written within milliseconds, so a batch is written long before
+ * the ack wait sends its last event elsewhere.
+ */
+export const PERSISTENCE_BATCH = 64;
 /** Work items a role's workers hold at once, all together: each worker takes one at a time. */
 export const WORK_MAX_ACK_PENDING = 1000;
 
@@ -299,7 +305,7 @@ export function pgeConsumers(timings: { ackWaitMs: number; maxDeliver: number })
       filter: subjects.events('*'),
       ...timings,
       ackWaitMs: PERSISTENCE_ACK_WAIT_MS,
-      maxAckPending: 1,
+      maxAckPending: PERSISTENCE_BATCH,
     },
   ];
 }

@@ -43,6 +43,11 @@ export interface PullTimings {
   readonly nakDelayMs: number;
 }
 
+/** How a pull subscription pulls: its timings, and the messages it asks for in one pull. */
+export interface PullSettings extends PullTimings {
+  readonly batch: number;
+}
+
 /** A subscription of the NATS bus. */
 export interface NatsSubscription extends BusSubscription {
   /** Resolves once JetStream has nothing left to hand this subscription (core ones: at once). */
@@ -202,7 +207,7 @@ export class PullSubscription implements NatsSubscription {
     readonly queue: string | null,
     private readonly handler: BusHandler,
     private readonly host: NatsHost,
-    private readonly timings: PullTimings,
+    private readonly timings: PullSettings,
   ) {
     this.durable = settings.durable;
     this.ackWaitMs = timings.ackWaitMs;
@@ -259,8 +264,7 @@ export class PullSubscription implements NatsSubscription {
     let reportedAt = 0;
     while (this.active) {
       try {
-        // One message per pull: a worker holds only what it is handling.
-        this.batch = await consumer.fetch({ max_messages: 1, expires: PULL_EXPIRES_MS });
+        this.batch = await consumer.fetch({ max_messages: this.timings.batch, expires: PULL_EXPIRES_MS });
         if (!this.active) await this.batch.close();
         for await (const msg of this.batch) {
           failingSince = null;

@@ -290,6 +290,37 @@ describe('NatsBus on JetStream', () => {
     expect(second[0]).toEqual(events[5]);
   });
 
+  it('reads a durable in batches: each once in stream order, a message given back after the rest of its batch', async () => {
+    const producer = await open();
+    const runId = freshRunId();
+    const events = fullRun(runId).slice(0, 6);
+    for (const event of events) await publishEvent(producer, event);
+    const problems: unknown[] = [];
+    const reader = await open({ nakDelayMs: 1, onHandlerError: (error) => problems.push(error) });
+    const seen: number[] = [];
+    let failed = false;
+    reader.subscribeDurable(
+      subjects.events(runId),
+      `batch-${runId}`,
+      (message) => {
+        const { seq } = message.data as RunEvent;
+        seen.push(seq);
+        if (seq === 2 && !failed) {
+          failed = true;
+          throw new Error('a write that failed once');
+        }
+      },
+      { batch: 4 },
+    );
+    await waitFor('every event, the one given back again', () => seen.length === 7);
+    expect(seen.slice(0, 4)).toEqual([1, 2, 3, 4]);
+    expect(seen.slice(4).sort()).toEqual([2, 5, 6]);
+    expect(problems).toEqual([expect.objectContaining({ message: 'a write that failed once' })]);
+    expect(() =>
+      reader.subscribeDurable(subjects.events(runId), 'bad-batch', () => undefined, { batch: 0 }),
+    ).toThrow(ConfigurationError);
+  });
+
   it('reads back what a stream holds of one run, in stored order, reporting what fails validation', async () => {
     const bus = await open();
     const runId = freshRunId();
