@@ -2,8 +2,26 @@ import type { Phase, Role } from '../schemas/index.js';
 
 /** One message of a chat conversation, as OpenAI-compatible servers take it. */
 export interface ChatMessage {
-  role: 'system' | 'user' | 'assistant';
+  role: 'system' | 'user' | 'assistant' | 'tool';
   content: string;
+  /** An assistant's message that asked for tools: the calls it made (OpenAI function calling). */
+  toolCalls?: readonly ToolCallRequest[];
+  /** A tool's message: the call it answers. */
+  toolCallId?: string;
+}
+
+/** A tool a model may call: a function with a JSON Schema for its arguments. */
+export interface ToolDefinition {
+  name: string;
+  description: string;
+  parameters: Record<string, unknown>;
+}
+
+/** A call of a tool, as the model asked for it: `arguments` is the model's JSON text, unchecked. */
+export interface ToolCallRequest {
+  id: string;
+  name: string;
+  arguments: string;
 }
 
 /**
@@ -17,6 +35,8 @@ export interface ModelRequest {
   schemaName: `pge_${Phase}`;
   jsonSchema: Record<string, unknown>;
   messages: ChatMessage[];
+  /** Tools the model may call instead of answering; none when absent or empty. */
+  tools?: readonly ToolDefinition[];
   signal?: AbortSignal;
 }
 
@@ -27,6 +47,8 @@ export interface ModelAnswer {
   refusal: string | null;
   /** `stop`, `length` (cut off by the token limit), `content_filter`, … as the server reports it. */
   finishReason: string;
+  /** The tools the model asked to call rather than answer (`finishReason` `tool_calls`). */
+  toolCalls?: readonly ToolCallRequest[];
   /** The model that answered, as the server names it. */
   model: string;
   promptTokens: number;

@@ -3,6 +3,7 @@ import type { APIError, ClientOptions, OpenAI } from 'openai';
 import type {
   ChatCompletion,
   ChatCompletionCreateParamsNonStreaming,
+  ChatCompletionMessageParam,
 } from 'openai/resources/chat/completions';
 import { z } from 'zod';
 import { ConfigurationError, ModelRequestError, ModelTransportError } from '../errors.js';
@@ -132,6 +133,25 @@ function withSchemaInstruction(
   return request.messages.map((m, i) => (i === at ? { ...m, content: `${m.content}\n\n${line}` } : m));
 }
 
+/** A conversation's message as the SDK sends it: tool calls and tool answers in OpenAI's shape. */
+function toSdkMessage(message: ChatMessage): ChatCompletionMessageParam {
+  if (message.role === 'tool') {
+    return { role: 'tool', tool_call_id: message.toolCallId ?? '', content: message.content };
+  }
+  if (message.role === 'assistant' && message.toolCalls !== undefined && message.toolCalls.length > 0) {
+    return {
+      role: 'assistant',
+      content: message.content === '' ? null : message.content,
+      tool_calls: message.toolCalls.map((call) => ({
+        id: call.id,
+        type: 'function',
+        function: { name: call.name, arguments: call.arguments },
+      })),
+    };
+  }
+  return { role: message.role, content: message.content };
+}
+
 // Request parameters a server may refuse, and the option that sets each.
 const OPTION_OF_PARAM: Record<string, string> = {
   temperature: 'temperature',
@@ -210,10 +230,17 @@ export class OpenAIModel implements Model {
 
   #params(request: ModelRequest): ChatCompletionCreateParamsNonStreaming {
     const { structuredOutput: mode, temperature, maxOutputTokens, reasoningEffort } = this.#options;
+    const messages = mode === 'json_schema' ? request.messages : withSchemaInstruction(request, mode);
     const params: ChatCompletionCreateParamsNonStreaming = {
       model: this.name,
-      messages: mode === 'json_schema' ? request.messages : withSchemaInstruction(request, mode),
+      messages: messages.map(toSdkMessage),
     };
+    if (request.tools !== undefined && request.tools.length > 0) {
+      params.tools = request.tools.map((tool) => ({
+        type: 'function',
+        function: { name: tool.name, description: tool.description, parameters: tool.parameters },
+      }));
+    }
     if (temperature !== undefined) params.temperature = temperature;
     if (maxOutputTokens !== undefined) params.max_completion_tokens = maxOutputTokens;
     if (reasoningEffort !== undefined) params.reasoning_effort = reasoningEffort;
@@ -246,10 +273,16 @@ export class OpenAIModel implements Model {
     // Price the snapshot the server names, else the name configured (a proxy may rename models).
     let cost = costOf(model, promptTokens, completionTokens, this.#prices);
     if (!cost.priced) cost = costOf(this.name, promptTokens, completionTokens, this.#prices);
+    const toolCalls = (choice.message.tool_calls ?? []).flatMap((call) =>
+      call.type === 'function' && typeof call.function?.name === 'string'
+        ? [{ id: call.id, name: call.function.name, arguments: call.function.arguments ?? '' }]
+        : [],
+    );
     return {
       content,
       refusal: choice.message.refusal ?? null,
       finishReason: (choice.finish_reason as string | null) ?? 'unknown',
+      ...(toolCalls.length > 0 ? { toolCalls } : {}),
       model,
       promptTokens,
       completionTokens,

@@ -1,8 +1,9 @@
+import { join } from 'node:path';
 import { z } from 'zod';
 import { BoundedMap } from '../bounded-map.js';
 import type { Bus, BusSubscription } from '../bus/bus.js';
 import { publishRejection, publishResult, serveWork, subscribeCancels } from '../bus/channels.js';
-import { subjects } from '../bus/subjects.js';
+import { assertSubjectToken, subjects } from '../bus/subjects.js';
 import { CallCancelledError, describeError, InvalidOutputError, WorkerStoppedError } from '../errors.js';
 import type {
   Evaluation,
@@ -21,9 +22,19 @@ import {
   ROLE_OF_REQUEST,
   truncatePlan,
 } from '../schemas/index.js';
-import type { Model } from './model.js';
+import type { ChatMessage, Model } from './model.js';
 import { buildMessages, repairMessages } from './prompts.js';
 import { responseSchemaFor } from './response-schemas.js';
+import {
+  DEFAULT_TOOL_LIMITS,
+  refusedToolCall,
+  runToolCall,
+  type Tool,
+  type ToolCallRecord,
+  type ToolLimits,
+  Workspace,
+  workspaceTools,
+} from './tools.js';
 
 /**
  * A role worker: takes a request of its role from the bus, builds a fresh conversation from the
@@ -74,27 +85,45 @@ function validate(request: RoleRequest, raw: string | null, refusal: string | nu
     : ({ output: parsed.data } as const);
 }
 
+/** The tools one role call may use, and their bounds. */
+export interface Toolbox {
+  readonly tools: readonly Tool[];
+  readonly limits: ToolLimits;
+  /** Told to the model before it starts (what the workspace holds, say); none when absent. */
+  readonly context?: string;
+}
+
 /**
- * Answers one request with `model`: the whole validate-and-repair loop, no bus. A plan with more
- * steps than `maxSteps` is re-asked once, then cut (DESIGN 1), which the result reports.
+ * Answers one request with `model`: the whole validate-and-repair loop, no bus. With a `toolbox`,
+ * the model may answer with tool calls: they are run (`runToolCall`), their answers sent back, and
+ * the model asked again, until it answers or `toolbox.limits.maxCalls` tool calls were made (then
+ * it is asked without tools). Each round is a model call of its own, with the tool calls it made.
+ * A plan with more steps than `maxSteps` is re-asked once, then cut (DESIGN 1), which the result
+ * reports.
  */
 export async function answerRequest(
   request: RoleRequest,
   model: Model,
   maxRepairs: number,
   signal?: AbortSignal,
+  toolbox?: Toolbox,
 ): Promise<RoleAnswer> {
   const role = ROLE_OF_REQUEST[request.type];
   const phase = phaseOf(request);
   const { name, jsonSchema } = responseSchemaFor(phase);
   const calls: ModelCall[] = [];
   let messages = buildMessages(role, phase, request.payload.input);
+  if (toolbox?.context !== undefined) messages = [...messages, { role: 'user', content: toolbox.context }];
+  const tools = new Map((toolbox?.tools ?? []).map((tool) => [tool.definition.name, tool]));
+  let toolCallsMade = 0;
   let raw: string | null = null;
   let problem = '';
   let askedToShorten = false;
-  // The re-ask of a plan with too many steps is its own, not one of the repairs (DESIGN 1).
-  for (let repair = 0; repair <= maxRepairs + (askedToShorten ? 1 : 0); repair++) {
+  // The re-ask of a plan with too many steps is its own, not one of the repairs (DESIGN 1); a
+  // round of tool calls is not a repair either.
+  for (let repair = 0; repair <= maxRepairs + (askedToShorten ? 1 : 0); ) {
     const started = performance.now();
+    const offered = toolbox !== undefined && toolCallsMade < toolbox.limits.maxCalls;
     let answer: Awaited<ReturnType<Model['complete']>>;
     try {
       const call = model.complete({
@@ -103,6 +132,7 @@ export async function answerRequest(
         schemaName: name,
         jsonSchema,
         messages,
+        ...(offered ? { tools: [...tools.values()].map((tool) => tool.definition) } : {}),
         ...(signal ? { signal } : {}),
       });
       // A model that ignores the signal must not hold the request: the abort wins the race.
@@ -112,9 +142,7 @@ export async function answerRequest(
       if (signal?.aborted) throw signal.reason;
       return { calls, result: { status: 'error', phase, error: describeError(error), raw: null } };
     }
-    raw = answer.content;
-    const checked = validate(request, raw, answer.refusal, answer.finishReason);
-    const call: ModelCall = {
+    const spent = {
       role,
       phase,
       model: answer.model,
@@ -122,12 +150,47 @@ export async function answerRequest(
       completionTokens: answer.completionTokens,
       costUsd: answer.costUsd,
       ...(answer.priced === false ? { priced: false } : {}),
-      latencyMs: performance.now() - started,
       repair,
+    };
+    if (offered && answer.toolCalls !== undefined && answer.toolCalls.length > 0) {
+      const answers: ChatMessage[] = [];
+      const toolCalls: ToolCallRecord[] = [];
+      for (const asked of answer.toolCalls) {
+        const left = toolbox.limits.maxCalls - toolCallsMade;
+        const ran =
+          left > 0
+            ? await runToolCall(asked, tools, toolbox.limits, signal ?? NEVER)
+            : refusedToolCall(
+                asked,
+                `the limit of ${toolbox.limits.maxCalls} tool calls is reached: answer now`,
+              );
+        toolCallsMade += 1;
+        answers.push({ role: 'tool', toolCallId: asked.id, content: ran.answer });
+        toolCalls.push(ran.record);
+      }
+      calls.push({
+        ...spent,
+        latencyMs: performance.now() - started,
+        outcome: 'tools',
+        problem: null,
+        toolCalls,
+      });
+      messages = [
+        ...messages,
+        { role: 'assistant', content: answer.content ?? '', toolCalls: answer.toolCalls },
+        ...answers,
+      ];
+      continue;
+    }
+    raw = answer.content;
+    const checked = validate(request, raw, answer.refusal, answer.finishReason);
+    calls.push({
+      ...spent,
+      latencyMs: performance.now() - started,
       outcome: 'output' in checked ? 'valid' : 'invalid',
       problem: 'problem' in checked ? (checked.problem ?? null) : null,
-    };
-    calls.push(call);
+    });
+    repair += 1;
     if ('output' in checked) {
       if (request.type === 'plan.requested') {
         const plan = checked.output as Plan;
@@ -150,6 +213,9 @@ export async function answerRequest(
   });
   return { calls, result: { status: 'error', phase, error: describeError(error), raw } };
 }
+
+/** A signal that never aborts, for tools of a call that has none. */
+const NEVER = new AbortController().signal;
 
 /** Settles with `call`, or rejects as soon as `signal` aborts. */
 function raceAbort<T>(call: Promise<T>, signal: AbortSignal): Promise<T> {
@@ -196,6 +262,37 @@ export interface RoleWorkerOptions {
   isLiveRun?: (runId: string) => Promise<boolean>;
   /** Milliseconds since some fixed point, for the live-run cache (default `performance.now`). */
   now?: () => number;
+  /**
+   * Where runs' workspaces are: each run's is `<root>/<runId>`, on the machine this worker runs on.
+   * With it, the generator's model has the workspace tools `list_files`, `read_file` and
+   * `write_file`, the evaluator's `list_files` and `read_file` (the planner none), within `limits`
+   * (default `DEFAULT_TOOL_LIMITS`). Without it, no tools.
+   */
+  workspaces?: { root: string; limits?: Partial<ToolLimits> };
+}
+
+/**
+ * The toolbox of one request of `role`: the workspace tools on its run's workspace, and a message
+ * that shows the model what the workspace holds. The planner has none: it plans, it does not act.
+ */
+async function toolboxFor(
+  role: Role,
+  request: RoleRequest,
+  workspaces: NonNullable<RoleWorkerOptions['workspaces']>,
+): Promise<Toolbox | undefined> {
+  if (role === 'planner') return undefined;
+  const workspace = new Workspace(join(workspaces.root, assertSubjectToken('run id', request.runId)));
+  const files = await workspace.list();
+  const listing = files.length === 0 ? '(empty)' : files.map((file) => `- ${file}`).join('\n');
+  const context =
+    role === 'generator'
+      ? `WORKSPACE: the run's files, which earlier steps left and later steps build on. Read them with read_file, write the files of your deliverable with write_file (they are part of it, beside your answer), list them with list_files. It holds:\n${listing}`
+      : `WORKSPACE: the files of the artifact, beside its output. Read them with read_file and list_files. It holds:\n${listing}`;
+  return {
+    tools: workspaceTools(workspace, role === 'generator'),
+    limits: { ...DEFAULT_TOOL_LIMITS, ...workspaces.limits },
+    context,
+  };
 }
 
 /** A running role worker. */
@@ -232,7 +329,7 @@ function liveRunCheck(
  * done with no result; `stop('abort')` aborts them all, and the requests go back to the queue.
  */
 export function createRoleWorker(options: RoleWorkerOptions): RoleWorker {
-  const { bus, role, model } = options;
+  const { bus, role, model, workspaces } = options;
   const maxRepairs = options.maxRepairs ?? DEFAULT_MAX_REPAIRS;
   const concurrency = options.concurrency ?? DEFAULT_WORKER_CONCURRENCY;
   const id = options.workerId ?? `${role}-${Math.random().toString(36).slice(2, 8)}`;
@@ -263,7 +360,8 @@ export function createRoleWorker(options: RoleWorkerOptions): RoleWorker {
   }
 
   async function answer(request: RoleRequest, signal: AbortSignal): Promise<void> {
-    const { calls, result } = await answerRequest(request, model, maxRepairs, signal);
+    const toolbox = workspaces === undefined ? undefined : await toolboxFor(role, request, workspaces);
+    const { calls, result } = await answerRequest(request, model, maxRepairs, signal, toolbox);
     await publishResult(bus, {
       requestId: request.id,
       runId: request.runId,

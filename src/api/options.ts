@@ -53,6 +53,12 @@ export const PgeOptionsSchema = z.strictObject({
   maxSteps: run.maxSteps.default(D.maxSteps),
   maxRetriesPerStep: run.maxRetriesPerStep.default(D.maxRetriesPerStep),
   workingDirectory: z.string().min(1).optional(),
+  /**
+   * Workspace tools (default on): each run has a workspace, `<workingDirectory>/workspaces/<runId>`;
+   * the generator's model may list, read and write its files, the evaluator's list and read them.
+   * `false`: no tools, the artifact is the answer alone.
+   */
+  tools: z.boolean().default(true),
   sharedStatePath: z.string().min(1).optional(),
   defaultThresholds: run.defaultThresholds.default({}),
   outputType: OutputType.default(D.outputType),
@@ -93,6 +99,9 @@ export const PgeOptionsSchema = z.strictObject({
   /** Called with every event of every run, in order (progress displays, integrations). */
   onEvent: z.custom<(event: RunEvent) => void>((v) => typeof v === 'function').optional(),
 });
+
+/** The directory of the working directory that holds runs' workspaces, one per run id. */
+export const WORKSPACES_DIR = 'workspaces';
 
 /** Options as a user writes them. */
 export type PgeOptions = z.input<typeof PgeOptionsSchema>;

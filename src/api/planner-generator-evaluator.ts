@@ -15,7 +15,7 @@ import { createEmbeddedRuntime, type EmbeddedRuntime } from '../runtime/embedded
 import { newRunId } from '../runtime/run-id.js';
 import { checkTask } from '../runtime/task.js';
 import type { Role, RunEvent } from '../schemas/index.js';
-import { type PgeOptions, type ResolvedOptions, resolveOptions } from './options.js';
+import { type PgeOptions, type ResolvedOptions, resolveOptions, WORKSPACES_DIR } from './options.js';
 import { formatOutput, type OutputType, type RunOutput } from './output.js';
 import { buildResult, type HarnessResult } from './result.js';
 
@@ -214,6 +214,7 @@ export class PlannerGeneratorEvaluator<T extends OutputType = OutputType> {
     this.runtime = createEmbeddedRuntime({
       models: this.models,
       maxRepairs: this.options.maxRepairs,
+      ...(this.options.tools ? { workspaceRoot: join(this.options.workingDirectory, WORKSPACES_DIR) } : {}),
       ...(this.inspect ? { inspect: this.inspect } : {}),
       onLogError: (runId, error) => {
         this.logErrors.set(runId, error);

@@ -75,6 +75,8 @@ export interface FlagSpec {
   readonly default?: string | number;
   /** Given more than once, it keeps every value (threshold and price flags always do). */
   readonly repeatable?: boolean;
+  /** A switch that turns its option off (`--no-tools`) rather than on. */
+  readonly turnsOff?: true;
 }
 
 /** Flags of one help section. */
@@ -258,7 +260,7 @@ const OUTPUT_FLAGS = inGroup('output', [
     kind: 'text',
     option: 'workingDirectory',
     value: '<dir>',
-    help: 'Directory of the logs (default: the current one)',
+    help: "Directory of the logs and of runs' workspaces, workspaces/<runId> (default: the current one)",
   },
   {
     name: 'log',
@@ -280,6 +282,13 @@ const OUTPUT_FLAGS = inGroup('output', [
     kind: 'switch',
     option: 'verbose',
     help: 'Progress shows every event, model calls included',
+  },
+  {
+    name: 'no-tools',
+    kind: 'switch',
+    option: 'tools',
+    turnsOff: true,
+    help: "No workspace tools: the generator's model neither reads nor writes files, the evaluator's reads none",
   },
 ]);
 

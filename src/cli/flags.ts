@@ -98,7 +98,7 @@ function convert(spec: FlagSpec, raws: readonly string[]): unknown {
   const text = raws[raws.length - 1]!;
   switch (spec.kind) {
     case 'switch':
-      return true;
+      return spec.turnsOff !== true;
     case 'threshold':
       return toRecord(name, raws, '<criterion>=<score>, e.g. accuracy=8', toThreshold);
     case 'price':

@@ -1,7 +1,7 @@
 import { basename, join } from 'node:path';
 import { DemoModel } from '../actors/demo-model.js';
 import { createRoleWorker } from '../actors/role-worker.js';
-import { resolveOptions } from '../api/options.js';
+import { resolveOptions, WORKSPACES_DIR } from '../api/options.js';
 import { buildRoleModel } from '../api/planner-generator-evaluator.js';
 import { answerAbandonedWork } from '../bus/abandoned-work.js';
 import { publishControl } from '../bus/channels.js';
@@ -118,6 +118,8 @@ export async function workerCommand(line: CommandLine, io: CliIo): Promise<numbe
       maxRepairs: options.maxRepairs,
       // Work items of a run no coordinator holds a lease for are refused before any model call.
       isLiveRun: await readRunLeases(bus.connection, publishRetryMs),
+      // A tool runs where its role's worker runs: the workspaces are on this machine.
+      ...(options.tools ? { workspaces: { root: join(options.workingDirectory, WORKSPACES_DIR) } } : {}),
     });
     stop = (hurry) => worker.stop(hurry ? 'abort' : 'finish');
   } else if (role === 'persistence') {

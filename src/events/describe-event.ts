@@ -153,9 +153,12 @@ const DESCRIBERS: { readonly [T in RunEventType]: (event: RunEventOf<T>) => Even
     const tokens = `${c.promptTokens} in + ${c.completionTokens} out tokens`;
     const repair = c.repair > 0 ? `, repair ${c.repair}` : '';
     const invalid = c.outcome === 'invalid' ? `, invalid: ${c.problem ?? 'no reason given'}` : '';
+    const tools = (c.toolCalls ?? [])
+      .map((t) => `${t.name}(${t.arguments.slice(0, 80)})${t.ok ? '' : ' failed'}`)
+      .join(', ');
     return described(
       null,
-      `model call: ${c.role} ${c.phase} (${c.model}) ${tokens}, $${c.costUsd.toFixed(4)}, ${Math.round(c.latencyMs)} ms${repair}${invalid}`,
+      `model call: ${c.role} ${c.phase} (${c.model}) ${tokens}, $${c.costUsd.toFixed(4)}, ${Math.round(c.latencyMs)} ms${repair}${invalid}${tools === '' ? '' : `; tools: ${tools}`}`,
       'detail',
     );
   },

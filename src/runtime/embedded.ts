@@ -20,6 +20,8 @@ export interface EmbeddedRuntimeOptions {
   /** A run's log could not be written: that run must stop. */
   onLogError: (runId: string, error: LogWriteError) => void;
   clock?: () => number;
+  /** Where runs' workspaces are (`<root>/<runId>`); without it, the roles have no tools. */
+  workspaceRoot?: string;
   /** XState inspection of every run's actors (e.g. `@statelyai/inspect`), passed to the coordinator. */
   inspect?: (event: InspectionEvent) => void;
 }
@@ -41,6 +43,7 @@ export function createEmbeddedRuntime(options: EmbeddedRuntimeOptions) {
       model: options.models[role],
       maxRepairs: options.maxRepairs,
       workerId: `${role}-embedded`,
+      ...(options.workspaceRoot === undefined ? {} : { workspaces: { root: options.workspaceRoot } }),
     }),
   );
   const coordinator = createCoordinator({

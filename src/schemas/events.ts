@@ -69,8 +69,21 @@ export const ModelCall = z.strictObject({
   priced: z.boolean().optional(),
   latencyMs: z.number().min(0),
   repair: z.number().int().min(0),
-  outcome: z.enum(['valid', 'invalid']),
+  /** `tools`: the model asked for tools rather than answering; their calls are in `toolCalls`. */
+  outcome: z.enum(['valid', 'invalid', 'tools']),
   problem: z.string().nullable(),
+  /** The tools this round of the call asked for, in order, each as it ran (bounded excerpts). */
+  toolCalls: z
+    .array(
+      z.strictObject({
+        name: z.string(),
+        arguments: z.string(),
+        excerpt: z.string(),
+        ok: z.boolean(),
+        durationMs: z.number().min(0),
+      }),
+    )
+    .optional(),
 });
 export type ModelCall = z.infer<typeof ModelCall>;
 

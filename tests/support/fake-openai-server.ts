@@ -16,15 +16,18 @@ import type { AddressInfo, Socket } from 'node:net';
  * await server.close();
  * ```
  *
- * Not implemented: streaming (`stream: true` is answered with a 400), tools, the Responses API.
+ * Not implemented: streaming (`stream: true` is answered with a 400), the Responses API. Tool calls
+ * are answered as scripted (`toolCalls`); what the tools answered comes back in the next request.
  */
 
 /** A successful chat completion. `content` objects are sent as their JSON text. */
 export interface AnswerStep {
   status?: 200;
   content: string | object | null;
-  /** `stop` unless given: `length`, `content_filter`, … */
+  /** `stop` unless given (`tool_calls` with `toolCalls`): `length`, `content_filter`, … */
   finishReason?: string;
+  /** Function calls the answer asks for, OpenAI's `tool_calls` (`content` is then usually null). */
+  toolCalls?: { id: string; name: string; arguments: string }[];
   refusal?: string | null;
   /** Token counts; estimated from text lengths unless given; `null` sends no `usage` at all. */
   usage?: { prompt_tokens: number; completion_tokens: number } | null;
@@ -141,9 +144,22 @@ function completion(step: AnswerStep, body: unknown) {
     choices: [
       {
         index: 0,
-        message: { role: 'assistant', content, refusal: step.refusal ?? null },
+        message: {
+          role: 'assistant',
+          content,
+          refusal: step.refusal ?? null,
+          ...(step.toolCalls === undefined
+            ? {}
+            : {
+                tool_calls: step.toolCalls.map((call) => ({
+                  id: call.id,
+                  type: 'function',
+                  function: { name: call.name, arguments: call.arguments },
+                })),
+              }),
+        },
         logprobs: null,
-        finish_reason: step.finishReason ?? 'stop',
+        finish_reason: step.finishReason ?? (step.toolCalls === undefined ? 'stop' : 'tool_calls'),
       },
     ],
     ...(usage === null

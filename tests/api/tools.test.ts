@@ -1,0 +1,157 @@
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { basename, join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import type { PgeOptions } from '../../src/api/options.js';
+import { PlannerGeneratorEvaluator } from '../../src/api/planner-generator-evaluator.js';
+import { readLogFile } from '../../src/persistence/index.js';
+import type { RunEvent } from '../../src/schemas/index.js';
+import { type FakeOpenAI, type FakeStep, startFakeOpenAI } from '../support/fake-openai-server.js';
+import { planOf } from '../support/scripts.js';
+
+/**
+ * Tools through the real openai SDK: a scripted OpenAI-compatible server answers the generator's
+ * work call with function calls, pge runs them in the run's workspace and sends back what they
+ * answered, and the model then gives its structured answer. The evaluator reads the files.
+ */
+
+const ANSWERS: Record<string, object> = {
+  pge_plan: planOf(1),
+  pge_contract: { title: 'c', acceptanceCriteria: ['a'], expectedOutput: 'o', verificationMethod: 'v' },
+  pge_contract_review: { status: 'approved', amendments: [], rationale: 'ok' },
+  pge_work: { output: 'see hello.py', notes: 'a secret of the generator', selfAssessment: [] },
+  pge_evaluation: {
+    scores: [
+      { criterion: 'accuracy', score: 9, evidence: 'e' },
+      { criterion: 'clarity', score: 9, evidence: 'e' },
+    ],
+    findings: [],
+    actionableFeedback: [],
+    summary: 'good',
+  },
+};
+
+let dir: string;
+let outside: string;
+let openai: FakeOpenAI;
+// biome-ignore lint/suspicious/noExplicitAny: request bodies as the SDK sent them.
+type Body = any;
+const schemaOf = (body: Body): string => body?.response_format?.json_schema?.name ?? '';
+const toolAnswers = (body: Body): Body[] => (body?.messages ?? []).filter((m: Body) => m.role === 'tool');
+
+beforeEach(async () => {
+  dir = mkdtempSync(join(tmpdir(), 'pge-tools-'));
+  outside = mkdtempSync(join(tmpdir(), 'pge-tools-outside-'));
+  openai = await startFakeOpenAI();
+  openai.script((body: Body): FakeStep => {
+    const schema = schemaOf(body);
+    if (schema === 'pge_work' && toolAnswers(body).length === 0) {
+      // First round: write a file, and try to write outside the workspace.
+      return {
+        content: null,
+        toolCalls: [
+          {
+            id: 'call_1',
+            name: 'write_file',
+            arguments: JSON.stringify({ path: 'src/hello.py', content: 'print("hello")\n' }),
+          },
+          {
+            id: 'call_2',
+            name: 'write_file',
+            arguments: JSON.stringify({
+              path: `../../../${basename(outside)}/escaped.txt`,
+              content: 'x',
+            }),
+          },
+        ],
+      };
+    }
+    if (schema === 'pge_evaluation' && toolAnswers(body).length === 0) {
+      return {
+        content: null,
+        toolCalls: [{ id: 'call_3', name: 'read_file', arguments: JSON.stringify({ path: 'src/hello.py' }) }],
+      };
+    }
+    const content = ANSWERS[schema];
+    return content ? { content } : { status: 400, error: { message: 'unexpected schema' } };
+  });
+});
+afterEach(async () => {
+  await openai.close();
+  rmSync(dir, { recursive: true, force: true });
+  rmSync(outside, { recursive: true, force: true });
+});
+
+/** The harness on the scripted server, in this test's working directory. */
+function harness(options: PgeOptions): PlannerGeneratorEvaluator {
+  return new PlannerGeneratorEvaluator({
+    modelName: 'test-model',
+    baseURL: openai.url,
+    apiKey: 'sk-test-tools',
+    workingDirectory: dir,
+    maxRetries: 0,
+    ...options,
+  });
+}
+
+describe('workspace tools', () => {
+  it('writes the files the generator asks for in the run workspace, refuses a path out of it, logs each call, and lets the evaluator read them', async () => {
+    const events: RunEvent[] = [];
+    const pge = harness({ onEvent: (e) => events.push(e) });
+    const result = await pge.run('Write hello world in Python');
+    await pge.close();
+    expect(result).toBeTruthy();
+    const runId = events[0]!.runId;
+    const workspace = join(dir, 'workspaces', runId);
+    expect(readFileSync(join(workspace, 'src', 'hello.py'), 'utf8')).toBe('print("hello")\n');
+    expect(existsSync(join(outside, 'escaped.txt'))).toBe(false);
+
+    // The model read what each tool answered, and the refusal of the path out of the workspace.
+    const requests = openai.completions().map((r) => r.body as Body);
+    const works = requests.filter((b) => schemaOf(b) === 'pge_work');
+    expect(works).toHaveLength(2);
+    expect(works[0].tools.map((t: Body) => t.function.name).sort()).toEqual([
+      'list_files',
+      'read_file',
+      'write_file',
+    ]);
+    expect(toolAnswers(works[1]).map((m: Body) => [m.tool_call_id, m.content])).toEqual([
+      ['call_1', 'wrote 15 bytes to src/hello.py'],
+      ['call_2', expect.stringMatching(/^error: .* is outside the workspace$/)],
+    ]);
+    // The evaluator reads, never writes, and sees the files, not the generator's notes.
+    const evaluations = requests.filter((b) => schemaOf(b) === 'pge_evaluation');
+    expect(evaluations[0].tools.map((t: Body) => t.function.name).sort()).toEqual([
+      'list_files',
+      'read_file',
+    ]);
+    expect(JSON.stringify(evaluations[0].messages)).toContain('- src/hello.py');
+    expect(toolAnswers(evaluations[1])[0].content).toBe('print("hello")\n');
+    for (const evaluation of evaluations)
+      expect(JSON.stringify(evaluation)).not.toContain('a secret of the generator');
+    // The planner has no tools.
+    expect(requests.find((b) => schemaOf(b) === 'pge_plan').tools).toBeUndefined();
+
+    // Each round is a model call in the log, with the tool calls it made; tokens count every round.
+    const log = await readLogFile(join(dir, `pge_shared_state_${runId}.md`));
+    const calls = log.flatMap((e) => (e.type === 'model.call.completed' ? [e.payload] : []));
+    const workCalls = calls.filter((c) => c.phase === 'work');
+    expect(workCalls.map((c) => c.outcome)).toEqual(['tools', 'valid']);
+    expect(workCalls[0]!.toolCalls).toEqual([
+      expect.objectContaining({ name: 'write_file', ok: true, excerpt: 'wrote 15 bytes to src/hello.py' }),
+      expect.objectContaining({ name: 'write_file', ok: false }),
+    ]);
+    expect(calls).toHaveLength(requests.length);
+    const completed = log.at(-1)!;
+    expect(completed.type).toBe('run.completed');
+  });
+
+  it('offers no tool with tools: false, and writes nothing', async () => {
+    const pge = harness({ maxRepairs: 0, tools: false });
+    await pge.run('Write hello world in Python');
+    await pge.close();
+    const requests = openai.completions().map((r) => r.body as Body);
+    expect(requests.every((b) => b.tools === undefined)).toBe(true);
+    expect(existsSync(join(dir, 'workspaces'))).toBe(false);
+  });
+});
