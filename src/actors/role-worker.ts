@@ -22,6 +22,7 @@ import {
   ROLE_OF_REQUEST,
   truncatePlan,
 } from '../schemas/index.js';
+import { connectMcp, type McpConnection, type McpServers, mcpServersOf } from './mcp.js';
 import type { ChatMessage, Model } from './model.js';
 import { buildMessages, repairMessages } from './prompts.js';
 import { responseSchemaFor } from './response-schemas.js';
@@ -269,18 +270,27 @@ export interface RoleWorkerOptions {
    * (default `DEFAULT_TOOL_LIMITS`). Without it, no tools.
    */
   workspaces?: { root: string; limits?: Partial<ToolLimits> };
+  /**
+   * MCP servers whose tools the role's model gets (those listed for the role: `mcpServersOf`),
+   * started or reached where this worker runs.
+   */
+  mcpServers?: McpServers;
 }
 
 /**
- * The toolbox of one request of `role`: the workspace tools on its run's workspace, and a message
- * that shows the model what the workspace holds. The planner has none: it plans, it does not act.
+ * The toolbox of one request of `role`: the workspace tools on its run's workspace, with a message
+ * that shows the model what the workspace holds, and the tools of the role's MCP servers. None
+ * when there is no tool. The planner has none: it plans, it does not act.
  */
 async function toolboxFor(
   role: Role,
   request: RoleRequest,
-  workspaces: NonNullable<RoleWorkerOptions['workspaces']>,
+  workspaces: RoleWorkerOptions['workspaces'],
+  mcpTools: readonly Tool[],
 ): Promise<Toolbox | undefined> {
-  if (role === 'planner') return undefined;
+  if (role === 'planner' || (workspaces === undefined && mcpTools.length === 0)) return undefined;
+  const limits = { ...DEFAULT_TOOL_LIMITS, ...workspaces?.limits };
+  if (workspaces === undefined) return { tools: mcpTools, limits };
   const workspace = new Workspace(join(workspaces.root, assertSubjectToken('run id', request.runId)));
   const files = await workspace.list();
   const listing = files.length === 0 ? '(empty)' : files.map((file) => `- ${file}`).join('\n');
@@ -288,11 +298,35 @@ async function toolboxFor(
     role === 'generator'
       ? `WORKSPACE: the run's files, which earlier steps left and later steps build on. Read them with read_file, write the files of your deliverable with write_file (they are part of it, beside your answer), list them with list_files. It holds:\n${listing}`
       : `WORKSPACE: the files of the artifact, beside its output. Read them with read_file and list_files. It holds:\n${listing}`;
-  return {
-    tools: workspaceTools(workspace, role === 'generator'),
-    limits: { ...DEFAULT_TOOL_LIMITS, ...workspaces.limits },
-    context,
-  };
+  return { tools: [...workspaceTools(workspace, role === 'generator'), ...mcpTools], limits, context };
+}
+
+/**
+ * The tools of a worker's MCP servers, connected at its first request that needs them (and again
+ * after a failure to connect), and closed when it stops.
+ */
+class McpTools {
+  private connecting: Promise<McpConnection[]> | null = null;
+
+  constructor(private readonly servers: McpServers) {}
+
+  async tools(): Promise<Tool[]> {
+    if (Object.keys(this.servers).length === 0) return [];
+    this.connecting ??= Promise.all(
+      Object.entries(this.servers).map(([name, server]) => connectMcp(name, server)),
+    );
+    try {
+      return (await this.connecting).flatMap((connection) => connection.tools);
+    } catch (error) {
+      this.connecting = null;
+      throw error;
+    }
+  }
+
+  async close(): Promise<void> {
+    const connections = await this.connecting?.catch(() => []);
+    await Promise.allSettled((connections ?? []).map((connection) => connection.close()));
+  }
 }
 
 /** A running role worker. */
@@ -330,6 +364,7 @@ function liveRunCheck(
  */
 export function createRoleWorker(options: RoleWorkerOptions): RoleWorker {
   const { bus, role, model, workspaces } = options;
+  const mcp = new McpTools(mcpServersOf(role, options.mcpServers ?? {}));
   const maxRepairs = options.maxRepairs ?? DEFAULT_MAX_REPAIRS;
   const concurrency = options.concurrency ?? DEFAULT_WORKER_CONCURRENCY;
   const id = options.workerId ?? `${role}-${Math.random().toString(36).slice(2, 8)}`;
@@ -360,8 +395,19 @@ export function createRoleWorker(options: RoleWorkerOptions): RoleWorker {
   }
 
   async function answer(request: RoleRequest, signal: AbortSignal): Promise<void> {
-    const toolbox = workspaces === undefined ? undefined : await toolboxFor(role, request, workspaces);
-    const { calls, result } = await answerRequest(request, model, maxRepairs, signal, toolbox);
+    let answered: RoleAnswer;
+    try {
+      const toolbox = await toolboxFor(role, request, workspaces, await mcp.tools());
+      answered = await answerRequest(request, model, maxRepairs, signal, toolbox);
+    } catch (error) {
+      if (signal.aborted) throw error;
+      // Its tools could not be had (an MCP server that does not start, say): the call fails.
+      answered = {
+        calls: [],
+        result: { status: 'error', phase: request.payload.phase, error: describeError(error), raw: null },
+      };
+    }
+    const { calls, result } = answered;
     await publishResult(bus, {
       requestId: request.id,
       runId: request.runId,
@@ -405,6 +451,7 @@ export function createRoleWorker(options: RoleWorkerOptions): RoleWorker {
       if (mode === 'abort') for (const { controller } of inFlight.values()) controller.abort(stopping);
       await Promise.allSettled([...inFlight.values()].map((f) => f.job));
       cancels.unsubscribe();
+      await mcp.close();
     },
   };
 }

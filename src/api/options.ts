@@ -1,6 +1,7 @@
 import { accessSync, constants, existsSync, mkdirSync, statSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { z } from 'zod';
+import { McpServers } from '../actors/mcp.js';
 import type { Model } from '../actors/model.js';
 import { DEFAULT_PRICES, priceOf } from '../actors/pricing.js';
 import { ConfigurationError } from '../errors.js';
@@ -59,6 +60,12 @@ export const PgeOptionsSchema = z.strictObject({
    * `false`: no tools, the artifact is the answer alone.
    */
   tools: z.boolean().default(true),
+  /**
+   * MCP servers whose tools the generator's and the evaluator's models may call, by name: a
+   * `command` (with `args`, `env`) speaking MCP on stdio, or a streamable HTTP `url`; with
+   * `roles` (default both) and an `allowTools` list (default all). See docs/agents.md.
+   */
+  mcpServers: McpServers.default({}),
   sharedStatePath: z.string().min(1).optional(),
   defaultThresholds: run.defaultThresholds.default({}),
   outputType: OutputType.default(D.outputType),

@@ -215,6 +215,7 @@ export class PlannerGeneratorEvaluator<T extends OutputType = OutputType> {
       models: this.models,
       maxRepairs: this.options.maxRepairs,
       ...(this.options.tools ? { workspaceRoot: join(this.options.workingDirectory, WORKSPACES_DIR) } : {}),
+      mcpServers: this.options.mcpServers,
       ...(this.inspect ? { inspect: this.inspect } : {}),
       onLogError: (runId, error) => {
         this.logErrors.set(runId, error);

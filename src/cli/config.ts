@@ -126,8 +126,11 @@ export function resolveConfig(input: ConfigInput): ResolvedConfig {
     const key = name as ConfigKey;
     const flag = OPTION_FLAGS.find((f) => f.option === key)!;
     checked(key, value, `--${flag.name}`);
-    if ((flag.kind === 'threshold' || flag.kind === 'price') && sources[key] === 'config file') {
-      // Thresholds and prices merge by key: a flag overrides the file's value for its key only.
+    if (
+      (flag.kind === 'threshold' || flag.kind === 'price' || flag.kind === 'mcp') &&
+      sources[key] === 'config file'
+    ) {
+      // Thresholds, prices and MCP servers merge by key: a flag overrides the file's value for its key only.
       set(key, { ...(options[key] as object), ...(value as object) }, 'flag + config file');
     } else {
       set(key, PATH_KEYS.has(key) ? resolve(cwd, value as string) : value, 'flag');

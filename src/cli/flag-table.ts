@@ -47,6 +47,7 @@ export type FlagKind =
   | 'choice'
   | 'threshold'
   | 'price'
+  | 'mcp'
   | 'switch';
 
 /** Help sections, in the order the help prints them. */
@@ -164,7 +165,24 @@ const MODEL_FLAGS = inGroup('model', [
   },
 ]);
 
+/** The roles whose models get the tools of an MCP server each `--…mcp` flag names. */
+export const MCP_FLAG_ROLES: Readonly<Record<string, readonly ('generator' | 'evaluator')[]>> = {
+  mcp: ['generator', 'evaluator'],
+  'generator-mcp': ['generator'],
+  'evaluator-mcp': ['evaluator'],
+};
+
 const HARNESS_FLAGS = inGroup('harness', [
+  ...Object.entries(MCP_FLAG_ROLES).map(
+    ([name, roles]): Omit<FlagSpec, 'group'> => ({
+      name,
+      kind: 'mcp',
+      option: 'mcpServers',
+      value: '<name>=<command …|url>',
+      repeatable: true,
+      help: `An MCP server whose tools the ${roles.join(' and ')} may call: a command speaking MCP on stdio, or a streamable HTTP URL`,
+    }),
+  ),
   {
     name: 'max-steps',
     kind: 'integer',

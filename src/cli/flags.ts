@@ -1,7 +1,8 @@
 import { type ParseArgsConfig, parseArgs } from 'node:util';
+import { parseMcpFlag } from '../actors/mcp.js';
 import { ConfigurationError } from '../errors.js';
 import { flagsFor } from './command-flags.js';
-import type { Command, ConfigKey, FlagSpec } from './flag-table.js';
+import { type Command, type ConfigKey, type FlagSpec, MCP_FLAG_ROLES } from './flag-table.js';
 
 /**
  * Command lines, for every command: `parseArgs` splits the arguments into tokens, each flag is
@@ -103,6 +104,8 @@ function convert(spec: FlagSpec, raws: readonly string[]): unknown {
       return toRecord(name, raws, '<criterion>=<score>, e.g. accuracy=8', toThreshold);
     case 'price':
       return toRecord(name, raws, PRICE_FORMAT, toPrice);
+    case 'mcp':
+      return Object.fromEntries(raws.map((raw) => parseMcpFlag(raw, MCP_FLAG_ROLES[name] ?? [])));
     case 'integer':
       return toNumber(name, text, true);
     case 'number':
@@ -203,7 +206,12 @@ export function parseCommandLine(command: Command, argv: readonly string[]): Com
     const value = raws ? convert(spec, raws) : spec.default;
     if (value === undefined) continue;
     values[spec.name] = value;
-    if (spec.option && raws) options[spec.option] = value;
+    if (spec.option && raws) {
+      // Flags that name servers for one role and for both make one record.
+      const before = options[spec.option];
+      options[spec.option] =
+        spec.kind === 'mcp' ? { ...(before as object | undefined), ...(value as object) } : value;
+    }
   }
   const text = (name: string) => (typeof values[name] === 'string' ? (values[name] as string) : null);
   return {

@@ -120,6 +120,7 @@ export async function workerCommand(line: CommandLine, io: CliIo): Promise<numbe
       isLiveRun: await readRunLeases(bus.connection, publishRetryMs),
       // A tool runs where its role's worker runs: the workspaces are on this machine.
       ...(options.tools ? { workspaces: { root: join(options.workingDirectory, WORKSPACES_DIR) } } : {}),
+      mcpServers: options.mcpServers,
     });
     stop = (hurry) => worker.stop(hurry ? 'abort' : 'finish');
   } else if (role === 'persistence') {

@@ -1,5 +1,6 @@
 import type { InspectionEvent } from 'xstate';
 import { createCoordinator } from '../actors/coordinator.js';
+import type { McpServers } from '../actors/mcp.js';
 import type { Model } from '../actors/model.js';
 import { createPersistenceActor } from '../actors/persistence-actor.js';
 import { createRoleWorker, type RoleWorker } from '../actors/role-worker.js';
@@ -20,8 +21,10 @@ export interface EmbeddedRuntimeOptions {
   /** A run's log could not be written: that run must stop. */
   onLogError: (runId: string, error: LogWriteError) => void;
   clock?: () => number;
-  /** Where runs' workspaces are (`<root>/<runId>`); without it, the roles have no tools. */
+  /** Where runs' workspaces are (`<root>/<runId>`); without it, no workspace tools. */
   workspaceRoot?: string;
+  /** MCP servers whose tools the acting roles get (see `RoleWorkerOptions.mcpServers`). */
+  mcpServers?: McpServers;
   /** XState inspection of every run's actors (e.g. `@statelyai/inspect`), passed to the coordinator. */
   inspect?: (event: InspectionEvent) => void;
 }
@@ -44,6 +47,7 @@ export function createEmbeddedRuntime(options: EmbeddedRuntimeOptions) {
       maxRepairs: options.maxRepairs,
       workerId: `${role}-embedded`,
       ...(options.workspaceRoot === undefined ? {} : { workspaces: { root: options.workspaceRoot } }),
+      ...(options.mcpServers === undefined ? {} : { mcpServers: options.mcpServers }),
     }),
   );
   const coordinator = createCoordinator({

@@ -7,7 +7,7 @@ import { PlannerGeneratorEvaluator } from '../../src/api/planner-generator-evalu
 import { readLogFile } from '../../src/persistence/index.js';
 import type { RunEvent } from '../../src/schemas/index.js';
 import { type FakeOpenAI, type FakeStep, startFakeOpenAI } from '../support/fake-openai-server.js';
-import { planOf } from '../support/scripts.js';
+import { answers, offeredTools, schemaOf, toolAnswers } from '../support/scripted-deployment.js';
 
 /**
  * Tools through the real openai SDK: a scripted OpenAI-compatible server answers the generator's
@@ -15,36 +15,18 @@ import { planOf } from '../support/scripts.js';
  * answered, and the model then gives its structured answer. The evaluator reads the files.
  */
 
-const ANSWERS: Record<string, object> = {
-  pge_plan: planOf(1),
-  pge_contract: { title: 'c', acceptanceCriteria: ['a'], expectedOutput: 'o', verificationMethod: 'v' },
-  pge_contract_review: { status: 'approved', amendments: [], rationale: 'ok' },
-  pge_work: { output: 'see hello.py', notes: 'a secret of the generator', selfAssessment: [] },
-  pge_evaluation: {
-    scores: [
-      { criterion: 'accuracy', score: 9, evidence: 'e' },
-      { criterion: 'clarity', score: 9, evidence: 'e' },
-    ],
-    findings: [],
-    actionableFeedback: [],
-    summary: 'good',
-  },
-};
-
 let dir: string;
 let outside: string;
 let openai: FakeOpenAI;
 // biome-ignore lint/suspicious/noExplicitAny: request bodies as the SDK sent them.
 type Body = any;
-const schemaOf = (body: Body): string => body?.response_format?.json_schema?.name ?? '';
-const toolAnswers = (body: Body): Body[] => (body?.messages ?? []).filter((m: Body) => m.role === 'tool');
 
 beforeEach(async () => {
   dir = mkdtempSync(join(tmpdir(), 'pge-tools-'));
   outside = mkdtempSync(join(tmpdir(), 'pge-tools-outside-'));
   openai = await startFakeOpenAI();
   openai.script((body: Body): FakeStep => {
-    const schema = schemaOf(body);
+    const schema = schemaOf(body) ?? '';
     if (schema === 'pge_work' && toolAnswers(body).length === 0) {
       // First round: write a file, and try to write outside the workspace.
       return {
@@ -72,7 +54,10 @@ beforeEach(async () => {
         toolCalls: [{ id: 'call_3', name: 'read_file', arguments: JSON.stringify({ path: 'src/hello.py' }) }],
       };
     }
-    const content = ANSWERS[schema];
+    const content =
+      schema === 'pge_work'
+        ? { output: 'see hello.py', notes: 'a secret of the generator', selfAssessment: [] }
+        : answers(9, 1)[schema];
     return content ? { content } : { status: 400, error: { message: 'unexpected schema' } };
   });
 });
@@ -110,21 +95,14 @@ describe('workspace tools', () => {
     const requests = openai.completions().map((r) => r.body as Body);
     const works = requests.filter((b) => schemaOf(b) === 'pge_work');
     expect(works).toHaveLength(2);
-    expect(works[0].tools.map((t: Body) => t.function.name).sort()).toEqual([
-      'list_files',
-      'read_file',
-      'write_file',
-    ]);
+    expect(offeredTools(works[0])).toEqual(['list_files', 'read_file', 'write_file']);
     expect(toolAnswers(works[1]).map((m: Body) => [m.tool_call_id, m.content])).toEqual([
       ['call_1', 'wrote 15 bytes to src/hello.py'],
       ['call_2', expect.stringMatching(/^error: .* is outside the workspace$/)],
     ]);
     // The evaluator reads, never writes, and sees the files, not the generator's notes.
     const evaluations = requests.filter((b) => schemaOf(b) === 'pge_evaluation');
-    expect(evaluations[0].tools.map((t: Body) => t.function.name).sort()).toEqual([
-      'list_files',
-      'read_file',
-    ]);
+    expect(offeredTools(evaluations[0])).toEqual(['list_files', 'read_file']);
     expect(JSON.stringify(evaluations[0].messages)).toContain('- src/hello.py');
     expect(toolAnswers(evaluations[1])[0].content).toBe('print("hello")\n');
     for (const evaluation of evaluations)

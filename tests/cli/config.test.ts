@@ -94,6 +94,31 @@ describe('flag values', () => {
     );
   });
 
+  it('reads MCP servers for both acting roles or one, a command or a URL, into one record; --no-tools turns tools off', () => {
+    const { options } = flags(
+      '--mcp',
+      'files=npx -y some-mcp-server --root .',
+      '--evaluator-mcp',
+      'browser=http://127.0.0.1:8931/mcp',
+      '--generator-mcp=lint=node lint-server.js',
+      '--no-tools',
+    );
+    expect(options).toEqual({
+      tools: false,
+      mcpServers: {
+        files: {
+          command: 'npx',
+          args: ['-y', 'some-mcp-server', '--root', '.'],
+          roles: ['generator', 'evaluator'],
+        },
+        browser: { url: 'http://127.0.0.1:8931/mcp', roles: ['evaluator'] },
+        lint: { command: 'node', args: ['lint-server.js'], roles: ['generator'] },
+      },
+    });
+    expect(() => flags('--mcp', 'no-equals-sign')).toThrow(ConfigurationError);
+    expect(() => flags('--mcp', 'bad.name=cmd')).toThrow(/is not <name>=<command …> or <name>=<url>/);
+  });
+
   it('does not read values when --help is given', () => {
     expect(parseCommandLine('run', ['--max-steps', 'many', '--help']).help).toBe(true);
   });

@@ -51,6 +51,17 @@ export function answers(score = 9, steps = 3): Record<string, object> {
 // biome-ignore lint/suspicious/noExplicitAny: the request body as the SDK sent it.
 export const schemaOf = (body: any): string | undefined => body?.response_format?.json_schema?.name;
 
+// biome-ignore lint/suspicious/noExplicitAny: request bodies as the SDK sent them.
+type RequestBody = any;
+
+/** The tool answers a request carries back to the model (`role: 'tool'` messages). */
+export const toolAnswers = (body: RequestBody): RequestBody[] =>
+  (body?.messages ?? []).filter((m: RequestBody) => m.role === 'tool');
+
+/** The names of the tools a request offers, sorted. */
+export const offeredTools = (body: RequestBody): string[] =>
+  (body?.tools ?? []).map((t: RequestBody) => t.function.name).sort();
+
 /** True when the request is for a run whose task contains `text`. */
 // biome-ignore lint/suspicious/noExplicitAny: the request body as the SDK sent it.
 export const taskHas = (body: any, text: string): boolean => JSON.stringify(body?.messages).includes(text);
