@@ -77,6 +77,7 @@ export type RunSettingsSource = Pick<
   | 'defaultThresholds'
   | 'fallbackThreshold'
 > & {
+  criteria?: RunInput['criteria'] | undefined;
   maxCostUsd?: number | undefined;
   maxTokens?: number | undefined;
   maxDurationMs?: number | undefined;
@@ -93,6 +94,7 @@ export function runSettingsOf(o: RunSettingsSource): Omit<RunSpec, 'runId' | 'ta
     maxReplans: o.maxReplans,
     defaultThresholds: o.defaultThresholds,
     fallbackThreshold: o.fallbackThreshold,
+    criteria: o.criteria ?? null,
     budgets: {
       maxCostUsd: o.maxCostUsd ?? null,
       maxTokens: o.maxTokens ?? null,
@@ -169,12 +171,13 @@ export interface ResumeOptions {
 /** The settings of a resumed run: those its `run.started` recorded. */
 export function resumedSpec({ runId, started }: RecordedRun, options: ResumeOptions): RunSpec {
   const { task, logPath, settings } = started.payload;
-  const { models, defaultThresholds, fallbackThreshold, ...rest } = settings;
+  const { models, defaultThresholds, fallbackThreshold, criteria, ...rest } = settings;
   return {
     runId,
     task,
     logPath: options.logPath ?? logPath,
     ...rest,
+    criteria: criteria ?? null,
     defaultThresholds: defaultThresholds ?? options.defaults?.defaultThresholds ?? {},
     fallbackThreshold:
       fallbackThreshold ?? options.defaults?.fallbackThreshold ?? OPTION_DEFAULTS.fallbackThreshold,
@@ -611,6 +614,7 @@ export function createCoordinator(options: CoordinatorOptions) {
               maxReplans: settings.maxReplans,
               defaultThresholds: settings.defaultThresholds,
               fallbackThreshold: settings.fallbackThreshold,
+              ...(settings.criteria === null ? {} : { criteria: settings.criteria }),
               budgets: settings.budgets,
               callTimeoutMs: spec.callTimeoutMs,
               models,

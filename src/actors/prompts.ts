@@ -35,7 +35,7 @@ const SYSTEM: Record<Role, string> = {
 };
 
 const TASK: Record<Phase, string> = {
-  plan: 'Create the plan for the task below. Use at most `maxSteps` steps. When `replan` is set, a step failed after all its attempts: keep the completed steps (same ids) and plan the remaining work differently, using the findings.',
+  plan: 'Create the plan for the task below. Use at most `maxSteps` steps. When `replan` is set, a step failed after all its attempts: keep the completed steps (same ids) and plan the remaining work differently, using the findings. When `rubric` is set, it is the fixed rubric every step is judged by: give exactly its criteria, unchanged, and plan the steps to meet them.',
   contract:
     'Propose the contract for step `stepNumber` below: acceptance criteria, expected output and verification method. When `previous` is set, revise that proposal to satisfy every amendment.',
   contract_review:
@@ -45,12 +45,21 @@ const TASK: Record<Phase, string> = {
     'Evaluate the artifact below for step `stepNumber` against its contract and score every criterion of the rubric from 1 to 10, with evidence. List findings, actionable feedback, and a one-paragraph summary.',
 };
 
-/** Builds the fresh conversation for one role call from its typed input. */
-export function buildMessages(role: Role, phase: Phase, input: unknown): ChatMessage[] {
+/**
+ * Builds the fresh conversation for one role call from its typed input. `systemPrompt` replaces
+ * the role's own (the reference's `*_system_prompt`); the line that names the answer's schema is
+ * kept, since the answer is validated against it.
+ */
+export function buildMessages(
+  role: Role,
+  phase: Phase,
+  input: unknown,
+  systemPrompt?: string,
+): ChatMessage[] {
   return [
     {
       role: 'system',
-      content: `${SYSTEM[role]}\nAnswer with one JSON object that follows the schema pge_${phase}.`,
+      content: `${systemPrompt ?? SYSTEM[role]}\nAnswer with one JSON object that follows the schema pge_${phase}.`,
     },
     { role: 'user', content: `${TASK[phase]}\n\nINPUT (JSON):\n${JSON.stringify(input)}` },
   ];

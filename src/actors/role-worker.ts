@@ -86,6 +86,13 @@ function validate(request: RoleRequest, raw: string | null, refusal: string | nu
     : ({ output: parsed.data } as const);
 }
 
+/** How a worker's role calls are made, beyond the model: tools, and the role's system prompt. */
+export interface CallSettings {
+  /** Replaces the role's system prompt (`buildMessages`). */
+  readonly systemPrompt?: string;
+  readonly toolbox?: Toolbox;
+}
+
 /** The tools one role call may use, and their bounds. */
 export interface Toolbox {
   readonly tools: readonly Tool[];
@@ -107,13 +114,14 @@ export async function answerRequest(
   model: Model,
   maxRepairs: number,
   signal?: AbortSignal,
-  toolbox?: Toolbox,
+  settings: CallSettings = {},
 ): Promise<RoleAnswer> {
+  const { toolbox } = settings;
   const role = ROLE_OF_REQUEST[request.type];
   const phase = phaseOf(request);
   const { name, jsonSchema } = responseSchemaFor(phase);
   const calls: ModelCall[] = [];
-  let messages = buildMessages(role, phase, request.payload.input);
+  let messages = buildMessages(role, phase, request.payload.input, settings.systemPrompt);
   if (toolbox?.context !== undefined) messages = [...messages, { role: 'user', content: toolbox.context }];
   const tools = new Map((toolbox?.tools ?? []).map((tool) => [tool.definition.name, tool]));
   let toolCallsMade = 0;
@@ -275,6 +283,8 @@ export interface RoleWorkerOptions {
    * started or reached where this worker runs.
    */
   mcpServers?: McpServers;
+  /** Replaces the role's system prompt (the reference's `planner_system_prompt`, …). */
+  systemPrompt?: string;
 }
 
 /**
@@ -398,7 +408,10 @@ export function createRoleWorker(options: RoleWorkerOptions): RoleWorker {
     let answered: RoleAnswer;
     try {
       const toolbox = await toolboxFor(role, request, workspaces, await mcp.tools());
-      answered = await answerRequest(request, model, maxRepairs, signal, toolbox);
+      answered = await answerRequest(request, model, maxRepairs, signal, {
+        ...(options.systemPrompt === undefined ? {} : { systemPrompt: options.systemPrompt }),
+        ...(toolbox === undefined ? {} : { toolbox }),
+      });
     } catch (error) {
       if (signal.aborted) throw error;
       // Its tools could not be had (an MCP server that does not start, say): the call fails.

@@ -5,7 +5,7 @@ import { McpServers } from '../actors/mcp.js';
 import type { Model } from '../actors/model.js';
 import { DEFAULT_PRICES, priceOf } from '../actors/pricing.js';
 import { ConfigurationError } from '../errors.js';
-import type { RunEvent } from '../schemas/index.js';
+import type { Role, RunEvent } from '../schemas/index.js';
 import { OPTION_DEFAULTS, ROLES } from '../schemas/setting-values.js';
 import {
   FollowSettings,
@@ -70,6 +70,14 @@ export const PgeOptionsSchema = z.strictObject({
   defaultThresholds: run.defaultThresholds.default({}),
   outputType: OutputType.default(D.outputType),
   verbose: z.boolean().default(false),
+  /**
+   * The roles' system prompts, replacing pge's own (the reference's `planner_system_prompt`, …);
+   * the schema each answer must follow is still named after them. Like the model, a prompt is the
+   * worker's: on NATS, give it to `pge worker` in its config file.
+   */
+  plannerSystemPrompt: z.string().min(1).optional(),
+  generatorSystemPrompt: z.string().min(1).optional(),
+  evaluatorSystemPrompt: z.string().min(1).optional(),
   plannerAgent: agent.optional(),
   generatorAgent: agent.optional(),
   evaluatorAgent: agent.optional(),
@@ -81,6 +89,7 @@ export const PgeOptionsSchema = z.strictObject({
   maxTokens: run.maxTokens.optional(),
   maxDurationMs: run.maxDurationMs.optional(),
   callTimeoutMs: run.callTimeoutMs.default(D.callTimeoutMs),
+  criteria: run.criteria.default(null),
   /** The longest task accepted, in UTF-8 bytes; a longer one is refused before anything starts. */
   maxTaskBytes: z
     .number()
@@ -106,6 +115,16 @@ export const PgeOptionsSchema = z.strictObject({
   /** Called with every event of every run, in order (progress displays, integrations). */
   onEvent: z.custom<(event: RunEvent) => void>((v) => typeof v === 'function').optional(),
 });
+
+/** Each role's system prompt, where the options replace pge's own. */
+export function systemPromptsOf(options: ResolvedOptions): Partial<Record<Role, string>> {
+  const prompts = {
+    planner: options.plannerSystemPrompt,
+    generator: options.generatorSystemPrompt,
+    evaluator: options.evaluatorSystemPrompt,
+  };
+  return Object.fromEntries(Object.entries(prompts).filter(([, prompt]) => prompt !== undefined));
+}
 
 /** The directory of the working directory that holds runs' workspaces, one per run id. */
 export const WORKSPACES_DIR = 'workspaces';

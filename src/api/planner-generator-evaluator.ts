@@ -15,7 +15,13 @@ import { createEmbeddedRuntime, type EmbeddedRuntime } from '../runtime/embedded
 import { newRunId } from '../runtime/run-id.js';
 import { checkTask } from '../runtime/task.js';
 import type { Role, RunEvent } from '../schemas/index.js';
-import { type PgeOptions, type ResolvedOptions, resolveOptions, WORKSPACES_DIR } from './options.js';
+import {
+  type PgeOptions,
+  type ResolvedOptions,
+  resolveOptions,
+  systemPromptsOf,
+  WORKSPACES_DIR,
+} from './options.js';
 import { formatOutput, type OutputType, type RunOutput } from './output.js';
 import { buildResult, type HarnessResult } from './result.js';
 
@@ -216,6 +222,7 @@ export class PlannerGeneratorEvaluator<T extends OutputType = OutputType> {
       maxRepairs: this.options.maxRepairs,
       ...(this.options.tools ? { workspaceRoot: join(this.options.workingDirectory, WORKSPACES_DIR) } : {}),
       mcpServers: this.options.mcpServers,
+      systemPrompts: systemPromptsOf(this.options),
       ...(this.inspect ? { inspect: this.inspect } : {}),
       onLogError: (runId, error) => {
         this.logErrors.set(runId, error);

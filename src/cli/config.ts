@@ -122,8 +122,10 @@ export function resolveConfig(input: ConfigInput): ResolvedConfig {
       if (value !== undefined && value !== '') set(key, checked(key, value, name), 'env');
     }
   }
-  for (const [name, value] of Object.entries(flags.options)) {
+  for (const [name, given] of Object.entries(flags.options)) {
     const key = name as ConfigKey;
+    // The rubric flag names a file; the option is what it holds.
+    const value = key === 'criteria' ? readRubric(resolve(cwd, given as string)) : given;
     const flag = OPTION_FLAGS.find((f) => f.option === key)!;
     checked(key, value, `--${flag.name}`);
     if (
@@ -185,4 +187,17 @@ export function showLine(line: ConfigLine): string {
   const library =
     line.source === 'CLI default' ? `; the library's default is ${showValue(line.libraryDefault)}` : '';
   return `${line.key}: ${showValue(line.value)} (${line.source}${library})`;
+}
+
+/** `--rubric <file>`: a JSON array of criteria, or an object whose `criteria` is one. */
+function readRubric(path: string): unknown {
+  let json: unknown;
+  try {
+    json = JSON.parse(readFileSync(path, 'utf8'));
+  } catch (cause) {
+    const reason =
+      cause instanceof SyntaxError ? cause.message : ((cause as NodeJS.ErrnoException).code ?? String(cause));
+    throw new ConfigurationError(`--rubric: cannot read ${path}: ${reason}`, { cause });
+  }
+  return Array.isArray(json) ? json : (json as { criteria?: unknown } | null)?.criteria;
 }

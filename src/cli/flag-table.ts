@@ -173,6 +173,13 @@ export const MCP_FLAG_ROLES: Readonly<Record<string, readonly ('generator' | 'ev
 };
 
 const HARNESS_FLAGS = inGroup('harness', [
+  {
+    name: 'rubric',
+    kind: 'text',
+    option: 'criteria',
+    value: '<file.json>',
+    help: 'A fixed rubric the planner may not change: a JSON array of criteria (name, weight, description, threshold)',
+  },
   ...Object.entries(MCP_FLAG_ROLES).map(
     ([name, roles]): Omit<FlagSpec, 'group'> => ({
       name,

@@ -1,7 +1,7 @@
 import { basename, join } from 'node:path';
 import { DemoModel } from '../actors/demo-model.js';
 import { createRoleWorker } from '../actors/role-worker.js';
-import { resolveOptions, WORKSPACES_DIR } from '../api/options.js';
+import { resolveOptions, systemPromptsOf, WORKSPACES_DIR } from '../api/options.js';
 import { buildRoleModel } from '../api/planner-generator-evaluator.js';
 import { answerAbandonedWork } from '../bus/abandoned-work.js';
 import { publishControl } from '../bus/channels.js';
@@ -109,6 +109,7 @@ export async function workerCommand(line: CommandLine, io: CliIo): Promise<numbe
   let stop: (hurry: boolean) => Promise<void>;
   if (role === 'planner' || role === 'generator' || role === 'evaluator') {
     const model = demo ? new DemoModel() : buildRoleModel(options, role as Role);
+    const systemPrompt = systemPromptsOf(options)[role];
     const worker = createRoleWorker({
       bus,
       role,
@@ -121,6 +122,7 @@ export async function workerCommand(line: CommandLine, io: CliIo): Promise<numbe
       // A tool runs where its role's worker runs: the workspaces are on this machine.
       ...(options.tools ? { workspaces: { root: join(options.workingDirectory, WORKSPACES_DIR) } } : {}),
       mcpServers: options.mcpServers,
+      ...(systemPrompt === undefined ? {} : { systemPrompt }),
     });
     stop = (hurry) => worker.stop(hurry ? 'abort' : 'finish');
   } else if (role === 'persistence') {

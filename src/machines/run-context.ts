@@ -1,5 +1,6 @@
 import type {
   Budgets,
+  Criterion,
   DependencyArtifact,
   ErrorInfo,
   ExhaustionPolicy,
@@ -30,6 +31,8 @@ export interface RunInput {
   maxReplans: number;
   defaultThresholds: Record<string, number>;
   fallbackThreshold: number;
+  /** A fixed rubric that replaces the planner's criteria; null: the planner's stand. */
+  criteria?: Criterion[] | null;
   budgets: Budgets;
   /** Epoch ms the run started (the machine reads no clock). */
   startedAt: number;

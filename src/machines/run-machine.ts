@@ -127,14 +127,18 @@ export const runMachine = setup({
               task: context.input.task,
               maxSteps: context.input.maxSteps,
               replan: context.replan,
+              ...(context.input.criteria ? { rubric: context.input.criteria } : {}),
             }),
             onDone: {
               target: '#run.stepping',
               actions: [
                 assign(({ context, event }) => ({
-                  plan: event.output.plan,
+                  // A fixed rubric stands whatever the planner answered.
+                  plan: context.input.criteria
+                    ? { ...event.output.plan, criteria: context.input.criteria }
+                    : event.output.plan,
                   criteria: resolveCriteria(
-                    event.output.plan.criteria,
+                    context.input.criteria ?? event.output.plan.criteria,
                     context.input.defaultThresholds,
                     context.input.fallbackThreshold,
                   ),

@@ -25,6 +25,8 @@ export interface EmbeddedRuntimeOptions {
   workspaceRoot?: string;
   /** MCP servers whose tools the acting roles get (see `RoleWorkerOptions.mcpServers`). */
   mcpServers?: McpServers;
+  /** Each role's system prompt, where it replaces pge's own. */
+  systemPrompts?: Partial<Record<Role, string>>;
   /** XState inspection of every run's actors (e.g. `@statelyai/inspect`), passed to the coordinator. */
   inspect?: (event: InspectionEvent) => void;
 }
@@ -48,6 +50,7 @@ export function createEmbeddedRuntime(options: EmbeddedRuntimeOptions) {
       workerId: `${role}-embedded`,
       ...(options.workspaceRoot === undefined ? {} : { workspaces: { root: options.workspaceRoot } }),
       ...(options.mcpServers === undefined ? {} : { mcpServers: options.mcpServers }),
+      ...(options.systemPrompts?.[role] === undefined ? {} : { systemPrompt: options.systemPrompts[role] }),
     }),
   );
   const coordinator = createCoordinator({

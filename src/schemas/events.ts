@@ -3,6 +3,7 @@ import {
   Contract,
   ContractProposal,
   ContractReview,
+  Criterion,
   CriterionWeight,
   Evaluation,
   Phase,
@@ -163,6 +164,8 @@ export const RunStarted = event(
        */
       defaultThresholds: z.record(z.string(), Score).optional(),
       fallbackThreshold: Score.optional(),
+      /** The fixed rubric, when the run had one (`RunSettings.criteria`). */
+      criteria: z.array(Criterion).min(1).optional(),
       budgets: Budgets,
       callTimeoutMs: z.number().int().positive(),
       models: z.strictObject({ planner: z.string(), generator: z.string(), evaluator: z.string() }),

@@ -1,5 +1,14 @@
 import { z } from 'zod';
-import { Contract, ContractProposal, Plan, PlanStep, ResolvedCriterion, SafeId, Score } from './domain.js';
+import {
+  Contract,
+  ContractProposal,
+  Criterion,
+  Plan,
+  PlanStep,
+  ResolvedCriterion,
+  SafeId,
+  Score,
+} from './domain.js';
 
 /**
  * The typed inputs of each role call. A role builds a fresh conversation from these and nothing
@@ -30,6 +39,8 @@ export const PlanInput = z.strictObject({
   task: z.string().min(1),
   maxSteps: z.number().int().min(1),
   replan: ReplanContext.nullable(),
+  /** A fixed rubric: the plan's criteria must be these, unchanged; absent: the planner writes them. */
+  rubric: z.array(Criterion).optional(),
 });
 export type PlanInput = z.infer<typeof PlanInput>;
 

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { Criterion } from './domain.js';
 import {
   DUPLICATE_WINDOW_MS,
   EXHAUSTION_POLICIES,
@@ -122,6 +123,11 @@ export const RunSettings = z.strictObject({
     .number()
     .int({ error: 'callTimeoutMs must be a whole number of milliseconds' })
     .positive({ error: 'callTimeoutMs must be > 0' }),
+  /**
+   * A fixed, hand-authored rubric (`--rubric rubric.json`): the criteria every step is judged by,
+   * which the planner may not change. Null: the planner writes the rubric.
+   */
+  criteria: z.array(Criterion).min(1, { error: 'criteria needs at least one criterion' }).nullable(),
 });
 export type RunSettings = z.infer<typeof RunSettings>;
 

@@ -138,7 +138,7 @@ describe('answerRequest with tools', () => {
       },
     };
     const toolbox = { tools: workspaceTools(workspace, true), limits: { ...limits, maxCalls: 3 } };
-    const { calls, result } = await answerRequest(request, model, 0, undefined, toolbox);
+    const { calls, result } = await answerRequest(request, model, 0, undefined, { toolbox });
     expect(result.status).toBe('ok');
     // Two rounds (two calls, then one run and one refused), then an answer without tools.
     expect(offered).toEqual([true, true, false]);

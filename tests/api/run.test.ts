@@ -37,6 +37,25 @@ async function runWith(script: Script, options: PgeOptions = {}, task = 'Write a
   }
 }
 
+describe('a fixed rubric', () => {
+  it('replaces the criteria the planner writes, and its thresholds judge every step', async () => {
+    const rubric = [{ name: 'correctness', weight: 'high' as const, description: 'it runs', threshold: 9 }];
+    const { model, events, result } = await runWith(
+      { ...passingScript(1), evaluation: [evaluate(8)] },
+      { criteria: rubric, maxRetriesPerStep: 0 },
+    );
+    // The planner is told the rubric, and its own criteria (accuracy 7, clarity 6) do not stand.
+    expect(model.requestsOf('plan')[0]!.messages[1]!.content).toContain('"rubric":[{"name":"correctness"');
+    const created = events.find((e) => e.type === 'plan.created');
+    expect(created?.type === 'plan.created' && created.payload.plan.criteria).toEqual(rubric);
+    expect(created?.type === 'plan.created' && created.payload.criteria).toEqual(rubric);
+    // 8 would pass the planner's thresholds; the rubric's 9 fails the step.
+    expect(result.totalStepsCompleted).toBe(0);
+    const started = events[0]!;
+    expect(started.type === 'run.started' && started.payload.settings.criteria).toEqual(rubric);
+  });
+});
+
 describe('a run end to end on the embedded bus', () => {
   it('a step passing on its 3rd attempt: 3 work calls, 3 evaluations, totalRetries 2', async () => {
     const { model, result } = await runWith({

@@ -132,4 +132,20 @@ describe('workspace tools', () => {
     expect(requests.every((b) => b.tools === undefined)).toBe(true);
     expect(existsSync(join(dir, 'workspaces'))).toBe(false);
   });
+
+  it("replaces a role's system prompt with the one given, keeping the schema it must answer in", async () => {
+    const pge = harness({ tools: false, generatorSystemPrompt: 'You are a terse senior engineer.' });
+    await pge.run('Write hello world in Python');
+    await pge.close();
+    const system = (schema: string): string => {
+      const request = openai.completions().find((r) => schemaOf(r.body) === schema);
+      return (request?.body as Body)?.messages?.[0]?.content ?? `no ${schema} request`;
+    };
+    expect(system('pge_work')).toBe(
+      'You are a terse senior engineer.\nAnswer with one JSON object that follows the schema pge_work.',
+    );
+    expect(system('pge_contract')).toMatch(/^You are a terse senior engineer\./);
+    expect(system('pge_plan')).toMatch(/^You are the Planner of a Planner-Generator-Evaluator harness\./);
+    expect(system('pge_contract_review')).toMatch(/^You are the Evaluator/);
+  });
 });

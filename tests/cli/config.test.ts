@@ -94,6 +94,19 @@ describe('flag values', () => {
     );
   });
 
+  it('reads a fixed rubric from the file --rubric names, an array or an object with criteria', () => {
+    const rubric = [{ name: 'correctness', weight: 'high', description: 'it runs', threshold: 8 }];
+    writeFileSync(join(dir, 'rubric.json'), JSON.stringify(rubric));
+    writeFileSync(join(dir, 'wrapped.json'), JSON.stringify({ criteria: rubric }));
+    expect(resolveIn(['--rubric', 'rubric.json']).options.criteria).toEqual(rubric);
+    expect(resolveIn(['--rubric', 'wrapped.json']).options.criteria).toEqual(rubric);
+    expect(() => resolveIn(['--rubric', 'missing.json'])).toThrow(
+      /--rubric: cannot read .*missing\.json: ENOENT/,
+    );
+    writeFileSync(join(dir, 'bad.json'), JSON.stringify([{ name: 'x' }]));
+    expect(() => resolveIn(['--rubric', 'bad.json'])).toThrow(ConfigurationError);
+  });
+
   it('reads MCP servers for both acting roles or one, a command or a URL, into one record; --no-tools turns tools off', () => {
     const { options } = flags(
       '--mcp',
