@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { accessSync, constants, existsSync, mkdirSync, statSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { z } from 'zod';
@@ -39,6 +40,14 @@ const stream = StreamLimits.shape;
 
 /** The options schema. Defaults follow the reference where it has one. */
 export const PgeOptionsSchema = z.strictObject({
+  /**
+   * The harness's id (the reference's `id`): reported with each result as `harnessId`. Default
+   * `planner-generator-evaluator-<32 hex digits>`, new for each instance.
+   */
+  id: z
+    .string()
+    .min(1)
+    .default(() => `planner-generator-evaluator-${randomUUID().replaceAll('-', '')}`),
   name: z.string().default('PlannerGeneratorEvaluator'),
   description: z
     .string()

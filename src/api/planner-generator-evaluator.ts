@@ -54,6 +54,11 @@ export class PlannerGeneratorEvaluator<T extends OutputType = OutputType> {
     this.options = { ...resolved, apiKey: resolved.apiKey === undefined ? undefined : '(set)' };
   }
 
+  /** The harness's id (option `id`), reported with each result. */
+  get id(): string {
+    return this.options.id;
+  }
+
   /** The model name each role reports. */
   get modelNames(): Record<Role, string> {
     return {
@@ -190,7 +195,7 @@ export class PlannerGeneratorEvaluator<T extends OutputType = OutputType> {
       const outcome = await handle.done;
       await runtime.bus.flush();
       // The last events may still be on their way to the disk while the result is built.
-      const result = buildResult(runId, logPath, outcome, handle.calls, 0);
+      const result = buildResult(this.options.id, runId, logPath, outcome, handle.calls, 0);
       await runtime.persistence.flushed(runId);
       const logError = this.logErrors.get(runId);
       if (logError) throw logError;

@@ -65,6 +65,8 @@ export interface SelfEvaluationBias {
 
 /** The result of a run. */
 export interface HarnessResult {
+  /** The harness that ran it (option `id`). */
+  harnessId: string;
   runId: string;
   status: RunStatus;
   passed: boolean;
@@ -165,6 +167,7 @@ export function selfEvaluationBias(outcomes: readonly StepOutcome[]): SelfEvalua
 
 /** Builds `lastResult` from the chart's outcome and the run's model calls. */
 export function buildResult(
+  harnessId: string,
   runId: string,
   outputPath: string,
   outcome: RunOutcome,
@@ -172,6 +175,7 @@ export function buildResult(
   durationMs: number,
 ): HarnessResult {
   return {
+    harnessId,
     runId,
     status: outcome.status,
     passed: outcome.totals.passed,

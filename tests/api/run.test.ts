@@ -37,6 +37,16 @@ async function runWith(script: Script, options: PgeOptions = {}, task = 'Write a
   }
 }
 
+describe('the harness id', () => {
+  it("is the reference's planner-generator-evaluator-<32 hex> unless given, and reported with each result", async () => {
+    const { pge, result } = await runWith(passingScript(1));
+    expect(pge.id).toMatch(/^planner-generator-evaluator-[0-9a-f]{32}$/);
+    expect(result.harnessId).toBe(pge.id);
+    const named = await runWith(passingScript(1), { id: 'nightly-guide' });
+    expect(named.result.harnessId).toBe('nightly-guide');
+  });
+});
+
 describe('a fixed rubric', () => {
   it('replaces the criteria the planner writes, and its thresholds judge every step', async () => {
     const rubric = [{ name: 'correctness', weight: 'high' as const, description: 'it runs', threshold: 9 }];
