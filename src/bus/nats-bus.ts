@@ -146,6 +146,7 @@ export class NatsBus implements Bus, StoredMessages {
       report: (error, subject) => this.report(error, subject),
       detach: (subscription) => void this.subscriptions.delete(subscription),
       onReconnect,
+      onDisconnect: (listener) => reconnects.listenDisconnect(listener),
     };
   }
 

@@ -39,14 +39,17 @@ export function busError(error: unknown, what: string): BusError {
  */
 export class Reconnects {
   readonly #listeners = new Set<() => void>();
+  readonly #disconnects = new Set<() => void>();
 
   constructor(nc: NatsConnection) {
     // Not floating: the loop ends when the connection closes; a failing status stream only leaves
     // waiters to their timeouts, as without this class.
     (async () => {
       for await (const status of nc.status()) {
-        if (status.type !== 'reconnect') continue;
-        for (const listener of [...this.#listeners]) listener();
+        const listeners = { reconnect: this.#listeners, disconnect: this.#disconnects }[
+          status.type as string
+        ];
+        for (const listener of [...(listeners ?? [])]) listener();
       }
     })().catch(() => undefined);
   }
@@ -55,6 +58,16 @@ export class Reconnects {
   listen(listener: () => void): () => void {
     this.#listeners.add(listener);
     return () => void this.#listeners.delete(listener);
+  }
+
+  /**
+   * Calls `listener` at every loss of the connection until the returned function is called: told
+   * as the socket closes, well before the connection is back (a reconnect takes at least a round
+   * trip), whereas the reconnect's own status may come after the first messages of the new one.
+   */
+  listenDisconnect(listener: () => void): () => void {
+    this.#disconnects.add(listener);
+    return () => void this.#disconnects.delete(listener);
   }
 }
 

@@ -98,7 +98,13 @@ export class StoredSubscription implements NatsSubscription {
   /** Republished messages that came while lookups were under way, for after them. */
   private held: StoredMessage[] = [];
   private readonly poll: NodeJS.Timeout | null;
-  private readonly unlisten: () => void;
+  private readonly unlisten: (() => void)[];
+  /**
+   * After a loss of the connection, the first pass of lookups that begins after it: until that
+   * pass has read the stream, republished messages wait (what was published while the connection
+   * was down never came, and the reconnect may be told after the first new ones arrive).
+   */
+  private resyncFrom: number | null = null;
   /** The pass of lookups under way, and whether another was asked for meanwhile. */
   private reading: Promise<void> | null = null;
   private again = false;
@@ -134,7 +140,12 @@ export class StoredSubscription implements NatsSubscription {
     // after it goes unseen.
     this.live = nc.subscribe(start.republishedOn ?? subject, { callback: (_, msg) => this.receive(msg) });
     this.poll = this.republished ? null : setInterval(() => this.wake(false), POLL_MS);
-    this.unlisten = host.onReconnect(() => this.wake(false));
+    this.unlisten = [
+      host.onReconnect(() => this.wake(false)),
+      host.onDisconnect(() => {
+        this.resyncFrom = this.begun + 1;
+      }),
+    ];
     this.wake(false);
   }
 
@@ -146,7 +157,7 @@ export class StoredSubscription implements NatsSubscription {
 
   stop(): void {
     this.active = false;
-    this.unlisten();
+    for (const unlisten of this.unlisten) unlisten();
     if (this.poll !== null) clearInterval(this.poll);
     if (!this.live.isClosed()) this.live.unsubscribe();
   }
@@ -175,7 +186,10 @@ export class StoredSubscription implements NatsSubscription {
       this.ended = number;
       this.reading = null;
       // After lookups that read the stream to its end, what was republished meanwhile follows on.
-      if (!this.outage.ongoing) for (const msg of this.held.splice(0)) this.handOn(msg);
+      if (!this.outage.ongoing && (this.resyncFrom === null || number >= this.resyncFrom)) {
+        this.resyncFrom = null;
+        for (const msg of this.held.splice(0)) this.handOn(msg);
+      }
       if (this.again) {
         const next = this.againAnnounced;
         this.again = false;
@@ -241,8 +255,11 @@ export class StoredSubscription implements NatsSubscription {
       return;
     }
     const stored = { subject, data: msg.data, seq };
-    if (this.reading !== null || this.next === null) this.held.push(stored);
-    else this.handOn(stored);
+    if (this.reading !== null || this.next === null || this.resyncFrom !== null) {
+      this.held.push(stored);
+      // Held after a loss of the connection with no pass to follow: one is asked for.
+      if (this.reading === null && this.next !== null) this.wake(false);
+    } else this.handOn(stored);
   }
 
   /** Hands `msg` on unless an earlier one of the stream's was handed on after it. */

@@ -33,6 +33,8 @@ export interface NatsHost {
   report(error: unknown, subject: string): void;
   /** Calls `listener` at each reconnect of the connection until the returned function is called. */
   onReconnect(listener: () => void): () => void;
+  /** Calls `listener` at each loss of the connection until the returned function is called. */
+  onDisconnect(listener: () => void): () => void;
   detach(subscription: NatsSubscription): void;
 }
 
