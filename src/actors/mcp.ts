@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { z } from 'zod';
 import { ConfigurationError } from '../errors.js';
@@ -39,8 +40,8 @@ export const McpServerSettings = z.union([
 export type McpServerSettings = z.output<typeof McpServerSettings>;
 
 /** MCP server names travel in tool names: letters, digits, `-` and `_`. */
-export const McpServerName = z.string().regex(/^[A-Za-z0-9_-]{1,32}$/, {
-  error: 'an MCP server name is 1 to 32 letters, digits, "-" or "_"',
+export const McpServerName = z.string().regex(/^(?!.*__)[A-Za-z0-9_-]{1,32}$/, {
+  error: 'an MCP server name is 1 to 32 letters, digits, "-" or "_", without "__"',
 });
 
 /** The `mcpServers` option: servers by name. */
@@ -81,42 +82,79 @@ export interface McpConnection {
 
 /** Separates a server's name from its tool's in the name a model sees. */
 const SEPARATOR = '__';
+/** What OpenAI takes as a function name. */
+const FUNCTION_NAME = /^[A-Za-z0-9_-]{1,64}$/;
 
 /**
- * Connects to `name`'s server and lists its tools (those allowed). Each tool runs the server's
- * tool; a result the server marks as an error is a `ToolError`; text parts are what the model
- * reads, other parts are named by their type.
+ * The name a model sees for `tool` of `server`: `<server>__<tool>` when that is a valid function
+ * name; else the tool's name with other characters as `_`, cut to fit, and a hash of the original
+ * so that two tools never end up with one name.
  */
-export async function connectMcp(name: string, settings: McpServerSettings): Promise<McpConnection> {
+export function toolNameOf(server: string, tool: string): string {
+  const plain = `${server}${SEPARATOR}${tool}`;
+  if (FUNCTION_NAME.test(plain)) return plain;
+  const hash = createHash('sha256').update(tool).digest('hex').slice(0, 8);
+  const room = 64 - server.length - SEPARATOR.length - hash.length - 1;
+  return `${server}${SEPARATOR}${tool.replace(/[^A-Za-z0-9_-]/g, '_').slice(0, Math.max(room, 0))}_${hash}`;
+}
+
+/**
+ * Connects to `name`'s server and lists its tools (those allowed, every page). Each tool runs the
+ * server's tool; a result the server marks as an error is a `ToolError`; text parts are what the
+ * model reads, other parts are named by their type. A connection that fails after the server was
+ * started closes it; `onClose` is told when the server goes away later.
+ */
+export async function connectMcp(
+  name: string,
+  settings: McpServerSettings,
+  onClose: () => void,
+  signal?: AbortSignal,
+): Promise<McpConnection> {
   const [{ Client }, transport] = await Promise.all([
     import('@modelcontextprotocol/sdk/client/index.js'),
     transportOf(settings),
   ]);
   const client: Client = new Client({ name: 'pge', version: '1' });
-  await client.connect(transport);
-  const allowed = settings.allowTools === undefined ? null : new Set(settings.allowTools);
-  const listed = (await client.listTools()).tools.filter((tool) => allowed?.has(tool.name) ?? true);
-  const tools = listed.map(
-    (tool): Tool => ({
-      definition: {
-        name: `${name}${SEPARATOR}${tool.name}`,
-        description: tool.description ?? `${tool.name} of MCP server ${name}`,
-        parameters: tool.inputSchema as Record<string, unknown>,
-      },
-      async run(args, signal) {
-        const result = await client.callTool({ name: tool.name, arguments: args }, undefined, { signal });
-        const parts = Array.isArray(result.content) ? result.content : [];
-        const text = parts
-          .map((part: { type: string; text?: string }) =>
-            part.type === 'text' ? (part.text ?? '') : `[${part.type}]`,
-          )
-          .join('\n');
-        if (result.isError === true) throw new ToolError(text || `${tool.name} failed`);
-        return text;
-      },
-    }),
-  );
-  return { tools, close: () => client.close() };
+  try {
+    await client.connect(transport, signal ? { signal } : {});
+    const allowed = settings.allowTools === undefined ? null : new Set(settings.allowTools);
+    const listed: Awaited<ReturnType<Client['listTools']>>['tools'] = [];
+    let cursor: string | undefined;
+    do {
+      const page = await client.listTools(cursor === undefined ? {} : { cursor }, signal ? { signal } : {});
+      listed.push(...page.tools);
+      cursor = page.nextCursor;
+    } while (cursor !== undefined);
+    client.onclose = onClose;
+    const tools = listed
+      .filter((tool) => allowed?.has(tool.name) ?? true)
+      .map(
+        (tool): Tool => ({
+          definition: {
+            name: toolNameOf(name, tool.name),
+            description: tool.description ?? `${tool.name} of MCP server ${name}`,
+            parameters: tool.inputSchema as Record<string, unknown>,
+          },
+          async run(args, runSignal) {
+            const result = await client.callTool({ name: tool.name, arguments: args }, undefined, {
+              signal: runSignal,
+            });
+            const parts = Array.isArray(result.content) ? result.content : [];
+            const text = parts
+              .map((part: { type: string; text?: string }) =>
+                part.type === 'text' ? (part.text ?? '') : `[${part.type}]`,
+              )
+              .join('\n');
+            if (result.isError === true) throw new ToolError(text || `${tool.name} failed`);
+            return text;
+          },
+        }),
+      );
+    return { tools, close: () => client.close() };
+  } catch (error) {
+    await client.close().catch(() => undefined);
+    throw error;
+  }
 }
 
 async function transportOf(settings: McpServerSettings) {

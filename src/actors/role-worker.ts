@@ -312,30 +312,45 @@ async function toolboxFor(
 }
 
 /**
- * The tools of a worker's MCP servers, connected at its first request that needs them (and again
- * after a failure to connect), and closed when it stops.
+ * The tools of a worker's MCP servers, connected at its first request that needs them, and again
+ * after a failure to connect or a server that went away; closed when the worker stops. Servers
+ * that connected when another failed are closed, not kept half.
  */
 class McpTools {
   private connecting: Promise<McpConnection[]> | null = null;
 
   constructor(private readonly servers: McpServers) {}
 
-  async tools(): Promise<Tool[]> {
+  async tools(signal: AbortSignal): Promise<Tool[]> {
     if (Object.keys(this.servers).length === 0) return [];
-    this.connecting ??= Promise.all(
-      Object.entries(this.servers).map(([name, server]) => connectMcp(name, server)),
-    );
+    this.connecting ??= this.connect(signal);
+    const connecting = this.connecting;
     try {
-      return (await this.connecting).flatMap((connection) => connection.tools);
+      return (await connecting).flatMap((connection) => connection.tools);
     } catch (error) {
-      this.connecting = null;
+      if (this.connecting === connecting) this.connecting = null;
       throw error;
     }
   }
 
   async close(): Promise<void> {
     const connections = await this.connecting?.catch(() => []);
+    this.connecting = null;
     await Promise.allSettled((connections ?? []).map((connection) => connection.close()));
+  }
+
+  private async connect(signal: AbortSignal): Promise<McpConnection[]> {
+    const gone = () => {
+      this.connecting = null;
+    };
+    const settled = await Promise.allSettled(
+      Object.entries(this.servers).map(([name, server]) => connectMcp(name, server, gone, signal)),
+    );
+    const failed = settled.find((s): s is PromiseRejectedResult => s.status === 'rejected');
+    const connected = settled.flatMap((s) => (s.status === 'fulfilled' ? [s.value] : []));
+    if (failed === undefined) return connected;
+    await Promise.allSettled(connected.map((connection) => connection.close()));
+    throw failed.reason;
   }
 }
 
@@ -407,7 +422,7 @@ export function createRoleWorker(options: RoleWorkerOptions): RoleWorker {
   async function answer(request: RoleRequest, signal: AbortSignal): Promise<void> {
     let answered: RoleAnswer;
     try {
-      const toolbox = await toolboxFor(role, request, workspaces, await mcp.tools());
+      const toolbox = await toolboxFor(role, request, workspaces, await mcp.tools(signal));
       answered = await answerRequest(request, model, maxRepairs, signal, {
         ...(options.systemPrompt === undefined ? {} : { systemPrompt: options.systemPrompt }),
         ...(toolbox === undefined ? {} : { toolbox }),

@@ -71,6 +71,7 @@ export async function runToolCall(
     if (tool === undefined)
       throw new ToolError(`there is no tool "${call.name}"; the tools are ${[...tools.keys()].join(', ')}`);
     const args = parseArguments(call.arguments);
+    signal.throwIfAborted();
     const timeout = AbortSignal.timeout(limits.timeoutMs);
     const both = AbortSignal.any([signal, timeout]);
     answer = await new Promise<string>((resolvePromise, reject) => {
@@ -86,6 +87,8 @@ export async function runToolCall(
         .then(resolvePromise, reject)
         .finally(() => both.removeEventListener('abort', onAbort));
     });
+    // A tool that ignores the signal may finish after its call was cancelled: that is no answer.
+    signal.throwIfAborted();
     ok = true;
   } catch (error) {
     if (signal.aborted) throw signal.reason;
@@ -172,6 +175,14 @@ export class Workspace {
   }
 
   async read(path: string): Promise<string> {
+    return withoutHostPaths(path, () => this.readInside(path));
+  }
+
+  async write(path: string, content: string): Promise<string> {
+    return withoutHostPaths(path, () => this.writeInside(path, content));
+  }
+
+  private async readInside(path: string): Promise<string> {
     const target = await this.inside(path, false);
     const info = await lstat(target).catch(() => null);
     if (info === null || !info.isFile()) throw new ToolError(`no file ${path} in the workspace`);
@@ -180,7 +191,7 @@ export class Workspace {
     return readFile(target, 'utf8');
   }
 
-  async write(path: string, content: string): Promise<string> {
+  private async writeInside(path: string, content: string): Promise<string> {
     const target = await this.inside(path, true);
     await writeFile(target, content, 'utf8');
     return `wrote ${Buffer.byteLength(content)} bytes to ${path}`;
@@ -274,4 +285,18 @@ function exists(path: string): Promise<boolean> {
     () => true,
     () => false,
   );
+}
+
+/**
+ * Runs a file operation on `path`, turning a failure of the file system (its message names the
+ * host's absolute paths) into a `ToolError` that names only the workspace's.
+ */
+async function withoutHostPaths<T>(path: string, operation: () => Promise<T>): Promise<T> {
+  try {
+    return await operation();
+  } catch (error) {
+    if (error instanceof ToolError) throw error;
+    const code = (error as NodeJS.ErrnoException).code ?? 'failed';
+    throw new ToolError(`cannot use ${path} in the workspace (${code})`);
+  }
 }

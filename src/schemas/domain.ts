@@ -73,18 +73,27 @@ export const Plan = z
       }
       seen.add(step.id);
     });
-    const names = new Set<string>();
-    plan.criteria.forEach((c, i) => {
-      if (names.has(c.name))
-        ctx.addIssue({
-          code: 'custom',
-          path: ['criteria', i, 'name'],
-          message: `duplicate criterion "${c.name}"`,
-        });
-      names.add(c.name);
-    });
+    checkUniqueCriteria(plan.criteria, ctx, ['criteria']);
   });
 export type Plan = z.infer<typeof Plan>;
+
+/** Adds an issue for each criterion whose (normalised) name an earlier one has: a rubric names each once. */
+export function checkUniqueCriteria(
+  criteria: readonly { name: string }[],
+  ctx: z.RefinementCtx,
+  path: (string | number)[] = [],
+): void {
+  const names = new Set<string>();
+  criteria.forEach((c, i) => {
+    if (names.has(c.name))
+      ctx.addIssue({
+        code: 'custom',
+        path: [...path, i, 'name'],
+        message: `duplicate criterion "${c.name}"`,
+      });
+    names.add(c.name);
+  });
+}
 
 /** The generator's proposal of what a step will deliver and how it will be checked. */
 export const ContractProposal = z.object({

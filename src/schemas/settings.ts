@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { Criterion } from './domain.js';
+import { Criterion, checkUniqueCriteria } from './domain.js';
 import {
   DUPLICATE_WINDOW_MS,
   EXHAUSTION_POLICIES,
@@ -127,7 +127,11 @@ export const RunSettings = z.strictObject({
    * A fixed, hand-authored rubric (`--rubric rubric.json`): the criteria every step is judged by,
    * which the planner may not change. Null: the planner writes the rubric.
    */
-  criteria: z.array(Criterion).min(1, { error: 'criteria needs at least one criterion' }).nullable(),
+  criteria: z
+    .array(Criterion)
+    .min(1, { error: 'criteria needs at least one criterion' })
+    .superRefine((criteria, ctx) => checkUniqueCriteria(criteria, ctx))
+    .nullable(),
 });
 export type RunSettings = z.infer<typeof RunSettings>;
 

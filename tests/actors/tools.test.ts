@@ -10,6 +10,7 @@ import {
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { toolNameOf } from '../../src/actors/mcp.js';
 import type { Model } from '../../src/actors/model.js';
 import { answerRequest } from '../../src/actors/role-worker.js';
 import { runToolCall, type Tool, Workspace, workspaceTools } from '../../src/actors/tools.js';
@@ -147,5 +148,34 @@ describe('answerRequest with tools', () => {
     expect(calls[1]!.toolCalls![1]!.excerpt).toBe('error: the limit of 3 tool calls is reached: answer now');
     expect(await workspace.list()).toEqual(['f1-0.txt', 'f1-1.txt', 'f2-0.txt']);
     expect(calls.reduce((sum, c) => sum + c.promptTokens, 0)).toBe(30);
+  });
+});
+
+describe('tool names and cancelled calls', () => {
+  it("gives an MCP tool a valid function name, distinct from its neighbours', whatever the server calls it", () => {
+    expect(toolNameOf('files', 'read_file')).toBe('files__read_file');
+    const dotted = toolNameOf('files', 'fs.read');
+    const spaced = toolNameOf('files', 'fs read');
+    const long = toolNameOf('a-server-with-a-long-name', 'x'.repeat(80));
+    for (const name of [dotted, spaced, long]) expect(name).toMatch(/^[A-Za-z0-9_-]{1,64}$/);
+    expect(dotted).not.toBe(spaced);
+    expect(dotted.startsWith('files__fs_read_')).toBe(true);
+  });
+
+  it('runs no tool for a call already cancelled, and hides host paths from the model', async () => {
+    const cancelled = new AbortController();
+    cancelled.abort(new Error('cancelled'));
+    const running = runToolCall(
+      { id: 'c', name: 'write_file', arguments: JSON.stringify({ path: 'late.txt', content: 'x' }) },
+      tools(),
+      limits,
+      cancelled.signal,
+    );
+    await expect(running).rejects.toThrow('cancelled');
+    expect(existsSync(join(base, 'ws', 'late.txt'))).toBe(false);
+    await call('write_file', { path: 'a.txt', content: 'x' });
+    const clash = await call('write_file', { path: 'a.txt/b.txt', content: 'x' });
+    expect(clash.answer).toMatch(/^error: cannot use a\.txt\/b\.txt in the workspace \(E[A-Z]+\)$/);
+    expect(clash.answer).not.toContain(base);
   });
 });

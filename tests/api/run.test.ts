@@ -4,11 +4,13 @@ import { join } from 'node:path';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { resumedSpec } from '../../src/actors/coordinator.js';
 import { DemoModel } from '../../src/actors/demo-model.js';
+import type { RecordedRun } from '../../src/actors/replay.js';
 import type { PgeOptions } from '../../src/api/options.js';
 import { PlannerGeneratorEvaluator } from '../../src/api/planner-generator-evaluator.js';
 import { logHeadings, readLogFile } from '../../src/persistence/index.js';
-import type { EvaluationInput, RunEvent } from '../../src/schemas/index.js';
+import type { EvaluationInput, RunEvent, RunEventOf } from '../../src/schemas/index.js';
 import { type Script, ScriptedModel } from '../../src/testing.js';
 import { approve, evaluate, passingScript, planOf, proposal, times, work } from '../support/scripts.js';
 
@@ -63,6 +65,14 @@ describe('a fixed rubric', () => {
     expect(result.totalStepsCompleted).toBe(0);
     const started = events[0]!;
     expect(started.type === 'run.started' && started.payload.settings.criteria).toEqual(rubric);
+    // A resumed run takes the rubric from there; a log written before rubrics has none.
+    const recorded = { runId: started.runId, started } as RecordedRun;
+    expect(resumedSpec(recorded, { owner: 'test' }).criteria).toEqual(rubric);
+    const { criteria: _, ...older } = (started as RunEventOf<'run.started'>).payload.settings;
+    const before = { ...started, payload: { ...started.payload, settings: older } };
+    expect(
+      resumedSpec({ ...recorded, started: before } as RecordedRun, { owner: 'test' }).criteria,
+    ).toBeNull();
   });
 });
 

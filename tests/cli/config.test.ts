@@ -105,6 +105,12 @@ describe('flag values', () => {
     );
     writeFileSync(join(dir, 'bad.json'), JSON.stringify([{ name: 'x' }]));
     expect(() => resolveIn(['--rubric', 'bad.json'])).toThrow(ConfigurationError);
+    // A rubric names each criterion once (names compare trimmed and in lower case).
+    writeFileSync(
+      join(dir, 'twice.json'),
+      JSON.stringify([...rubric, { ...rubric[0], name: ' Correctness' }]),
+    );
+    expect(() => resolveIn(['--rubric', 'twice.json'])).toThrow(/duplicate criterion "correctness"/);
   });
 
   it('reads MCP servers for both acting roles or one, a command or a URL, into one record; --no-tools turns tools off', () => {
