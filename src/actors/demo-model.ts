@@ -10,7 +10,7 @@ import type {
   Work,
   WorkInput,
 } from '../schemas/index.js';
-import type { Model, ModelAnswer, ModelRequest } from './model.js';
+import type { Model, ModelAnswer, ModelRequest, ToolCallRequest } from './model.js';
 import { inputOf } from './prompts.js';
 
 /**
@@ -18,6 +18,8 @@ import { inputOf } from './prompts.js';
  * loop offline with no key. It is not an AI: its answers are templates filled from the typed
  * input, scripted so that a run shows a contract amendment, a failed attempt, a refine and a pivot.
  * Step 1 fails once and passes on a refine; step 2 fails twice with flat scores, pivots, and passes.
+ * Given the workspace tools, its generator first writes its deliverable into the workspace
+ * (`<step id>.md`, one tool call), then answers: so the demo shows a tool call too.
  */
 
 const NAME = 'pge-demo (scripted demo model, not an AI)';
@@ -148,6 +150,21 @@ export class DemoModel implements Model {
 
   async complete(request: ModelRequest): Promise<ModelAnswer> {
     const input = inputOf(request.messages);
+    const writes = request.tools?.some((tool) => tool.name === 'write_file') === true;
+    if (request.phase === 'work' && writes && !request.messages.some((m) => m.role === 'tool')) {
+      const deliverable = work(input as WorkInput).output;
+      const toolCalls = [
+        {
+          id: `demo-write-${(input as WorkInput).attempt}`,
+          name: 'write_file',
+          arguments: JSON.stringify({
+            path: `${(input as WorkInput).step.id}.md`,
+            content: `${deliverable}\n`,
+          }),
+        },
+      ];
+      return this.#answer(request, null, toolCalls);
+    }
     const answers = {
       plan: () => plan(input as PlanInput),
       contract: () => contract(input as ContractInput),
@@ -155,15 +172,20 @@ export class DemoModel implements Model {
       work: () => work(input as WorkInput),
       evaluation: () => evaluation(input as EvaluationInput),
     };
-    const content = JSON.stringify(answers[request.phase]());
+    return this.#answer(request, JSON.stringify(answers[request.phase]()));
+  }
+
+  #answer(request: ModelRequest, content: string | null, toolCalls?: ToolCallRequest[]): ModelAnswer {
     const promptTokens = Math.ceil(request.messages.reduce((n, m) => n + m.content.length, 0) / 4);
+    const said = content ?? JSON.stringify(toolCalls);
     return {
       content,
       refusal: null,
-      finishReason: 'stop',
+      finishReason: toolCalls === undefined ? 'stop' : 'tool_calls',
+      ...(toolCalls === undefined ? {} : { toolCalls }),
       model: NAME,
       promptTokens,
-      completionTokens: Math.ceil(content.length / 4),
+      completionTokens: Math.ceil(said.length / 4),
       costUsd: 0,
     };
   }

@@ -1,4 +1,4 @@
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setFlagsFromString } from 'node:v8';
@@ -292,6 +292,30 @@ function demoInstance(options: Partial<PgeOptions> = {}): PlannerGeneratorEvalua
     ...options,
   });
 }
+
+describe('the demo', () => {
+  it("writes each step's deliverable into the run's workspace with a tool call, offline", async () => {
+    const events: RunEvent[] = [];
+    const pge = demoInstance({ onEvent: (e) => events.push(e) });
+    await pge.run('Write a haiku about rain');
+    await pge.close();
+    const runId = events[0]!.runId;
+    const files = readdirSync(join(dir, 'workspaces', runId)).sort();
+    expect(files).toEqual(['draft.md', 'outline.md', 'review.md']);
+    expect(readFileSync(join(dir, 'workspaces', runId, 'draft.md'), 'utf8')).toMatch(
+      /^# Write the deliverable\n/,
+    );
+    const rounds = events.flatMap((e) =>
+      e.type === 'model.call.completed' && e.payload.outcome === 'tools' ? [e] : [],
+    );
+    const works = events.filter((e) => e.type === 'step.work.requested');
+    expect(rounds).toHaveLength(works.length);
+    expect(rounds[0]?.type === 'model.call.completed' && rounds[0].payload.toolCalls?.[0]).toMatchObject({
+      name: 'write_file',
+      ok: true,
+    });
+  });
+});
 
 describe('long-lived workers', () => {
   it('leave no listener behind per model call (no MaxListenersExceededWarning after many calls)', async () => {
