@@ -8,6 +8,15 @@ export interface ChatMessage {
   toolCalls?: readonly ToolCallRequest[];
   /** A tool's message: the call it answers. */
   toolCallId?: string;
+  /** A user's message: images that go with its text (the evaluator's view of rendered work). */
+  images?: readonly ChatImage[];
+}
+
+/** An image in a message, as a data URL's parts. */
+export interface ChatImage {
+  /** `image/png`, `image/jpeg` or `image/webp`. */
+  mediaType: string;
+  base64: string;
 }
 
 /** A tool a model may call: a function with a JSON Schema for its arguments. */

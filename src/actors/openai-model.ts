@@ -149,6 +149,18 @@ function toSdkMessage(message: ChatMessage): ChatCompletionMessageParam {
       })),
     };
   }
+  if (message.role === 'user' && message.images !== undefined && message.images.length > 0) {
+    return {
+      role: 'user',
+      content: [
+        { type: 'text', text: message.content },
+        ...message.images.map((image) => ({
+          type: 'image_url' as const,
+          image_url: { url: `data:${image.mediaType};base64,${image.base64}` },
+        })),
+      ],
+    };
+  }
   return { role: message.role, content: message.content };
 }
 

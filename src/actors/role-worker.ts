@@ -97,8 +97,8 @@ export interface CallSettings {
 export interface Toolbox {
   readonly tools: readonly Tool[];
   readonly limits: ToolLimits;
-  /** Told to the model before it starts (what the workspace holds, say); none when absent. */
-  readonly context?: string;
+  /** Told to the model before it starts (what the workspace holds, its images); none when absent. */
+  readonly context?: ChatMessage;
 }
 
 /**
@@ -122,7 +122,7 @@ export async function answerRequest(
   const { name, jsonSchema } = responseSchemaFor(phase);
   const calls: ModelCall[] = [];
   let messages = buildMessages(role, phase, request.payload.input, settings.systemPrompt);
-  if (toolbox?.context !== undefined) messages = [...messages, { role: 'user', content: toolbox.context }];
+  if (toolbox?.context !== undefined) messages = [...messages, toolbox.context];
   const tools = new Map((toolbox?.tools ?? []).map((tool) => [tool.definition.name, tool]));
   let toolCallsMade = 0;
   let raw: string | null = null;
@@ -277,7 +277,12 @@ export interface RoleWorkerOptions {
    * `write_file`, the evaluator's `list_files` and `read_file` (the planner none), within `limits`
    * (default `DEFAULT_TOOL_LIMITS`). Without it, no tools.
    */
-  workspaces?: { root: string; limits?: Partial<ToolLimits> };
+  workspaces?: {
+    root: string;
+    limits?: Partial<ToolLimits>;
+    /** Whether the evaluator is shown the workspace's images (default true). */
+    images?: boolean;
+  };
   /**
    * MCP servers whose tools the role's model gets (those listed for the role: `mcpServersOf`),
    * started or reached where this worker runs.
@@ -304,11 +309,27 @@ async function toolboxFor(
   const workspace = new Workspace(join(workspaces.root, assertSubjectToken('run id', request.runId)));
   const files = await workspace.list();
   const listing = files.length === 0 ? '(empty)' : files.map((file) => `- ${file}`).join('\n');
-  const context =
-    role === 'generator'
-      ? `WORKSPACE: the run's files, which earlier steps left and later steps build on. Read them with read_file, write the files of your deliverable with write_file (they are part of it, beside your answer), list them with list_files. It holds:\n${listing}`
-      : `WORKSPACE: the files of the artifact, beside its output. Read them with read_file and list_files. It holds:\n${listing}`;
-  return { tools: [...workspaceTools(workspace, role === 'generator'), ...mcpTools], limits, context };
+  const tools = [...workspaceTools(workspace, role === 'generator'), ...mcpTools];
+  if (role === 'generator') {
+    const text = `WORKSPACE: the run's files, which earlier steps left and later steps build on. Read them with read_file, write the files of your deliverable with write_file (they are part of it, beside your answer), list them with list_files. It holds:\n${listing}`;
+    return { tools, limits, context: { role: 'user', content: text } };
+  }
+  // The evaluator sees the images the work left (rendered by a tool, a validator or an MCP server).
+  const images = workspaces.images === false ? [] : await workspace.images();
+  const shown =
+    images.length === 0
+      ? ''
+      : `\nThe images attached are, in order: ${images.map((i) => i.path).join(', ')}.`;
+  const text = `WORKSPACE: the files of the artifact, beside its output. Read them with read_file and list_files. It holds:\n${listing}${shown}`;
+  return {
+    tools,
+    limits,
+    context: {
+      role: 'user',
+      content: text,
+      ...(images.length === 0 ? {} : { images: images.map((i) => i.image) }),
+    },
+  };
 }
 
 /**

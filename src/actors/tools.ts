@@ -1,6 +1,6 @@
 import { lstat, mkdir, readdir, readFile, realpath, writeFile } from 'node:fs/promises';
-import { dirname, isAbsolute, join, resolve, sep } from 'node:path';
-import type { ToolCallRequest, ToolDefinition } from './model.js';
+import { dirname, extname, isAbsolute, join, resolve, sep } from 'node:path';
+import type { ChatImage, ToolCallRequest, ToolDefinition } from './model.js';
 
 /**
  * Tools a role's model may call (OpenAI function calling), run where the role's worker runs, and
@@ -144,6 +144,16 @@ function stringArg(args: Record<string, unknown>, name: string): string {
   return value;
 }
 
+/** Images of the workspace an evaluator is shown at most, the latest first, and their size. */
+export const MAX_IMAGES = 4;
+export const MAX_IMAGE_BYTES = 4 * 1024 * 1024;
+const IMAGE_TYPES: Readonly<Record<string, string>> = {
+  '.png': 'image/png',
+  '.jpg': 'image/jpeg',
+  '.jpeg': 'image/jpeg',
+  '.webp': 'image/webp',
+};
+
 /** Files listed at most, so that a listing stays readable. */
 const MAX_LISTED = 500;
 /** Bytes of a file `read_file` reads at most. */
@@ -176,6 +186,30 @@ export class Workspace {
 
   async read(path: string): Promise<string> {
     return withoutHostPaths(path, () => this.readInside(path));
+  }
+
+  /**
+   * The images of the workspace (png, jpeg, webp), the most recently written first: at most
+   * `MAX_IMAGES`, each at most `MAX_IMAGE_BYTES` (a larger one is left out), with their paths.
+   */
+  async images(): Promise<{ path: string; image: ChatImage }[]> {
+    const found: { path: string; mtime: number; size: number }[] = [];
+    for (const path of await this.list()) {
+      if (IMAGE_TYPES[extname(path).toLowerCase()] === undefined) continue;
+      const info = await lstat(join(this.dir, path));
+      if (info.isFile() && info.size <= MAX_IMAGE_BYTES)
+        found.push({ path, mtime: info.mtimeMs, size: info.size });
+    }
+    found.sort((a, b) => b.mtime - a.mtime || a.path.localeCompare(b.path));
+    return Promise.all(
+      found.slice(0, MAX_IMAGES).map(async ({ path }) => ({
+        path,
+        image: {
+          mediaType: IMAGE_TYPES[extname(path).toLowerCase()]!,
+          base64: (await readFile(join(this.dir, path))).toString('base64'),
+        },
+      })),
+    );
   }
 
   async write(path: string, content: string): Promise<string> {

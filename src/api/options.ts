@@ -70,6 +70,12 @@ export const PgeOptionsSchema = z.strictObject({
    */
   tools: z.boolean().default(true),
   /**
+   * Whether the evaluator is shown the images in the run's workspace (png, jpeg, webp; the 4
+   * latest, up to 4 MiB each) as image parts of its request, with the workspace tools (default
+   * true; `--no-images`).
+   */
+  images: z.boolean().default(true),
+  /**
    * MCP servers whose tools the generator's and the evaluator's models may call, by name: a
    * `command` (with `args`, `env`) speaking MCP on stdio, or a streamable HTTP `url`; with
    * `roles` (default both) and an `allowTools` list (default all). See docs/agents.md.

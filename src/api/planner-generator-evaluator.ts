@@ -225,7 +225,14 @@ export class PlannerGeneratorEvaluator<T extends OutputType = OutputType> {
     this.runtime = createEmbeddedRuntime({
       models: this.models,
       maxRepairs: this.options.maxRepairs,
-      ...(this.options.tools ? { workspaceRoot: join(this.options.workingDirectory, WORKSPACES_DIR) } : {}),
+      ...(this.options.tools
+        ? {
+            workspaces: {
+              root: join(this.options.workingDirectory, WORKSPACES_DIR),
+              images: this.options.images,
+            },
+          }
+        : {}),
       mcpServers: this.options.mcpServers,
       systemPrompts: systemPromptsOf(this.options),
       ...(this.inspect ? { inspect: this.inspect } : {}),

@@ -309,6 +309,13 @@ const OUTPUT_FLAGS = inGroup('output', [
     help: 'Progress shows every event, model calls included',
   },
   {
+    name: 'no-images',
+    kind: 'switch',
+    option: 'images',
+    turnsOff: true,
+    help: "Show the evaluator no images from the run's workspace",
+  },
+  {
     name: 'no-tools',
     kind: 'switch',
     option: 'tools',

@@ -120,7 +120,9 @@ export async function workerCommand(line: CommandLine, io: CliIo): Promise<numbe
       // Work items of a run no coordinator holds a lease for are refused before any model call.
       isLiveRun: await readRunLeases(bus.connection, publishRetryMs),
       // A tool runs where its role's worker runs: the workspaces are on this machine.
-      ...(options.tools ? { workspaces: { root: join(options.workingDirectory, WORKSPACES_DIR) } } : {}),
+      ...(options.tools
+        ? { workspaces: { root: join(options.workingDirectory, WORKSPACES_DIR), images: options.images } }
+        : {}),
       mcpServers: options.mcpServers,
       ...(systemPrompt === undefined ? {} : { systemPrompt }),
     });

@@ -21,8 +21,11 @@ export interface EmbeddedRuntimeOptions {
   /** A run's log could not be written: that run must stop. */
   onLogError: (runId: string, error: LogWriteError) => void;
   clock?: () => number;
-  /** Where runs' workspaces are (`<root>/<runId>`); without it, no workspace tools. */
-  workspaceRoot?: string;
+  /**
+   * Where runs' workspaces are (`<root>/<runId>`), and whether the evaluator sees their images;
+   * without it, no workspace tools.
+   */
+  workspaces?: { root: string; images: boolean };
   /** MCP servers whose tools the acting roles get (see `RoleWorkerOptions.mcpServers`). */
   mcpServers?: McpServers;
   /** Each role's system prompt, where it replaces pge's own. */
@@ -48,7 +51,7 @@ export function createEmbeddedRuntime(options: EmbeddedRuntimeOptions) {
       model: options.models[role],
       maxRepairs: options.maxRepairs,
       workerId: `${role}-embedded`,
-      ...(options.workspaceRoot === undefined ? {} : { workspaces: { root: options.workspaceRoot } }),
+      ...(options.workspaces === undefined ? {} : { workspaces: options.workspaces }),
       ...(options.mcpServers === undefined ? {} : { mcpServers: options.mcpServers }),
       ...(options.systemPrompts?.[role] === undefined ? {} : { systemPrompt: options.systemPrompts[role] }),
     }),

@@ -5,6 +5,7 @@ import {
   readFileSync,
   rmSync,
   symlinkSync,
+  utimesSync,
   writeFileSync,
 } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -13,7 +14,14 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { toolNameOf } from '../../src/actors/mcp.js';
 import type { Model } from '../../src/actors/model.js';
 import { answerRequest } from '../../src/actors/role-worker.js';
-import { runToolCall, type Tool, Workspace, workspaceTools } from '../../src/actors/tools.js';
+import {
+  MAX_IMAGE_BYTES,
+  MAX_IMAGES,
+  runToolCall,
+  type Tool,
+  Workspace,
+  workspaceTools,
+} from '../../src/actors/tools.js';
 import type { RoleRequest } from '../../src/schemas/index.js';
 import { fullRun } from '../persistence/fixtures.js';
 
@@ -177,5 +185,32 @@ describe('tool names and cancelled calls', () => {
     const clash = await call('write_file', { path: 'a.txt/b.txt', content: 'x' });
     expect(clash.answer).toMatch(/^error: cannot use a\.txt\/b\.txt in the workspace \(E[A-Z]+\)$/);
     expect(clash.answer).not.toContain(base);
+  });
+});
+
+describe('Workspace images', () => {
+  it('gives the latest images first, at most MAX_IMAGES, leaving out other files and images too large', async () => {
+    mkdirSync(join(base, 'ws', 'renders'), { recursive: true });
+    for (let i = 0; i < 6; i++) {
+      const path = join(base, 'ws', 'renders', `frame${i}.png`);
+      writeFileSync(path, `png ${i}`);
+      utimesSync(path, 1_000 + i, 1_000 + i);
+    }
+    writeFileSync(join(base, 'ws', 'photo.JPG'), 'jpeg');
+    utimesSync(join(base, 'ws', 'photo.JPG'), 2_000, 2_000);
+    writeFileSync(join(base, 'ws', 'notes.txt'), 'not an image');
+    writeFileSync(join(base, 'ws', 'huge.webp'), Buffer.alloc(MAX_IMAGE_BYTES + 1));
+    const images = await workspace.images();
+    expect(images.map((i) => i.path)).toEqual([
+      'photo.JPG',
+      'renders/frame5.png',
+      'renders/frame4.png',
+      'renders/frame3.png',
+    ]);
+    expect(images.length).toBe(MAX_IMAGES);
+    expect(images[0]!.image).toEqual({
+      mediaType: 'image/jpeg',
+      base64: Buffer.from('jpeg').toString('base64'),
+    });
   });
 });

@@ -1,4 +1,4 @@
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -147,5 +147,42 @@ describe('workspace tools', () => {
     expect(system('pge_contract')).toMatch(/^You are a terse senior engineer\./);
     expect(system('pge_plan')).toMatch(/^You are the Planner of a Planner-Generator-Evaluator harness\./);
     expect(system('pge_contract_review')).toMatch(/^You are the Evaluator/);
+  });
+
+  it.each([
+    [true, 'shows the evaluator the images the work left in the workspace, as image parts of its request'],
+    [false, 'shows no image with images: false'],
+  ])('%s: %s', async (images) => {
+    // A 1×1 PNG, as a renderer would leave it: the scripted generator's second round drops it in.
+    const png = Buffer.from(
+      'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==',
+      'base64',
+    );
+    openai.script((body: Body): FakeStep => {
+      const schema = schemaOf(body) ?? '';
+      if (schema === 'pge_work' && toolAnswers(body).length === 0) {
+        return {
+          content: null,
+          toolCalls: [
+            { id: 'w', name: 'write_file', arguments: JSON.stringify({ path: 'scene.txt', content: 'a' }) },
+          ],
+        };
+      }
+      if (schema === 'pge_work') {
+        const [runDir] = readdirSync(join(dir, 'workspaces'));
+        writeFileSync(join(dir, 'workspaces', runDir!, 'render.png'), png);
+      }
+      return { content: answers(9, 1)[schema] ?? {} };
+    });
+    const pge = harness({ images });
+    await pge.run('Draw a scene');
+    await pge.close();
+    const evaluation = openai.completions().find((r) => schemaOf(r.body) === 'pge_evaluation')?.body as Body;
+    const parts = evaluation.messages.flatMap((m: Body) => (Array.isArray(m.content) ? m.content : []));
+    const urls = parts.filter((p: Body) => p.type === 'image_url').map((p: Body) => p.image_url.url);
+    expect(urls).toEqual(images ? [`data:image/png;base64,${png.toString('base64')}`] : []);
+    expect(JSON.stringify(evaluation.messages)).toContain(
+      images ? 'The images attached are, in order: render.png' : '- render.png',
+    );
   });
 });
