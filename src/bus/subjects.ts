@@ -83,8 +83,12 @@ export const subjects = {
   },
 } as const;
 
-/** How long a submission waits for its answer: a coordinator claims the run id, then answers. */
-export const SUBMIT_ANSWER_MS = 10_000;
+/**
+ * How long a submission waits for its answer: a coordinator claims the run id (a JetStream write)
+ * and answers, in milliseconds unless the server is busy; a deployment that has just started all
+ * its processes on a small machine can take seconds.
+ */
+export const SUBMIT_ANSWER_MS = 30_000;
 /** How long a resume request waits for its answer: taking a run over reads its stored events. */
 export const RESUME_ANSWER_MS = 30_000;
 

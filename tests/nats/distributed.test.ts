@@ -5,6 +5,7 @@ import { AckPolicy, jetstreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { NatsRole } from '../../src/bus/permissions.js';
+import { SUBMIT_ANSWER_MS } from '../../src/bus/subjects.js';
 import { readLogFile } from '../../src/persistence/index.js';
 import type { RunEvent } from '../../src/schemas/index.js';
 import { passingAnswer, readRunToEnd, schemaOf } from '../support/deployment.js';
@@ -80,7 +81,9 @@ async function submitAndRead(
 ): Promise<RunEvent[]> {
   const nc = await connect(nats.connectOptions('client'));
   try {
-    const reply = await nc.request('pge.runs.submit', JSON.stringify({ task }), { timeout: 10_000 });
+    const reply = await nc.request('pge.runs.submit', JSON.stringify({ task }), {
+      timeout: SUBMIT_ANSWER_MS,
+    });
     const { runId } = reply.json<{ runId: string }>();
     const side = meanwhile?.(runId, nc);
     const events = await readRunToEnd(nc, runId);

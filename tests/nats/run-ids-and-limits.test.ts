@@ -5,6 +5,7 @@ import { type JetStreamManager, jetstreamManager } from '@nats-io/jetstream';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { NatsRole } from '../../src/bus/permissions.js';
+import { SUBMIT_ANSWER_MS } from '../../src/bus/subjects.js';
 import { readLogFile } from '../../src/persistence/index.js';
 import type { RunEvent } from '../../src/schemas/index.js';
 import { readRunToEnd } from '../support/deployment.js';
@@ -67,7 +68,7 @@ afterAll(async () => {
 
 /** Submits on `pge.runs.submit` as any NATS client does; resolves with the reply. */
 async function submit(body: object): Promise<{ runId?: string; error?: { name: string; message: string } }> {
-  const reply = await nc.request('pge.runs.submit', JSON.stringify(body), { timeout: 10_000 });
+  const reply = await nc.request('pge.runs.submit', JSON.stringify(body), { timeout: SUBMIT_ANSWER_MS });
   return reply.json();
 }
 

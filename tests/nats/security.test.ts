@@ -7,6 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PGE_STREAMS } from '../../src/bus/nats-streams.js';
 import { NATS_ROLES } from '../../src/bus/permissions.js';
 import { LEASE_BUCKET } from '../../src/bus/run-leases.js';
+import { SUBMIT_ANSWER_MS } from '../../src/bus/subjects.js';
 import { readLogFile } from '../../src/persistence/index.js';
 import type { Role, RunEvent } from '../../src/schemas/index.js';
 import { ROLES } from '../../src/schemas/setting-values.js';
@@ -59,7 +60,9 @@ afterAll(async () => {
 /** Submits a run as the client credential allows (no retries), and returns its id. */
 async function submit(nc: NatsConnection, task: string): Promise<string> {
   const submission = { task, options: { maxRetriesPerStep: 0 } };
-  const reply = await nc.request('pge.runs.submit', JSON.stringify(submission), { timeout: 10_000 });
+  const reply = await nc.request('pge.runs.submit', JSON.stringify(submission), {
+    timeout: SUBMIT_ANSWER_MS,
+  });
   return reply.json<{ runId: string }>().runId;
 }
 

@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { connect } from '@nats-io/transport-node';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { NatsRole } from '../../src/bus/permissions.js';
+import { SUBMIT_ANSWER_MS } from '../../src/bus/subjects.js';
 import { readRunToEnd } from '../support/deployment.js';
 import { type FakeOpenAI, type FakeStep, startFakeOpenAI } from '../support/fake-openai-server.js';
 import { type SecuredNatsServer, startSecuredNatsServer } from '../support/nats-server.js';
@@ -98,7 +99,7 @@ describe('a generator killed mid-call', () => {
     const everything = listener.subscribe('>');
     try {
       const reply = await nc.request('pge.runs.submit', JSON.stringify({ task: 'survive a kill' }), {
-        timeout: 10_000,
+        timeout: SUBMIT_ANSWER_MS,
       });
       const { runId } = reply.json<{ runId: string }>();
       await until(() => workRequests().length === 1, 'the first work call');

@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { type ConnectionOptions, connect, type NatsConnection } from '@nats-io/transport-node';
 import type { NatsRole } from '../../src/bus/permissions.js';
+import { SUBMIT_ANSWER_MS } from '../../src/bus/subjects.js';
 import type { RunEvent } from '../../src/schemas/index.js';
 import { type FakeOpenAI, type FakeStep, startFakeOpenAI } from './fake-openai-server.js';
 import { type SecuredNatsServer, startSecuredNatsServer } from './nats-server.js';
@@ -82,7 +83,9 @@ export async function startDeployment(): Promise<TestDeployment> {
 export async function submitRun(connection: ConnectionOptions, task: string): Promise<string> {
   const nc = await connect(connection);
   try {
-    const reply = await nc.request('pge.runs.submit', JSON.stringify({ task }), { timeout: 10_000 });
+    const reply = await nc.request('pge.runs.submit', JSON.stringify({ task }), {
+      timeout: SUBMIT_ANSWER_MS,
+    });
     return reply.json<{ runId: string }>().runId;
   } finally {
     await nc.close();
