@@ -34,7 +34,12 @@ const processes: PgeProcess[] = [];
 let coordinator: PgeProcess;
 
 function worker(role: NatsRole, extra: string[] = []): PgeProcess {
-  const p = startPge(['worker', '--role', role, '--demo', '--config', configFile, ...extra], nats.env(role));
+  // In the test's directory: the demo generator writes its deliverables into workspaces there.
+  const p = startPge(
+    ['worker', '--role', role, '--demo', '--config', configFile, ...extra],
+    nats.env(role),
+    logs,
+  );
   processes.push(p);
   return p;
 }
