@@ -433,6 +433,15 @@ export function buildAsyncApi(options: AsyncApiOptions = {}): Json {
   const eventNames = events.map((e) => e.name);
   const requestNames = requests.map((e) => e.name);
 
+  /** The parameters of an event's subject, `pge.run.{runId}.evt.{type}` and its republished twin. */
+  const eventParameters = {
+    runId: ref('#/components/parameters/runId'),
+    type: {
+      description: 'The event type; its dots make it one or more subject tokens.',
+      enum: events.map((e) => e.type),
+    },
+  };
+
   const channels: Json = {
     runEvents: {
       address: 'pge.run.{runId}.evt.{type}',
@@ -443,13 +452,7 @@ export function buildAsyncApi(options: AsyncApiOptions = {}): Json {
         '`pge.run.*.evt.step.>` follows every step event of every run.',
         `Stored in JetStream stream \`${JETSTREAM.events.stream}\` (subjects \`${JETSTREAM.events.subjects}\`).`,
       ].join('\n'),
-      parameters: {
-        runId: ref('#/components/parameters/runId'),
-        type: {
-          description: 'The event type; its dots make it one or more subject tokens.',
-          enum: events.map((e) => e.type),
-        },
-      },
+      parameters: eventParameters,
       messages: channelMessages(eventNames),
       'x-pge-nats': {
         transport: 'jetstream',
@@ -467,13 +470,7 @@ export function buildAsyncApi(options: AsyncApiOptions = {}): Json {
         '(`pge.run.<runId>.evt.<type>`). How a reader follows runs live without a consumer: read what is',
         'stored by direct gets, then take these from the next stream sequence on. Only the server publishes here.',
       ].join('\n'),
-      parameters: {
-        runId: ref('#/components/parameters/runId'),
-        type: {
-          description: 'The event type; its dots make it one or more subject tokens.',
-          enum: events.map((e) => e.type),
-        },
-      },
+      parameters: eventParameters,
       messages: channelMessages(eventNames),
       'x-pge-nats': { transport: 'core', republishedBy: JETSTREAM.events.stream },
     },

@@ -6,8 +6,14 @@ import type {
   JsMsg,
 } from '@nats-io/jetstream';
 import type { BusHandler } from './bus.js';
-import { busError, OutageReport } from './nats-helpers.js';
-import { drained, type NatsHost, type NatsSubscription, SerialDelivery } from './nats-subscriptions.js';
+import type { OutageReport } from './nats-helpers.js';
+import {
+  drained,
+  type NatsHost,
+  type NatsSubscription,
+  type SerialDelivery,
+  storedReading,
+} from './nats-subscriptions.js';
 
 /**
  * Reading what a stream stores on a subject, in stream order, through a JetStream ordered consumer:
@@ -38,6 +44,7 @@ export class OrderedSubscription implements NatsSubscription {
   /** The stream sequence the next consumer starts at; null until `'new'` is resolved. */
   private next: number | null;
   private readonly delivery: SerialDelivery<JsMsg>;
+  private readonly outage: OutageReport;
   /** Set when a reconnect closed the consumer: a new one is made at once, and nothing is reported. */
   private renewing = false;
   private readonly unlisten: () => void;
@@ -51,13 +58,12 @@ export class OrderedSubscription implements NatsSubscription {
     private readonly host: NatsHost,
     start: OrderedStart,
   ) {
-    // Stored messages were published for the stream's PubAck: there is nothing to respond to.
-    this.delivery = new SerialDelivery(
+    ({ delivery: this.delivery, outage: this.outage } = storedReading(
       handler,
       host,
+      subject,
       () => this.active,
-      () => null,
-    );
+    ));
     this.next = start.from === 'new' ? null : Math.max(1, Math.floor(start.from));
     this.unlisten = host.onReconnect(() => this.renew());
     // Not floating: run catches and reports every failure, and ends when the subscription stops.
@@ -85,9 +91,6 @@ export class OrderedSubscription implements NatsSubscription {
   }
 
   private async run(): Promise<void> {
-    const outage = new OutageReport((error) =>
-      this.host.report(busError(error, `cannot read ${this.subject}`), this.subject),
-    );
     while (this.active) {
       try {
         this.next ??= (await this.jsm.streams.info(this.stream)).state.last_seq + 1;
@@ -102,7 +105,7 @@ export class OrderedSubscription implements NatsSubscription {
         }
         const messages = await consumer.consume({ callback: (msg) => this.receive(msg) });
         this.messages = messages;
-        outage.ended();
+        this.outage.ended();
         const stopped = await messages.closed();
         this.messages = null;
         if (!this.active) break;
@@ -115,7 +118,7 @@ export class OrderedSubscription implements NatsSubscription {
         throw stopped ?? new Error('the ordered consumer stopped');
       } catch (error) {
         if (!this.active) break;
-        outage.failed(error);
+        this.outage.failed(error);
         await sleep(RETRY_MS);
       }
     }

@@ -1,9 +1,14 @@
 import { type JetStreamManager, RepublishHeaders, type StoredMsg } from '@nats-io/jetstream';
 import type { Msg, NatsConnection, Subscription } from '@nats-io/transport-node';
 import type { BusHandler } from './bus.js';
-import { busError, OutageReport } from './nats-helpers.js';
+import { busError, type OutageReport } from './nats-helpers.js';
 import type { PgeStream } from './nats-streams.js';
-import { type NatsHost, type NatsSubscription, SerialDelivery } from './nats-subscriptions.js';
+import {
+  type NatsHost,
+  type NatsSubscription,
+  type SerialDelivery,
+  storedReading,
+} from './nats-subscriptions.js';
 import { subjectMatches } from './subjects.js';
 
 /**
@@ -124,16 +129,12 @@ export class StoredSubscription implements NatsSubscription {
     private readonly host: NatsHost,
     start: StoredStart,
   ) {
-    // Stored messages were published for the stream's PubAck: there is nothing to respond to.
-    this.delivery = new SerialDelivery(
+    ({ delivery: this.delivery, outage: this.outage } = storedReading(
       handler,
       host,
+      subject,
       () => this.active,
-      () => null,
-    );
-    this.outage = new OutageReport((error) =>
-      host.report(busError(error, `cannot read ${subject}`), subject),
-    );
+    ));
     this.next = start.from === 'new' ? null : Math.max(1, Math.floor(start.from));
     this.republished = start.republishedOn !== null;
     // Subscribed before the first lookup (and before `'new'` is resolved), so that nothing stored

@@ -9,7 +9,7 @@ import { type Msg, type NatsConnection, nanos, type Subscription } from '@nats-i
 import { BusError } from '../errors.js';
 import { type Bus, type BusHandler, type BusSubscription, Delivery } from './bus.js';
 import { decodeMessage } from './codec.js';
-import { busError } from './nats-helpers.js';
+import { busError, OutageReport } from './nats-helpers.js';
 import type { PullConsumerSettings } from './nats-streams.js';
 import { ensurePullConsumer, streamOf } from './nats-streams.js';
 import { subjectMatches } from './subjects.js';
@@ -126,6 +126,23 @@ export class SerialDelivery<M extends Received> {
       this.host.report(error, msg.subject);
     }
   }
+}
+
+/**
+ * What a reading of what a stream stores needs, whichever way it reads: the delivery to its
+ * handler (stored messages were published for the stream's PubAck: there is nothing to respond
+ * to), and the report of failures to read, once per outage that lasts.
+ */
+export function storedReading<M extends Received>(
+  handler: BusHandler,
+  host: NatsHost,
+  subject: string,
+  isActive: () => boolean,
+): { delivery: SerialDelivery<M>; outage: OutageReport } {
+  return {
+    delivery: new SerialDelivery<M>(handler, host, isActive, () => null),
+    outage: new OutageReport((error) => host.report(busError(error, `cannot read ${subject}`), subject)),
+  };
 }
 
 /** A core NATS subscription (plain or in a queue group): at most once, like NATS itself. */

@@ -8,7 +8,13 @@ import { readLogFile } from '../../src/persistence/index.js';
 import type { RunEvent } from '../../src/schemas/index.js';
 import { type FakeOpenAI, type FakeStep, startFakeOpenAI } from '../support/fake-openai-server.js';
 import { MCP_FIXTURE_COMMAND, startMcpHttp } from '../support/mcp-fixture-server.js';
-import { answers, offeredTools, schemaOf, toolAnswers } from '../support/scripted-deployment.js';
+import {
+  answers,
+  asksForTools,
+  offeredTools,
+  schemaOf,
+  toolAnswers,
+} from '../support/scripted-deployment.js';
 
 /**
  * MCP servers as tool sources, through the official SDK: a real MCP server process on stdio, and
@@ -29,14 +35,7 @@ beforeEach(async () => {
   openai.script((body: Body): FakeStep => {
     const schema = schemaOf(body) ?? '';
     if (schema === caller.schema && toolAnswers(body).length === 0) {
-      return {
-        content: null,
-        toolCalls: caller.calls.map((call, i) => ({
-          id: `call_${i}`,
-          name: call.name,
-          arguments: JSON.stringify(call.arguments),
-        })),
-      };
+      return asksForTools(caller.calls);
     }
     const content = answers(9, 1)[schema];
     return content ? { content } : { status: 400, error: { message: 'unexpected schema' } };

@@ -7,7 +7,13 @@ import { PlannerGeneratorEvaluator } from '../../src/api/planner-generator-evalu
 import { readLogFile } from '../../src/persistence/index.js';
 import type { RunEvent } from '../../src/schemas/index.js';
 import { type FakeOpenAI, type FakeStep, startFakeOpenAI } from '../support/fake-openai-server.js';
-import { answers, offeredTools, schemaOf, toolAnswers } from '../support/scripted-deployment.js';
+import {
+  answers,
+  asksForTools,
+  offeredTools,
+  schemaOf,
+  toolAnswers,
+} from '../support/scripted-deployment.js';
 
 /**
  * Tools through the real openai SDK: a scripted OpenAI-compatible server answers the generator's
@@ -29,30 +35,19 @@ beforeEach(async () => {
     const schema = schemaOf(body) ?? '';
     if (schema === 'pge_work' && toolAnswers(body).length === 0) {
       // First round: write a file, and try to write outside the workspace.
-      return {
-        content: null,
-        toolCalls: [
+      return asksForTools(
+        [
+          { name: 'write_file', arguments: { path: 'src/hello.py', content: 'print("hello")\n' } },
           {
-            id: 'call_1',
             name: 'write_file',
-            arguments: JSON.stringify({ path: 'src/hello.py', content: 'print("hello")\n' }),
-          },
-          {
-            id: 'call_2',
-            name: 'write_file',
-            arguments: JSON.stringify({
-              path: `../../../${basename(outside)}/escaped.txt`,
-              content: 'x',
-            }),
+            arguments: { path: `../../../${basename(outside)}/escaped.txt`, content: 'x' },
           },
         ],
-      };
+        1,
+      );
     }
     if (schema === 'pge_evaluation' && toolAnswers(body).length === 0) {
-      return {
-        content: null,
-        toolCalls: [{ id: 'call_3', name: 'read_file', arguments: JSON.stringify({ path: 'src/hello.py' }) }],
-      };
+      return asksForTools([{ name: 'read_file', arguments: { path: 'src/hello.py' } }], 3);
     }
     const content =
       schema === 'pge_work'
@@ -161,12 +156,7 @@ describe('workspace tools', () => {
     openai.script((body: Body): FakeStep => {
       const schema = schemaOf(body) ?? '';
       if (schema === 'pge_work' && toolAnswers(body).length === 0) {
-        return {
-          content: null,
-          toolCalls: [
-            { id: 'w', name: 'write_file', arguments: JSON.stringify({ path: 'scene.txt', content: 'a' }) },
-          ],
-        };
+        return asksForTools([{ name: 'write_file', arguments: { path: 'scene.txt', content: 'a' } }]);
       }
       if (schema === 'pge_work') {
         const [runDir] = readdirSync(join(dir, 'workspaces'));

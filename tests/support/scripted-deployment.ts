@@ -62,6 +62,21 @@ export const toolAnswers = (body: RequestBody): RequestBody[] =>
 export const offeredTools = (body: RequestBody): string[] =>
   (body?.tools ?? []).map((t: RequestBody) => t.function.name).sort();
 
+/**
+ * A scripted answer that asks for tools rather than answering: each call's arguments as JSON, its
+ * id `call_<n>` counted from `firstId`.
+ */
+export function asksForTools(calls: readonly { name: string; arguments: object }[], firstId = 0): FakeStep {
+  return {
+    content: null,
+    toolCalls: calls.map((call, i) => ({
+      id: `call_${firstId + i}`,
+      name: call.name,
+      arguments: JSON.stringify(call.arguments),
+    })),
+  };
+}
+
 /** True when the request is for a run whose task contains `text`. */
 // biome-ignore lint/suspicious/noExplicitAny: the request body as the SDK sent it.
 export const taskHas = (body: any, text: string): boolean => JSON.stringify(body?.messages).includes(text);
