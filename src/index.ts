@@ -6,6 +6,12 @@ export type { ChatMessage, Model, ModelAnswer, ModelRequest } from './actors/mod
 export { OpenAIModel } from './actors/openai-model.js';
 export { createPersistenceActor } from './actors/persistence-actor.js';
 export { createRoleWorker } from './actors/role-worker.js';
+export type {
+  Validator,
+  ValidatorContext,
+  ValidatorFunction,
+  ValidatorVerdict,
+} from './actors/validators.js';
 export type { PgeOptions, ResolvedOptions, RoleModelSettings } from './api/options.js';
 export type { OutputType, RunOutput, TranscriptMessage } from './api/output.js';
 export { PlannerGeneratorEvaluator } from './api/planner-generator-evaluator.js';

@@ -12,6 +12,7 @@ import type {
 } from '../schemas/index.js';
 import type { Model, ModelAnswer, ModelRequest, ToolCallRequest } from './model.js';
 import { inputOf } from './prompts.js';
+import type { ValidatorContext, ValidatorVerdict } from './validators.js';
 
 /**
  * The demo model: a deterministic stand-in for a real model, so that `pge demo` shows the whole
@@ -19,7 +20,8 @@ import { inputOf } from './prompts.js';
  * input, scripted so that a run shows a contract amendment, a failed attempt, a refine and a pivot.
  * Step 1 fails once and passes on a refine; step 2 fails twice with flat scores, pivots, and passes.
  * Given the workspace tools, its generator first writes its deliverable into the workspace
- * (`<step id>.md`, one tool call), then answers: so the demo shows a tool call too.
+ * (`<step id>.md`, one tool call), then answers: so the demo shows a tool call too. Step 3's first
+ * draft has no title, which `titledDeliverable`, the validator of `pge demo`, fails.
  */
 
 const NAME = 'pge-demo (scripted demo model, not an AI)';
@@ -94,10 +96,11 @@ function work(input: WorkInput): Work {
         ? 'the same approach, refined'
         : 'a first approach';
   const deps = input.dependencies.map((d) => `- builds on "${d.title}"`).join('\n');
+  // The third step's first draft forgets its title, which the demo's validator catches.
+  const title = input.stepNumber === 3 && input.attempt === 1 ? [] : [`# ${input.step.title}`, ''];
   return {
     output: [
-      `# ${input.step.title}`,
-      '',
+      ...title,
       `Attempt ${input.attempt}, using ${approach}.`,
       input.step.description,
       deps,
@@ -142,6 +145,13 @@ function evaluation(input: EvaluationInput): Evaluation {
     actionableFeedback: low.map((s) => `Raise ${s.criterion}: make it concrete and checkable.`),
     summary: low.length === 0 ? 'Meets every criterion.' : `${low.length} criteria below threshold.`,
   };
+}
+
+/** The validator of `pge demo`: the deliverable must open with a title heading (`# …`). */
+export function titledDeliverable({ output }: ValidatorContext): ValidatorVerdict {
+  return /^# \S/.test(output)
+    ? { passed: true, output: 'it opens with a title heading' }
+    : { passed: false, output: 'the deliverable does not open with a title heading ("# <title>")' };
 }
 
 /** A deterministic demo model for `pge demo`. It says plainly that it is not an AI. */

@@ -108,8 +108,15 @@ function resultOf(
       return { status: 'ok', phase: 'contract', output: answer.payload.proposal };
     case 'step.contract.reviewed':
       return { status: 'ok', phase: 'contract_review', output: answer.payload.review };
-    case 'step.work.completed':
-      return { status: 'ok', phase: 'work', output: answer.payload.work };
+    case 'step.work.completed': {
+      const { work, validation } = answer.payload;
+      return {
+        status: 'ok',
+        phase: 'work',
+        output: work,
+        ...(validation === undefined ? {} : { validation }),
+      };
+    }
     case 'step.evaluation.completed':
       return { status: 'ok', phase: 'evaluation', output: answer.payload.evaluation };
     case 'step.work.invalid':

@@ -1,10 +1,16 @@
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { z } from 'zod';
 import { BoundedMap } from '../bounded-map.js';
 import type { Bus, BusSubscription } from '../bus/bus.js';
 import { publishRejection, publishResult, serveWork, subscribeCancels } from '../bus/channels.js';
 import { assertSubjectToken, subjects } from '../bus/subjects.js';
-import { CallCancelledError, describeError, InvalidOutputError, WorkerStoppedError } from '../errors.js';
+import {
+  CallCancelledError,
+  ConfigurationError,
+  describeError,
+  InvalidOutputError,
+  WorkerStoppedError,
+} from '../errors.js';
 import type {
   Evaluation,
   ModelCall,
@@ -36,6 +42,12 @@ import {
   Workspace,
   workspaceTools,
 } from './tools.js';
+import {
+  DEFAULT_VALIDATOR_LIMITS,
+  runValidators,
+  type Validator,
+  type ValidatorLimits,
+} from './validators.js';
 
 /**
  * A role worker: takes a request of its role from the bus, builds a fresh conversation from the
@@ -290,6 +302,12 @@ export interface RoleWorkerOptions {
   mcpServers?: McpServers;
   /** Replaces the role's system prompt (the reference's `planner_system_prompt`, …). */
   systemPrompt?: string;
+  /**
+   * The generator's validators (`validators.ts`): run in order after each valid work answer, in
+   * the run's workspace `<root>/<runId>`, within `limits` (default `DEFAULT_VALIDATOR_LIMITS`);
+   * their runs go back with the work, and the step chart calls the evaluator only when all passed.
+   */
+  validation?: { root: string; validators: readonly Validator[]; limits?: Partial<ValidatorLimits> };
 }
 
 /**
@@ -409,7 +427,9 @@ function liveRunCheck(
  * done with no result; `stop('abort')` aborts them all, and the requests go back to the queue.
  */
 export function createRoleWorker(options: RoleWorkerOptions): RoleWorker {
-  const { bus, role, model, workspaces } = options;
+  const { bus, role, model, workspaces, validation } = options;
+  if (validation !== undefined && validation.validators.length > 0 && role !== 'generator')
+    throw new ConfigurationError(`validators run on the generator's workers, not the ${role}'s`);
   const mcp = new McpTools(mcpServersOf(role, options.mcpServers ?? {}));
   const maxRepairs = options.maxRepairs ?? DEFAULT_MAX_REPAIRS;
   const concurrency = options.concurrency ?? DEFAULT_WORKER_CONCURRENCY;
@@ -456,7 +476,32 @@ export function createRoleWorker(options: RoleWorkerOptions): RoleWorker {
         result: { status: 'error', phase: request.payload.phase, error: describeError(error), raw: null },
       };
     }
-    const { calls, result } = answered;
+    const { calls } = answered;
+    let { result } = answered;
+    const validators = validation?.validators ?? [];
+    if (
+      validation !== undefined &&
+      validators.length > 0 &&
+      request.type === 'step.work.requested' &&
+      result.status === 'ok' &&
+      result.phase === 'work'
+    ) {
+      const { input } = request.payload;
+      const runs = await runValidators(
+        validators,
+        {
+          workspace: resolve(validation.root, assertSubjectToken('run id', request.runId)),
+          output: result.output.output,
+          runId: request.runId,
+          stepId: input.step.id,
+          stepNumber: input.stepNumber,
+          attempt: input.attempt,
+        },
+        signal,
+        { ...DEFAULT_VALIDATOR_LIMITS, ...validation.limits },
+      );
+      result = { ...result, validation: runs };
+    }
     await publishResult(bus, {
       requestId: request.id,
       runId: request.runId,

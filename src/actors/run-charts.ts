@@ -175,10 +175,15 @@ export function provideCharts(scopeOf: (system: AnyActorSystem) => RunScope | un
         );
         const ref = attemptRef(input);
         const problem = invalidAnswer(run, reply, 'step.work.invalid', ref);
-        if (problem !== null) return { work: null, problem, ...reply.report };
+        if (problem !== null) return { work: null, problem, validation: null, ...reply.report };
         const work = ok(run, reply, 'work', 'generator');
-        run.record({ type: 'step.work.completed', payload: { ...ref, work } });
-        return { work, problem: null, ...reply.report };
+        const validation =
+          reply.result.status === 'ok' && reply.result.phase === 'work' ? reply.result.validation : undefined;
+        run.record({
+          type: 'step.work.completed',
+          payload: { ...ref, work, ...(validation === undefined ? {} : { validation }) },
+        });
+        return { work, problem: null, validation: validation ?? null, ...reply.report };
       }),
       evaluateWork: call<'evaluateWork'>(async (input, run, signal) => {
         const reply = await run.ask(

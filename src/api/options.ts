@@ -1,10 +1,11 @@
 import { randomUUID } from 'node:crypto';
 import { accessSync, constants, existsSync, mkdirSync, statSync } from 'node:fs';
-import { dirname, resolve } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import { z } from 'zod';
 import { McpServers } from '../actors/mcp.js';
 import type { Model } from '../actors/model.js';
 import { DEFAULT_PRICES, priceOf } from '../actors/pricing.js';
+import type { Validator, ValidatorFunction } from '../actors/validators.js';
 import { ConfigurationError } from '../errors.js';
 import type { Role, RunEvent } from '../schemas/index.js';
 import { OPTION_DEFAULTS, ROLES } from '../schemas/setting-values.js';
@@ -81,6 +82,23 @@ export const PgeOptionsSchema = z.strictObject({
    * `roles` (default both) and an `allowTools` list (default all). See docs/agents.md.
    */
   mcpServers: McpServers.default({}),
+  /**
+   * Deterministic validators of the generator's work (`--validate`): shell commands, which pass
+   * when they exit with 0, or functions (`ValidatorFunction`). They run in order in the run's
+   * workspace after each attempt's work, with its output on stdin; when one fails the attempt fails
+   * with its output as feedback and the evaluator is not asked. On NATS they are the generator
+   * worker's. See docs/agents.md.
+   */
+  validators: z
+    .array(
+      z.union([
+        z.string().trim().min(1, { error: 'a validator command must not be empty' }),
+        z.custom<ValidatorFunction>((v) => typeof v === 'function', {
+          error: 'a validator is a shell command or a function',
+        }),
+      ]),
+    )
+    .default([]),
   sharedStatePath: z.string().min(1).optional(),
   defaultThresholds: run.defaultThresholds.default({}),
   outputType: OutputType.default(D.outputType),
@@ -143,6 +161,11 @@ export function systemPromptsOf(options: ResolvedOptions): Partial<Record<Role, 
 
 /** The directory of the working directory that holds runs' workspaces, one per run id. */
 export const WORKSPACES_DIR = 'workspaces';
+
+/** Where the generator's validators run (each run's workspace) and which they are. */
+export function validationOf(options: ResolvedOptions): { root: string; validators: readonly Validator[] } {
+  return { root: join(options.workingDirectory, WORKSPACES_DIR), validators: options.validators };
+}
 
 /** Options as a user writes them. */
 export type PgeOptions = z.input<typeof PgeOptionsSchema>;

@@ -20,6 +20,7 @@ import {
   type ResolvedOptions,
   resolveOptions,
   systemPromptsOf,
+  validationOf,
   WORKSPACES_DIR,
 } from './options.js';
 import { formatOutput, type OutputType, type RunOutput } from './output.js';
@@ -235,6 +236,7 @@ export class PlannerGeneratorEvaluator<T extends OutputType = OutputType> {
         : {}),
       mcpServers: this.options.mcpServers,
       systemPrompts: systemPromptsOf(this.options),
+      validation: validationOf(this.options),
       ...(this.inspect ? { inspect: this.inspect } : {}),
       onLogError: (runId, error) => {
         this.logErrors.set(runId, error);

@@ -191,6 +191,14 @@ const HARNESS_FLAGS = inGroup('harness', [
     }),
   ),
   {
+    name: 'validate',
+    kind: 'text',
+    option: 'validators',
+    value: '<command>',
+    repeatable: true,
+    help: "A check of each attempt's work, run in the run's workspace with its output on stdin; a non-zero exit fails the attempt before evaluation; repeatable",
+  },
+  {
     name: 'max-steps',
     kind: 'integer',
     option: 'maxSteps',

@@ -1,4 +1,4 @@
-import { DemoModel } from '../actors/demo-model.js';
+import { DemoModel, titledDeliverable } from '../actors/demo-model.js';
 import type { PgeOptions } from '../api/options.js';
 import type { RunOutput } from '../api/output.js';
 import type { PlannerGeneratorEvaluator } from '../api/planner-generator-evaluator.js';
@@ -145,6 +145,11 @@ export async function runCommand(line: CommandLine, io: CliIo): Promise<number> 
       throw new ConfigurationError(
         '--inspect needs the run in this process: it cannot inspect a run on NATS',
       );
+    // Validators are the generator workers' (a client's command would run on their machines).
+    if (line.flags.options.validators !== undefined)
+      throw new ConfigurationError(
+        '--validate runs on the generator workers of a deployment: give it to `pge worker --role generator`, not to `pge run --nats`',
+      );
     const { remoteRun } = await import('./remote-run.js');
     return remoteRun(task, nats, natsOptionsOf(line.flags, io.env), config.options, line.flags.json, io);
   }
@@ -157,6 +162,13 @@ export async function demoCommand(line: CommandLine, io: CliIo): Promise<number>
   io.stderr.write(`${DEMO_NOTICE}\n`);
   const model = new DemoModel();
   const task = line.positionals.join(' ').trim() || DEMO_TASK;
-  const options = { ...config.options, plannerAgent: model, generatorAgent: model, evaluatorAgent: model };
+  const options = {
+    ...config.options,
+    plannerAgent: model,
+    generatorAgent: model,
+    evaluatorAgent: model,
+    // The demo shows a validator at work unless it was given its own.
+    validators: config.options.validators?.length ? config.options.validators : [titledDeliverable],
+  };
   return runTask('demo', task, options, line.flags.json, io, line.flags.values.inspect === true);
 }

@@ -1,7 +1,7 @@
 import { basename, join } from 'node:path';
 import { DemoModel } from '../actors/demo-model.js';
 import { createRoleWorker } from '../actors/role-worker.js';
-import { resolveOptions, systemPromptsOf, WORKSPACES_DIR } from '../api/options.js';
+import { resolveOptions, systemPromptsOf, validationOf, WORKSPACES_DIR } from '../api/options.js';
 import { buildRoleModel } from '../api/planner-generator-evaluator.js';
 import { answerAbandonedWork } from '../bus/abandoned-work.js';
 import { publishControl } from '../bus/channels.js';
@@ -125,6 +125,7 @@ export async function workerCommand(line: CommandLine, io: CliIo): Promise<numbe
         : {}),
       mcpServers: options.mcpServers,
       ...(systemPrompt === undefined ? {} : { systemPrompt }),
+      ...(role === 'generator' ? { validation: validationOf(options) } : {}),
     });
     stop = (hurry) => worker.stop(hurry ? 'abort' : 'finish');
   } else if (role === 'persistence') {

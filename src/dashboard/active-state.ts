@@ -38,6 +38,7 @@ const STEP_STATE: Partial<Record<RunEvent['type'], string>> = {
   'step.contract.reviewed': 'step.negotiating.decided',
   'step.contract.agreed': 'step.executing.firstAttempt',
   'step.contract.imposed': 'step.executing.firstAttempt',
+  // Through `step.validating`, which decides at once; a failed validator goes to `step.judging` (below).
   'step.work.completed': 'step.evaluating',
   'step.work.invalid': 'step.judging',
   'step.evaluation.requested': 'step.evaluating',
@@ -49,6 +50,9 @@ const STEP_STATE: Partial<Record<RunEvent['type'], string>> = {
   'step.passed': 'step.passed',
   'step.failed': 'step.exhausted',
 };
+
+/** Work a validator failed goes from `step.validating` to judgement, never to the evaluator. */
+const VALIDATION_FAILED_STATE = 'step.judging';
 
 /** The retry state the chart entered, named by the signal it gave the generator. */
 const RETRY_STATE = { refine: 'step.executing.refining', pivot: 'step.executing.pivoting' } as const;
@@ -75,6 +79,7 @@ export const NAMED_STATES: readonly string[] = [
     ...Object.values(FAILED_RUN_STATE),
     ...Object.values(FAILED_STEP_STATE),
     ...Object.values(RETRY_STATE),
+    VALIDATION_FAILED_STATE,
   ]),
 ];
 
@@ -102,7 +107,11 @@ export function nextActiveStates(states: ActiveStates, event: RunEvent): ActiveS
   }
   const run = RUN_STATE[event.type] ?? states.run;
   const step =
-    event.type === 'step.retry.scheduled' ? RETRY_STATE[event.payload.signal] : STEP_STATE[event.type];
+    event.type === 'step.retry.scheduled'
+      ? RETRY_STATE[event.payload.signal]
+      : event.type === 'step.work.completed' && event.payload.validation?.some((v) => !v.passed)
+        ? VALIDATION_FAILED_STATE
+        : STEP_STATE[event.type];
   if (step === undefined) return { ...states, run };
   return { run, step, stepNumber: stepNumberOf(event) ?? states.stepNumber };
 }

@@ -115,8 +115,21 @@ const DESCRIBERS: { readonly [T in RunEventType]: (event: RunEventOf<T>) => Even
     ),
   'step.work.requested': ({ payload: { input } }) =>
     described(input.stepNumber, `generator: work requested (attempt ${input.attempt})`, 'detail'),
-  'step.work.completed': ({ payload: p }) =>
-    described(p.stepNumber, `attempt ${p.attempt}: work delivered`, 'detail', p.work.output),
+  'step.work.completed': ({ payload: p }) => {
+    if (p.validation === undefined)
+      return described(p.stepNumber, `attempt ${p.attempt}: work delivered`, 'detail', p.work.output);
+    const failed = p.validation.filter((v) => !v.passed);
+    const verdict =
+      failed.length === 0
+        ? `${plural(p.validation.length, 'validator')} passed`
+        : `validator ${failed.map((v) => `"${v.validator}"`).join(', ')} failed: ${failed[0]!.output.trim().split('\n').at(-1) ?? ''}`;
+    return described(
+      p.stepNumber,
+      `attempt ${p.attempt}: work delivered; ${verdict}`,
+      failed.length === 0 ? 'detail' : 'progress',
+      p.work.output,
+    );
+  },
   'step.work.invalid': ({ payload: p }) =>
     described(p.stepNumber, `attempt ${p.attempt}: invalid work: ${p.problem}`, 'milestone'),
   'step.evaluation.requested': ({ payload: { input } }) =>
@@ -127,11 +140,10 @@ const DESCRIBERS: { readonly [T in RunEventType]: (event: RunEventOf<T>) => Even
     described(p.stepNumber, `attempt ${p.attempt}: invalid evaluation: ${p.problem}`, 'milestone'),
   'step.attempt.judged': ({ payload: p }) => {
     const how = p.verdict === 'pass' ? 'passed' : `failed (${p.reason.replaceAll('_', ' ')})`;
-    return described(
-      p.stepNumber,
-      `attempt ${p.attempt} ${how}: ${formatScores(p.scores)}; mean ${mean(p.weightedMean)}`,
-      'progress',
-    );
+    // Work its validators failed was never scored: the validators' line said why.
+    const scores =
+      p.reason === 'failed_validation' ? '' : `: ${formatScores(p.scores)}; mean ${mean(p.weightedMean)}`;
+    return described(p.stepNumber, `attempt ${p.attempt} ${how}${scores}`, 'progress');
   },
   'step.retry.scheduled': ({ payload: p }) => {
     const trend =

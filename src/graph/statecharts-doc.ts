@@ -44,12 +44,14 @@ const STEP_NOTES: Record<string, string> = {
   'negotiating.decided':
     'Over budget (`overBudget`): `stopped`. Approved (`contractApproved`): the contract is agreed (`step.contract.agreed`). Amendments with rounds left (`roundsLeft`, `maxContractRounds`): another round. Amendments in the last round: the proposal is taken with the amendments added to its criteria, and the contract is imposed (`step.contract.imposed`).',
   executing:
-    "The **generator** does the work of the current attempt (invokes `doWork`) against the contract, given the outputs of the steps this one depends on; on a retry also the signal (refine or pivot), the scores with their change since the previous attempt, and the evaluator's feedback. Done, in order: work that stayed invalid after repairs (`workInvalid`) skips the evaluation and is judged at once as a failed attempt (`invalid_work`); an evaluation that would break a budget is not made (`overBudgetAfterAnswer`: `stopped`); otherwise the work goes to the evaluator. Failed: `failed`.",
+    "The **generator** does the work of the current attempt (invokes `doWork`) against the contract, given the outputs of the steps this one depends on; on a retry also the signal (refine or pivot), the scores with their change since the previous attempt, and the evaluator's feedback. Done, in order: work that stayed invalid after repairs (`workInvalid`) skips the evaluation and is judged at once as a failed attempt (`invalid_work`); an evaluation that would break a budget is not made (`overBudgetAfterAnswer`: `stopped`); otherwise the work goes to `validating`. Failed: `failed`.",
   'executing.firstAttempt': 'The first attempt at the step: the generator works from the contract alone.',
   'executing.refining':
     'A retry with the **refine** signal: the generator improves its last attempt with the scores, their change and the feedback. The signal the generator gets is this state.',
   'executing.pivoting':
     'A retry with the **pivot** signal: the scores were flat or falling, so the generator tries a different approach. The signal the generator gets is this state.',
+  validating:
+    "The validators' verdict (`--validate`, `validators`): they ran on the generator's worker, in the run's workspace, as the last part of the work call, so they see the files exactly as the work left them (`step.work.completed` records each one's result). Every one passed, or there are none (`allValidatorsPass`): `evaluating`. When one failed (`aValidatorFailed`) the evaluator is not asked: the attempt is judged failed (`failed_validation`) and the retry's feedback is what the failed validators printed. A decision that takes no time, like `judging`.",
   evaluating:
     "The **evaluator** scores the artifact against every criterion of the rubric and the contract (invokes `evaluateWork`), with evidence, findings and actionable feedback. It sees the artifact, not the generator's notes or self-assessment. An evaluation that stayed invalid after repairs fails the attempt (`invalid_evaluation`): the harness fails closed. Failed: `failed`.",
   judging:

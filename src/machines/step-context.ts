@@ -4,6 +4,7 @@ import type {
   ErrorInfo,
   RetryContext,
   Usage,
+  ValidatorRun,
   Verdict,
 } from '../schemas/index.js';
 import { addUsage } from '../schemas/index.js';
@@ -51,7 +52,7 @@ export interface StepContext {
 
 /** An attempt scored against the rubric, before the chart's verdict; `invalid` says why it has no scores. */
 export type ScoredAttempt = Omit<AttemptRecord, 'verdict' | 'reason'> & {
-  invalid: 'invalid_work' | 'invalid_evaluation' | null;
+  invalid: 'invalid_work' | 'invalid_evaluation' | 'failed_validation' | null;
 };
 
 /** Adds a call's reported usage and clock to the context. */
@@ -101,7 +102,11 @@ export function retryContext(context: StepContext): RetryContext | null {
         delta: s.score !== null && before !== null ? s.score - before : null,
       };
     }),
-    feedback: last.evaluation?.actionableFeedback ?? [],
+    // Failed validators are told as they printed: the evaluator did not see that attempt.
+    feedback:
+      last.reason === 'failed_validation' && last.problem !== null
+        ? [last.problem]
+        : (last.evaluation?.actionableFeedback ?? []),
     // A fixed sentence, not the validation problem: that can quote the evaluator's raw answer,
     // which the generator must never see (DESIGN 7).
     invalidEvaluation:
@@ -153,15 +158,43 @@ export function scoredAttempt(
   const work = worked.work;
   const evaluation = evaluated?.evaluation ?? null;
   const scoring: Scoring = scoreAttempt(context.input.criteria, evaluation);
+  const failed = failedValidators(worked);
   return {
     attempt: context.attempt,
     signal: context.signal,
     work,
     evaluation,
-    problem: work === null ? worked.problem : (evaluated?.problem ?? null),
-    invalid: work === null ? 'invalid_work' : evaluation === null ? 'invalid_evaluation' : null,
+    problem:
+      work === null
+        ? worked.problem
+        : failed.length > 0
+          ? validationProblem(failed)
+          : (evaluated?.problem ?? null),
+    invalid:
+      work === null
+        ? 'invalid_work'
+        : failed.length > 0
+          ? 'failed_validation'
+          : evaluation === null
+            ? 'invalid_evaluation'
+            : null,
     ...scoring,
   };
+}
+
+/** The validators of the work that failed. */
+export function failedValidators(worked: WorkOutput): ValidatorRun[] {
+  return worked.validation?.filter((run) => !run.passed) ?? [];
+}
+
+/** What the generator is told of failed validators: each one's name, exit code and output. */
+function validationProblem(failed: readonly ValidatorRun[]): string {
+  return failed
+    .map((run) => {
+      const how = run.exitCode === null ? 'failed' : `failed with exit code ${run.exitCode}`;
+      return `validator "${run.validator}" ${how}:\n${run.output.trimEnd()}`;
+    })
+    .join('\n\n');
 }
 
 /** The current attempt with the chart's verdict: the record the step keeps. */

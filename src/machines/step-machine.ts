@@ -13,6 +13,7 @@ import {
 import {
   budgetAfter,
   contractFrom,
+  failedValidators,
   lastRound,
   meansSoFar,
   outcome,
@@ -39,8 +40,8 @@ import { reportOfError } from './types.js';
 /**
  * The lifecycle of one step (DESIGN semantics 3–9): contract negotiation in bounded rounds, then
  * attempts of work → evaluation → judgement, retried with a refine or pivot signal until the step
- * passes or its attempts are spent. Every decision is a named guard: the verdict
- * (`allCriteriaPass`), refine or pivot (`noTrajectoryYet`, `scoresImproving`), the bounds
+ * passes or its attempts are spent. Every decision is a named guard: the validators' verdict
+ * (`allValidatorsPass`), the evaluation's (`allCriteriaPass`), refine or pivot (`noTrajectoryYet`, `scoresImproving`), the bounds
  * (`retriesLeft`, `roundsLeft`) and the budgets (`overBudget`, `overBudgetAfterAnswer`). Every model
  * call is an invoked actor (`calls.ts`), stopped — and so cancelled — when its state is left. The
  * machine does no I/O: the calls and the `record` action are provided at the composition root.
@@ -109,6 +110,10 @@ export const stepMachine = setup({
     roundsLeft: ({ context }) => context.round < context.input.maxContractRounds,
     /** The work never validated: the attempt is judged failed without calling the evaluator. */
     workInvalid: (_, output: WorkOutput) => output.work === null,
+    /** Every validator of the work passed (or it had none). */
+    allValidatorsPass: ({ context }) => failedValidators(context.pendingWork!).length === 0,
+    /** At least one validator of the work failed: it is judged without the evaluator. */
+    aValidatorFailed: ({ context }) => failedValidators(context.pendingWork!).length > 0,
     /** Every criterion has a score at or above its threshold (DESIGN 3: fail closed). */
     allCriteriaPass: ({ context }) => context.scored !== null && allCriteriaPass(context.scored.scores),
     retriesLeft: ({ context }) => retriesLeft(context.attempt, context.input.maxRetriesPerStep),
@@ -323,7 +328,7 @@ export const stepMachine = setup({
             actions: [assign(({ context, event }) => spend(context, event.output)), 'noteBudget'],
           },
           {
-            target: '#step.evaluating',
+            target: '#step.validating',
             actions: assign(({ context, event }) => ({
               ...spend(context, event.output),
               pendingWork: event.output,
@@ -332,6 +337,25 @@ export const stepMachine = setup({
         ],
         onError: { target: '#step.failed', actions: 'noteError' },
       },
+    },
+    /**
+     * The validators' verdict on the work. They ran on the generator's worker, in the run's
+     * workspace, as the last part of the work call (so they see the files as the work left them);
+     * the evaluator is asked only when every one passed, else the attempt is judged failed with
+     * their output as the generator's feedback.
+     */
+    validating: {
+      always: [
+        { guard: 'allValidatorsPass', target: 'evaluating' },
+        {
+          guard: 'aValidatorFailed',
+          target: 'judging',
+          actions: assign(({ context }) => ({
+            scored: scoredAttempt(context, context.pendingWork!, null),
+            pendingWork: null,
+          })),
+        },
+      ],
     },
     evaluating: {
       invoke: {

@@ -17,6 +17,7 @@ import type {
   ResolvedCriterion,
   RunEventDraft,
   Usage,
+  ValidatorRun,
   Work,
   WorkInput,
 } from '../schemas/index.js';
@@ -56,10 +57,14 @@ export interface ProposalOutput extends CallReport {
 export interface ReviewOutput extends CallReport {
   review: ContractReview;
 }
-/** Output of the `doWork` call: `work` is null when the answer never validated (fail closed). */
+/**
+ * Output of the `doWork` call: `work` is null when the answer never validated (fail closed);
+ * `validation` is what the generator's validators made of it, null when there were none.
+ */
 export interface WorkOutput extends CallReport {
   work: Work | null;
   problem: string | null;
+  validation: ValidatorRun[] | null;
 }
 /** Output of the `evaluateWork` call: `evaluation` is null when it never validated (fail closed). */
 export interface EvaluateOutput extends CallReport {

@@ -139,12 +139,27 @@ function renderBody(event: RunEvent): string {
       );
     }
     case 'step.work.completed': {
-      const { stepNumber, attempt, work } = event.payload;
+      const { stepNumber, attempt, work, validation } = event.payload;
       const selfRows = work.selfAssessment.map((s) => [s.criterion, s.score, s.comment]);
+      const validators =
+        validation === undefined
+          ? ''
+          : `\n**Validators**\n\n${table(
+              ['Validator', 'Passed', 'Exit code', 'ms'],
+              validation.map((v) => [
+                v.validator,
+                v.passed ? 'yes' : 'no',
+                v.exitCode ?? '-',
+                Math.round(v.durationMs),
+              ]),
+            )}${validation
+              .filter((v) => !v.passed)
+              .map((v) => block('Failed validator', `${v.validator}\n\n${v.output}`))
+              .join('')}`;
       return section(
         `STEP ${stepNumber} WORK LOG${retryLabel(attempt)}`,
         event.ts,
-        `**Attempt**: ${attempt}\n\n${block('Output', work.output)}${block('Notes', work.notes)}**Self-assessment**\n\n${table(['Criterion', 'Score', 'Comment'], selfRows)}`,
+        `**Attempt**: ${attempt}\n\n${block('Output', work.output)}${block('Notes', work.notes)}**Self-assessment**\n\n${table(['Criterion', 'Score', 'Comment'], selfRows)}${validators}`,
       );
     }
     case 'step.evaluation.completed': {

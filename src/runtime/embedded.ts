@@ -3,7 +3,7 @@ import { createCoordinator } from '../actors/coordinator.js';
 import type { McpServers } from '../actors/mcp.js';
 import type { Model } from '../actors/model.js';
 import { createPersistenceActor } from '../actors/persistence-actor.js';
-import { createRoleWorker, type RoleWorker } from '../actors/role-worker.js';
+import { createRoleWorker, type RoleWorker, type RoleWorkerOptions } from '../actors/role-worker.js';
 import { InProcessBus } from '../bus/in-process-bus.js';
 import { type LogWriteError, WorkerStoppedError } from '../errors.js';
 import type { Role } from '../schemas/index.js';
@@ -30,6 +30,8 @@ export interface EmbeddedRuntimeOptions {
   mcpServers?: McpServers;
   /** Each role's system prompt, where it replaces pge's own. */
   systemPrompts?: Partial<Record<Role, string>>;
+  /** The generator's validators (see `RoleWorkerOptions.validation`). */
+  validation?: RoleWorkerOptions['validation'];
   /** XState inspection of every run's actors (e.g. `@statelyai/inspect`), passed to the coordinator. */
   inspect?: (event: InspectionEvent) => void;
 }
@@ -54,6 +56,7 @@ export function createEmbeddedRuntime(options: EmbeddedRuntimeOptions) {
       ...(options.workspaces === undefined ? {} : { workspaces: options.workspaces }),
       ...(options.mcpServers === undefined ? {} : { mcpServers: options.mcpServers }),
       ...(options.systemPrompts?.[role] === undefined ? {} : { systemPrompt: options.systemPrompts[role] }),
+      ...(role === 'generator' && options.validation !== undefined ? { validation: options.validation } : {}),
     }),
   );
   const coordinator = createCoordinator({

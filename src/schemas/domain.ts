@@ -136,6 +136,21 @@ export const Work = z.object({
 });
 export type Work = z.infer<typeof Work>;
 
+/**
+ * One validator's run on an attempt's work: a command (named by itself) or a function of the API
+ * (named by its name), run in the run's workspace after the work and before the evaluator. `output`
+ * is the end of what it printed (stdout and stderr), bounded; `exitCode` is a command's, null for
+ * a function or a command that was stopped (its deadline passed).
+ */
+export const ValidatorRun = z.strictObject({
+  validator: z.string().min(1),
+  passed: z.boolean(),
+  exitCode: z.number().int().nullable(),
+  output: z.string(),
+  durationMs: z.number().min(0),
+});
+export type ValidatorRun = z.infer<typeof ValidatorRun>;
+
 /** One criterion's score with the evidence for it. */
 export const CriterionScore = z.object({ criterion: CriterionName, score: Score, evidence: z.string() });
 export type CriterionScore = z.infer<typeof CriterionScore>;

@@ -13,6 +13,7 @@ import {
   SafeId,
   Score,
   Usage,
+  ValidatorRun,
   Work,
 } from './domain.js';
 import {
@@ -104,6 +105,7 @@ export const AttemptReason = z.enum([
   'below_threshold',
   'invalid_evaluation',
   'invalid_work',
+  'failed_validation',
 ]);
 export type AttemptReason = z.infer<typeof AttemptReason>;
 
@@ -233,7 +235,14 @@ export const WorkRequested = event(
   'step.work.requested',
   z.strictObject({ phase: z.literal('work'), input: WorkInput }),
 );
-export const WorkCompleted = event('step.work.completed', z.strictObject({ ...AttemptRef, work: Work }));
+/**
+ * The generator's work, and what the validators its worker runs made of it (in their order; absent
+ * when the worker has none). The evaluator is called only when every one passed.
+ */
+export const WorkCompleted = event(
+  'step.work.completed',
+  z.strictObject({ ...AttemptRef, work: Work, validation: z.array(ValidatorRun).optional() }),
+);
 export const WorkInvalid = event(
   'step.work.invalid',
   z.strictObject({ ...AttemptRef, problem: z.string(), raw: z.string().nullable() }),

@@ -20,6 +20,7 @@ export {
   SelfScore,
   truncatePlan,
   Usage,
+  ValidatorRun,
   Work,
   ZERO_USAGE,
 } from './domain.js';

@@ -1,5 +1,15 @@
 import { z } from 'zod';
-import { ContractProposal, ContractReview, Evaluation, Phase, Plan, Role, SafeId, Work } from './domain.js';
+import {
+  ContractProposal,
+  ContractReview,
+  Evaluation,
+  Phase,
+  Plan,
+  Role,
+  SafeId,
+  ValidatorRun,
+  Work,
+} from './domain.js';
 import { ErrorInfo, ModelCall } from './events.js';
 
 /**
@@ -23,7 +33,8 @@ export const RoleSuccess = z.discriminatedUnion('phase', [
   ),
   ok('contract', ContractProposal),
   ok('contract_review', ContractReview),
-  ok('work', Work),
+  // The work, and its validators' runs when the worker has validators (they run where it runs).
+  ok('work', Work).extend({ validation: z.array(ValidatorRun).optional() }),
   ok('evaluation', Evaluation),
 ]);
 export type RoleSuccess = z.infer<typeof RoleSuccess>;

@@ -49,6 +49,9 @@ describe('pge demo', () => {
     expect(r.stderr.split('\n')[0]).toMatch(/demo model.*not an AI/);
     expect(r.stderr).toMatch(/step 1\/3 retry: attempt 2 will refine/);
     expect(r.stderr).toMatch(/step 2\/3 retry: attempt 3 will pivot/);
+    // The demo's validator fails step 3's first draft, and the evaluator never sees it.
+    expect(r.stderr).toMatch(/step 3\/3 attempt 1: work delivered; validator "titledDeliverable" failed/);
+    expect(r.stderr).toMatch(/step 3\/3 attempt 1 failed \(failed validation\)\n/);
     expect(r.stderr).toMatch(/run passed: 3\/3 steps passed/);
     const [log] = logsIn(tmp);
     expect(log).toBeDefined();
@@ -64,9 +67,16 @@ describe('pge demo', () => {
     expect(r.code).toBe(0);
     const result = JSON.parse(r.stdout);
     expect(result.passed).toBe(true);
-    expect(result.totalRetries).toBe(3);
+    // 1 refine in step 1, a refine and a pivot in step 2, 1 retry after the validator in step 3.
+    expect(result.totalRetries).toBe(4);
     expect(result.plan.scope).toContain('Plan a picnic');
     expect(existsSync(result.outputPath)).toBe(true);
+  });
+
+  it("refuses --validate for a run on NATS: validators are the generator workers'", async () => {
+    const r = await pge(['run', 'a task', '--validate', 'true', '--nats', 'nats://127.0.0.1:1']);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain('give it to `pge worker --role generator`');
   });
 
   it('refuses flags that configure a model server', async () => {

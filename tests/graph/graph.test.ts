@@ -179,14 +179,16 @@ describe('the step chart', () => {
       expect(source).toContain(line);
   });
 
-  it('shows the contract rounds, invalid work skipping the evaluation, and the model calls as invoked actors', () => {
+  it('shows the contract rounds, invalid work and failed validators skipping the evaluation, and the model calls as invoked actors', () => {
     for (const line of [
       'negotiating_decided --> negotiating_proposing : always [roundsLeft]',
       'negotiating_decided --> executing_firstAttempt : always\n',
       'negotiating_proposing --> negotiating_reviewing : done: proposeContract\n',
       'negotiating_reviewing --> negotiating_decided : done: reviewContract',
       'executing --> judging : done: doWork [workInvalid]',
-      'executing --> evaluating : done: doWork\n',
+      'executing --> validating : done: doWork\n',
+      'validating --> evaluating : always [allValidatorsPass]',
+      'validating --> judging : always [aValidatorFailed]',
       'evaluating --> judging : done: evaluateWork',
       'evaluating --> failed : error: evaluateWork',
       'negotiating_proposing : invoke: proposeContract',

@@ -61,6 +61,34 @@ describe('step chart paths', () => {
     expect(outcome.outcomes[0]!.status).toBe('exhausted');
   });
 
+  it('judges work a validator failed without asking the evaluator, and retries with the validator output', async () => {
+    const failing = {
+      validator: 'npm test',
+      passed: false,
+      exitCode: 1,
+      output: '1 test failed',
+      durationMs: 5,
+    };
+    const passing = { ...failing, passed: true, exitCode: 0, output: 'ok' };
+    const { outcome, events, inputs } = await runChart({
+      validations: [[passing, failing], [passing]],
+      evaluations: [scored(8, 7)],
+    });
+    expect(inputs.work).toHaveLength(2);
+    // The evaluator saw only the attempt every validator passed.
+    expect(inputs.evaluation.map((e) => e.attempt)).toEqual([2]);
+    const judged = events.filter((e) => e.type === 'step.attempt.judged').map((e) => e.payload);
+    expect(judged).toMatchObject([
+      { attempt: 1, verdict: 'fail', reason: 'failed_validation', weightedMean: null },
+      { attempt: 2, verdict: 'pass', reason: 'all_criteria_pass' },
+    ]);
+    const retry = inputs.work[1]!.retry!;
+    expect(retry.signal).toBe('refine');
+    expect(retry.feedback).toEqual(['validator "npm test" failed with exit code 1:\n1 test failed']);
+    expect(outcome.outcomes[0]!.attempts[0]!.problem).toBe(retry.feedback[0]);
+    expect(outcome.totals.passed).toBe(true);
+  });
+
   it('negotiates amendments, then approval: the revised proposal sees the amendments', async () => {
     const { outcome, events, inputs } = await runChart({
       reviews: [amend('add a verification checklist')],

@@ -13,7 +13,7 @@ import type {
   WorkInput,
   WorkOutput,
 } from '../../src/machines/types.js';
-import type { ContractReview, Evaluation, Plan, Usage } from '../../src/schemas/index.js';
+import type { ContractReview, Evaluation, Plan, Usage, ValidatorRun } from '../../src/schemas/index.js';
 
 /** Test fixtures for the statecharts: fake role calls fed from scripts, plugged in with `provide`. */
 
@@ -65,6 +65,8 @@ export interface ChartScript {
   plans?: (Plan | Error)[];
   reviews?: (ContractReview | Error)[];
   works?: (string | null | Error)[];
+  /** What the validators made of each valid work, in order (default none ran: null). */
+  validations?: ValidatorRun[][];
   evaluations?: (Evaluation | null | Error)[];
   /** Cost of every call (default 0.01 USD). */
   usage?: Usage;
@@ -160,7 +162,7 @@ export async function runChart(script: ChartScript, overrides: Partial<RunInput>
           : `work of ${input.step.id} attempt ${input.attempt}`;
         if (output instanceof Error) throw output;
         return output === null
-          ? { work: null, problem: 'work answer never validated', ...report() }
+          ? { work: null, problem: 'work answer never validated', validation: null, ...report() }
           : {
               work: {
                 output,
@@ -168,6 +170,7 @@ export async function runChart(script: ChartScript, overrides: Partial<RunInput>
                 selfAssessment: [{ criterion: 'accuracy', score: 9, comment: 'great' }],
               },
               problem: null,
+              validation: script.validations?.shift() ?? null,
               ...report(),
             };
       }),
