@@ -86,6 +86,7 @@ export function evaluationFor(input: Pick<EvaluationInput, 'attempt' | 'criteria
     findings: low ? input.criteria.map((c) => `${c.name} is below its threshold`) : [],
     actionableFeedback: low ? input.criteria.map((c) => `Raise ${c.name}: make it concrete.`) : [],
     summary: low ? 'Every criterion is below its threshold.' : 'Meets every criterion.',
+    failureKind: low ? 'execution' : null,
   };
 }
 

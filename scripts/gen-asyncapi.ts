@@ -121,6 +121,8 @@ const EVENT_SUMMARIES: Record<RunEventType, string> = {
   'step.retry.scheduled': 'Another attempt follows, with a refine or pivot signal.',
   'step.passed': 'The step passed; names the attempt it keeps.',
   'step.failed': 'The step exhausted its attempts; names the policy that applied.',
+  'step.plan.rejected':
+    "The evaluator found the attempt's failure to be the plan's (failureKind plan): the step ends and the planner revises the plan.",
   'model.call.completed':
     'One model call made for a request (repairs included): tokens, cost, latency, outcome.',
   'role.failed': 'A role could not answer a request: a model error, or output that never validated.',

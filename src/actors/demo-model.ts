@@ -144,6 +144,7 @@ function evaluation(input: EvaluationInput): Evaluation {
     findings: low.map((s) => `${s.criterion} is below its threshold`),
     actionableFeedback: low.map((s) => `Raise ${s.criterion}: make it concrete and checkable.`),
     summary: low.length === 0 ? 'Meets every criterion.' : `${low.length} criteria below threshold.`,
+    failureKind: low.length === 0 ? null : 'execution',
   };
 }
 

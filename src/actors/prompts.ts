@@ -30,12 +30,13 @@ const SYSTEM: Record<Role, string> = {
     'Do not inflate scores. Scale: 1-3 broken or missing; 4-5 major defects; 6-7 adequate; 8-9 strong with minor issues; 10 exceptional.',
     'Score every criterion of the rubric, no more and no fewer, citing exact parts of the artifact as evidence.',
     'Your feedback must be actionable: each item says what to change.',
+    'When the work fails a criterion, say where the fault lies in failureKind: "execution" if a better attempt at this step can pass, "plan" only if the step cannot pass as planned (it is wrong, impossible, or needs what no earlier step made).',
     'When you review a contract, approve it only if it is testable, aligned with the rubric, achievable, and has a verification method; otherwise list specific amendments.',
   ].join('\n'),
 };
 
 const TASK: Record<Phase, string> = {
-  plan: 'Create the plan for the task below. Use at most `maxSteps` steps. When `replan` is set, a step failed after all its attempts: keep the completed steps (same ids) and plan the remaining work differently, using the findings. When `rubric` is set, it is the fixed rubric every step is judged by: give exactly its criteria, unchanged, and plan the steps to meet them.',
+  plan: 'Create the plan for the task below. Use at most `maxSteps` steps. When `replan` is set, a step failed (`reason`: it ran out of attempts, or the evaluator found that it cannot pass as planned): keep the completed steps (same ids) and plan the remaining work differently, using the findings. When `rubric` is set, it is the fixed rubric every step is judged by: give exactly its criteria, unchanged, and plan the steps to meet them.',
   contract:
     'Propose the contract for step `stepNumber` below: acceptance criteria, expected output and verification method. When `previous` is set, revise that proposal to satisfy every amendment.',
   contract_review:

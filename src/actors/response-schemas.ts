@@ -123,8 +123,13 @@ function closeObject(source: JsonObject, out: JsonObject, path: string): void {
   const properties = isObject(out.properties) ? out.properties : {};
   const required = new Set(Array.isArray(source.required) ? source.required : []);
   const names = Object.keys(properties);
+  const given = isObject(source.properties) ? source.properties : {};
   for (const name of names) {
-    if (!required.has(name)) {
+    // A property with a default is asked of the model like any other; zod fills it in where an
+    // answer recorded before it existed lacks it.
+    const child = given[name];
+    const defaulted = isObject(child) && 'default' in child;
+    if (!required.has(name) && !defaulted) {
       throw new Error(
         `${path}/properties/${name} is optional; strict mode needs every property required: use .nullable(), not .optional()`,
       );

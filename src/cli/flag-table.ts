@@ -231,7 +231,7 @@ const HARNESS_FLAGS = inGroup('harness', [
     kind: 'integer',
     option: 'maxReplans',
     value: '<n>',
-    help: 'Replans allowed with --on-exhausted replan',
+    help: "Replans allowed: of a step exhausted under --on-exhausted replan, or of one the evaluator finds the plan's fault",
   },
   {
     name: 'threshold',

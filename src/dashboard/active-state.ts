@@ -26,6 +26,7 @@ const RUN_STATE: Partial<Record<RunEvent['type'], string>> = {
   'step.started': 'run.stepping.running',
   'step.passed': 'run.stepping.next',
   'step.failed': 'run.stepping.next',
+  'step.plan.rejected': 'run.planning.gate',
   'run.completed': 'run.completed',
 };
 
@@ -49,6 +50,7 @@ const STEP_STATE: Partial<Record<RunEvent['type'], string>> = {
   // `step.work.requested` leaves the step in the executing state it is in.
   'step.passed': 'step.passed',
   'step.failed': 'step.exhausted',
+  'step.plan.rejected': 'step.planRejected',
 };
 
 /** Work a validator failed goes from `step.validating` to judgement, never to the evaluator. */
@@ -85,6 +87,7 @@ export const NAMED_STATES: readonly string[] = [
 
 const isFinalStep = (state: string | null) =>
   state === 'step.passed' ||
+  state === 'step.planRejected' ||
   state === 'step.exhausted' ||
   state === 'step.stopped' ||
   state === 'step.failed';

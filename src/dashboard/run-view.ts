@@ -224,6 +224,7 @@ function apply(
       return;
     }
     case 'step.passed':
+    case 'step.plan.rejected':
     case 'step.failed': {
       const step = stepOf(event.payload.stepNumber);
       if (step) step.status = event.type === 'step.passed' ? 'passed' : 'failed';

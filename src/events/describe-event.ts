@@ -71,7 +71,13 @@ const DESCRIBERS: { readonly [T in RunEventType]: (event: RunEventOf<T>) => Even
   'plan.requested': ({ payload: { input } }) =>
     described(
       null,
-      `planner: plan requested${input.replan === null ? '' : ` (replan after step ${input.replan.failedStepId} was exhausted)`}`,
+      `planner: plan requested${
+        input.replan === null
+          ? ''
+          : input.replan.reason === 'plan_rejected'
+            ? ` (replan: step ${input.replan.failedStepId} cannot pass as planned)`
+            : ` (replan after step ${input.replan.failedStepId} was exhausted)`
+      }`,
       'detail',
     ),
   'plan.created': ({ payload: { plan, criteria, replan } }) => {
@@ -153,6 +159,12 @@ const DESCRIBERS: { readonly [T in RunEventType]: (event: RunEventOf<T>) => Even
     return described(p.stepNumber, `retry: attempt ${p.nextAttempt} will ${p.signal} (${trend})`, 'progress');
   },
   'step.passed': ({ payload: p }) => described(p.stepNumber, `passed on attempt ${p.attempt}`, 'milestone'),
+  'step.plan.rejected': ({ payload: p }) =>
+    described(
+      p.stepNumber,
+      `attempt ${p.attempt}: the evaluator found the plan at fault; the planner revises it`,
+      'milestone',
+    ),
   'step.failed': ({ payload: p }) => {
     const best = p.bestAttempt === null ? 'no usable attempt' : `keeps attempt ${p.bestAttempt}`;
     return described(

@@ -20,7 +20,7 @@ const RUN_NOTES: Record<string, string> = {
   'stepping.next':
     "Chooses what comes next: no steps left, `completed`; the step's first model call would break a budget, `stopped`; a step whose id already passed (before a replan) is skipped; otherwise the step runs.",
   'stepping.running':
-    'Records `step.started` and invokes `runStep`, the step machine below, with the step, the outputs of the steps it depends on and the budget spent so far. On its outcome, in this order: `stepPassed`, the next step; `stepStopped`, `stopped`; `stepFailed`, `failed`; exhausted, the exhaustion policy: `policyIsAbort` goes to `aborted`, `policyIsReplan` goes back to `planning` while `replansLeft` (`maxReplans`), and otherwise (`advance`, or no replans left) the step stays failed and the run goes on with the next step.',
+    "Records `step.started` and invokes `runStep`, the step machine below, with the step, the outputs of the steps it depends on and the budget spent so far. On its outcome, in this order: `stepPassed`, the next step; `stepStopped`, `stopped`; `stepFailed`, `failed`; `stepRejectedPlan` (the evaluator found the failure to be the plan's), back to `planning` with the evaluation's findings (`replan.reason: plan_rejected`); exhausted, the exhaustion policy: `policyIsAbort` goes to `aborted`, `policyIsReplan` goes back to `planning` while `replansLeft` (`maxReplans`), and otherwise (`advance`, or no replans left) the step stays failed and the run goes on with the next step.",
   completed:
     'Every step has run. The run passed if every step passed (under `advance` an exhausted step does not stop the run, but the run does not pass). Records `run.completed`.',
   aborted:
@@ -55,10 +55,12 @@ const STEP_NOTES: Record<string, string> = {
   evaluating:
     "The **evaluator** scores the artifact against every criterion of the rubric and the contract (invokes `evaluateWork`), with evidence, findings and actionable feedback. It sees the artifact, not the generator's notes or self-assessment. An evaluation that stayed invalid after repairs fails the attempt (`invalid_evaluation`): the harness fails closed. Failed: `failed`.",
   judging:
-    'The chart, not a model, decides the verdict, and records it (`step.attempt.judged`) on the transition it takes. `allCriteriaPass` (every criterion has a score at or above its threshold): `passed`. Otherwise, with retries left (`retriesLeft`: at most `maxRetriesPerStep` retries): `stopped` if the retry would break a budget (`overBudget`); `executing.refining` when there is no trajectory yet (`noTrajectoryYet`: fewer than two scored attempts, as at the first retry) or the weighted mean rose (`scoresImproving`); `executing.pivoting` when it was flat or fell. The transition into a retry starts the next attempt with that signal (`step.retry.scheduled`); the contract stays as agreed. No retries left: `exhausted`. `judging` is a decision that takes no time: it passes within one step of the machine, so an inspector shows the transition it takes rather than the state.',
+    "The chart, not a model, decides the verdict, and records it (`step.attempt.judged`) on the transition it takes. `allCriteriaPass` (every criterion has a score at or above its threshold): `passed`. A failure the evaluator found to be the plan's (`planAtFault`: `failureKind: plan`) while the run has a replan left (`replansLeft`, `maxReplans`): `planRejected`, whatever retries are left. Otherwise, with retries left (`retriesLeft`: at most `maxRetriesPerStep` retries): `stopped` if the retry would break a budget (`overBudget`); `executing.refining` when there is no trajectory yet (`noTrajectoryYet`: fewer than two scored attempts, as at the first retry) or the weighted mean rose (`scoresImproving`); `executing.pivoting` when it was flat or fell. The transition into a retry starts the next attempt with that signal (`step.retry.scheduled`); the contract stays as agreed. No retries left: `exhausted`. `judging` is a decision that takes no time: it passes within one step of the machine, so an inspector shows the transition it takes rather than the state.",
   passed: 'The step passed. Records `step.passed` with the passing attempt.',
   exhausted:
     'No attempt passed and no retries are left. Records `step.failed` with the best attempt and the policy; the run machine then applies `onStepExhausted`.',
+  planRejected:
+    'The step cannot pass as planned. Records `step.plan.rejected`; the run machine sends the run back to the planner with the evaluation that said so (a replan, counted against `maxReplans`). Without a replan left, such a failure is retried like any other.',
   stopped: 'The next model call would have broken a budget; the run machine goes to `stopped`.',
   failed: 'A call failed; the run machine goes to `failed`.',
 };
@@ -135,6 +137,11 @@ The run then follows \`onStepExhausted\`, the \`done: runStep\` edges out of
 - \`abort\`: the run ends \`aborted\`.
 - \`replan\`: back to \`planning\`, with what was learnt from the failed step, at most
   \`maxReplans\` times; after that the step is treated as under \`advance\`.
+
+Whatever the policy, a failed attempt the evaluator judges to be the plan's fault
+(\`failureKind: plan\`) goes back to \`planning\` at once while a replan is left: the step chart
+ends in \`planRejected\` (\`planAtFault\` and \`replansLeft\`), and the run chart takes it under
+\`stepRejectedPlan\`. Replans of both kinds count against \`maxReplans\`.
 
 ## The step
 

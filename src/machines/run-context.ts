@@ -152,6 +152,32 @@ export function closingEvent(context: RunContext): RecordParams {
       };
 }
 
+/**
+ * The replan after the last step: `step_exhausted` tells the planner the findings of the step's
+ * best attempt, `plan_rejected` those of the attempt whose evaluation found the plan at fault.
+ */
+export function replanAfter(
+  context: RunContext,
+  reason: ReplanContext['reason'],
+): Pick<RunContext, 'replans' | 'replan'> {
+  const failed = context.outcomes.at(-1)!;
+  const judged = reason === 'plan_rejected' ? failed.attempts.length - 1 : failed.best;
+  const evaluation = judged >= 0 ? failed.attempts[judged]!.evaluation : null;
+  return {
+    replans: context.replans + 1,
+    replan: {
+      reason,
+      previousPlan: context.plan!,
+      failedStepId: failed.stepId,
+      findings: evaluation?.findings ?? [],
+      actionableFeedback: evaluation?.actionableFeedback ?? [],
+      completedStepIds: context
+        .plan!.steps.filter((s) => latest(context, s.id)?.status === 'passed')
+        .map((s) => s.id),
+    },
+  };
+}
+
 /** Appends a finished step's outcome and takes over its spend. */
 export function store(context: RunContext, o: StepOutcome, advance: boolean): Partial<RunContext> {
   return {

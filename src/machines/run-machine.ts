@@ -11,6 +11,7 @@ import {
   type RunContext,
   type RunInput,
   type RunOutcome,
+  replanAfter,
   runTotals,
   store,
 } from './run-context.js';
@@ -26,8 +27,8 @@ import {
 export type { RunInput, RunOutcome, RunStatus } from './run-context.js';
 
 /**
- * The run: planning → one step machine per plan step → summary, with the replan loop of
- * `onStepExhausted: 'replan'` (bounded by `maxReplans`), budget gates before every model call, and
+ * The run: planning → one step machine per plan step → summary, with the replan loop (bounded by
+ * `maxReplans`) of `onStepExhausted: 'replan'` and of a failure the evaluator found to be the plan's, budget gates before every model call, and
  * an `interrupt` event for a clean stop. How a step ended and the exhaustion policy are named
  * guards. Free of I/O like the step machine.
  */
@@ -53,6 +54,8 @@ export const runMachine = setup({
     stepPassed: (_, step: StepOutcome) => step.status === 'passed',
     stepStopped: (_, step: StepOutcome) => step.status === 'stopped',
     stepFailed: (_, step: StepOutcome) => step.status === 'failed',
+    /** The step ended on a failure the evaluator found to be the plan's (it had a replan left). */
+    stepRejectedPlan: (_, step: StepOutcome) => step.status === 'plan_rejected',
     /** `onStepExhausted: 'abort'`: an exhausted step fails the run. */
     policyIsAbort: ({ context }) => context.input.onStepExhausted === 'abort',
     /** `onStepExhausted: 'replan'`: an exhausted step sends the run back to the planner. */
@@ -207,6 +210,7 @@ export const runMachine = setup({
                 context.input.onStepExhausted === 'replan' && context.replans >= context.input.maxReplans
                   ? 'advance'
                   : context.input.onStepExhausted,
+              replansLeft: context.input.maxReplans - context.replans,
               budget: context.budget,
             }),
             onDone: [
@@ -231,6 +235,14 @@ export const runMachine = setup({
                   error: event.output.error,
                 })),
               },
+              {
+                guard: { type: 'stepRejectedPlan', params: ({ event }) => event.output },
+                target: '#run.planning',
+                actions: [
+                  assign(({ context, event }) => store(context, event.output, false)),
+                  assign(({ context }) => replanAfter(context, 'plan_rejected')),
+                ],
+              },
               // The step was exhausted: the run follows `onStepExhausted`.
               {
                 guard: 'policyIsAbort',
@@ -242,22 +254,7 @@ export const runMachine = setup({
                 target: '#run.planning',
                 actions: [
                   assign(({ context, event }) => store(context, event.output, false)),
-                  assign(({ context }) => {
-                    const failed = context.outcomes.at(-1)!;
-                    const best = failed.best >= 0 ? failed.attempts[failed.best]!.evaluation : null;
-                    return {
-                      replans: context.replans + 1,
-                      replan: {
-                        previousPlan: context.plan!,
-                        failedStepId: failed.stepId,
-                        findings: best?.findings ?? [],
-                        actionableFeedback: best?.actionableFeedback ?? [],
-                        completedStepIds: context
-                          .plan!.steps.filter((s) => latest(context, s.id)?.status === 'passed')
-                          .map((s) => s.id),
-                      },
-                    };
-                  }),
+                  assign(({ context }) => replanAfter(context, 'step_exhausted')),
                 ],
               },
               { target: 'next', actions: assign(({ context, event }) => store(context, event.output, true)) },

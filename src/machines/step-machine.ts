@@ -117,6 +117,10 @@ export const stepMachine = setup({
     /** Every criterion has a score at or above its threshold (DESIGN 3: fail closed). */
     allCriteriaPass: ({ context }) => context.scored !== null && allCriteriaPass(context.scored.scores),
     retriesLeft: ({ context }) => retriesLeft(context.attempt, context.input.maxRetriesPerStep),
+    /** The evaluator found the failure to be the plan's, not the work's (`failureKind: 'plan'`). */
+    planAtFault: ({ context }) => context.scored?.evaluation?.failureKind === 'plan',
+    /** The run may still revise its plan (`maxReplans`). */
+    replansLeft: ({ context }) => context.input.replansLeft > 0,
     noTrajectoryYet: ({ context }) => noTrajectoryYet(meansSoFar(context)),
     scoresImproving: ({ context }) => scoresImproving(meansSoFar(context)),
   },
@@ -388,6 +392,12 @@ export const stepMachine = setup({
           actions: [{ type: 'settle', params: 'pass' }, recordJudgement],
         },
         {
+          // A rejection routed by its nature: the plan's goes to the planner, retries or not.
+          guard: and(['planAtFault', 'replansLeft']),
+          target: 'planRejected',
+          actions: [{ type: 'settle', params: 'fail' }, recordJudgement],
+        },
+        {
           guard: and(['retriesLeft', 'overBudget']),
           target: 'stopped',
           actions: [{ type: 'settle', params: 'fail' }, recordJudgement, 'noteBudget'],
@@ -442,6 +452,24 @@ export const stepMachine = setup({
               },
             };
           },
+        },
+      ],
+    },
+    /** The step cannot pass as planned: the run chart sends the run back to the planner. */
+    planRejected: {
+      type: 'final',
+      entry: [
+        assign({ status: 'plan_rejected' }),
+        {
+          type: 'record',
+          params: ({ context }) => ({
+            type: 'step.plan.rejected',
+            payload: {
+              stepId: step(context).id,
+              stepNumber: context.input.stepNumber,
+              attempt: context.attempt,
+            },
+          }),
         },
       ],
     },

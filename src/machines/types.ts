@@ -102,11 +102,13 @@ export interface StepInput {
   maxContractRounds: number;
   maxRetriesPerStep: number;
   onStepExhausted: ExhaustionPolicy;
+  /** Replans the run has left (`maxReplans` less those made): a plan-level failure needs one. */
+  replansLeft: number;
   budget: BudgetState;
 }
 
 /** How a step ended. */
-export type StepStatus = 'passed' | 'exhausted' | 'stopped' | 'failed';
+export type StepStatus = 'passed' | 'exhausted' | 'plan_rejected' | 'stopped' | 'failed';
 
 /** Output of the step machine: everything the step log and the run need. */
 export interface StepOutcome {

@@ -155,12 +155,26 @@ export type ValidatorRun = z.infer<typeof ValidatorRun>;
 export const CriterionScore = z.object({ criterion: CriterionName, score: Score, evidence: z.string() });
 export type CriterionScore = z.infer<typeof CriterionScore>;
 
+/**
+ * Where the fault of a failed attempt lies, as the evaluator judges it: `execution`, the generator
+ * can pass this step with a better attempt; `plan`, the step cannot pass as planned, so the
+ * planner must revise the plan (bounded by `maxReplans`).
+ */
+export const FailureKind = z.enum(['execution', 'plan']);
+export type FailureKind = z.infer<typeof FailureKind>;
+
 /** The evaluator's answer. Whether it covers the plan's criteria is checked by `checkEvaluationCoverage`. */
 export const Evaluation = z.object({
   scores: z.array(CriterionScore).min(1),
   findings: z.array(z.string()),
   actionableFeedback: z.array(z.string()),
   summary: z.string(),
+  // Required of the model (strict mode); null in evaluations recorded before it was asked for.
+  failureKind: FailureKind.nullable()
+    .default(null)
+    .describe(
+      'When a criterion is below its threshold, where the fault lies: "execution" if a better attempt at this same step can pass; "plan" if the step cannot pass as planned (it is wrong, impossible, or needs what no earlier step made), so the plan must change. null when every criterion meets its threshold.',
+    ),
 });
 export type Evaluation = z.infer<typeof Evaluation>;
 

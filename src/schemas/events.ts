@@ -299,6 +299,11 @@ export const StepPassed = event(
   'step.passed',
   z.strictObject({ ...AttemptRef, bestAttempt: z.number().int().min(1) }),
 );
+/**
+ * The evaluator judged the attempt's failure to be the plan's (`failureKind: 'plan'`) and a
+ * replan is left: the step ends here and the planner revises the plan with the evaluation.
+ */
+export const StepPlanRejected = event('step.plan.rejected', z.strictObject({ ...AttemptRef }));
 export const StepFailed = event(
   'step.failed',
   z.strictObject({
@@ -376,6 +381,7 @@ export const RunEvent = z.discriminatedUnion('type', [
   AttemptJudged,
   RetryScheduled,
   StepPassed,
+  StepPlanRejected,
   StepFailed,
   ModelCallCompleted,
   RoleFailed,

@@ -10,6 +10,7 @@ export {
   CriterionWeight,
   checkEvaluationCoverage,
   Evaluation,
+  FailureKind,
   Phase,
   Plan,
   PlanStep,

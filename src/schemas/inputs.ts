@@ -26,6 +26,12 @@ export type PlanOutline = z.infer<typeof PlanOutline>;
 
 /** Why the planner is asked again after a step was exhausted (`onStepExhausted: 'replan'`). */
 export const ReplanContext = z.strictObject({
+  /**
+   * Why the plan is revised: a step ran out of attempts (`onStepExhausted: 'replan'`), or the
+   * evaluator found a step's failure to be the plan's (`failureKind: 'plan'`). Absent in logs
+   * written before it was recorded: those were all exhaustions.
+   */
+  reason: z.enum(['step_exhausted', 'plan_rejected']).default('step_exhausted'),
   previousPlan: Plan,
   failedStepId: SafeId,
   findings: z.array(z.string()),

@@ -143,9 +143,11 @@ describe('OpenAIModel with a scripted server', () => {
     );
     expect(review.schema.parse(JSON.parse(reviewed.content ?? ''))).toMatchObject({ status: 'approved' });
     const evaluated = await model.complete(evaluationRequest());
-    expect(responseSchemaFor('evaluation').schema.parse(JSON.parse(evaluated.content ?? ''))).toEqual(
-      EVALUATION,
-    );
+    // An answer without failureKind (a model that ignored it) reads as null: no fault named.
+    expect(responseSchemaFor('evaluation').schema.parse(JSON.parse(evaluated.content ?? ''))).toEqual({
+      ...EVALUATION,
+      failureKind: null,
+    });
     expect(server.completions().map((r) => r.body.response_format.json_schema.name)).toEqual([
       'pge_contract_review',
       'pge_evaluation',

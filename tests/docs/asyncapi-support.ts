@@ -99,6 +99,7 @@ const RARER_EVENTS: RunEventDraft[] = [
     type: 'step.failed',
     payload: { stepId: 's1', stepNumber: 1, attempts: 4, bestAttempt: 2, policy: 'advance' },
   },
+  { type: 'step.plan.rejected', payload: { stepId: 's1', stepNumber: 1, attempt: 1 } },
   {
     type: 'role.failed',
     payload: {

@@ -78,6 +78,7 @@ const SAMPLES: RunEvent[] = [
       discardedBytes: 120,
     },
   }),
+  makeEvent('run-a', 48, { type: 'step.plan.rejected', payload: { ...ref, attempt: 2 } }),
   makeEvent('run-a', 49, {
     type: 'run.failed',
     payload: { ...totals, reason: 'budget', message: 'maxCostUsd 0.50 reached' },
@@ -114,6 +115,11 @@ describe('describeEvent', () => {
       level: 'progress',
     });
     expect(by('step.failed').text).toBe('failed after 4 attempts (no usable attempt); on exhausted: replan');
+    expect(by('step.plan.rejected')).toMatchObject({
+      step: 1,
+      text: 'attempt 2: the evaluator found the plan at fault; the planner revises it',
+      level: 'milestone',
+    });
     expect(by('run.failed')).toMatchObject({
       step: null,
       text: 'run stopped (budget): maxCostUsd 0.50 reached; 0/1 steps passed, 1,200 tokens, $0.5000',

@@ -212,6 +212,56 @@ describe('exhaustion policies', () => {
       'advance',
     ]);
   });
+
+  it("routes a failure the evaluator finds to be the plan's to the planner at once, retries left or not, with its findings", async () => {
+    const plan = makePlan(['s1', 's2']);
+    const replanned = makePlan(['s1', 's2b']);
+    const { outcome, inputs, events } = await runChart(
+      {
+        plans: [plan, replanned],
+        // s1 passes; s2's first attempt fails by the plan's fault; s2b passes.
+        evaluations: [scored(9, 9), scored(3, 4, ['s2 needs data no step gathers'], 'plan'), scored(8, 8)],
+      },
+      // The default policy (advance) and retries left: neither holds back the replan.
+      { maxRetriesPerStep: 3, onStepExhausted: 'advance', maxReplans: 1 },
+    );
+    expect(inputs.work.map((w) => [w.step.id, w.attempt])).toEqual([
+      ['s1', 1],
+      ['s2', 1],
+      ['s2b', 1],
+    ]);
+    expect(inputs.plan[1]!.replan).toMatchObject({
+      reason: 'plan_rejected',
+      failedStepId: 's2',
+      completedStepIds: ['s1'],
+      findings: ['accuracy at 3'],
+      actionableFeedback: ['s2 needs data no step gathers'],
+    });
+    expect(types(events).slice(5, 9)).toEqual([
+      'step.started',
+      'step.contract.agreed',
+      'step.attempt.judged',
+      'step.plan.rejected',
+    ]);
+    expect(events.find((e) => e.type === 'step.plan.rejected')?.payload).toEqual({
+      stepId: 's2',
+      stepNumber: 2,
+      attempt: 1,
+    });
+    expect(outcome.replans).toBe(1);
+    expect(outcome.totals).toMatchObject({ passed: true, stepsPassed: 2, stepsTotal: 2 });
+  });
+
+  it("retries a failure found to be the plan's like any other once the replans are spent", async () => {
+    const { outcome, inputs, events } = await runChart(
+      { evaluations: [scored(3, 4, ['x'], 'plan'), scored(8, 8)] },
+      { maxReplans: 0 },
+    );
+    expect(inputs.plan).toHaveLength(1);
+    expect(inputs.work).toHaveLength(2);
+    expect(types(events)).not.toContain('step.plan.rejected');
+    expect(outcome.totals.passed).toBe(true);
+  });
 });
 
 describe('budgets, errors and interruption', () => {

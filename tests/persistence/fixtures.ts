@@ -142,6 +142,7 @@ export function fullRun(runId: string, options: FullRunOptions = {}): RunEvent[]
         findings: [text('Syllable count off in line 2')],
         actionableFeedback: [text('Cut one syllable from line 2'), 'Keep the imagery'],
         summary: text(formScore >= 8 ? 'Passes.' : 'Close, but the form is off.'),
+        failureKind: formScore >= 8 ? null : 'execution',
       },
     },
   });

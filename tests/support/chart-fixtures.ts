@@ -13,7 +13,14 @@ import type {
   WorkInput,
   WorkOutput,
 } from '../../src/machines/types.js';
-import type { ContractReview, Evaluation, Plan, Usage, ValidatorRun } from '../../src/schemas/index.js';
+import type {
+  ContractReview,
+  Evaluation,
+  FailureKind,
+  Plan,
+  Usage,
+  ValidatorRun,
+} from '../../src/schemas/index.js';
 
 /** Test fixtures for the statecharts: fake role calls fed from scripts, plugged in with `provide`. */
 
@@ -43,11 +50,12 @@ export const amend = (...amendments: string[]): ContractReview => ({
   rationale: 'needs work',
 });
 
-/** An evaluation with the given scores for accuracy and clarity. */
+/** An evaluation with the given scores for accuracy and clarity, and where the fault of a failure lies. */
 export function scored(
   accuracy: number,
   clarity: number,
   feedback = [`raise accuracy from ${accuracy}`],
+  failureKind: FailureKind | null = null,
 ): Evaluation {
   return {
     scores: [
@@ -57,6 +65,7 @@ export function scored(
     findings: [`accuracy at ${accuracy}`],
     actionableFeedback: feedback,
     summary: 'ok',
+    failureKind,
   };
 }
 
