@@ -166,6 +166,12 @@ export interface ResumeOptions {
    * applied, and no model is asked again.
    */
   storedResult?: (requestId: string) => Promise<RoleResult | null>;
+  /**
+   * Replays the recorded events and never goes live (`pge replay`): where the charts go on past
+   * the log, or make a request the log does not answer, the run ends and `done` rejects with a
+   * `ReplayDivergence`. Nothing is asked of a worker.
+   */
+  replayOnly?: boolean;
 }
 
 /** The settings of a resumed run: those its `run.started` recorded. */
@@ -416,6 +422,8 @@ export function createCoordinator(options: CoordinatorOptions) {
           seq = event.seq;
           return event;
         }
+        if (resume!.options.replayOnly)
+          throw replay!.beyond(`the log has ended, the replay goes on with ${draft.type}`);
         goLive([]);
         return null;
       } catch (error) {
@@ -530,6 +538,7 @@ export function createCoordinator(options: CoordinatorOptions) {
         // cost are recorded, and count.
         carried = recorded.usage.get(request.id) ?? ZERO_USAGE;
         try {
+          if (options.replayOnly) throw replay.beyond(`${request.type} ${request.id} has no recorded answer`);
           goLive([request.id]);
         } catch (error) {
           throw diverged(error);

@@ -23,6 +23,20 @@ import { addUsage, ROLE_OF_REQUEST, RunEvent as RunEventSchema, ZERO_USAGE } fro
  * earlier resumes, and the pieces of an answer lost in a crash.
  */
 
+/**
+ * Where a replay and its log part: the seq of the first recorded event that the replay did not
+ * produce again (or the seq after the last, when the replay goes on past the log), and how.
+ */
+export class ReplayDivergence extends ResumeError {
+  constructor(
+    message: string,
+    readonly seq: number,
+    readonly problem: string,
+  ) {
+    super(message);
+  }
+}
+
 /** A request's answer as the log holds it: the worker's result, what its calls cost, when it came. */
 export interface RecordedAnswer {
   result: RoleResult['result'];
@@ -137,17 +151,23 @@ function resultOf(
  * none, not starting with `run.started`, ending with the run's closing event, or an answer that no
  * open request asked for. `source` names them in errors (the log's path).
  */
-export function readRecordedRun(events: readonly RunEvent[], source: string): RecordedRun {
+export function readRecordedRun(
+  events: readonly RunEvent[],
+  source: string,
+  { ended = false }: { ended?: boolean } = {},
+): RecordedRun {
   const fail = (message: string): never => {
-    throw new ResumeError(`cannot resume ${source}: ${message}`);
+    throw new ResumeError(`cannot ${ended ? 'replay' : 'resume'} ${source}: ${message}`);
   };
   const first = events[0];
   if (first === undefined) return fail('it holds no event');
   if (first.type !== 'run.started') return fail(`its first event is ${first.type}, not run.started`);
   const last = events.at(-1)!;
-  if (TERMINAL.has(last.type))
+  if (TERMINAL.has(last.type) !== ended)
     fail(
-      `run ${first.runId} has already ended (${last.type} at seq ${last.seq}); there is nothing to resume`,
+      ended
+        ? `run ${first.runId} has not ended (its last event is ${last.type} at seq ${last.seq}): resume it instead`
+        : `run ${first.runId} has already ended (${last.type} at seq ${last.seq}); there is nothing to resume`,
     );
 
   const facts = new Set<number>();
@@ -271,12 +291,29 @@ export class Replay {
     }
   }
 
-  #disagree(seq: number, problem: string): ResumeError {
-    return new ResumeError(
+  #disagree(seq: number, problem: string): ReplayDivergence {
+    return new ReplayDivergence(
       `cannot resume run ${this.recorded.runId}: the log and its replay disagree at seq ${seq}: ${problem}. ` +
         'Nothing was asked of a model or written. Resume it with the version of pge that wrote it ' +
         '(and, if its run.started records no thresholds, the defaultThresholds and fallbackThreshold it ran with)',
+      seq,
+      problem,
     );
+  }
+
+  /** The replay went on where the log ends, or asked what the log does not answer. */
+  beyond(problem: string): ReplayDivergence {
+    const seq = this.#next + 1;
+    return new ReplayDivergence(
+      `the replay of run ${this.recorded.runId} parts from its log at seq ${seq}: ${problem}`,
+      seq,
+      problem,
+    );
+  }
+
+  /** True once every recorded event was handed out. */
+  get done(): boolean {
+    return this.#next >= this.recorded.events.length;
   }
 }
 

@@ -188,6 +188,8 @@ export function flagsFor(command: Command): readonly FlagSpec[] {
       return [...WORKER_FLAGS, ...DEPLOYMENT_FLAGS, ...FLAGS.filter((f) => f.group !== 'nats')];
     case 'graph':
       return GRAPH_FLAGS;
+    case 'replay':
+      return FLAGS.filter((f) => f.name === 'json');
     case 'dashboard':
       return DASHBOARD_FLAGS;
     case 'follow':

@@ -22,6 +22,7 @@ export type Command =
   | 'batch'
   | 'config'
   | 'graph'
+  | 'replay'
   | 'worker'
   | 'dashboard'
   | 'follow'

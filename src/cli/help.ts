@@ -53,6 +53,11 @@ const NATS_CONFIG_EXIT_CODES = `Exit codes:
   0    the files were written
   2    usage error: unknown flag or bad value, or a directory that cannot be written`;
 
+const REPLAY_EXIT_CODES = `Exit codes:
+  0    the replay produced every recorded event again, in order, and nothing else
+  1    it did not: the first difference is printed (and with --json, is in firstDifference)
+  2    usage error, or a file that is not the log of an ended pge run`;
+
 const GRAPH_EXIT_CODES = `Exit codes:
   0    the chart was printed
   2    usage error: unknown flag or bad value`;
@@ -79,6 +84,8 @@ Usage:
   pge batch <file> [flags]      run one task per line of a file, each with its own log
   pge config [flags]            show the resolved configuration and where each value came from
   pge graph [flags]             print the run or step statechart as Mermaid, DOT or JSON
+  pge replay <log> [--json]     re-run a recorded run's charts from its log, with no model call,
+                                and check that they produce the recorded events
   pge worker --role <role>      one process of a distributed deployment on NATS
   pge dashboard [flags]         a local web page that shows runs live, from a log or NATS
   pge follow <runId> [flags]    show a run of a NATS deployment, from its start, to its end
@@ -256,6 +263,20 @@ their owner only. Run again, it keeps the keys and the credentials it issued bef
       'pge nats-config --dir ./nats --rotate && nats-server --signal reload',
     ],
   },
+  replay: {
+    usage: 'pge replay <log> [--json]',
+    about: `Runs the charts of an ended run again with every model call answered from its log (no
+model is called: the replay has no workers, and counts the requests that would have gone to one),
+and checks that they produce the recorded events, one by one, and nothing else. A log replays
+identically unless the charts changed since it was written: use recorded runs as regression
+fixtures. Prints the verdict, or the first event where the replay and the log part; --json prints
+{"runId", "identical", "events", "modelCalls", "firstDifference": {"seq", "problem"} | null}.
+A run interrupted by a person does not replay past the interruption (a signal is not in the log).`,
+    examples: [
+      'pge replay pge_shared_state_<runId>.md',
+      'pge replay pge_shared_state_<runId>.md --json | jq .identical',
+    ],
+  },
   graph: {
     usage: 'pge graph [flags]',
     about: `Prints a statechart of the harness, read from the machine definitions themselves, so it is
@@ -341,6 +362,7 @@ const EXITS: Record<Command, string> = {
   worker: WORKER_EXIT_CODES,
   dashboard: DASHBOARD_EXIT_CODES,
   graph: GRAPH_EXIT_CODES,
+  replay: REPLAY_EXIT_CODES,
   follow: FOLLOW_EXIT_CODES,
   'nats-config': NATS_CONFIG_EXIT_CODES,
 };

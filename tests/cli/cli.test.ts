@@ -79,6 +79,18 @@ describe('pge demo', () => {
     expect(r.stderr).toContain('give it to `pge worker --role generator`');
   });
 
+  it('replays a recorded run from its log with no model call: pge replay', async () => {
+    const fixture = join(ROOT, 'tests/fixtures/logs/demo-run.md');
+    const r = await pge(['replay', fixture, '--json']);
+    expect(r.code).toBe(0);
+    expect(JSON.parse(r.stdout)).toMatchObject({ identical: true, modelCalls: 0, firstDifference: null });
+    const said = await pge(['replay', fixture]);
+    expect(said.stdout).toMatch(
+      /^identical: the replay of run pge-\S+ produced its 95 recorded events, with 0 model calls\n$/,
+    );
+    expect(server.requests).toHaveLength(0);
+  });
+
   it('refuses flags that configure a model server', async () => {
     const r = await pge(['demo', '--model', 'gpt-4.1']);
     expect(r.code).toBe(2);

@@ -1,0 +1,63 @@
+import { createCoordinator } from '../actors/coordinator.js';
+import { ReplayDivergence, readRecordedRun } from '../actors/replay.js';
+import { InProcessBus } from '../bus/in-process-bus.js';
+import { subjects } from '../bus/subjects.js';
+import { ResumeError } from '../errors.js';
+import { readLogFile } from '../persistence/log-reader.js';
+import { OPTION_DEFAULTS, ROLES } from '../schemas/setting-values.js';
+
+/**
+ * `pge replay`: a recorded run's charts run again with every call answered from its log, and the
+ * events they produce compared with the recorded ones, one by one: a regression check of the
+ * charts (a change that makes a recorded run take another path shows where), and a proof that a
+ * log holds everything its run decided. Nothing is asked of a model: the replay has no workers,
+ * and it counts every request that would have gone to one.
+ */
+
+/** What a replay found. */
+export interface ReplayReport {
+  runId: string;
+  /** Every recorded event was produced again, in order, and nothing else. */
+  identical: boolean;
+  /** Events in the log. */
+  events: number;
+  /** Requests that went to a worker, so to a model: 0, since the replay never goes live. */
+  modelCalls: number;
+  /** Where the replay and the log part: a seq of the log, and how; null when identical. */
+  firstDifference: { seq: number; problem: string } | null;
+}
+
+/** Replays the ended run of the log at `path`. Throws `ResumeError` when it is no ended pge run. */
+export async function replayLog(path: string): Promise<ReplayReport> {
+  const events = await readLogFile(path).catch((error: Error) => {
+    throw new ResumeError(`cannot replay ${path}: ${error.message}`, { cause: error });
+  });
+  const recorded = readRecordedRun(events, path, { ended: true });
+  const bus = new InProcessBus();
+  let modelCalls = 0;
+  const queues = ROLES.map((role) =>
+    bus.subscribe(subjects.work(role), () => {
+      modelCalls += 1;
+    }),
+  );
+  const coordinator = createCoordinator({ bus });
+  const report = { runId: recorded.runId, events: events.length };
+  try {
+    const handle = coordinator.resumeRun(recorded, {
+      owner: 'pge replay',
+      replayOnly: true,
+      // A log written before run.started recorded its thresholds replays with the defaults.
+      defaults: { defaultThresholds: {}, fallbackThreshold: OPTION_DEFAULTS.fallbackThreshold },
+    });
+    await handle.done;
+    return { ...report, identical: true, modelCalls, firstDifference: null };
+  } catch (error) {
+    if (!(error instanceof ReplayDivergence)) throw error;
+    const { seq, problem } = error;
+    return { ...report, identical: false, modelCalls, firstDifference: { seq, problem } };
+  } finally {
+    for (const queue of queues) queue.unsubscribe();
+    coordinator.close();
+    await bus.close();
+  }
+}
