@@ -1,17 +1,18 @@
 import { existsSync, statSync } from 'node:fs';
-import { readFile } from 'node:fs/promises';
+import { readFile, rm } from 'node:fs/promises';
 import { hostname } from 'node:os';
 import { basename, dirname, extname, join, resolve } from 'node:path';
 import type { InspectionEvent } from 'xstate';
 import { type RunHandle, runSettingsOf } from '../actors/coordinator.js';
 import type { Model } from '../actors/model.js';
 import { OpenAIModel } from '../actors/openai-model.js';
-import { readRecordedRun } from '../actors/replay.js';
+import { ReplayDivergence, readRecordedRun } from '../actors/replay.js';
 import { subscribeEvents } from '../bus/channels.js';
 import { ConfigurationError, errorFromInfo, type LogWriteError, ResumeError } from '../errors.js';
 import type { RunOutcome } from '../machines/run-machine.js';
 import { readLogRunId, readLogTail } from '../persistence/log-reader.js';
 import { createEmbeddedRuntime, type EmbeddedRuntime } from '../runtime/embedded.js';
+import type { ForkSettings } from '../runtime/fork-log.js';
 import { newRunId } from '../runtime/run-id.js';
 import { checkTask } from '../runtime/task.js';
 import type { Role, RunEvent } from '../schemas/index.js';
@@ -31,6 +32,16 @@ import { buildResult, type HarnessResult } from './result.js';
  * `run(task)`, `batchedRun(tasks)`, `lastResult`. Runs on the embedded runtime (one process, the
  * in-process bus); every run gets its own id and its own log, and a log is never overwritten.
  */
+
+/** Options of `fork`. */
+export interface ForkOptions {
+  /** The step (1-based, as the parent's plan numbers it) from which models are called again. */
+  fromStep: number;
+  /** The fork's log (default `<workingDirectory>/pge_shared_state_<runId>.md`); never overwritten. */
+  logPath?: string;
+  /** Settings that differ from the parent's (its recorded ones stand for the rest). */
+  settings?: ForkSettings;
+}
 
 export class PlannerGeneratorEvaluator<T extends OutputType = OutputType> {
   /** The options after validation and defaults. */
@@ -130,6 +141,47 @@ export class PlannerGeneratorEvaluator<T extends OutputType = OutputType> {
     });
     // The run's own duration: the time before the crash and after the resume.
     return this.finish(handle, recorded.started.payload.task, path, (outcome) => outcome.totals.durationMs);
+  }
+
+  /**
+   * Forks a recorded run at step `fromStep`: a new run, with its own id and log, that takes the
+   * parent's plan and every event before the step's start from the parent's log (replayed, never
+   * asked of a model again) and calls models from that step on. Its `run.started` names its parent.
+   * The fork's models are this instance's; its other settings are the parent's, except those given
+   * in `settings`, which must leave the steps before `fromStep` as they were (else the fork is
+   * refused with the first difference, before any model is called). The run's workspace starts as a
+   * copy of the parent's, as the parent left it. Returns what `run` returns.
+   */
+  async fork(logPath: string, options: ForkOptions): Promise<RunOutput<T>> {
+    const parentPath = resolve(logPath);
+    const { forkLog } = await import('../runtime/fork-log.js');
+    const runId = newRunId();
+    const path = resolve(
+      options.logPath ?? join(this.options.workingDirectory, `pge_shared_state_${runId}.md`),
+    );
+    checkLogPath(path, `the log of the fork ${runId}`);
+    await forkLog({
+      parentPath,
+      fromStep: options.fromStep,
+      runId,
+      logPath: path,
+      models: this.modelNames,
+      settings: options.settings ?? {},
+      workspaces: join(this.options.workingDirectory, WORKSPACES_DIR),
+    });
+    try {
+      return await this.resume(path);
+    } catch (error) {
+      if (!(error instanceof ResumeError)) throw error;
+      // Refused before anything was asked: the fork leaves no log behind.
+      await rm(path, { force: true });
+      if (!(error instanceof ReplayDivergence)) throw error;
+      throw new ResumeError(
+        `cannot fork ${parentPath} from step ${options.fromStep} with these settings: the events before it would not be the same (at seq ${error.seq}: ${error.problem}). ` +
+          'Change only what applies from that step on, or fork from an earlier step',
+        { cause: error },
+      );
+    }
   }
 
   /** Runs tasks one after another, each with its own run id and log; returns their outputs. */

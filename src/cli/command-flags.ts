@@ -16,6 +16,18 @@ const INSPECT_FLAG: FlagSpec = {
   help: "Watch the run live in Stately's inspector (needs internet)",
 };
 
+/** `--from-step` of `pge fork`: the step from which the fork calls models. */
+const FROM_STEP_FLAG: FlagSpec = {
+  name: 'from-step',
+  kind: 'integer',
+  value: '<n>',
+  group: 'harness',
+  help: "The step of the parent's plan (1-based) from which the fork calls models again (required)",
+};
+
+/** Flags that shape the plan, which a fork takes from its parent. */
+const PLAN_FLAGS: readonly string[] = ['max-steps', 'rubric'];
+
 /** The roles a `pge worker` process can take. */
 export const WORKER_ROLES = [...ROLES, 'persistence', 'coordinator'] as const;
 export type WorkerRole = (typeof WORKER_ROLES)[number];
@@ -190,6 +202,9 @@ export function flagsFor(command: Command): readonly FlagSpec[] {
       return GRAPH_FLAGS;
     case 'replay':
       return FLAGS.filter((f) => f.name === 'json');
+    case 'fork':
+      // The plan is the parent's: the flags that shape a plan do not apply.
+      return [FROM_STEP_FLAG, ...FLAGS.filter((f) => f.group !== 'nats' && !PLAN_FLAGS.includes(f.name))];
     case 'dashboard':
       return DASHBOARD_FLAGS;
     case 'follow':

@@ -23,6 +23,7 @@ export type Command =
   | 'config'
   | 'graph'
   | 'replay'
+  | 'fork'
   | 'worker'
   | 'dashboard'
   | 'follow'

@@ -86,6 +86,8 @@ Usage:
   pge graph [flags]             print the run or step statechart as Mermaid, DOT or JSON
   pge replay <log> [--json]     re-run a recorded run's charts from its log, with no model call,
                                 and check that they produce the recorded events
+  pge fork <log> --from-step N  a new run that reuses a recorded run up to step N and calls models
+                                from there (other models, retries, budgets: any run flag)
   pge worker --role <role>      one process of a distributed deployment on NATS
   pge dashboard [flags]         a local web page that shows runs live, from a log or NATS
   pge follow <runId> [flags]    show a run of a NATS deployment, from its start, to its end
@@ -277,6 +279,21 @@ A run interrupted by a person does not replay past the interruption (a signal is
       'pge replay pge_shared_state_<runId>.md --json | jq .identical',
     ],
   },
+  fork: {
+    usage: 'pge fork <log> --from-step <n> [--log <new-log>] [flags]',
+    about: `Starts a new run (its own id and log) from a recorded one: the parent's plan and every event
+before step <n> started are taken from its log and replayed, so no model is asked again for any
+of them, and models are called from step <n> on. The new log's first section names its parent.
+The fork's models are the flags', the environment's or the config file's, else the parent's; the
+bounds, thresholds, budgets and call deadline given as flags replace the parent's, which stand
+for the rest. A flag that would change what happened before step <n> is refused with the first
+difference, before any model is called. The fork's workspace starts as a copy of the parent's,
+as the parent left it (files of later steps included, if it got that far).`,
+    examples: [
+      'pge fork pge_shared_state_<runId>.md --from-step 2 --generator-model gpt-4.1',
+      'pge fork pge_shared_state_<runId>.md --from-step 3 --max-retries 5 --log retry-more.md',
+    ],
+  },
   graph: {
     usage: 'pge graph [flags]',
     about: `Prints a statechart of the harness, read from the machine definitions themselves, so it is
@@ -363,6 +380,7 @@ const EXITS: Record<Command, string> = {
   dashboard: DASHBOARD_EXIT_CODES,
   graph: GRAPH_EXIT_CODES,
   replay: REPLAY_EXIT_CODES,
+  fork: RESUME_EXIT_CODES,
   follow: FOLLOW_EXIT_CODES,
   'nats-config': NATS_CONFIG_EXIT_CODES,
 };
@@ -371,7 +389,7 @@ const EXITS: Record<Command, string> = {
 export function commandHelp(command: Command): string {
   const { usage, about, examples } = COMMANDS[command];
   // Only the commands that read the environment and a config file explain them.
-  const configuration = ['run', 'resume', 'batch', 'config', 'worker', 'follow'].includes(command)
+  const configuration = ['run', 'resume', 'fork', 'batch', 'config', 'worker', 'follow'].includes(command)
     ? `\n\n${CONFIGURATION}`
     : '';
   return `Usage: ${usage}

@@ -7,7 +7,7 @@ import { commandHelp, helpHint, topHelp } from './help.js';
 import { type CliIo, processIo } from './io.js';
 
 /**
- * The `pge` command line: `run`, `demo`, `resume`, `batch`, `config`, `graph`, `replay`, `worker`,
+ * The `pge` command line: `run`, `demo`, `resume`, `batch`, `config`, `graph`, `replay`, `fork`, `worker`,
  * `dashboard`, `follow`, `help`.
  * `bin/pge.js` calls `main` and exits with the code it returns; `main` closes everything it opened,
  * so nothing else is needed. Every command's line is parsed here, from the flag table, and only
@@ -25,6 +25,7 @@ const COMMANDS: Record<Command, () => Promise<RunsCommandLine>> = {
   config: async () => (await import('./config-command.js')).configCommand,
   graph: async () => (await import('./graph-command.js')).graphCommand,
   replay: async () => (await import('./replay-command.js')).replayCommand,
+  fork: async () => (await import('./fork-command.js')).forkCommand,
   worker: async () => (await import('./worker-command.js')).workerCommand,
   dashboard: async () => (await import('./dashboard-command.js')).dashboardCommand,
   follow: async () => (await import('./follow-command.js')).followCommand,

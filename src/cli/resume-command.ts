@@ -31,7 +31,7 @@ const MODEL_OPTION = {
 } as const satisfies Record<Role, keyof PgeOptions>;
 
 /** The log's events, or null when it cannot be read: `resume` then says why, with the exit code that goes with it. */
-async function recordedEvents(path: string): Promise<RunEvent[] | null> {
+export async function recordedEvents(path: string): Promise<RunEvent[] | null> {
   try {
     return readLogTail(await readFile(path, 'utf8'), path).events;
   } catch {
@@ -40,7 +40,7 @@ async function recordedEvents(path: string): Promise<RunEvent[] | null> {
 }
 
 /** The options to resume with: the log's model names fill in those the configuration leaves open. */
-function withRecordedModels(options: PgeOptions, recorded: Record<Role, string>): PgeOptions {
+export function withRecordedModels(options: PgeOptions, recorded: Record<Role, string>): PgeOptions {
   const demo = new DemoModel();
   if (ROLES.every((role) => recorded[role] === demo.name))
     return { ...options, plannerAgent: demo, generatorAgent: demo, evaluatorAgent: demo };

@@ -66,8 +66,11 @@ function totals(p: RunEventOf<'run.completed'>['payload']): { steps: string; usa
  * (or a new one added to the schemas) does not compile.
  */
 const DESCRIBERS: { readonly [T in RunEventType]: (event: RunEventOf<T>) => EventDescription } = {
-  'run.started': (e) =>
-    described(null, `run ${e.runId} started; log: ${e.payload.logPath}`, 'milestone', e.payload.task),
+  'run.started': (e) => {
+    const { parent, logPath, task } = e.payload;
+    const fork = parent === undefined ? '' : ` (a fork of run ${parent.runId} from step ${parent.fromStep})`;
+    return described(null, `run ${e.runId} started${fork}; log: ${logPath}`, 'milestone', task);
+  },
   'plan.requested': ({ payload: { input } }) =>
     described(
       null,

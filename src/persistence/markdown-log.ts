@@ -200,7 +200,10 @@ function renderHeader(event: RunEventOf<'run.started'>): string {
     `- **Models**: planner ${inline(models.planner)}, generator ${inline(models.generator)}, evaluator ${inline(models.evaluator)}\n` +
     `- **Limits**: at most ${plural(settings.maxSteps, 'step')}, ${plural(settings.maxRetriesPerStep, 'retry', 'retries')} per step, ` +
     `${plural(settings.maxContractRounds, 'contract round')}; budgets: ${limits.length === 0 ? 'none' : limits.join(', ')}\n` +
-    `- **When a step is exhausted**: ${settings.onStepExhausted} (at most ${plural(settings.maxReplans, 'replan')})\n\n`
+    `- **When a step is exhausted**: ${settings.onStepExhausted} (at most ${plural(settings.maxReplans, 'replan')})\n` +
+    (event.payload.parent === undefined
+      ? '\n'
+      : `- **Forked from**: run ${inline(event.payload.parent.runId)} (${inline(event.payload.parent.logPath)}) at step ${event.payload.parent.fromStep}: its events before that step are this run's\n\n`)
   );
 }
 

@@ -172,6 +172,10 @@ export const RunStarted = event(
       callTimeoutMs: z.number().int().positive(),
       models: z.strictObject({ planner: z.string(), generator: z.string(), evaluator: z.string() }),
     }),
+    /** A fork's parent: the run whose events before step `fromStep` this one took (`pge fork`). */
+    parent: z
+      .strictObject({ runId: SafeId, logPath: z.string(), fromStep: z.number().int().min(1) })
+      .optional(),
   }),
 );
 /**

@@ -91,6 +91,17 @@ describe('pge demo', () => {
     expect(server.requests).toHaveLength(0);
   });
 
+  it('forks a recorded demo run from its third step: pge fork', async () => {
+    const fixture = join(ROOT, 'tests/fixtures/logs/demo-run.md');
+    const r = await pge(['fork', fixture, '--from-step', '3', '--log', join(tmp, 'fork.md'), '--json']);
+    expect(r.code, r.stderr).toBe(0);
+    expect(JSON.parse(r.stdout)).toMatchObject({ passed: true, outputPath: join(tmp, 'fork.md') });
+    expect(readFileSync(join(tmp, 'fork.md'), 'utf8')).toContain('- **Forked from**: run pge-');
+    const missing = await pge(['fork', fixture]);
+    expect(missing.code).toBe(2);
+    expect(missing.stderr).toContain('--from-step <n>');
+  });
+
   it('refuses flags that configure a model server', async () => {
     const r = await pge(['demo', '--model', 'gpt-4.1']);
     expect(r.code).toBe(2);

@@ -1,0 +1,41 @@
+import { resolve } from 'node:path';
+import { ConfigurationError } from '../errors.js';
+import { FORK_SETTINGS, type ForkSettings } from '../runtime/fork-log.js';
+import { resolveConfig } from './config.js';
+import type { CommandLine } from './flags.js';
+import type { CliIo } from './io.js';
+import { recordedEvents, withRecordedModels } from './resume-command.js';
+import { reportRun } from './run-command.js';
+
+/**
+ * `pge fork <log> --from-step <n> [--log <new-log>] [flags]`: a new run that reuses a recorded
+ * run up to step n (`PlannerGeneratorEvaluator.fork`). Its models are the configured ones, else the
+ * parent's (as `pge resume` takes them); the settings given as flags replace the parent's.
+ */
+export async function forkCommand(line: CommandLine, io: CliIo): Promise<number> {
+  const [file, ...extra] = line.positionals;
+  if (file === undefined || extra.length > 0)
+    throw new ConfigurationError('pge fork needs one log file: pge fork <log> --from-step <n>');
+  const fromStep = line.flags.values['from-step'];
+  if (typeof fromStep !== 'number' || fromStep < 1)
+    throw new ConfigurationError('pge fork needs the step to fork from, 1 or more: --from-step <n>');
+  const parent = resolve(io.cwd, file);
+  const config = resolveConfig({ flags: line.flags, env: io.env, cwd: io.cwd });
+  const events = await recordedEvents(parent);
+  const started = events?.[0]?.type === 'run.started' ? events[0] : null;
+  // --log names the fork's log, which `fork` takes; the harness's own log option is for new runs.
+  const { sharedStatePath, ...options } = started
+    ? withRecordedModels(config.options, started.payload.settings.models)
+    : config.options;
+  const given = line.flags.options as ForkSettings;
+  const settings = Object.fromEntries(
+    FORK_SETTINGS.filter((name) => given[name] !== undefined).map((name) => [name, given[name]]),
+  );
+  return reportRun('fork', options, line.flags.json, io, ({ pge }) =>
+    pge.fork(parent, {
+      fromStep,
+      settings,
+      ...(sharedStatePath === undefined ? {} : { logPath: sharedStatePath }),
+    }),
+  );
+}
