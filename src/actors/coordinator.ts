@@ -18,8 +18,10 @@ import {
   RunTakenOverError,
 } from '../errors.js';
 import type { RunInput, RunOutcome } from '../machines/run-machine.js';
-import type { CallReport, RecordParams } from '../machines/types.js';
+import type { ApprovalInput, ApprovalOutput, CallReport, RecordParams } from '../machines/types.js';
 import type {
+  ApprovalDecision,
+  ApprovalGate,
   ModelCall,
   Phase,
   PhaseTotals,
@@ -78,6 +80,7 @@ export type RunSettingsSource = Pick<
   | 'fallbackThreshold'
 > & {
   criteria?: RunInput['criteria'] | undefined;
+  approve?: RunInput['approve'] | undefined;
   maxCostUsd?: number | undefined;
   maxTokens?: number | undefined;
   maxDurationMs?: number | undefined;
@@ -95,6 +98,7 @@ export function runSettingsOf(o: RunSettingsSource): Omit<RunSpec, 'runId' | 'ta
     defaultThresholds: o.defaultThresholds,
     fallbackThreshold: o.fallbackThreshold,
     criteria: o.criteria ?? null,
+    approve: o.approve ?? [],
     budgets: {
       maxCostUsd: o.maxCostUsd ?? null,
       maxTokens: o.maxTokens ?? null,
@@ -138,6 +142,13 @@ export interface RunHandle {
   /** Ends the run as interrupted, `reason` going into its closing event; a call in flight is cancelled. */
   interrupt(reason?: string): void;
   /**
+   * A person's decision at the gate the run waits at; false (and nothing done) when it waits at
+   * no gate of that kind.
+   */
+  decide(gate: ApprovalGate, decision: ApprovalDecision): boolean;
+  /** The gate the run waits at, with its request's id, or null. */
+  waitingAt(): { gate: ApprovalGate; requestId: string } | null;
+  /**
    * Lets the run go, because `owner` took it over (this coordinator lost its lease): the chart
    * stops, nothing more is recorded or published (the call in flight is not cancelled: the new
    * owner waits for its result), and `done` rejects with `RunTakenOverError`.
@@ -177,13 +188,14 @@ export interface ResumeOptions {
 /** The settings of a resumed run: those its `run.started` recorded. */
 export function resumedSpec({ runId, started }: RecordedRun, options: ResumeOptions): RunSpec {
   const { task, logPath, settings } = started.payload;
-  const { models, defaultThresholds, fallbackThreshold, criteria, ...rest } = settings;
+  const { models, defaultThresholds, fallbackThreshold, criteria, approve, ...rest } = settings;
   return {
     runId,
     task,
     logPath: options.logPath ?? logPath,
     ...rest,
     criteria: criteria ?? null,
+    approve: approve ?? [],
     defaultThresholds: defaultThresholds ?? options.defaults?.defaultThresholds ?? {},
     fallbackThreshold:
       fallbackThreshold ?? options.defaults?.fallbackThreshold ?? OPTION_DEFAULTS.fallbackThreshold,
@@ -515,6 +527,57 @@ export function createCoordinator(options: CoordinatorOptions) {
       return { usage, finishedAt: now - pausedMs };
     };
 
+    /** The gate the run waits at, and how to settle it. */
+    let waiting: {
+      gate: ApprovalGate;
+      requestId: string;
+      settle: (decision: ApprovalDecision) => void;
+    } | null = null;
+
+    /**
+     * Records `approval.requested` and waits for a person's decision, recorded as
+     * `approval.decided`. A replay takes the recorded decision; one the log does not hold (the run
+     * was waiting when its process died) is waited for again.
+     */
+    function awaitDecision(input: ApprovalInput, signal: AbortSignal): Promise<ApprovalOutput> {
+      signal.throwIfAborted();
+      const request = record({ type: 'approval.requested', payload: input });
+      const decided = (decision: ApprovalDecision): ApprovalDecision => {
+        record({
+          type: 'approval.decided',
+          payload: { requestId: request.id, gate: input.gate, ...decision },
+        });
+        return decision;
+      };
+      if (replay !== null) {
+        const { recorded, options } = resume!;
+        const decision = recorded.decisions.get(request.id);
+        if (decision !== undefined) return Promise.resolve(decided(decision));
+        try {
+          if (options.replayOnly) throw replay.beyond(`approval ${request.id} has no recorded decision`);
+          goLive([]);
+        } catch (error) {
+          throw diverged(error);
+        }
+      }
+      return new Promise<ApprovalOutput>((resolve, reject) => {
+        const onAbort = () => {
+          waiting = null;
+          reject(signal.reason);
+        };
+        signal.addEventListener('abort', onAbort, { once: true });
+        waiting = {
+          gate: input.gate,
+          requestId: request.id,
+          settle: (decision) => {
+            signal.removeEventListener('abort', onAbort);
+            waiting = null;
+            resolve(decided(decision));
+          },
+        };
+      });
+    }
+
     /**
      * Sends a request and waits for its result; records the calls it cost. A request with no
      * result within the run's `callTimeoutMs` is cancelled and answered with a failure, as if its
@@ -624,6 +687,7 @@ export function createCoordinator(options: CoordinatorOptions) {
               defaultThresholds: settings.defaultThresholds,
               fallbackThreshold: settings.fallbackThreshold,
               ...(settings.criteria === null ? {} : { criteria: settings.criteria }),
+              ...(settings.approve.length === 0 ? {} : { approve: settings.approve }),
               budgets: settings.budgets,
               callTimeoutMs: spec.callTimeoutMs,
               models,
@@ -641,7 +705,7 @@ export function createCoordinator(options: CoordinatorOptions) {
       input: { ...settings, startedAt },
       ...(options.inspect ? { inspect: options.inspect } : {}),
     });
-    scopes.set(actor.system, { record, recordChart, ask });
+    scopes.set(actor.system, { record, recordChart, ask, awaitDecision });
     active.set(runId, state);
     // Observed before the start: a replay that disagrees may end the chart in the first ticks.
     const finished = toPromise(actor);
@@ -668,6 +732,12 @@ export function createCoordinator(options: CoordinatorOptions) {
       calls,
       interrupt: (reason?: string) =>
         actor.send(reason ? { type: 'interrupt', reason } : { type: 'interrupt' }),
+      decide: (gate, decision) => {
+        if (waiting === null || waiting.gate !== gate || closed) return false;
+        waiting.settle(decision);
+        return true;
+      },
+      waitingAt: () => (waiting === null ? null : { gate: waiting.gate, requestId: waiting.requestId }),
       abandon: (owner: string) => {
         if (closed) return;
         takenBy = owner;

@@ -1,5 +1,6 @@
 import { ResumeError } from '../errors.js';
 import type {
+  ApprovalDecision,
   RoleRequest,
   RoleResult,
   RunEvent,
@@ -58,6 +59,8 @@ export interface RecordedRun {
   readonly answers: ReadonlyMap<string, RecordedAnswer>;
   /** Usage of the calls recorded for each request, by request id. */
   readonly usage: ReadonlyMap<string, Usage>;
+  /** A person's decisions at the run's gates, by the id of the `approval.requested` they answer. */
+  readonly decisions: ReadonlyMap<string, ApprovalDecision>;
   /** Epoch ms of the last recorded event: the last moment the run is known to have been alive. */
   readonly lastAt: number;
   /** Time the run spent paused across earlier resumes (the sum of their `pausedMs`). */
@@ -173,6 +176,7 @@ export function readRecordedRun(
   const facts = new Set<number>();
   const answers = new Map<string, RecordedAnswer>();
   const usage = new Map<string, Usage>();
+  const decisions = new Map<string, ApprovalDecision>();
   /** When each request's latest recorded call came, in run time. */
   const lastCallAt = new Map<string, number>();
   let open: { request: RoleRequest; truncation: RunEventOf<'plan.truncated'> | null } | null = null;
@@ -190,6 +194,11 @@ export function readRecordedRun(
       case 'request.cancelled':
         if (open?.request.id === event.payload.requestId) open = null;
         continue;
+      case 'approval.decided': {
+        const { requestId, decision, reason, by } = event.payload;
+        decisions.set(requestId, { decision, reason, by });
+        continue;
+      }
       case 'run.resumed':
         // A plan cut by the harness whose plan.created the crash lost: the repeated call cuts it again.
         if (open?.truncation && event.payload.repeated.includes(open.request.id)) {
@@ -239,6 +248,7 @@ export function readRecordedRun(
     facts,
     answers,
     usage,
+    decisions,
     lastAt: epochMs(last),
     pausedMs,
   };

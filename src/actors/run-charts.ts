@@ -4,7 +4,7 @@ import { PgeError } from '../errors.js';
 import type { CallName, Calls } from '../machines/calls.js';
 import { runMachine } from '../machines/run-machine.js';
 import { stepMachine } from '../machines/step-machine.js';
-import type { CallReport, RecordParams } from '../machines/types.js';
+import type { ApprovalInput, ApprovalOutput, CallReport, RecordParams } from '../machines/types.js';
 import type {
   ErrorInfo,
   RoleRequest,
@@ -36,6 +36,11 @@ export interface RunScope {
    * (the call's actor was stopped), the request is cancelled and the promise rejects.
    */
   ask(draft: RequestDraft, signal: AbortSignal): Promise<RoleReply>;
+  /**
+   * Records `approval.requested` and waits for a person's decision, which it records as
+   * `approval.decided`; rejects when `signal` aborts (the run left the gate: interrupted).
+   */
+  awaitDecision(input: ApprovalInput, signal: AbortSignal): Promise<ApprovalOutput>;
 }
 
 /** Thrown into a call answered after its run ended; the stopped chart never sees it. */
@@ -141,9 +146,11 @@ export function provideCharts(scopeOf: (system: AnyActorSystem) => RunScope | un
       answer(input, scope(system), signal),
     );
 
+  const awaitApproval = call<'awaitApproval'>((input, run, signal) => run.awaitDecision(input, signal));
   const steps = stepMachine.provide({
     actions: { record: recordAction },
     actors: {
+      awaitApproval,
       proposeContract: call<'proposeContract'>(async (input, run, signal) => {
         const reply = await run.ask(
           { type: 'step.contract.requested', payload: { phase: 'contract', input } },
@@ -204,6 +211,7 @@ export function provideCharts(scopeOf: (system: AnyActorSystem) => RunScope | un
     actions: { record: recordAction },
     actors: {
       runStep: steps,
+      awaitApproval,
       plan: call<'plan'>(async (input, run, signal) => {
         const reply = await run.ask({ type: 'plan.requested', payload: { phase: 'plan', input } }, signal);
         const answered = ok(run, reply, 'plan', 'planner');

@@ -123,6 +123,11 @@ export const PgeOptionsSchema = z.strictObject({
   maxDurationMs: run.maxDurationMs.optional(),
   callTimeoutMs: run.callTimeoutMs.default(D.callTimeoutMs),
   criteria: run.criteria.default(null),
+  /**
+   * Gates where the run waits for a person (`--approve plan,contract,step`): on the terminal when
+   * `pge run` has one, else through `approve(runId, gate, decision)`; on NATS, `pge approve`.
+   */
+  approve: run.approve.default([]),
   /** The longest task accepted, in UTF-8 bytes; a longer one is refused before anything starts. */
   maxTaskBytes: z
     .number()

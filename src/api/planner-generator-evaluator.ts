@@ -15,7 +15,7 @@ import { createEmbeddedRuntime, type EmbeddedRuntime } from '../runtime/embedded
 import type { ForkSettings } from '../runtime/fork-log.js';
 import { newRunId } from '../runtime/run-id.js';
 import { checkTask } from '../runtime/task.js';
-import type { Role, RunEvent } from '../schemas/index.js';
+import type { ApprovalGate, Role, RunEvent } from '../schemas/index.js';
 import {
   type PgeOptions,
   type ResolvedOptions,
@@ -51,7 +51,8 @@ export class PlannerGeneratorEvaluator<T extends OutputType = OutputType> {
   private readonly models: Record<Role, Model>;
   private runtime: EmbeddedRuntime | null = null;
   private readonly logErrors = new Map<string, LogWriteError>();
-  private readonly interrupts = new Map<string, () => void>();
+  /** The runs going on in this instance, by id. */
+  private readonly running = new Map<string, RunHandle>();
   private inspect: ((event: InspectionEvent) => void) | null = null;
 
   /**
@@ -129,7 +130,7 @@ export class PlannerGeneratorEvaluator<T extends OutputType = OutputType> {
         `cannot resume ${path}: its run used the models ${named(models)}; this harness has ${named(mine)}. Resume it with the same models`,
       );
     }
-    if (this.interrupts.has(runId)) throw new ResumeError(`run ${runId} is running in this process`);
+    if (this.running.has(runId)) throw new ResumeError(`run ${runId} is running in this process`);
     const runtime = this.ensureRuntime();
     const o = this.options;
     const handle = runtime.coordinator.resumeRun(recorded, {
@@ -202,9 +203,36 @@ export class PlannerGeneratorEvaluator<T extends OutputType = OutputType> {
     this.inspect = inspect;
   }
 
+  /**
+   * A person's decision at the gate run `runId` waits at (`approve` option): `approve`, or
+   * `reject` with a reason the planner or the generator is told. Returns false when the run is not
+   * going on in this instance or waits at no gate `gate` (the decision is then not applied).
+   */
+  approve(
+    runId: string,
+    gate: ApprovalGate,
+    decision: { decision: 'approve' | 'reject'; reason?: string; by?: string },
+  ): boolean {
+    return (
+      this.running.get(runId)?.decide(gate, {
+        decision: decision.decision,
+        reason: decision.reason ?? null,
+        by: decision.by ?? 'api',
+      }) ?? false
+    );
+  }
+
+  /** The gates runs of this instance wait at: the run, the gate and the request's id. */
+  pendingApprovals(): { runId: string; gate: ApprovalGate; requestId: string }[] {
+    return [...this.running].flatMap(([runId, run]) => {
+      const waiting = run.waitingAt();
+      return waiting === null ? [] : [{ runId, ...waiting }];
+    });
+  }
+
   /** Interrupts every run in progress; each ends as `interrupted` with a consistent log. */
   interrupt(): void {
-    for (const stop of this.interrupts.values()) stop();
+    for (const run of this.running.values()) run.interrupt();
   }
 
   /** Stops the workers and closes the logs. The instance can run again afterwards. */
@@ -243,7 +271,7 @@ export class PlannerGeneratorEvaluator<T extends OutputType = OutputType> {
   ): Promise<RunOutput<T>> {
     const { runId } = handle;
     const runtime = this.runtime!;
-    this.interrupts.set(runId, handle.interrupt);
+    this.running.set(runId, handle);
     try {
       const outcome = await handle.done;
       await runtime.bus.flush();
@@ -257,7 +285,7 @@ export class PlannerGeneratorEvaluator<T extends OutputType = OutputType> {
       if (outcome.status === 'failed' && outcome.error) throw errorFromInfo(outcome.error);
       return formatOutput(this.options.outputType, task, result);
     } finally {
-      this.interrupts.delete(runId);
+      this.running.delete(runId);
       this.logErrors.delete(runId);
     }
   }
@@ -292,7 +320,7 @@ export class PlannerGeneratorEvaluator<T extends OutputType = OutputType> {
       ...(this.inspect ? { inspect: this.inspect } : {}),
       onLogError: (runId, error) => {
         this.logErrors.set(runId, error);
-        this.interrupts.get(runId)?.();
+        this.running.get(runId)?.interrupt();
       },
     });
     const o = this.options;

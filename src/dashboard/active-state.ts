@@ -53,6 +53,13 @@ const STEP_STATE: Partial<Record<RunEvent['type'], string>> = {
   'step.plan.rejected': 'step.planRejected',
 };
 
+/** Where a run waits for a person, by gate: the plan's in the run chart, the others in the step's. */
+const APPROVAL_STATE = {
+  plan: { run: 'run.planning.awaitingApproval', step: null },
+  contract: { run: null, step: 'step.negotiating.awaitingApproval' },
+  step: { run: null, step: 'step.awaitingApproval' },
+} as const;
+
 /** Work a validator failed goes from `step.validating` to judgement, never to the evaluator. */
 const VALIDATION_FAILED_STATE = 'step.judging';
 
@@ -82,6 +89,7 @@ export const NAMED_STATES: readonly string[] = [
     ...Object.values(FAILED_STEP_STATE),
     ...Object.values(RETRY_STATE),
     VALIDATION_FAILED_STATE,
+    ...Object.values(APPROVAL_STATE).flatMap((s) => [s.run, s.step].filter((id) => id !== null)),
   ]),
 ];
 
@@ -107,6 +115,12 @@ export function nextActiveStates(states: ActiveStates, event: RunEvent): ActiveS
     const running = states.step !== null && !isFinalStep(states.step);
     const step = running ? (FAILED_STEP_STATE[reason] ?? states.step) : states.step;
     return { ...states, run: FAILED_RUN_STATE[reason], step };
+  }
+  if (event.type === 'approval.requested') {
+    const waits = APPROVAL_STATE[event.payload.gate];
+    return waits.run !== null
+      ? { ...states, run: waits.run }
+      : { ...states, step: waits.step, stepNumber: event.payload.stepNumber ?? states.stepNumber };
   }
   const run = RUN_STATE[event.type] ?? states.run;
   const step =

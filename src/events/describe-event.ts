@@ -77,9 +77,11 @@ const DESCRIBERS: { readonly [T in RunEventType]: (event: RunEventOf<T>) => Even
       `planner: plan requested${
         input.replan === null
           ? ''
-          : input.replan.reason === 'plan_rejected'
-            ? ` (replan: step ${input.replan.failedStepId} cannot pass as planned)`
-            : ` (replan after step ${input.replan.failedStepId} was exhausted)`
+          : input.replan.reason === 'disapproved'
+            ? ' (replan: a person rejected the plan)'
+            : input.replan.reason === 'plan_rejected'
+              ? ` (replan: step ${input.replan.failedStepId} cannot pass as planned)`
+              : ` (replan after step ${input.replan.failedStepId} was exhausted)`
       }`,
       'detail',
     ),
@@ -162,6 +164,19 @@ const DESCRIBERS: { readonly [T in RunEventType]: (event: RunEventOf<T>) => Even
     return described(p.stepNumber, `retry: attempt ${p.nextAttempt} will ${p.signal} (${trend})`, 'progress');
   },
   'step.passed': ({ payload: p }) => described(p.stepNumber, `passed on attempt ${p.attempt}`, 'milestone'),
+  'approval.requested': ({ payload: p }) =>
+    described(
+      p.stepNumber,
+      `waiting for approval of the ${p.gate === 'step' ? `result of attempt ${p.attempt}` : p.gate}: pge approve <runId> --gate ${p.gate}`,
+      'milestone',
+      p.summary,
+    ),
+  'approval.decided': ({ payload: p }) =>
+    described(
+      null,
+      `${p.gate} ${p.decision === 'approve' ? 'approved' : 'rejected'} by ${p.by}${p.reason === null ? '' : `: ${p.reason}`}`,
+      'milestone',
+    ),
   'step.plan.rejected': ({ payload: p }) =>
     described(
       p.stepNumber,

@@ -15,7 +15,11 @@ const RUN_NOTES: Record<string, string> = {
   'planning.gate':
     'Budget check before the planner is called (`overBudget`); a call that would break a budget is never made.',
   'planning.calling':
-    'Invokes `plan`, the call to the planner role, and waits for it. Done (`done: plan`): the plan is recorded (`plan.created`) and stepping starts at the first step. Failed (`error: plan`): `failed`.',
+    'Invokes `plan`, the call to the planner role, and waits for it. Done (`done: plan`): the plan is recorded (`plan.created`) and goes to `planned`. Failed (`error: plan`): `failed`.',
+  'planning.planned':
+    'With the plan gate on (`planGateOn`: `--approve plan`): `awaitingApproval`. Otherwise stepping starts at the first step.',
+  'planning.awaitingApproval':
+    "Waits for a person's decision on the plan (invokes `awaitApproval`, recorded as `approval.requested`; the decision as `approval.decided`), for as long as it takes: on the terminal, through the API's `approve`, or `pge approve` on NATS. Approved (`approved`): stepping starts. Rejected: back to the planner with the reason (`replan.reason: disapproved`) while `replansLeft`, else `aborted`. A run waiting here survives a restart of its process: it is waiting again once resumed.",
   stepping: "The plan's steps in order, each run to its end by the step machine before the next starts.",
   'stepping.next':
     "Chooses what comes next: no steps left, `completed`; the step's first model call would break a budget, `stopped`; a step whose id already passed (before a replan) is skipped; otherwise the step runs.",
@@ -42,7 +46,11 @@ const STEP_NOTES: Record<string, string> = {
   'negotiating.reviewing':
     'The **evaluator** reviews the proposal (invokes `reviewContract`): it approves it, or asks for amendments. Failed: `failed`.',
   'negotiating.decided':
-    'Over budget (`overBudget`): `stopped`. Approved (`contractApproved`): the contract is agreed (`step.contract.agreed`). Amendments with rounds left (`roundsLeft`, `maxContractRounds`): another round. Amendments in the last round: the proposal is taken with the amendments added to its criteria, and the contract is imposed (`step.contract.imposed`).',
+    'Over budget (`overBudget`): `stopped`. Approved (`contractApproved`): the contract is agreed (`step.contract.agreed`). Amendments with rounds left (`roundsLeft`, `maxContractRounds`): another round. Amendments in the last round: the proposal is taken with the amendments added to its criteria, and the contract is imposed (`step.contract.imposed`). Either way: `agreed`.',
+  'negotiating.agreed':
+    'With the contract gate on (`contractGateOn`: `--approve contract`): `awaitingApproval`. Otherwise the work starts.',
+  'negotiating.awaitingApproval':
+    "Waits for a person's decision on the contract (invokes `awaitApproval`). Approved (`approved`): the work starts. Rejected with rounds left (`roundsLeft`): the generator proposes again, told the reason as an amendment. Rejected in the last round: `exhausted`.",
   executing:
     "The **generator** does the work of the current attempt (invokes `doWork`) against the contract, given the outputs of the steps this one depends on; on a retry also the signal (refine or pivot), the scores with their change since the previous attempt, and the evaluator's feedback. Done, in order: work that stayed invalid after repairs (`workInvalid`) skips the evaluation and is judged at once as a failed attempt (`invalid_work`); an evaluation that would break a budget is not made (`overBudgetAfterAnswer`: `stopped`); otherwise the work goes to `validating`. Failed: `failed`.",
   'executing.firstAttempt': 'The first attempt at the step: the generator works from the contract alone.',
@@ -55,7 +63,9 @@ const STEP_NOTES: Record<string, string> = {
   evaluating:
     "The **evaluator** scores the artifact against every criterion of the rubric and the contract (invokes `evaluateWork`), with evidence, findings and actionable feedback. It sees the artifact, not the generator's notes or self-assessment. An evaluation that stayed invalid after repairs fails the attempt (`invalid_evaluation`): the harness fails closed. Failed: `failed`.",
   judging:
-    "The chart, not a model, decides the verdict, and records it (`step.attempt.judged`) on the transition it takes. `allCriteriaPass` (every criterion has a score at or above its threshold): `passed`. A failure the evaluator found to be the plan's (`planAtFault`: `failureKind: plan`) while the run has a replan left (`replansLeft`, `maxReplans`): `planRejected`, whatever retries are left. Otherwise, with retries left (`retriesLeft`: at most `maxRetriesPerStep` retries): `stopped` if the retry would break a budget (`overBudget`); `executing.refining` when there is no trajectory yet (`noTrajectoryYet`: fewer than two scored attempts, as at the first retry) or the weighted mean rose (`scoresImproving`); `executing.pivoting` when it was flat or fell. The transition into a retry starts the next attempt with that signal (`step.retry.scheduled`); the contract stays as agreed. No retries left: `exhausted`. `judging` is a decision that takes no time: it passes within one step of the machine, so an inspector shows the transition it takes rather than the state.",
+    "The chart, not a model, decides the verdict, and records it (`step.attempt.judged`) on the transition it takes. `allCriteriaPass` (every criterion has a score at or above its threshold, and no person rejected the result): `passed`, or first `awaitingApproval` with the step gate on (`stepGateOn`). A failure the evaluator found to be the plan's (`planAtFault`: `failureKind: plan`) while the run has a replan left (`replansLeft`, `maxReplans`): `planRejected`, whatever retries are left. Otherwise, with retries left (`retriesLeft`: at most `maxRetriesPerStep` retries): `stopped` if the retry would break a budget (`overBudget`); `executing.refining` when there is no trajectory yet (`noTrajectoryYet`: fewer than two scored attempts, as at the first retry) or the weighted mean rose (`scoresImproving`); `executing.pivoting` when it was flat or fell. The transition into a retry starts the next attempt with that signal (`step.retry.scheduled`); the contract stays as agreed. No retries left: `exhausted`. `judging` is a decision that takes no time: it passes within one step of the machine, so an inspector shows the transition it takes rather than the state.",
+  awaitingApproval:
+    "With the step gate on (`stepGateOn`: `--approve step`), a result that passed its evaluation waits here for a person's decision (invokes `awaitApproval`) before the step passes. Approved (`approved`): `passed`, the verdict recorded. Rejected: back to `judging` with the attempt marked `rejected`, so it is judged failed and retried (refine or pivot, bounded by `retriesLeft`) with the reason as the generator's feedback.",
   passed: 'The step passed. Records `step.passed` with the passing attempt.',
   exhausted:
     'No attempt passed and no retries are left. Records `step.failed` with the best attempt and the policy; the run machine then applies `onStepExhausted`.',

@@ -1,5 +1,7 @@
 import { fromPromise, type PromiseActorLogic } from 'xstate';
 import type {
+  ApprovalInput,
+  ApprovalOutput,
   ContractInput,
   ContractReviewInput,
   EvaluateOutput,
@@ -26,6 +28,8 @@ import type {
 
 /** The calls, by the name of the actor that makes them: the input each takes and the output it answers with. */
 export interface Calls {
+  /** Not a model's: a person's decision at a gate (`--approve`), which may take any time. */
+  awaitApproval: { input: ApprovalInput; output: ApprovalOutput };
   plan: { input: PlanInput; output: PlanOutput };
   proposeContract: { input: ContractInput; output: ProposalOutput };
   reviewContract: { input: ContractReviewInput; output: ReviewOutput };

@@ -1,4 +1,5 @@
 import type {
+  ApprovalGate,
   Budgets,
   Criterion,
   DependencyArtifact,
@@ -33,6 +34,8 @@ export interface RunInput {
   fallbackThreshold: number;
   /** A fixed rubric that replaces the planner's criteria; null: the planner's stand. */
   criteria?: Criterion[] | null;
+  /** Gates where the run waits for a person's decision (`awaitApproval`). */
+  approve: ApprovalGate[];
   budgets: Budgets;
   /** Epoch ms the run started (the machine reads no clock). */
   startedAt: number;
@@ -62,6 +65,8 @@ export interface RunContext {
   criteria: ResolvedCriterion[];
   replans: number;
   replan: ReplanContext | null;
+  /** A person rejected the plan when no replan was left: the run aborted. */
+  disapproved: boolean;
   index: number;
   outcomes: StepOutcome[];
   budget: BudgetState;
@@ -131,7 +136,9 @@ export function stopMessage(context: RunContext): string {
       return `budget ${context.stoppedBy} (${limit}) would be exceeded by the next model call: ${used}`;
     }
     case 'aborted':
-      return `step ${context.outcomes.at(-1)?.stepId} exhausted its attempts and onStepExhausted is "abort"`;
+      return context.disapproved
+        ? 'a person rejected the plan and no replan is left (maxReplans)'
+        : `step ${context.outcomes.at(-1)?.stepId} exhausted its attempts and onStepExhausted is "abort"`;
     case 'interrupted':
       return context.interruptReason
         ? `the run was interrupted: ${context.interruptReason}`
@@ -176,6 +183,31 @@ export function replanAfter(
         .map((s) => s.id),
     },
   };
+}
+
+/** The replan after a person rejected the plan at its gate, with their reason. */
+export function replanDisapproved(
+  context: RunContext,
+  reason: string | null,
+): Pick<RunContext, 'replans' | 'replan'> {
+  return {
+    replans: context.replans + 1,
+    replan: {
+      reason: 'disapproved',
+      previousPlan: context.plan!,
+      failedStepId: null,
+      findings: [`a person rejected the plan${reason === null ? '' : `: ${reason}`}`],
+      actionableFeedback: reason === null ? [] : [reason],
+      completedStepIds: context
+        .plan!.steps.filter((s) => latest(context, s.id)?.status === 'passed')
+        .map((s) => s.id),
+    },
+  };
+}
+
+/** What a person is shown at the plan's gate: its scope and its steps. */
+export function planSummary(plan: Plan): string {
+  return [plan.scope, ...plan.steps.map((s, i) => `${i + 1}. ${s.title}`)].join('\n');
 }
 
 /** Appends a finished step's outcome and takes over its spend. */

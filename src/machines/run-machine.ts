@@ -8,15 +8,19 @@ import {
   dependencies,
   latest,
   outline,
+  planSummary,
   type RunContext,
   type RunInput,
   type RunOutcome,
   replanAfter,
+  replanDisapproved,
   runTotals,
   store,
 } from './run-context.js';
 import { stepMachine } from './step-machine.js';
 import {
+  type ApprovalInput,
+  type ApprovalOutput,
   type PlanInput,
   type RecordParams,
   reportOfError,
@@ -44,6 +48,7 @@ export const runMachine = setup({
   },
   actors: {
     plan: notProvided('plan') as CallLogic<'plan'>,
+    awaitApproval: notProvided('awaitApproval') as CallLogic<'awaitApproval'>,
     runStep: stepMachine,
   },
   guards: {
@@ -61,6 +66,10 @@ export const runMachine = setup({
     /** `onStepExhausted: 'replan'`: an exhausted step sends the run back to the planner. */
     policyIsReplan: ({ context }) => context.input.onStepExhausted === 'replan',
     replansLeft: ({ context }) => context.replans < context.input.maxReplans,
+    /** A person approves the plan before any step starts (`approve` includes `plan`). */
+    planGateOn: ({ context }) => context.input.approve.includes('plan'),
+    /** The person's decision at the gate was to approve. */
+    approved: (_, decision: ApprovalOutput) => decision.decision === 'approve',
   },
   actions: {
     record: (_, _params: RecordParams) => {},
@@ -88,6 +97,7 @@ export const runMachine = setup({
     criteria: [],
     replans: 0,
     replan: null,
+    disapproved: false,
     index: 0,
     outcomes: [],
     budget: { budgets: input.budgets, spent: ZERO_USAGE, startedAt: input.startedAt, clock: input.startedAt },
@@ -133,7 +143,7 @@ export const runMachine = setup({
               ...(context.input.criteria ? { rubric: context.input.criteria } : {}),
             }),
             onDone: {
-              target: '#run.stepping',
+              target: 'planned',
               actions: [
                 assign(({ context, event }) => ({
                   // A fixed rubric stands whatever the planner answered.
@@ -161,6 +171,36 @@ export const runMachine = setup({
                 },
               ],
             },
+            onError: { target: '#run.failed', actions: 'noteError' },
+          },
+        },
+        /** The plan is in: with the plan gate on, a person approves it before any step starts. */
+        planned: {
+          always: [{ guard: 'planGateOn', target: 'awaitingApproval' }, { target: '#run.stepping' }],
+        },
+        /**
+         * Waits for a person's decision on the plan. Approved: the steps start. Rejected: back to
+         * the planner with the reason while a replan is left (`maxReplans`), else the run aborts.
+         */
+        awaitingApproval: {
+          invoke: {
+            src: 'awaitApproval',
+            input: ({ context }): ApprovalInput => ({
+              gate: 'plan',
+              stepId: null,
+              stepNumber: null,
+              attempt: null,
+              summary: planSummary(context.plan!),
+            }),
+            onDone: [
+              { guard: { type: 'approved', params: ({ event }) => event.output }, target: '#run.stepping' },
+              {
+                guard: 'replansLeft',
+                target: 'gate',
+                actions: assign(({ context, event }) => replanDisapproved(context, event.output.reason)),
+              },
+              { target: '#run.aborted', actions: assign({ disapproved: true }) },
+            ],
             onError: { target: '#run.failed', actions: 'noteError' },
           },
         },
@@ -211,6 +251,7 @@ export const runMachine = setup({
                   ? 'advance'
                   : context.input.onStepExhausted,
               replansLeft: context.input.maxReplans - context.replans,
+              approve: context.input.approve,
               budget: context.budget,
             }),
             onDone: [

@@ -39,6 +39,8 @@ export interface StepContext {
   contract: Contract | null;
   attempt: number;
   signal: AttemptRecord['signal'];
+  /** A person's rejection of the contract, told to the generator with the next proposal. */
+  rejection: string | null;
   /** The current attempt's work, valid, while it is evaluated. */
   pendingWork: WorkOutput | null;
   /** The current attempt scored, while the chart decides its verdict in `judging`. */
@@ -52,7 +54,7 @@ export interface StepContext {
 
 /** An attempt scored against the rubric, before the chart's verdict; `invalid` says why it has no scores. */
 export type ScoredAttempt = Omit<AttemptRecord, 'verdict' | 'reason'> & {
-  invalid: 'invalid_work' | 'invalid_evaluation' | 'failed_validation' | null;
+  invalid: 'invalid_work' | 'invalid_evaluation' | 'failed_validation' | 'rejected' | null;
 };
 
 /** Adds a call's reported usage and clock to the context. */
@@ -80,6 +82,15 @@ export function contractFrom(proposal: ContractProposal, rounds: number, amendme
   };
 }
 
+/** What a person is shown at a contract's gate: its title, criteria and verification. */
+export function contractSummary(contract: Contract): string {
+  return [
+    contract.title,
+    ...contract.acceptanceCriteria.map((c) => `- ${c}`),
+    `Verified by: ${contract.verificationMethod}`,
+  ].join('\n');
+}
+
 export function step(context: StepContext) {
   return context.input.plan.steps[context.input.stepNumber - 1]!;
 }
@@ -104,7 +115,7 @@ export function retryContext(context: StepContext): RetryContext | null {
     }),
     // Failed validators are told as they printed: the evaluator did not see that attempt.
     feedback:
-      last.reason === 'failed_validation' && last.problem !== null
+      (last.reason === 'failed_validation' || last.reason === 'rejected') && last.problem !== null
         ? [last.problem]
         : (last.evaluation?.actionableFeedback ?? []),
     // A fixed sentence, not the validation problem: that can quote the evaluator's raw answer,

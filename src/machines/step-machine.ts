@@ -13,6 +13,7 @@ import {
 import {
   budgetAfter,
   contractFrom,
+  contractSummary,
   failedValidators,
   lastRound,
   meansSoFar,
@@ -25,6 +26,8 @@ import {
   step,
 } from './step-context.js';
 import type {
+  ApprovalInput,
+  ApprovalOutput,
   CallReport,
   ContractInput,
   ContractReviewInput,
@@ -100,6 +103,7 @@ export const stepMachine = setup({
     reviewContract: notProvided('reviewContract') as CallLogic<'reviewContract'>,
     doWork: notProvided('doWork') as CallLogic<'doWork'>,
     evaluateWork: notProvided('evaluateWork') as CallLogic<'evaluateWork'>,
+    awaitApproval: notProvided('awaitApproval') as CallLogic<'awaitApproval'>,
   },
   guards: {
     /** The next model call would break a budget (DESIGN 9). */
@@ -114,8 +118,18 @@ export const stepMachine = setup({
     allValidatorsPass: ({ context }) => failedValidators(context.pendingWork!).length === 0,
     /** At least one validator of the work failed: it is judged without the evaluator. */
     aValidatorFailed: ({ context }) => failedValidators(context.pendingWork!).length > 0,
-    /** Every criterion has a score at or above its threshold (DESIGN 3: fail closed). */
-    allCriteriaPass: ({ context }) => context.scored !== null && allCriteriaPass(context.scored.scores),
+    /**
+     * Every criterion has a score at or above its threshold (DESIGN 3: fail closed), and no person
+     * rejected the result at its gate.
+     */
+    allCriteriaPass: ({ context }) =>
+      context.scored !== null && context.scored.invalid === null && allCriteriaPass(context.scored.scores),
+    /** A person approves each contract before work starts (`approve` includes `contract`). */
+    contractGateOn: ({ context }) => context.input.approve.includes('contract'),
+    /** A person approves each passing result before the step passes (`approve` includes `step`). */
+    stepGateOn: ({ context }) => context.input.approve.includes('step'),
+    /** The person's decision at the gate was to approve. */
+    approved: (_, decision: ApprovalOutput) => decision.decision === 'approve',
     retriesLeft: ({ context }) => retriesLeft(context.attempt, context.input.maxRetriesPerStep),
     /** The evaluator found the failure to be the plan's, not the work's (`failureKind: 'plan'`). */
     planAtFault: ({ context }) => context.scored?.evaluation?.failureKind === 'plan',
@@ -156,6 +170,7 @@ export const stepMachine = setup({
     contract: null,
     attempt: 1,
     signal: 'initial',
+    rejection: null,
     pendingWork: null,
     scored: null,
     attempts: [],
@@ -183,7 +198,13 @@ export const stepMachine = setup({
                 plan: context.input.outline,
                 round: context.round,
                 previous: last
-                  ? { proposal: last.proposal, amendments: last.review?.amendments ?? [] }
+                  ? {
+                      proposal: last.proposal,
+                      amendments: [
+                        ...(last.review?.amendments ?? []),
+                        ...(context.rejection === null ? [] : [context.rejection]),
+                      ],
+                    }
                   : null,
               };
             },
@@ -202,6 +223,7 @@ export const stepMachine = setup({
                     ...context.rounds,
                     { round: context.round, proposal: event.output.proposal, review: null },
                   ],
+                  rejection: null,
                 })),
               },
             ],
@@ -238,7 +260,7 @@ export const stepMachine = setup({
             { guard: 'overBudget', target: '#step.stopped', actions: 'noteBudget' },
             {
               guard: 'contractApproved',
-              target: '#step.executing.firstAttempt',
+              target: 'agreed',
               actions: [
                 assign({
                   contract: ({ context }) => contractFrom(lastRound(context).proposal, context.round, []),
@@ -262,7 +284,7 @@ export const stepMachine = setup({
               actions: assign({ round: ({ context }) => context.round + 1 }),
             },
             {
-              target: '#step.executing.firstAttempt',
+              target: 'agreed',
               actions: [
                 assign({
                   contract: ({ context }) =>
@@ -287,6 +309,47 @@ export const stepMachine = setup({
               ],
             },
           ],
+        },
+        /** The contract stands: with the contract gate on, a person approves it before the work. */
+        agreed: {
+          always: [
+            { guard: 'contractGateOn', target: 'awaitingApproval' },
+            { target: '#step.executing.firstAttempt' },
+          ],
+        },
+        /**
+         * Waits for a person's decision on the contract. Approved: the work starts. Rejected: the
+         * generator proposes again with the reason as an amendment while rounds are left
+         * (`maxContractRounds`), else the step is exhausted.
+         */
+        awaitingApproval: {
+          invoke: {
+            src: 'awaitApproval',
+            input: ({ context }): ApprovalInput => ({
+              gate: 'contract',
+              stepId: step(context).id,
+              stepNumber: context.input.stepNumber,
+              attempt: null,
+              summary: contractSummary(context.contract!),
+            }),
+            onDone: [
+              {
+                guard: { type: 'approved', params: ({ event }) => event.output },
+                target: '#step.executing.firstAttempt',
+              },
+              {
+                guard: 'roundsLeft',
+                target: 'proposing',
+                actions: assign(({ context, event }) => ({
+                  round: context.round + 1,
+                  contract: null,
+                  rejection: `a person rejected the contract${event.output.reason === null ? '' : `: ${event.output.reason}`}`,
+                })),
+              },
+              { target: '#step.exhausted' },
+            ],
+            onError: { target: '#step.failed', actions: 'noteError' },
+          },
         },
       },
     },
@@ -386,6 +449,7 @@ export const stepMachine = setup({
     },
     judging: {
       always: [
+        { guard: and(['allCriteriaPass', 'stepGateOn']), target: 'awaitingApproval' },
         {
           guard: 'allCriteriaPass',
           target: 'passed',
@@ -414,6 +478,41 @@ export const stepMachine = setup({
         },
         { target: 'exhausted', actions: [{ type: 'settle', params: 'fail' }, recordJudgement] },
       ],
+    },
+    /**
+     * The result passed its evaluation; with the step gate on, a person approves it. Approved: the
+     * step passes. Rejected: the attempt is judged failed (`rejected`) and retried with the reason
+     * as feedback, like any failed attempt (`judging`).
+     */
+    awaitingApproval: {
+      invoke: {
+        src: 'awaitApproval',
+        input: ({ context }): ApprovalInput => ({
+          gate: 'step',
+          stepId: step(context).id,
+          stepNumber: context.input.stepNumber,
+          attempt: context.attempt,
+          summary: context.scored!.work!.output,
+        }),
+        onDone: [
+          {
+            guard: { type: 'approved', params: ({ event }) => event.output },
+            target: 'passed',
+            actions: [{ type: 'settle', params: 'pass' }, recordJudgement],
+          },
+          {
+            target: 'judging',
+            actions: assign(({ context, event }) => ({
+              scored: {
+                ...context.scored!,
+                invalid: 'rejected' as const,
+                problem: `a person rejected the result${event.output.reason === null ? '' : `: ${event.output.reason}`}`,
+              },
+            })),
+          },
+        ],
+        onError: { target: 'failed', actions: 'noteError' },
+      },
     },
     passed: {
       type: 'final',

@@ -1,4 +1,6 @@
 import type {
+  ApprovalDecision,
+  ApprovalGate,
   AttemptRecord,
   Budgets,
   Contract,
@@ -72,6 +74,17 @@ export interface EvaluateOutput extends CallReport {
   problem: string | null;
 }
 
+/** What a person is asked at a gate (`awaitApproval`): which gate, where, and what is to be approved. */
+export interface ApprovalInput {
+  gate: ApprovalGate;
+  stepId: string | null;
+  stepNumber: number | null;
+  attempt: number | null;
+  summary: string;
+}
+/** A person's decision at a gate. */
+export type ApprovalOutput = ApprovalDecision;
+
 export type { AttemptRecord, ContractInput, ContractReviewInput, EvaluationInput, PlanInput, WorkInput };
 
 /** One contract negotiation round. */
@@ -104,6 +117,8 @@ export interface StepInput {
   onStepExhausted: ExhaustionPolicy;
   /** Replans the run has left (`maxReplans` less those made): a plan-level failure needs one. */
   replansLeft: number;
+  /** Gates where the run waits for a person (`contract`, `step` apply to a step). */
+  approve: ApprovalGate[];
   budget: BudgetState;
 }
 

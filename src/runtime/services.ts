@@ -183,7 +183,11 @@ export function startCoordinatorService(service: CoordinatorServiceOptions): Coo
     void settled.finally(() => active.delete(runId));
   };
   // Commands for runs: this coordinator acts on its own runs and ignores the others'.
-  const control = subscribeControl(bus, (command) => active.get(command.runId)?.interrupt(command.reason));
+  const control = subscribeControl(bus, (command) => {
+    const run = active.get(command.runId);
+    if (command.action === 'interrupt') run?.interrupt(command.reason);
+    else run?.decide(command.gate, { decision: command.action, reason: command.reason, by: command.by });
+  });
   const subscription: BusSubscription = bus.subscribe(
     subjects.submit,
     async (message) => {

@@ -1,18 +1,31 @@
 import { z } from 'zod';
 import { SafeId } from './domain.js';
+import { ApprovalGate } from './settings.js';
 
 /**
  * Control of a run from outside its coordinator, on `pge.run.<runId>.control`: today an interrupt
  * (a persistence worker whose log write failed stops the run, since the log is not best-effort);
  * the same subject is where later commands for a run (approvals, say) belong.
  */
-export const RunControl = z.strictObject({
-  runId: SafeId,
-  action: z.literal('interrupt'),
-  /** Why, in words that end up in the run's closing event. */
-  reason: z.string().min(1),
-  ts: z.iso.datetime(),
-});
+export const RunControl = z.discriminatedUnion('action', [
+  z.strictObject({
+    runId: SafeId,
+    action: z.literal('interrupt'),
+    /** Why, in words that end up in the run's closing event. */
+    reason: z.string().min(1),
+    ts: z.iso.datetime(),
+  }),
+  /** A person's decision at the gate the run waits at (`pge approve`); one for another gate is ignored. */
+  z.strictObject({
+    runId: SafeId,
+    action: z.enum(['approve', 'reject']),
+    gate: ApprovalGate,
+    /** Why a rejection was made: the planner or generator is told. */
+    reason: z.string().max(4000).nullable(),
+    by: z.string().min(1).max(200),
+    ts: z.iso.datetime(),
+  }),
+]);
 export type RunControl = z.infer<typeof RunControl>;
 
 /**

@@ -24,7 +24,7 @@ import {
   RetrySignal,
   WorkInput,
 } from './inputs.js';
-import { ExhaustionPolicy } from './settings.js';
+import { ApprovalGate, ExhaustionPolicy } from './settings.js';
 
 /**
  * Every event of a run, one discriminated union on `type`. The coordinator is the only writer of
@@ -106,6 +106,7 @@ export const AttemptReason = z.enum([
   'invalid_evaluation',
   'invalid_work',
   'failed_validation',
+  'rejected',
 ]);
 export type AttemptReason = z.infer<typeof AttemptReason>;
 
@@ -168,6 +169,8 @@ export const RunStarted = event(
       fallbackThreshold: Score.optional(),
       /** The fixed rubric, when the run had one (`RunSettings.criteria`). */
       criteria: z.array(Criterion).min(1).optional(),
+      /** Where the run waits for a person (`RunSettings.approve`); absent: nowhere. */
+      approve: z.array(ApprovalGate).min(1).optional(),
       budgets: Budgets,
       callTimeoutMs: z.number().int().positive(),
       models: z.strictObject({ planner: z.string(), generator: z.string(), evaluator: z.string() }),
@@ -303,6 +306,36 @@ export const StepPassed = event(
   'step.passed',
   z.strictObject({ ...AttemptRef, bestAttempt: z.number().int().min(1) }),
 );
+/** A person's decision at a gate; `reason` says why a rejection was made (the planner, the generator hear it). */
+export const ApprovalDecision = z.strictObject({
+  decision: z.enum(['approve', 'reject']),
+  reason: z.string().max(4000).nullable(),
+  /** Who decided: a user's name, `terminal`, or the deadline's policy (`deadline`). */
+  by: z.string().min(1).max(200),
+});
+export type ApprovalDecision = z.infer<typeof ApprovalDecision>;
+
+/**
+ * The run waits at a gate for a person's decision (`--approve`): its plan, a step's contract, or a
+ * step's result that passed its evaluation. `summary` says what is to be approved; the event's id
+ * is the request's, which `approval.decided` names.
+ */
+export const ApprovalRequested = event(
+  'approval.requested',
+  z.strictObject({
+    gate: ApprovalGate,
+    stepId: SafeId.nullable(),
+    stepNumber: z.number().int().min(1).nullable(),
+    attempt: z.number().int().min(1).nullable(),
+    summary: z.string(),
+  }),
+);
+/** The decision at a gate: the run goes on (approve) or goes back with the reason (reject). */
+export const ApprovalDecided = event(
+  'approval.decided',
+  z.strictObject({ requestId: z.string(), gate: ApprovalGate, ...ApprovalDecision.shape }),
+);
+
 /**
  * The evaluator judged the attempt's failure to be the plan's (`failureKind: 'plan'`) and a
  * replan is left: the step ends here and the planner revises the plan with the evaluation.
@@ -387,6 +420,8 @@ export const RunEvent = z.discriminatedUnion('type', [
   StepPassed,
   StepPlanRejected,
   StepFailed,
+  ApprovalRequested,
+  ApprovalDecided,
   ModelCallCompleted,
   RoleFailed,
   RequestCancelled,

@@ -27,6 +27,7 @@ export {
 } from './domain.js';
 export type { RunEventDraft, RunEventOf, RunEventType, RunOpening } from './events.js';
 export {
+  ApprovalDecision,
   AttemptJudged,
   AttemptReason,
   AttemptRecord,
@@ -59,6 +60,7 @@ export {
 } from './inputs.js';
 export { RoleFailure, RoleResult, RoleSuccess } from './results.js';
 export {
+  APPROVAL_GATES,
   DEFAULT_WORKER_CONCURRENCY,
   DUPLICATE_WINDOW_MS,
   EXHAUSTION_POLICIES,
@@ -71,6 +73,7 @@ export {
   STRUCTURED_OUTPUT_MODES,
 } from './setting-values.js';
 export {
+  ApprovalGate,
   BaseUrl,
   ExhaustionPolicy,
   ModelClientSettings,

@@ -27,13 +27,15 @@ export type PlanOutline = z.infer<typeof PlanOutline>;
 /** Why the planner is asked again after a step was exhausted (`onStepExhausted: 'replan'`). */
 export const ReplanContext = z.strictObject({
   /**
-   * Why the plan is revised: a step ran out of attempts (`onStepExhausted: 'replan'`), or the
-   * evaluator found a step's failure to be the plan's (`failureKind: 'plan'`). Absent in logs
-   * written before it was recorded: those were all exhaustions.
+   * Why the plan is revised: a step ran out of attempts (`onStepExhausted: 'replan'`), the
+   * evaluator found a step's failure to be the plan's (`failureKind: 'plan'`), or a person rejected
+   * the plan at its gate (`disapproved`; the findings say why). Absent in logs written before it
+   * was recorded: those were all exhaustions.
    */
-  reason: z.enum(['step_exhausted', 'plan_rejected']).default('step_exhausted'),
+  reason: z.enum(['step_exhausted', 'plan_rejected', 'disapproved']).default('step_exhausted'),
   previousPlan: Plan,
-  failedStepId: SafeId,
+  /** The step that failed; null when a person rejected the plan itself (`disapproved`). */
+  failedStepId: SafeId.nullable(),
   findings: z.array(z.string()),
   actionableFeedback: z.array(z.string()),
   completedStepIds: z.array(SafeId),

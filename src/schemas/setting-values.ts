@@ -8,6 +8,9 @@
 /** What happens when a step runs out of retries: go on, fail the run, or plan again. */
 export const EXHAUSTION_POLICIES = ['advance', 'abort', 'replan'] as const;
 
+/** Where a run may wait for a person's decision: its plan, each step's contract, each step's passing result. */
+export const APPROVAL_GATES = ['plan', 'contract', 'step'] as const;
+
 /** `reasoning_effort` values of OpenAI's reasoning models. */
 export const REASONING_EFFORTS = ['minimal', 'low', 'medium', 'high'] as const;
 

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { Criterion, checkUniqueCriteria } from './domain.js';
 import {
+  APPROVAL_GATES,
   DUPLICATE_WINDOW_MS,
   EXHAUSTION_POLICIES,
   OPTION_DEFAULTS,
@@ -19,6 +20,10 @@ import {
 /** When a step runs out of retries: `advance` (the step fails, the run goes on), `abort` or `replan`. */
 export const ExhaustionPolicy = z.enum(EXHAUSTION_POLICIES);
 export type ExhaustionPolicy = z.infer<typeof ExhaustionPolicy>;
+
+/** A point where a run waits for a person's approval (`--approve plan,contract,step`). */
+export const ApprovalGate = z.enum(APPROVAL_GATES);
+export type ApprovalGate = z.infer<typeof ApprovalGate>;
 
 /** `reasoning_effort`, sent only when set: models without reasoning refuse it. */
 export const ReasoningEffort = z.enum(REASONING_EFFORTS);
@@ -132,6 +137,14 @@ export const RunSettings = z.strictObject({
     .min(1, { error: 'criteria needs at least one criterion' })
     .superRefine((criteria, ctx) => checkUniqueCriteria(criteria, ctx))
     .nullable(),
+  /**
+   * Where the run waits for a person's decision (`--approve`): its plan, each step's contract,
+   * each step's passing result. A rejection sends the plan back to the planner, the contract back
+   * to negotiation, the result back to the generator, each with the person's reason.
+   */
+  approve: z
+    .array(ApprovalGate)
+    .refine((gates) => new Set(gates).size === gates.length, { error: 'approve names each gate once' }),
 });
 export type RunSettings = z.infer<typeof RunSettings>;
 

@@ -101,6 +101,14 @@ const RARER_EVENTS: RunEventDraft[] = [
   },
   { type: 'step.plan.rejected', payload: { stepId: 's1', stepNumber: 1, attempt: 1 } },
   {
+    type: 'approval.requested',
+    payload: { gate: 'step', stepId: 's1', stepNumber: 1, attempt: 2, summary: 'Line one' },
+  },
+  {
+    type: 'approval.decided',
+    payload: { requestId: 'run-1-9', gate: 'step', decision: 'reject', reason: 'too short', by: 'ana' },
+  },
+  {
     type: 'role.failed',
     payload: {
       requestId: 'run-1-2',

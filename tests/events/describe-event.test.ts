@@ -79,6 +79,14 @@ const SAMPLES: RunEvent[] = [
     },
   }),
   makeEvent('run-a', 48, { type: 'step.plan.rejected', payload: { ...ref, attempt: 2 } }),
+  makeEvent('run-a', 48, {
+    type: 'approval.requested',
+    payload: { gate: 'plan', stepId: null, stepNumber: null, attempt: null, summary: 'scope\n1. Step' },
+  }),
+  makeEvent('run-a', 48, {
+    type: 'approval.decided',
+    payload: { requestId: 'run-a-48', gate: 'plan', decision: 'reject', reason: 'add safety', by: 'ana' },
+  }),
   makeEvent('run-a', 49, {
     type: 'run.failed',
     payload: { ...totals, reason: 'budget', message: 'maxCostUsd 0.50 reached' },
@@ -115,6 +123,12 @@ describe('describeEvent', () => {
       level: 'progress',
     });
     expect(by('step.failed').text).toBe('failed after 4 attempts (no usable attempt); on exhausted: replan');
+    expect(by('approval.requested')).toMatchObject({
+      step: null,
+      text: 'waiting for approval of the plan: pge approve <runId> --gate plan',
+      level: 'milestone',
+    });
+    expect(by('approval.decided').text).toBe('plan rejected by ana: add safety');
     expect(by('step.plan.rejected')).toMatchObject({
       step: 1,
       text: 'attempt 2: the evaluator found the plan at fault; the planner revises it',

@@ -106,6 +106,7 @@ export function runInput(overrides: Partial<RunInput> = {}): RunInput {
     maxReplans: 1,
     defaultThresholds: {},
     fallbackThreshold: 6,
+    approve: [],
     budgets: { maxCostUsd: null, maxTokens: null, maxDurationMs: null },
     startedAt: 1_000_000,
     ...overrides,
