@@ -123,7 +123,8 @@ const EVENT_SUMMARIES: Record<RunEventType, string> = {
   'step.failed': 'The step exhausted its attempts; names the policy that applied.',
   'approval.requested':
     'The run waits at a gate (plan, contract or step) for a decision: pge approve, or a control message on pge.run.<runId>.control.',
-  'approval.decided': 'The decision at a gate: approve, or reject with the reason the planner or the generator is told.',
+  'approval.decided':
+    'The decision at a gate: approve, or reject with the reason the planner or the generator is told.',
   'step.plan.rejected':
     "The evaluator found the attempt's failure to be the plan's (failureKind plan): the step ends and the planner revises the plan.",
   'model.call.completed':
