@@ -1,5 +1,10 @@
 import { GRAPH_FORMATS, MACHINE_NAMES } from '../graph/graph-choices.js';
-import { DEFAULT_PUBLISH_RETRY_MS, DEFAULT_WORKER_CONCURRENCY, ROLES } from '../schemas/setting-values.js';
+import {
+  APPROVAL_GATES,
+  DEFAULT_PUBLISH_RETRY_MS,
+  DEFAULT_WORKER_CONCURRENCY,
+  ROLES,
+} from '../schemas/setting-values.js';
 import { type Command, CREDS_FLAG, DEPLOYMENT_FLAGS, FLAGS, type FlagSpec, inGroup } from './flag-table.js';
 
 /**
@@ -118,6 +123,36 @@ const DASHBOARD_FLAGS = inGroup('cli', [
 /** The output flags of `resume`: a resumed run keeps its log and its recorded settings. */
 const RESUME_OUTPUT_FLAGS: readonly string[] = ['output-type', 'json', 'verbose'];
 
+/** How `pge approvals` and `pge approve` reach a deployment. */
+const DEPLOYMENT_CLIENT_FLAGS: readonly FlagSpec[] = inGroup('nats', [
+  {
+    name: 'nats',
+    kind: 'text',
+    value: '<url>',
+    help: 'NATS server(s) of the deployment, comma-separated (default NATS_URL, else nats://127.0.0.1:4222)',
+  },
+  CREDS_FLAG,
+]);
+
+const APPROVE_FLAGS: readonly FlagSpec[] = [
+  ...inGroup('harness', [
+    {
+      name: 'gate',
+      kind: 'choice',
+      choices: APPROVAL_GATES,
+      help: 'The gate to decide (default: the one the run waits at)',
+    },
+    {
+      name: 'reject',
+      kind: 'text',
+      value: '<reason>',
+      help: 'Reject, with the reason the planner or the generator is told (default: approve)',
+    },
+    { name: 'by', kind: 'text', value: '<name>', help: 'Who decides, for the log (default: your user name)' },
+  ]),
+  ...DEPLOYMENT_CLIENT_FLAGS,
+];
+
 const FOLLOW_FLAGS: readonly FlagSpec[] = [
   ...inGroup('nats', [
     {
@@ -202,6 +237,10 @@ export function flagsFor(command: Command): readonly FlagSpec[] {
       return GRAPH_FLAGS;
     case 'replay':
       return FLAGS.filter((f) => f.name === 'json');
+    case 'approvals':
+      return [...DEPLOYMENT_CLIENT_FLAGS, ...FLAGS.filter((f) => f.name === 'json')];
+    case 'approve':
+      return [...APPROVE_FLAGS, ...FLAGS.filter((f) => f.name === 'json')];
     case 'fork':
       // The plan is the parent's: the flags that shape a plan do not apply.
       return [FROM_STEP_FLAG, ...FLAGS.filter((f) => f.group !== 'nats' && !PLAN_FLAGS.includes(f.name))];

@@ -1,5 +1,6 @@
 import type { PgeOptions } from '../api/options.js';
 import {
+  APPROVAL_GATES,
   EXHAUSTION_POLICIES,
   OUTPUT_TYPES,
   REASONING_EFFORTS,
@@ -24,6 +25,8 @@ export type Command =
   | 'graph'
   | 'replay'
   | 'fork'
+  | 'approvals'
+  | 'approve'
   | 'worker'
   | 'dashboard'
   | 'follow'
@@ -38,7 +41,8 @@ export type ConfigKey = Exclude<
 /**
  * How a flag's text becomes a value. `integer` is a whole number >= 0 (every integer flag is a
  * count, a limit or a port); `duration` is milliseconds, `size` bytes, each with an optional unit;
- * `threshold` and `price` are repeatable `<key>=<value>` pairs.
+ * `threshold` and `price` are repeatable `<key>=<value>` pairs; `choices` is a comma-separated subset of
+ * the flag's choices.
  */
 export type FlagKind =
   | 'text'
@@ -47,6 +51,7 @@ export type FlagKind =
   | 'duration'
   | 'size'
   | 'choice'
+  | 'choices'
   | 'threshold'
   | 'price'
   | 'mcp'
@@ -192,6 +197,13 @@ const HARNESS_FLAGS = inGroup('harness', [
       help: `An MCP server whose tools the ${roles.join(' and ')} may call: a command speaking MCP on stdio, or a streamable HTTP URL`,
     }),
   ),
+  {
+    name: 'approve',
+    kind: 'choices',
+    option: 'approve',
+    choices: APPROVAL_GATES,
+    help: "Gates where the run waits for a person's decision, comma-separated: asked on the terminal; on NATS, given with pge approve",
+  },
   {
     name: 'validate',
     kind: 'text',

@@ -117,6 +117,13 @@ function convert(spec: FlagSpec, raws: readonly string[]): unknown {
     case 'choice':
       if (!spec.choices?.includes(text)) throw bad(name, `one of ${spec.choices?.join(', ')}`, text);
       return text;
+    case 'choices': {
+      const picked = text.split(',').map((choice) => choice.trim());
+      const wanted = `some of ${spec.choices?.join(', ')}, comma-separated, each once`;
+      if (picked.some((choice) => !spec.choices?.includes(choice)) || new Set(picked).size !== picked.length)
+        throw bad(name, wanted, text);
+      return picked;
+    }
     default:
       return spec.repeatable ? [...raws] : text;
   }

@@ -58,6 +58,11 @@ const REPLAY_EXIT_CODES = `Exit codes:
   1    it did not: the first difference is printed (and with --json, is in firstDifference)
   2    usage error, or a file that is not the log of an ended pge run`;
 
+const APPROVE_EXIT_CODES = `Exit codes:
+  0    done (pge approve: the run's coordinator recorded the decision)
+  2    usage error, NATS unreachable, or (pge approve) a run that waits at no such gate
+  3    no coordinator recorded the decision within 10s: none drives the run now; decide again later`;
+
 const GRAPH_EXIT_CODES = `Exit codes:
   0    the chart was printed
   2    usage error: unknown flag or bad value`;
@@ -88,6 +93,8 @@ Usage:
                                 and check that they produce the recorded events
   pge fork <log> --from-step N  a new run that reuses a recorded run up to step N and calls models
                                 from there (other models, retries, budgets: any run flag)
+  pge approvals --nats <url>    list the gates runs of a deployment wait at (--approve)
+  pge approve <runId> [flags]   approve, or --reject "<reason>", the gate a run waits at
   pge worker --role <role>      one process of a distributed deployment on NATS
   pge dashboard [flags]         a local web page that shows runs live, from a log or NATS
   pge follow <runId> [flags]    show a run of a NATS deployment, from its start, to its end
@@ -279,6 +286,24 @@ A run interrupted by a person does not replay past the interruption (a signal is
       'pge replay pge_shared_state_<runId>.md --json | jq .identical',
     ],
   },
+  approvals: {
+    usage: 'pge approvals [--nats <url>] [--json]',
+    about: `Lists the gates the runs of a distributed deployment wait at (runs started with --approve,
+or approve in a submission): each run's id, the gate, the step and attempt, since when, and what
+is to be approved. Read from the events stream: a run whose coordinator restarted is listed still.`,
+    examples: ['pge approvals --nats nats://127.0.0.1:4222', 'NATS_CREDS=client.creds pge approvals --json'],
+  },
+  approve: {
+    usage: 'pge approve <runId> [--gate plan|contract|step] [--reject "<reason>"] [--nats <url>]',
+    about: `Decides the gate a run of a distributed deployment waits at: approves it, or with --reject
+sends the plan back to the planner, the contract back to negotiation or the result back to the
+generator, with the reason. The decision goes to the run's coordinator on its control subject;
+the command waits until the coordinator has recorded it (approval.decided) and prints it.`,
+    examples: [
+      'pge approve pge-20260301-101500-3f2a9c1e --nats nats://127.0.0.1:4222',
+      'pge approve pge-20260301-101500-3f2a9c1e --gate plan --reject "add a step on safety"',
+    ],
+  },
   fork: {
     usage: 'pge fork <log> --from-step <n> [--log <new-log>] [flags]',
     about: `Starts a new run (its own id and log) from a recorded one: the parent's plan and every event
@@ -343,7 +368,7 @@ function defaultOf(f: FlagSpec): string {
 
 function flagLines(flags: readonly FlagSpec[]): string {
   const label = (f: FlagSpec) =>
-    `--${f.name}${f.choices ? ` ${f.choices.join('|')}` : f.value ? ` ${f.value}` : ''}`;
+    `--${f.name}${f.choices ? ` ${f.choices.join(f.kind === 'choices' ? ',' : '|')}` : f.value ? ` ${f.value}` : ''}`;
   // The help fits 100 columns: a label longer than its column gets a line of its own, and the
   // text wraps at word boundaries under its column.
   const width = 30;
@@ -381,6 +406,8 @@ const EXITS: Record<Command, string> = {
   graph: GRAPH_EXIT_CODES,
   replay: REPLAY_EXIT_CODES,
   fork: RESUME_EXIT_CODES,
+  approvals: APPROVE_EXIT_CODES,
+  approve: APPROVE_EXIT_CODES,
   follow: FOLLOW_EXIT_CODES,
   'nats-config': NATS_CONFIG_EXIT_CODES,
 };

@@ -7,7 +7,7 @@ import { commandHelp, helpHint, topHelp } from './help.js';
 import { type CliIo, processIo } from './io.js';
 
 /**
- * The `pge` command line: `run`, `demo`, `resume`, `batch`, `config`, `graph`, `replay`, `fork`, `worker`,
+ * The `pge` command line: `run`, `demo`, `resume`, `batch`, `config`, `graph`, `replay`, `fork`, `approvals`, `approve`, `worker`,
  * `dashboard`, `follow`, `help`.
  * `bin/pge.js` calls `main` and exits with the code it returns; `main` closes everything it opened,
  * so nothing else is needed. Every command's line is parsed here, from the flag table, and only
@@ -26,6 +26,8 @@ const COMMANDS: Record<Command, () => Promise<RunsCommandLine>> = {
   graph: async () => (await import('./graph-command.js')).graphCommand,
   replay: async () => (await import('./replay-command.js')).replayCommand,
   fork: async () => (await import('./fork-command.js')).forkCommand,
+  approvals: async () => (await import('./approve-command.js')).approvalsCommand,
+  approve: async () => (await import('./approve-command.js')).approveCommand,
   worker: async () => (await import('./worker-command.js')).workerCommand,
   dashboard: async () => (await import('./dashboard-command.js')).dashboardCommand,
   follow: async () => (await import('./follow-command.js')).followCommand,

@@ -1,5 +1,8 @@
+import { createInterface } from 'node:readline/promises';
 import type { PgeOptions } from '../api/options.js';
 import { PlannerGeneratorEvaluator } from '../api/planner-generator-evaluator.js';
+import { ConfigurationError } from '../errors.js';
+import type { RunEventOf } from '../schemas/index.js';
 import type { CliIo } from './io.js';
 import { Progress } from './progress.js';
 
@@ -19,6 +22,34 @@ export interface Session {
 const SIGNALS = ['SIGINT', 'SIGTERM'] as const;
 
 /**
+ * Asks the person at the terminal for the decision at a gate: yes (or nothing) approves, no
+ * rejects, any other answer rejects with it as the reason the planner or the generator is told.
+ */
+async function askOnTerminal(
+  event: RunEventOf<'approval.requested'>,
+  pge: PlannerGeneratorEvaluator,
+  progress: Progress,
+): Promise<void> {
+  const { gate, summary } = event.payload;
+  progress.note(`${gate} to approve:\n${summary}`);
+  const terminal = createInterface({ input: process.stdin, output: process.stderr });
+  try {
+    const answer = (
+      await terminal.question(`Approve the ${gate}? [Y]es, [n]o, or the reason to reject it: `)
+    ).trim();
+    const approved = answer === '' || /^y(es)?$/i.test(answer);
+    const reason = approved || /^no?$/i.test(answer) ? undefined : answer;
+    pge.approve(event.runId, gate, {
+      decision: approved ? 'approve' : 'reject',
+      ...(reason === undefined ? {} : { reason }),
+      by: 'terminal',
+    });
+  } finally {
+    terminal.close();
+  }
+}
+
+/**
  * Builds the harness (a bad option throws `ConfigurationError` before anything starts), runs
  * `work`, and closes the harness whatever happens. The first signal interrupts the runs in progress;
  * they end as `interrupted` with a consistent log. Closing waits for a model call in flight, so a
@@ -34,8 +65,20 @@ export async function withSession<T>(
     live: io.stderr.isTTY === true,
     verbose: options.verbose === true,
   });
+  const gates = options.approve ?? [];
+  if (gates.length > 0 && process.stdin.isTTY !== true)
+    throw new ConfigurationError(
+      '--approve asks on the terminal, and this process has none: run it in a terminal, or on NATS (pge run --nats, then pge approve), or from TypeScript with approve()',
+    );
   // The CLI shows events itself; the library's `verbose` lines would break the live display.
-  const pge = new PlannerGeneratorEvaluator({ ...options, verbose: false, onEvent: progress.onEvent });
+  const pge: PlannerGeneratorEvaluator = new PlannerGeneratorEvaluator({
+    ...options,
+    verbose: false,
+    onEvent: (event) => {
+      progress.onEvent(event);
+      if (event.type === 'approval.requested') void askOnTerminal(event, pge, progress);
+    },
+  });
   let interrupted = false;
   const onSignal = (signal: NodeJS.Signals) => {
     if (interrupted) {

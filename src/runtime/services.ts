@@ -132,6 +132,13 @@ export function startCoordinatorService(service: CoordinatorServiceOptions): Coo
   const { ownership } = service;
   const coordinator = createCoordinator({ bus });
   const active = new Map<string, RunHandle & { settled: Promise<unknown> }>();
+  /** Why a run with these stored events cannot be resumed (none stored, or it has ended), or null. */
+  const notResumable = (runId: string, events: readonly RunEvent[]): string | null => {
+    const last = events.at(-1);
+    if (last === undefined) return `no run ${runId}: the stream holds none of its events`;
+    return isClosingEvent(last) ? `run ${runId} has ended (${last.type}): nothing to resume` : null;
+  };
+
   /**
    * Drives on a run whose claim this coordinator just took, from its stored events. A run that
    * ended (its owner died after its closing event) or never started has nothing to drive: its
@@ -139,12 +146,10 @@ export function startCoordinatorService(service: CoordinatorServiceOptions): Coo
    */
   const driveTaken = async (own: RunOwnership, runId: string): Promise<string | null> => {
     const events = await own.events(runId);
-    const last = events.at(-1);
-    if (last === undefined || isClosingEvent(last)) {
+    const problem = notResumable(runId, events);
+    if (problem !== null) {
       await own.release(runId);
-      return last === undefined
-        ? `no run ${runId}: the stream holds none of its events`
-        : `run ${runId} has ended (${last.type}): nothing to resume`;
+      return problem;
     }
     const handle = coordinator.resumeRun(readRecordedRun(events, `run ${runId} in the stream`), {
       owner: own.owner,
@@ -160,7 +165,12 @@ export function startCoordinatorService(service: CoordinatorServiceOptions): Coo
    */
   const resumeNow = async (runId: string): Promise<RunResumeReply> => {
     if (ownership === undefined) throw new ConfigurationError('this coordinator does not share runs');
-    if (active.has(runId)) return { runId, owner: ownership.owner, takenOver: false };
+    if (active.has(runId)) {
+      // Its closing event may be stored a moment before this coordinator lets the run go.
+      const ended = notResumable(runId, await ownership.events(runId));
+      if (ended !== null) throw new ConfigurationError(ended);
+      return { runId, owner: ownership.owner, takenOver: false };
+    }
     const { owner, taken } = await ownership.takeOverNow(runId);
     if (!taken) return { runId, owner, takenOver: false };
     const problem = await driveTaken(ownership, runId);

@@ -102,6 +102,15 @@ describe('pge demo', () => {
     expect(missing.stderr).toContain('--from-step <n>');
   });
 
+  it('refuses --approve with no terminal to ask on, and a gate it does not know', async () => {
+    const r = await pge(['demo', '--approve', 'plan,step', '--working-dir', tmp]);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain('--approve asks on the terminal, and this process has none');
+    const bad = await pge(['demo', '--approve', 'plan,review']);
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toContain('some of plan, contract, step, comma-separated, each once');
+  });
+
   it('refuses flags that configure a model server', async () => {
     const r = await pge(['demo', '--model', 'gpt-4.1']);
     expect(r.code).toBe(2);

@@ -1,0 +1,64 @@
+import { userInfo } from 'node:os';
+import { NatsBus } from '../bus/nats-bus.js';
+import { ConfigurationError } from '../errors.js';
+import { decide, pendingApprovals } from '../runtime/approvals.js';
+import type { ApprovalGate } from '../schemas/index.js';
+import { ExitCode } from './exit-codes.js';
+import type { CommandLine } from './flags.js';
+import type { CliIo } from './io.js';
+import { natsOptionsOf } from './nats-options.js';
+
+/** `pge approvals` and `pge approve <runId>`: the gates of a distributed deployment's runs. */
+
+/** Connects to the deployment as a client does (`--nats`, else NATS_URL). */
+function connect(line: CommandLine, io: CliIo, name: string): Promise<NatsBus> {
+  const servers = line.flags.nats ?? io.env.NATS_URL?.trim() ?? 'nats://127.0.0.1:4222';
+  return NatsBus.connect({ ...natsOptionsOf(line.flags, io.env), servers, name });
+}
+
+/** `pge approvals`: one line per gate a run waits at (or the list as JSON). */
+export async function approvalsCommand(line: CommandLine, io: CliIo): Promise<number> {
+  if (line.positionals.length > 0) throw new ConfigurationError('pge approvals takes no arguments');
+  const bus = await connect(line, io, 'pge-approvals');
+  try {
+    const pending = await pendingApprovals(bus);
+    if (line.flags.json) io.stdout.write(`${JSON.stringify(pending)}\n`);
+    else if (pending.length === 0) io.stdout.write('no run waits at a gate\n');
+    else
+      for (const p of pending) {
+        const where =
+          p.stepNumber === null
+            ? ''
+            : ` step ${p.stepNumber}${p.attempt === null ? '' : ` attempt ${p.attempt}`}`;
+        io.stdout.write(`${p.runId}  ${p.gate}${where}  since ${p.since}  ${p.summary.split('\n')[0]}\n`);
+      }
+    return ExitCode.passed;
+  } finally {
+    await bus.close();
+  }
+}
+
+/** `pge approve <runId> [--gate g] [--reject "<reason>"]`: the decision, once its coordinator recorded it. */
+export async function approveCommand(line: CommandLine, io: CliIo): Promise<number> {
+  const [runId, ...extra] = line.positionals;
+  if (runId === undefined || extra.length > 0)
+    throw new ConfigurationError('pge approve needs one run id: pge approve <runId> [--reject "<reason>"]');
+  const { values } = line.flags;
+  const reason = typeof values.reject === 'string' ? values.reject : null;
+  const by = typeof values.by === 'string' ? values.by : userInfo().username;
+  const bus = await connect(line, io, 'pge-approve');
+  try {
+    const decided = await decide(bus, runId, values.gate as ApprovalGate | undefined, {
+      decision: reason === null ? 'approve' : 'reject',
+      reason,
+      by,
+    });
+    const { gate, decision } = decided.payload;
+    if (line.flags.json) io.stdout.write(`${JSON.stringify(decided)}\n`);
+    else
+      io.stdout.write(`run ${runId}: ${gate} ${decision === 'approve' ? 'approved' : 'rejected'} by ${by}\n`);
+    return ExitCode.passed;
+  } finally {
+    await bus.close();
+  }
+}

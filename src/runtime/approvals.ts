@@ -1,0 +1,102 @@
+import type { Bus, StoredMessages } from '../bus/bus.js';
+import { publishControl, readRunEvents } from '../bus/channels.js';
+import { subjects } from '../bus/subjects.js';
+import { ConfigurationError, PgeError } from '../errors.js';
+import type { ApprovalDecision, ApprovalGate, RunEvent, RunEventOf } from '../schemas/index.js';
+import { isClosingEvent } from '../schemas/index.js';
+
+/**
+ * Approval gates of a distributed deployment, from outside it (`pge approvals`, `pge approve`): the
+ * gates runs wait at are read from the events stream (an `approval.requested` with no
+ * `approval.decided`, of a run that has not ended), and a decision is a control message on the
+ * run's subject, which the coordinator driving the run applies and records.
+ */
+
+/** A gate a run waits at. */
+export interface PendingApproval {
+  runId: string;
+  gate: ApprovalGate;
+  requestId: string;
+  stepNumber: number | null;
+  attempt: number | null;
+  summary: string;
+  /** When the run started waiting. */
+  since: string;
+}
+
+/** Every gate a run of the deployment waits at, oldest first. */
+export async function pendingApprovals(bus: StoredMessages): Promise<PendingApproval[]> {
+  const events = (await bus.stored(`${subjects.events('*').slice(0, -1)}approval.>`)) as RunEvent[];
+  const decided = new Set(
+    events.flatMap((e) => (e.type === 'approval.decided' ? [e.payload.requestId] : [])),
+  );
+  const open = events.filter(
+    (e): e is RunEventOf<'approval.requested'> => e.type === 'approval.requested' && !decided.has(e.id),
+  );
+  const pending: PendingApproval[] = [];
+  for (const request of open) {
+    // A run that has ended waits at no gate (one interrupted while it waited, say).
+    const runEvents = (await bus.stored(`${subjects.events(request.runId).slice(0, -1)}run.>`)) as RunEvent[];
+    if (runEvents.some(isClosingEvent)) continue;
+    const { gate, stepNumber, attempt, summary } = request.payload;
+    pending.push({
+      runId: request.runId,
+      gate,
+      requestId: request.id,
+      stepNumber,
+      attempt,
+      summary,
+      since: request.ts,
+    });
+  }
+  return pending;
+}
+
+/** No coordinator applied a decision within the wait: none drives the run now. */
+export class DecisionNotAppliedError extends PgeError {
+  readonly retryable = true;
+}
+
+/**
+ * Sends a person's decision to the gate run `runId` waits at (`gate`, or the one it waits at when
+ * left out) and waits up to `timeoutMs` for the coordinator to record it; resolves with the
+ * recorded `approval.decided`. Throws `ConfigurationError` when the run waits at no such gate.
+ */
+export async function decide(
+  bus: Bus & StoredMessages,
+  runId: string,
+  gate: ApprovalGate | undefined,
+  decision: ApprovalDecision,
+  timeoutMs = 10_000,
+): Promise<RunEventOf<'approval.decided'>> {
+  const waiting = (await pendingApprovals(bus)).filter((p) => p.runId === runId);
+  const at = waiting.find((p) => gate === undefined || p.gate === gate);
+  if (at === undefined)
+    throw new ConfigurationError(
+      waiting.length === 0
+        ? `run ${runId} waits at no gate (pge approvals lists those that do)`
+        : `run ${runId} waits at its ${waiting[0]!.gate}, not at a ${gate}`,
+    );
+  await publishControl(bus, {
+    runId,
+    action: decision.decision,
+    gate: at.gate,
+    reason: decision.reason,
+    by: decision.by,
+    ts: new Date().toISOString(),
+  });
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const events = await readRunEvents(bus, runId);
+    const recorded = events.find(
+      (e): e is RunEventOf<'approval.decided'> =>
+        e.type === 'approval.decided' && e.payload.requestId === at.requestId,
+    );
+    if (recorded !== undefined) return recorded;
+    if (Date.now() > deadline)
+      throw new DecisionNotAppliedError(
+        `no coordinator recorded the decision for run ${runId} within ${timeoutMs} ms: is one running? (the run waits at its ${at.gate} still; decide again once one is)`,
+      );
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+}
