@@ -210,6 +210,8 @@ export interface CoordinatorOptions {
   clock?: () => number;
   /** XState inspection (e.g. `@statelyai/inspect`), attached to each run's actor. */
   inspect?: (event: InspectionEvent) => void;
+  /** Given every event as the coordinator records it (not those a replay takes from a log): tracing. */
+  observe?: (event: RunEvent) => void;
 }
 
 /** How many ended runs a coordinator remembers, to tell a late result of its own from another coordinator's. */
@@ -424,6 +426,7 @@ export function createCoordinator(options: CoordinatorOptions) {
       const id = `${runId}-${seq}-${unguessableId()}`;
       const event = { id, runId, seq, ts: timestamp(at), ...draft } as RunEvent;
       publishing.push(publishRecorded(event).catch(publishFailed));
+      options.observe?.(event);
       return event as RunEventOf<T['type']>;
     };
     /** During a replay, the recorded event `draft` produces again; null when they have run out (the run is live now). */

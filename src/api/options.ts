@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { accessSync, constants, existsSync, mkdirSync, statSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
+import type { Tracer } from '@opentelemetry/api';
 import { z } from 'zod';
 import { McpServers } from '../actors/mcp.js';
 import type { Model } from '../actors/model.js';
@@ -150,6 +151,12 @@ export const PgeOptionsSchema = z.strictObject({
     })
     .default({}),
   ...FollowSettings.shape,
+  /**
+   * An OpenTelemetry tracer for spans of every run, step, attempt and model call (GenAI semantic
+   * conventions). Without it, spans go out over OTLP when `OTEL_EXPORTER_OTLP_ENDPOINT` is set,
+   * and nothing of OpenTelemetry is loaded when it is not.
+   */
+  tracer: z.custom<Tracer>((v) => typeof (v as Tracer | null)?.startSpan === 'function').optional(),
   /** Called with every event of every run, in order (progress displays, integrations). */
   onEvent: z.custom<(event: RunEvent) => void>((v) => typeof v === 'function').optional(),
 });

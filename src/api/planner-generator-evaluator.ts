@@ -16,6 +16,7 @@ import type { ForkSettings } from '../runtime/fork-log.js';
 import { newRunId } from '../runtime/run-id.js';
 import { checkTask } from '../runtime/task.js';
 import type { ApprovalGate, Role, RunEvent } from '../schemas/index.js';
+import { otlpRequested } from '../telemetry/otlp-env.js';
 import {
   type PgeOptions,
   type ResolvedOptions,
@@ -51,6 +52,10 @@ export class PlannerGeneratorEvaluator<T extends OutputType = OutputType> {
   private readonly models: Record<Role, Model>;
   private runtime: EmbeddedRuntime | null = null;
   private readonly logErrors = new Map<string, LogWriteError>();
+  /** Tracing, set up before the first run (`prepareTracing`): the observer of every event, and the exporter's stop. */
+  private tracing: Promise<void> | null = null;
+  private observe: ((event: RunEvent) => void) | undefined;
+  private stopTracing: (() => Promise<void>) | undefined;
   /** The runs going on in this instance, by id. */
   private readonly running = new Map<string, RunHandle>();
   private inspect: ((event: InspectionEvent) => void) | null = null;
@@ -131,6 +136,7 @@ export class PlannerGeneratorEvaluator<T extends OutputType = OutputType> {
       );
     }
     if (this.running.has(runId)) throw new ResumeError(`run ${runId} is running in this process`);
+    await this.prepareTracing();
     const runtime = this.ensureRuntime();
     const o = this.options;
     const handle = runtime.coordinator.resumeRun(recorded, {
@@ -240,6 +246,12 @@ export class PlannerGeneratorEvaluator<T extends OutputType = OutputType> {
     const runtime = this.runtime;
     this.runtime = null;
     await runtime?.close();
+    // The spans still queued go out before the process may end.
+    const stop = this.stopTracing;
+    this.stopTracing = undefined;
+    this.tracing = null;
+    this.observe = undefined;
+    await stop?.();
   }
 
   private async runOne(task: string, fixedPath: string | null, batch = false): Promise<RunOutput<T>> {
@@ -249,6 +261,7 @@ export class PlannerGeneratorEvaluator<T extends OutputType = OutputType> {
     // Checked before any model is called: the directory may have gone since the options were
     // checked, and a file there means the run id was used already (a log is never reused).
     checkLogPath(logPath, this.options.sharedStatePath ? 'sharedStatePath' : `the log of run ${runId}`);
+    await this.prepareTracing();
     const runtime = this.ensureRuntime();
     const started = performance.now();
     const o = this.options;
@@ -301,6 +314,24 @@ export class PlannerGeneratorEvaluator<T extends OutputType = OutputType> {
     return join(this.options.workingDirectory, `pge_shared_state_${runId}.md`);
   }
 
+  /**
+   * Sets tracing up once, before the first run: the `tracer` option's, else OTLP export when the
+   * environment asks for it (`OTEL_EXPORTER_OTLP_ENDPOINT`), loaded only then.
+   */
+  private prepareTracing(): Promise<void> {
+    this.tracing ??= (async () => {
+      let tracer = this.options.tracer;
+      if (tracer === undefined) {
+        if (!otlpRequested(process.env)) return;
+        const otlp = (await import('../telemetry/otlp.js')).otlpTracer();
+        tracer = otlp.tracer;
+        this.stopTracing = otlp.shutdown;
+      }
+      this.observe = (await import('../telemetry/run-tracing.js')).traceRuns(tracer);
+    })();
+    return this.tracing;
+  }
+
   private ensureRuntime(): EmbeddedRuntime {
     if (this.runtime) return this.runtime;
     this.runtime = createEmbeddedRuntime({
@@ -318,6 +349,7 @@ export class PlannerGeneratorEvaluator<T extends OutputType = OutputType> {
       systemPrompts: systemPromptsOf(this.options),
       validation: validationOf(this.options),
       ...(this.inspect ? { inspect: this.inspect } : {}),
+      ...(this.observe ? { observe: this.observe } : {}),
       onLogError: (runId, error) => {
         this.logErrors.set(runId, error);
         this.running.get(runId)?.interrupt();

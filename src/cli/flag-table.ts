@@ -35,7 +35,7 @@ export type Command =
 /** The options a flag, the environment or a config file can set: every `PgeOptions` name that is plain data. */
 export type ConfigKey = Exclude<
   keyof PgeOptions,
-  'plannerAgent' | 'generatorAgent' | 'evaluatorAgent' | 'onEvent'
+  'plannerAgent' | 'generatorAgent' | 'evaluatorAgent' | 'onEvent' | 'tracer'
 >;
 
 /**

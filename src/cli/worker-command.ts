@@ -15,6 +15,7 @@ import { natsRunOwnership } from '../runtime/nats-ownership.js';
 import { startNatsPersistence } from '../runtime/nats-persistence.js';
 import { type CoordinatorService, startCoordinatorService } from '../runtime/services.js';
 import type { Role } from '../schemas/index.js';
+import { otlpRequested } from '../telemetry/otlp-env.js';
 import { WORKER_ROLES, type WorkerRole } from './command-flags.js';
 import { resolveConfig } from './config.js';
 import { ExitCode } from './exit-codes.js';
@@ -178,8 +179,12 @@ export async function workerCommand(line: CommandLine, io: CliIo): Promise<numbe
       },
       onError: (error) => io.stderr.write(`pge coordinator: run leases: ${String(error)}\n`),
     });
+    // Spans of every run this coordinator drives, over OTLP when the environment asks for it.
+    const tracing = otlpRequested(io.env) ? (await import('../telemetry/otlp.js')).otlpTracer() : null;
+    const observe = tracing && (await import('../telemetry/run-tracing.js')).traceRuns(tracing.tracer);
     service = startCoordinatorService({
       bus,
+      ...(observe ? { observe } : {}),
       options,
       models: { planner: name('planner'), generator: name('generator'), evaluator: name('evaluator') },
       onRun: (runId, task) =>
@@ -196,6 +201,7 @@ export async function workerCommand(line: CommandLine, io: CliIo): Promise<numbe
       await running.stop(hurry ? 'interrupt' : 'finish');
       abandoned.stop();
       leases.stop();
+      await tracing?.shutdown();
     };
   }
   // "ready" means the server knows this process's subscriptions: a submission sent now is taken.

@@ -6,7 +6,7 @@ import { createPersistenceActor } from '../actors/persistence-actor.js';
 import { createRoleWorker, type RoleWorker, type RoleWorkerOptions } from '../actors/role-worker.js';
 import { InProcessBus } from '../bus/in-process-bus.js';
 import { type LogWriteError, WorkerStoppedError } from '../errors.js';
-import type { Role } from '../schemas/index.js';
+import type { Role, RunEvent } from '../schemas/index.js';
 
 /**
  * The embedded composition root: the coordinator, one worker per role, and the persistence actor,
@@ -34,6 +34,8 @@ export interface EmbeddedRuntimeOptions {
   validation?: RoleWorkerOptions['validation'];
   /** XState inspection of every run's actors (e.g. `@statelyai/inspect`), passed to the coordinator. */
   inspect?: (event: InspectionEvent) => void;
+  /** Every event the coordinator records (tracing), passed to the coordinator. */
+  observe?: (event: RunEvent) => void;
 }
 
 /** Starts the embedded runtime. */
@@ -63,6 +65,7 @@ export function createEmbeddedRuntime(options: EmbeddedRuntimeOptions) {
     bus,
     ...(options.clock ? { clock: options.clock } : {}),
     ...(options.inspect ? { inspect: options.inspect } : {}),
+    ...(options.observe ? { observe: options.observe } : {}),
   });
   return {
     bus,

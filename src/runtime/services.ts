@@ -66,6 +66,8 @@ export interface CoordinatorServiceOptions {
    * and dies with this coordinator.
    */
   ownership?: RunOwnership;
+  /** Given every event the coordinator records (tracing: `traceRuns`). */
+  observe?: (event: RunEvent) => void;
 }
 
 /** Runs shared between coordinators: who owns which, and what a run left in the transport. */
@@ -130,7 +132,7 @@ export interface CoordinatorService {
 export function startCoordinatorService(service: CoordinatorServiceOptions): CoordinatorService {
   const { bus, options, models } = service;
   const { ownership } = service;
-  const coordinator = createCoordinator({ bus });
+  const coordinator = createCoordinator({ bus, ...(service.observe ? { observe: service.observe } : {}) });
   const active = new Map<string, RunHandle & { settled: Promise<unknown> }>();
   /** Why a run with these stored events cannot be resumed (none stored, or it has ended), or null. */
   const notResumable = (runId: string, events: readonly RunEvent[]): string | null => {

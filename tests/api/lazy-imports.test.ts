@@ -12,7 +12,17 @@ import { ROOT } from '../support/processes.js';
  * looked at too (`yaml` is CommonJS, and a `require` does not pass through the ESM hooks on Node 20).
  */
 
-const LAZY = ['openai', 'yaml', '@nats-io/transport-node', '@nats-io/jetstream', '@statelyai/inspect'];
+const LAZY = [
+  'openai',
+  'yaml',
+  '@nats-io/transport-node',
+  '@nats-io/jetstream',
+  '@statelyai/inspect',
+  // Tracing costs nothing unless asked for (the `tracer` option, or OTEL_EXPORTER_OTLP_ENDPOINT).
+  '@opentelemetry/api',
+  '@opentelemetry/sdk-trace',
+  '@opentelemetry/exporter-trace-otlp-http',
+];
 /** pge's own folders that only the CLI and the servers use. */
 const LAZY_FOLDERS = ['/src/cli/', '/src/dashboard/', '/src/graph/'];
 

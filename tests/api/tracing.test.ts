@@ -1,0 +1,130 @@
+import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import {
+  InMemorySpanExporter,
+  type ReadableSpan,
+  SimpleSpanProcessor,
+  TracerProvider,
+} from '@opentelemetry/sdk-trace';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { PlannerGeneratorEvaluator } from '../../src/api/planner-generator-evaluator.js';
+import { ScriptedModel } from '../../src/testing.js';
+import { ROOT } from '../cli/run-cli.js';
+import { approve, evaluate, planOf, proposal, times, work } from '../support/scripts.js';
+
+/**
+ * OpenTelemetry: spans of the run, its steps, attempts and model calls, with the GenAI semantic
+ * conventions, checked with an in-memory exporter; and OTLP export when the environment asks.
+ */
+
+let dir: string;
+beforeEach(() => {
+  dir = mkdtempSync(join(tmpdir(), 'pge-tracing-'));
+});
+afterEach(() => {
+  rmSync(dir, { recursive: true, force: true });
+});
+
+describe('tracing', () => {
+  it('makes one trace of a run: run, step, attempts and model calls, with gen_ai and pge attributes', async () => {
+    const exporter = new InMemorySpanExporter();
+    const provider = new TracerProvider({ spanProcessors: [new SimpleSpanProcessor({ exporter })] });
+    const model = new ScriptedModel(
+      {
+        plan: [{ json: planOf(1) }],
+        contract: [proposal],
+        contract_review: [approve],
+        work: times(2, work()),
+        evaluation: [evaluate(5), evaluate(9)],
+      },
+      { promptTokens: 120, completionTokens: 30 },
+    );
+    const pge = new PlannerGeneratorEvaluator({
+      plannerAgent: model,
+      generatorAgent: model,
+      evaluatorAgent: model,
+      workingDirectory: dir,
+      tracer: provider.getTracer('test'),
+    });
+    await pge.run('Write a short guide');
+    await pge.close();
+    await provider.forceFlush();
+
+    const spans = exporter.getFinishedSpans();
+    const named = (name: string): ReadableSpan => spans.find((s) => s.name === name)!;
+    const parentOf = (span: ReadableSpan) =>
+      spans.find((s) => s.spanContext().spanId === span.parentSpanContext?.spanId);
+    const run = named('pge.run');
+    const step = named('pge.step 1');
+    const [first, second] = [named('pge.attempt 1'), named('pge.attempt 2')];
+    const calls = spans.filter((s) => s.name === 'chat scripted-test-double');
+    // One trace: every span under the run's, in its trace.
+    expect(new Set(spans.map((s) => s.spanContext().traceId)).size).toBe(1);
+    expect(run.parentSpanContext).toBeUndefined();
+    expect(parentOf(step)).toBe(run);
+    expect([parentOf(first!), parentOf(second!)]).toEqual([step, step]);
+    // 1 plan, 1 contract, 1 review, 2 works, 2 evaluations: each a span, under its attempt where it has one.
+    expect(calls).toHaveLength(7);
+    const work1 = calls.find((c) => c.attributes['pge.phase'] === 'work' && parentOf(c) === first);
+    expect(work1?.attributes).toMatchObject({
+      'gen_ai.operation.name': 'chat',
+      'gen_ai.provider.name': 'openai',
+      'gen_ai.request.model': 'scripted-test-double',
+      'gen_ai.response.model': 'scripted-test-double',
+      'gen_ai.usage.input_tokens': 120,
+      'gen_ai.usage.output_tokens': 30,
+      'pge.role': 'generator',
+    });
+    expect(parentOf(calls.find((c) => c.attributes['pge.phase'] === 'plan')!)).toBe(run);
+    expect(first!.attributes).toMatchObject({
+      'pge.attempt.signal': 'initial',
+      'pge.attempt.verdict': 'fail',
+      'pge.attempt.reason': 'below_threshold',
+      'pge.score.accuracy': 5,
+    });
+    expect(second!.attributes).toMatchObject({
+      'pge.attempt.signal': 'refine',
+      'pge.attempt.verdict': 'pass',
+    });
+    expect(step.attributes).toMatchObject({ 'pge.step.status': 'passed', 'pge.step.number': 1 });
+    expect(run.attributes).toMatchObject({ 'pge.run.passed': true, 'pge.run.retries': 1 });
+    // Every span ended within the run's.
+    for (const span of spans)
+      expect(span.endTime[0] * 1e9 + span.endTime[1]).toBeLessThanOrEqual(
+        run.endTime[0] * 1e9 + run.endTime[1],
+      );
+  });
+
+  it('exports the spans over OTLP when OTEL_EXPORTER_OTLP_ENDPOINT is set', async () => {
+    const bodies: string[] = [];
+    const collector = createServer((request, response) => {
+      let body = '';
+      request.on('data', (chunk: Buffer) => {
+        body += chunk.toString('utf8');
+      });
+      request.on('end', () => {
+        bodies.push(`${request.method} ${request.url}\n${body}`);
+        response.writeHead(200, { 'content-type': 'application/json' }).end('{}');
+      });
+    });
+    await new Promise<void>((resolve) => collector.listen(0, '127.0.0.1', resolve));
+    const { port } = collector.address() as AddressInfo;
+    try {
+      const demo = spawn(process.execPath, [join(ROOT, 'bin/pge.js'), 'demo', '--working-dir', dir], {
+        env: { ...process.env, OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${port}` },
+        stdio: 'ignore',
+      });
+      expect(await new Promise((resolve) => demo.on('exit', resolve))).toBe(0);
+      const sent = bodies.join('\n');
+      expect(sent).toMatch(/^POST \/v1\/traces/);
+      for (const text of ['pge.run', 'pge.step 3', 'gen_ai.usage.input_tokens', 'pge.attempt.verdict'])
+        expect(sent).toContain(text);
+    } finally {
+      collector.close();
+    }
+  });
+});
