@@ -22,6 +22,7 @@ import type { ApprovalInput, ApprovalOutput, CallReport, RecordParams } from '..
 import type {
   ApprovalDecision,
   ApprovalGate,
+  ApprovalTimeoutPolicy,
   ModelCall,
   Phase,
   PhaseTotals,
@@ -66,6 +67,8 @@ export interface RunSpec extends Omit<RunInput, 'startedAt'> {
   models: { planner: string; generator: string; evaluator: string };
   /** Milliseconds each call may take, from its request to its result, before it fails (`RunSettings`). */
   callTimeoutMs: number;
+  /** How long a gate waits for a person, and what its deadline does; null: as long as it takes. */
+  approvalDeadline: { timeoutMs: number; policy: ApprovalTimeoutPolicy } | null;
 }
 
 /** The options a run's settings are taken from (a subset of the API's resolved options). */
@@ -85,6 +88,8 @@ export type RunSettingsSource = Pick<
   maxTokens?: number | undefined;
   maxDurationMs?: number | undefined;
   callTimeoutMs: number;
+  approvalTimeoutMs?: number | null | undefined;
+  onApprovalTimeout?: ApprovalTimeoutPolicy | undefined;
 };
 
 /** A run's settings from options: the harness bounds and the budgets (`null` is no limit). */
@@ -105,6 +110,10 @@ export function runSettingsOf(o: RunSettingsSource): Omit<RunSpec, 'runId' | 'ta
       maxDurationMs: o.maxDurationMs ?? null,
     },
     callTimeoutMs: o.callTimeoutMs,
+    approvalDeadline:
+      o.approvalTimeoutMs === undefined || o.approvalTimeoutMs === null
+        ? null
+        : { timeoutMs: o.approvalTimeoutMs, policy: o.onApprovalTimeout ?? 'stop' },
   };
 }
 
@@ -188,7 +197,8 @@ export interface ResumeOptions {
 /** The settings of a resumed run: those its `run.started` recorded. */
 export function resumedSpec({ runId, started }: RecordedRun, options: ResumeOptions): RunSpec {
   const { task, logPath, settings } = started.payload;
-  const { models, defaultThresholds, fallbackThreshold, criteria, approve, ...rest } = settings;
+  const { models, defaultThresholds, fallbackThreshold, criteria, approve, approvalDeadline, ...rest } =
+    settings;
   return {
     runId,
     task,
@@ -196,6 +206,7 @@ export function resumedSpec({ runId, started }: RecordedRun, options: ResumeOpti
     ...rest,
     criteria: criteria ?? null,
     approve: approve ?? [],
+    approvalDeadline: approvalDeadline ?? null,
     defaultThresholds: defaultThresholds ?? options.defaults?.defaultThresholds ?? {},
     fallbackThreshold:
       fallbackThreshold ?? options.defaults?.fallbackThreshold ?? OPTION_DEFAULTS.fallbackThreshold,
@@ -564,7 +575,22 @@ export function createCoordinator(options: CoordinatorOptions) {
         }
       }
       return new Promise<ApprovalOutput>((resolve, reject) => {
+        // A wall-clock deadline from the request: a restart of the process that waited does not reset it.
+        const deadline = spec.approvalDeadline;
+        const timer =
+          deadline === null
+            ? undefined
+            : setTimeout(
+                () => {
+                  const why = `no decision within ${deadline.timeoutMs} ms`;
+                  if (deadline.policy === 'stop')
+                    actor.send({ type: 'interrupt', reason: `the ${input.gate} gate had ${why}` });
+                  else waiting?.settle({ decision: deadline.policy, reason: why, by: 'deadline' });
+                },
+                Math.max(0, Date.parse(request.ts) + deadline.timeoutMs - clock()),
+              );
         const onAbort = () => {
+          clearTimeout(timer);
           waiting = null;
           reject(signal.reason);
         };
@@ -573,6 +599,7 @@ export function createCoordinator(options: CoordinatorOptions) {
           gate: input.gate,
           requestId: request.id,
           settle: (decision) => {
+            clearTimeout(timer);
             signal.removeEventListener('abort', onAbort);
             waiting = null;
             resolve(decided(decision));
@@ -671,7 +698,7 @@ export function createCoordinator(options: CoordinatorOptions) {
       record(completeDraft(draft, calls));
     };
 
-    const { runId: _runId, models, callTimeoutMs: _callTimeoutMs, ...settings } = spec;
+    const { runId: _runId, models, callTimeoutMs: _callTimeoutMs, approvalDeadline, ...settings } = spec;
     let startedAt: number;
     if (resume === null) {
       startedAt = clock();
@@ -693,6 +720,7 @@ export function createCoordinator(options: CoordinatorOptions) {
               ...(settings.approve.length === 0 ? {} : { approve: settings.approve }),
               budgets: settings.budgets,
               callTimeoutMs: spec.callTimeoutMs,
+              ...(approvalDeadline === null ? {} : { approvalDeadline }),
               models,
             },
           },

@@ -129,6 +129,9 @@ export const PgeOptionsSchema = z.strictObject({
    * `pge run` has one, else through `approve(runId, gate, decision)`; on NATS, `pge approve`.
    */
   approve: run.approve.default([]),
+  /** How long a gate waits (`--approval-timeout`); past it `onApprovalTimeout` applies. Default: as long as it takes. */
+  approvalTimeoutMs: run.approvalTimeoutMs.optional(),
+  onApprovalTimeout: run.onApprovalTimeout.default(D.onApprovalTimeout),
   /** The longest task accepted, in UTF-8 bytes; a longer one is refused before anything starts. */
   maxTaskBytes: z
     .number()

@@ -1,6 +1,7 @@
 import type { PgeOptions } from '../api/options.js';
 import {
   APPROVAL_GATES,
+  APPROVAL_TIMEOUT_POLICIES,
   EXHAUSTION_POLICIES,
   OUTPUT_TYPES,
   REASONING_EFFORTS,
@@ -203,6 +204,20 @@ const HARNESS_FLAGS = inGroup('harness', [
     option: 'approve',
     choices: APPROVAL_GATES,
     help: "Gates where the run waits for a person's decision, comma-separated: asked on the terminal; on NATS, given with pge approve",
+  },
+  {
+    name: 'approval-timeout',
+    kind: 'duration',
+    option: 'approvalTimeoutMs',
+    value: '<ms>',
+    help: 'How long a gate waits for a decision, in ms or with s/m/h; then --on-approval-timeout applies (default: as long as it takes)',
+  },
+  {
+    name: 'on-approval-timeout',
+    kind: 'choice',
+    option: 'onApprovalTimeout',
+    choices: APPROVAL_TIMEOUT_POLICIES,
+    help: 'What a gate does when no one decided by its deadline: approve, reject, or stop the run',
   },
   {
     name: 'validate',

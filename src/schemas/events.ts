@@ -24,7 +24,7 @@ import {
   RetrySignal,
   WorkInput,
 } from './inputs.js';
-import { ApprovalGate, ExhaustionPolicy } from './settings.js';
+import { ApprovalGate, ApprovalTimeoutPolicy, ExhaustionPolicy } from './settings.js';
 
 /**
  * Every event of a run, one discriminated union on `type`. The coordinator is the only writer of
@@ -171,6 +171,10 @@ export const RunStarted = event(
       criteria: z.array(Criterion).min(1).optional(),
       /** Where the run waits for a person (`RunSettings.approve`); absent: nowhere. */
       approve: z.array(ApprovalGate).min(1).optional(),
+      /** A gate's deadline and what it does (`RunSettings.approvalTimeoutMs`); absent: none. */
+      approvalDeadline: z
+        .strictObject({ timeoutMs: z.number().int().positive(), policy: ApprovalTimeoutPolicy })
+        .optional(),
       budgets: Budgets,
       callTimeoutMs: z.number().int().positive(),
       models: z.strictObject({ planner: z.string(), generator: z.string(), evaluator: z.string() }),

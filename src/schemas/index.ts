@@ -61,6 +61,7 @@ export {
 export { RoleFailure, RoleResult, RoleSuccess } from './results.js';
 export {
   APPROVAL_GATES,
+  APPROVAL_TIMEOUT_POLICIES,
   DEFAULT_WORKER_CONCURRENCY,
   DUPLICATE_WINDOW_MS,
   EXHAUSTION_POLICIES,
@@ -74,6 +75,7 @@ export {
 } from './setting-values.js';
 export {
   ApprovalGate,
+  ApprovalTimeoutPolicy,
   BaseUrl,
   ExhaustionPolicy,
   ModelClientSettings,

@@ -11,6 +11,9 @@ export const EXHAUSTION_POLICIES = ['advance', 'abort', 'replan'] as const;
 /** Where a run may wait for a person's decision: its plan, each step's contract, each step's passing result. */
 export const APPROVAL_GATES = ['plan', 'contract', 'step'] as const;
 
+/** What a gate's deadline does when no one decided: approve, reject, or stop the run. */
+export const APPROVAL_TIMEOUT_POLICIES = ['approve', 'reject', 'stop'] as const;
+
 /** `reasoning_effort` values of OpenAI's reasoning models. */
 export const REASONING_EFFORTS = ['minimal', 'low', 'medium', 'high'] as const;
 
@@ -64,8 +67,10 @@ export const OPTION_DEFAULTS = {
   streamMaxAgeMs: 30 * 24 * 3_600_000,
   streamMaxBytes: 1024 ** 3,
   followTimeoutMs: 600_000,
+  onApprovalTimeout: 'stop',
 } as const satisfies {
   onStepExhausted: (typeof EXHAUSTION_POLICIES)[number];
+  onApprovalTimeout: (typeof APPROVAL_TIMEOUT_POLICIES)[number];
   outputType: (typeof OUTPUT_TYPES)[number];
   structuredOutput: (typeof STRUCTURED_OUTPUT_MODES)[number];
   [option: string]: string | number;

@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { Criterion, checkUniqueCriteria } from './domain.js';
 import {
   APPROVAL_GATES,
+  APPROVAL_TIMEOUT_POLICIES,
   DUPLICATE_WINDOW_MS,
   EXHAUSTION_POLICIES,
   OPTION_DEFAULTS,
@@ -24,6 +25,10 @@ export type ExhaustionPolicy = z.infer<typeof ExhaustionPolicy>;
 /** A point where a run waits for a person's approval (`--approve plan,contract,step`). */
 export const ApprovalGate = z.enum(APPROVAL_GATES);
 export type ApprovalGate = z.infer<typeof ApprovalGate>;
+
+/** What a gate's deadline does when no one decided (`approvalTimeoutMs`). */
+export const ApprovalTimeoutPolicy = z.enum(APPROVAL_TIMEOUT_POLICIES);
+export type ApprovalTimeoutPolicy = z.infer<typeof ApprovalTimeoutPolicy>;
 
 /** `reasoning_effort`, sent only when set: models without reasoning refuse it. */
 export const ReasoningEffort = z.enum(REASONING_EFFORTS);
@@ -145,6 +150,16 @@ export const RunSettings = z.strictObject({
   approve: z
     .array(ApprovalGate)
     .refine((gates) => new Set(gates).size === gates.length, { error: 'approve names each gate once' }),
+  /**
+   * How long a gate waits for a decision; past it `onApprovalTimeout` decides (approve, reject) or
+   * stops the run. Null: as long as it takes.
+   */
+  approvalTimeoutMs: z
+    .number()
+    .int({ error: 'approvalTimeoutMs must be a whole number of milliseconds' })
+    .positive({ error: 'approvalTimeoutMs must be > 0' })
+    .nullable(),
+  onApprovalTimeout: ApprovalTimeoutPolicy,
 });
 export type RunSettings = z.infer<typeof RunSettings>;
 

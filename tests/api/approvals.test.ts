@@ -164,4 +164,50 @@ describe('approval gates (embedded)', () => {
     });
     expect(pge.approve(events[0]!.runId, 'step', { decision: 'approve' })).toBe(false);
   });
+
+  it.each([
+    ['approve', 'completed'],
+    ['stop', 'failed'],
+  ] as const)('decides by the deadline when no one answers: %s', async (policy, closing) => {
+    const model = new ScriptedModel({
+      plan: [{ json: planOf(1) }],
+      contract: [proposal],
+      contract_review: [approve],
+      work: [work()],
+      evaluation: [evaluate(9)],
+    });
+    const events: RunEvent[] = [];
+    const pge = new PlannerGeneratorEvaluator({
+      plannerAgent: model,
+      generatorAgent: model,
+      evaluatorAgent: model,
+      workingDirectory: dir,
+      approve: ['plan'],
+      approvalTimeoutMs: 50,
+      onApprovalTimeout: policy,
+      onEvent: (e) => events.push(e),
+    });
+    await pge.run('Write a short guide').catch(() => undefined);
+    await pge.close();
+    expect(events[0]).toMatchObject({
+      payload: { settings: { approvalDeadline: { timeoutMs: 50, policy } } },
+    });
+    if (policy === 'approve') {
+      expect(events.find((e) => e.type === 'approval.decided')?.payload).toMatchObject({
+        decision: 'approve',
+        reason: 'no decision within 50 ms',
+        by: 'deadline',
+      });
+      expect(events.at(-1)).toMatchObject({ type: `run.${closing}`, payload: { passed: true } });
+    } else {
+      expect(events.some((e) => e.type === 'approval.decided')).toBe(false);
+      expect(events.at(-1)).toMatchObject({
+        type: `run.${closing}`,
+        payload: {
+          reason: 'interrupted',
+          message: 'the run was interrupted: the plan gate had no decision within 50 ms',
+        },
+      });
+    }
+  });
 });

@@ -121,6 +121,7 @@ export function runSpec(runId: string): RunSpec {
     runId,
     models: { planner: 'scripted', generator: 'scripted', evaluator: 'scripted' },
     callTimeoutMs: 60_000,
+    approvalDeadline: null,
   };
 }
 
