@@ -26,7 +26,7 @@ import { stringify } from 'yaml';
 import { z } from 'zod';
 import { MessageRejection } from '../src/bus/codec.js';
 import { EVENTS_STREAM, PGE_STREAMS, RESULTS_STREAM, WORK_STREAM } from '../src/bus/nats-streams.js';
-import { CallCancel, RunControl } from '../src/schemas/control.js';
+import { CallCancel, RunApproval, RunControl } from '../src/schemas/control.js';
 import type { RunEventType } from '../src/schemas/index.js';
 import {
   AttemptReason,
@@ -122,7 +122,7 @@ const EVENT_SUMMARIES: Record<RunEventType, string> = {
   'step.passed': 'The step passed; names the attempt it keeps.',
   'step.failed': 'The step exhausted its attempts; names the policy that applied.',
   'approval.requested':
-    'The run waits at a gate (plan, contract or step) for a decision: pge approve, or a control message on pge.run.<runId>.control.',
+    'The run waits at a gate (plan, contract or step) for a decision: pge approve, or a message on pge.run.<runId>.approval.',
   'approval.decided':
     'The decision at a gate: approve, or reject with the reason the planner or the generator is told.',
   'step.plan.rejected':
@@ -207,7 +207,12 @@ function componentSchemas(): Record<string, Json> {
     'The coordinator that owns the run now (`takenOver`: it took the run over for this request; else a live owner still drives it), or why the run cannot be resumed (it ended, or was never started).',
   );
   add(MessageRejection, 'MessageRejection', 'A message that a pge process refused on receive, and why.');
-  add(RunControl, 'RunControl', 'A command for a run from outside its coordinator: today, interrupt it.');
+  add(RunControl, 'RunControl', 'A command for a run from outside its coordinator: interrupt it.');
+  add(
+    RunApproval,
+    'RunApproval',
+    "A person's decision at the gate a run waits at: approve, or reject with a reason.",
+  );
   add(
     CallCancel,
     'CallCancel',
@@ -391,6 +396,13 @@ export function buildAsyncApi(options: AsyncApiOptions = {}): Json {
       contentType: 'application/json',
       payload: schemaRef('RunControl'),
     },
+    RunApproval: {
+      name: 'RunApproval',
+      title: 'Decision at a gate',
+      summary: "A person's decision at the gate a run waits at (pge approve).",
+      contentType: 'application/json',
+      payload: schemaRef('RunApproval'),
+    },
     CallCancel: {
       name: 'CallCancel',
       title: 'Request cancelled',
@@ -564,6 +576,15 @@ export function buildAsyncApi(options: AsyncApiOptions = {}): Json {
         'Core NATS (not stored). The coordinator that owns the run acts on it; the others ignore it. The persistence worker sends an interrupt when a log cannot be written, since the log is not best-effort.',
       parameters: { runId: ref('#/components/parameters/runId') },
       messages: channelMessages(['RunControl']),
+      'x-pge-nats': { transport: 'core' },
+    },
+    runApproval: {
+      address: 'pge.run.{runId}.approval',
+      title: "Decisions at a run's gates",
+      description:
+        'Core NATS (not stored). Only clients may publish here. The coordinator that owns the run applies a decision for the gate (and request) it waits at and records approval.decided; the others ignore it.',
+      parameters: { runId: ref('#/components/parameters/runId') },
+      messages: channelMessages(['RunApproval']),
       'x-pge-nats': { transport: 'core' },
     },
     callCancels: {
@@ -755,6 +776,22 @@ export function buildAsyncApi(options: AsyncApiOptions = {}): Json {
       summary: 'The coordinator that owns the run interrupts it; its closing event gives the reason.',
       tags: [tag('coordinator')],
       messages: opMessages('runControl', ['RunControl']),
+    },
+    sendRunApproval: {
+      action: 'send',
+      channel: ref('#/channels/runApproval'),
+      title: 'Decide a gate',
+      summary: 'A person (pge approve, or any client) approves or rejects the gate a run waits at.',
+      tags: [tag('integrator')],
+      messages: opMessages('runApproval', ['RunApproval']),
+    },
+    receiveRunApproval: {
+      action: 'receive',
+      channel: ref('#/channels/runApproval'),
+      title: 'Apply a decision at a gate',
+      summary: 'The coordinator that owns the run settles the gate it waits at and records approval.decided.',
+      tags: [tag('coordinator')],
+      messages: opMessages('runApproval', ['RunApproval']),
     },
     sendCallCancel: {
       action: 'send',

@@ -152,9 +152,9 @@ export interface RunHandle {
   interrupt(reason?: string): void;
   /**
    * A person's decision at the gate the run waits at; false (and nothing done) when it waits at
-   * no gate of that kind.
+   * no gate of that kind, or at another request than `requestId` (when given).
    */
-  decide(gate: ApprovalGate, decision: ApprovalDecision): boolean;
+  decide(gate: ApprovalGate, decision: ApprovalDecision, requestId?: string): boolean;
   /** The gate the run waits at, with its request's id, or null. */
   waitingAt(): { gate: ApprovalGate; requestId: string } | null;
   /**
@@ -763,8 +763,9 @@ export function createCoordinator(options: CoordinatorOptions) {
       calls,
       interrupt: (reason?: string) =>
         actor.send(reason ? { type: 'interrupt', reason } : { type: 'interrupt' }),
-      decide: (gate, decision) => {
+      decide: (gate, decision, requestId) => {
         if (waiting === null || waiting.gate !== gate || closed) return false;
+        if (requestId !== undefined && requestId !== waiting.requestId) return false;
         waiting.settle(decision);
         return true;
       },

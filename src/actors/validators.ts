@@ -47,10 +47,13 @@ export interface ValidatorLimits {
 export const DEFAULT_VALIDATOR_LIMITS: ValidatorLimits = { timeoutMs: 300_000, maxOutputChars: 4_000 };
 
 /**
- * Variables of the worker's environment a command is not given: the code it runs may be the
- * model's, and these are the deployment's credentials.
+ * The variables of the worker's environment a command is given: what a shell, a compiler or a
+ * test runner needs, and no credential (the code it runs may be the model's). This is hygiene,
+ * not a boundary: a process of the same user can read the worker's own environment
+ * (`/proc/<pid>/environ`), so run generator workers as a user that holds no secret it must keep
+ * from the model's code, or in a sandbox.
  */
-const WITHHELD = /^(OPENAI_API_KEY|NATS_.*)$/;
+const PASSED = /^(PATH|HOME|USER|LOGNAME|SHELL|LANG|LANGUAGE|LC_[A-Z_]+|TZ|TERM|TMPDIR|TMP|TEMP)$/;
 
 /** The end of `text`, at most `chars` characters, saying how much was cut. */
 function tail(text: string, chars: number): string {
@@ -123,13 +126,14 @@ async function runFunction(validator: ValidatorFunction, context: ValidatorConte
 }
 
 /**
- * Runs `command` with the shell in the workspace, the work's output on its stdin and the run's
- * coordinates in `PGE_RUN_ID`, `PGE_STEP_ID`, `PGE_STEP_NUMBER`, `PGE_ATTEMPT` and `PGE_WORKSPACE`.
+ * Runs `command` with the shell in the workspace, the work's output on its stdin, the `PASSED`
+ * variables of the worker's environment and the run's coordinates in `PGE_RUN_ID`, `PGE_STEP_ID`,
+ * `PGE_STEP_NUMBER`, `PGE_ATTEMPT` and `PGE_WORKSPACE`.
  * Its process group is killed when the signal aborts, so nothing it started outlives it.
  */
 function runCommand(command: string, context: ValidatorContext): Promise<Verdict> {
   const env: NodeJS.ProcessEnv = {};
-  for (const [name, value] of Object.entries(process.env)) if (!WITHHELD.test(name)) env[name] = value;
+  for (const [name, value] of Object.entries(process.env)) if (PASSED.test(name)) env[name] = value;
   Object.assign(env, {
     PGE_RUN_ID: context.runId,
     PGE_STEP_ID: context.stepId,

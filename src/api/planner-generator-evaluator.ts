@@ -15,7 +15,7 @@ import { createEmbeddedRuntime, type EmbeddedRuntime } from '../runtime/embedded
 import type { ForkSettings } from '../runtime/fork-log.js';
 import { newRunId } from '../runtime/run-id.js';
 import { checkTask } from '../runtime/task.js';
-import type { ApprovalGate, Role, RunEvent } from '../schemas/index.js';
+import { ApprovalDecision, type ApprovalGate, type Role, type RunEvent } from '../schemas/index.js';
 import { otlpRequested } from '../telemetry/otlp-env.js';
 import {
   type PgeOptions,
@@ -180,8 +180,9 @@ export class PlannerGeneratorEvaluator<T extends OutputType = OutputType> {
       return await this.resume(path);
     } catch (error) {
       if (!(error instanceof ResumeError)) throw error;
-      // Refused before anything was asked: the fork leaves no log behind.
+      // Refused before anything was asked: the fork leaves no log or workspace behind.
       await rm(path, { force: true });
+      await rm(join(this.options.workingDirectory, WORKSPACES_DIR, runId), { recursive: true, force: true });
       if (!(error instanceof ReplayDivergence)) throw error;
       throw new ResumeError(
         `cannot fork ${parentPath} from step ${options.fromStep} with these settings: the events before it would not be the same (at seq ${error.seq}: ${error.problem}). ` +
@@ -217,15 +218,19 @@ export class PlannerGeneratorEvaluator<T extends OutputType = OutputType> {
   approve(
     runId: string,
     gate: ApprovalGate,
-    decision: { decision: 'approve' | 'reject'; reason?: string; by?: string },
+    decision: { decision: 'approve' | 'reject'; reason?: string; by?: string; requestId?: string },
   ): boolean {
-    return (
-      this.running.get(runId)?.decide(gate, {
-        decision: decision.decision,
-        reason: decision.reason ?? null,
-        by: decision.by ?? 'api',
-      }) ?? false
-    );
+    // Checked here, not when the run records it: a decision the log cannot hold would end the run.
+    const checked = ApprovalDecision.safeParse({
+      decision: decision.decision,
+      reason: decision.reason ?? null,
+      by: decision.by ?? 'api',
+    });
+    if (!checked.success)
+      throw new ConfigurationError(
+        `approve: ${checked.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`,
+      );
+    return this.running.get(runId)?.decide(gate, checked.data, decision.requestId) ?? false;
   }
 
   /** The gates runs of this instance wait at: the run, the gate and the request's id. */

@@ -1,5 +1,5 @@
 import { BusError } from '../errors.js';
-import type { CallCancel, RunControl } from '../schemas/control.js';
+import type { CallCancel, RunApproval, RunControl } from '../schemas/control.js';
 import type { Role, RoleRequest, RoleResult, RunEvent } from '../schemas/index.js';
 import { ROLE_OF_REQUEST } from '../schemas/index.js';
 import type { Bus, BusMessage, BusSubscription, OrderedOptions, StoredMessages } from './bus.js';
@@ -137,6 +137,16 @@ export function subscribeRejections(
   handler: (rejection: MessageRejection) => void,
 ): BusSubscription {
   return bus.subscribe(subjects.rejected('*'), (message) => handler(message.data as MessageRejection));
+}
+
+/** Sends a person's decision to a run's coordinator (`pge.run.<runId>.approval`). */
+export function publishApproval(bus: Bus, approval: RunApproval): Promise<void> {
+  return publishOn(bus, () => subjects.approval(approval.runId), approval);
+}
+
+/** Takes decisions for every run (each coordinator acts on its own runs). */
+export function subscribeApprovals(bus: Bus, handler: (approval: RunApproval) => void): BusSubscription {
+  return bus.subscribe(subjects.approval('*'), (message) => handler(message.data as RunApproval));
 }
 
 /** Sends a command to a run's coordinator (`pge.run.<runId>.control`). */

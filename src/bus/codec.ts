@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { deepFreeze } from '../deep-freeze.js';
 import { MessageRejectedError } from '../errors.js';
-import { CallCancel, RunControl } from '../schemas/control.js';
+import { CallCancel, RunApproval, RunControl } from '../schemas/control.js';
 import type { Role } from '../schemas/index.js';
 import { ROLE_OF_REQUEST, RoleResult, RunEvent } from '../schemas/index.js';
 import { RunResumeRequest, RunSubmission } from '../schemas/submission.js';
@@ -68,6 +68,11 @@ const RULES: SubjectRule[] = [
   { pattern: subjects.submit, schema: RunSubmission },
   { pattern: subjects.resume, schema: RunResumeRequest },
   { pattern: subjects.control('*'), schema: RunControl, check: ofItsRun(subjects.control, 'a command') },
+  {
+    pattern: subjects.approval('*'),
+    schema: RunApproval,
+    check: ofItsRun(subjects.approval, 'a decision'),
+  },
   { pattern: subjects.cancel('*'), schema: CallCancel, check: ofItsRun(subjects.cancel, 'a cancel') },
 ];
 

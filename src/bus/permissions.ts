@@ -143,6 +143,7 @@ export const ROLE_PERMISSIONS: Readonly<Record<NatsRole, RolePermissions>> = {
         subjects.submit,
         subjects.resume,
         subjects.control('*'),
+        subjects.approval('*'),
         `$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.${WORK_STREAM}.*`,
       ],
       deny: [],
@@ -174,6 +175,8 @@ export const ROLE_PERMISSIONS: Readonly<Record<NatsRole, RolePermissions>> = {
         subjects.submit,
         subjects.resume,
         subjects.control('*'),
+        // Decisions at runs' gates: a person's, so a client's alone.
+        subjects.approval('*'),
         subjects.rejected('client'),
         ...STREAM_CHECKS,
         ...streamReading(EVENTS_STREAM),
@@ -181,7 +184,8 @@ export const ROLE_PERMISSIONS: Readonly<Record<NatsRole, RolePermissions>> = {
       deny: [],
     },
     subscribe: readerSubscriptions('client'),
-    summary: 'submits runs, follows their events, and sends control (interrupt, resume) for runs',
+    summary:
+      'submits runs, follows their events, sends control (interrupt, resume) for runs, and decides their gates',
   },
   observer: {
     publish: {
@@ -228,7 +232,7 @@ export function accountImports(role: Exclude<NatsRole, 'coordinator'>): AccountI
 }
 
 /** Subjects published into `PGE` that nobody answers (rejection reports aside, see below). */
-const ONE_WAY: readonly string[] = [subjects.control('*')];
+const ONE_WAY: readonly string[] = [subjects.control('*'), subjects.approval('*')];
 
 /**
  * How the answer to a request from another account comes back: once, or (JetStream's answer to a

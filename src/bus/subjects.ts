@@ -61,7 +61,11 @@ export const subjects = {
   /** Commands for one run from outside its coordinator (`'*'` for every run). */
   control(runId: string | '*'): string {
     return `${RUN_PREFIX}${runId === '*' ? '*' : assertSubjectToken('run id', runId)}.control`;
+  } /** A person's decisions at a run's gates (`'*'` for every run). */,
+  approval(runId: string | '*'): string {
+    return `${RUN_PREFIX}${runId === '*' ? '*' : assertSubjectToken('run id', runId)}.approval`;
   },
+
   /** Requests of one run that its coordinator cancelled (`'*'` for every run); every worker hears them. */
   cancel(runId: string | '*'): string {
     return `${RUN_PREFIX}${runId === '*' ? '*' : assertSubjectToken('run id', runId)}.cancel`;

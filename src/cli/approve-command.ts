@@ -16,6 +16,15 @@ function connect(line: CommandLine, io: CliIo, name: string): Promise<NatsBus> {
   return NatsBus.connect({ ...natsOptionsOf(line.flags, io.env), servers, name });
 }
 
+/** The user's name, for the log; a container's user may have none. */
+function whoAmI(io: CliIo): string {
+  try {
+    return userInfo().username;
+  } catch {
+    return io.env.USER?.trim() || 'unknown';
+  }
+}
+
 /** `pge approvals`: one line per gate a run waits at (or the list as JSON). */
 export async function approvalsCommand(line: CommandLine, io: CliIo): Promise<number> {
   if (line.positionals.length > 0) throw new ConfigurationError('pge approvals takes no arguments');
@@ -45,7 +54,7 @@ export async function approveCommand(line: CommandLine, io: CliIo): Promise<numb
     throw new ConfigurationError('pge approve needs one run id: pge approve <runId> [--reject "<reason>"]');
   const { values } = line.flags;
   const reason = typeof values.reject === 'string' ? values.reject : null;
-  const by = typeof values.by === 'string' ? values.by : userInfo().username;
+  const by = typeof values.by === 'string' ? values.by : whoAmI(io);
   const bus = await connect(line, io, 'pge-approve');
   try {
     const decided = await decide(bus, runId, values.gate as ApprovalGate | undefined, {

@@ -1,8 +1,8 @@
-import { createInterface } from 'node:readline/promises';
+import { createInterface, type Interface } from 'node:readline/promises';
 import type { PgeOptions } from '../api/options.js';
 import { PlannerGeneratorEvaluator } from '../api/planner-generator-evaluator.js';
 import { ConfigurationError } from '../errors.js';
-import type { RunEventOf } from '../schemas/index.js';
+import type { ApprovalGate } from '../schemas/index.js';
 import type { CliIo } from './io.js';
 import { Progress } from './progress.js';
 
@@ -21,31 +21,65 @@ export interface Session {
 
 const SIGNALS = ['SIGINT', 'SIGTERM'] as const;
 
+/** The longest reason a rejection carries (`ApprovalDecision`). */
+const MAX_REASON = 4000;
+
 /**
- * Asks the person at the terminal for the decision at a gate: yes (or nothing) approves, no
- * rejects, any other answer rejects with it as the reason the planner or the generator is told.
+ * The person at the terminal, asked for the decision at each gate a run of the session waits at:
+ * yes (or nothing) approves, no rejects, any other answer rejects with it as the reason the
+ * planner or the generator is told. One readline interface for the session; a question whose gate
+ * was decided otherwise (its deadline) is withdrawn; Ctrl-C while asking is the signal it means.
  */
-async function askOnTerminal(
-  event: RunEventOf<'approval.requested'>,
-  pge: PlannerGeneratorEvaluator,
-  progress: Progress,
-): Promise<void> {
-  const { gate, summary } = event.payload;
-  progress.note(`${gate} to approve:\n${summary}`);
-  const terminal = createInterface({ input: process.stdin, output: process.stderr });
-  try {
-    const answer = (
-      await terminal.question(`Approve the ${gate}? [Y]es, [n]o, or the reason to reject it: `)
-    ).trim();
-    const approved = answer === '' || /^y(es)?$/i.test(answer);
-    const reason = approved || /^no?$/i.test(answer) ? undefined : answer;
-    pge.approve(event.runId, gate, {
-      decision: approved ? 'approve' : 'reject',
-      ...(reason === undefined ? {} : { reason }),
-      by: 'terminal',
-    });
-  } finally {
-    terminal.close();
+class TerminalGates {
+  #terminal: Interface | null = null;
+  /** The questions being asked, by the request they answer. */
+  readonly #asking = new Map<string, AbortController>();
+
+  constructor(
+    private readonly pge: PlannerGeneratorEvaluator,
+    private readonly progress: Progress,
+    private readonly onSignal: (signal: NodeJS.Signals) => void,
+  ) {}
+
+  ask(runId: string, gate: ApprovalGate, requestId: string, summary: string | null): void {
+    if (this.#asking.has(requestId)) return;
+    if (this.#terminal === null) {
+      this.#terminal = createInterface({ input: process.stdin, output: process.stderr });
+      this.#terminal.on('SIGINT', () => this.onSignal('SIGINT'));
+    }
+    if (summary !== null) this.progress.note(`${gate} to approve:\n${summary}`);
+    const asked = new AbortController();
+    this.#asking.set(requestId, asked);
+    this.#terminal
+      .question(`Approve the ${gate}? [Y]es, [n]o, or the reason to reject it: `, { signal: asked.signal })
+      .then(
+        (text) => {
+          const answer = text.trim();
+          const approved = answer === '' || /^y(es)?$/i.test(answer);
+          const reason = approved || /^no?$/i.test(answer) ? undefined : answer.slice(0, MAX_REASON);
+          this.pge.approve(runId, gate, {
+            decision: approved ? 'approve' : 'reject',
+            ...(reason === undefined ? {} : { reason }),
+            by: 'terminal',
+            requestId,
+          });
+        },
+        () => {
+          // Withdrawn: decided otherwise, or the session ended.
+        },
+      )
+      .finally(() => this.#asking.delete(requestId));
+  }
+
+  /** Withdraws the question of a request decided otherwise. */
+  withdraw(requestId: string): void {
+    this.#asking.get(requestId)?.abort();
+  }
+
+  close(): void {
+    for (const asked of this.#asking.values()) asked.abort();
+    this.#terminal?.close();
+    this.#terminal = null;
   }
 }
 
@@ -65,8 +99,7 @@ export async function withSession<T>(
     live: io.stderr.isTTY === true,
     verbose: options.verbose === true,
   });
-  const gates = options.approve ?? [];
-  if (gates.length > 0 && process.stdin.isTTY !== true)
+  if ((options.approve ?? []).length > 0 && process.stdin.isTTY !== true)
     throw new ConfigurationError(
       '--approve asks on the terminal, and this process has none: run it in a terminal, or on NATS (pge run --nats, then pge approve), or from TypeScript with approve()',
     );
@@ -76,9 +109,22 @@ export async function withSession<T>(
     verbose: false,
     onEvent: (event) => {
       progress.onEvent(event);
-      if (event.type === 'approval.requested') void askOnTerminal(event, pge, progress);
+      if (event.type === 'approval.requested')
+        gates.ask(event.runId, event.payload.gate, event.id, event.payload.summary);
+      else if (event.type === 'approval.decided') gates.withdraw(event.payload.requestId);
+      // A run resumed while it waited at a gate waits again: its request is in the log, not new.
+      else if (event.type === 'run.resumed') setTimeout(() => askAgain(event.runId), 0);
     },
   });
+  const askAgain = (runId: string) => {
+    for (const waiting of pge.pendingApprovals().filter((p) => p.runId === runId)) {
+      if (process.stdin.isTTY === true) gates.ask(runId, waiting.gate, waiting.requestId, null);
+      else {
+        progress.note(`run ${runId} waits at its ${waiting.gate} gate, and there is no terminal to ask on`);
+        pge.interrupt();
+      }
+    }
+  };
   let interrupted = false;
   const onSignal = (signal: NodeJS.Signals) => {
     if (interrupted) {
@@ -92,10 +138,12 @@ export async function withSession<T>(
     );
     pge.interrupt();
   };
+  const gates = new TerminalGates(pge, progress, onSignal);
   for (const signal of SIGNALS) process.on(signal, onSignal);
   try {
     return await work({ pge, progress, interrupted: () => interrupted });
   } finally {
+    gates.close();
     progress.stop();
     try {
       await pge.close();

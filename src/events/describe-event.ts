@@ -167,7 +167,7 @@ const DESCRIBERS: { readonly [T in RunEventType]: (event: RunEventOf<T>) => Even
   'approval.requested': ({ payload: p }) =>
     described(
       p.stepNumber,
-      `waiting for approval of the ${p.gate === 'step' ? `result of attempt ${p.attempt}` : p.gate}: pge approve <runId> --gate ${p.gate}`,
+      `waiting for a decision on the ${p.gate === 'step' ? `result of attempt ${p.attempt}` : p.gate} (${p.gate} gate)`,
       'milestone',
       p.summary,
     ),

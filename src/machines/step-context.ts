@@ -131,7 +131,8 @@ export function outcome(context: StepContext): StepOutcome {
   const best = bestAttemptIndex(
     context.attempts.map((a) => ({
       verdict: a.verdict,
-      weightedMean: a.weightedMean,
+      // A result a person rejected ranks below every evaluated one, whatever its scores.
+      weightedMean: a.reason === 'rejected' ? null : a.weightedMean,
       hasWork: a.work !== null,
     })),
   );

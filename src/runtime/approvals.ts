@@ -1,5 +1,5 @@
 import type { Bus, StoredMessages } from '../bus/bus.js';
-import { publishControl, readRunEvents } from '../bus/channels.js';
+import { publishApproval, readRunEvents } from '../bus/channels.js';
 import { subjects } from '../bus/subjects.js';
 import { ConfigurationError, PgeError } from '../errors.js';
 import type { ApprovalDecision, ApprovalGate, RunEvent, RunEventOf } from '../schemas/index.js';
@@ -8,8 +8,8 @@ import { isClosingEvent } from '../schemas/index.js';
 /**
  * Approval gates of a distributed deployment, from outside it (`pge approvals`, `pge approve`): the
  * gates runs wait at are read from the events stream (an `approval.requested` with no
- * `approval.decided`, of a run that has not ended), and a decision is a control message on the
- * run's subject, which the coordinator driving the run applies and records.
+ * `approval.decided`, of a run that has not ended), and a decision is a message on the run's
+ * approval subject, which the coordinator driving the run applies and records.
  */
 
 /** A gate a run waits at. */
@@ -77,10 +77,11 @@ export async function decide(
         ? `run ${runId} waits at no gate (pge approvals lists those that do)`
         : `run ${runId} waits at its ${waiting[0]!.gate}, not at a ${gate}`,
     );
-  await publishControl(bus, {
+  await publishApproval(bus, {
     runId,
     action: decision.decision,
     gate: at.gate,
+    requestId: at.requestId,
     reason: decision.reason,
     by: decision.by,
     ts: new Date().toISOString(),

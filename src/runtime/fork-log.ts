@@ -110,5 +110,6 @@ export async function forkLog(options: ForkLogOptions): Promise<void> {
       () => false,
     )
   )
-    await cp(workspace, join(options.workspaces, runId), { recursive: true });
+    // Links are copied as they are: one made absolute would lead into the parent's workspace.
+    await cp(workspace, join(options.workspaces, runId), { recursive: true, verbatimSymlinks: true });
 }

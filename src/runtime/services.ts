@@ -9,7 +9,7 @@ import {
 } from '../actors/coordinator.js';
 import { readRecordedRun } from '../actors/replay.js';
 import type { Bus, BusSubscription } from '../bus/bus.js';
-import { answerable, subscribeControl } from '../bus/channels.js';
+import { answerable, subscribeApprovals, subscribeControl } from '../bus/channels.js';
 import { SUBMIT_ANSWER_MS, subjects } from '../bus/subjects.js';
 import { ConfigurationError, describeError, errorFromInfo, RunTakenOverError } from '../errors.js';
 import type { Role, RoleResult, RunEvent } from '../schemas/index.js';
@@ -195,11 +195,16 @@ export function startCoordinatorService(service: CoordinatorServiceOptions): Coo
     void settled.finally(() => active.delete(runId));
   };
   // Commands for runs: this coordinator acts on its own runs and ignores the others'.
-  const control = subscribeControl(bus, (command) => {
-    const run = active.get(command.runId);
-    if (command.action === 'interrupt') run?.interrupt(command.reason);
-    else run?.decide(command.gate, { decision: command.action, reason: command.reason, by: command.by });
-  });
+  const control = subscribeControl(bus, (command) => active.get(command.runId)?.interrupt(command.reason));
+  const approvals = subscribeApprovals(bus, (approval) =>
+    active
+      .get(approval.runId)
+      ?.decide(
+        approval.gate,
+        { decision: approval.action, reason: approval.reason, by: approval.by },
+        approval.requestId,
+      ),
+  );
   const subscription: BusSubscription = bus.subscribe(
     subjects.submit,
     async (message) => {
@@ -246,6 +251,7 @@ export function startCoordinatorService(service: CoordinatorServiceOptions): Coo
       subscription.unsubscribe();
       resumes.unsubscribe();
       control.unsubscribe();
+      approvals.unsubscribe();
       if (mode === 'interrupt') for (const run of active.values()) run.interrupt();
       await Promise.all([...active.values()].map((r) => r.settled));
       coordinator.close();

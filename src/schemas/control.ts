@@ -3,30 +3,36 @@ import { SafeId } from './domain.js';
 import { ApprovalGate } from './settings.js';
 
 /**
- * Control of a run from outside its coordinator, on `pge.run.<runId>.control`: today an interrupt
- * (a persistence worker whose log write failed stops the run, since the log is not best-effort);
- * the same subject is where later commands for a run (approvals, say) belong.
+ * Control of a run from outside its coordinator, on `pge.run.<runId>.control`: an interrupt (a
+ * persistence worker whose log write failed stops the run, since the log is not best-effort).
  */
-export const RunControl = z.discriminatedUnion('action', [
-  z.strictObject({
-    runId: SafeId,
-    action: z.literal('interrupt'),
-    /** Why, in words that end up in the run's closing event. */
-    reason: z.string().min(1),
-    ts: z.iso.datetime(),
-  }),
-  /** A person's decision at the gate the run waits at (`pge approve`); one for another gate is ignored. */
-  z.strictObject({
-    runId: SafeId,
-    action: z.enum(['approve', 'reject']),
-    gate: ApprovalGate,
-    /** Why a rejection was made: the planner or generator is told. */
-    reason: z.string().max(4000).nullable(),
-    by: z.string().min(1).max(200),
-    ts: z.iso.datetime(),
-  }),
-]);
+export const RunControl = z.strictObject({
+  runId: SafeId,
+  action: z.literal('interrupt'),
+  /** Why, in words that end up in the run's closing event. */
+  reason: z.string().min(1),
+  ts: z.iso.datetime(),
+});
 export type RunControl = z.infer<typeof RunControl>;
+
+/**
+ * A person's decision at the gate a run waits at (`pge approve`), on `pge.run.<runId>.approval`: a
+ * subject of its own, which only clients may publish (the persistence worker, which may interrupt
+ * a run on its control subject, may not decide for a person). One for another gate, or another
+ * request than the one the run waits at, is ignored.
+ */
+export const RunApproval = z.strictObject({
+  runId: SafeId,
+  action: z.enum(['approve', 'reject']),
+  gate: ApprovalGate,
+  /** The `approval.requested` the decision answers: one made on it never settles a later request. */
+  requestId: z.string().min(1).optional(),
+  /** Why a rejection was made: the planner or the generator is told. */
+  reason: z.string().max(4000).nullable(),
+  by: z.string().min(1).max(200),
+  ts: z.iso.datetime(),
+});
+export type RunApproval = z.infer<typeof RunApproval>;
 
 /**
  * A request its run no longer waits for, on `pge.run.<runId>.cancel` (core NATS, not stored):

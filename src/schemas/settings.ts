@@ -158,6 +158,8 @@ export const RunSettings = z.strictObject({
     .number()
     .int({ error: 'approvalTimeoutMs must be a whole number of milliseconds' })
     .positive({ error: 'approvalTimeoutMs must be > 0' })
+    // A timer's longest delay in Node; a longer one would fire at once.
+    .max(2 ** 31 - 1, { error: 'approvalTimeoutMs must be at most 2147483647 (24.8 days)' })
     .nullable(),
   onApprovalTimeout: ApprovalTimeoutPolicy,
 });

@@ -116,6 +116,7 @@ describe('docs/asyncapi.yaml', () => {
       resume: [subjects.resume],
       rejected: [subjects.rejected('coordinator'), subjects.rejected('*')],
       control: [subjects.control('run-1'), subjects.control('*')],
+      approval: [subjects.approval('run-1'), subjects.approval('*')],
       cancel: [subjects.cancel('run-1'), subjects.cancel('*')],
     };
     // A subject builder added to `subjects` must be added above, or this fails.

@@ -125,7 +125,7 @@ describe('describeEvent', () => {
     expect(by('step.failed').text).toBe('failed after 4 attempts (no usable attempt); on exhausted: replan');
     expect(by('approval.requested')).toMatchObject({
       step: null,
-      text: 'waiting for approval of the plan: pge approve <runId> --gate plan',
+      text: 'waiting for a decision on the plan (plan gate)',
       level: 'milestone',
     });
     expect(by('approval.decided').text).toBe('plan rejected by ana: add safety');

@@ -457,4 +457,35 @@ describe('a deployment started from pge nats-config', () => {
       await nc.close();
     }
   }, 30_000);
+
+  it("lets only a client decide a run's gates: the persistence worker, which may interrupt a run, may not approve", async () => {
+    const decision = {
+      runId: 'r',
+      action: 'approve',
+      gate: 'plan',
+      reason: null,
+      by: 'forger',
+      ts: new Date().toISOString(),
+    };
+    for (const role of ['persistence', 'coordinator', 'generator', 'observer'] as const) {
+      const nc = await connect(nats.connectOptions(role));
+      try {
+        nc.publish('pge.run.r.approval', JSON.stringify(decision));
+        await nc.flush();
+      } finally {
+        await nc.close().catch(() => undefined);
+      }
+    }
+    const client = await connect(nats.connectOptions('client'));
+    try {
+      client.publish('pge.run.r.approval', JSON.stringify(decision));
+      await client.flush();
+    } finally {
+      await client.close();
+    }
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    // Four refusals, one per role that is not a client; the client's decision went through.
+    const refusedDecisions = nats.refusals().filter((line) => line.includes('Subject "pge.run.r.approval"'));
+    expect(refusedDecisions).toHaveLength(4);
+  }, 30_000);
 });
