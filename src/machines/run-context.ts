@@ -94,10 +94,17 @@ export function dependencies(context: RunContext, stepIds: readonly string[]): D
   });
 }
 
+/** The ids of the plan's steps whose latest outcome passed. */
+function passedStepIds(context: RunContext): string[] {
+  return (context.plan?.steps ?? [])
+    .filter((s) => latest(context, s.id)?.status === 'passed')
+    .map((s) => s.id);
+}
+
 /** Totals and the one-line summary, in the reference's words. */
 export function runTotals(context: RunContext): RunTotals {
   const steps = context.plan?.steps ?? [];
-  const stepsPassed = steps.filter((s) => latest(context, s.id)?.status === 'passed').length;
+  const stepsPassed = passedStepIds(context).length;
   const totalRetries = context.outcomes.reduce((n, o) => n + Math.max(0, o.attempts.length - 1), 0);
   const durationMs = Math.max(0, context.budget.clock - context.input.startedAt);
   const passed = context.status === 'completed' && steps.length > 0 && stepsPassed === steps.length;
@@ -178,9 +185,7 @@ export function replanAfter(
       failedStepId: failed.stepId,
       findings: evaluation?.findings ?? [],
       actionableFeedback: evaluation?.actionableFeedback ?? [],
-      completedStepIds: context
-        .plan!.steps.filter((s) => latest(context, s.id)?.status === 'passed')
-        .map((s) => s.id),
+      completedStepIds: passedStepIds(context),
     },
   };
 }
@@ -198,9 +203,7 @@ export function replanDisapproved(
       failedStepId: null,
       findings: [`a person rejected the plan${reason === null ? '' : `: ${reason}`}`],
       actionableFeedback: reason === null ? [] : [reason],
-      completedStepIds: context
-        .plan!.steps.filter((s) => latest(context, s.id)?.status === 'passed')
-        .map((s) => s.id),
+      completedStepIds: passedStepIds(context),
     },
   };
 }

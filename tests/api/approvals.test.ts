@@ -8,7 +8,7 @@ import { readLogFile } from '../../src/persistence/index.js';
 import { replayLog } from '../../src/runtime/replay-log.js';
 import type { ApprovalGate, ContractInput, PlanInput, RunEvent, WorkInput } from '../../src/schemas/index.js';
 import { ScriptedModel } from '../../src/testing.js';
-import { approve, evaluate, planOf, proposal, times, work } from '../support/scripts.js';
+import { approve, evaluate, passingScript, planOf, proposal, times, work } from '../support/scripts.js';
 
 /**
  * Approval gates on the embedded API: the run waits in the chart's `awaitingApproval` state until
@@ -70,13 +70,7 @@ const types = (events: RunEvent[]) => events.map((e) => e.type);
 
 describe('approval gates (embedded)', () => {
   it('holds the run at its plan until approved: no step starts before', async () => {
-    const model = new ScriptedModel({
-      plan: [{ json: planOf(1) }],
-      contract: [proposal],
-      contract_review: [approve],
-      work: [work()],
-      evaluation: [evaluate(9)],
-    });
+    const model = new ScriptedModel(passingScript(1));
     const { events, log } = await gatedRun(model, ['plan'], () => ({ decision: 'approve' }));
     const t = types(events);
     expect(t.indexOf('approval.requested')).toBeGreaterThan(t.indexOf('plan.created'));
@@ -169,13 +163,7 @@ describe('approval gates (embedded)', () => {
     ['approve', 'completed'],
     ['stop', 'failed'],
   ] as const)('decides by the deadline when no one answers: %s', async (policy, closing) => {
-    const model = new ScriptedModel({
-      plan: [{ json: planOf(1) }],
-      contract: [proposal],
-      contract_review: [approve],
-      work: [work()],
-      evaluation: [evaluate(9)],
-    });
+    const model = new ScriptedModel(passingScript(1));
     const events: RunEvent[] = [];
     const pge = new PlannerGeneratorEvaluator({
       plannerAgent: model,
