@@ -3,6 +3,7 @@ import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterAll, afterEach, beforeAll, beforeEach } from 'vitest';
+import { watchOutput } from '../support/diagnostics.js';
 import { type FakeOpenAI, type FakeStep, startFakeOpenAI } from '../support/fake-openai-server.js';
 
 /**
@@ -42,11 +43,13 @@ export function runCli(args: string[], options: SpawnOptions): Promise<Outcome> 
     });
     let stdout = '';
     let stderr = '';
+    const watch = watchOutput(`pge ${args.join(' ')} (pid ${child.pid})`);
     child.stdout.on('data', (chunk: Buffer) => {
       stdout += chunk.toString();
     });
     child.stderr.on('data', (chunk: Buffer) => {
       stderr += chunk.toString();
+      watch(chunk.toString());
       options.onStderr?.(child, stderr);
     });
     const timer = options.killAfterMs ? setTimeout(() => child.kill('SIGKILL'), options.killAfterMs) : null;

@@ -8,6 +8,7 @@ import type { Model, ModelRequest } from '../../src/actors/model.js';
 import { PlannerGeneratorEvaluator } from '../../src/api/planner-generator-evaluator.js';
 import { readLog } from '../../src/persistence/index.js';
 import type { RunEvent } from '../../src/schemas/index.js';
+import { watchOutput } from '../support/diagnostics.js';
 
 /**
  * What the dashboard tests share: real runs recorded with the demo model, a real Chromium driven
@@ -159,11 +160,13 @@ export function startCli(args: readonly string[], env: Record<string, string> = 
   );
   let stdout = '';
   let stderr = '';
+  const watch = watchOutput(`pge ${args.join(' ')} (pid ${child.pid})`);
   child.stdout?.on('data', (d: Buffer) => {
     stdout += d.toString();
   });
   child.stderr?.on('data', (d: Buffer) => {
     stderr += d.toString();
+    watch(d.toString());
   });
   const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
   return {

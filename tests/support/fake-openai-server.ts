@@ -1,5 +1,6 @@
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
+import { watchOutput } from './diagnostics.js';
 
 /**
  * A small OpenAI-compatible HTTP server for tests: the real `openai` SDK talks to it over real HTTP,
@@ -250,6 +251,7 @@ export async function startFakeOpenAI(): Promise<FakeOpenAI> {
     });
   };
 
+  const watch = watchOutput('fake OpenAI server (in the test process)');
   const server = createServer((req, res) => {
     readBody(req).then(
       (text) => {
@@ -262,8 +264,13 @@ export async function startFakeOpenAI(): Promise<FakeOpenAI> {
           receivedAt: Date.now(),
           abortedAt: null,
         };
+        const name = (record.body as { response_format?: { json_schema?: { name?: string } } } | null)
+          ?.response_format?.json_schema?.name;
+        const label = `#${requests.length + 1} ${req.method} ${path} ${name ?? ''}`;
+        watch(`${label} received\n`);
         res.on('close', () => {
           if (!res.writableFinished) record.abortedAt = Date.now();
+          watch(`${label} ${res.writableFinished ? `answered ${res.statusCode}` : 'aborted'}\n`);
         });
         requests.push(record);
         if (req.method === 'POST' && path === '/v1/chat/completions')

@@ -9,6 +9,7 @@ import { createUser, fromSeed } from '@nats-io/nkeys';
 import { type ConnectionOptions, credsAuthenticator } from '@nats-io/transport-node';
 import { inboxPrefixOf, type NatsRole } from '../../src/bus/permissions.js';
 import { writeNatsConfig } from '../../src/runtime/nats-config.js';
+import { watchOutput } from './diagnostics.js';
 
 /**
  * A private nats-server for tests: JetStream on, bound to 127.0.0.1 on a free port, its store in a
@@ -133,9 +134,11 @@ class ServerProcess {
     const child = spawn(this.binary, this.args, { stdio: ['ignore', 'ignore', 'pipe'] });
     this.child = child;
     this.exited = new Promise((resolve) => child.once('exit', () => resolve()));
+    const watch = watchOutput(`nats-server on port ${this.port} (pid ${child.pid})`);
     child.stderr?.setEncoding('utf8');
     child.stderr?.on('data', (chunk: string) => {
       this.stderr = (this.stderr + chunk).slice(-LOG_TAIL_CHARS);
+      watch(chunk);
     });
     await waitUntilReady(child, this.port, this.readyTimeoutMs, () => this.log().slice(-4096));
   }

@@ -1,5 +1,6 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { join } from 'node:path';
+import { watchOutput } from './diagnostics.js';
 
 /** Child processes of the `pge` CLI for multi-process tests: started, awaited, stopped. */
 
@@ -28,12 +29,15 @@ export function startPge(args: readonly string[], env: Record<string, string>, c
   });
   let out = '';
   let err = '';
+  const watch = watchOutput(`pge ${args.join(' ')} (pid ${child.pid})`);
   child.stdout?.on('data', (d: Buffer) => {
     out += d.toString();
   });
   child.stderr?.on('data', (d: Buffer) => {
     err += d.toString();
+    watch(d.toString());
   });
+  child.on('exit', (code, signal) => watch(`(exited: ${signal ?? code})\n`));
   const exit = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
   return {
     child,
