@@ -146,6 +146,8 @@ export const PgeOptionsSchema = z.strictObject({
   ...RoleModelSettings.shape,
   streamMaxAgeMs: stream.streamMaxAgeMs.default(D.streamMaxAgeMs),
   streamMaxBytes: stream.streamMaxBytes.default(D.streamMaxBytes),
+  /** Replicas of the streams and KV bucket of a NATS deployment (`pge worker --replicas`); see `StreamLimits`. */
+  replicas: stream.replicas.optional(),
   roleSettings: z
     .strictObject({
       planner: RoleModelSettings.optional(),

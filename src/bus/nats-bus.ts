@@ -48,7 +48,8 @@ import { assertSubjectToken, checkSubject, republishedOn, subjectMatches, subjec
  * Options of the bus itself, beside how to connect. The stream limits (`streamMaxAgeMs`,
  * `streamMaxBytes`, see `StreamLimits`) that are given are applied to pge's streams, existing ones
  * included; those left out are the defaults of a stream this bus creates, and an existing
- * stream's stay as they are.
+ * stream's stay as they are. `replicas`, when given, is the count of copies a new stream is made
+ * with and the one an existing stream must have (a stream with another is a `ConfigurationError`).
  */
 export interface NatsBusSettings extends StreamLimitSettings {
   /** Told when a handler throws or rejects, or a consumer fails; default `console.error`. */
@@ -88,6 +89,7 @@ const SETTING_NAMES: ReadonlySet<string> = new Set([
   'nakDelayMs',
   'streamMaxAgeMs',
   'streamMaxBytes',
+  'replicas',
   'publishRetryMs',
   'reporter',
 ]);
@@ -192,6 +194,7 @@ export class NatsBus implements Bus, StoredMessages {
     const limits = StreamLimits.partial().safeParse({
       streamMaxAgeMs: settings.streamMaxAgeMs,
       streamMaxBytes: settings.streamMaxBytes,
+      replicas: settings.replicas,
     });
     if (!limits.success) {
       const named = (issue: { path: PropertyKey[]; message: string }) =>

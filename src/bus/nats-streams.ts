@@ -93,6 +93,7 @@ export type PgeStreamConfig = Pick<
   | 'max_bytes'
   | 'allow_direct'
   | 'republish'
+  | 'num_replicas'
 >;
 
 /** The limits a bus was given; one left out is the default for a new stream, and left alone on an existing one. */
@@ -112,6 +113,7 @@ export function streamConfig(stream: PgeStream, limits: StreamLimitSettings = {}
     max_bytes: maxBytes === 0 ? -1 : maxBytes,
     // Readers read what a stream holds by direct gets (nats-stored.ts): no consumer of their own.
     allow_direct: true,
+    num_replicas: limits.replicas ?? 1,
     ...(stream.republish === undefined ? {} : { republish: { src: stream.subject, dest: stream.republish } }),
   };
 }
@@ -121,7 +123,8 @@ export function streamConfig(stream: PgeStream, limits: StreamLimitSettings = {}
  * or whose limits differ from the `limits` given (a process that is not told the limits, such as a
  * client that follows runs, leaves an existing stream's as they are). A stream whose retention or
  * storage differs cannot be updated in place: that is a `ConfigurationError` that says which stream
- * to delete.
+ * to delete. With `limits.replicas`, a new stream is made with that many replicas and an existing
+ * one with another count is a `ConfigurationError` (`checkReplicas`).
  *
  * A process whose credential may not create or change streams (every role but the coordinator,
  * see `permissions.ts`) leaves an existing stream as it is, for a coordinator to bring up to
@@ -142,6 +145,7 @@ export async function ensureStreams(
     try {
       const wanted = streamConfig(stream, limits);
       const have = await ensureStream(jsm, wanted, enforced);
+      if (limits.replicas !== undefined) checkReplicas(stream.name, have.num_replicas, limits.replicas);
       if (wanted.republish !== undefined && have.republish?.dest === wanted.republish.dest)
         republishing.add(stream.name);
     } catch (error) {
@@ -197,6 +201,24 @@ async function ensureStream(
     }
   }
   throw streamError(wanted.name, new Error('it was neither found nor created'));
+}
+
+/**
+ * A stream (or KV bucket) kept by another count of servers than this process was told is not
+ * changed behind the operator's back, nor used as if it were right: a `ConfigurationError` that
+ * says how to make the two agree.
+ */
+export function checkReplicas(
+  stream: string,
+  have: number,
+  wanted: number,
+  what = `JetStream stream ${stream}`,
+): void {
+  if (have === wanted) return;
+  throw new ConfigurationError(
+    `${what} has ${have} replica${have === 1 ? '' : 's'}, and this process was told ${wanted} (--replicas, PGE_REPLICAS or "replicas" in the config file): ` +
+      `give every process the stream's count, or change the stream (nats stream edit ${stream} --replicas ${wanted}, on a cluster of at least ${wanted} servers)`,
+  );
 }
 
 /** How long a process that may not make streams or consumers waits for a coordinator to make one. */

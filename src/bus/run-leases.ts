@@ -5,6 +5,7 @@ import { Kvm } from '@nats-io/kv';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { ConfigurationError } from '../errors.js';
 import { DEFAULT_PUBLISH_RETRY_MS } from '../schemas/setting-values.js';
+import { checkReplicas } from './nats-streams.js';
 
 /**
  * Who owns which run on NATS: one lease per run in the JetStream KV bucket `pge-runs`, created by
@@ -32,6 +33,12 @@ export interface RunLeasesOptions {
   onLost: (runId: string, owner: string) => void;
   /** A renewal or a watch failed for a reason other than a lost lease (the server restarting, say). */
   onError?: (error: unknown) => void;
+  /**
+   * Servers of a JetStream cluster that keep the bucket: it is made with this many, and an existing
+   * one with another count is a `ConfigurationError` (see `StreamLimits.replicas`). Left out, a new
+   * bucket has 1 and an existing one is taken as it is.
+   */
+  replicas?: number;
 }
 
 /** What a watcher knows of one lease. */
@@ -145,14 +152,19 @@ export class RunLeases {
   /** Opens (creating if needed) the bucket and starts watching it. */
   static async open(nc: NatsConnection, options: RunLeasesOptions): Promise<RunLeases> {
     let kv: KV;
+    let replicas: number;
     try {
-      kv = await new Kvm(nc).create(LEASE_BUCKET, { history: 1 });
+      // An existing bucket is opened as it is, whatever the options: its count is checked below.
+      kv = await new Kvm(nc).create(LEASE_BUCKET, { history: 1, replicas: options.replicas ?? 1 });
+      replicas = (await kv.status()).replicas;
     } catch (cause) {
       const reason = cause instanceof Error ? cause.message : String(cause);
       throw new ConfigurationError(`cannot open the JetStream KV bucket ${LEASE_BUCKET}: ${reason}`, {
         cause,
       });
     }
+    if (options.replicas !== undefined)
+      checkReplicas(`KV_${LEASE_BUCKET}`, replicas, options.replicas, `JetStream KV bucket ${LEASE_BUCKET}`);
     const watch = await kv.watch();
     return new RunLeases(kv, nc, options, watch);
   }

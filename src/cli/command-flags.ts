@@ -49,8 +49,9 @@ const WORKER_FLAGS = inGroup('nats', [
   {
     name: 'nats',
     kind: 'text',
+    repeatable: true,
     value: '<url>',
-    help: 'NATS server(s), comma-separated (default NATS_URL, else nats://127.0.0.1:4222)',
+    help: 'NATS server(s): repeatable, or comma-separated (default NATS_URL, else nats://127.0.0.1:4222)',
   },
   CREDS_FLAG,
   {
@@ -100,8 +101,9 @@ const DASHBOARD_FLAGS = inGroup('cli', [
   {
     name: 'nats',
     kind: 'text',
+    repeatable: true,
     value: '<url>',
-    help: 'Follow every run on this NATS server (default: NATS_URL)',
+    help: 'Follow every run on this NATS server; repeatable for the servers of a cluster (default: NATS_URL)',
   },
   CREDS_FLAG,
   {
@@ -128,8 +130,9 @@ const DEPLOYMENT_CLIENT_FLAGS: readonly FlagSpec[] = inGroup('nats', [
   {
     name: 'nats',
     kind: 'text',
+    repeatable: true,
     value: '<url>',
-    help: 'NATS server(s) of the deployment, comma-separated (default NATS_URL, else nats://127.0.0.1:4222)',
+    help: 'NATS server(s) of the deployment: repeatable, or comma-separated (default NATS_URL, else nats://127.0.0.1:4222)',
   },
   CREDS_FLAG,
 ]);
@@ -158,8 +161,9 @@ const FOLLOW_FLAGS: readonly FlagSpec[] = [
     {
       name: 'nats',
       kind: 'text',
+      repeatable: true,
       value: '<url>',
-      help: 'NATS server(s) of the deployment, comma-separated (default NATS_URL, else nats://127.0.0.1:4222)',
+      help: 'NATS server(s) of the deployment: repeatable, or comma-separated (default NATS_URL, else nats://127.0.0.1:4222)',
     },
     CREDS_FLAG,
     {
@@ -205,9 +209,27 @@ const NATS_CONFIG_FLAGS = inGroup('nats', [
     help: "JetStream's store (default: as last written, else <dir>/jetstream)",
   },
   {
+    name: 'cluster',
+    kind: 'integer',
+    value: '<n>',
+    help: 'Write one config per server of an n-server JetStream cluster, nats-server-<i>.conf (3 or 5 for replicated streams; 1: one server again; default: as last written)',
+  },
+  {
+    name: 'cluster-hosts',
+    kind: 'text',
+    value: '<h1,h2,…>',
+    help: 'With --cluster: the host each server is reached at, one per server, all on the same ports (default: one machine, 127.0.0.1, ports counted up from --port, --cluster-port and --monitor-port)',
+  },
+  {
+    name: 'cluster-port',
+    kind: 'integer',
+    value: '<n>',
+    help: 'With --cluster: port of the routes between the servers (default 6222)',
+  },
+  {
     name: 'rotate',
     kind: 'switch',
-    help: 'Issue every credential anew and revoke all issued before (then reload the server)',
+    help: 'Issue every credential anew and revoke all issued before (then reload the servers)',
   },
 ]);
 

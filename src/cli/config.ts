@@ -102,6 +102,12 @@ export function readConfigFile(
   return { path, values };
 }
 
+/** A variable's text as its option's value: a number for an option its flag takes as an integer. */
+function fromEnv(key: ConfigKey, text: string): unknown {
+  const integer = OPTION_FLAGS.some((flag) => flag.option === key && flag.kind === 'integer');
+  return integer && /^\s*-?\d+\s*$/.test(text) ? Number(text) : text;
+}
+
 /** Merges flags, environment, config file and defaults; throws `ConfigurationError` on a bad value. */
 export function resolveConfig(input: ConfigInput): ResolvedConfig {
   const { flags, env, cwd } = input;
@@ -119,7 +125,7 @@ export function resolveConfig(input: ConfigInput): ResolvedConfig {
     for (const [name, key] of ENV_VARS) {
       const value = env[name];
       // An empty variable is unset, as the OpenAI SDK reads it.
-      if (value !== undefined && value !== '') set(key, checked(key, value, name), 'env');
+      if (value !== undefined && value !== '') set(key, checked(key, fromEnv(key, value), name), 'env');
     }
   }
   for (const [name, given] of Object.entries(flags.options)) {

@@ -13,6 +13,7 @@ export const ENV_VARS: readonly (readonly [string, ConfigKey])[] = [
   ['OPENAI_API_KEY', 'apiKey'],
   ['OPENAI_BASE_URL', 'baseURL'],
   ['PGE_MODEL', 'modelName'],
+  ['PGE_REPLICAS', 'replicas'],
 ];
 
 /**

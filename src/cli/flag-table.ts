@@ -374,8 +374,9 @@ const NATS_FLAGS = inGroup('nats', [
   {
     name: 'nats',
     kind: 'text',
+    repeatable: true,
     value: '<url>',
-    help: 'Run through a deployment of pge workers on this NATS server (also: NATS_URL)',
+    help: 'Run through a deployment of pge workers on this NATS server; repeatable for the servers of a cluster (also: NATS_URL)',
   },
   CREDS_FLAG,
   {
@@ -405,6 +406,13 @@ export const DEPLOYMENT_FLAGS: readonly FlagSpec[] = inGroup('nats', [
     option: 'streamMaxBytes',
     value: '<bytes>',
     help: 'Most bytes each pge stream keeps, or with K/M/G; the oldest messages go first (0: no limit)',
+  },
+  {
+    name: 'replicas',
+    kind: 'integer',
+    option: 'replicas',
+    value: '<n>',
+    help: 'Servers of a JetStream cluster that keep each pge stream and the run-lease bucket: 1, 3 or 5 (also: PGE_REPLICAS); an existing stream with another count is refused',
   },
 ]);
 

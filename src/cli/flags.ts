@@ -221,9 +221,11 @@ export function parseCommandLine(command: Command, argv: readonly string[]): Com
     }
   }
   const text = (name: string) => (typeof values[name] === 'string' ? (values[name] as string) : null);
+  // The servers of a cluster, given one flag each or comma-separated, as nats.js and NATS_URL take them.
+  const nats = Array.isArray(values.nats) ? values.nats.join(',') : null;
   return {
     help: false,
     positionals,
-    flags: { options, values, json: values.json === true, configPath: text('config'), nats: text('nats') },
+    flags: { options, values, json: values.json === true, configPath: text('config'), nats },
   };
 }

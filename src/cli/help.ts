@@ -69,7 +69,8 @@ const GRAPH_EXIT_CODES = `Exit codes:
 
 const CONFIGURATION = `Configuration, highest precedence first:
   1. flags
-  2. environment: OPENAI_API_KEY (apiKey), OPENAI_BASE_URL (baseURL), PGE_MODEL (modelName)
+  2. environment: OPENAI_API_KEY (apiKey), OPENAI_BASE_URL (baseURL), PGE_MODEL (modelName),
+     PGE_REPLICAS (replicas)
   3. a config file: ./${CONFIG_FILE_NAME}, or --config <file>: a JSON object whose keys are option
      names in camelCase (maxSteps, maxRetriesPerStep, defaultThresholds, modelName, roleSettings, …);
      an unknown key is an error; relative paths in it are relative to the file

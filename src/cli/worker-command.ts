@@ -105,6 +105,7 @@ export async function workerCommand(line: CommandLine, io: CliIo): Promise<numbe
     // Every worker applies the deployment's stream limits; clients that only follow runs do not.
     streamMaxAgeMs: options.streamMaxAgeMs,
     streamMaxBytes: options.streamMaxBytes,
+    ...(options.replicas === undefined ? {} : { replicas: options.replicas }),
   });
 
   let stop: (hurry: boolean) => Promise<void>;
@@ -164,6 +165,7 @@ export async function workerCommand(line: CommandLine, io: CliIo): Promise<numbe
     let service: CoordinatorService | null = null;
     const leases = await RunLeases.open(bus.connection, {
       owner: id,
+      ...(options.replicas === undefined ? {} : { replicas: options.replicas }),
       onExpired: (runId, owner) => {
         service?.takeOver(runId).then(
           (taken) => {

@@ -1,4 +1,5 @@
-import { chmod, mkdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { randomBytes } from 'node:crypto';
+import { chmod, mkdir, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import {
   decode,
@@ -59,16 +60,44 @@ export interface NatsConfigOptions {
   monitorPort?: number;
   /** JetStream's store (default `<dir>/jetstream`). */
   storeDir?: string;
+  /**
+   * A cluster of servers instead of one (`pge nats-config --cluster <n>`): each gets its own file,
+   * `nats-server-<i>.conf`, with the server name `pge-<i>`, routes to the others (authenticated
+   * with a route password kept in `keys/`), its own JetStream store `<storeDir>/pge-<i>`, and the
+   * same operator, accounts and role credentials. Left out, as last written to this directory;
+   * null, a single server again.
+   */
+  cluster?: readonly ClusterServer[] | null;
   /** Issue every credential anew and revoke those issued before. */
   rotate?: boolean;
   /** Milliseconds since the epoch (tests); default `Date.now`. */
   now?: () => number;
 }
 
+/**
+ * A server of a cluster, as the others and the clients reach it. Each listens on the configuration's
+ * `host` (every interface by default) at these ports.
+ */
+export interface ClusterServer {
+  /** Where the other servers reach this one (a host name or address). */
+  host: string;
+  /** Client port. */
+  port: number;
+  /** Port of the routes between the servers. */
+  clusterPort: number;
+  /** HTTP monitoring port; 0 turns monitoring off. */
+  monitorPort: number;
+}
+
+/** The name of a cluster's `i`-th server (from 1), in its configuration and in JetStream's placement. */
+export const clusterServerName = (i: number): string => `pge-${i}`;
+
 /** What `writeNatsConfig` wrote. */
 export interface NatsConfigFiles {
-  /** The server's configuration: `nats-server -c <configFile>`. */
+  /** The server's configuration: `nats-server -c <configFile>`; the first server's, for a cluster. */
   configFile: string;
+  /** Every server's configuration, one per server of a cluster (the one above alone, for a single server). */
+  configFiles: string[];
   /** One `.creds` file per role. */
   creds: Record<NatsRole, string>;
   /** The roles whose credential was issued by this call (the others were kept). */
@@ -109,6 +138,7 @@ interface KeptSettings {
   port?: number;
   monitorPort?: number;
   storeDir?: string;
+  cluster?: ClusterServer[];
 }
 
 const SETTINGS_FILE = 'settings.json';
@@ -144,10 +174,21 @@ export async function writeNatsConfig(options: NatsConfigOptions): Promise<NatsC
   const port = options.port ?? kept.port ?? 4222;
   const monitorPort = options.monitorPort ?? kept.monitorPort ?? 8222;
   const storeDir = resolve(options.storeDir ?? kept.storeDir ?? join(dir, 'jetstream'));
-  for (const [name, value] of [
+  const cluster = options.cluster === undefined ? (kept.cluster ?? null) : options.cluster;
+  if (cluster !== null && cluster.length < 2)
+    throw new ConfigurationError(
+      `a cluster has at least 2 servers (3 for streams with 3 replicas), got ${cluster.length}`,
+    );
+  const ports: [string, number][] = [
     ['port', port],
     ['monitor port', monitorPort],
-  ] as const) {
+    ...(cluster ?? []).flatMap((server, i): [string, number][] => [
+      [`port of server ${i + 1}`, server.port],
+      [`cluster port of server ${i + 1}`, server.clusterPort],
+      [`monitor port of server ${i + 1}`, server.monitorPort],
+    ]),
+  ];
+  for (const [name, value] of ports) {
     if (!Number.isInteger(value) || value < 0 || value > 65_535)
       throw new ConfigurationError(`the ${name} must be an integer from 0 to 65535, got ${value}`);
   }
@@ -178,19 +219,69 @@ export async function writeNatsConfig(options: NatsConfigOptions): Promise<NatsC
     issued.push(role);
   }
 
-  const configFile = join(dir, 'nats-server.conf');
-  const settings = { host, port, monitorPort, storeDir };
+  const settings = {
+    host,
+    port,
+    monitorPort,
+    storeDir,
+    ...(cluster === null ? {} : { cluster: [...cluster] }),
+  };
   await writeFile(join(keysDir, SETTINGS_FILE), `${JSON.stringify(settings, null, 2)}\n`, { mode: 0o600 });
-  await writeFile(
-    configFile,
-    await serverConfig(keys, await operatorJwt(keysDir, keys), {
-      ...settings,
-      revokedBefore,
-      written: new Date(now()),
-    }),
-    { mode: 0o644 },
-  );
-  return { configFile, creds, issued, revokedBefore };
+  const accounts = await accountsConfig(keys, await operatorJwt(keysDir, keys), revokedBefore);
+  const written = new Date(now());
+  if (cluster === null) {
+    const configFile = join(dir, 'nats-server.conf');
+    await writeFile(
+      configFile,
+      serverConfig(accounts, { listen: `${host}:${port}`, monitorPort, storeDir, written }),
+      { mode: 0o644 },
+    );
+    await removeOtherConfigs(dir, [configFile]);
+    return { configFile, configFiles: [configFile], creds, issued, revokedBefore };
+  }
+  // The routes' password is the one secret of a cluster's files: they are their owner's only.
+  const routePassword = await routeSecret(keysDir);
+  const configFiles: string[] = [];
+  for (const [i, server] of cluster.entries()) {
+    const name = clusterServerName(i + 1);
+    const configFile = join(dir, `nats-server-${i + 1}.conf`);
+    const routes = cluster
+      .filter((other) => other !== server)
+      .map((other) => `nats-route://${ROUTE_USER}:${routePassword}@${other.host}:${other.clusterPort}`);
+    const text = serverConfig(accounts, {
+      listen: `${host}:${server.port}`,
+      monitorPort: server.monitorPort,
+      storeDir: join(storeDir, name),
+      written,
+      cluster: { serverName: name, listen: `${host}:${server.clusterPort}`, routes, password: routePassword },
+    });
+    await writeSecret(configFile, text);
+    configFiles.push(configFile);
+  }
+  await removeOtherConfigs(dir, configFiles);
+  return { configFile: configFiles[0]!, configFiles, creds, issued, revokedBefore };
+}
+
+/** Server configurations an earlier run wrote for another shape (one server, or more of a cluster). */
+async function removeOtherConfigs(dir: string, written: readonly string[]): Promise<void> {
+  for (const file of await readdir(dir)) {
+    const path = join(dir, file);
+    if (/^nats-server(-\d+)?\.conf$/.test(file) && !written.includes(path)) await rm(path, { force: true });
+  }
+}
+
+/** The user the servers of a cluster authenticate their routes with. */
+const ROUTE_USER = 'pge-route';
+const ROUTE_PASSWORD_FILE = 'route-password';
+
+/** The password of a cluster's routes, made once and kept in `keys/`. */
+async function routeSecret(keysDir: string): Promise<string> {
+  const file = join(keysDir, ROUTE_PASSWORD_FILE);
+  const kept = (await readOptional(file))?.trim();
+  if (kept) return kept;
+  const password = randomBytes(24).toString('base64url');
+  await writeSecret(file, `${password}\n`);
+  return password;
 }
 
 /**
@@ -218,13 +309,15 @@ function userClaims(permissions: RolePermissions) {
   };
 }
 
+/** What one server's configuration says beside the accounts. */
 interface ServerSettings {
-  host: string;
-  port: number;
+  /** `host:port` of the clients. */
+  listen: string;
   monitorPort: number;
   storeDir: string;
-  revokedBefore: number | null;
   written: Date;
+  /** The server's place in a cluster: its name, where it listens for routes, and the others' routes. */
+  cluster?: { serverName: string; listen: string; routes: readonly string[]; password: string };
 }
 
 /** The operator's JWT as issued with its keys, kept beside them. */
@@ -237,7 +330,19 @@ async function operatorJwt(keysDir: string, keys: Keys): Promise<string> {
   return jwt;
 }
 
-async function serverConfig(keys: Keys, operatorJwt: string, settings: ServerSettings): Promise<string> {
+/** The operator, its accounts and the roles' summary: the part every server of a deployment shares. */
+interface AccountsConfig {
+  /** The configuration's lines from `operator:` to the end of the preloaded accounts. */
+  lines: string[];
+  /** A comment line per role: its credential file and what it may do. */
+  roles: string[];
+}
+
+async function accountsConfig(
+  keys: Keys,
+  operatorJwt: string,
+  revokedBefore: number | null,
+): Promise<AccountsConfig> {
   const operator = keys.operator;
   // No limits of the accounts' own (a claim left out is a limit of zero connections, say).
   const limits = {
@@ -250,7 +355,7 @@ async function serverConfig(keys: Keys, operatorJwt: string, settings: ServerSet
     exports: UNLIMITED,
     wildcards: true,
   };
-  const revocations = settings.revokedBefore === null ? {} : { revocations: { '*': settings.revokedBefore } };
+  const revocations = revokedBefore === null ? {} : { revocations: { '*': revokedBefore } };
   const systemJwt = await encodeAccount('SYS', keys.system, { limits }, { signer: operator });
   const core = keys.account.getPublicKey();
   const imports = Object.fromEntries(IMPORTING_ROLES.map((role) => [role, accountImports(role)]));
@@ -297,24 +402,47 @@ async function serverConfig(keys: Keys, operatorJwt: string, settings: ServerSet
       ),
     )),
   ];
-  const roles = NATS_ROLES.map((role) => `#   ${role}.creds: ${ROLE_PERMISSIONS[role].summary}`);
+  return {
+    roles: NATS_ROLES.map((role) => `#   ${role}.creds: ${ROLE_PERMISSIONS[role].summary}`),
+    lines: [
+      `operator: ${operatorJwt}`,
+      `system_account: ${keys.system.getPublicKey()}`,
+      'resolver: MEMORY',
+      'resolver_preload: {',
+      `  ${keys.system.getPublicKey()}: ${systemJwt}`,
+      ...accountJwts.map((jwt) => `  ${decode(jwt).sub}: ${jwt}`),
+      '}',
+    ],
+  };
+}
+
+function serverConfig(accounts: AccountsConfig, settings: ServerSettings): string {
+  const { cluster } = settings;
+  const host = settings.listen.slice(0, settings.listen.lastIndexOf(':'));
   return [
     `# nats-server configuration of a pge deployment, written by \`pge nats-config\` on ${settings.written.toISOString()}.`,
-    '# It holds public keys and JWTs only. The secrets are the credentials beside it, one per role:',
-    ...roles,
+    cluster === undefined
+      ? '# It holds public keys and JWTs only. The secrets are the credentials beside it, one per role:'
+      : `# Server ${cluster.serverName} of a cluster. Its one secret is the routes' password; the others are the credentials beside it, one per role:`,
+    ...accounts.roles,
     '# and the seeds in keys/. Start the server with: nats-server -c <this file>',
     '',
-    `listen: "${settings.host}:${settings.port}"`,
-    ...(settings.monitorPort === 0 ? [] : [`http: "${settings.host}:${settings.monitorPort}"`]),
+    ...(cluster === undefined ? [] : [`server_name: ${cluster.serverName}`]),
+    `listen: "${settings.listen}"`,
+    ...(settings.monitorPort === 0 ? [] : [`http: "${host}:${settings.monitorPort}"`]),
     `jetstream { store_dir: ${JSON.stringify(settings.storeDir)} }`,
+    ...(cluster === undefined
+      ? []
+      : [
+          'cluster {',
+          '  name: pge',
+          `  listen: "${cluster.listen}"`,
+          `  authorization { user: ${ROUTE_USER}, password: ${JSON.stringify(cluster.password)} }`,
+          `  routes: [${cluster.routes.map((route) => JSON.stringify(route)).join(', ')}]`,
+          '}',
+        ]),
     '',
-    `operator: ${operatorJwt}`,
-    `system_account: ${keys.system.getPublicKey()}`,
-    'resolver: MEMORY',
-    'resolver_preload: {',
-    `  ${keys.system.getPublicKey()}: ${systemJwt}`,
-    ...accountJwts.map((jwt) => `  ${decode(jwt).sub}: ${jwt}`),
-    '}',
+    ...accounts.lines,
     '',
   ].join('\n');
 }

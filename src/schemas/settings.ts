@@ -184,6 +184,17 @@ export const StreamLimits = z.strictObject({
     .number()
     .int({ error: 'streamMaxBytes must be a whole number of bytes' })
     .min(0, { error: (issue) => `streamMaxBytes must be >= 0 (0: no limit), got ${String(issue.input)}` }),
+  /**
+   * How many servers of a JetStream cluster keep each of pge's streams and its KV bucket (1, 3 or
+   * 5; 1 on a single server). A new stream is made with it; an existing one with another count is
+   * a configuration error, never silently taken. Left out, a new stream has 1 and an existing one
+   * is taken as it is.
+   */
+  replicas: z
+    .number()
+    .int({ error: 'replicas must be a whole number' })
+    .min(1, { error: (issue) => `replicas must be from 1 to 5, got ${String(issue.input)}` })
+    .max(5, { error: (issue) => `replicas must be from 1 to 5, got ${String(issue.input)}` }),
 });
 export type StreamLimits = z.infer<typeof StreamLimits>;
 

@@ -14,6 +14,7 @@ import type { MessageRejection } from '../../src/bus/codec.js';
 import { NatsBus } from '../../src/bus/nats-bus.js';
 import { connectNats, natsOptionsFromEnv } from '../../src/bus/nats-connection.js';
 import { PGE_STREAMS, streamConfig } from '../../src/bus/nats-streams.js';
+import { RunLeases } from '../../src/bus/run-leases.js';
 import { subjects } from '../../src/bus/subjects.js';
 import { BusError, ConfigurationError } from '../../src/errors.js';
 import type { RoleRequest, RunEvent } from '../../src/schemas/index.js';
@@ -391,6 +392,55 @@ describe('NatsBus on JetStream', () => {
       const bus = await NatsBus.connect({ servers: other.url });
       await bus.close();
       expect((await adminJsm.streams.info('PGE_WORK')).config.retention).toBe('interest');
+      await admin.close();
+    } finally {
+      await other.stop();
+    }
+  });
+
+  it('keeps the replica count it is told, and refuses streams and a lease bucket kept by another', async () => {
+    const other = await startNatsServer();
+    try {
+      // Streams made with 1 replica (the default on a single server), and the lease bucket too.
+      const bus = await NatsBus.connect({ servers: other.url, replicas: 1 });
+      const leases = await RunLeases.open(bus.connection, {
+        owner: 'c',
+        replicas: 1,
+        onExpired() {},
+        onLost() {},
+      });
+      leases.stop();
+      await bus.close();
+      const admin = await connect({ servers: other.url });
+      const adminJsm = await jetstreamManager(admin);
+      for (const { name } of PGE_STREAMS)
+        expect((await adminJsm.streams.info(name)).config.num_replicas).toBe(1);
+
+      // Told 3: every stream is named, with how to agree, and nothing is changed.
+      const told3 = await NatsBus.connect({ servers: other.url, replicas: 3 }).catch((e: unknown) => e);
+      expect(told3).toBeInstanceOf(ConfigurationError);
+      for (const { name } of PGE_STREAMS) {
+        expect((told3 as Error).message).toContain(
+          `JetStream stream ${name} has 1 replica, and this process was told 3`,
+        );
+        expect((await adminJsm.streams.info(name)).config.num_replicas).toBe(1);
+      }
+      expect((told3 as Error).message).toContain('nats stream edit PGE_EVENTS --replicas 3');
+      const plain = await NatsBus.connect({ servers: other.url });
+      const leases3 = await RunLeases.open(plain.connection, {
+        owner: 'c',
+        replicas: 3,
+        onExpired() {},
+        onLost() {},
+      }).catch((e: unknown) => e);
+      expect(leases3).toBeInstanceOf(ConfigurationError);
+      expect((leases3 as Error).message).toContain('JetStream KV bucket pge-runs has 1 replica');
+      await plain.close();
+
+      // A new stream of 3 replicas cannot be kept by one server: the server's reason, per stream.
+      await adminJsm.streams.delete('PGE_RESULTS');
+      const single = await NatsBus.connect({ servers: other.url, replicas: 3 }).catch((e: unknown) => e);
+      expect((single as Error).message).toMatch(/cannot set up JetStream stream PGE_RESULTS: .*replicas/i);
       await admin.close();
     } finally {
       await other.stop();

@@ -64,6 +64,70 @@ describe('pge nats-config', () => {
     expect(cli.stdout).toMatch(/start the server: nats-server -c .*nats-server\.conf/);
   });
 
+  it('writes one owner-only config per server of a cluster, routed to the others, and goes back to one server', async () => {
+    const dir = await freshDir();
+    const cli = await runCli(
+      ['nats-config', '--dir', dir, '--cluster', '3', '--cluster-hosts', 'nats-1, nats-2,nats-3'],
+      { cwd: dir },
+    );
+    expect(cli.code, cli.stderr).toBe(0);
+    expect((await readdir(dir)).filter((file) => file.endsWith('.conf')).sort()).toEqual([
+      'nats-server-1.conf',
+      'nats-server-2.conf',
+      'nats-server-3.conf',
+    ]);
+    const password = (await readFile(join(dir, 'keys', 'route-password'), 'utf8')).trim();
+    expect(password).toMatch(/^[\w-]{32}$/);
+    expect(await mode(join(dir, 'keys', 'route-password'))).toBe(0o600);
+    for (const i of [1, 2, 3]) {
+      const file = join(dir, `nats-server-${i}.conf`);
+      expect(await mode(file)).toBe(0o600);
+      const config = await readFile(file, 'utf8');
+      expect(config).toMatch(new RegExp(`^server_name: pge-${i}$`, 'm'));
+      // Every host on the same ports; each server its own store.
+      expect(config).toMatch(/^listen: "0\.0\.0\.0:4222"$/m);
+      expect(config).toMatch(/^ {2}listen: "0\.0\.0\.0:6222"$/m);
+      expect(config).toContain(
+        `jetstream { store_dir: ${JSON.stringify(join(dir, 'jetstream', `pge-${i}`))} }`,
+      );
+      const routes = config.match(/^ {2}routes: \[(.*)\]$/m)?.[1];
+      const others = [1, 2, 3].filter((j) => j !== i);
+      expect(routes).toBe(
+        others.map((j) => `"nats-route://pge-route:${password}@nats-${j}:6222"`).join(', '),
+      );
+      expect(config).toContain(`authorization { user: pge-route, password: "${password}" }`);
+    }
+    expect(cli.stdout).toContain('start each server with its file, on its host');
+
+    // Run again without --cluster: still the cluster, with the credentials kept.
+    const creds = await readFile(join(dir, 'planner.creds'), 'utf8');
+    expect((await runCli(['nats-config', '--dir', dir], { cwd: dir })).code).toBe(0);
+    expect(await readFile(join(dir, 'planner.creds'), 'utf8')).toBe(creds);
+    expect((await readdir(dir)).filter((file) => file.endsWith('.conf'))).toHaveLength(3);
+    // --cluster 1: one server again.
+    expect((await runCli(['nats-config', '--dir', dir, '--cluster', '1'], { cwd: dir })).code).toBe(0);
+    expect((await readdir(dir)).filter((file) => file.endsWith('.conf'))).toEqual(['nats-server.conf']);
+    // One machine: ports counted up from the ones given.
+    const local = await freshDir();
+    const files = await writeNatsConfig({
+      dir: local,
+      host: '127.0.0.1',
+      cluster: [1, 2].map((i) => ({
+        host: '127.0.0.1',
+        port: 4221 + i,
+        clusterPort: 6221 + i,
+        monitorPort: 0,
+      })),
+    });
+    expect(files.configFiles).toHaveLength(2);
+    expect(await readFile(files.configFiles[1]!, 'utf8')).toMatch(/^listen: "127\.0\.0\.1:4223"$/m);
+    const usage = await runCli(['nats-config', '--dir', local, '--cluster', '3', '--cluster-hosts', 'a,b'], {
+      cwd: local,
+    });
+    expect(usage.code).toBe(2);
+    expect(usage.stderr).toContain('--cluster-hosts names 2 hosts for --cluster 3');
+  });
+
   it('says which directory it cannot write, as a usage error (exit 2)', async () => {
     const dir = await freshDir();
     const file = join(dir, 'a-file');

@@ -1,4 +1,4 @@
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -102,6 +102,37 @@ describe('pge worker', () => {
     expect(help.stdout).toContain(
       `Requests a role worker handles at once (default ${DEFAULT_WORKER_CONCURRENCY})`,
     );
+  });
+});
+
+describe('the servers and replicas of a cluster', () => {
+  it('takes the servers of a cluster as repeated --nats flags or one comma-separated list', () => {
+    const plan = (...args: string[]) =>
+      parseWorkerCommand(['--role', 'planner', ...args], { env: {}, cwd: tmp });
+    expect(plan('--nats', 'nats://a:4222', '--nats', 'nats://b:4222').nats.servers).toBe(
+      'nats://a:4222,nats://b:4222',
+    );
+    expect(plan('--nats', 'nats://a:4222,nats://b:4222').nats.servers).toBe('nats://a:4222,nats://b:4222');
+  });
+
+  it('takes --replicas from the flag, PGE_REPLICAS or the config file, 1 to 5, and leaves it unset otherwise', async () => {
+    const replicas = (args: string[], env: Record<string, string> = {}, dir = tmp) =>
+      parseWorkerCommand(['--role', 'coordinator', ...args], { env, cwd: dir }).options.replicas;
+    expect(replicas([])).toBeUndefined();
+    expect(replicas(['--replicas', '3'])).toBe(3);
+    expect(replicas([], { PGE_REPLICAS: '5' })).toBe(5);
+    expect(replicas(['--replicas', '1'], { PGE_REPLICAS: '3' })).toBe(1);
+    const withFile = mkdtempSync(join(tmpdir(), 'pge-replicas-'));
+    try {
+      writeFileSync(join(withFile, 'pge.config.json'), JSON.stringify({ replicas: 3 }));
+      expect(replicas([], {}, withFile)).toBe(3);
+    } finally {
+      rmSync(withFile, { recursive: true, force: true });
+    }
+    expect(await usageError(['worker', '--role', 'coordinator', '--replicas', '7'])).toContain(
+      'replicas must be from 1 to 5, got 7',
+    );
+    expect(() => replicas([], { PGE_REPLICAS: 'three' })).toThrow(/PGE_REPLICAS: replicas/);
   });
 });
 
