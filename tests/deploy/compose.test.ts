@@ -6,6 +6,7 @@ import { parse } from 'yaml';
 import type { NatsRole } from '../../src/bus/permissions.js';
 import { parseWorkerCommand } from '../../src/cli/worker-command.js';
 import { writeNatsConfig } from '../../src/runtime/nats-config.js';
+import { runCli } from '../cli/run-cli.js';
 
 /**
  * docker-compose.yml as far as it can be checked without a Docker engine: it parses, it has the
@@ -120,5 +121,74 @@ describe('docker-compose.yml', () => {
     const dockerfile = readFileSync(join(ROOT, 'Dockerfile'), 'utf8');
     expect(dockerfile).toMatch(/ENTRYPOINT \["node", "\/app\/bin\/pge\.js"\]/);
     expect(dockerfile).toMatch(/npm ci/);
+  });
+});
+
+describe('docker-compose.cluster.yml', () => {
+  const text = readFileSync(join(ROOT, 'docker-compose.cluster.yml'), 'utf8');
+  const cluster = parse(text, { merge: true }) as { services: Record<string, Service> };
+  const servers = ['nats-1', 'nats-2', 'nats-3'];
+
+  it('runs three servers on the files the pge nats-config command in its header writes, each its own only', async () => {
+    const command = text.match(/^# {3}npx pge (nats-config .*)$/m)?.[1]?.split(' ');
+    expect(command).toEqual([
+      'nats-config',
+      '--dir',
+      'nats-config',
+      '--cluster',
+      '3',
+      '--cluster-hosts',
+      servers.join(','),
+      '--store-dir',
+      '/data',
+    ]);
+    const cwd = mkdtempSync(join(tmpdir(), 'pge-compose-cluster-'));
+    try {
+      const cli = await runCli(command!, { cwd });
+      expect(cli.code, cli.stderr).toBe(0);
+      for (const [i, name] of servers.entries()) {
+        const service = cluster.services[name]!;
+        const file = `nats-server-${i + 1}.conf`;
+        expect(service.command).toEqual(['-c', `${CONFIG_MOUNT}/${file}`]);
+        // Its own file (with the routes' password) and its own store; no other server's, no credential.
+        expect(service.volumes).toEqual([
+          `./nats-config/${file}:${CONFIG_MOUNT}/${file}:ro`,
+          `${name}-data:/data`,
+        ]);
+        const config = readFileSync(join(cwd, 'nats-config', file), 'utf8');
+        expect(config).toContain(`server_name: pge-${i + 1}`);
+        expect(config).toContain(`store_dir: "/data/pge-${i + 1}"`);
+        expect(config).toMatch(/^http: "0\.0\.0\.0:8222"$/m);
+        for (const other of servers.filter((s) => s !== name)) expect(config).toContain(`@${other}:6222"`);
+        expect(service.healthcheck?.test.join(' ')).toContain('http://127.0.0.1:8222/healthz');
+      }
+    } finally {
+      rmSync(cwd, { recursive: true, force: true });
+    }
+  });
+
+  it('gives every pge process all three servers, 3 replicas, and its own credential only', () => {
+    const roles: string[] = [];
+    for (const [name, service] of Object.entries(cluster.services)) {
+      if (servers.includes(name)) continue;
+      expect(Object.keys(service.depends_on ?? {}).sort()).toEqual(servers);
+      expect(service.volumes?.filter((v) => v.startsWith('./nats-config'))).toEqual([
+        `./nats-config/${name}.creds:${CONFIG_MOUNT}/${name}.creds:ro`,
+      ]);
+      const environment = Object.entries(service.environment ?? {}).map(([k, v]) => [
+        k,
+        String(v).replace(/\$\{\w+:-([^}]*)\}/g, '$1'),
+      ]);
+      const env = Object.fromEntries(environment) as Record<string, string>;
+      expect(env.NATS_URL).toBe(servers.map((s) => `nats://${s}:4222`).join(','));
+      expect(env.NATS_CREDS).toBe(`${CONFIG_MOUNT}/${name}.creds`);
+      const cwd = mkdtempSync(join(tmpdir(), 'pge-compose-'));
+      const plan = parseWorkerCommand(service.command!.slice(1), { env, cwd });
+      rmSync(cwd, { recursive: true, force: true });
+      expect(plan.role).toBe(name);
+      expect(plan.options.replicas).toBe(3);
+      roles.push(plan.role);
+    }
+    expect(roles.sort()).toEqual(['coordinator', 'evaluator', 'generator', 'persistence', 'planner']);
   });
 });
