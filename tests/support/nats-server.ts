@@ -40,6 +40,8 @@ export interface NatsServerHandle {
   restart(downMs?: number, how?: { crash: true; frozenMs: number }): Promise<void>;
   /** Has the server read its configuration file again (SIGHUP, as `nats-server --signal reload`). */
   reload(): void;
+  /** Kills the server (SIGKILL): a server lost, its store kept (`restart` brings it back). */
+  kill(): Promise<void>;
   /** Stops the server (SIGTERM, then SIGKILL after 5 s) and deletes its store. */
   stop(): Promise<void>;
   /**
@@ -185,6 +187,7 @@ function makeHandle(server: ServerProcess, port: number, storeDir: string): Nats
     reload() {
       server.signal('SIGHUP');
     },
+    kill: () => server.kill({ frozenMs: 0 }),
     stop() {
       stopping ??= (async () => {
         await server.kill();
@@ -284,6 +287,29 @@ export async function startSecuredNatsServer(
     monitorPort,
     storeDir: join(configDir, 'jetstream'),
   });
+  const adminCreds = await mintAdminCreds(configDir);
+  const server = await startNatsServer({ ...start, configFile: files.configFile });
+  const credsOf = (role: NatsRole | 'admin') => (role === 'admin' ? adminCreds : files.creds[role]);
+  return {
+    ...server,
+    // The configuration names the store (the handle's own directory stays empty).
+    storeDir: join(configDir, 'jetstream'),
+    configDir,
+    monitorUrl: monitor ? `http://127.0.0.1:${monitorPort}` : null,
+    creds: files.creds,
+    adminCreds,
+    env: (role) => ({ NATS_URL: server.url, NATS_CREDS: files.creds[role] }),
+    connectOptions: (role) => connectOptionsAs(server.url, role, credsOf(role)),
+    refusals: () => refusalsIn(server.log()),
+    async stop() {
+      await server.stop();
+      await rm(configDir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** A credential, signed by the account `PGE`, that may do anything: for tests that inspect the server. */
+export async function mintAdminCreds(configDir: string): Promise<string> {
   const account = fromSeed(
     new TextEncoder().encode((await readFile(join(configDir, 'keys', 'account.nk'), 'utf8')).trim()),
   );
@@ -297,31 +323,26 @@ export async function startSecuredNatsServer(
   });
   const adminCreds = join(configDir, 'test-admin.creds');
   await writeFile(adminCreds, fmtCreds(adminJwt, admin), { mode: 0o600 });
-  const server = await startNatsServer({ ...start, configFile: files.configFile });
-  const credsOf = (role: NatsRole | 'admin') => (role === 'admin' ? adminCreds : files.creds[role]);
+  return adminCreds;
+}
+
+/** nats.js options of a connection as `role` with its `.creds` file. */
+export function connectOptionsAs(
+  servers: string | string[],
+  role: NatsRole | 'admin',
+  credsFile: string,
+): ConnectionOptions {
   return {
-    ...server,
-    // The configuration names the store (the handle's own directory stays empty).
-    storeDir: join(configDir, 'jetstream'),
-    configDir,
-    monitorUrl: monitor ? `http://127.0.0.1:${monitorPort}` : null,
-    creds: files.creds,
-    adminCreds,
-    env: (role) => ({ NATS_URL: server.url, NATS_CREDS: files.creds[role] }),
-    connectOptions: (role) => ({
-      servers: server.url,
-      authenticator: credsAuthenticator(readFileSync(credsOf(role))),
-      // A client of its own reads its replies in its role's private inbox, as integrators do.
-      ...(role === 'admin' ? {} : { inboxPrefix: inboxPrefixOf(role) }),
-    }),
-    refusals: () =>
-      server
-        .log()
-        .split('\n')
-        .filter((line) => / (Publish|Subscription) Violation /.test(line) && !UPKEEP.test(line)),
-    async stop() {
-      await server.stop();
-      await rm(configDir, { recursive: true, force: true });
-    },
+    servers,
+    authenticator: credsAuthenticator(readFileSync(credsFile)),
+    // A client of its own reads its replies in its role's private inbox, as integrators do.
+    ...(role === 'admin' ? {} : { inboxPrefix: inboxPrefixOf(role) }),
   };
+}
+
+/** The permission violations in a server's log, but those tolerated (`UPKEEP`). */
+export function refusalsIn(log: string): string[] {
+  return log
+    .split('\n')
+    .filter((line) => / (Publish|Subscription) Violation /.test(line) && !UPKEEP.test(line));
 }

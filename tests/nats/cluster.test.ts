@@ -1,0 +1,136 @@
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { basename, join } from 'node:path';
+import { jetstreamManager } from '@nats-io/jetstream';
+import { connect } from '@nats-io/transport-node';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { EVENTS_STREAM, PGE_STREAMS } from '../../src/bus/nats-streams.js';
+import type { NatsRole } from '../../src/bus/permissions.js';
+import { LEASE_BUCKET } from '../../src/bus/run-leases.js';
+import { readLog } from '../../src/persistence/index.js';
+import type { RunEvent } from '../../src/schemas/index.js';
+import { closed, passingAnswer, submitRun, until } from '../support/deployment.js';
+import { type FakeOpenAI, startFakeOpenAI } from '../support/fake-openai-server.js';
+import { type SecuredNatsCluster, startSecuredNatsCluster } from '../support/nats-cluster.js';
+import type { NatsServerHandle } from '../support/nats-server.js';
+import { type PgeProcess, startPge } from '../support/processes.js';
+import { schemaOf } from '../support/scripted-deployment.js';
+import { seqsUpTo, storedEvents } from '../support/stored-events.js';
+
+/**
+ * pge on a JetStream cluster of three real nats-servers on loopback (routes between them, the
+ * files of `pge nats-config --cluster 3`, each process with its role's credential): its streams
+ * and lease bucket kept by all three, and a server SIGKILLed mid-run, with several runs in flight,
+ * costing them a pause only.
+ */
+
+let cluster: SecuredNatsCluster;
+let openai: FakeOpenAI;
+let logs: string;
+const processes: PgeProcess[] = [];
+
+beforeEach(async () => {
+  cluster = await startSecuredNatsCluster(3);
+  openai = await startFakeOpenAI();
+  logs = mkdtempSync(join(tmpdir(), 'pge-cluster-'));
+});
+
+afterEach(async () => {
+  await Promise.all(processes.splice(0).map((p) => p.stop('SIGKILL')));
+  await openai.close();
+  await cluster.stop();
+  rmSync(logs, { recursive: true, force: true });
+  // Every process did its job within its credential.
+  expect(cluster.refusals()).toEqual([]);
+});
+
+/** Starts `pge worker --role <role>` on every server (or on `only`) with 3 replicas, ready. */
+async function worker(role: NatsRole, only?: NatsServerHandle, ...extra: string[]): Promise<PgeProcess> {
+  const process = startPge(['worker', '--role', role, '--replicas', '3', '--working-dir', logs, ...extra], {
+    ...cluster.env(role, only),
+    OPENAI_BASE_URL: openai.url,
+    OPENAI_API_KEY: 'sk-test-cluster',
+    PGE_MODEL: 'test-model',
+  });
+  processes.push(process);
+  await process.waitFor(/ready/, 30_000);
+  return process;
+}
+
+describe('pge on a three-server JetStream cluster', () => {
+  it('keeps its streams and its lease bucket on all three servers', async () => {
+    await worker('coordinator');
+    const nc = await connect(cluster.connectOptions('admin'));
+    try {
+      const jsm = await jetstreamManager(nc);
+      for (const name of [...PGE_STREAMS.map((s) => s.name), `KV_${LEASE_BUCKET}`]) {
+        const info = await jsm.streams.info(name);
+        expect(info.config.num_replicas, name).toBe(3);
+        // The leader and two current replicas.
+        expect(info.cluster?.leader, name).toMatch(/^pge-[123]$/);
+        expect(
+          info.cluster?.replicas?.filter((r) => r.current),
+          name,
+        ).toHaveLength(2);
+      }
+    } finally {
+      await nc.close();
+    }
+  });
+
+  it('loses no run and no event when the leader of PGE_EVENTS is SIGKILLed with runs in flight', async () => {
+    // Every call takes a while, so that each run is in the middle of a call at the kill.
+    openai.script((body) => passingAnswer(body, 100));
+    await worker('coordinator');
+    const nc = await connect(cluster.connectOptions('admin'));
+    const leader = (await (await jetstreamManager(nc)).streams.info(EVENTS_STREAM)).cluster!.leader!;
+    await nc.close();
+    const doomed = cluster.named(leader);
+    // The only generator knows only the server that will be lost: it carries on through another,
+    // learnt from the cluster. The other processes are given every server.
+    await worker('generator', doomed, '--worker-id', 'gen-on-doomed');
+    await Promise.all([worker('planner'), worker('evaluator'), worker('persistence'), worker('coordinator')]);
+
+    const client = cluster.connectOptions('client');
+    const runIds = await Promise.all(
+      [1, 2, 3, 4].map((i) => submitRun(client, `run ${i} through a lost server`)),
+    );
+    const workCalls = () => openai.completions().filter((r) => schemaOf(r.body) === 'pge_work').length;
+    await until(workCalls, (n) => n >= 2, 'the first work calls');
+    await doomed.kill();
+    const killedAt = Date.now();
+
+    let applied = 0;
+    for (const runId of runIds) {
+      // Reading goes on through the pause while the cluster elects new leaders (a request may time out).
+      const events: RunEvent[] = await until(
+        () => storedEvents(client, `pge.run.${runId}.evt.>`).catch(() => []),
+        (stored) =>
+          closed(stored) && seqsUpTo(stored.length).every((seq) => stored.some((e) => e.seq === seq)),
+        `run ${runId} to close`,
+        60_000,
+      );
+      applied += events.filter((e) => e.type === 'model.call.completed').length;
+      // Every event once. Events published while the stream's new leader was being elected may be
+      // stored after later ones: readers and the log order them by seq.
+      const bySeq = events.toSorted((a, b) => a.seq - b.seq);
+      expect(
+        bySeq.map((e) => e.seq),
+        runId,
+      ).toEqual(seqsUpTo(events.length));
+      expect(bySeq.at(-1)?.type, runId).toBe('run.completed');
+      // The log the persistence worker wrote is the stream, event for event.
+      const started = bySeq[0]!;
+      const logPath = started.type === 'run.started' ? started.payload.logPath : '';
+      const logged = readLog(readFileSync(join(logs, basename(logPath)), 'utf8'));
+      expect(logged.map((e) => e.id)).toEqual(bySeq.map((e) => e.id));
+      // The generator on the lost server did work after the kill.
+      const served = events.filter(
+        (e) => e.type === 'model.call.completed' && e.payload.phase === 'work' && Date.parse(e.ts) > killedAt,
+      );
+      expect(served.length, runId).toBeGreaterThan(0);
+    }
+    // At most the calls in flight at the kill, one per run, were made twice.
+    expect(openai.completions().length - applied).toBeLessThanOrEqual(runIds.length);
+  }, 120_000);
+});
