@@ -1,6 +1,7 @@
 import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { jetstreamManager } from '@nats-io/jetstream';
+import { connect } from '@nats-io/transport-node';
 import type { Model } from '../src/actors/model.js';
 import { createPersistenceActor, type PersistenceActor } from '../src/actors/persistence-actor.js';
 import { createRoleWorker, type RoleWorker } from '../src/actors/role-worker.js';
@@ -202,14 +203,76 @@ export async function startDeployment(options: DeploymentOptions): Promise<Deplo
 }
 
 /** Opens one NATS connection per service; failures are collected in `errors`, not printed. */
-export function natsConnector(url: string, errors: string[]): (name: string) => Promise<Bus> {
+export function natsConnector(
+  url: string,
+  errors: string[],
+  replicas?: number,
+): (name: string) => Promise<Bus> {
   return (name) =>
     NatsBus.connect({
       servers: url,
       name: `pge-bench-${name}`,
+      ...(replicas === undefined ? {} : { replicas }),
       onHandlerError: (error, subject) => {
         // Requests abandoned by `stop('abort')` at the end of a configuration are expected.
         if (!(error instanceof WorkerStoppedError)) errors.push(`${name} on ${subject}: ${String(error)}`);
       },
     });
+}
+
+/** A private JetStream cluster of open servers on loopback, for the cluster set-up of section 6. */
+export interface BenchNatsCluster {
+  /** Every server's URL, comma-separated. */
+  readonly urls: string;
+  /** User + system CPU time of all its servers so far, or null off Linux. */
+  cpuMs(): number | null;
+  stop(): Promise<void>;
+}
+
+/**
+ * Starts `size` nats-servers (JetStream, no authorization) routed to each other, each with its pid
+ * file in `dir`, and waits until JetStream answers (a metadata leader was elected).
+ */
+export async function startBenchNatsCluster(dir: string, size = 3): Promise<BenchNatsCluster> {
+  const routes = await Promise.all(Array.from({ length: size }, () => freePort()));
+  const servers: NatsServerHandle[] = [];
+  const pids: (number | null)[] = [];
+  for (const [i, port] of routes.entries()) {
+    const pidFile = `${dir}/nats-server-${i + 1}.pid`;
+    const others = routes.filter((other) => other !== port).map((other) => `nats://127.0.0.1:${other}`);
+    servers.push(
+      await startNatsServer({
+        args: [
+          ...['--name', `pge-${i + 1}`, '--cluster_name', 'pge', '--cluster', `nats://127.0.0.1:${port}`],
+          ...['--routes', others.join(','), '-P', pidFile],
+        ],
+      }),
+    );
+    pids.push(Number(readFileSync(pidFile, 'utf8').trim()) || null);
+  }
+  const urls = servers.map((server) => server.url).join(',');
+  const nc = await connect({ servers: urls.split(',') });
+  try {
+    for (const deadline = Date.now() + 20_000; ; ) {
+      try {
+        await (await jetstreamManager(nc, { timeout: 1_000 })).getAccountInfo();
+        break;
+      } catch (error) {
+        if (Date.now() > deadline) throw error;
+        await new Promise((resolve) => setTimeout(resolve, 100));
+      }
+    }
+  } finally {
+    await nc.close();
+  }
+  return {
+    urls,
+    cpuMs() {
+      const each = pids.map((pid) => (pid === null ? null : processCpuMs(pid)));
+      return each.some((ms) => ms === null) ? null : each.reduce<number>((sum, ms) => sum + ms!, 0);
+    },
+    stop: async () => {
+      await Promise.all(servers.map((server) => server.stop()));
+    },
+  };
 }

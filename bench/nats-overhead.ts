@@ -11,6 +11,7 @@ import {
   type BenchNatsServer,
   type Deployment,
   natsConnector,
+  startBenchNatsCluster,
   startBenchNatsServer,
   startDeployment,
 } from './nats-deployment.js';
@@ -56,6 +57,13 @@ export interface BusOverheadResults {
   embedded: BusFigures;
   servicesInProcess: BusFigures;
   servicesNats: BusFigures;
+  /**
+   * The same services on a three-server JetStream cluster on loopback, streams and lease bucket
+   * with 3 replicas, each connection given every server (server CPU: the three together).
+   */
+  servicesNatsCluster: BusFigures;
+  /** Net µs per call on the cluster ÷ on one server. */
+  clusterOverSingle: number;
   natsOverEmbedded: number;
   natsOverServicesInProcess: number;
   /** The bare work round trip and core request/reply on the NATS set-up's server. */
@@ -64,16 +72,19 @@ export interface BusOverheadResults {
 
 const TASK = 'Write a three-part technical document (bus overhead benchmark)';
 
+/** What a batch reads of the NATS side: CPU of every server, and one server's counters if it has them. */
+type MeasuredServers = Pick<BenchNatsServer, 'cpuMs'> & { monitor?: BenchNatsServer['monitor'] };
+
 /** Times sequential runs submitted to a deployment; the log is drained at the end of each batch. */
 function deploymentBatch(
   deployment: Deployment,
   model: MeteredModel,
   settings: BusOverheadSettings,
-  server: BenchNatsServer | null,
+  server: MeasuredServers | null,
 ) {
   return async (runs: number): Promise<BusFigures> => {
     model.reset();
-    const counters = await server?.monitor.snapshot();
+    const counters = await server?.monitor?.snapshot();
     const serverCpu = server?.cpuMs() ?? null;
     const cpu = process.cpuUsage();
     const started = performance.now();
@@ -91,7 +102,7 @@ function deploymentBatch(
     const wallMs = performance.now() - started;
     const used = process.cpuUsage(cpu);
     const serverCpuAfter = server?.cpuMs() ?? null;
-    const countersAfter = await server?.monitor.snapshot();
+    const countersAfter = await server?.monitor?.snapshot();
     const expected = runs * callsPerRun(settings.steps);
     if (model.calls !== expected || passed !== runs) {
       throw new Error(
@@ -117,7 +128,7 @@ async function measureServices(
   deployment: Deployment,
   model: MeteredModel,
   errors: string[],
-  server: BenchNatsServer | null,
+  server: MeasuredServers | null,
 ): Promise<BusFigures> {
   let figures: BusFigures;
   try {
@@ -191,11 +202,37 @@ export async function measureBusOverhead(settings: BusOverheadSettings): Promise
   } finally {
     await server.stop();
   }
+
+  const clusterDir = join(dir, 'bus-overhead-nats-cluster');
+  const clusterModel = new MeteredModel(new InstantModel(settings.steps));
+  const clusterErrors: string[] = [];
+  const clusterOpts = servicesOptions(settings, clusterModel, clusterDir);
+  const cluster = await startBenchNatsCluster(clusterDir);
+  let servicesNatsCluster: BusFigures;
+  try {
+    const clusterDeployment = await startDeployment({
+      ...clusterOpts,
+      connect: natsConnector(cluster.urls, clusterErrors, 3),
+      durablePersistence: true,
+      errors: clusterErrors,
+    });
+    servicesNatsCluster = await measureServices(
+      settings,
+      clusterDeployment,
+      clusterModel,
+      clusterErrors,
+      cluster,
+    );
+  } finally {
+    await cluster.stop();
+  }
   return {
     settings: rest,
     embedded: { ...embeddedFigures, serverCpuUsPerCall: null, traffic: null },
     servicesInProcess,
     servicesNats,
+    servicesNatsCluster,
+    clusterOverSingle: servicesNatsCluster.usPerCall / servicesNats.usPerCall,
     natsOverEmbedded: servicesNats.usPerCall / embeddedFigures.usPerCall,
     natsOverServicesInProcess: servicesNats.usPerCall / servicesInProcess.usPerCall,
     floor,

@@ -39,6 +39,17 @@ export interface NatsSummary {
   scaling8: number | null;
   /** Runs per minute by workers per role (section 5). */
   runsPerMinute: Record<string, number>;
+  /**
+   * The same services on a three-server cluster with 3 replicas beside one server (section 6):
+   * net µs per call, its ratio to one server's, and the sequential runs per minute of each.
+   */
+  cluster: {
+    perCallNetUs: number;
+    perCallOverSingle: number;
+    runsPerMinute: number;
+    singleRunsPerMinute: number;
+    serverCpuUsPerCall: number | null;
+  };
 }
 
 /** What the NATS sections measured, or why they did not run. */
@@ -68,7 +79,19 @@ export function natsSummary(scaling: ScalingResults, bus: BusOverheadResults): N
     floorCpuUs: { process: floor.work.processCpuUs, server: floor.work.serverCpuUs },
     scaling8: scaling.ratios.find((r) => r.workersPerRole === 8)?.ratio ?? null,
     runsPerMinute: Object.fromEntries(scaling.configurations.map((c) => [c.workersPerRole, c.runsPerMinute])),
+    cluster: {
+      perCallNetUs: bus.servicesNatsCluster.usPerCall,
+      perCallOverSingle: bus.clusterOverSingle,
+      runsPerMinute: sequentialRunsPerMinute(bus.servicesNatsCluster),
+      singleRunsPerMinute: sequentialRunsPerMinute(nats),
+      serverCpuUsPerCall: bus.servicesNatsCluster.serverCpuUsPerCall,
+    },
   };
+}
+
+/** Runs per minute of a batch of sequential runs (one at a time, wall time model included). */
+function sequentialRunsPerMinute(figures: BusFigures): number {
+  return (figures.runs * 60_000) / figures.wallMs;
 }
 
 /** Target of issue #4 item 10: runs per minute with 4 workers per role over 1 worker. */
@@ -177,8 +200,12 @@ export function natsReportLines(
         row('embedded runtime (public API)', bus.embedded),
         row('services, in-process bus', bus.servicesInProcess),
         row('services, NATS', bus.servicesNats),
+        row('services, NATS cluster of 3, R3', bus.servicesNatsCluster),
       ],
     ),
+  );
+  out.push(
+    `cluster of 3 with 3 replicas / one server (net µs per call): ${fixed(bus.clusterOverSingle, 2)}×; sequential runs/min ${fixed(nats.cluster.runsPerMinute)} on the cluster, ${fixed(nats.cluster.singleRunsPerMinute)} on one server`,
   );
   out.push(
     `NATS / in process (net µs per call): ${fixed(bus.natsOverEmbedded, 2)}× the embedded runtime, ${fixed(bus.natsOverServicesInProcess, 2)}× the same services on the in-process bus`,
