@@ -10,6 +10,7 @@ import { readLogFile } from '../../src/persistence/index.js';
 import type { RunEvent } from '../../src/schemas/index.js';
 import { passingAnswer, readRunToEnd, schemaOf } from '../support/deployment.js';
 import { type FakeOpenAI, type FakeStep, startFakeOpenAI } from '../support/fake-openai-server.js';
+import { MULTI_PROCESS } from '../support/multi-process.js';
 import { type SecuredNatsServer, startSecuredNatsServer } from '../support/nats-server.js';
 import { type PgeProcess, startPge } from '../support/processes.js';
 
@@ -94,7 +95,7 @@ async function submitAndRead(
   }
 }
 
-describe('distributed deployment on NATS', () => {
+describe('distributed deployment on NATS', MULTI_PROCESS, () => {
   it('runs concurrent submissions across separate worker processes; each work item is handled once', async () => {
     const runs = await Promise.all(['task one', 'task two', 'task three'].map((task) => submitAndRead(task)));
     for (const events of runs) {
@@ -210,7 +211,7 @@ describe('distributed deployment on NATS', () => {
   });
 });
 
-describe('an unreachable NATS server', () => {
+describe('an unreachable NATS server', MULTI_PROCESS, () => {
   it('makes pge worker and pge run --nats exit 2 within seconds, saying where they tried', async () => {
     for (const args of [
       ['worker', '--role', 'planner', '--demo', '--nats', 'nats://127.0.0.1:1'],

@@ -9,6 +9,7 @@ import { SUBMIT_ANSWER_MS } from '../../src/bus/subjects.js';
 import { readLogFile } from '../../src/persistence/index.js';
 import type { RunEvent } from '../../src/schemas/index.js';
 import { readRunToEnd } from '../support/deployment.js';
+import { MULTI_PROCESS } from '../support/multi-process.js';
 import { type SecuredNatsServer, startSecuredNatsServer } from '../support/nats-server.js';
 import { type PgeProcess, startPge } from '../support/processes.js';
 
@@ -96,7 +97,7 @@ async function loggedEvents(runId: string, count: number): Promise<RunEvent[]> {
 const isOneRun = (events: RunEvent[], runId: string) =>
   events.every((e, i) => e.runId === runId && e.seq === i + 1 && e.id.startsWith(`${runId}-${i + 1}-`));
 
-describe('run ids on NATS', () => {
+describe('run ids on NATS', MULTI_PROCESS, () => {
   it('refuses a reused run id within the duplicate window, on the coordinator that ran it and on a new one', async () => {
     const runId = 'chosen-run-id';
     const started = Date.now();
@@ -141,7 +142,7 @@ describe('run ids on NATS', () => {
   }, 60_000);
 });
 
-describe('limits on NATS', () => {
+describe('limits on NATS', MULTI_PROCESS, () => {
   /** `[max_age in ms, max_bytes]` of every pge stream, read back from the server. */
   async function streamLimits(): Promise<[number, number][]> {
     const read: [number, number][] = [];

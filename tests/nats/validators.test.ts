@@ -11,6 +11,7 @@ import {
   submitRun,
   type TestDeployment,
 } from '../support/deployment.js';
+import { MULTI_PROCESS } from '../support/multi-process.js';
 
 /**
  * Validators on a distributed deployment: they are the generator worker's (`pge worker --role
@@ -45,7 +46,7 @@ afterAll(async () => {
   expect(refusals).toEqual([]);
 }, 60_000);
 
-describe('validators on NATS workers', () => {
+describe('validators on NATS workers', MULTI_PROCESS, () => {
   it("runs the generator worker's validators in its workspace; the evaluator is asked only for work they passed", async () => {
     const runId = await submitRun(d.client, 'a task with checks');
     const events = await closedRun(d.client, runId);

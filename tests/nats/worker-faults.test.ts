@@ -7,6 +7,7 @@ import type { NatsRole } from '../../src/bus/permissions.js';
 import { SUBMIT_ANSWER_MS } from '../../src/bus/subjects.js';
 import { readRunToEnd } from '../support/deployment.js';
 import { type FakeOpenAI, type FakeStep, startFakeOpenAI } from '../support/fake-openai-server.js';
+import { MULTI_PROCESS } from '../support/multi-process.js';
 import { type SecuredNatsServer, startSecuredNatsServer } from '../support/nats-server.js';
 import { type PgeProcess, startPge } from '../support/processes.js';
 
@@ -78,7 +79,7 @@ async function until(check: () => boolean, what: string, timeoutMs = 20_000): Pr
   }
 }
 
-describe('a generator killed mid-call', () => {
+describe('a generator killed mid-call', MULTI_PROCESS, () => {
   it('has its work item handed to another generator within seconds, and the run completes', async () => {
     // biome-ignore lint/suspicious/noExplicitAny: the request body as the SDK sent it.
     openai.script((body: any): FakeStep => {
