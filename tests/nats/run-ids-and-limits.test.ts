@@ -55,6 +55,8 @@ beforeAll(async () => {
     JSON.stringify({ streamMaxAgeMs: HOUR, streamMaxBytes: 256 * MIB, maxTaskBytes: 2048 }),
   );
   coordinator = worker('coordinator');
+  // The coordinator first, as docs/distributed.md advises (see its known issue), then the rest at once.
+  await coordinator.waitFor(/ready/);
   worker('persistence', ['--working-dir', logs]);
   for (const role of ['planner', 'generator', 'evaluator'] as const) worker(role);
   await Promise.all(processes.map((p) => p.waitFor(/ready/)));

@@ -88,7 +88,10 @@ describe('a generator killed mid-call', MULTI_PROCESS, () => {
       const delayMs = name === 'pge_work' && workRequests().length === 1 ? 120_000 : 0;
       return { content: ANSWERS[name]!, delayMs };
     });
-    const ready = [start('coordinator'), start('persistence', '--working-dir', logs)];
+    // The coordinator first, as docs/distributed.md advises (see its known issue), then the rest at once.
+    const coordinator = start('coordinator');
+    await coordinator.waitFor(/ready/);
+    const ready = [coordinator, start('persistence', '--working-dir', logs)];
     ready.push(start('planner'), start('evaluator'));
     const doomed = start('generator', '--worker-id', 'gen-doomed');
     await Promise.all([...ready, doomed].map((p) => p.waitFor(/ready/)));
