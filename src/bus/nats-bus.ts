@@ -31,6 +31,7 @@ import {
   pgeConsumers,
   streamOf,
   WORK_MAX_ACK_PENDING,
+  whileUnanswered,
 } from './nats-streams.js';
 import type { NatsHost, NatsSubscription, PullTimings } from './nats-subscriptions.js';
 import { CoreSubscription, PullSubscription } from './nats-subscriptions.js';
@@ -203,7 +204,8 @@ export class NatsBus implements Bus, StoredMessages {
     }
     let jsm: JetStreamManager;
     try {
-      jsm = await jetstreamManager(nc);
+      // A cluster that is electing its leaders, or a server that is starting, answers in a moment.
+      jsm = await whileUnanswered(() => jetstreamManager(nc));
     } catch (cause) {
       const reason = cause instanceof Error ? cause.message : String(cause);
       throw new ConfigurationError(`JetStream is not available at ${where}: ${reason}`, { cause });

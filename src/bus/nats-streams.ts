@@ -17,6 +17,7 @@ import { ConfigurationError } from '../errors.js';
 import { DUPLICATE_WINDOW_MS, OPTION_DEFAULTS, ROLES } from '../schemas/setting-values.js';
 import type { StreamLimits } from '../schemas/settings.js';
 import { hasCause } from './nats-helpers.js';
+import { isTransportFailure } from './nats-publish.js';
 import { EVENTS_REPUBLISHED, subjectMatches, subjects, workerQueue } from './subjects.js';
 
 /**
@@ -170,7 +171,7 @@ async function ensureStream(
     const existing = await streamInfo(jsm, wanted.name);
     if (existing === null) {
       try {
-        return (await jsm.streams.add(wanted)).config;
+        return (await whileUnanswered(() => jsm.streams.add(wanted))).config;
       } catch (error) {
         if (hasCause(error, natsErrors.PermissionViolationError)) return waitForStream(jsm, wanted.name);
         if (pass === 0 && error instanceof JetStreamApiError) continue;
@@ -194,7 +195,7 @@ async function ensureStream(
     // keeps going without it, and its readers look it up whenever a message is published.
     if (Object.keys(changes).length === 0) return have;
     try {
-      return (await jsm.streams.update(wanted.name, changes)).config;
+      return (await whileUnanswered(() => jsm.streams.update(wanted.name, changes))).config;
     } catch (error) {
       if (hasCause(error, natsErrors.PermissionViolationError)) return have;
       throw streamError(wanted.name, error);
@@ -225,6 +226,27 @@ export function checkReplicas(
 export const STREAM_WAIT_MS = 60_000;
 const STREAM_POLL_MS = 250;
 
+/**
+ * A JetStream API request, asked again while it fails in transit (`isTransportFailure`: no answer
+ * in time, JetStream not ready, a leader being elected) for up to `STREAM_WAIT_MS`: a process that
+ * starts while a cluster elects its leaders, or while a server restarts, waits for them instead of
+ * exiting. Any other failure is thrown at once.
+ */
+export async function whileUnanswered<T>(request: () => Promise<T>): Promise<T> {
+  const deadline = Date.now() + STREAM_WAIT_MS;
+  for (;;) {
+    try {
+      return await request();
+    } catch (error) {
+      // No responders at all is a server without JetStream (nats.js's JetStreamNotEnabled, which its
+      // public entry does not export), which waiting does not change.
+      const noJetStream = error instanceof Error && error.name === 'JetStreamNotEnabled';
+      if (noJetStream || !isTransportFailure(error) || Date.now() > deadline) throw error;
+      await new Promise((resolve) => setTimeout(resolve, STREAM_POLL_MS));
+    }
+  }
+}
+
 async function waitForStream(jsm: JetStreamManager, name: string): Promise<StreamConfig> {
   return (await waitFor(`JetStream stream ${name}`, 'create it', () => streamInfo(jsm, name))).config;
 }
@@ -248,7 +270,7 @@ async function waitFor<T>(what: string, make: string, find: () => Promise<T | nu
 
 async function streamInfo(jsm: JetStreamManager, name: string): Promise<StreamInfo | null> {
   try {
-    return await jsm.streams.info(name);
+    return await whileUnanswered(() => jsm.streams.info(name));
   } catch (error) {
     if (error instanceof JetStreamApiError && error.code === 10059) return null; // stream not found
     throw streamError(name, error);
@@ -362,7 +384,7 @@ export async function ensurePullConsumer(
     const have = await consumerInfo(jsm, settings.stream, settings.durable);
     const keys = Object.keys(wanted) as (keyof typeof wanted)[];
     if (have !== null && keys.every((key) => have.config[key] === wanted[key])) return have;
-    return await jsm.consumers.add(settings.stream, wanted);
+    return await whileUnanswered(() => jsm.consumers.add(settings.stream, wanted));
   } catch (error) {
     if (!hasCause(error, natsErrors.PermissionViolationError)) throw problem(error);
     return waitFor(`JetStream consumer ${settings.durable}`, 'make it', () =>
@@ -377,7 +399,7 @@ async function consumerInfo(
   name: string,
 ): Promise<ConsumerInfo | null> {
   try {
-    return await jsm.consumers.info(stream, name);
+    return await whileUnanswered(() => jsm.consumers.info(stream, name));
   } catch (error) {
     if (error instanceof JetStreamApiError && error.code === 10014) return null; // consumer not found
     throw error;

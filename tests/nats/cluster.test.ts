@@ -79,6 +79,26 @@ describe('pge on a three-server JetStream cluster', MULTI_PROCESS, () => {
     }
   });
 
+  it('has a process started while the cluster has no quorum wait for it, not exit', async () => {
+    // Two of three servers down: JetStream cannot elect a leader, and its API does not answer.
+    await Promise.all([cluster.servers[1]!.kill(), cluster.servers[2]!.kill()]);
+    const coordinator = startPge(['worker', '--role', 'coordinator', '--replicas', '3'], {
+      ...cluster.env('coordinator', cluster.servers[0]),
+    });
+    processes.push(coordinator);
+    await new Promise((resolve) => setTimeout(resolve, 4_000));
+    expect(coordinator.child.exitCode).toBeNull();
+    expect(coordinator.stderr()).not.toMatch(/ready/);
+    await Promise.all([cluster.servers[1]!.restart(), cluster.servers[2]!.restart()]);
+    await coordinator.waitFor(/ready/, 45_000);
+    const nc = await connect(cluster.connectOptions('admin'));
+    try {
+      expect((await (await jetstreamManager(nc)).streams.info(EVENTS_STREAM)).config.num_replicas).toBe(3);
+    } finally {
+      await nc.close();
+    }
+  }, 90_000);
+
   it('loses no run and no event when the leader of PGE_EVENTS is SIGKILLed with runs in flight', async () => {
     // Every call takes a while, so that each run is in the middle of a call at the kill.
     openai.script((body) => passingAnswer(body, 100));
