@@ -33,6 +33,13 @@ export interface OrderedStart {
 
 /** Pause before a new consumer is tried after one could not be created or stopped. */
 const RETRY_MS = 1_000;
+/**
+ * How long each pull of the consumer waits at the server. The server sends a heartbeat every half
+ * of it, and two missed tell that the consumer is gone (`watch`): on a cluster, where a consumer is
+ * lost with its server while the client stays connected to another, that is noticed within this
+ * (with nats.js's default, 30 s, a run waited for its results as long).
+ */
+const PULL_EXPIRES_MS = 5_000;
 const CAUGHT_UP_POLL_MS = 10;
 
 /** A subscription of the NATS bus that reads a stream subject through an ordered consumer. */
@@ -103,9 +110,13 @@ export class OrderedSubscription implements NatsSubscription {
           await consumer.delete().catch(() => undefined);
           break;
         }
-        const messages = await consumer.consume({ callback: (msg) => this.receive(msg) });
+        const messages = await consumer.consume({
+          callback: (msg) => this.receive(msg),
+          expires: PULL_EXPIRES_MS,
+        });
         this.messages = messages;
         this.outage.ended();
+        void this.watch(messages);
         const stopped = await messages.closed();
         this.messages = null;
         if (!this.active) break;
@@ -121,6 +132,21 @@ export class OrderedSubscription implements NatsSubscription {
         this.outage.failed(error);
         await sleep(RETRY_MS);
       }
+    }
+  }
+
+  /**
+   * Heartbeats missed: the consumer is gone (on a cluster, with its server, while this client stays
+   * connected to another). A new one is made from `next` at once, as after a reconnect, rather than
+   * when nats.js's own attempts, backing off while JetStream elects its leaders, succeed.
+   */
+  private async watch(messages: ConsumerMessages): Promise<void> {
+    try {
+      for await (const status of messages.status()) {
+        if (status.type === 'heartbeats_missed' && this.messages === messages) this.renew();
+      }
+    } catch {
+      // The consumer ended: `run` sees it close and says why.
     }
   }
 

@@ -143,7 +143,19 @@ describe('pge on a three-server JetStream cluster', MULTI_PROCESS, () => {
       // The log the persistence worker wrote is the stream, event for event.
       const started = bySeq[0]!;
       const logPath = started.type === 'run.started' ? started.payload.logPath : '';
-      const logged = readLog(readFileSync(join(logs, basename(logPath)), 'utf8'));
+      // The persistence worker may still be catching up after the pause.
+      const logged = await until(
+        () => {
+          try {
+            return readLog(readFileSync(join(logs, basename(logPath)), 'utf8'));
+          } catch {
+            return [];
+          }
+        },
+        (events) => events.length >= bySeq.length,
+        `the log of ${runId}`,
+        30_000,
+      );
       expect(logged.map((e) => e.id)).toEqual(bySeq.map((e) => e.id));
       // The generator on the lost server did work after the kill.
       const served = events.filter(
@@ -153,5 +165,5 @@ describe('pge on a three-server JetStream cluster', MULTI_PROCESS, () => {
     }
     // At most the calls in flight at the kill, one per run, were made twice.
     expect(openai.completions().length - applied).toBeLessThanOrEqual(runIds.length);
-  }, 120_000);
+  }, 180_000);
 });

@@ -94,14 +94,19 @@ export async function startWorkers(
   env: (role: NatsRole) => Record<string, string>,
   logs: string,
 ): Promise<PgeProcess[]> {
-  const roles: [NatsRole, string[]][] = [
-    ['coordinator', []],
+  const others: [NatsRole, string[]][] = [
     ['persistence', ['--working-dir', logs]],
     ['planner', ['--concurrency', '8']],
     ['evaluator', ['--concurrency', '8']],
     ['generator', ['--concurrency', '8']],
   ];
-  const processes = roles.map(([role, extra]) => startPge(['worker', '--role', role, ...extra], env(role)));
+  // The coordinator first, as docs/distributed.md advises (see its known issue), then the rest at once.
+  const coordinator = startPge(['worker', '--role', 'coordinator'], env('coordinator'));
+  await coordinator.waitFor(/ready/);
+  const processes = [
+    coordinator,
+    ...others.map(([role, extra]) => startPge(['worker', '--role', role, ...extra], env(role))),
+  ];
   await Promise.all(processes.map((p) => p.waitFor(/ready/)));
   return processes;
 }
