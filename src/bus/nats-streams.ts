@@ -241,7 +241,9 @@ export async function whileUnanswered<T>(request: () => Promise<T>): Promise<T> 
       // No responders at all is a server without JetStream (nats.js's JetStreamNotEnabled, which its
       // public entry does not export), which waiting does not change.
       const noJetStream = error instanceof Error && error.name === 'JetStreamNotEnabled';
-      if (noJetStream || !isTransportFailure(error) || Date.now() > deadline) throw error;
+      // A request the credential may not make is refused for good, as the callers expect.
+      const refused = hasCause(error, natsErrors.PermissionViolationError);
+      if (noJetStream || refused || !isTransportFailure(error) || Date.now() > deadline) throw error;
       await new Promise((resolve) => setTimeout(resolve, STREAM_POLL_MS));
     }
   }
