@@ -1,7 +1,6 @@
 import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { jetstreamManager } from '@nats-io/jetstream';
-import { connect } from '@nats-io/transport-node';
 import type { Model } from '../src/actors/model.js';
 import { createPersistenceActor, type PersistenceActor } from '../src/actors/persistence-actor.js';
 import { createRoleWorker, type RoleWorker } from '../src/actors/role-worker.js';
@@ -13,6 +12,7 @@ import { WorkerStoppedError } from '../src/errors.js';
 import { startNatsPersistence } from '../src/runtime/nats-persistence.js';
 import { type CoordinatorService, startCoordinatorService } from '../src/runtime/services.js';
 import type { Role } from '../src/schemas/index.js';
+import { untilJetStreamReady } from '../tests/support/nats-cluster.js';
 import { freePort, type NatsServerHandle, startNatsServer } from '../tests/support/nats-server.js';
 import { ServerMonitor } from './nats-monitor.js';
 
@@ -251,20 +251,7 @@ export async function startBenchNatsCluster(dir: string, size = 3): Promise<Benc
     pids.push(Number(readFileSync(pidFile, 'utf8').trim()) || null);
   }
   const urls = servers.map((server) => server.url).join(',');
-  const nc = await connect({ servers: urls.split(',') });
-  try {
-    for (const deadline = Date.now() + 20_000; ; ) {
-      try {
-        await (await jetstreamManager(nc, { timeout: 1_000 })).getAccountInfo();
-        break;
-      } catch (error) {
-        if (Date.now() > deadline) throw error;
-        await new Promise((resolve) => setTimeout(resolve, 100));
-      }
-    }
-  } finally {
-    await nc.close();
-  }
+  await untilJetStreamReady({ servers: urls.split(',') });
   return {
     urls,
     cpuMs() {

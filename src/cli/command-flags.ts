@@ -37,6 +37,16 @@ const PLAN_FLAGS: readonly string[] = ['max-steps', 'rubric'];
 export const WORKER_ROLES = [...ROLES, 'persistence', 'coordinator'] as const;
 export type WorkerRole = (typeof WORKER_ROLES)[number];
 
+/** The servers of a deployment a command connects to: one flag each, or a comma-separated list. */
+const NATS_SERVERS_FLAG: FlagSpec = {
+  name: 'nats',
+  kind: 'text',
+  group: 'nats',
+  repeatable: true,
+  value: '<url>',
+  help: 'NATS server(s) of the deployment: repeatable, or comma-separated (default NATS_URL, else nats://127.0.0.1:4222)',
+};
+
 const WORKER_FLAGS = inGroup('nats', [
   { name: 'role', kind: 'choice', choices: WORKER_ROLES, help: 'What this process does (required)' },
   {
@@ -46,13 +56,7 @@ const WORKER_FLAGS = inGroup('nats', [
     default: DEFAULT_WORKER_CONCURRENCY,
     help: 'Requests a role worker handles at once',
   },
-  {
-    name: 'nats',
-    kind: 'text',
-    repeatable: true,
-    value: '<url>',
-    help: 'NATS server(s): repeatable, or comma-separated (default NATS_URL, else nats://127.0.0.1:4222)',
-  },
+  NATS_SERVERS_FLAG,
   CREDS_FLAG,
   {
     name: 'publish-retry',
@@ -126,16 +130,7 @@ const DASHBOARD_FLAGS = inGroup('cli', [
 const RESUME_OUTPUT_FLAGS: readonly string[] = ['output-type', 'json', 'verbose'];
 
 /** How `pge approvals` and `pge approve` reach a deployment. */
-const DEPLOYMENT_CLIENT_FLAGS: readonly FlagSpec[] = inGroup('nats', [
-  {
-    name: 'nats',
-    kind: 'text',
-    repeatable: true,
-    value: '<url>',
-    help: 'NATS server(s) of the deployment: repeatable, or comma-separated (default NATS_URL, else nats://127.0.0.1:4222)',
-  },
-  CREDS_FLAG,
-]);
+const DEPLOYMENT_CLIENT_FLAGS: readonly FlagSpec[] = inGroup('nats', [NATS_SERVERS_FLAG, CREDS_FLAG]);
 
 const APPROVE_FLAGS: readonly FlagSpec[] = [
   ...inGroup('harness', [
@@ -158,13 +153,7 @@ const APPROVE_FLAGS: readonly FlagSpec[] = [
 
 const FOLLOW_FLAGS: readonly FlagSpec[] = [
   ...inGroup('nats', [
-    {
-      name: 'nats',
-      kind: 'text',
-      repeatable: true,
-      value: '<url>',
-      help: 'NATS server(s) of the deployment: repeatable, or comma-separated (default NATS_URL, else nats://127.0.0.1:4222)',
-    },
+    NATS_SERVERS_FLAG,
     CREDS_FLAG,
     {
       name: 'from-seq',

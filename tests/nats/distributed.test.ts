@@ -12,7 +12,7 @@ import { passingAnswer, readRunToEnd, schemaOf } from '../support/deployment.js'
 import { type FakeOpenAI, type FakeStep, startFakeOpenAI } from '../support/fake-openai-server.js';
 import { MULTI_PROCESS } from '../support/multi-process.js';
 import { type SecuredNatsServer, startSecuredNatsServer } from '../support/nats-server.js';
-import { type PgeProcess, startPge } from '../support/processes.js';
+import { type PgeProcess, startPge, startWorkersInOrder } from '../support/processes.js';
 
 /**
  * The distributed deployment as users run it: separate `pge worker` processes (coordinator,
@@ -57,12 +57,7 @@ beforeAll(async () => {
     ['generator', ['--concurrency', '1', '--worker-id', 'gen-b']],
     ['generator', ['--concurrency', '1', '--worker-id', 'gen-c']],
   ];
-  // The coordinator first, as docs/distributed.md advises (see its known issue), then the rest at once.
-  for (const [i, [role, extra]] of roles.entries()) {
-    processes.push(startPge(['worker', '--role', role, ...extra], { ...nats.env(role), ...models }));
-    if (i === 0) await processes[0]!.waitFor(/ready/);
-  }
-  await Promise.all(processes.map((p) => p.waitFor(/ready/)));
+  await startWorkersInOrder(roles, (role) => ({ ...nats.env(role), ...models }), processes);
 }, 60_000);
 
 afterAll(async () => {

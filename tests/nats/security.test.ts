@@ -15,7 +15,7 @@ import { readRunToEnd } from '../support/deployment.js';
 import { type FakeOpenAI, startFakeOpenAI } from '../support/fake-openai-server.js';
 import { MULTI_PROCESS } from '../support/multi-process.js';
 import { type SecuredNatsServer, startSecuredNatsServer } from '../support/nats-server.js';
-import { type PgeProcess, startPge } from '../support/processes.js';
+import { type PgeProcess, startPge, startWorkersInOrder } from '../support/processes.js';
 import { answers, schemaOf, scriptedStep, taskHas } from '../support/scripted-deployment.js';
 
 /**
@@ -45,12 +45,7 @@ beforeAll(async () => {
     ['generator', []],
     ['evaluator', []],
   ] as const;
-  // The coordinator first, as docs/distributed.md advises (see its known issue), then the rest at once.
-  for (const [i, [role, extra]] of roles.entries()) {
-    processes.push(startPge(['worker', '--role', role, ...extra], { ...nats.env(role), ...models }));
-    if (i === 0) await processes[0]!.waitFor(/ready/);
-  }
-  await Promise.all(processes.map((p) => p.waitFor(/ready/, 60_000)));
+  await startWorkersInOrder(roles, (role) => ({ ...nats.env(role), ...models }), processes, 60_000);
 }, 90_000);
 
 afterAll(async () => {

@@ -75,7 +75,7 @@ export async function startSecuredNatsCluster(size = 3): Promise<SecuredNatsClus
 }
 
 /** Waits until JetStream answers (the cluster elected its metadata leader). */
-async function untilJetStreamReady(options: ConnectionOptions, timeoutMs = 20_000): Promise<void> {
+export async function untilJetStreamReady(options: ConnectionOptions, timeoutMs = 20_000): Promise<void> {
   const nc = await connect(options);
   try {
     const deadline = Date.now() + timeoutMs;

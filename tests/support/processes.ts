@@ -1,5 +1,6 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { join } from 'node:path';
+import type { NatsRole } from '../../src/bus/permissions.js';
 import { watchOutput } from './diagnostics.js';
 
 /** Child processes of the `pge` CLI for multi-process tests: started, awaited, stopped. */
@@ -67,4 +68,29 @@ export function startPge(args: readonly string[], env: Record<string, string>, c
       return code;
     },
   };
+}
+
+/**
+ * Starts `pge worker --role <role> …flags` for each of `roles` with `env(role)`: the first (the
+ * coordinator) alone, the others together once it is ready, as docs/distributed.md advises (see
+ * its known issue). Each process goes into `started` as it starts, so that a caller stops them all
+ * even when one never gets ready; resolves with them once every one is ready.
+ */
+export async function startWorkersInOrder(
+  roles: readonly (readonly [NatsRole, readonly string[]])[],
+  env: (role: NatsRole) => Record<string, string>,
+  started: PgeProcess[] = [],
+  readyMs = 15_000,
+): Promise<PgeProcess[]> {
+  const start = ([role, flags]: readonly [NatsRole, readonly string[]]) => {
+    const process = startPge(['worker', '--role', role, ...flags], env(role));
+    started.push(process);
+    return process;
+  };
+  const [first, ...others] = roles;
+  const processes = first === undefined ? [] : [start(first)];
+  await processes[0]?.waitFor(/ready/, readyMs);
+  processes.push(...others.map(start));
+  await Promise.all(processes.map((p) => p.waitFor(/ready/, readyMs)));
+  return processes;
 }

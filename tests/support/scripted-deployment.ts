@@ -1,6 +1,6 @@
 import type { NatsRole } from '../../src/bus/permissions.js';
 import type { FakeStep } from './fake-openai-server.js';
-import { type PgeProcess, startPge } from './processes.js';
+import { type PgeProcess, startWorkersInOrder } from './processes.js';
 
 /**
  * A distributed deployment for tests with real processes: `pge worker` processes of every role on
@@ -90,23 +90,18 @@ export function scriptedStep(content: object | undefined, delayMs: number): Fake
  * Starts `pge worker` processes of every role, each with `env(role)` (its role's credential), and
  * waits until each is ready.
  */
-export async function startWorkers(
+export function startWorkers(
   env: (role: NatsRole) => Record<string, string>,
   logs: string,
 ): Promise<PgeProcess[]> {
-  const others: [NatsRole, string[]][] = [
-    ['persistence', ['--working-dir', logs]],
-    ['planner', ['--concurrency', '8']],
-    ['evaluator', ['--concurrency', '8']],
-    ['generator', ['--concurrency', '8']],
-  ];
-  // The coordinator first, as docs/distributed.md advises (see its known issue), then the rest at once.
-  const coordinator = startPge(['worker', '--role', 'coordinator'], env('coordinator'));
-  await coordinator.waitFor(/ready/);
-  const processes = [
-    coordinator,
-    ...others.map(([role, extra]) => startPge(['worker', '--role', role, ...extra], env(role))),
-  ];
-  await Promise.all(processes.map((p) => p.waitFor(/ready/)));
-  return processes;
+  return startWorkersInOrder(
+    [
+      ['coordinator', []],
+      ['persistence', ['--working-dir', logs]],
+      ['planner', ['--concurrency', '8']],
+      ['evaluator', ['--concurrency', '8']],
+      ['generator', ['--concurrency', '8']],
+    ],
+    env,
+  );
 }
