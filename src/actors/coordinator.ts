@@ -519,8 +519,7 @@ export function createCoordinator(options: CoordinatorOptions) {
      * Records the model calls a result reports, stamped with the time it arrived (which a replay
      * reads back as the answer's time), and what they cost on top of `carried`.
      */
-    const spent = (request: RoleRequest, result: RoleResult, carried: Usage): CallReport => {
-      const now = clock();
+    const spent = (request: RoleRequest, result: RoleResult, carried: Usage, now: number): CallReport => {
       let usage = carried;
       for (const call of result.calls) {
         usage = addUsage(usage, {
@@ -625,7 +624,7 @@ export function createCoordinator(options: CoordinatorOptions) {
         if (answer !== undefined) {
           state.answered.add(request.id);
           const report = { usage: answer.usage, finishedAt: answer.finishedAt };
-          return Promise.resolve({ request, result: answer.result, report });
+          return Promise.resolve({ request, result: answer.result, report, receivedAt: answer.receivedAt });
         }
         // In flight at the crash: its answer was lost, so it is asked again; the calls it had
         // cost are recorded, and count.
@@ -659,10 +658,12 @@ export function createCoordinator(options: CoordinatorOptions) {
           );
           cancel(request.id, timeout.message);
           settled();
+          const now = clock();
           resolve({
             request,
             result: { status: 'error', phase, error: describeError(timeout), raw: null },
-            report: { usage: carried, finishedAt: clock() - pausedMs },
+            report: { usage: carried, finishedAt: now - pausedMs },
+            receivedAt: now,
           });
         }, spec.callTimeoutMs);
         signal.addEventListener('abort', onAbort, { once: true });
@@ -674,7 +675,13 @@ export function createCoordinator(options: CoordinatorOptions) {
           // finds the call answered and its cost recorded, not a request still asked.
           resolve: (result) => {
             settled();
-            resolve({ request, result: result.result, report: spent(request, result, carried) });
+            const now = clock();
+            resolve({
+              request,
+              result: result.result,
+              report: spent(request, result, carried, now),
+              receivedAt: now,
+            });
           },
         });
         // Asked again after a crash: a worker may have answered after the last owner died.

@@ -45,6 +45,8 @@ export interface RecordedAnswer {
   usage: Usage;
   /** When the answer arrived, in the run's time (epoch ms less the time the run was paused). */
   finishedAt: number;
+  /** The time of the answer's event, epoch ms. */
+  receivedAt: number;
 }
 
 /** A run's recorded events, read for a replay. */
@@ -235,6 +237,7 @@ export function readRecordedRun(
       usage: usage.get(id) ?? ZERO_USAGE,
       // A result is stamped when it arrives, on its model calls; one without calls, on its answer.
       finishedAt: lastCallAt.get(id) ?? epochMs(event) - pausedMs,
+      receivedAt: epochMs(event),
     });
     open = null;
   }

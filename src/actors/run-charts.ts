@@ -27,8 +27,8 @@ export type AnyActorSystem = ActorSystem<any>;
 
 /** What one run's actors and `record` action work with; the coordinator makes one per run. */
 export interface RunScope {
-  /** Stamps and publishes an event of the run. */
-  record<T extends RunEventDraft>(draft: T): RunEventOf<T['type']>;
+  /** Stamps (at `at`, else now) and publishes an event of the run. */
+  record<T extends RunEventDraft>(draft: T, at?: number): RunEventOf<T['type']>;
   /** Records an event the chart asked for (`record` action), completed with what the coordinator knows. */
   recordChart(draft: RecordParams): void;
   /**
@@ -77,6 +77,8 @@ export interface RoleReply {
   request: RoleRequest;
   result: RoleResult['result'];
   report: CallReport;
+  /** Epoch milliseconds when the result arrived: the time of the answer event recorded for it. */
+  receivedAt: number;
 }
 
 /** The output of a successful reply of `phase`; records `role.failed` and throws for a failed one. */
@@ -88,16 +90,20 @@ function ok<P extends RoleSuccess['phase']>(
 ): Success<P> {
   const { result } = reply;
   if (result.status === 'error') {
-    run.record({
-      type: 'role.failed',
-      payload: {
-        requestId: reply.request.id,
-        role,
-        phase: result.phase,
-        error: result.error,
-        raw: result.raw,
+    run.record(
+      {
+        type: 'role.failed',
+        payload: {
+          requestId: reply.request.id,
+          role,
+          phase: result.phase,
+          error: result.error,
+          raw: result.raw,
+        },
+        // Stamped when the failure arrived, as a replay reads its time back (a result without calls).
       },
-    });
+      reply.receivedAt,
+    );
     throw new RoleError(result.error, reply.report);
   }
   if (result.phase !== phase)
