@@ -333,7 +333,7 @@ async function toolboxFor(
     return { tools, limits, context: { role: 'user', content: text } };
   }
   // The evaluator sees the images the work left (rendered by a tool, a validator or an MCP server).
-  const images = workspaces.images === false ? [] : await workspace.images();
+  const images = workspaces.images === false ? [] : await workspace.images(files);
   const shown =
     images.length === 0
       ? ''

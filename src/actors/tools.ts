@@ -170,10 +170,13 @@ export class Workspace {
   /** The workspace's files, relative paths with `/`, sorted. */
   async list(): Promise<string[]> {
     const files: string[] = [];
-    // Made by the first file written in it: a run that writes nothing leaves no directory.
-    if (!(await exists(this.dir))) return files;
     const walk = async (at: string): Promise<void> => {
-      for (const entry of await readdir(join(this.dir, at), { withFileTypes: true })) {
+      const entries = await readdir(join(this.dir, at), { withFileTypes: true }).catch((error) => {
+        // The workspace is made by the first file written in it: a run that wrote none has none.
+        if (at === '' && (error as NodeJS.ErrnoException).code === 'ENOENT') return [];
+        throw error;
+      });
+      for (const entry of entries) {
         if (files.length >= MAX_LISTED) return;
         const path = at === '' ? entry.name : `${at}/${entry.name}`;
         if (entry.isDirectory()) await walk(path);
@@ -191,10 +194,11 @@ export class Workspace {
   /**
    * The images of the workspace (png, jpeg, webp), the most recently written first: at most
    * `MAX_IMAGES`, each at most `MAX_IMAGE_BYTES` (a larger one is left out), with their paths.
+   * `files` is the workspace's listing, when the caller has just made it (`list`).
    */
-  async images(): Promise<{ path: string; image: ChatImage }[]> {
+  async images(files?: readonly string[]): Promise<{ path: string; image: ChatImage }[]> {
     const found: { path: string; mtime: number; size: number }[] = [];
-    for (const path of await this.list()) {
+    for (const path of files ?? (await this.list())) {
       if (IMAGE_TYPES[extname(path).toLowerCase()] === undefined) continue;
       const info = await lstat(join(this.dir, path));
       if (info.isFile() && info.size <= MAX_IMAGE_BYTES)
