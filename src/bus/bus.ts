@@ -57,9 +57,17 @@ export interface DurableOptions {
   /**
    * Messages taken in one pull and held unacknowledged at once (default 1). One keeps stream order
    * even across redeliveries; more saves a pull per message, but a message given back (its handler
-   * threw) comes again after later ones.
+   * threw) comes again after later ones (but see `ackAll`).
    */
   batch?: number;
+  /**
+   * Acknowledge cumulatively (the consumer's `AckPolicy.All`): one ack covers every message
+   * before it, so a reader acks once per half batch rather than per message. The reader then keeps
+   * stream order: a message whose handler throws is tried again in place (after `nakDelayMs`, up
+   * to `maxDeliver` tries) before any later one, and a reader that starts first handles, read from
+   * the stream, what the consumer delivered to a reader before it without an ack.
+   */
+  ackAll?: boolean;
 }
 
 /** A transport that keeps what was published on some subjects (NATS JetStream), and reads it back. */

@@ -296,7 +296,8 @@ export class NatsBus implements Bus, StoredMessages {
    * one message at a time in stream order, acknowledging each after its handler resolved: a reader
    * that restarts under the same name goes on where it stopped and misses nothing. A handler that
    * throws gets the message again (after `nakDelayMs`, up to `maxDeliver` times): before any later
-   * one, or with `options.batch` above 1 (that many taken per pull), after the rest of its batch.
+   * one, or with `options.batch` above 1 (that many taken per pull), after the rest of its batch;
+   * with `options.ackAll`, in place, before any later one (see `DurableOptions`).
    */
   subscribeDurable(
     subject: string,
@@ -314,7 +315,7 @@ export class NatsBus implements Bus, StoredMessages {
     const batch = options.batch ?? 1;
     if (!Number.isSafeInteger(batch) || batch < 1)
       throw new ConfigurationError('batch must be a whole number >= 1');
-    return this.pull(subject, durableName, null, handler, batch, timings);
+    return this.pull(subject, durableName, null, handler, batch, timings, options.ackAll === true);
   }
 
   /**
@@ -483,6 +484,7 @@ export class NatsBus implements Bus, StoredMessages {
     handler: BusHandler,
     maxAckPending: number,
     timings: PullTimings = this.timings,
+    ackAll = false,
   ): BusSubscription {
     if (!ID_PATTERN.test(durable)) {
       throw new TypeError(`"${durable}" cannot name a durable consumer: use letters, digits, "-" and "_"`);
@@ -496,6 +498,7 @@ export class NatsBus implements Bus, StoredMessages {
       ackWaitMs: timings.ackWaitMs,
       maxDeliver: timings.maxDeliver,
       maxAckPending,
+      ackAll,
     };
     // A worker of a queue takes one item per pull: it holds only what it is handling, and leaves
     // the next item to an idle worker. A reader of its own takes up to its unacknowledged limit.

@@ -1,8 +1,8 @@
-import { type JetStreamManager, RepublishHeaders, type StoredMsg } from '@nats-io/jetstream';
+import { type JetStreamManager, RepublishHeaders } from '@nats-io/jetstream';
 import type { Msg, NatsConnection, Subscription } from '@nats-io/transport-node';
 import type { BusHandler } from './bus.js';
 import { busError, type OutageReport } from './nats-helpers.js';
-import type { PgeStream } from './nats-streams.js';
+import { type PgeStream, storedAfter } from './nats-streams.js';
 import {
   type NatsHost,
   type NatsSubscription,
@@ -25,16 +25,6 @@ export interface StoredMessage {
   readonly subject: string;
   readonly data: Uint8Array;
   readonly seq: number;
-}
-
-/** The first message `stream` stores on `filter` at stream sequence `from` or later, or null. */
-export async function storedAfter(
-  jsm: JetStreamManager,
-  stream: string,
-  filter: string,
-  from: number,
-): Promise<StoredMsg | null> {
-  return jsm.direct.getMessage(stream, { seq: from, next_by_subj: filter });
 }
 
 /**

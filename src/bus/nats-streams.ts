@@ -2,6 +2,7 @@ import type {
   ConsumerConfig,
   ConsumerInfo,
   JetStreamManager,
+  StoredMsg,
   StreamConfig,
   StreamInfo,
 } from '@nats-io/jetstream';
@@ -59,6 +60,12 @@ export const PERSISTENCE_ACK_WAIT_MS = 5_000;
  * the ack wait sends its last event elsewhere.
  */
 export const PERSISTENCE_BATCH = 64;
+/** How persistence reads PGE_EVENTS (`subscribeDurable`'s options): in batches, acked cumulatively. */
+export const PERSISTENCE_READING = {
+  ackWaitMs: PERSISTENCE_ACK_WAIT_MS,
+  batch: PERSISTENCE_BATCH,
+  ackAll: true,
+} as const;
 /** Work items a role's workers hold at once, all together: each worker takes one at a time. */
 export const WORK_MAX_ACK_PENDING = 1000;
 
@@ -329,6 +336,11 @@ export interface PullConsumerSettings {
   readonly maxDeliver: number;
   /** 1 keeps stream order even across redeliveries; more lets workers take messages in parallel. */
   readonly maxAckPending: number;
+  /**
+   * `AckPolicy.All` rather than `Explicit`: one ack covers every message before it, for a reader
+   * that handles the stream in order (persistence), so it acks once per batch rather than per event.
+   */
+  readonly ackAll?: boolean;
 }
 
 /**
@@ -350,8 +362,9 @@ export function pgeConsumers(timings: { ackWaitMs: number; maxDeliver: number })
       durable: PERSISTENCE_CONSUMER,
       filter: subjects.events('*'),
       ...timings,
-      ackWaitMs: PERSISTENCE_ACK_WAIT_MS,
-      maxAckPending: PERSISTENCE_BATCH,
+      ackWaitMs: PERSISTENCE_READING.ackWaitMs,
+      maxAckPending: PERSISTENCE_READING.batch,
+      ackAll: PERSISTENCE_READING.ackAll,
     },
   ];
 }
@@ -359,7 +372,9 @@ export function pgeConsumers(timings: { ackWaitMs: number; maxDeliver: number })
 /**
  * Brings the durable pull consumer to these settings: creates it when missing, updates it when
  * its editable fields differ (nats-server 2.9 updates a durable in place), and leaves it alone
- * otherwise; resolves with the consumer as it is then. A process whose credential may not make
+ * otherwise; resolves with the consumer as it is then. One of another ack policy (which the server
+ * cannot update: a consumer made by an earlier pge) is replaced by one that starts right after the
+ * old one's ack floor, so nothing it had not acknowledged is skipped. A process whose credential may not make
  * consumers (every role but the coordinator, see permissions.ts) takes an existing one as it is,
  * and waits up to `STREAM_WAIT_MS` for a missing one to be made by a coordinator. A consumer whose filter overlaps
  * another one's on the work-queue stream is refused by the server: a `ConfigurationError`.
@@ -371,8 +386,7 @@ export async function ensurePullConsumer(
   const wanted = {
     durable_name: settings.durable,
     filter_subject: settings.filter,
-    ack_policy: AckPolicy.Explicit,
-    deliver_policy: DeliverPolicy.All,
+    ack_policy: settings.ackAll === true ? AckPolicy.All : AckPolicy.Explicit,
     ack_wait: nanos(settings.ackWaitMs),
     max_deliver: settings.maxDeliver,
     max_ack_pending: settings.maxAckPending,
@@ -384,9 +398,26 @@ export async function ensurePullConsumer(
     );
   try {
     const have = await consumerInfo(jsm, settings.stream, settings.durable);
+    if (have === null)
+      return await whileUnanswered(() =>
+        jsm.consumers.add(settings.stream, { ...wanted, deliver_policy: DeliverPolicy.All }),
+      );
     const keys = Object.keys(wanted) as (keyof typeof wanted)[];
-    if (have !== null && keys.every((key) => have.config[key] === wanted[key])) return have;
-    return await whileUnanswered(() => jsm.consumers.add(settings.stream, wanted));
+    if (keys.every((key) => have.config[key] === wanted[key])) return have;
+    if (have.config.ack_policy === wanted.ack_policy) {
+      // Where it starts cannot change either: the update repeats it.
+      const { deliver_policy, opt_start_seq } = have.config;
+      const update = { ...wanted, deliver_policy, ...(opt_start_seq === undefined ? {} : { opt_start_seq }) };
+      return await whileUnanswered(() => jsm.consumers.add(settings.stream, update));
+    }
+    await whileUnanswered(() => jsm.consumers.delete(settings.stream, settings.durable));
+    return await whileUnanswered(() =>
+      jsm.consumers.add(settings.stream, {
+        ...wanted,
+        deliver_policy: DeliverPolicy.StartSequence,
+        opt_start_seq: have.ack_floor.stream_seq + 1,
+      }),
+    );
   } catch (error) {
     if (!hasCause(error, natsErrors.PermissionViolationError)) throw problem(error);
     return waitFor(`JetStream consumer ${settings.durable}`, 'make it', () =>
@@ -406,4 +437,14 @@ async function consumerInfo(
     if (error instanceof JetStreamApiError && error.code === 10014) return null; // consumer not found
     throw error;
   }
+}
+
+/** The first message `stream` stores on `filter` at stream sequence `from` or later, or null. */
+export function storedAfter(
+  jsm: JetStreamManager,
+  stream: string,
+  filter: string,
+  from: number,
+): Promise<StoredMsg | null> {
+  return jsm.direct.getMessage(stream, { seq: from, next_by_subj: filter });
 }

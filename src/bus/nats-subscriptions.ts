@@ -1,9 +1,11 @@
-import type {
-  Consumer,
-  ConsumerMessages,
-  JetStreamClient,
-  JetStreamManager,
-  JsMsg,
+import {
+  AckPolicy,
+  type Consumer,
+  type ConsumerInfo,
+  type ConsumerMessages,
+  type JetStreamClient,
+  type JetStreamManager,
+  type JsMsg,
 } from '@nats-io/jetstream';
 import { type Msg, type NatsConnection, nanos, type Subscription } from '@nats-io/transport-node';
 import { BusError } from '../errors.js';
@@ -11,7 +13,7 @@ import { type Bus, type BusHandler, type BusSubscription, Delivery } from './bus
 import { decodeMessage } from './codec.js';
 import { busError, OutageReport } from './nats-helpers.js';
 import type { PullConsumerSettings } from './nats-streams.js';
-import { ensurePullConsumer, streamOf } from './nats-streams.js';
+import { ensurePullConsumer, storedAfter, streamOf } from './nats-streams.js';
 import { subjectMatches } from './subjects.js';
 
 /**
@@ -69,6 +71,11 @@ const PULL_FAILING_MS = 10_000;
 /** Pause after a failed pull (server restarting, consumer being recreated) before trying again. */
 const PULL_RETRY_MS = 1_000;
 const CAUGHT_UP_POLL_MS = 10;
+/**
+ * On an `AckPolicy.All` consumer, the longest a handled message waits for the ack that covers it:
+ * far below any ack wait, so the server never hands a handled message to another reader.
+ */
+export const ACK_ALL_DELAY_MS = 50;
 
 /** A received message: what `SerialDelivery` reads of a core message and of a JetStream one. */
 interface Received {
@@ -204,10 +211,14 @@ function offSubject(subject: string, subscribed: string): BusError {
 }
 
 /**
- * A durable JetStream pull consumer: at least once. A message is acknowledged after its handler
- * resolved, kept alive (`working`) while the handler runs, given back with a delay when the
- * handler throws (the server stops after the consumer's `max_deliver`), and terminated when it
- * cannot be decoded.
+ * A durable JetStream pull consumer: at least once. A message is kept alive (`working`) while its
+ * handler runs, and terminated when it cannot be decoded. On an `AckPolicy.Explicit` consumer each
+ * message is acknowledged after its handler resolved, and given back with a delay when the handler
+ * throws (the server stops after the consumer's `max_deliver`). On an `AckPolicy.All` consumer
+ * (a reader that takes its stream in order, such as persistence) one ack covers every message
+ * before it (`CumulativeAcks`), so no ack may pass a message not handled: a handler that throws is
+ * tried again in place (`handleInOrder`), and a reader first handles, from the stream, what the
+ * consumer had delivered to a reader before it without an ack (`takeOver`).
  */
 export class PullSubscription implements NatsSubscription {
   private active = true;
@@ -215,12 +226,16 @@ export class PullSubscription implements NatsSubscription {
   private batch: ConsumerMessages | null = null;
   private readonly ready: Promise<void>;
   private readonly durable: string;
+  /** The consumer as it was when this subscription attached (null until then). */
+  private attached: ConsumerInfo | null = null;
+  /** The acks of an `AckPolicy.All` consumer (null for an explicit one). */
+  private acks: CumulativeAcks | null = null;
   /** The consumer's own ack wait (a coordinator's, when this process may not set it). */
   private ackWaitMs: number;
 
   constructor(
     js: JetStreamClient,
-    jsm: JetStreamManager,
+    private readonly jsm: JetStreamManager,
     settings: PullConsumerSettings,
     readonly subject: string,
     readonly queue: string | null,
@@ -248,6 +263,10 @@ export class PullSubscription implements NatsSubscription {
       try {
         const info = await ensurePullConsumer(jsm, settings);
         this.ackWaitMs = (info.config.ack_wait ?? nanos(settings.ackWaitMs)) / 1e6;
+        // The consumer's own policy, whoever made it.
+        if (info.config.ack_policy === AckPolicy.All)
+          this.acks = new CumulativeAcks(Math.max(1, Math.floor(this.timings.batch / 2)));
+        this.attached = info;
         this.consumer = await js.consumers.get(settings.stream, settings.durable);
         return;
       } catch (error) {
@@ -265,6 +284,7 @@ export class PullSubscription implements NatsSubscription {
 
   stop(): void {
     this.active = false;
+    this.acks?.flush();
     // Ends a pull that is waiting at the server, so that it cannot capture a message nobody handles.
     this.batch?.close().catch(() => undefined);
   }
@@ -278,6 +298,7 @@ export class PullSubscription implements NatsSubscription {
     await this.ready;
     const consumer = this.consumer;
     if (consumer === null) return;
+    if (this.acks !== null) await this.takeOver();
     /** When the pulls began to fail (null while they work), and when that was last reported. */
     let failingSince: number | null = null;
     let reportedAt = 0;
@@ -289,6 +310,7 @@ export class PullSubscription implements NatsSubscription {
           failingSince = null;
           await this.take(msg);
         }
+        this.acks?.flush();
         failingSince = null;
       } catch (error) {
         if (!this.active) break;
@@ -313,15 +335,21 @@ export class PullSubscription implements NatsSubscription {
     if (!this.active) return settle(() => msg.nak());
     this.host.begin();
     try {
-      let data: unknown;
-      try {
-        data = decodeMessage(msg.subject, msg.data);
-      } catch (error) {
-        this.host.rejectReceived(msg.subject, error);
-        // Redelivering a message that can never decode would only repeat the rejection.
-        return settle(() => msg.term());
-      }
+      const decoded = this.decode(msg);
+      // Redelivering a message that can never decode would only repeat the rejection.
+      if (decoded === null) return settle(() => msg.term());
+      const { data } = decoded;
       const heartbeat = setInterval(() => settle(() => msg.working()), this.ackWaitMs / 3);
+      if (this.acks !== null) {
+        try {
+          if (await this.handleInOrder(msg.subject, data, msg.info.deliveryCount)) this.acks.handled(msg);
+          // Given up, as the server gives a message up after `max_deliver`; a later ack covers it.
+          else if (this.active) settle(() => msg.term());
+        } finally {
+          clearInterval(heartbeat);
+        }
+        return;
+      }
       try {
         await this.handler(new Delivery(this.host.bus, msg.subject, data, null));
         settle(() => msg.ack());
@@ -337,6 +365,100 @@ export class PullSubscription implements NatsSubscription {
     } finally {
       this.host.end();
     }
+  }
+
+  /** The message's data, or null when it does not decode (then reported on `pge.errors.rejected.<reporter>`). */
+  private decode(msg: { subject: string; data: Uint8Array }): { data: unknown } | null {
+    try {
+      return { data: decodeMessage(msg.subject, msg.data) };
+    } catch (error) {
+      this.host.rejectReceived(msg.subject, error);
+      return null;
+    }
+  }
+
+  /**
+   * Hands a message to the handler until it resolves: a failure is reported and tried again after
+   * `nakDelayMs`, up to the consumer's `maxDeliver` tries counting `tried` (as the server would
+   * redeliver it). Resolves true once handled, false when given up or the subscription stopped
+   * (then it stays unacknowledged, for the next reader). The acks of what came before go out first.
+   */
+  private async handleInOrder(subject: string, data: unknown, tried: number): Promise<boolean> {
+    for (let tries = tried; this.active; tries++) {
+      try {
+        await this.handler(new Delivery(this.host.bus, subject, data, null));
+        return true;
+      } catch (error) {
+        this.host.report(error, subject);
+        this.acks?.flush();
+        if (tries >= this.timings.maxDeliver) return false;
+        await sleep(this.timings.nakDelayMs);
+      }
+    }
+    return false;
+  }
+
+  /**
+   * Before the first pull on an `AckPolicy.All` consumer: the messages it delivered to an earlier
+   * reader that never acknowledged them (it died) come back only after their ack wait, and this
+   * reader's first ack would cover them before then. So they are read from the stream and handled
+   * first, in order (the server may still redeliver them later: at least once).
+   */
+  private async takeOver(): Promise<void> {
+    const info = this.attached;
+    if (info === null || info.num_ack_pending === 0) return;
+    const filter = info.config.filter_subject ?? this.subject;
+    const last = info.delivered.stream_seq;
+    for (let from = info.ack_floor.stream_seq + 1; this.active && from <= last; ) {
+      let msg: Awaited<ReturnType<typeof storedAfter>>;
+      try {
+        msg = await storedAfter(this.jsm, info.stream_name, filter, from);
+      } catch (error) {
+        // The server's redelivery after the ack wait is then all there is: wait that long.
+        this.host.report(busError(error, `cannot read what ${this.durable} held before`), this.subject);
+        await sleep(this.ackWaitMs);
+        return;
+      }
+      if (msg === null || msg.seq > last) return;
+      from = msg.seq + 1;
+      this.host.begin();
+      try {
+        const decoded = this.decode(msg);
+        if (decoded !== null) await this.handleInOrder(msg.subject, decoded.data, 1);
+      } finally {
+        this.host.end();
+      }
+    }
+  }
+}
+
+/**
+ * The acks of a reader of an `AckPolicy.All` consumer, which handles its messages in order: one
+ * ack of the last message handled covers every one before it. It goes out once `every` messages
+ * are handled, when a pull ends or the subscription stops, and at most `ACK_ALL_DELAY_MS` after a
+ * message was handled.
+ */
+class CumulativeAcks {
+  #last: JsMsg | null = null;
+  #count = 0;
+  #timer: NodeJS.Timeout | null = null;
+
+  constructor(private readonly every: number) {}
+
+  handled(msg: JsMsg): void {
+    this.#last = msg;
+    this.#count += 1;
+    if (this.#count >= this.every) this.flush();
+    else this.#timer ??= setTimeout(() => this.flush(), ACK_ALL_DELAY_MS);
+  }
+
+  flush(): void {
+    if (this.#timer !== null) clearTimeout(this.#timer);
+    this.#timer = null;
+    const last = this.#last;
+    this.#last = null;
+    this.#count = 0;
+    if (last !== null) settle(() => last.ack());
   }
 }
 

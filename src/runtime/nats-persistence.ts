@@ -5,14 +5,14 @@ import {
 } from '../actors/persistence-actor.js';
 import { readRunEvents } from '../bus/channels.js';
 import type { NatsBus } from '../bus/nats-bus.js';
-import { PERSISTENCE_ACK_WAIT_MS, PERSISTENCE_BATCH, PERSISTENCE_CONSUMER } from '../bus/nats-streams.js';
+import { PERSISTENCE_CONSUMER, PERSISTENCE_READING } from '../bus/nats-streams.js';
 import { subjects } from '../bus/subjects.js';
 import type { RunEvent } from '../schemas/index.js';
 
 /**
  * The persistence actor as the NATS deployment runs it (`pge worker --role persistence`): every
- * run's events from one durable consumer, in stream order and in batches, each acknowledged once it
- * is on disk or reported; the start of a run it joins midway, and any seq gap, read back from
+ * run's events from one durable consumer, in stream order and in batches, acknowledged (cumulatively)
+ * once on disk or reported; the start of a run it joins midway, and any seq gap, read back from
  * PGE_EVENTS.
  */
 
@@ -27,11 +27,12 @@ export function startNatsPersistence(options: NatsPersistenceOptions): Persisten
   return createPersistenceActor({
     ...options,
     subscribe: (handler) =>
-      bus.subscribeDurable(subjects.events('*'), PERSISTENCE_CONSUMER, (m) => handler(m.data as RunEvent), {
-        ackWaitMs: PERSISTENCE_ACK_WAIT_MS,
-        // Events of a run given back come after later ones: the actor places events by seq.
-        batch: PERSISTENCE_BATCH,
-      }),
+      bus.subscribeDurable(
+        subjects.events('*'),
+        PERSISTENCE_CONSUMER,
+        (m) => handler(m.data as RunEvent),
+        PERSISTENCE_READING,
+      ),
     history: (runId) => readRunEvents(bus, runId),
   });
 }

@@ -13,7 +13,7 @@ import {
 import type { MessageRejection } from '../../src/bus/codec.js';
 import { NatsBus } from '../../src/bus/nats-bus.js';
 import { connectNats, natsOptionsFromEnv } from '../../src/bus/nats-connection.js';
-import { PGE_STREAMS, streamConfig } from '../../src/bus/nats-streams.js';
+import { ensurePullConsumer, PGE_STREAMS, streamConfig } from '../../src/bus/nats-streams.js';
 import { RunLeases } from '../../src/bus/run-leases.js';
 import { subjects } from '../../src/bus/subjects.js';
 import { BusError, ConfigurationError } from '../../src/errors.js';
@@ -320,6 +320,138 @@ describe('NatsBus on JetStream', () => {
     expect(() =>
       reader.subscribeDurable(subjects.events(runId), 'bad-batch', () => undefined, { batch: 0 }),
     ).toThrow(ConfigurationError);
+  });
+
+  /** The acks of durable `durable` on PGE_EVENTS that cross the server, as a core subscriber sees them. */
+  const watchAcks = (durable: string): { acks: number } => {
+    const seen = { acks: 0 };
+    nc.subscribe(`$JS.ACK.PGE_EVENTS.${durable}.>`, {
+      callback: (_, msg) => {
+        if (msg.data.length === 0 || new TextDecoder().decode(msg.data) === '+ACK') seen.acks++;
+      },
+    });
+    return seen;
+  };
+  /** The seq of the last event acknowledged through `durable`, given the stream's last seq before the run's first event. */
+  const ackedUpTo = async (durable: string, base: number) =>
+    (await jsm.consumers.info('PGE_EVENTS', durable)).ack_floor.stream_seq - base;
+  const lastStored = async () => (await jsm.streams.info('PGE_EVENTS')).state.last_seq;
+
+  it('acks a durable cumulatively with ackAll: fewer acks than messages, none past a handler that has not resolved', async () => {
+    const producer = await open();
+    const runId = freshRunId();
+    const durable = `all-${runId}`;
+    const events = fullRun(runId).slice(0, 8);
+    const base = await lastStored();
+    for (const event of events) await publishEvent(producer, event);
+    const acked = watchAcks(durable);
+    await nc.flush();
+    const problems: unknown[] = [];
+    const reader = await open({ nakDelayMs: 200, onHandlerError: (error) => problems.push(error) });
+    const seen: number[] = [];
+    let failures = 0;
+    reader.subscribeDurable(
+      subjects.events(runId),
+      durable,
+      (message) => {
+        const { seq } = message.data as RunEvent;
+        seen.push(seq);
+        if (seq === 6 && failures < 2) {
+          failures++;
+          throw new Error('a write that failed');
+        }
+      },
+      { batch: 4, ackAll: true },
+    );
+    // While seq 6 fails, nothing at or after it is acknowledged: it is tried again in place.
+    await waitFor('seq 6 failed once', () => failures === 1);
+    await sleep(100);
+    expect(await ackedUpTo(durable, base)).toBe(5);
+    await waitFor('every event', () => seen.length === 10);
+    expect(seen).toEqual([1, 2, 3, 4, 5, 6, 6, 6, 7, 8]);
+    await waitFor('the last one acked', () => acked.acks > 0 && seen.length === 10);
+    await sleep(200);
+    expect(await ackedUpTo(durable, base)).toBe(8);
+    const info = await jsm.consumers.info('PGE_EVENTS', durable);
+    expect(info.config.ack_policy).toBe(AckPolicy.All);
+    expect(info.num_ack_pending).toBe(0);
+    expect(acked.acks).toBeGreaterThan(0);
+    expect(acked.acks).toBeLessThan(events.length);
+    expect(problems).toHaveLength(2);
+  });
+
+  it('with ackAll, a reader that starts first handles what an earlier reader held unacknowledged', async () => {
+    const producer = await open();
+    const runId = freshRunId();
+    const durable = `takeover-${runId}`;
+    const events = fullRun(runId).slice(0, 6);
+    const base = await lastStored();
+    for (const event of events.slice(0, 3)) await publishEvent(producer, event);
+    // The earlier reader takes 1-3 and dies without acknowledging them.
+    await ensurePullConsumer(jsm, {
+      stream: 'PGE_EVENTS',
+      durable,
+      filter: subjects.events(runId),
+      ackWaitMs: 30_000,
+      maxDeliver: 5,
+      maxAckPending: 4,
+      ackAll: true,
+    });
+    const died = await connect({ servers: server.url });
+    const consumer = await jetstream(died).consumers.get('PGE_EVENTS', durable);
+    const held = await consumer.fetch({ max_messages: 3, expires: 2_000 });
+    let taken = 0;
+    for await (const _ of held) if (++taken === 3) break;
+    await died.close();
+    for (const event of events.slice(3)) await publishEvent(producer, event);
+
+    const reader = await open();
+    const seen: number[] = [];
+    reader.subscribeDurable(
+      subjects.events(runId),
+      durable,
+      (message) => {
+        seen.push((message.data as RunEvent).seq);
+      },
+      { batch: 4, ackAll: true },
+    );
+    await waitFor('every event', () => seen.length >= 6);
+    // 1-3 first, from the stream: an ack of 4-6 before them would have covered them unhandled.
+    expect(seen.slice(0, 6)).toEqual([1, 2, 3, 4, 5, 6]);
+    await sleep(200);
+    expect(await ackedUpTo(durable, base)).toBe(6);
+  });
+
+  it('replaces a durable of another ack policy from its ack floor', async () => {
+    const producer = await open();
+    const runId = freshRunId();
+    const durable = `policy-${runId}`;
+    const events = fullRun(runId).slice(0, 5);
+    for (const event of events.slice(0, 3)) await publishEvent(producer, event);
+    const first = await open();
+    const before: number[] = [];
+    first.subscribeDurable(subjects.events(runId), durable, (message) => {
+      before.push((message.data as RunEvent).seq);
+    });
+    await first.flush();
+    await first.close();
+    expect(before).toEqual([1, 2, 3]);
+    expect((await jsm.consumers.info('PGE_EVENTS', durable)).config.ack_policy).toBe(AckPolicy.Explicit);
+
+    for (const event of events.slice(3)) await publishEvent(producer, event);
+    const second = await open();
+    const after: number[] = [];
+    second.subscribeDurable(
+      subjects.events(runId),
+      durable,
+      (message) => {
+        after.push((message.data as RunEvent).seq);
+      },
+      { ackAll: true },
+    );
+    await second.flush();
+    expect(after).toEqual([4, 5]);
+    expect((await jsm.consumers.info('PGE_EVENTS', durable)).config.ack_policy).toBe(AckPolicy.All);
   });
 
   it('reads back what a stream holds of one run, in stored order, reporting what fails validation', async () => {

@@ -201,8 +201,11 @@ describe('distributed deployment on NATS', MULTI_PROCESS, () => {
       const consumers: string[] = [];
       for await (const c of jsm.consumers.list('PGE_WORK')) consumers.push(c.name);
       expect(consumers.sort()).toEqual(['pge-evaluator', 'pge-generator', 'pge-planner']);
+      for await (const c of jsm.consumers.list('PGE_WORK'))
+        expect(c.config.ack_policy, c.name).toBe(AckPolicy.Explicit);
+      // Persistence reads the stream in order, so one ack covers a batch.
       const durable = await jsm.consumers.info('PGE_EVENTS', 'pge-persistence');
-      expect(durable.config.ack_policy).toBe(AckPolicy.Explicit);
+      expect(durable.config.ack_policy).toBe(AckPolicy.All);
     } finally {
       await nc.close();
     }
