@@ -1,7 +1,7 @@
 import { join, resolve } from 'node:path';
 import { z } from 'zod';
 import { BoundedMap } from '../bounded-map.js';
-import type { Bus, BusSubscription } from '../bus/bus.js';
+import type { Bus } from '../bus/bus.js';
 import { publishRejection, publishResult, serveWork, subscribeCancels } from '../bus/channels.js';
 import { assertSubjectToken, subjects } from '../bus/subjects.js';
 import {
@@ -512,12 +512,14 @@ export function createRoleWorker(options: RoleWorkerOptions): RoleWorker {
     });
   }
 
-  // One subscription per unit of concurrency, all in the role's queue group: the bus hands each
-  // subscription one message at a time and acknowledges it only when the handler settles, so a
-  // request counts as done once its result is published (or it was cancelled), and one abandoned
-  // by `stop('abort')` (the handler rejects) is handed back to the queue.
-  const subscriptions: BusSubscription[] = Array.from({ length: concurrency }, () =>
-    serveWork(bus, role, async (request) => {
+  // One member of the role's queue group, taking up to `concurrency` requests at once: the bus
+  // acknowledges a request only when its handler settles, so a request counts as done once its
+  // result is published (or it was cancelled), and one abandoned by `stop('abort')` (the handler
+  // rejects) is handed back to the queue.
+  const subscription = serveWork(
+    bus,
+    role,
+    async (request) => {
       if (cancelled.get(request.id)) return;
       if (live !== null) {
         if (!(await live(request.runId))) return refuse(request);
@@ -535,13 +537,14 @@ export function createRoleWorker(options: RoleWorkerOptions): RoleWorker {
       } finally {
         inFlight.delete(request.id);
       }
-    }),
+    },
+    concurrency,
   );
   return {
     id,
     async stop(mode = 'finish') {
       stopping = new WorkerStoppedError(`worker ${id} stopped; its requests go back to the queue`);
-      for (const s of subscriptions) s.unsubscribe();
+      subscription.unsubscribe();
       if (mode === 'abort') for (const { controller } of inFlight.values()) controller.abort(stopping);
       await Promise.allSettled([...inFlight.values()].map((f) => f.job));
       cancels.unsubscribe();

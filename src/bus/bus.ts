@@ -38,6 +38,45 @@ export interface BusSubscription {
 export interface SubscribeOptions {
   /** Queue group: each message goes to one member of the group. */
   queue?: string;
+  /**
+   * Messages of a queue group member handed to its handler at once (default 1): a worker that
+   * serves several requests at a time. On NATS's work queues one pull asks for as many messages as
+   * the member has free; elsewhere it is that many members, each taking one message at a time.
+   */
+  concurrency?: number;
+}
+
+/**
+ * The queue group and concurrency of `subscribe`'s options, checked: throws `TypeError` for a
+ * queue name that is empty or holds white space, and for a concurrency that is not a whole number
+ * >= 1 or is above 1 without a queue (a plain subscriber takes its messages in order).
+ */
+export function subscribeOptions(options: SubscribeOptions): { queue: string | null; concurrency: number } {
+  const queue = options.queue ?? null;
+  if (queue !== null && (queue === '' || /\s/.test(queue))) {
+    throw new TypeError(`"${queue}" is not a valid queue group name`);
+  }
+  const concurrency = options.concurrency ?? 1;
+  if (!Number.isSafeInteger(concurrency) || concurrency < 1)
+    throw new TypeError(`concurrency must be a whole number >= 1, not ${concurrency}`);
+  if (concurrency > 1 && queue === null)
+    throw new TypeError(
+      'concurrency above 1 needs a queue group: a plain subscriber takes messages in order',
+    );
+  return { queue, concurrency };
+}
+
+/** `members` subscriptions of one queue group as one: unsubscribing it unsubscribes them all. */
+export function memberGroup(members: readonly BusSubscription[]): BusSubscription {
+  const [first] = members;
+  if (first === undefined) throw new TypeError('a group of no subscriptions');
+  return {
+    subject: first.subject,
+    queue: first.queue,
+    unsubscribe: () => {
+      for (const member of members) member.unsubscribe();
+    },
+  };
 }
 
 /** Options of `request`. */

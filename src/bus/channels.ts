@@ -90,15 +90,18 @@ export function enqueueWork(bus: Bus, request: RoleRequest): Promise<void> {
 
 /**
  * Serves a role's work queue as one member of the role's queue group: each request goes to one of
- * the workers serving the role, so workers scale by starting more.
+ * the workers serving the role, so workers scale by starting more. The handler takes up to
+ * `concurrency` requests at once.
  */
 export function serveWork(
   bus: Bus,
   role: Role,
   handler: (request: RoleRequest) => Promise<void>,
+  concurrency = 1,
 ): BusSubscription {
   return bus.subscribe(subjects.work(role), (message) => handler(message.data as RoleRequest), {
     queue: workerQueue(role),
+    concurrency,
   });
 }
 

@@ -9,7 +9,7 @@ import type {
   RequestOptions,
   SubscribeOptions,
 } from './bus.js';
-import { InFlight, reportSafely, reportToConsole } from './bus.js';
+import { InFlight, memberGroup, reportSafely, reportToConsole, subscribeOptions } from './bus.js';
 import { sealMessage } from './codec.js';
 import { type Envelope, type Host, Subscription } from './in-process-subscription.js';
 import { checkSubject, subjectMatches } from './subjects.js';
@@ -32,7 +32,6 @@ const DEFAULT_TIMEOUT_MS = 10_000;
 /** Bounds the route cache: every run adds ~25 concrete subjects, and runs never end in a server. */
 const ROUTE_CACHE_LIMIT = 4096;
 const INBOX = '_INBOX.';
-const WHITE_SPACE = /\s/;
 
 interface Group {
   readonly members: readonly Subscription[];
@@ -102,14 +101,14 @@ export class InProcessBus implements Bus {
   subscribe(subject: string, handler: BusHandler, options: SubscribeOptions = {}): BusSubscription {
     if (this.closed) throw new BusError(`cannot subscribe to ${subject}: the bus is closed`);
     checkSubject(subject, true);
-    const queue = options.queue ?? null;
-    if (queue !== null && (queue === '' || WHITE_SPACE.test(queue))) {
-      throw new TypeError(`"${queue}" is not a valid queue group name`);
-    }
-    const subscription = new Subscription(subject, queue, handler, this.host);
-    this.subscriptions.add(subscription);
+    const { queue, concurrency } = subscribeOptions(options);
+    const member = (): Subscription => {
+      const subscription = new Subscription(subject, queue, handler, this.host);
+      this.subscriptions.add(subscription);
+      return subscription;
+    };
     this.routes.clear();
-    return subscription;
+    return concurrency === 1 ? member() : memberGroup(Array.from({ length: concurrency }, member));
   }
 
   /**

@@ -15,7 +15,7 @@ import type {
   StoredMessages,
   SubscribeOptions,
 } from './bus.js';
-import { InFlight, reportSafely, reportToConsole } from './bus.js';
+import { InFlight, memberGroup, reportSafely, reportToConsole, subscribeOptions } from './bus.js';
 import { decodeMessage, encodeMessage, rejectionOf } from './codec.js';
 import type { NatsConnectionOptions } from './nats-connection.js';
 import { connectNats, credentialRoleOf, describeNatsServers } from './nats-connection.js';
@@ -100,7 +100,6 @@ const DEFAULT_ACK_WAIT_MS = 10_000;
 const CLOSE_STEP_MS = 5_000;
 const WORK_SUBJECT = 'pge.work.*';
 const DEFAULT_REPORTER = 'pge';
-const WHITE_SPACE = /\s/;
 
 /** The `Bus` on NATS with JetStream. Create it with `NatsBus.connect` or `NatsBus.fromConnection`. */
 export class NatsBus implements Bus, StoredMessages {
@@ -273,22 +272,22 @@ export class NatsBus implements Bus, StoredMessages {
   subscribe(subject: string, handler: BusHandler, options: SubscribeOptions = {}): BusSubscription {
     if (this.closed) throw new BusError(`cannot subscribe to ${subject}: the bus is closed`);
     checkSubject(subject, true);
-    const queue = options.queue ?? null;
-    if (queue !== null && (queue === '' || WHITE_SPACE.test(queue))) {
-      throw new TypeError(`"${queue}" is not a valid queue group name`);
-    }
+    const { queue, concurrency } = subscribeOptions(options);
     if (queue !== null && subjectMatches(WORK_SUBJECT, subject)) {
-      // Workers of a role take items in parallel, each one at a time (see PullSubscription).
-      return this.pull(subject, queue, queue, handler, WORK_MAX_ACK_PENDING);
+      // Workers of a role take items in parallel, each as many as it has free (see PullSubscription).
+      return this.pull(subject, queue, queue, handler, WORK_MAX_ACK_PENDING, { concurrency });
     }
-    let subscription: CoreSubscription;
-    try {
-      subscription = new CoreSubscription(this.connection, subject, queue, handler, this.host);
-    } catch (error) {
-      throw busError(error, `cannot subscribe to ${subject}`);
-    }
-    this.subscriptions.add(subscription);
-    return subscription;
+    const member = (): CoreSubscription => {
+      let subscription: CoreSubscription;
+      try {
+        subscription = new CoreSubscription(this.connection, subject, queue, handler, this.host);
+      } catch (error) {
+        throw busError(error, `cannot subscribe to ${subject}`);
+      }
+      this.subscriptions.add(subscription);
+      return subscription;
+    };
+    return concurrency === 1 ? member() : memberGroup(Array.from({ length: concurrency }, member));
   }
 
   /**
@@ -315,7 +314,10 @@ export class NatsBus implements Bus, StoredMessages {
     const batch = options.batch ?? 1;
     if (!Number.isSafeInteger(batch) || batch < 1)
       throw new ConfigurationError('batch must be a whole number >= 1');
-    return this.pull(subject, durableName, null, handler, batch, timings, options.ackAll === true);
+    return this.pull(subject, durableName, null, handler, batch, {
+      timings,
+      ackAll: options.ackAll === true,
+    });
   }
 
   /**
@@ -483,14 +485,14 @@ export class NatsBus implements Bus, StoredMessages {
     queue: string | null,
     handler: BusHandler,
     maxAckPending: number,
-    timings: PullTimings = this.timings,
-    ackAll = false,
+    how: { timings?: PullTimings; ackAll?: boolean; concurrency?: number } = {},
   ): BusSubscription {
     if (!ID_PATTERN.test(durable)) {
       throw new TypeError(`"${durable}" cannot name a durable consumer: use letters, digits, "-" and "_"`);
     }
     const stream = streamOf(subject);
     if (stream === null) throw new TypeError(`no pge stream holds ${subject}`);
+    const timings = how.timings ?? this.timings;
     const settings = {
       stream: stream.name,
       durable,
@@ -498,10 +500,11 @@ export class NatsBus implements Bus, StoredMessages {
       ackWaitMs: timings.ackWaitMs,
       maxDeliver: timings.maxDeliver,
       maxAckPending,
-      ackAll,
+      ackAll: how.ackAll === true,
     };
-    // A worker of a queue takes one item per pull: it holds only what it is handling, and leaves
-    // the next item to an idle worker. A reader of its own takes up to its unacknowledged limit.
+    // A worker of a queue pulls as many items as it has free: it holds only what it is handling,
+    // and leaves the next item to an idle worker. A reader of its own takes up to its
+    // unacknowledged limit per pull, and handles them in order.
     const subscription = new PullSubscription(
       this.js,
       this.jsm,
@@ -510,10 +513,9 @@ export class NatsBus implements Bus, StoredMessages {
       queue,
       handler,
       this.host,
-      {
-        ...timings,
-        batch: queue === null ? maxAckPending : 1,
-      },
+      queue === null
+        ? { ...timings, batch: maxAckPending, concurrency: 1 }
+        : { ...timings, batch: how.concurrency ?? 1, concurrency: how.concurrency ?? 1 },
     );
     this.subscriptions.add(subscription);
     return subscription;

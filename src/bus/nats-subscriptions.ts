@@ -47,9 +47,12 @@ export interface PullTimings {
   readonly nakDelayMs: number;
 }
 
-/** How a pull subscription pulls: its timings, and the messages it asks for in one pull. */
+/** How a pull subscription pulls, besides its timings. */
 export interface PullSettings extends PullTimings {
+  /** A reader of its own: messages it asks for in one pull, then handles in order. */
   readonly batch: number;
+  /** A member of a queue: messages its handler takes at once; a pull asks for as many as are free. */
+  readonly concurrency: number;
 }
 
 /** A subscription of the NATS bus. */
@@ -302,13 +305,20 @@ export class PullSubscription implements NatsSubscription {
     /** When the pulls began to fail (null while they work), and when that was last reported. */
     let failingSince: number | null = null;
     let reportedAt = 0;
+    // A queue member handles its messages side by side, asking for as many as it has free; a
+    // reader of its own handles a batch in order.
+    const slots = this.queue === null ? null : new Slots(this.timings.concurrency);
     while (this.active) {
       try {
-        this.batch = await consumer.fetch({ max_messages: this.timings.batch, expires: PULL_EXPIRES_MS });
+        const wanted = slots === null ? this.timings.batch : await slots.free();
+        if (!this.active) break;
+        this.batch = await consumer.fetch({ max_messages: wanted, expires: PULL_EXPIRES_MS });
         if (!this.active) await this.batch.close();
         for await (const msg of this.batch) {
           failingSince = null;
-          await this.take(msg);
+          if (slots === null) await this.take(msg);
+          else
+            slots.run(() => this.take(msg).catch((error: unknown) => this.host.report(error, msg.subject)));
         }
         this.acks?.flush();
         failingSince = null;
@@ -429,6 +439,34 @@ export class PullSubscription implements NatsSubscription {
         this.host.end();
       }
     }
+  }
+}
+
+/** The handler calls of a queue member in flight, at most `size`. */
+class Slots {
+  #busy = 0;
+  #freed: (() => void) | null = null;
+
+  constructor(private readonly size: number) {}
+
+  /** Resolves, once at least one is free, with how many are. */
+  async free(): Promise<number> {
+    while (this.#busy >= this.size) {
+      await new Promise<void>((resolve) => {
+        this.#freed = resolve;
+      });
+    }
+    return this.size - this.#busy;
+  }
+
+  run(task: () => Promise<void>): void {
+    this.#busy += 1;
+    void task().finally(() => {
+      this.#busy -= 1;
+      const freed = this.#freed;
+      this.#freed = null;
+      freed?.();
+    });
   }
 }
 

@@ -151,6 +151,19 @@ export function describeBusContract(
       expect(members[0]!.sub.queue).toBe(queue);
     });
 
+    it('hands a queue member with concurrency each of its messages once, and refuses a concurrency it cannot honour', async () => {
+      const subject = subjects.event(runId, 'run.started');
+      const wide = collect(bus, subject, { queue: `wide-${runId}`, concurrency: 3 });
+      for (let seq = 1; seq <= 6; seq++) await bus.publish(subject, runStarted(runId, seq));
+      await bus.flush();
+      expect(wide.data.map(seqOf).sort()).toEqual([1, 2, 3, 4, 5, 6]);
+      expect(wide.sub.queue).toBe(`wide-${runId}`);
+      // A plain subscriber takes its messages in order; a count must be a whole number >= 1.
+      expect(() => bus.subscribe(subject, () => {}, { concurrency: 2 })).toThrow(TypeError);
+      for (const concurrency of [0, 1.5, Number.NaN])
+        expect(() => bus.subscribe(subject, () => {}, { queue: 'q', concurrency })).toThrow(TypeError);
+    });
+
     it('gives a message to every plain subscriber and to one member of each queue group', async () => {
       const subject = subjects.event(runId, 'run.started');
       const plain = [collect(bus, subject), collect(bus, subject)];

@@ -154,6 +154,39 @@ describe('InProcessBus', () => {
     expect(counts).toEqual([3, 3, 3]);
   });
 
+  it('runs up to `concurrency` handler calls of a queue member at once, and no more', async () => {
+    const bus = new InProcessBus();
+    const runId = freshRunId();
+    const subject = subjects.event(runId, 'run.started');
+    let inFlight = 0;
+    let most = 0;
+    let release = () => {};
+    const gate = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    const sub = bus.subscribe(
+      subject,
+      async () => {
+        inFlight++;
+        most = Math.max(most, inFlight);
+        await gate;
+        inFlight--;
+      },
+      { queue: 'wide', concurrency: 3 },
+    );
+    for (let seq = 1; seq <= 7; seq++) await bus.publish(subject, runStarted(runId, seq));
+    await new Promise((resolve) => setTimeout(resolve, 10));
+    expect(inFlight).toBe(3);
+    release();
+    await bus.flush();
+    expect(most).toBe(3);
+    sub.unsubscribe();
+    await bus.publish(subject, runStarted(runId, 8));
+    await bus.flush();
+    expect(most).toBe(3);
+    expect(inFlight).toBe(0);
+  });
+
   it('hands a message to its subscribers in the order they subscribed, across patterns', async () => {
     const bus = new InProcessBus();
     const runId = freshRunId();

@@ -15,7 +15,7 @@ import { NatsBus } from '../../src/bus/nats-bus.js';
 import { connectNats, natsOptionsFromEnv } from '../../src/bus/nats-connection.js';
 import { ensurePullConsumer, PGE_STREAMS, streamConfig } from '../../src/bus/nats-streams.js';
 import { RunLeases } from '../../src/bus/run-leases.js';
-import { subjects } from '../../src/bus/subjects.js';
+import { subjects, workerQueue } from '../../src/bus/subjects.js';
 import { BusError, ConfigurationError } from '../../src/errors.js';
 import type { RoleRequest, RunEvent } from '../../src/schemas/index.js';
 import { fullRun } from '../persistence/fixtures.js';
@@ -196,6 +196,49 @@ describe('NatsBus on JetStream', () => {
     const ids = handled.flat().sort();
     expect(ids).toEqual(Array.from({ length: total }, (_, i) => `${runId}-req-${i + 1}`).sort());
     for (const got of handled) expect(got.length).toBeGreaterThan(0);
+  });
+
+  it('serves a work queue with concurrency: a pull asks for as many items as are free, and no more are in flight', async () => {
+    const producer = await open();
+    const worker = await open();
+    const runId = freshRunId();
+    const pulls: number[] = [];
+    nc.subscribe(`$JS.API.CONSUMER.MSG.NEXT.PGE_WORK.${workerQueue('evaluator')}`, {
+      callback: (_, msg) =>
+        pulls.push((JSON.parse(new TextDecoder().decode(msg.data)) as { batch: number }).batch),
+    });
+    await nc.flush();
+    let inFlight = 0;
+    let most = 0;
+    const handled: string[] = [];
+    let release = () => {};
+    const gate = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    serveWork(
+      worker,
+      'evaluator',
+      async (request) => {
+        if (request.runId !== runId) return;
+        inFlight++;
+        most = Math.max(most, inFlight);
+        await gate;
+        handled.push(request.id);
+        inFlight--;
+      },
+      3,
+    );
+    await waitFor('the first pull', () => pulls.length > 0);
+    expect(pulls[0]).toBe(3);
+    for (let n = 1; n <= 5; n++)
+      await enqueueWork(producer, requestOf('step.evaluation.requested', runId, n));
+    await waitFor('three requests in flight', () => inFlight === 3);
+    await sleep(300);
+    expect(inFlight).toBe(3);
+    release();
+    await waitFor('every request', () => handled.length === 5);
+    expect(most).toBe(3);
+    expect(handled.sort()).toEqual(Array.from({ length: 5 }, (_, i) => `${runId}-req-${i + 1}`).sort());
   });
 
   it('rejects raw messages that are not JSON or fail the schema, and the worker goes on serving', async () => {
