@@ -204,8 +204,9 @@ describe('NatsBus on JetStream', () => {
     const runId = freshRunId();
     const pulls: number[] = [];
     nc.subscribe(`$JS.API.CONSUMER.MSG.NEXT.PGE_WORK.${workerQueue('evaluator')}`, {
-      callback: (_, msg) =>
-        pulls.push((JSON.parse(new TextDecoder().decode(msg.data)) as { batch: number }).batch),
+      callback: (_, msg) => {
+        pulls.push((JSON.parse(new TextDecoder().decode(msg.data)) as { batch: number }).batch);
+      },
     });
     await nc.flush();
     let inFlight = 0;
