@@ -66,8 +66,18 @@ export function subscribeOptions(options: SubscribeOptions): { queue: string | n
   return { queue, concurrency };
 }
 
-/** `members` subscriptions of one queue group as one: unsubscribing it unsubscribes them all. */
-export function memberGroup(members: readonly BusSubscription[]): BusSubscription {
+/**
+ * `count` subscriptions made by `make`, as one member of a queue group: unsubscribing it
+ * unsubscribes them all. If one cannot be made, those already made are unsubscribed.
+ */
+export function memberGroup(count: number, make: () => BusSubscription): BusSubscription {
+  const members: BusSubscription[] = [];
+  try {
+    while (members.length < count) members.push(make());
+  } catch (error) {
+    for (const member of members) member.unsubscribe();
+    throw error;
+  }
   const [first] = members;
   if (first === undefined) throw new TypeError('a group of no subscriptions');
   return {
@@ -103,8 +113,9 @@ export interface DurableOptions {
    * Acknowledge cumulatively (the consumer's `AckPolicy.All`): one ack covers every message
    * before it, so a reader acks once per half batch rather than per message. The reader then keeps
    * stream order: a message whose handler throws is tried again in place (after `nakDelayMs`, up
-   * to `maxDeliver` tries) before any later one, and a reader that starts first handles, read from
-   * the stream, what the consumer delivered to a reader before it without an ack.
+   * to `maxDeliver` tries) before any later one, and a message the consumer counts as delivered
+   * that this reader never received (a reader before it died with it; a connection was lost) is
+   * read from the stream and handled before the ack of a later one covers it.
    */
   ackAll?: boolean;
 }

@@ -108,7 +108,7 @@ export class InProcessBus implements Bus {
       return subscription;
     };
     this.routes.clear();
-    return concurrency === 1 ? member() : memberGroup(Array.from({ length: concurrency }, member));
+    return concurrency === 1 ? member() : memberGroup(concurrency, member);
   }
 
   /**

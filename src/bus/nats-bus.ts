@@ -287,7 +287,7 @@ export class NatsBus implements Bus, StoredMessages {
       this.subscriptions.add(subscription);
       return subscription;
     };
-    return concurrency === 1 ? member() : memberGroup(Array.from({ length: concurrency }, member));
+    return concurrency === 1 ? member() : memberGroup(concurrency, member);
   }
 
   /**
@@ -437,6 +437,7 @@ export class NatsBus implements Bus, StoredMessages {
       await this.inFlight.idle();
       if (mark !== this.published) continue;
       // The acknowledgements the handlers' ends sent reach the server too.
+      for (const subscription of this.subscriptions) subscription.sendHeldAcks?.();
       try {
         await this.connection.flush();
       } catch (error) {

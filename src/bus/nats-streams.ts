@@ -66,7 +66,7 @@ export const PERSISTENCE_READING = {
   batch: PERSISTENCE_BATCH,
   ackAll: true,
 } as const;
-/** Work items a role's workers hold at once, all together: each worker takes one at a time. */
+/** Work items a role's workers hold at once, all together: each worker takes up to its concurrency. */
 export const WORK_MAX_ACK_PENDING = 1000;
 
 /**
@@ -410,7 +410,12 @@ export async function ensurePullConsumer(
       const update = { ...wanted, deliver_policy, ...(opt_start_seq === undefined ? {} : { opt_start_seq }) };
       return await whileUnanswered(() => jsm.consumers.add(settings.stream, update));
     }
-    await whileUnanswered(() => jsm.consumers.delete(settings.stream, settings.durable));
+    // Another coordinator replacing it at the same moment may have deleted it first.
+    await whileUnanswered(() => jsm.consumers.delete(settings.stream, settings.durable)).catch(
+      (error: unknown) => {
+        if (!(error instanceof JetStreamApiError && error.code === 10014)) throw error;
+      },
+    );
     return await whileUnanswered(() =>
       jsm.consumers.add(settings.stream, {
         ...wanted,

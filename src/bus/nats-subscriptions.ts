@@ -17,10 +17,12 @@ import { ensurePullConsumer, storedAfter, streamOf } from './nats-streams.js';
 import { subjectMatches } from './subjects.js';
 
 /**
- * The two kinds of subscription of the NATS bus. Both hand messages to their handler one at a
- * time, in arrival order, as the in-process bus does: a core subscription keeps a local backlog;
- * a pull subscription asks JetStream for one message at a time, so that a busy worker leaves the
- * next work item to an idle one, and acknowledges it only when the handler returned.
+ * The two kinds of subscription of the NATS bus. A core subscription hands its messages to its
+ * handler one at a time, in arrival order, as the in-process bus does, from a local backlog. A pull
+ * subscription reads a durable JetStream consumer: a reader of its own takes a batch per pull and
+ * handles it in order; a member of a work queue asks for as many messages as it has room for, so
+ * that a busy worker leaves the next work item to one with room, and handles them side by side.
+ * Either acknowledges a message only once its handler returned.
  */
 
 /** What a subscription needs from its bus. */
@@ -61,6 +63,8 @@ export interface NatsSubscription extends BusSubscription {
   caughtUp(): Promise<void>;
   /** Stops taking messages; what a handler already has finishes. */
   stop(): void;
+  /** Sends the acknowledgements it holds back to send several as one, if any (`flush` then carries them). */
+  sendHeldAcks?(): void;
 }
 
 /**
@@ -217,11 +221,12 @@ function offSubject(subject: string, subscribed: string): BusError {
  * A durable JetStream pull consumer: at least once. A message is kept alive (`working`) while its
  * handler runs, and terminated when it cannot be decoded. On an `AckPolicy.Explicit` consumer each
  * message is acknowledged after its handler resolved, and given back with a delay when the handler
- * throws (the server stops after the consumer's `max_deliver`). On an `AckPolicy.All` consumer
- * (a reader that takes its stream in order, such as persistence) one ack covers every message
- * before it (`CumulativeAcks`), so no ack may pass a message not handled: a handler that throws is
- * tried again in place (`handleInOrder`), and a reader first handles, from the stream, what the
- * consumer had delivered to a reader before it without an ack (`takeOver`).
+ * throws (the server stops after the consumer's `max_deliver`). A reader of its own on an
+ * `AckPolicy.All` consumer (persistence) takes its stream in order, and one ack covers every
+ * message before it (`CumulativeAcks`), so no ack may pass a message not handled: a handler that
+ * throws is tried again in place (`handleInOrder`), and a message the reader never received (the
+ * server handed it to a reader that died, or it was lost with a connection) is read from the
+ * stream and handled before any later one is acknowledged (`fillGap`).
  */
 export class PullSubscription implements NatsSubscription {
   private active = true;
@@ -229,10 +234,12 @@ export class PullSubscription implements NatsSubscription {
   private batch: ConsumerMessages | null = null;
   private readonly ready: Promise<void>;
   private readonly durable: string;
-  /** The consumer as it was when this subscription attached (null until then). */
-  private attached: ConsumerInfo | null = null;
-  /** The acks of an `AckPolicy.All` consumer (null for an explicit one). */
-  private acks: CumulativeAcks | null = null;
+  /**
+   * A reader on an `AckPolicy.All` consumer: its acks, and the stream sequence up to which every
+   * message of its filter was handled (or given up). Null on an explicit consumer, and for a queue.
+   */
+  private inOrder: { acks: CumulativeAcks; through: number } | null = null;
+  private readonly stream: string;
   /** The consumer's own ack wait (a coordinator's, when this process may not set it). */
   private ackWaitMs: number;
 
@@ -247,6 +254,7 @@ export class PullSubscription implements NatsSubscription {
     private readonly timings: PullSettings,
   ) {
     this.durable = settings.durable;
+    this.stream = settings.stream;
     this.ackWaitMs = timings.ackWaitMs;
     this.ready = this.attach(js, jsm, settings);
     // Not floating: run catches and reports everything, and ends when the subscription stops.
@@ -266,10 +274,7 @@ export class PullSubscription implements NatsSubscription {
       try {
         const info = await ensurePullConsumer(jsm, settings);
         this.ackWaitMs = (info.config.ack_wait ?? nanos(settings.ackWaitMs)) / 1e6;
-        // The consumer's own policy, whoever made it.
-        if (info.config.ack_policy === AckPolicy.All)
-          this.acks = new CumulativeAcks(Math.max(1, Math.floor(this.timings.batch / 2)));
-        this.attached = info;
+        this.follow(info);
         this.consumer = await js.consumers.get(settings.stream, settings.durable);
         return;
       } catch (error) {
@@ -279,15 +284,36 @@ export class PullSubscription implements NatsSubscription {
     }
   }
 
+  /**
+   * Takes the consumer's own ack policy, whoever made it, and notices when it changed (a
+   * coordinator replaced a consumer of an earlier pge): in order from its ack floor.
+   */
+  private follow(info: ConsumerInfo): void {
+    const all = this.queue === null && info.config.ack_policy === AckPolicy.All;
+    if (all === (this.inOrder !== null)) return;
+    this.inOrder?.acks.close();
+    this.inOrder = all
+      ? {
+          acks: new CumulativeAcks(Math.max(1, Math.floor(this.timings.batch / 2))),
+          // Nothing before its ack floor, or before where it starts, is left to deliver.
+          through: Math.max(info.ack_floor.stream_seq, (info.config.opt_start_seq ?? 1) - 1),
+        }
+      : null;
+  }
+
   unsubscribe(): void {
     if (!this.active) return;
     this.stop();
     this.host.detach(this);
   }
 
+  sendHeldAcks(): void {
+    this.inOrder?.acks.flush();
+  }
+
   stop(): void {
     this.active = false;
-    this.acks?.flush();
+    this.inOrder?.acks.close();
     // Ends a pull that is waiting at the server, so that it cannot capture a message nobody handles.
     this.batch?.close().catch(() => undefined);
   }
@@ -301,7 +327,6 @@ export class PullSubscription implements NatsSubscription {
     await this.ready;
     const consumer = this.consumer;
     if (consumer === null) return;
-    if (this.acks !== null) await this.takeOver();
     /** When the pulls began to fail (null while they work), and when that was last reported. */
     let failingSince: number | null = null;
     let reportedAt = 0;
@@ -320,10 +345,15 @@ export class PullSubscription implements NatsSubscription {
           else
             slots.run(() => this.take(msg).catch((error: unknown) => this.host.report(error, msg.subject)));
         }
-        this.acks?.flush();
+        this.inOrder?.acks.flush();
         failingSince = null;
       } catch (error) {
         if (!this.active) break;
+        // The consumer may have been replaced meanwhile (a coordinator of another ack policy).
+        await consumer.info().then(
+          (info) => this.follow(info),
+          () => undefined, // the pull's failure is what is reported, below
+        );
         // A pull cut by a reconnect or a server restart is simply made again; pulls that keep
         // failing are reported, every PULL_FAILING_MS, so a worker is never stuck in silence.
         const now = performance.now();
@@ -350,11 +380,18 @@ export class PullSubscription implements NatsSubscription {
       if (decoded === null) return settle(() => msg.term());
       const { data } = decoded;
       const heartbeat = setInterval(() => settle(() => msg.working()), this.ackWaitMs / 3);
-      if (this.acks !== null) {
+      const inOrder = this.inOrder;
+      if (inOrder !== null) {
         try {
-          if (await this.handleInOrder(msg.subject, data, msg.info.deliveryCount)) this.acks.handled(msg);
+          const seq = msg.info.streamSequence;
+          if (seq > inOrder.through + 1 && !(await this.fillGap(inOrder, seq))) return;
+          const handled = await this.handleInOrder(msg.subject, data, msg.info.deliveryCount);
+          // Stopped: left unacknowledged, for the next reader.
+          if (handled === null) return;
+          inOrder.through = Math.max(inOrder.through, seq);
+          if (handled) inOrder.acks.handled(msg);
           // Given up, as the server gives a message up after `max_deliver`; a later ack covers it.
-          else if (this.active) settle(() => msg.term());
+          else settle(() => msg.term());
         } finally {
           clearInterval(heartbeat);
         }
@@ -390,55 +427,47 @@ export class PullSubscription implements NatsSubscription {
   /**
    * Hands a message to the handler until it resolves: a failure is reported and tried again after
    * `nakDelayMs`, up to the consumer's `maxDeliver` tries counting `tried` (as the server would
-   * redeliver it). Resolves true once handled, false when given up or the subscription stopped
-   * (then it stays unacknowledged, for the next reader). The acks of what came before go out first.
+   * redeliver it). Resolves true once handled, false when given up, null when the subscription
+   * stopped first. The acks of what came before go out first.
    */
-  private async handleInOrder(subject: string, data: unknown, tried: number): Promise<boolean> {
+  private async handleInOrder(subject: string, data: unknown, tried: number): Promise<boolean | null> {
     for (let tries = tried; this.active; tries++) {
       try {
         await this.handler(new Delivery(this.host.bus, subject, data, null));
         return true;
       } catch (error) {
         this.host.report(error, subject);
-        this.acks?.flush();
+        this.inOrder?.acks.flush();
         if (tries >= this.timings.maxDeliver) return false;
         await sleep(this.timings.nakDelayMs);
       }
     }
-    return false;
+    return null;
   }
 
   /**
-   * Before the first pull on an `AckPolicy.All` consumer: the messages it delivered to an earlier
-   * reader that never acknowledged them (it died) come back only after their ack wait, and this
-   * reader's first ack would cover them before then. So they are read from the stream and handled
-   * first, in order (the server may still redeliver them later: at least once).
+   * Handles, in order, what the stream holds on this subscription's subject after `through` and
+   * before `seq`: messages the server counts as delivered that this reader never received, which
+   * the ack of a later one would otherwise cover. A read that fails is tried again (the message at
+   * `seq` keeps its heartbeat meanwhile); resolves false when the subscription stopped first.
    */
-  private async takeOver(): Promise<void> {
-    const info = this.attached;
-    if (info === null || info.num_ack_pending === 0) return;
-    const filter = info.config.filter_subject ?? this.subject;
-    const last = info.delivered.stream_seq;
-    for (let from = info.ack_floor.stream_seq + 1; this.active && from <= last; ) {
-      let msg: Awaited<ReturnType<typeof storedAfter>>;
+  private async fillGap(inOrder: { through: number }, seq: number): Promise<boolean> {
+    while (this.active && inOrder.through + 1 < seq) {
+      let stored: Awaited<ReturnType<typeof storedAfter>>;
       try {
-        msg = await storedAfter(this.jsm, info.stream_name, filter, from);
+        stored = await storedAfter(this.jsm, this.stream, this.subject, inOrder.through + 1);
       } catch (error) {
-        // The server's redelivery after the ack wait is then all there is: wait that long.
-        this.host.report(busError(error, `cannot read what ${this.durable} held before`), this.subject);
-        await sleep(this.ackWaitMs);
-        return;
+        this.host.report(busError(error, `cannot read ${this.subject} from ${this.stream}`), this.subject);
+        await sleep(PULL_RETRY_MS);
+        continue;
       }
-      if (msg === null || msg.seq > last) return;
-      from = msg.seq + 1;
-      this.host.begin();
-      try {
-        const decoded = this.decode(msg);
-        if (decoded !== null) await this.handleInOrder(msg.subject, decoded.data, 1);
-      } finally {
-        this.host.end();
-      }
+      if (stored === null || stored.seq >= seq) break;
+      const decoded = this.decode(stored);
+      const handled = decoded === null ? false : await this.handleInOrder(stored.subject, decoded.data, 1);
+      if (handled === null) return false;
+      inOrder.through = stored.seq;
     }
+    return this.active;
   }
 }
 
@@ -480,14 +509,22 @@ class CumulativeAcks {
   #last: JsMsg | null = null;
   #count = 0;
   #timer: NodeJS.Timeout | null = null;
+  #closed = false;
 
   constructor(private readonly every: number) {}
 
   handled(msg: JsMsg): void {
-    this.#last = msg;
+    // A message handled again (redelivered) acks nothing new.
+    if (this.#last === null || msg.info.streamSequence > this.#last.info.streamSequence) this.#last = msg;
     this.#count += 1;
-    if (this.#count >= this.every) this.flush();
+    if (this.#closed || this.#count >= this.every) this.flush();
     else this.#timer ??= setTimeout(() => this.flush(), ACK_ALL_DELAY_MS);
+  }
+
+  /** Sends what it holds; from now on each message handled is acknowledged at once. */
+  close(): void {
+    this.#closed = true;
+    this.flush();
   }
 
   flush(): void {

@@ -14,6 +14,7 @@ import type { MessageRejection } from '../../src/bus/codec.js';
 import { NatsBus } from '../../src/bus/nats-bus.js';
 import { connectNats, natsOptionsFromEnv } from '../../src/bus/nats-connection.js';
 import { ensurePullConsumer, PGE_STREAMS, streamConfig } from '../../src/bus/nats-streams.js';
+import { PULL_EXPIRES_MS } from '../../src/bus/nats-subscriptions.js';
 import { RunLeases } from '../../src/bus/run-leases.js';
 import { subjects, workerQueue } from '../../src/bus/subjects.js';
 import { BusError, ConfigurationError } from '../../src/errors.js';
@@ -413,9 +414,7 @@ describe('NatsBus on JetStream', () => {
     expect(await ackedUpTo(durable, base)).toBe(5);
     await waitFor('every event', () => seen.length === 10);
     expect(seen).toEqual([1, 2, 3, 4, 5, 6, 6, 6, 7, 8]);
-    await waitFor('the last one acked', () => acked.acks > 0 && seen.length === 10);
-    await sleep(200);
-    expect(await ackedUpTo(durable, base)).toBe(8);
+    await expect.poll(() => ackedUpTo(durable, base)).toBe(8);
     const info = await jsm.consumers.info('PGE_EVENTS', durable);
     expect(info.config.ack_policy).toBe(AckPolicy.All);
     expect(info.num_ack_pending).toBe(0);
@@ -462,8 +461,51 @@ describe('NatsBus on JetStream', () => {
     await waitFor('every event', () => seen.length >= 6);
     // 1-3 first, from the stream: an ack of 4-6 before them would have covered them unhandled.
     expect(seen.slice(0, 6)).toEqual([1, 2, 3, 4, 5, 6]);
-    await sleep(200);
-    expect(await ackedUpTo(durable, base)).toBe(6);
+    await expect.poll(() => ackedUpTo(durable, base)).toBe(6);
+  });
+
+  it('with ackAll, handles from the stream a message delivered to another puller before acking past it', {
+    timeout: 20_000,
+  }, async () => {
+    const producer = await open();
+    const runId = freshRunId();
+    const durable = `stolen-${runId}`;
+    const events = fullRun(runId).slice(0, 3);
+    const base = await lastStored();
+    const reader = await open();
+    const seen: number[] = [];
+    let release = () => {};
+    const gate = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    reader.subscribeDurable(
+      subjects.events(runId),
+      durable,
+      async (message) => {
+        const { seq } = message.data as RunEvent;
+        seen.push(seq);
+        if (seq === 1) await gate;
+      },
+      { batch: 4, ackAll: true },
+    );
+    await publishEvent(producer, events[0]!);
+    await waitFor('the reader holds event 1', () => seen.length === 1);
+    // While the reader is busy and its pull has expired at the server, another puller takes
+    // event 2 and dies with it: the server counts it as delivered.
+    await sleep(PULL_EXPIRES_MS + 500);
+    const other = await connect({ servers: server.url });
+    const consumer = await jetstream(other).consumers.get('PGE_EVENTS', durable);
+    const pull = await consumer.fetch({ max_messages: 1, expires: 2_000 });
+    await publishEvent(producer, events[1]!);
+    const stolen: number[] = [];
+    for await (const msg of pull) stolen.push(msg.info.streamSequence - base);
+    await other.close();
+    expect(stolen).toEqual([2]);
+    release();
+    await publishEvent(producer, events[2]!);
+    await waitFor('every event', () => seen.length >= 3);
+    expect(seen.slice(0, 3)).toEqual([1, 2, 3]);
+    await expect.poll(() => ackedUpTo(durable, base)).toBe(3);
   });
 
   it('replaces a durable of another ack policy from its ack floor', async () => {
