@@ -456,6 +456,22 @@ export function createCoordinator(options: CoordinatorOptions) {
         throw diverged(error);
       }
     };
+    /**
+     * A replay-only run at a call or a gate its log does not answer (`missing`): if the log says
+     * the run was interrupted there, it is interrupted again with the same reason, and the call
+     * waits for the stop (its cancellation is in the log already); else the replay parted from it.
+     */
+    const interruptedAsRecorded = <T>(missing: string, signal: AbortSignal): Promise<T> => {
+      const reason = replay!.interruption();
+      if (reason === undefined) throw replay!.beyond(missing);
+      // Sent once the call's actor has started: the chart takes it like a person's interrupt.
+      queueMicrotask(() =>
+        actor.send(reason === null ? { type: 'interrupt' } : { type: 'interrupt', reason }),
+      );
+      return new Promise<T>((_, reject) => {
+        signal.addEventListener('abort', () => reject(signal.reason), { once: true });
+      });
+    };
     /** Ends the replay: the remaining recorded facts are taken, and `run.resumed` is recorded. */
     const goLive = (repeated: string[]): void => {
       const { recorded, options } = resume!;
@@ -567,7 +583,8 @@ export function createCoordinator(options: CoordinatorOptions) {
         const decision = recorded.decisions.get(request.id);
         if (decision !== undefined) return Promise.resolve(decided(decision));
         try {
-          if (options.replayOnly) throw replay.beyond(`approval ${request.id} has no recorded decision`);
+          if (options.replayOnly)
+            return interruptedAsRecorded(`approval ${request.id} has no recorded decision`, signal);
           goLive([]);
         } catch (error) {
           throw diverged(error);
@@ -630,7 +647,8 @@ export function createCoordinator(options: CoordinatorOptions) {
         // cost are recorded, and count.
         carried = recorded.usage.get(request.id) ?? ZERO_USAGE;
         try {
-          if (options.replayOnly) throw replay.beyond(`${request.type} ${request.id} has no recorded answer`);
+          if (options.replayOnly)
+            return interruptedAsRecorded(`${request.type} ${request.id} has no recorded answer`, signal);
           goLive([request.id]);
         } catch (error) {
           throw diverged(error);

@@ -1,4 +1,5 @@
 import { ResumeError } from '../errors.js';
+import { interruptReasonOf } from '../machines/run-context.js';
 import type {
   ApprovalDecision,
   RoleRequest,
@@ -322,6 +323,21 @@ export class Replay {
       seq,
       problem,
     );
+  }
+
+  /**
+   * When all the log holds from here is the run interrupted while it waited (the facts of its
+   * cancelled call, then `run.failed` for `interrupted`): the reason it was given, null for none.
+   * Undefined when the log holds anything else. An interrupt reaches a run only while it waits
+   * for an answer or a decision, so this is where a replay interrupts it the same way.
+   */
+  interruption(): string | null | undefined {
+    const { events, facts } = this.recorded;
+    let next = this.#next;
+    while (next < events.length && facts.has(next + 1)) next++;
+    const closing = events[next];
+    if (next !== events.length - 1 || closing?.type !== 'run.failed') return undefined;
+    return closing.payload.reason === 'interrupted' ? interruptReasonOf(closing.payload.message) : undefined;
   }
 
   /** True once every recorded event was handed out. */

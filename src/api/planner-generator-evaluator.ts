@@ -241,9 +241,12 @@ export class PlannerGeneratorEvaluator<T extends OutputType = OutputType> {
     });
   }
 
-  /** Interrupts every run in progress; each ends as `interrupted` with a consistent log. */
-  interrupt(): void {
-    for (const run of this.running.values()) run.interrupt();
+  /**
+   * Interrupts every run in progress; each ends as `interrupted` with a consistent log, `reason`
+   * (when given) in its closing event.
+   */
+  interrupt(reason?: string): void {
+    for (const run of this.running.values()) run.interrupt(reason);
   }
 
   /** Stops the workers and closes the logs. The instance can run again afterwards. */

@@ -281,7 +281,8 @@ and checks that they produce the recorded events, one by one, and nothing else. 
 identically unless the charts changed since it was written: use recorded runs as regression
 fixtures. Prints the verdict, or the first event where the replay and the log part; --json prints
 {"runId", "identical", "events", "modelCalls", "firstDifference": {"seq", "problem"} | null}.
-A run interrupted by a person does not replay past the interruption (a signal is not in the log).`,
+A run interrupted by a person replays through its interruption: the replay interrupts it again
+where the log says, with the reason its closing event records.`,
     examples: [
       'pge replay pge_shared_state_<runId>.md',
       'pge replay pge_shared_state_<runId>.md --json | jq .identical',

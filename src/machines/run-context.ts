@@ -147,12 +147,21 @@ export function stopMessage(context: RunContext): string {
         ? 'a person rejected the plan and no replan is left (maxReplans)'
         : `step ${context.outcomes.at(-1)?.stepId} exhausted its attempts and onStepExhausted is "abort"`;
     case 'interrupted':
-      return context.interruptReason
-        ? `the run was interrupted: ${context.interruptReason}`
-        : 'the run was interrupted';
+      return context.interruptReason ? `${INTERRUPTED}: ${context.interruptReason}` : INTERRUPTED;
     default:
       return context.error ? `${context.error.name}: ${context.error.message}` : 'the run failed';
   }
+}
+
+const INTERRUPTED = 'the run was interrupted';
+
+/**
+ * The reason an interrupted run's closing message gives (`null` when it gives none), read back by
+ * a replay that interrupts the run again as it was; undefined for another message.
+ */
+export function interruptReasonOf(message: string): string | null | undefined {
+  if (message === INTERRUPTED) return null;
+  return message.startsWith(`${INTERRUPTED}: `) ? message.slice(INTERRUPTED.length + 2) : undefined;
 }
 
 /** The closing event of a run that ended with `context.status`. */

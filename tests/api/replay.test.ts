@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { DemoModel, titledDeliverable } from '../../src/actors/demo-model.js';
+import type { Model } from '../../src/actors/model.js';
 import type { PgeOptions } from '../../src/api/options.js';
 import { PlannerGeneratorEvaluator } from '../../src/api/planner-generator-evaluator.js';
 import { ResumeError } from '../../src/errors.js';
@@ -25,8 +26,15 @@ afterEach(() => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-/** Runs a task with `model` in every role; returns its log's path (whatever the run's outcome). */
-async function recordedRun(model: ScriptedModel | DemoModel, options: PgeOptions = {}): Promise<string> {
+/**
+ * Runs a task with `model` in every role; returns its log's path (whatever the run's outcome).
+ * `interrupt`, when given, is set to the instance's `interrupt`, for a model or listener to call.
+ */
+async function recordedRun(
+  model: Model,
+  options: PgeOptions = {},
+  interrupt?: { run: (reason?: string) => void },
+): Promise<string> {
   const log = join(dir, `run-${Math.random().toString(36).slice(2)}.md`);
   const pge = new PlannerGeneratorEvaluator({
     plannerAgent: model,
@@ -37,6 +45,7 @@ async function recordedRun(model: ScriptedModel | DemoModel, options: PgeOptions
     maxRepairs: 0,
     ...options,
   });
+  if (interrupt) interrupt.run = (reason) => pge.interrupt(reason);
   await pge.run('Write a short guide').catch(() => undefined);
   await pge.close();
   return log;
@@ -157,6 +166,56 @@ describe('pge replay', () => {
     const log = await recordedRun(new ScriptedModel(script), options);
     const events = await readLogFile(log);
     expect(events.map((e) => e.type)).toContain(shows);
+    expect(await replayLog(log)).toMatchObject({ identical: true, modelCalls: 0, firstDifference: null });
+  });
+
+  it('replays a run a person interrupted in the middle of a call, through its interruption', async () => {
+    const scripted = new ScriptedModel({
+      plan: [{ json: planOf(2) }],
+      contract: [proposal, proposal],
+      contract_review: [approve, approve],
+      work: [work()],
+      evaluation: [evaluate(9)],
+    });
+    const interrupt = { run: (_reason?: string) => {} };
+    let works = 0;
+    // The second step's work never answers: the person interrupts the run while it waits.
+    const model: Model = {
+      name: 'scripted-then-stuck',
+      complete: (request) => {
+        if (request.phase !== 'work' || ++works < 2) return scripted.complete(request);
+        interrupt.run('the reviewer has seen enough');
+        return new Promise((_, reject) =>
+          request.signal?.addEventListener('abort', () => reject(request.signal?.reason), { once: true }),
+        );
+      },
+    };
+    const log = await recordedRun(model, {}, interrupt);
+    const events = await readLogFile(log);
+    expect(events.at(-1)).toMatchObject({
+      type: 'run.failed',
+      payload: { reason: 'interrupted', message: 'the run was interrupted: the reviewer has seen enough' },
+    });
+    expect(events.map((e) => e.type)).toContain('request.cancelled');
+    const report = await replayLog(log);
+    expect(report).toMatchObject({ identical: true, modelCalls: 0, firstDifference: null });
+    expect(report.events).toBe(events.length);
+  });
+
+  it('replays a run interrupted at an approval gate, through its interruption', async () => {
+    const interrupt = { run: (_reason?: string) => {} };
+    const log = await recordedRun(
+      new ScriptedModel({ plan: [{ json: planOf(1) }] }),
+      {
+        approve: ['plan'],
+        onEvent: (event) => {
+          if (event.type === 'approval.requested') interrupt.run();
+        },
+      },
+      interrupt,
+    );
+    const events = await readLogFile(log);
+    expect(events.map((e) => e.type).slice(-2)).toEqual(['approval.requested', 'run.failed']);
     expect(await replayLog(log)).toMatchObject({ identical: true, modelCalls: 0, firstDifference: null });
   });
 
