@@ -516,7 +516,7 @@ export class NatsBus implements Bus, StoredMessages {
       this.host,
       queue === null
         ? { ...timings, batch: maxAckPending, concurrency: 1 }
-        : { ...timings, batch: how.concurrency ?? 1, concurrency: how.concurrency ?? 1 },
+        : { ...timings, batch: 1, concurrency: how.concurrency ?? 1 },
     );
     this.subscriptions.add(subscription);
     return subscription;
