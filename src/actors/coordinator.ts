@@ -36,6 +36,7 @@ import type {
   Usage,
 } from '../schemas/index.js';
 import { addUsage, OPTION_DEFAULTS, PHASES, ROLE_OF_REQUEST, ZERO_USAGE } from '../schemas/index.js';
+import type { RunTracing } from '../telemetry/run-tracing.js';
 import { unguessableId } from '../unguessable-id.js';
 import { type RecordedRun, Replay } from './replay.js';
 import {
@@ -221,8 +222,12 @@ export interface CoordinatorOptions {
   clock?: () => number;
   /** XState inspection (e.g. `@statelyai/inspect`), attached to each run's actor. */
   inspect?: (event: InspectionEvent) => void;
-  /** Given every event as the coordinator records it (not those a replay takes from a log): tracing. */
-  observe?: (event: RunEvent) => void;
+  /**
+   * Tracing of the runs (`traceRuns`): asked for a run's trace context when it starts (recorded in
+   * `run.started`) and told when it resumes, and given every event as the coordinator records it
+   * (not those a replay takes from a log).
+   */
+  tracing?: RunTracing;
 }
 
 /** How many ended runs a coordinator remembers, to tell a late result of its own from another coordinator's. */
@@ -437,7 +442,7 @@ export function createCoordinator(options: CoordinatorOptions) {
       const id = `${runId}-${seq}-${unguessableId()}`;
       const event = { id, runId, seq, ts: timestamp(at), ...draft } as RunEvent;
       publishing.push(publishRecorded(event).catch(publishFailed));
-      options.observe?.(event);
+      options.tracing?.observe(event);
       return event as RunEventOf<T['type']>;
     };
     /** During a replay, the recorded event `draft` produces again; null when they have run out (the run is live now). */
@@ -474,23 +479,24 @@ export function createCoordinator(options: CoordinatorOptions) {
     };
     /** Ends the replay: the remaining recorded facts are taken, and `run.resumed` is recorded. */
     const goLive = (repeated: string[]): void => {
-      const { recorded, options } = resume!;
+      const { recorded, options: resumed } = resume!;
       replay!.finish();
       replay = null;
       seq = recorded.events.length;
       const now = clock();
       const paused = Math.max(0, now - recorded.lastAt);
       pausedMs = recorded.pausedMs + paused;
+      options.tracing?.resume(runId, recorded.started.payload.traceparent);
       record(
         {
           type: 'run.resumed',
           payload: {
-            owner: options.owner,
+            owner: resumed.owner,
             fromSeq: seq,
             logPath: spec.logPath,
             repeated,
             pausedMs: paused,
-            discardedBytes: options.discardedBytes ?? 0,
+            discardedBytes: resumed.discardedBytes ?? 0,
           },
         },
         now,
@@ -748,6 +754,7 @@ export function createCoordinator(options: CoordinatorOptions) {
               ...(approvalDeadline === null ? {} : { approvalDeadline }),
               models,
             },
+            ...(options.tracing ? { traceparent: options.tracing.begin(runId) } : {}),
           },
         },
         // The run's start is its first event's time, so that a replay reads it back exactly.

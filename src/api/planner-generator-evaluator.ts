@@ -17,6 +17,7 @@ import { newRunId } from '../runtime/run-id.js';
 import { checkTask } from '../runtime/task.js';
 import { ApprovalDecision, type ApprovalGate, type Role, type RunEvent } from '../schemas/index.js';
 import { otlpRequested } from '../telemetry/otlp-env.js';
+import type { RunTracing } from '../telemetry/run-tracing.js';
 import {
   type PgeOptions,
   type ResolvedOptions,
@@ -54,7 +55,7 @@ export class PlannerGeneratorEvaluator<T extends OutputType = OutputType> {
   private readonly logErrors = new Map<string, LogWriteError>();
   /** Tracing, set up before the first run (`prepareTracing`): the observer of every event, and the exporter's stop. */
   private tracing: Promise<void> | null = null;
-  private observe: ((event: RunEvent) => void) | undefined;
+  private runTracing: RunTracing | undefined;
   private stopTracing: (() => Promise<void>) | undefined;
   /** The runs going on in this instance, by id. */
   private readonly running = new Map<string, RunHandle>();
@@ -258,7 +259,7 @@ export class PlannerGeneratorEvaluator<T extends OutputType = OutputType> {
     const stop = this.stopTracing;
     this.stopTracing = undefined;
     this.tracing = null;
-    this.observe = undefined;
+    this.runTracing = undefined;
     await stop?.();
   }
 
@@ -335,7 +336,7 @@ export class PlannerGeneratorEvaluator<T extends OutputType = OutputType> {
         tracer = otlp.tracer;
         this.stopTracing = otlp.shutdown;
       }
-      this.observe = (await import('../telemetry/run-tracing.js')).traceRuns(tracer);
+      this.runTracing = (await import('../telemetry/run-tracing.js')).traceRuns(tracer);
     })();
     return this.tracing;
   }
@@ -357,7 +358,7 @@ export class PlannerGeneratorEvaluator<T extends OutputType = OutputType> {
       systemPrompts: systemPromptsOf(this.options),
       validation: validationOf(this.options),
       ...(this.inspect ? { inspect: this.inspect } : {}),
-      ...(this.observe ? { observe: this.observe } : {}),
+      ...(this.runTracing ? { tracing: this.runTracing } : {}),
       onLogError: (runId, error) => {
         this.logErrors.set(runId, error);
         this.running.get(runId)?.interrupt();

@@ -183,10 +183,10 @@ export async function workerCommand(line: CommandLine, io: CliIo): Promise<numbe
     });
     // Spans of every run this coordinator drives, over OTLP when the environment asks for it.
     const tracing = otlpRequested(io.env) ? (await import('../telemetry/otlp.js')).otlpTracer() : null;
-    const observe = tracing && (await import('../telemetry/run-tracing.js')).traceRuns(tracing.tracer);
+    const runTracing = tracing && (await import('../telemetry/run-tracing.js')).traceRuns(tracing.tracer);
     service = startCoordinatorService({
       bus,
-      ...(observe ? { observe } : {}),
+      ...(runTracing ? { tracing: runTracing } : {}),
       options,
       models: { planner: name('planner'), generator: name('generator'), evaluator: name('evaluator') },
       onRun: (runId, task) =>

@@ -6,7 +6,8 @@ import { createPersistenceActor } from '../actors/persistence-actor.js';
 import { createRoleWorker, type RoleWorker, type RoleWorkerOptions } from '../actors/role-worker.js';
 import { InProcessBus } from '../bus/in-process-bus.js';
 import { type LogWriteError, WorkerStoppedError } from '../errors.js';
-import type { Role, RunEvent } from '../schemas/index.js';
+import type { Role } from '../schemas/index.js';
+import type { RunTracing } from '../telemetry/run-tracing.js';
 
 /**
  * The embedded composition root: the coordinator, one worker per role, and the persistence actor,
@@ -34,8 +35,8 @@ export interface EmbeddedRuntimeOptions {
   validation?: RoleWorkerOptions['validation'];
   /** XState inspection of every run's actors (e.g. `@statelyai/inspect`), passed to the coordinator. */
   inspect?: (event: InspectionEvent) => void;
-  /** Every event the coordinator records (tracing), passed to the coordinator. */
-  observe?: (event: RunEvent) => void;
+  /** Tracing of the runs (`traceRuns`), passed to the coordinator. */
+  tracing?: RunTracing;
 }
 
 /** Starts the embedded runtime. */
@@ -65,7 +66,7 @@ export function createEmbeddedRuntime(options: EmbeddedRuntimeOptions) {
     bus,
     ...(options.clock ? { clock: options.clock } : {}),
     ...(options.inspect ? { inspect: options.inspect } : {}),
-    ...(options.observe ? { observe: options.observe } : {}),
+    ...(options.tracing ? { tracing: options.tracing } : {}),
   });
   return {
     bus,

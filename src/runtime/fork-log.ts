@@ -84,10 +84,12 @@ export async function forkLog(options: ForkLogOptions): Promise<void> {
   const changedBudgets = Object.fromEntries(
     Object.entries({ maxCostUsd, maxTokens, maxDurationMs }).filter(([, v]) => v !== undefined),
   );
+  // A fork is a run of its own: its trace is its own too (its parent's is named in `parent`).
+  const { traceparent: _parentTrace, ...payload } = first.payload;
   prefix[0] = {
     ...first,
     payload: {
-      ...first.payload,
+      ...payload,
       logPath,
       settings: {
         ...recorded,

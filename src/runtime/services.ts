@@ -20,6 +20,7 @@ import {
   type RunSubmission,
   RunSubmissionReply,
 } from '../schemas/submission.js';
+import type { RunTracing } from '../telemetry/run-tracing.js';
 import { type ClosingEvent, followRun } from './follow-run.js';
 import { newRunId } from './run-id.js';
 import { checkTask } from './task.js';
@@ -66,8 +67,8 @@ export interface CoordinatorServiceOptions {
    * and dies with this coordinator.
    */
   ownership?: RunOwnership;
-  /** Given every event the coordinator records (tracing: `traceRuns`). */
-  observe?: (event: RunEvent) => void;
+  /** Tracing of the coordinator's runs (`traceRuns`). */
+  tracing?: RunTracing;
 }
 
 /** Runs shared between coordinators: who owns which, and what a run left in the transport. */
@@ -132,7 +133,7 @@ export interface CoordinatorService {
 export function startCoordinatorService(service: CoordinatorServiceOptions): CoordinatorService {
   const { bus, options, models } = service;
   const { ownership } = service;
-  const coordinator = createCoordinator({ bus, ...(service.observe ? { observe: service.observe } : {}) });
+  const coordinator = createCoordinator({ bus, ...(service.tracing ? { tracing: service.tracing } : {}) });
   const active = new Map<string, RunHandle & { settled: Promise<unknown> }>();
   /** Why a run with these stored events cannot be resumed (none stored, or it has ended), or null. */
   const notResumable = (runId: string, events: readonly RunEvent[]): string | null => {

@@ -12,6 +12,7 @@ import {
   Role,
   SafeId,
   Score,
+  TraceParent,
   Usage,
   ValidatorRun,
   Work,
@@ -183,6 +184,11 @@ export const RunStarted = event(
     parent: z
       .strictObject({ runId: SafeId, logPath: z.string(), fromStep: z.number().int().min(1) })
       .optional(),
+    /**
+     * The trace context of the run's span, when its coordinator traces (OpenTelemetry): a process
+     * that resumes the run continues that trace. Absent when tracing was off.
+     */
+    traceparent: TraceParent.optional(),
   }),
 );
 /**

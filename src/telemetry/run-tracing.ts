@@ -2,6 +2,7 @@ import {
   type Attributes,
   context,
   type Span,
+  type SpanContext,
   SpanKind,
   SpanStatusCode,
   type Tracer,
@@ -16,8 +17,24 @@ import type { RunEvent, RunEventOf } from '../schemas/index.js';
  * Model calls carry the GenAI semantic conventions (`gen_ai.*`: operation, provider, request and
  * response model, token usage); runs, steps and attempts carry pge's (`pge.*`: verdict, scores,
  * signal, status). The coordinator is the one writer of a run's events, whichever process a worker
- * runs in, so a distributed run is one trace, made where its coordinator runs.
+ * runs in, so a distributed run is one trace, made where its coordinator runs. The run's span is
+ * opened as the run starts (`begin`), and its trace context recorded in `run.started`; a process
+ * that resumes the run (a takeover, `pge resume`) opens its span as a child of that one (`resume`),
+ * so a run stays one trace across the processes that ran it.
  */
+
+/** What a coordinator tells the tracing of its runs (`CoordinatorOptions.tracing`). */
+export interface RunTracing {
+  /** Opens the span of a run that starts now; returns its trace context, which `run.started` records. */
+  begin(runId: string): string;
+  /**
+   * Opens the span of a run this process resumes: a child of the span whose trace context its
+   * `run.started` recorded, or a new trace when it recorded none.
+   */
+  resume(runId: string, traceparent: string | undefined): void;
+  /** Takes every event the coordinator records. */
+  observe(event: RunEvent): void;
+}
 
 /** The spans open for one run. */
 interface OpenSpans {
@@ -29,8 +46,20 @@ interface OpenSpans {
 const at = (event: RunEvent): Date => new Date(event.ts);
 const cut = (text: string, chars = 500): string => (text.length <= chars ? text : `${text.slice(0, chars)}…`);
 
-/** Returns the observer to give every recorded event to (`CoordinatorOptions.observe`). */
-export function traceRuns(tracer: Tracer): (event: RunEvent) => void {
+/** The W3C `traceparent` of a span. */
+function traceparentOf(span: Span): string {
+  const { traceId, spanId, traceFlags } = span.spanContext();
+  return `00-${traceId}-${spanId}-${traceFlags.toString(16).padStart(2, '0')}`;
+}
+
+/** The span context a W3C `traceparent` names, as a remote parent. */
+function remoteParent(traceparent: string): SpanContext {
+  const [, traceId = '', spanId = '', flags = '00'] = traceparent.split('-');
+  return { traceId, spanId, traceFlags: Number.parseInt(flags, 16), isRemote: true };
+}
+
+/** The tracing of a coordinator's runs on `tracer` (`CoordinatorOptions.tracing`). */
+export function traceRuns(tracer: Tracer): RunTracing {
   const runs = new Map<string, OpenSpans>();
   const start = (
     name: string,
@@ -44,6 +73,9 @@ export function traceRuns(tracer: Tracer): (event: RunEvent) => void {
       { startTime: when, attributes, kind },
       parent === null ? context.active() : trace.setSpan(context.active(), parent),
     );
+  const openRun = (runId: string, span: Span): void => {
+    runs.set(runId, { run: span, step: null, attempt: null });
+  };
 
   const endAttempt = (open: OpenSpans, when: Date, attributes: Attributes = {}) => {
     open.attempt?.setAttributes(attributes);
@@ -90,18 +122,42 @@ export function traceRuns(tracer: Tracer): (event: RunEvent) => void {
     span.end(end);
   };
 
-  return (event) => {
+  const begin = (runId: string): string => {
+    const span = start('pge.run', null, new Date(), { 'pge.run.id': runId });
+    openRun(runId, span);
+    return traceparentOf(span);
+  };
+
+  const resume = (runId: string, traceparent: string | undefined): void => {
+    const attributes = { 'pge.run.id': runId, 'pge.run.resumed': true };
+    const parent = traceparent === undefined ? null : remoteParent(traceparent);
+    const span = tracer.startSpan(
+      'pge.run',
+      { startTime: new Date(), attributes },
+      parent === null ? context.active() : trace.setSpanContext(context.active(), parent),
+    );
+    openRun(runId, span);
+  };
+
+  const observe = (event: RunEvent): void => {
     let open = runs.get(event.runId);
     if (open === undefined) {
-      // A run seen from its start, or from its resume by this process.
-      const attributes: Attributes = { 'pge.run.id': event.runId };
-      if (event.type === 'run.started') attributes['pge.task'] = cut(event.payload.task);
-      if (event.type === 'run.resumed') attributes['pge.run.resumed_by'] = event.payload.owner;
-      open = { run: start('pge.run', null, at(event), attributes), step: null, attempt: null };
+      // A run this tracing was not told of (its coordinator began or resumed it without it).
+      open = {
+        run: start('pge.run', null, at(event), { 'pge.run.id': event.runId }),
+        step: null,
+        attempt: null,
+      };
       runs.set(event.runId, open);
     }
     const when = at(event);
     switch (event.type) {
+      case 'run.started':
+        open.run.setAttribute('pge.task', cut(event.payload.task));
+        return;
+      case 'run.resumed':
+        open.run.setAttribute('pge.run.resumed_by', event.payload.owner);
+        return;
       case 'step.started':
         endStep(open, when, 'left');
         open.step = start(`pge.step ${event.payload.stepNumber}`, open.run, when, {
@@ -190,4 +246,6 @@ export function traceRuns(tracer: Tracer): (event: RunEvent) => void {
         return;
     }
   };
+
+  return { begin, resume, observe };
 }

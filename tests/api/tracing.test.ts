@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -12,6 +12,8 @@ import {
 } from '@opentelemetry/sdk-trace';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { PlannerGeneratorEvaluator } from '../../src/api/planner-generator-evaluator.js';
+import { readLogFile, renderLog } from '../../src/persistence/index.js';
+import type { RunEventOf } from '../../src/schemas/index.js';
 import { ScriptedModel } from '../../src/testing.js';
 import { ROOT } from '../cli/run-cli.js';
 import { approve, evaluate, planOf, proposal, times, work } from '../support/scripts.js';
@@ -97,6 +99,54 @@ describe('tracing', () => {
       expect(span.endTime[0] * 1e9 + span.endTime[1]).toBeLessThanOrEqual(
         run.endTime[0] * 1e9 + run.endTime[1],
       );
+  });
+
+  it('keeps a run resumed by another process in the trace its run.started recorded', async () => {
+    const exporter = new InMemorySpanExporter();
+    const provider = new TracerProvider({ spanProcessors: [new SimpleSpanProcessor({ exporter })] });
+    const traced = (sharedStatePath: string) => {
+      const model = new ScriptedModel({
+        plan: [{ json: planOf(2) }],
+        contract: times(2, proposal),
+        contract_review: times(2, approve),
+        work: times(2, work()),
+        evaluation: times(2, evaluate(9)),
+      });
+      return new PlannerGeneratorEvaluator({
+        plannerAgent: model,
+        generatorAgent: model,
+        evaluatorAgent: model,
+        workingDirectory: dir,
+        sharedStatePath,
+        tracer: provider.getTracer('test'),
+      });
+    };
+    const first = traced(join(dir, 'whole.md'));
+    await first.run('Write a short guide');
+    await first.close();
+    const events = await readLogFile(join(dir, 'whole.md'));
+    const started = events[0] as RunEventOf<'run.started'>;
+    const [, traceId, spanId] = started.payload.traceparent!.split('-');
+    const original = exporter.getFinishedSpans().find((s) => s.name === 'pge.run')!;
+    expect(original.spanContext()).toMatchObject({ traceId, spanId });
+
+    // The process died as step 2 was about to start; another resumes the run from its log.
+    const cut = events.findIndex((e) => e.type === 'step.started' && e.payload.stepNumber === 2);
+    const cutLog = join(dir, 'cut.md');
+    writeFileSync(cutLog, renderLog(events.slice(0, cut)));
+    exporter.reset();
+    const second = traced(join(dir, 'unused.md'));
+    await second.resume(cutLog);
+    await second.close();
+    await provider.forceFlush();
+
+    const spans = exporter.getFinishedSpans();
+    const resumed = spans.find((s) => s.name === 'pge.run')!;
+    expect(resumed.attributes).toMatchObject({ 'pge.run.resumed': true, 'pge.run.passed': true });
+    // A child of the run's first span, in its trace, and every span of the resumed part in it too.
+    expect(resumed.parentSpanContext).toMatchObject({ traceId, spanId });
+    expect(new Set(spans.map((s) => s.spanContext().traceId))).toEqual(new Set([traceId]));
+    expect(spans.map((s) => s.name)).toContain('pge.step 2');
   });
 
   it('exports the spans over OTLP when OTEL_EXPORTER_OTLP_ENDPOINT is set', async () => {
