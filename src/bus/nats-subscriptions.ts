@@ -82,7 +82,7 @@ const CAUGHT_UP_POLL_MS = 10;
  * On an `AckPolicy.All` consumer, the longest a handled message waits for the ack that covers it:
  * far below any ack wait, so the server never hands a handled message to another reader.
  */
-export const ACK_ALL_DELAY_MS = 50;
+const ACK_ALL_DELAY_MS = 50;
 
 /** A received message: what `SerialDelivery` reads of a core message and of a JetStream one. */
 interface Received {

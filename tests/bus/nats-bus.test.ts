@@ -3,6 +3,7 @@ import { AckPolicy, jetstream, jetstreamManager, RetentionPolicy, StorageType } 
 import type { NatsConnection } from '@nats-io/transport-node';
 import { connect, nanos } from '@nats-io/transport-node';
 import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from 'vitest';
+import type { DurableOptions } from '../../src/bus/bus.js';
 import {
   enqueueWork,
   publishEvent,
@@ -367,6 +368,20 @@ describe('NatsBus on JetStream', () => {
     ).toThrow(ConfigurationError);
   });
 
+  /** The seqs of run `runId`'s events as `bus` reads them through durable `durable`, in arrival order. */
+  const readSeqs = (bus: NatsBus, runId: string, durable: string, options?: DurableOptions): number[] => {
+    const seen: number[] = [];
+    bus.subscribeDurable(
+      subjects.events(runId),
+      durable,
+      (message) => {
+        seen.push((message.data as RunEvent).seq);
+      },
+      options,
+    );
+    return seen;
+  };
+
   /** The acks of durable `durable` on PGE_EVENTS that cross the server, as a core subscriber sees them. */
   const watchAcks = (durable: string): { acks: number } => {
     const seen = { acks: 0 };
@@ -448,16 +463,7 @@ describe('NatsBus on JetStream', () => {
     await died.close();
     for (const event of events.slice(3)) await publishEvent(producer, event);
 
-    const reader = await open();
-    const seen: number[] = [];
-    reader.subscribeDurable(
-      subjects.events(runId),
-      durable,
-      (message) => {
-        seen.push((message.data as RunEvent).seq);
-      },
-      { batch: 4, ackAll: true },
-    );
+    const seen = readSeqs(await open(), runId, durable, { batch: 4, ackAll: true });
     await waitFor('every event', () => seen.length >= 6);
     // 1-3 first, from the stream: an ack of 4-6 before them would have covered them unhandled.
     expect(seen.slice(0, 6)).toEqual([1, 2, 3, 4, 5, 6]);
@@ -515,10 +521,7 @@ describe('NatsBus on JetStream', () => {
     const events = fullRun(runId).slice(0, 5);
     for (const event of events.slice(0, 3)) await publishEvent(producer, event);
     const first = await open();
-    const before: number[] = [];
-    first.subscribeDurable(subjects.events(runId), durable, (message) => {
-      before.push((message.data as RunEvent).seq);
-    });
+    const before = readSeqs(first, runId, durable);
     await first.flush();
     await first.close();
     expect(before).toEqual([1, 2, 3]);
@@ -526,15 +529,7 @@ describe('NatsBus on JetStream', () => {
 
     for (const event of events.slice(3)) await publishEvent(producer, event);
     const second = await open();
-    const after: number[] = [];
-    second.subscribeDurable(
-      subjects.events(runId),
-      durable,
-      (message) => {
-        after.push((message.data as RunEvent).seq);
-      },
-      { ackAll: true },
-    );
+    const after = readSeqs(second, runId, durable, { ackAll: true });
     await second.flush();
     expect(after).toEqual([4, 5]);
     expect((await jsm.consumers.info('PGE_EVENTS', durable)).config.ack_policy).toBe(AckPolicy.All);
