@@ -24,6 +24,7 @@ import { resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { stringify } from 'yaml';
 import { z } from 'zod';
+import { TRACEPARENT_HEADER } from '../src/bus/bus.js';
 import { MessageRejection } from '../src/bus/codec.js';
 import { EVENTS_STREAM, PGE_STREAMS, RESULTS_STREAM, WORK_STREAM } from '../src/bus/nats-streams.js';
 import { CallCancel, RunApproval, RunControl } from '../src/schemas/control.js';
@@ -67,6 +68,7 @@ import {
   Score,
   ScoreStanding,
   SelfScore,
+  TRACEPARENT_PATTERN,
   Usage,
   Work,
   WorkInput,
@@ -317,6 +319,9 @@ export interface AsyncApiOptions {
   natsUrl?: string;
 }
 
+/** The component message of a request as it is queued on `pge.work.<role>`. */
+const workItemName = (requestName: string): string => `${requestName}WorkItem`;
+
 /** Builds the AsyncAPI 3.0 document; deterministic for given options. */
 export function buildAsyncApi(options: AsyncApiOptions = {}): Json {
   const pkg = JSON.parse(readFileSync(resolve(ROOT, 'package.json'), 'utf8')) as { version: string };
@@ -343,8 +348,16 @@ export function buildAsyncApi(options: AsyncApiOptions = {}): Json {
         : {}),
     };
   }
+  // A request as a work item: the same message, with the headers of the work queue.
+  const workMessages: Json = {};
+  for (const { name } of requests)
+    workMessages[workItemName(name)] = {
+      ...(eventMessages[name] as object),
+      headers: schemaRef('WorkHeaders'),
+    };
   const messages: Json = {
     ...eventMessages,
+    ...workMessages,
     RoleResult: {
       name: 'RoleResult',
       title: 'Role result',
@@ -432,6 +445,23 @@ export function buildAsyncApi(options: AsyncApiOptions = {}): Json {
         },
       },
     },
+    WorkHeaders: {
+      type: 'object',
+      description: 'NATS headers of a work item.',
+      properties: {
+        'Nats-Msg-Id': {
+          type: 'string',
+          description:
+            "The request's `id`: an item queued again (a resumed run re-asks a call) is stored once.",
+        },
+        [TRACEPARENT_HEADER]: {
+          type: 'string',
+          pattern: TRACEPARENT_PATTERN.source,
+          description:
+            "W3C Trace Context of the coordinator's span that asked (the attempt's, the step's or the run's), when the run is traced: a worker traces its handling of the item under it. A worker that finds it missing or malformed starts a trace of its own.",
+        },
+      },
+    },
     ResultHeaders: {
       type: 'object',
       description: 'NATS headers of a worker result.',
@@ -449,7 +479,7 @@ export function buildAsyncApi(options: AsyncApiOptions = {}): Json {
   const opMessages = (channel: string, names: string[]) =>
     names.map((name) => ref(`#/channels/${channel}/messages/${name}`));
   const eventNames = events.map((e) => e.name);
-  const requestNames = requests.map((e) => e.name);
+  const workItemNames = requests.map((e) => workItemName(e.name));
 
   /** The parameters of an event's subject, `pge.run.{runId}.evt.{type}` and its republished twin. */
   const eventParameters = {
@@ -506,7 +536,7 @@ export function buildAsyncApi(options: AsyncApiOptions = {}): Json {
       parameters: {
         role: { description: 'The role that serves the request.', enum: [...Role.options] },
       },
-      messages: channelMessages(requestNames),
+      messages: channelMessages(workItemNames),
       'x-pge-nats': {
         transport: 'jetstream',
         stream: JETSTREAM.work.stream,
@@ -636,7 +666,7 @@ export function buildAsyncApi(options: AsyncApiOptions = {}): Json {
       title: 'Queue a request for a role',
       summary: 'The coordinator queues every request event on the work queue of the role that serves it.',
       tags: [tag('coordinator')],
-      messages: opMessages('work', requestNames),
+      messages: opMessages('work', workItemNames),
     },
     receiveResults: {
       action: 'receive',
@@ -679,7 +709,7 @@ export function buildAsyncApi(options: AsyncApiOptions = {}): Json {
         'stateless: each request carries the whole input of its call.',
       ].join('\n'),
       tags: [tag('worker')],
-      messages: opMessages('work', requestNames),
+      messages: opMessages('work', workItemNames),
     },
     publishResult: {
       action: 'send',

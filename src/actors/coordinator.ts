@@ -1,6 +1,6 @@
 import { createActor, type InspectionEvent, toPromise } from 'xstate';
 import { BoundedMap } from '../bounded-map.js';
-import type { Bus } from '../bus/bus.js';
+import { type Bus, type MessageHeaders, TRACEPARENT_HEADER } from '../bus/bus.js';
 import {
   enqueueWork,
   publishCancel,
@@ -424,9 +424,14 @@ export function createCoordinator(options: CoordinatorOptions) {
       actor.send({ type: 'interrupt', reason: `its events could not be published: ${String(error)}` });
     };
 
+    /** Where the run is traced, what its work items carry: the span a worker's spans go under. */
+    const traceHeaders = (): MessageHeaders | undefined => {
+      const traceparent = options.tracing?.traceparent(runId);
+      return traceparent === undefined ? undefined : { [TRACEPARENT_HEADER]: traceparent };
+    };
     const publishRecorded = (event: RunEvent): Promise<void> =>
       Object.hasOwn(ROLE_OF_REQUEST, event.type)
-        ? publishRequest(bus, event as RoleRequest)
+        ? publishRequest(bus, event as RoleRequest, traceHeaders())
         : publishEvent(bus, event);
     /** Stamps and publishes an event; `at` is its time when the caller read the clock for it. */
     const record = <T extends RunEventDraft>(draft: T, at?: number): RunEventOf<T['type']> => {
@@ -441,8 +446,9 @@ export function createCoordinator(options: CoordinatorOptions) {
       seq += 1;
       const id = `${runId}-${seq}-${unguessableId()}`;
       const event = { id, runId, seq, ts: timestamp(at), ...draft } as RunEvent;
-      publishing.push(publishRecorded(event).catch(publishFailed));
+      // Observed first: a request's span (its attempt's, say) is open before its work item is sent.
       options.tracing?.observe(event);
+      publishing.push(publishRecorded(event).catch(publishFailed));
       return event as RunEventOf<T['type']>;
     };
     /** During a replay, the recorded event `draft` produces again; null when they have run out (the run is live now). */
@@ -659,7 +665,8 @@ export function createCoordinator(options: CoordinatorOptions) {
         } catch (error) {
           throw diverged(error);
         }
-        if (options.resend !== false) publishing.push(enqueueWork(bus, request).catch(publishFailed));
+        if (options.resend !== false)
+          publishing.push(enqueueWork(bus, request, traceHeaders()).catch(publishFailed));
         stored = options.storedResult;
       }
       // `record` published the request both as an event and on the role's work queue.

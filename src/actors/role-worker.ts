@@ -28,6 +28,7 @@ import {
   ROLE_OF_REQUEST,
   truncatePlan,
 } from '../schemas/index.js';
+import type { TracedWork, WorkTracing } from '../telemetry/work-tracing.js';
 import { connectMcp, type McpConnection, type McpServers, mcpServersOf } from './mcp.js';
 import type { ChatMessage, Model } from './model.js';
 import { buildMessages, repairMessages } from './prompts.js';
@@ -235,6 +236,13 @@ export async function answerRequest(
   return { calls, result: { status: 'error', phase, error: describeError(error), raw } };
 }
 
+/** The span of a request when the worker is not traced: nothing is recorded. */
+const UNTRACED: TracedWork = {
+  within: (work) => work(),
+  tool: (tool) => tool,
+  end: () => {},
+};
+
 /** A signal that never aborts, for tools of a call that has none. */
 const NEVER = new AbortController().signal;
 
@@ -303,6 +311,11 @@ export interface RoleWorkerOptions {
   /** Replaces the role's system prompt (the reference's `planner_system_prompt`, …). */
   systemPrompt?: string;
   /**
+   * Tracing of the requests it serves (`traceWork`): a span per request, under the trace context
+   * its work item carries, and one per tool run. Default: none.
+   */
+  tracing?: WorkTracing;
+  /**
    * The generator's validators (`validators.ts`): run in order after each valid work answer, in
    * the run's workspace `<root>/<runId>`, within `limits` (default `DEFAULT_VALIDATOR_LIMITS`);
    * their runs go back with the work, and the step chart calls the evaluator only when all passed.
@@ -320,14 +333,15 @@ async function toolboxFor(
   request: RoleRequest,
   workspaces: RoleWorkerOptions['workspaces'],
   mcpTools: readonly Tool[],
+  traced: (tool: Tool) => Tool,
 ): Promise<Toolbox | undefined> {
   if (role === 'planner' || (workspaces === undefined && mcpTools.length === 0)) return undefined;
   const limits = { ...DEFAULT_TOOL_LIMITS, ...workspaces?.limits };
-  if (workspaces === undefined) return { tools: mcpTools, limits };
+  if (workspaces === undefined) return { tools: mcpTools.map(traced), limits };
   const workspace = new Workspace(join(workspaces.root, assertSubjectToken('run id', request.runId)));
   const files = await workspace.list();
   const listing = files.length === 0 ? '(empty)' : files.map((file) => `- ${file}`).join('\n');
-  const tools = [...workspaceTools(workspace, role === 'generator'), ...mcpTools];
+  const tools = [...workspaceTools(workspace, role === 'generator'), ...mcpTools].map(traced);
   if (role === 'generator') {
     const text = `WORKSPACE: the run's files, which earlier steps left and later steps build on. Read them with read_file, write the files of your deliverable with write_file (they are part of it, beside your answer), list them with list_files. It holds:\n${listing}`;
     return { tools, limits, context: { role: 'user', content: text } };
@@ -435,7 +449,7 @@ export function createRoleWorker(options: RoleWorkerOptions): RoleWorker {
   const concurrency = options.concurrency ?? DEFAULT_WORKER_CONCURRENCY;
   const id = options.workerId ?? `${role}-${Math.random().toString(36).slice(2, 8)}`;
   /** The requests in flight, by id, with the controller that aborts each one's model call. */
-  const inFlight = new Map<string, { controller: AbortController; job: Promise<void> }>();
+  const inFlight = new Map<string, { controller: AbortController; job: Promise<unknown> }>();
   const cancelled = new BoundedMap<string, true>(CANCELS_REMEMBERED);
   const live = options.isLiveRun === undefined ? null : liveRunCheck(options.isLiveRun, options.now);
   /** Set by `stop`: a request taken before it and not begun yet goes back to the queue. */
@@ -460,14 +474,21 @@ export function createRoleWorker(options: RoleWorkerOptions): RoleWorker {
     });
   }
 
-  async function answer(request: RoleRequest, signal: AbortSignal): Promise<void> {
+  async function answer(
+    request: RoleRequest,
+    signal: AbortSignal,
+    traced: TracedWork,
+  ): Promise<RoleResult['result']> {
     let answered: RoleAnswer;
     try {
-      const toolbox = await toolboxFor(role, request, workspaces, await mcp.tools(signal));
-      answered = await answerRequest(request, model, maxRepairs, signal, {
-        ...(options.systemPrompt === undefined ? {} : { systemPrompt: options.systemPrompt }),
-        ...(toolbox === undefined ? {} : { toolbox }),
-      });
+      const mcpTools = await mcp.tools(signal);
+      const toolbox = await toolboxFor(role, request, workspaces, mcpTools, traced.tool);
+      answered = await traced.within(() =>
+        answerRequest(request, model, maxRepairs, signal, {
+          ...(options.systemPrompt === undefined ? {} : { systemPrompt: options.systemPrompt }),
+          ...(toolbox === undefined ? {} : { toolbox }),
+        }),
+      );
     } catch (error) {
       if (signal.aborted) throw error;
       // Its tools could not be had (an MCP server that does not start, say): the call fails.
@@ -510,6 +531,7 @@ export function createRoleWorker(options: RoleWorkerOptions): RoleWorker {
       calls,
       result,
     });
+    return result;
   }
 
   // One member of the role's queue group, taking up to `concurrency` requests at once: the bus
@@ -519,7 +541,7 @@ export function createRoleWorker(options: RoleWorkerOptions): RoleWorker {
   const subscription = serveWork(
     bus,
     role,
-    async (request) => {
+    async (request, headers) => {
       if (cancelled.get(request.id)) return;
       if (live !== null) {
         if (!(await live(request.runId))) return refuse(request);
@@ -528,11 +550,13 @@ export function createRoleWorker(options: RoleWorkerOptions): RoleWorker {
         if (stopping !== null) throw stopping;
       }
       const controller = new AbortController();
-      const job = answer(request, controller.signal);
+      const traced = options.tracing?.begin(request, headers, id) ?? UNTRACED;
+      const job = answer(request, controller.signal, traced);
       inFlight.set(request.id, { controller, job });
       try {
-        await job;
+        traced.end({ result: await job });
       } catch (error) {
+        traced.end({ error });
         if (!(controller.signal.reason instanceof CallCancelledError)) throw error;
       } finally {
         inFlight.delete(request.id);

@@ -158,7 +158,7 @@ export const PgeOptionsSchema = z.strictObject({
   ...FollowSettings.shape,
   /**
    * An OpenTelemetry tracer for spans of every run, step, attempt and model call (GenAI semantic
-   * conventions). Without it, spans go out over OTLP when `OTEL_EXPORTER_OTLP_ENDPOINT` is set,
+   * conventions), and of the workers' handling of each request and each tool run. Without it, spans go out over OTLP when `OTEL_EXPORTER_OTLP_ENDPOINT` is set,
    * and nothing of OpenTelemetry is loaded when it is not.
    */
   tracer: z.custom<Tracer>((v) => typeof (v as Tracer | null)?.startSpan === 'function').optional(),

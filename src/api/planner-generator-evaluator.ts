@@ -18,6 +18,7 @@ import { checkTask } from '../runtime/task.js';
 import { ApprovalDecision, type ApprovalGate, type Role, type RunEvent } from '../schemas/index.js';
 import { otlpRequested } from '../telemetry/otlp-env.js';
 import type { RunTracing } from '../telemetry/run-tracing.js';
+import type { WorkTracing } from '../telemetry/work-tracing.js';
 import {
   type PgeOptions,
   type ResolvedOptions,
@@ -56,6 +57,7 @@ export class PlannerGeneratorEvaluator<T extends OutputType = OutputType> {
   /** Tracing, set up before the first run (`prepareTracing`): the observer of every event, and the exporter's stop. */
   private tracing: Promise<void> | null = null;
   private runTracing: RunTracing | undefined;
+  private workTracing: WorkTracing | undefined;
   private stopTracing: (() => Promise<void>) | undefined;
   /** The runs going on in this instance, by id. */
   private readonly running = new Map<string, RunHandle>();
@@ -260,6 +262,7 @@ export class PlannerGeneratorEvaluator<T extends OutputType = OutputType> {
     this.stopTracing = undefined;
     this.tracing = null;
     this.runTracing = undefined;
+    this.workTracing = undefined;
     await stop?.();
   }
 
@@ -337,6 +340,7 @@ export class PlannerGeneratorEvaluator<T extends OutputType = OutputType> {
         this.stopTracing = otlp.shutdown;
       }
       this.runTracing = (await import('../telemetry/run-tracing.js')).traceRuns(tracer);
+      this.workTracing = (await import('../telemetry/work-tracing.js')).traceWork(tracer);
     })();
     return this.tracing;
   }
@@ -359,6 +363,7 @@ export class PlannerGeneratorEvaluator<T extends OutputType = OutputType> {
       validation: validationOf(this.options),
       ...(this.inspect ? { inspect: this.inspect } : {}),
       ...(this.runTracing ? { tracing: this.runTracing } : {}),
+      ...(this.workTracing ? { workTracing: this.workTracing } : {}),
       onLogError: (runId, error) => {
         this.logErrors.set(runId, error);
         this.running.get(runId)?.interrupt();

@@ -11,10 +11,53 @@ import { BusError } from '../errors.js';
  * reported on `pge.errors.rejected.<reporter>` (in process, handlers get the frozen copy checked on publish).
  */
 
+/**
+ * Headers of a message, beside its data (NATS message headers): what the transport carries about a
+ * message rather than in it, such as the W3C `traceparent` of the span that sent it. Never
+ * validated against a schema: whoever reads one checks it.
+ */
+export type MessageHeaders = Readonly<Record<string, string>>;
+
+/**
+ * The header a work item carries its W3C trace context in, when its run is traced: the span the
+ * worker's handling of it goes under.
+ */
+export const TRACEPARENT_HEADER = 'traceparent';
+
+/** A message with no headers. */
+export const NO_HEADERS: MessageHeaders = Object.freeze({});
+
+/**
+ * `headers`, checked as NATS checks them and copied, so that the sender cannot change them once
+ * sent: throws `TypeError` for a name that is not a token of visible ASCII without `:`, or a value
+ * that spans lines.
+ */
+export function sealHeaders(headers: MessageHeaders | undefined): MessageHeaders {
+  if (headers === undefined) return NO_HEADERS;
+  const entries = Object.entries(headers);
+  if (entries.length === 0) return NO_HEADERS;
+  for (const [name, value] of entries) {
+    if (!HEADER_NAME.test(name)) throw new TypeError(`"${name}" is not a valid header name`);
+    if (typeof value !== 'string' || /[\r\n]/.test(value))
+      throw new TypeError(`the value of header ${name} must be a string of one line`);
+  }
+  return Object.freeze(Object.fromEntries(entries));
+}
+
+const HEADER_NAME = /^[!-9;-~]+$/;
+
+/** Options of `publish`. */
+export interface PublishOptions {
+  /** Headers sent with the message (NATS headers; names are case-sensitive tokens, values one line). */
+  headers?: MessageHeaders;
+}
+
 /** A message as a handler receives it: already decoded and validated. */
 export interface BusMessage {
   readonly subject: string;
   readonly data: unknown;
+  /** The headers it was published with (`PublishOptions.headers`, and any the transport adds). */
+  readonly headers: MessageHeaders;
   /** Present when the sender awaits a reply (`request`). */
   readonly reply: string | null;
   /** Whether `respond` can answer: the sender gave an inbox to reply on. */
@@ -150,7 +193,7 @@ export interface Bus {
    */
   readonly reporter: string;
   /** Validates and publishes; resolves once the message is accepted by the transport. */
-  publish(subject: string, data: unknown): Promise<void>;
+  publish(subject: string, data: unknown, options?: PublishOptions): Promise<void>;
   subscribe(subject: string, handler: BusHandler, options?: SubscribeOptions): BusSubscription;
   /** Publishes with a reply subject and resolves with the (validated) reply. */
   request(subject: string, data: unknown, options?: RequestOptions): Promise<unknown>;
@@ -174,6 +217,7 @@ export class Delivery implements BusMessage {
     readonly subject: string,
     readonly data: unknown,
     readonly reply: string | null,
+    readonly headers: MessageHeaders = NO_HEADERS,
   ) {}
 
   /**

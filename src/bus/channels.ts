@@ -2,7 +2,14 @@ import { BusError } from '../errors.js';
 import type { CallCancel, RunApproval, RunControl } from '../schemas/control.js';
 import type { Role, RoleRequest, RoleResult, RunEvent } from '../schemas/index.js';
 import { ROLE_OF_REQUEST } from '../schemas/index.js';
-import type { Bus, BusMessage, BusSubscription, OrderedOptions, StoredMessages } from './bus.js';
+import type {
+  Bus,
+  BusMessage,
+  BusSubscription,
+  MessageHeaders,
+  OrderedOptions,
+  StoredMessages,
+} from './bus.js';
 import type { MessageRejection } from './codec.js';
 import { freezeMessage, rejectionOf } from './codec.js';
 import { subjects, workerQueue } from './subjects.js';
@@ -19,14 +26,14 @@ import { subjects, workerQueue } from './subjects.js';
  * in-memory bus validates it in place (`freezeMessage`). A subject built from an invalid id
  * throws; a function that returns a promise should reject instead.
  */
-function publishOn(bus: Bus, subject: () => string, data: object): Promise<void> {
+function publishOn(bus: Bus, subject: () => string, data: object, headers?: MessageHeaders): Promise<void> {
   let built: string;
   try {
     built = subject();
   } catch (error) {
     return Promise.reject(error);
   }
-  return bus.publish(built, freezeMessage(data));
+  return bus.publish(built, freezeMessage(data), headers === undefined ? undefined : { headers });
 }
 
 /** Publishes a run event on `pge.run.<runId>.evt.<type>`. */
@@ -77,29 +84,37 @@ export function readEvents(
 
 /**
  * Publishes a request event on its run's event subject and queues it for the role that serves
- * it: one message in two places.
+ * it: one message in two places. `headers` go with the work item (`enqueueWork`).
  */
-export async function publishRequest(bus: Bus, request: RoleRequest): Promise<void> {
-  await Promise.all([publishEvent(bus, request), enqueueWork(bus, request)]);
+export async function publishRequest(
+  bus: Bus,
+  request: RoleRequest,
+  headers?: MessageHeaders,
+): Promise<void> {
+  await Promise.all([publishEvent(bus, request), enqueueWork(bus, request, headers)]);
 }
 
-/** Queues a request for the role that serves it (`ROLE_OF_REQUEST`), on `pge.work.<role>`. */
-export function enqueueWork(bus: Bus, request: RoleRequest): Promise<void> {
-  return publishOn(bus, () => subjects.work(ROLE_OF_REQUEST[request.type]), request);
+/**
+ * Queues a request for the role that serves it (`ROLE_OF_REQUEST`), on `pge.work.<role>`, with
+ * `headers` (the W3C `traceparent` of the span that asks, when the run is traced).
+ */
+export function enqueueWork(bus: Bus, request: RoleRequest, headers?: MessageHeaders): Promise<void> {
+  return publishOn(bus, () => subjects.work(ROLE_OF_REQUEST[request.type]), request, headers);
 }
 
 /**
  * Serves a role's work queue as one member of the role's queue group: each request goes to one of
  * the workers serving the role, so workers scale by starting more. The handler takes up to
- * `concurrency` requests at once.
+ * `concurrency` requests at once, each with the headers its work item carries.
  */
 export function serveWork(
   bus: Bus,
   role: Role,
-  handler: (request: RoleRequest) => Promise<void>,
+  handler: (request: RoleRequest, headers: MessageHeaders) => Promise<void>,
   concurrency = 1,
 ): BusSubscription {
-  return bus.subscribe(subjects.work(role), (message) => handler(message.data as RoleRequest), {
+  const handle = (message: BusMessage) => handler(message.data as RoleRequest, message.headers);
+  return bus.subscribe(subjects.work(role), handle, {
     queue: workerQueue(role),
     concurrency,
   });

@@ -6,10 +6,20 @@ import type {
   BusHandler,
   BusMessage,
   BusSubscription,
+  MessageHeaders,
+  PublishOptions,
   RequestOptions,
   SubscribeOptions,
 } from './bus.js';
-import { InFlight, memberGroup, reportSafely, reportToConsole, subscribeOptions } from './bus.js';
+import {
+  InFlight,
+  memberGroup,
+  NO_HEADERS,
+  reportSafely,
+  reportToConsole,
+  sealHeaders,
+  subscribeOptions,
+} from './bus.js';
 import { sealMessage } from './codec.js';
 import { type Envelope, type Host, Subscription } from './in-process-subscription.js';
 import { checkSubject, subjectMatches } from './subjects.js';
@@ -93,8 +103,8 @@ export class InProcessBus implements Bus {
   }
 
   /** Validates and queues the message for delivery; rejects with `MessageRejectedError` or `BusError`. */
-  async publish(subject: string, data: unknown): Promise<void> {
-    this.send(subject, data, null, false);
+  async publish(subject: string, data: unknown, options: PublishOptions = {}): Promise<void> {
+    this.send(subject, data, null, false, sealHeaders(options.headers));
   }
 
   /** Subscribes to a subject or wildcard pattern; throws `TypeError` on a malformed pattern. */
@@ -159,10 +169,16 @@ export class InProcessBus implements Bus {
     this.requests.clear();
   }
 
-  private send(subject: string, data: unknown, reply: string | null, needsResponder: boolean): void {
+  private send(
+    subject: string,
+    data: unknown,
+    reply: string | null,
+    needsResponder: boolean,
+    headers: MessageHeaders = NO_HEADERS,
+  ): void {
     if (this.closed) throw new BusError(`cannot publish on ${subject}: the bus is closed`);
     const route = this.route(subject);
-    const envelope: Envelope = { subject, data: sealMessage(subject, data), reply };
+    const envelope: Envelope = { subject, data: sealMessage(subject, data), reply, headers };
     if (needsResponder && route.plain.length === 0 && route.groups.length === 0) {
       throw new BusError(`no responders on ${subject}`);
     }

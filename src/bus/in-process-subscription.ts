@@ -1,4 +1,4 @@
-import { type Bus, type BusHandler, type BusSubscription, Delivery } from './bus.js';
+import { type Bus, type BusHandler, type BusSubscription, Delivery, type MessageHeaders } from './bus.js';
 
 /**
  * The subscriptions of the in-process bus: each with its own FIFO backlog, handing over one
@@ -13,6 +13,7 @@ export interface Envelope {
   readonly subject: string;
   readonly data: unknown;
   readonly reply: string | null;
+  readonly headers: MessageHeaders;
 }
 
 /** What a subscription needs from its bus, so that the bus keeps no public internals. */
@@ -88,7 +89,9 @@ export class Subscription implements BusSubscription {
       try {
         // The envelope holds the copy sealed for this very subject on publish: parsed, then frozen,
         // so it is still valid on receive and is handed over as it is, shared by every handler.
-        result = this.handler(new Delivery(host.bus, envelope.subject, envelope.data, envelope.reply));
+        result = this.handler(
+          new Delivery(host.bus, envelope.subject, envelope.data, envelope.reply, envelope.headers),
+        );
       } catch (error) {
         host.report(error, envelope.subject);
         host.settle();

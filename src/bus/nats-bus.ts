@@ -1,6 +1,6 @@
 import type { JetStreamClient, JetStreamManager } from '@nats-io/jetstream';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
-import type { NatsConnection } from '@nats-io/transport-node';
+import type { MsgHdrs, NatsConnection } from '@nats-io/transport-node';
 import { errors as natsErrors } from '@nats-io/transport-node';
 import { BusError, ConfigurationError } from '../errors.js';
 import { DEFAULT_PUBLISH_RETRY_MS, ID_PATTERN } from '../schemas/setting-values.js';
@@ -11,15 +11,23 @@ import type {
   BusSubscription,
   DurableOptions,
   OrderedOptions,
+  PublishOptions,
   RequestOptions,
   StoredMessages,
   SubscribeOptions,
 } from './bus.js';
-import { InFlight, memberGroup, reportSafely, reportToConsole, subscribeOptions } from './bus.js';
+import {
+  InFlight,
+  memberGroup,
+  reportSafely,
+  reportToConsole,
+  sealHeaders,
+  subscribeOptions,
+} from './bus.js';
 import { decodeMessage, encodeMessage, rejectionOf } from './codec.js';
 import type { NatsConnectionOptions } from './nats-connection.js';
 import { connectNats, credentialRoleOf, describeNatsServers } from './nats-connection.js';
-import { busError, hasCause, Reconnects, within } from './nats-helpers.js';
+import { busError, hasCause, Reconnects, toNatsHeaders, within } from './nats-helpers.js';
 import { OrderedSubscription } from './nats-ordered-subscription.js';
 import { MAX_PUBLISH_RETRY_MS, type StorePolicy, storeUntilAcknowledged } from './nats-publish.js';
 import { readStored, StoredSubscription } from './nats-stored.js';
@@ -228,12 +236,14 @@ export class NatsBus implements Bus, StoredMessages {
    * `TypeError` (malformed subject) or `BusError` (refused by the stream, not acknowledged in time,
    * or the bus closed first).
    */
-  publish(subject: string, data: unknown): Promise<void> {
+  publish(subject: string, data: unknown, options: PublishOptions = {}): Promise<void> {
     let bytes: Uint8Array;
+    let headers: MsgHdrs | undefined;
     try {
       if (this.closed) throw new BusError(`cannot publish on ${subject}: the bus is closed`);
       checkSubject(subject, false);
       bytes = encodeMessage(subject, data);
+      headers = toNatsHeaders(sealHeaders(options.headers));
     } catch (error) {
       return Promise.reject(error);
     }
@@ -241,7 +251,7 @@ export class NatsBus implements Bus, StoredMessages {
     const stream = streamOf(subject);
     if (stream === null) {
       try {
-        this.connection.publish(subject, bytes);
+        this.connection.publish(subject, bytes, headers === undefined ? undefined : { headers });
         return Promise.resolve();
       } catch (error) {
         return Promise.reject(busError(error, `cannot publish on ${subject}`));
@@ -251,13 +261,13 @@ export class NatsBus implements Bus, StoredMessages {
     // Without an id a second copy would be stored twice: such a message is sent once.
     const stored =
       msgID === undefined
-        ? this.js.publish(subject, bytes).then(
+        ? this.js.publish(subject, bytes, headers === undefined ? undefined : { headers }).then(
             () => undefined,
             (error: unknown) => {
               throw busError(error, `cannot publish on ${subject}`);
             },
           )
-        : storeUntilAcknowledged(this.js, subject, bytes, msgID, this.storePolicy);
+        : storeUntilAcknowledged(this.js, subject, bytes, msgID, this.storePolicy, headers);
     this.publishing.add(stored);
     const forget = () => void this.publishing.delete(stored);
     stored.then(forget, forget);

@@ -1,6 +1,7 @@
-import type { NatsConnection } from '@nats-io/transport-node';
-import { errors as natsErrors } from '@nats-io/transport-node';
+import type { MsgHdrs, NatsConnection } from '@nats-io/transport-node';
+import { errors as natsErrors, headers as natsHeaders } from '@nats-io/transport-node';
 import { BusError } from '../errors.js';
+import { type MessageHeaders, NO_HEADERS } from './bus.js';
 
 /** Subject checks and the mapping of nats.js failures to pge errors, shared by the NATS bus modules. */
 
@@ -102,4 +103,21 @@ export class OutageReport {
     this.since = null;
     this.reported = false;
   }
+}
+
+/** `headers` (checked by `sealHeaders`) as NATS headers; none when there are none. */
+export function toNatsHeaders(headers: MessageHeaders): MsgHdrs | undefined {
+  const names = Object.keys(headers);
+  if (names.length === 0) return undefined;
+  const out = natsHeaders();
+  for (const name of names) out.set(name, headers[name]!);
+  return out;
+}
+
+/** The headers of a received NATS message (the last value of each), frozen. */
+export function fromNatsHeaders(headers: MsgHdrs | undefined): MessageHeaders {
+  if (headers === undefined) return NO_HEADERS;
+  const out: Record<string, string> = {};
+  for (const name of headers.keys()) out[name] = headers.last(name);
+  return Object.freeze(out);
 }

@@ -1,6 +1,6 @@
 import type { JetStreamClient } from '@nats-io/jetstream';
 import { JetStreamApiError } from '@nats-io/jetstream';
-import { errors as natsErrors } from '@nats-io/transport-node';
+import { type MsgHdrs, errors as natsErrors } from '@nats-io/transport-node';
 import { BusError } from '../errors.js';
 import { DUPLICATE_WINDOW_MS } from '../schemas/setting-values.js';
 import { busError, hasCause } from './nats-helpers.js';
@@ -62,12 +62,17 @@ export async function storeUntilAcknowledged(
   bytes: Uint8Array,
   msgID: string,
   policy: StorePolicy,
+  headers?: MsgHdrs,
 ): Promise<void> {
   const started = Date.now();
   for (let attempt = 1; ; attempt++) {
     // The last attempt waits no longer than the bound: a publish gives up on time.
     const timeout = Math.max(1, Math.min(PUBLISH_ATTEMPT_MS, policy.retryMs - (Date.now() - started)));
-    const sent = js.publish(subject, bytes, { msgID, timeout });
+    const sent = js.publish(subject, bytes, {
+      msgID,
+      timeout,
+      ...(headers === undefined ? {} : { headers }),
+    });
     let unlisten = () => {};
     const lost = new Promise<typeof LOST>((resolve) => {
       unlisten = policy.onReconnect(() => resolve(LOST));

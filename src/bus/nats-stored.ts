@@ -1,5 +1,5 @@
 import { type JetStreamManager, RepublishHeaders } from '@nats-io/jetstream';
-import type { Msg, NatsConnection, Subscription } from '@nats-io/transport-node';
+import type { Msg, MsgHdrs, NatsConnection, Subscription } from '@nats-io/transport-node';
 import type { BusHandler } from './bus.js';
 import { busError, type OutageReport } from './nats-helpers.js';
 import { type PgeStream, storedAfter } from './nats-streams.js';
@@ -25,6 +25,7 @@ export interface StoredMessage {
   readonly subject: string;
   readonly data: Uint8Array;
   readonly seq: number;
+  readonly headers: MsgHdrs | undefined;
 }
 
 /**
@@ -40,7 +41,7 @@ export async function readStored(
   const messages: StoredMessage[] = [];
   try {
     for (let msg = await storedAfter(jsm, stream.name, filter, 1); msg !== null; ) {
-      messages.push({ subject: msg.subject, data: msg.data, seq: msg.seq });
+      messages.push({ subject: msg.subject, data: msg.data, seq: msg.seq, headers: msg.header });
       msg = await storedAfter(jsm, stream.name, filter, msg.seq + 1);
     }
   } catch (error) {
@@ -228,7 +229,7 @@ export class StoredSubscription implements NatsSubscription {
       const msg = await storedAfter(this.jsm, this.stream, this.subject, this.next);
       if (msg === null || !this.active) break;
       found = true;
-      this.handOn({ subject: msg.subject, data: msg.data, seq: msg.seq });
+      this.handOn({ subject: msg.subject, data: msg.data, seq: msg.seq, headers: msg.header });
     }
     return found;
   }
@@ -245,7 +246,7 @@ export class StoredSubscription implements NatsSubscription {
       this.wake(true);
       return;
     }
-    const stored = { subject, data: msg.data, seq };
+    const stored = { subject, data: msg.data, seq, headers: msg.headers };
     if (this.reading !== null || this.next === null || this.resyncFrom !== null) {
       this.held.push(stored);
       // Held after a loss of the connection with no pass to follow: one is asked for.

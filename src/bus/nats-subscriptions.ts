@@ -7,11 +7,17 @@ import {
   type JetStreamManager,
   type JsMsg,
 } from '@nats-io/jetstream';
-import { type Msg, type NatsConnection, nanos, type Subscription } from '@nats-io/transport-node';
+import {
+  type Msg,
+  type MsgHdrs,
+  type NatsConnection,
+  nanos,
+  type Subscription,
+} from '@nats-io/transport-node';
 import { BusError } from '../errors.js';
 import { type Bus, type BusHandler, type BusSubscription, Delivery } from './bus.js';
 import { decodeMessage } from './codec.js';
-import { busError, OutageReport } from './nats-helpers.js';
+import { busError, fromNatsHeaders, OutageReport } from './nats-helpers.js';
 import type { PullConsumerSettings } from './nats-streams.js';
 import { ensurePullConsumer, storedAfter, streamOf } from './nats-streams.js';
 import { subjectMatches } from './subjects.js';
@@ -88,6 +94,7 @@ const ACK_ALL_DELAY_MS = 50;
 interface Received {
   readonly subject: string;
   readonly data: Uint8Array;
+  readonly headers?: MsgHdrs | undefined;
 }
 
 /**
@@ -135,7 +142,9 @@ export class SerialDelivery<M extends Received> {
       return;
     }
     try {
-      await this.handler(new Delivery(this.host.bus, msg.subject, data, this.replyOf(msg)));
+      await this.handler(
+        new Delivery(this.host.bus, msg.subject, data, this.replyOf(msg), fromNatsHeaders(msg.headers)),
+      );
     } catch (error) {
       this.host.report(error, msg.subject);
     }
@@ -398,7 +407,9 @@ export class PullSubscription implements NatsSubscription {
         return;
       }
       try {
-        await this.handler(new Delivery(this.host.bus, msg.subject, data, null));
+        await this.handler(
+          new Delivery(this.host.bus, msg.subject, data, null, fromNatsHeaders(msg.headers)),
+        );
         settle(() => msg.ack());
       } catch (error) {
         this.host.report(error, msg.subject);

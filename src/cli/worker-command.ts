@@ -108,6 +108,12 @@ export async function workerCommand(line: CommandLine, io: CliIo): Promise<numbe
     ...(options.replicas === undefined ? {} : { replicas: options.replicas }),
   });
 
+  // Spans over OTLP when the environment asks for it: a coordinator's of the runs it drives, a
+  // role worker's of the requests it serves (in the trace each work item names).
+  const otlp =
+    otlpRequested(io.env) && role !== 'persistence'
+      ? (await import('../telemetry/otlp.js')).otlpTracer()
+      : null;
   let stop: (hurry: boolean) => Promise<void>;
   if (role === 'planner' || role === 'generator' || role === 'evaluator') {
     const model = demo ? new DemoModel() : buildRoleModel(options, role as Role);
@@ -128,8 +134,12 @@ export async function workerCommand(line: CommandLine, io: CliIo): Promise<numbe
       mcpServers: options.mcpServers,
       ...(systemPrompt === undefined ? {} : { systemPrompt }),
       ...(role === 'generator' ? { validation: validationOf(options) } : {}),
+      ...(otlp ? { tracing: (await import('../telemetry/work-tracing.js')).traceWork(otlp.tracer) } : {}),
     });
-    stop = (hurry) => worker.stop(hurry ? 'abort' : 'finish');
+    stop = async (hurry) => {
+      await worker.stop(hurry ? 'abort' : 'finish');
+      await otlp?.shutdown();
+    };
   } else if (role === 'persistence') {
     const persistence = startNatsPersistence({
       bus,
@@ -181,9 +191,7 @@ export async function workerCommand(line: CommandLine, io: CliIo): Promise<numbe
       },
       onError: (error) => io.stderr.write(`pge coordinator: run leases: ${String(error)}\n`),
     });
-    // Spans of every run this coordinator drives, over OTLP when the environment asks for it.
-    const tracing = otlpRequested(io.env) ? (await import('../telemetry/otlp.js')).otlpTracer() : null;
-    const runTracing = tracing && (await import('../telemetry/run-tracing.js')).traceRuns(tracing.tracer);
+    const runTracing = otlp && (await import('../telemetry/run-tracing.js')).traceRuns(otlp.tracer);
     service = startCoordinatorService({
       bus,
       ...(runTracing ? { tracing: runTracing } : {}),
@@ -203,7 +211,7 @@ export async function workerCommand(line: CommandLine, io: CliIo): Promise<numbe
       await running.stop(hurry ? 'interrupt' : 'finish');
       abandoned.stop();
       leases.stop();
-      await tracing?.shutdown();
+      await otlp?.shutdown();
     };
   }
   // "ready" means the server knows this process's subscriptions: a submission sent now is taken.

@@ -8,6 +8,7 @@ import { InProcessBus } from '../bus/in-process-bus.js';
 import { type LogWriteError, WorkerStoppedError } from '../errors.js';
 import type { Role } from '../schemas/index.js';
 import type { RunTracing } from '../telemetry/run-tracing.js';
+import type { WorkTracing } from '../telemetry/work-tracing.js';
 
 /**
  * The embedded composition root: the coordinator, one worker per role, and the persistence actor,
@@ -37,6 +38,8 @@ export interface EmbeddedRuntimeOptions {
   inspect?: (event: InspectionEvent) => void;
   /** Tracing of the runs (`traceRuns`), passed to the coordinator. */
   tracing?: RunTracing;
+  /** Tracing of the requests the workers serve (`traceWork`), passed to each worker. */
+  workTracing?: WorkTracing;
 }
 
 /** Starts the embedded runtime. */
@@ -60,6 +63,7 @@ export function createEmbeddedRuntime(options: EmbeddedRuntimeOptions) {
       ...(options.mcpServers === undefined ? {} : { mcpServers: options.mcpServers }),
       ...(options.systemPrompts?.[role] === undefined ? {} : { systemPrompt: options.systemPrompts[role] }),
       ...(role === 'generator' && options.validation !== undefined ? { validation: options.validation } : {}),
+      ...(options.workTracing ? { tracing: options.workTracing } : {}),
     }),
   );
   const coordinator = createCoordinator({

@@ -14,10 +14,11 @@ export const SafeId = z
   .max(128)
   .regex(ID_PATTERN, 'ids may hold only letters, digits, "-" and "_"');
 
-/** A W3C trace context (`traceparent`: version, trace id, parent span id, flags, in lower-case hex). */
-export const TraceParent = z
-  .string()
-  .regex(/^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$/, 'a W3C traceparent');
+/** A W3C `traceparent` of version 00: version, trace id, parent span id, flags, in lower-case hex. */
+export const TRACEPARENT_PATTERN = /^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$/;
+
+/** A W3C trace context (`traceparent`). */
+export const TraceParent = z.string().regex(TRACEPARENT_PATTERN, 'a W3C traceparent');
 
 /** A score on the rubric's 1–10 scale. */
 export const Score = z.number().min(1).max(10);

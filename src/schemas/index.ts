@@ -19,6 +19,8 @@ export {
   SafeId,
   Score,
   SelfScore,
+  TRACEPARENT_PATTERN,
+  TraceParent,
   truncatePlan,
   Usage,
   ValidatorRun,

@@ -2,13 +2,13 @@ import {
   type Attributes,
   context,
   type Span,
-  type SpanContext,
   SpanKind,
   SpanStatusCode,
   type Tracer,
   trace,
 } from '@opentelemetry/api';
 import type { RunEvent, RunEventOf } from '../schemas/index.js';
+import { remoteParentOf, traceparentOf } from './trace-context.js';
 
 /**
  * OpenTelemetry spans of runs, built from their events as the coordinator records them: a span per
@@ -16,11 +16,12 @@ import type { RunEvent, RunEventOf } from '../schemas/index.js';
  * the step's or run's for calls outside an attempt), each timed by its events' own timestamps.
  * Model calls carry the GenAI semantic conventions (`gen_ai.*`: operation, provider, request and
  * response model, token usage); runs, steps and attempts carry pge's (`pge.*`: verdict, scores,
- * signal, status). The coordinator is the one writer of a run's events, whichever process a worker
- * runs in, so a distributed run is one trace, made where its coordinator runs. The run's span is
- * opened as the run starts (`begin`), and its trace context recorded in `run.started`; a process
- * that resumes the run (a takeover, `pge resume`) opens its span as a child of that one (`resume`),
- * so a run stays one trace across the processes that ran it.
+ * signal, status). The coordinator is the one writer of a run's events, so these are made where
+ * it runs. Each request's work item carries the trace context of the span open when it was asked
+ * (`traceparent`), under which the worker that takes it traces its handling (`traceWork`), in
+ * whatever process. The run's span is opened as the run starts (`begin`), and its trace context
+ * recorded in `run.started`; a process that resumes the run (a takeover, `pge resume`) opens its
+ * span as a child of that one (`resume`), so a run stays one trace across the processes that ran it.
  */
 
 /** What a coordinator tells the tracing of its runs (`CoordinatorOptions.tracing`). */
@@ -34,6 +35,12 @@ export interface RunTracing {
   resume(runId: string, traceparent: string | undefined): void;
   /** Takes every event the coordinator records. */
   observe(event: RunEvent): void;
+  /**
+   * The trace context a request of the run carries to its worker (the `traceparent` header of its
+   * work item): its innermost open span's, the attempt's, the step's or the run's. Undefined for
+   * a run this tracing has no span of.
+   */
+  traceparent(runId: string): string | undefined;
 }
 
 /** The spans open for one run. */
@@ -45,18 +52,6 @@ interface OpenSpans {
 
 const at = (event: RunEvent): Date => new Date(event.ts);
 const cut = (text: string, chars = 500): string => (text.length <= chars ? text : `${text.slice(0, chars)}…`);
-
-/** The W3C `traceparent` of a span. */
-function traceparentOf(span: Span): string {
-  const { traceId, spanId, traceFlags } = span.spanContext();
-  return `00-${traceId}-${spanId}-${traceFlags.toString(16).padStart(2, '0')}`;
-}
-
-/** The span context a W3C `traceparent` names, as a remote parent. */
-function remoteParent(traceparent: string): SpanContext {
-  const [, traceId = '', spanId = '', flags = '00'] = traceparent.split('-');
-  return { traceId, spanId, traceFlags: Number.parseInt(flags, 16), isRemote: true };
-}
 
 /** The tracing of a coordinator's runs on `tracer` (`CoordinatorOptions.tracing`). */
 export function traceRuns(tracer: Tracer): RunTracing {
@@ -130,11 +125,11 @@ export function traceRuns(tracer: Tracer): RunTracing {
 
   const resume = (runId: string, traceparent: string | undefined): void => {
     const attributes = { 'pge.run.id': runId, 'pge.run.resumed': true };
-    const parent = traceparent === undefined ? null : remoteParent(traceparent);
+    const parent = remoteParentOf(traceparent);
     const span = tracer.startSpan(
       'pge.run',
       { startTime: new Date(), attributes },
-      parent === null ? context.active() : trace.setSpanContext(context.active(), parent),
+      parent === undefined ? context.active() : trace.setSpanContext(context.active(), parent),
     );
     openRun(runId, span);
   };
@@ -247,5 +242,10 @@ export function traceRuns(tracer: Tracer): RunTracing {
     }
   };
 
-  return { begin, resume, observe };
+  const traceparent = (runId: string): string | undefined => {
+    const open = runs.get(runId);
+    return open && traceparentOf(open.attempt ?? open.step ?? open.run);
+  };
+
+  return { begin, resume, observe, traceparent };
 }

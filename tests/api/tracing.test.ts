@@ -4,6 +4,7 @@ import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { SpanKind } from '@opentelemetry/api';
 import {
   InMemorySpanExporter,
   type ReadableSpan,
@@ -11,17 +12,35 @@ import {
   TracerProvider,
 } from '@opentelemetry/sdk-trace';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { createRoleWorker } from '../../src/actors/role-worker.js';
 import { PlannerGeneratorEvaluator } from '../../src/api/planner-generator-evaluator.js';
+import { enqueueWork, subscribeResults } from '../../src/bus/channels.js';
+import { InProcessBus } from '../../src/bus/in-process-bus.js';
 import { readLogFile, renderLog } from '../../src/persistence/index.js';
 import type { RunEventOf } from '../../src/schemas/index.js';
+import { traceWork } from '../../src/telemetry/work-tracing.js';
 import { ScriptedModel } from '../../src/testing.js';
 import { ROOT } from '../cli/run-cli.js';
+import { type FakeStep, startFakeOpenAI } from '../support/fake-openai-server.js';
+import { answers, asksForTools, schemaOf, toolAnswers } from '../support/scripted-deployment.js';
 import { approve, evaluate, planOf, proposal, times, work } from '../support/scripts.js';
 
 /**
  * OpenTelemetry: spans of the run, its steps, attempts and model calls, with the GenAI semantic
  * conventions, checked with an in-memory exporter; and OTLP export when the environment asks.
  */
+
+/** A request for a plan of `runId`, as a coordinator queues it. */
+function planRequest(runId: string): RunEventOf<'plan.requested'> {
+  return {
+    id: `${runId}-1`,
+    runId,
+    seq: 1,
+    ts: new Date().toISOString(),
+    type: 'plan.requested',
+    payload: { phase: 'plan', input: { task: 'Write a short guide', maxSteps: 3, replan: null } },
+  };
+}
 
 let dir: string;
 beforeEach(() => {
@@ -147,6 +166,109 @@ describe('tracing', () => {
     expect(resumed.parentSpanContext).toMatchObject({ traceId, spanId });
     expect(new Set(spans.map((s) => s.spanContext().traceId))).toEqual(new Set([traceId]));
     expect(spans.map((s) => s.name)).toContain('pge.step 2');
+  });
+
+  it('traces each request a worker serves under the span that asked for it, and each tool it runs under that', async () => {
+    const exporter = new InMemorySpanExporter();
+    const provider = new TracerProvider({ spanProcessors: [new SimpleSpanProcessor({ exporter })] });
+    const openai = await startFakeOpenAI();
+    openai.script((body): FakeStep => {
+      const schema = schemaOf(body) ?? '';
+      if (toolAnswers(body).length === 0 && schema === 'pge_work')
+        return asksForTools([{ name: 'write_file', arguments: { path: 'a.txt', content: 'a' } }]);
+      if (toolAnswers(body).length === 0 && schema === 'pge_evaluation')
+        return asksForTools([{ name: 'read_file', arguments: { path: 'a.txt' } }], 1);
+      return { content: answers(9, 1)[schema]! };
+    });
+    const pge = new PlannerGeneratorEvaluator({
+      modelName: 'test-model',
+      baseURL: openai.url,
+      apiKey: 'sk-test-tracing',
+      workingDirectory: dir,
+      tracer: provider.getTracer('test'),
+    });
+    try {
+      await pge.run('Write a short guide');
+      expect(pge.lastResult?.passed).toBe(true);
+    } finally {
+      await pge.close();
+      await openai.close();
+    }
+    await provider.forceFlush();
+
+    const spans = exporter.getFinishedSpans();
+    const named = (name: string) => spans.filter((s) => s.name === name);
+    const parentOf = (span: ReadableSpan) =>
+      spans.find((s) => s.spanContext().spanId === span.parentSpanContext?.spanId)?.name;
+    const processOf = (phase: string) =>
+      spans.find((s) => s.name.startsWith('process ') && s.attributes['pge.phase'] === phase)!;
+    expect(new Set(spans.map((s) => s.spanContext().traceId)).size).toBe(1);
+    // Each request's worker span sits under the span that was open when it was asked.
+    expect(parentOf(processOf('plan'))).toBe('pge.run');
+    expect(parentOf(processOf('contract'))).toBe('pge.step 1');
+    expect(parentOf(processOf('contract_review'))).toBe('pge.step 1');
+    expect(parentOf(processOf('work'))).toBe('pge.attempt 1');
+    expect(parentOf(processOf('evaluation'))).toBe('pge.attempt 1');
+    expect(processOf('work').kind).toBe(SpanKind.CONSUMER);
+    expect(processOf('work').attributes).toMatchObject({
+      'messaging.system': 'nats',
+      'messaging.operation.type': 'process',
+      'messaging.destination.name': 'pge.work.generator',
+      'pge.role': 'generator',
+      'pge.worker': 'generator-embedded',
+      'pge.result.status': 'ok',
+    });
+    expect(processOf('evaluation').name).toBe('process pge.work.evaluator');
+    // The tools ran in the worker's span of the call that asked for them.
+    const [written] = named('execute_tool write_file');
+    const [read] = named('execute_tool read_file');
+    expect(written?.parentSpanContext?.spanId).toBe(processOf('work').spanContext().spanId);
+    expect(read?.parentSpanContext?.spanId).toBe(processOf('evaluation').spanContext().spanId);
+    expect(written?.attributes).toMatchObject({
+      'gen_ai.operation.name': 'execute_tool',
+      'gen_ai.tool.name': 'write_file',
+    });
+  });
+
+  it('traces a work item whose traceparent is not W3C trace context as a trace of its own', async () => {
+    const exporter = new InMemorySpanExporter();
+    const provider = new TracerProvider({ spanProcessors: [new SimpleSpanProcessor({ exporter })] });
+    const bus = new InProcessBus();
+    const worker = createRoleWorker({
+      bus,
+      role: 'planner',
+      model: new ScriptedModel({ plan: times(4, { json: planOf(1) }) }),
+      workerId: 'planner-test',
+      tracing: traceWork(provider.getTracer('test')),
+    });
+    const results: string[] = [];
+    subscribeResults(bus, '*', (result) => void results.push(result.requestId));
+    const request = planRequest('run-hostile');
+    const valid = `00-${'a'.repeat(32)}-${'b'.repeat(16)}-01`;
+    const headers = [
+      { traceparent: valid },
+      { traceparent: `00-${'0'.repeat(32)}-${'b'.repeat(16)}-01` },
+      { traceparent: `${valid}-extra` },
+      { traceparent: valid.toUpperCase() },
+    ];
+    for (const [n, sent] of headers.entries()) await enqueueWork(bus, { ...request, id: `req-${n}` }, sent);
+    await bus.flush();
+    await worker.stop();
+    await bus.close();
+
+    // Every item was served; only the well-formed context was taken as the parent.
+    expect(results.sort()).toEqual(['req-0', 'req-1', 'req-2', 'req-3']);
+    const spans = exporter
+      .getFinishedSpans()
+      .sort((a, b) =>
+        String(a.attributes['pge.request.id']).localeCompare(String(b.attributes['pge.request.id'])),
+      );
+    expect(spans.map((s) => s.name)).toEqual(Array(4).fill('process pge.work.planner'));
+    expect(spans[0]!.parentSpanContext).toMatchObject({ traceId: 'a'.repeat(32), spanId: 'b'.repeat(16) });
+    for (const span of spans.slice(1)) {
+      expect(span.parentSpanContext).toBeUndefined();
+      expect(span.spanContext().traceId).not.toBe('a'.repeat(32));
+    }
   });
 
   it('exports the spans over OTLP when OTEL_EXPORTER_OTLP_ENDPOINT is set', async () => {

@@ -180,6 +180,28 @@ export function describeBusContract(
       }
     });
 
+    it('hands a message over with the headers it was published with, and refuses headers NATS would', async () => {
+      const subject = subjects.event(runId, 'run.started');
+      const got: unknown[] = [];
+      bus.subscribe(subject, (message) => void got.push(message.headers));
+      const headers = { traceparent: `00-${'1'.repeat(32)}-${'2'.repeat(16)}-01`, 'x-note': 'a b' };
+      await bus.publish(subject, runStarted(runId, 1), { headers });
+      await bus.publish(subject, runStarted(runId, 2));
+      const hostiles: Record<string, string>[] = [
+        { 'bad name': 'v' },
+        { 'a:b': 'v' },
+        { ok: 'two\r\nlines' },
+      ];
+      for (const hostile of hostiles)
+        await expect(bus.publish(subject, runStarted(runId, 3), { headers: hostile })).rejects.toThrow(
+          TypeError,
+        );
+      await bus.flush();
+      expect(got).toHaveLength(2);
+      expect(got[0]).toMatchObject(headers);
+      expect(got[1]).not.toHaveProperty('traceparent');
+    });
+
     it('stops delivering after unsubscribe', async () => {
       const subject = subjects.event(runId, 'run.started');
       const kept = collect(bus, subject);

@@ -161,20 +161,25 @@ describe('NatsBus on JetStream', () => {
     expect(await storedOn(jsm, 'PGE_EVENTS', subjects.event(runId, 'run.started'))).toBe(2);
   });
 
-  it('keeps a work item queued while no worker runs and hands it to the first worker that starts', async () => {
+  it('keeps a work item queued, with its headers, while no worker runs and hands it to the first worker that starts', async () => {
     const producer = await open();
     const runId = freshRunId();
-    await enqueueWork(producer, requestOf('step.work.requested', runId, 1));
+    const traceparent = `00-${'1'.repeat(32)}-${'2'.repeat(16)}-01`;
+    await enqueueWork(producer, requestOf('step.work.requested', runId, 1), { traceparent });
     await producer.close();
     expect(await storedOn(jsm, 'PGE_WORK', subjects.work('generator'))).toBeGreaterThanOrEqual(1);
 
     const worker = await open();
     const handled: string[] = [];
-    serveWork(worker, 'generator', async (request) => {
-      if (request.runId === runId) handled.push(request.id);
+    const carried: (string | undefined)[] = [];
+    serveWork(worker, 'generator', async (request, headers) => {
+      if (request.runId !== runId) return;
+      handled.push(request.id);
+      carried.push(headers.traceparent);
     });
     await worker.flush();
     expect(handled).toEqual([`${runId}-req-1`]);
+    expect(carried).toEqual([traceparent]);
     // Acknowledged, so the work queue let it go.
     await expect.poll(() => storedOn(jsm, 'PGE_WORK', subjects.work('generator'))).toBe(0);
   });

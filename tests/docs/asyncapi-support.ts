@@ -41,10 +41,11 @@ export function payloadOf(message: string): Json {
   return at(payloadRef(message));
 }
 
-/** The component message of each event type, by the message's `name`. */
+/** The component message of each event type on the events channel, by the message's `name`. */
 export function messageOfType(type: RunEventType): string {
   const messages = at<Record<string, { name: string }>>('#/components/messages');
-  const found = Object.entries(messages).filter(([, m]) => m.name === type);
+  const onEvents = new Set(Object.keys(at('#/channels/runEvents/messages')));
+  const found = Object.entries(messages).filter(([key, m]) => m.name === type && onEvents.has(key));
   expect(found, `messages named ${type}`).toHaveLength(1);
   return found[0]![0];
 }

@@ -3,6 +3,7 @@ import { type Diagnostic, Parser } from '@asyncapi/parser';
 import { describe, expect, it } from 'vitest';
 import { stringify } from 'yaml';
 import { buildAsyncApi, renderAsyncApi } from '../../scripts/gen-asyncapi.js';
+import { TRACEPARENT_HEADER } from '../../src/bus/bus.js';
 import { subjects } from '../../src/bus/subjects.js';
 import { Role } from '../../src/schemas/index.js';
 import {
@@ -182,6 +183,13 @@ describe('docs/asyncapi.yaml', () => {
     }
     expect(onEvents).toHaveLength(EVENT_TYPES.length);
     expect(onWork.map((m) => at<{ name: string }>(`#/components/messages/${m}`).name)).toEqual(REQUEST_TYPES);
+    // A work item carries the trace context of the span that asked, beside its message id.
+    for (const m of onWork)
+      expect(at(`#/components/messages/${m}/headers`)).toEqual({ $ref: '#/components/schemas/WorkHeaders' });
+    expect(Object.keys(at('#/components/schemas/WorkHeaders/properties'))).toEqual([
+      'Nats-Msg-Id',
+      TRACEPARENT_HEADER,
+    ]);
     expect(
       payloadOf(at<{ $ref: string }>('#/channels/runResults/messages/RoleResult').$ref.split('/').pop()!),
     ).toBe(at('#/components/schemas/RoleResult'));

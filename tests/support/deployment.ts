@@ -36,8 +36,11 @@ export interface TestDeployment {
   readonly client: ConnectionOptions;
   /** The environment of a `pge` process of `role`: its credential, and the model server. */
   env(role: NatsRole): Record<string, string>;
-  /** Starts `pge worker --role <role> …extra` with its role's credential and waits until it is ready. */
-  worker(role: NatsRole, extra?: readonly string[]): Promise<PgeProcess>;
+  /**
+   * Starts `pge worker --role <role> …extra` with its role's credential (and `extraEnv`) and waits
+   * until it is ready.
+   */
+  worker(role: NatsRole, extra?: readonly string[], extraEnv?: Record<string, string>): Promise<PgeProcess>;
   /**
    * Stops every process still running (SIGTERM), the servers, and deletes the logs; returns the
    * exit codes and what the server refused (`SecuredNatsServer.refusals`).
@@ -66,9 +69,9 @@ export async function startDeployment(): Promise<TestDeployment> {
     logs,
     client: nats.connectOptions('client'),
     env,
-    async worker(role, extra = []) {
+    async worker(role, extra = [], extraEnv = {}) {
       if (role !== 'coordinator') await coordinatorReady.catch(() => undefined);
-      const process = startPge(['worker', '--role', role, ...extra], env(role));
+      const process = startPge(['worker', '--role', role, ...extra], { ...env(role), ...extraEnv });
       processes.push(process);
       const ready = process.waitFor(/ready/, 30_000);
       if (role === 'coordinator') coordinatorReady = ready;
