@@ -39,6 +39,13 @@ export interface NatsConnectionOptions {
   name?: string;
   /** Milliseconds allowed for the first connection (per server); default 5000. */
   connectTimeoutMs?: number;
+  /**
+   * Milliseconds between the client's pings (nats.js `pingInterval`); default 10 000. A server
+   * that leaves two pings unanswered is taken for gone and the client reconnects, to another server
+   * of the cluster when it has one: how a process gets away from a server that hangs, or whose
+   * network path drops packets without closing the connection.
+   */
+  pingIntervalMs?: number;
 }
 
 const OPTION_NAMES: ReadonlySet<string> = new Set([
@@ -53,10 +60,13 @@ const OPTION_NAMES: ReadonlySet<string> = new Set([
   'tls',
   'name',
   'connectTimeoutMs',
+  'pingIntervalMs',
 ]);
 const TLS_NAMES: ReadonlySet<string> = new Set(['caFile', 'certFile', 'keyFile']);
 const DEFAULT_SERVER = 'nats://127.0.0.1:4222';
 const DEFAULT_CONNECT_TIMEOUT_MS = 5_000;
+/** nats.js pings every 2 minutes: a hung server would hold a process for 4 to 6 minutes. */
+const DEFAULT_PING_INTERVAL_MS = 10_000;
 /** Reconnect delays grow with the outage: a quarter of its length so far, within these bounds. */
 const MIN_RECONNECT_DELAY_MS = 250;
 const MAX_RECONNECT_DELAY_MS = 5_000;
@@ -65,7 +75,8 @@ const MAX_RECONNECT_DELAY_MS = 5_000;
  * Reads connection options from environment variables (empty values count as unset):
  * `NATS_URL` (comma-separated server URLs), `NATS_USER` and `NATS_PASSWORD`, `NATS_TOKEN`,
  * `NATS_NKEY_SEED_FILE` (a file holding an NKey seed), `NATS_CREDS` (a `.creds` file),
- * `NATS_INBOX_PREFIX`, and the TLS files `NATS_CA`, `NATS_CERT`, `NATS_KEY`.
+ * `NATS_INBOX_PREFIX`, the TLS files `NATS_CA`, `NATS_CERT`, `NATS_KEY`, and
+ * `NATS_PING_INTERVAL_MS`. Throws `ConfigurationError` for a ping interval that is not a number.
  */
 export function natsOptionsFromEnv(env: NodeJS.ProcessEnv = process.env): NatsConnectionOptions {
   const get = (name: string): string | undefined => {
@@ -87,6 +98,12 @@ export function natsOptionsFromEnv(env: NodeJS.ProcessEnv = process.env): NatsCo
   set('nkeyFile', get('NATS_NKEY_SEED_FILE'));
   set('credsFile', get('NATS_CREDS'));
   set('inboxPrefix', get('NATS_INBOX_PREFIX'));
+  const ping = get('NATS_PING_INTERVAL_MS');
+  if (ping !== undefined) {
+    if (!/^\d+$/.test(ping))
+      throw new ConfigurationError(`NATS_PING_INTERVAL_MS must be milliseconds, not "${ping}"`);
+    options.pingIntervalMs = Number(ping);
+  }
   const tls = { caFile: get('NATS_CA'), certFile: get('NATS_CERT'), keyFile: get('NATS_KEY') };
   if (tls.caFile || tls.certFile || tls.keyFile) {
     options.tls = Object.fromEntries(Object.entries(tls).filter(([, value]) => value !== undefined));
@@ -112,6 +129,10 @@ export async function connectNats(options: NatsConnectionOptions = {}): Promise<
   if (!Number.isFinite(timeout) || timeout <= 0) {
     throw new ConfigurationError(`connectTimeoutMs must be a positive number of milliseconds`);
   }
+  const pingInterval = options.pingIntervalMs ?? DEFAULT_PING_INTERVAL_MS;
+  if (!Number.isSafeInteger(pingInterval) || pingInterval <= 0) {
+    throw new ConfigurationError(`pingIntervalMs must be a positive whole number of milliseconds`);
+  }
   // nats.js asks for the delay on every turn of its dial loop, not once per attempt, so the delay
   // follows the time since the outage began rather than a count of calls.
   let outageStart: number | null = null;
@@ -128,6 +149,7 @@ export async function connectNats(options: NatsConnectionOptions = {}): Promise<
     // Only after a first success: a server that is not there at start is a configuration error.
     waitOnFirstConnect: false,
     reconnectDelayHandler: reconnectDelay,
+    pingInterval,
     // Without it nats.js builds an error with a stack trace for every request and publish ack, in
     // case it fails (10 % of a busy coordinator's time); pge names its failures itself.
     noAsyncTraces: true,

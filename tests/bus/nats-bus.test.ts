@@ -990,12 +990,16 @@ describe('connecting to NATS', () => {
         NATS_NKEY_SEED_FILE: '/seed',
         NATS_CERT: 'c',
         NATS_KEY: 'k',
+        NATS_PING_INTERVAL_MS: '2500',
       }),
     ).toEqual({
       credsFile: '/x.creds',
       nkeyFile: '/seed',
       tls: { certFile: 'c', keyFile: 'k' },
+      pingIntervalMs: 2500,
     });
+    expect(() => natsOptionsFromEnv({ NATS_PING_INTERVAL_MS: '10s' })).toThrow(ConfigurationError);
+    await expect(connectNats({ servers: natsUrl, pingIntervalMs: 0 })).rejects.toThrow(/pingIntervalMs/);
     await expect(connectNats({ server: 'x' } as never)).rejects.toBeInstanceOf(ConfigurationError);
     await expect(connectNats({ token: 't', user: 'u', pass: 'p' })).rejects.toThrow(/choose one/);
     await expect(connectNats({ credsFile: '/nonexistent/pge.creds' })).rejects.toThrow(

@@ -4,6 +4,7 @@ import { basename, join } from 'node:path';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { connectNats, natsOptionsFromEnv } from '../../src/bus/nats-connection.js';
 import { EVENTS_STREAM, PGE_STREAMS } from '../../src/bus/nats-streams.js';
 import type { NatsRole } from '../../src/bus/permissions.js';
 import { LEASE_BUCKET } from '../../src/bus/run-leases.js';
@@ -98,6 +99,28 @@ describe('pge on a three-server JetStream cluster', MULTI_PROCESS, () => {
       await nc.close();
     }
   }, 90_000);
+
+  it('takes a connection off a server that stops answering to another server of the cluster within its ping interval', async () => {
+    const nc = await connectNats({ ...natsOptionsFromEnv(cluster.env('coordinator')), pingIntervalMs: 500 });
+    const port = nc.info?.port;
+    const frozen = cluster.servers.find((server) => server.port === port)!;
+    try {
+      frozen.freeze();
+      // Two pings unanswered (1 to 1.5 s), then a reconnect to a server that answers; a try of the
+      // frozen one again (nats.js may pick it) costs a connect timeout (5 s). With pge's default
+      // interval (10 s), or nats.js's own (2 minutes), it would take far longer.
+      await until(
+        () => nc.info?.port,
+        (now) => now !== undefined && now !== port,
+        'a reconnect to another server',
+        10_000,
+      );
+      await nc.flush();
+    } finally {
+      frozen.thaw();
+      await nc.close();
+    }
+  });
 
   it('loses no run and no event when the leader of PGE_EVENTS is SIGKILLed with runs in flight', async () => {
     // Every call takes a while, so that each run is in the middle of a call at the kill.

@@ -40,6 +40,12 @@ export interface NatsServerHandle {
   restart(downMs?: number, how?: { crash: true; frozenMs: number }): Promise<void>;
   /** Has the server read its configuration file again (SIGHUP, as `nats-server --signal reload`). */
   reload(): void;
+  /**
+   * Freezes the server (SIGSTOP): its connections stay open and it answers nothing, as a server
+   * that hangs or whose network drops packets; `thaw` lets it go on (SIGCONT).
+   */
+  freeze(): void;
+  thaw(): void;
   /** Kills the server (SIGKILL): a server lost, its store kept (`restart` brings it back). */
   kill(): Promise<void>;
   /** Stops the server (SIGTERM, then SIGKILL after 5 s) and deletes its store. */
@@ -165,6 +171,8 @@ class ServerProcess {
       return;
     }
     if (child.exitCode === null && child.signalCode === null) {
+      // A frozen server would not act on SIGTERM until it is let go.
+      child.kill('SIGCONT');
       child.kill('SIGTERM');
       const killer = setTimeout(() => child.kill('SIGKILL'), 5_000);
       await this.exited;
@@ -187,6 +195,8 @@ function makeHandle(server: ServerProcess, port: number, storeDir: string): Nats
     reload() {
       server.signal('SIGHUP');
     },
+    freeze: () => server.signal('SIGSTOP'),
+    thaw: () => server.signal('SIGCONT'),
     kill: () => server.kill({ frozenMs: 0 }),
     stop() {
       stopping ??= (async () => {
