@@ -198,6 +198,12 @@ export class RunLeases {
       return true;
     } catch (error) {
       if (wrongRevision(error)) return false;
+      // Not answered (a cluster electing the bucket's leader, say): if nobody took the run, its
+      // lease is told expired again a term from now, rather than left to nobody.
+      if (this.#seen.get(runId) === seen) {
+        seen.told = false;
+        seen.at = performance.now();
+      }
       throw error;
     }
   }
@@ -237,6 +243,14 @@ export class RunLeases {
     this.#held.delete(runId);
     if (revision === undefined) return;
     await this.kv.delete(runId, { previousSeq: revision }).catch(() => undefined); // taken over meanwhile
+  }
+
+  /**
+   * Stops renewing the lease of `runId` without deleting it: it expires as a dead owner's would,
+   * and `onExpired` is told (this coordinator's too) once a lease term has passed.
+   */
+  letExpire(runId: string): void {
+    this.#held.delete(runId);
   }
 
   /** Stops renewing and watching; the leases still held expire for others to take. */

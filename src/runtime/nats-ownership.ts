@@ -15,6 +15,7 @@ export function natsRunOwnership(bus: NatsBus, leases: RunLeases): RunOwnership 
     owner: leases.owner,
     claim: (runId) => leases.claim(runId),
     release: (runId) => leases.release(runId),
+    letExpire: (runId) => leases.letExpire(runId),
     takeOver: (runId) => leases.takeOver(runId),
     takeOverNow: (runId) => leases.takeOverNow(runId),
     events: async (runId) => bySeq(await readRunEvents(bus, runId)),

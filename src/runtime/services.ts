@@ -79,6 +79,11 @@ export interface RunOwnership {
   claim(runId: string): Promise<boolean>;
   /** Releases the claim of a run that ended here. */
   release(runId: string): Promise<void>;
+  /**
+   * Stops renewing the claim of a run this coordinator took but cannot drive (its events could not
+   * be read): the claim expires, and the run is taken over again, by this coordinator or another.
+   */
+  letExpire(runId: string): void;
   /** Takes over a run whose owner stopped renewing its claim; false when another coordinator won it. */
   takeOver(runId: string): Promise<boolean>;
   /** Takes a run's claim now unless a live owner holds it (`pge resume --nats`): the owner afterwards. */
@@ -148,7 +153,15 @@ export function startCoordinatorService(service: CoordinatorServiceOptions): Coo
    * claim is released, and the reason returned.
    */
   const driveTaken = async (own: RunOwnership, runId: string): Promise<string | null> => {
-    const events = await own.events(runId);
+    let events: readonly RunEvent[];
+    try {
+      events = await own.events(runId);
+    } catch (error) {
+      // Unread (a cluster electing the stream's leader, say), the run would stay claimed by a
+      // coordinator that does not drive it: its claim is left to expire, for another takeover.
+      own.letExpire(runId);
+      throw error;
+    }
     const problem = notResumable(runId, events);
     if (problem !== null) {
       await own.release(runId);

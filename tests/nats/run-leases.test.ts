@@ -29,7 +29,10 @@ interface Told {
   lost: string[];
 }
 
-async function coordinator(owner: string, leaseMs = 600): Promise<{ leases: RunLeases; told: Told }> {
+async function coordinator(
+  owner: string,
+  leaseMs = 600,
+): Promise<{ leases: RunLeases; told: Told; nc: NatsConnection }> {
   const nc = await connect(nats.connectOptions('coordinator'));
   connections.push(nc);
   const told: Told = { expired: [], lost: [] };
@@ -40,7 +43,7 @@ async function coordinator(owner: string, leaseMs = 600): Promise<{ leases: RunL
     onLost: (runId) => told.lost.push(runId),
   });
   opened.push(leases);
-  return { leases, told };
+  return { leases, told, nc };
 }
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -128,6 +131,34 @@ describe('run leases', MULTI_PROCESS, () => {
     // a stopped renewing: b's lease is not taken back, and b is not told it lost anything.
     await sleep(1_000);
     expect(b.told.lost).toEqual([]);
+  });
+
+  it('a lease its holder lets expire (it could not drive the run) is told expired to every coordinator, the holder too', async () => {
+    const a = await coordinator('a');
+    const b = await coordinator('b');
+    await a.leases.claim('run-1');
+    await until(() => b.leases.ownerOf('run-1') === 'a', 'b to see the lease');
+    await sleep(1_000);
+    // Renewed so far: nobody was told.
+    expect([...a.told.expired, ...b.told.expired]).toEqual([]);
+    a.leases.letExpire('run-1');
+    await until(() => a.told.expired.length > 0 && b.told.expired.length > 0, 'the lease to expire');
+    // Still written in a's name, it is taken over like any other: here by a itself.
+    expect(await a.leases.takeOver('run-1')).toBe(true);
+    await until(() => b.leases.ownerOf('run-1') === 'a', 'b to see the new lease');
+  });
+
+  it('a takeover the server does not answer leaves the lease to be told expired again, not to nobody', async () => {
+    const a = await coordinator('a');
+    const b = await coordinator('b');
+    await a.leases.claim('run-1');
+    await until(() => b.leases.ownerOf('run-1') === 'a', 'b to see the lease');
+    a.leases.stop();
+    await until(() => b.told.expired.length === 1, 'the lease to expire');
+    // b's takeover cannot reach the server.
+    await b.nc.close();
+    await expect(b.leases.takeOver('run-1')).rejects.toThrow();
+    await until(() => b.told.expired.length === 2, 'the lease to be told expired again');
   });
 
   it('a released run is forgotten: nobody takes it over', async () => {

@@ -10,9 +10,9 @@ import { resolveOptions } from '../../src/api/options.js';
 import { publishControl } from '../../src/bus/channels.js';
 import { InProcessBus } from '../../src/bus/in-process-bus.js';
 import { subjects } from '../../src/bus/subjects.js';
-import { ConfigurationError, WorkerStoppedError } from '../../src/errors.js';
+import { BusError, ConfigurationError, WorkerStoppedError } from '../../src/errors.js';
 import { readLogFile } from '../../src/persistence/index.js';
-import { startCoordinatorService, submitAndFollow } from '../../src/runtime/services.js';
+import { type RunOwnership, startCoordinatorService, submitAndFollow } from '../../src/runtime/services.js';
 import type { RunEvent } from '../../src/schemas/index.js';
 
 /** The distributed services, on the in-process bus: submission, coordination, persistence, following. */
@@ -228,6 +228,38 @@ describe('coordinator service', () => {
       expect(last.type === 'run.failed' && last.payload.message).toContain(reason);
     } finally {
       await d.close();
+    }
+  });
+
+  it('lets the claim of a run it took over expire when the run cannot be read, rather than hold it undriven', async () => {
+    const bus = new InProcessBus();
+    const calls: string[] = [];
+    const ownership: RunOwnership = {
+      owner: 'coordinator-b',
+      claim: async () => true,
+      release: async (runId) => void calls.push(`release ${runId}`),
+      letExpire: (runId) => void calls.push(`letExpire ${runId}`),
+      takeOver: async (runId) => (calls.push(`takeOver ${runId}`), true),
+      takeOverNow: async () => ({ owner: 'coordinator-b', taken: true }),
+      events: async () => {
+        throw new BusError('cannot read pge.run.run-1.evt.> from PGE_EVENTS: timeout');
+      },
+      storedResult: async () => null,
+    };
+    const service = startCoordinatorService({
+      bus,
+      options: resolveOptions({ workingDirectory: dir }),
+      models: { planner: 'm', generator: 'm', evaluator: 'm' },
+      ownership,
+    });
+    try {
+      await expect(service.takeOver('run-1')).rejects.toThrow(/timeout/);
+      // Claimed, unread, let go: another takeover (here or elsewhere) comes once the claim expires.
+      expect(calls).toEqual(['takeOver run-1', 'letExpire run-1']);
+      expect(service.active.has('run-1')).toBe(false);
+    } finally {
+      await service.stop();
+      await bus.close();
     }
   });
 });
