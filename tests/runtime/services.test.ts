@@ -239,7 +239,10 @@ describe('coordinator service', () => {
       claim: async () => true,
       release: async (runId) => void calls.push(`release ${runId}`),
       letExpire: (runId) => void calls.push(`letExpire ${runId}`),
-      takeOver: async (runId) => (calls.push(`takeOver ${runId}`), true),
+      takeOver: async (runId) => {
+        calls.push(`takeOver ${runId}`);
+        return true;
+      },
       takeOverNow: async () => ({ owner: 'coordinator-b', taken: true }),
       events: async () => {
         throw new BusError('cannot read pge.run.run-1.evt.> from PGE_EVENTS: timeout');
