@@ -8,7 +8,7 @@ import {
   trace,
 } from '@opentelemetry/api';
 import type { RunEvent, RunEventOf } from '../schemas/index.js';
-import { remoteParentOf, traceparentOf } from './trace-context.js';
+import { contextUnder, traceparentOf } from './trace-context.js';
 
 /**
  * OpenTelemetry spans of runs, built from their events as the coordinator records them: a span per
@@ -125,11 +125,10 @@ export function traceRuns(tracer: Tracer): RunTracing {
 
   const resume = (runId: string, traceparent: string | undefined): void => {
     const attributes = { 'pge.run.id': runId, 'pge.run.resumed': true };
-    const parent = remoteParentOf(traceparent);
     const span = tracer.startSpan(
       'pge.run',
       { startTime: new Date(), attributes },
-      parent === undefined ? context.active() : trace.setSpanContext(context.active(), parent),
+      contextUnder(traceparent),
     );
     openRun(runId, span);
   };

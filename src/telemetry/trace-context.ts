@@ -1,4 +1,11 @@
-import { isSpanContextValid, type Span, type SpanContext } from '@opentelemetry/api';
+import {
+  type Context,
+  context,
+  isSpanContextValid,
+  type Span,
+  type SpanContext,
+  trace,
+} from '@opentelemetry/api';
 import { TRACEPARENT_PATTERN } from '../schemas/index.js';
 
 /**
@@ -23,4 +30,10 @@ export function remoteParentOf(traceparent: string | undefined): SpanContext | u
   const [, traceId = '', spanId = '', flags = '00'] = traceparent.split('-');
   const parent = { traceId, spanId, traceFlags: Number.parseInt(flags, 16), isRemote: true };
   return isSpanContextValid(parent) ? parent : undefined;
+}
+
+/** The context to start a span in under `traceparent`: its span as remote parent, else the active one. */
+export function contextUnder(traceparent: string | undefined): Context {
+  const parent = remoteParentOf(traceparent);
+  return parent === undefined ? context.active() : trace.setSpanContext(context.active(), parent);
 }

@@ -10,7 +10,7 @@ import {
 import { type MessageHeaders, TRACEPARENT_HEADER } from '../bus/bus.js';
 import { subjects } from '../bus/subjects.js';
 import { ROLE_OF_REQUEST, type RoleRequest, type RoleResult } from '../schemas/index.js';
-import { remoteParentOf } from './trace-context.js';
+import { contextUnder } from './trace-context.js';
 
 /**
  * OpenTelemetry spans of a role worker: one per request it takes from its queue (a consumer
@@ -51,7 +51,6 @@ export function traceWork(tracer: Tracer): WorkTracing {
     begin(request, headers, worker) {
       const role = ROLE_OF_REQUEST[request.type];
       const queue = subjects.work(role);
-      const parent = remoteParentOf(headers[TRACEPARENT_HEADER]);
       const span = tracer.startSpan(
         `process ${queue}`,
         {
@@ -69,7 +68,7 @@ export function traceWork(tracer: Tracer): WorkTracing {
             'pge.worker': worker,
           },
         },
-        parent === undefined ? context.active() : trace.setSpanContext(context.active(), parent),
+        contextUnder(headers[TRACEPARENT_HEADER]),
       );
       const active = trace.setSpan(context.active(), span);
       return {
