@@ -239,6 +239,7 @@ export async function answerRequest(
 /** The span of a request when the worker is not traced: nothing is recorded. */
 const UNTRACED: TracedWork = {
   within: (work) => work(),
+  validate: (run) => run(),
   tool: (tool) => tool,
   end: () => {},
 };
@@ -508,18 +509,21 @@ export function createRoleWorker(options: RoleWorkerOptions): RoleWorker {
       result.phase === 'work'
     ) {
       const { input } = request.payload;
-      const runs = await runValidators(
-        validators,
-        {
-          workspace: resolve(validation.root, assertSubjectToken('run id', request.runId)),
-          output: result.output.output,
-          runId: request.runId,
-          stepId: input.step.id,
-          stepNumber: input.stepNumber,
-          attempt: input.attempt,
-        },
-        signal,
-        { ...DEFAULT_VALIDATOR_LIMITS, ...validation.limits },
+      const { output } = result.output;
+      const runs = await traced.validate(() =>
+        runValidators(
+          validators,
+          {
+            workspace: resolve(validation.root, assertSubjectToken('run id', request.runId)),
+            output,
+            runId: request.runId,
+            stepId: input.step.id,
+            stepNumber: input.stepNumber,
+            attempt: input.attempt,
+          },
+          signal,
+          { ...DEFAULT_VALIDATOR_LIMITS, ...validation.limits },
+        ),
       );
       result = { ...result, validation: runs };
     }

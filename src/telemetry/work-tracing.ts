@@ -9,7 +9,7 @@ import {
 } from '@opentelemetry/api';
 import { type MessageHeaders, TRACEPARENT_HEADER } from '../bus/bus.js';
 import { subjects } from '../bus/subjects.js';
-import { ROLE_OF_REQUEST, type RoleRequest, type RoleResult } from '../schemas/index.js';
+import { ROLE_OF_REQUEST, type RoleRequest, type RoleResult, type ValidatorRun } from '../schemas/index.js';
 import { contextUnder } from './trace-context.js';
 
 /**
@@ -39,6 +39,11 @@ export interface WorkTracing {
 export interface TracedWork {
   /** Runs `work` with the request's span as the active span. */
   within<T>(work: () => Promise<T>): Promise<T>;
+  /**
+   * Runs the generator's validators (`run`) in a `pge.validate` span under the request's, with an
+   * event per validator run (name, outcome, exit code, duration).
+   */
+  validate(run: () => Promise<ValidatorRun[]>): Promise<ValidatorRun[]>;
   /** `tool`, each run of which is an `execute_tool` span under the request's. */
   tool<D extends { readonly name: string }>(tool: RunnableTool<D>): RunnableTool<D>;
   /** Ends the span with the result the worker published, or with the error it published none for. */
@@ -74,6 +79,7 @@ export function traceWork(tracer: Tracer): WorkTracing {
       return {
         within: (work) => context.with(active, work),
         tool: (tool) => tracedTool(tracer, active, tool),
+        validate: (run) => tracedValidation(tracer, active, run),
         end(outcome) {
           if ('error' in outcome) failed(span, outcome.error);
           else {
@@ -86,6 +92,35 @@ export function traceWork(tracer: Tracer): WorkTracing {
       };
     },
   };
+}
+
+/** The validators `run` runs, in a `pge.validate` span under `parent`. */
+async function tracedValidation(
+  tracer: Tracer,
+  parent: Context,
+  run: () => Promise<ValidatorRun[]>,
+): Promise<ValidatorRun[]> {
+  const span = tracer.startSpan('pge.validate', { kind: SpanKind.INTERNAL }, parent);
+  try {
+    const runs = await context.with(trace.setSpan(parent, span), run);
+    for (const { validator, passed, exitCode, durationMs } of runs)
+      span.addEvent('pge.validator', {
+        'pge.validator.name': validator,
+        'pge.validator.passed': passed,
+        'pge.validator.duration_ms': durationMs,
+        ...(exitCode === null ? {} : { 'pge.validator.exit_code': exitCode }),
+      });
+    span.setAttribute(
+      'pge.validation.passed',
+      runs.every((r) => r.passed),
+    );
+    return runs;
+  } catch (error) {
+    failed(span, error);
+    throw error;
+  } finally {
+    span.end();
+  }
 }
 
 /** `tool`, run in an `execute_tool` span under `parent`. */

@@ -185,6 +185,7 @@ describe('tracing', () => {
       baseURL: openai.url,
       apiKey: 'sk-test-tracing',
       workingDirectory: dir,
+      validators: ['test -f a.txt'],
       tracer: provider.getTracer('test'),
     });
     try {
@@ -228,6 +229,13 @@ describe('tracing', () => {
       'gen_ai.operation.name': 'execute_tool',
       'gen_ai.tool.name': 'write_file',
     });
+    // The validators ran in it too, after the work's answer.
+    const [validate] = named('pge.validate');
+    expect(validate?.parentSpanContext?.spanId).toBe(processOf('work').spanContext().spanId);
+    expect(validate?.attributes).toMatchObject({ 'pge.validation.passed': true });
+    expect(validate?.events.map((e) => [e.name, e.attributes?.['pge.validator.passed']])).toEqual([
+      ['pge.validator', true],
+    ]);
   });
 
   it('traces a work item whose traceparent is not W3C trace context as a trace of its own', async () => {
