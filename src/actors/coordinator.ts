@@ -424,9 +424,19 @@ export function createCoordinator(options: CoordinatorOptions) {
       actor.send({ type: 'interrupt', reason: `its events could not be published: ${String(error)}` });
     };
 
+    /** Tracing never changes a run: a failure of it is reported, and the run goes on untraced there. */
+    const tracingSafely = <T>(call: (tracing: RunTracing) => T): T | undefined => {
+      if (options.tracing === undefined) return undefined;
+      try {
+        return call(options.tracing);
+      } catch (error) {
+        console.error(`pge: cannot trace run ${runId}:`, error);
+        return undefined;
+      }
+    };
     /** Where the run is traced, what its work items carry: the span a worker's spans go under. */
     const traceHeaders = (): MessageHeaders | undefined => {
-      const traceparent = options.tracing?.traceparent(runId);
+      const traceparent = tracingSafely((tracing) => tracing.traceparent(runId));
       return traceparent === undefined ? undefined : { [TRACEPARENT_HEADER]: traceparent };
     };
     const publishRecorded = (event: RunEvent): Promise<void> =>
@@ -447,7 +457,7 @@ export function createCoordinator(options: CoordinatorOptions) {
       const id = `${runId}-${seq}-${unguessableId()}`;
       const event = { id, runId, seq, ts: timestamp(at), ...draft } as RunEvent;
       // Observed first: a request's span (its attempt's, say) is open before its work item is sent.
-      options.tracing?.observe(event);
+      tracingSafely((tracing) => tracing.observe(event));
       publishing.push(publishRecorded(event).catch(publishFailed));
       return event as RunEventOf<T['type']>;
     };

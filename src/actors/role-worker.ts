@@ -1,7 +1,7 @@
 import { join, resolve } from 'node:path';
 import { z } from 'zod';
 import { BoundedMap } from '../bounded-map.js';
-import type { Bus } from '../bus/bus.js';
+import type { Bus, MessageHeaders } from '../bus/bus.js';
 import { publishRejection, publishResult, serveWork, subscribeCancels } from '../bus/channels.js';
 import { assertSubjectToken, subjects } from '../bus/subjects.js';
 import {
@@ -243,6 +243,34 @@ const UNTRACED: TracedWork = {
   tool: (tool) => tool,
   end: () => {},
 };
+
+/**
+ * The span of a request, or none: a tracer that fails (the library's `tracer` option is anyone's)
+ * must not change what becomes of the request, only go unrecorded.
+ */
+function beginTracing(
+  tracing: WorkTracing | undefined,
+  request: RoleRequest,
+  headers: MessageHeaders,
+  worker: string,
+): TracedWork {
+  if (tracing === undefined) return UNTRACED;
+  try {
+    return tracing.begin(request, headers, worker);
+  } catch (error) {
+    console.error(`pge: cannot trace ${request.type} ${request.id}:`, error);
+    return UNTRACED;
+  }
+}
+
+/** Ends the span of a request; a failure to is reported, and changes nothing else. */
+function endTracing(traced: TracedWork, outcome: Parameters<TracedWork['end']>[0]): void {
+  try {
+    traced.end(outcome);
+  } catch (error) {
+    console.error('pge: cannot end the span of a request:', error);
+  }
+}
 
 /** A signal that never aborts, for tools of a call that has none. */
 const NEVER = new AbortController().signal;
@@ -554,17 +582,20 @@ export function createRoleWorker(options: RoleWorkerOptions): RoleWorker {
         if (stopping !== null) throw stopping;
       }
       const controller = new AbortController();
-      const traced = options.tracing?.begin(request, headers, id) ?? UNTRACED;
+      const traced = beginTracing(options.tracing, request, headers, id);
       const job = answer(request, controller.signal, traced);
       inFlight.set(request.id, { controller, job });
+      let outcome: Parameters<TracedWork['end']>[0];
       try {
-        traced.end({ result: await job });
+        outcome = { result: await job };
       } catch (error) {
-        traced.end({ error });
-        if (!(controller.signal.reason instanceof CallCancelledError)) throw error;
+        outcome = { error };
       } finally {
         inFlight.delete(request.id);
       }
+      endTracing(traced, outcome);
+      if ('error' in outcome && !(controller.signal.reason instanceof CallCancelledError))
+        throw outcome.error;
     },
     concurrency,
   );

@@ -28,9 +28,9 @@ export const TRACEPARENT_HEADER = 'traceparent';
 export const NO_HEADERS: MessageHeaders = Object.freeze({});
 
 /**
- * `headers`, checked as NATS checks them and copied, so that the sender cannot change them once
- * sent: throws `TypeError` for a name that is not a token of visible ASCII without `:`, or a value
- * that spans lines.
+ * `headers` as NATS carries them (values trimmed), checked as NATS checks them and copied, so that
+ * the sender cannot change them once sent: throws `TypeError` for a name that is not a token of
+ * visible ASCII without `:`, or a value that spans lines.
  */
 export function sealHeaders(headers: MessageHeaders | undefined): MessageHeaders {
   if (headers === undefined) return NO_HEADERS;
@@ -41,7 +41,7 @@ export function sealHeaders(headers: MessageHeaders | undefined): MessageHeaders
     if (typeof value !== 'string' || /[\r\n]/.test(value))
       throw new TypeError(`the value of header ${name} must be a string of one line`);
   }
-  return Object.freeze(Object.fromEntries(entries));
+  return Object.freeze(Object.fromEntries(entries.map(([name, value]) => [name, value.trim()])));
 }
 
 const HEADER_NAME = /^[!-9;-~]+$/;

@@ -67,6 +67,10 @@ const DEFAULT_SERVER = 'nats://127.0.0.1:4222';
 const DEFAULT_CONNECT_TIMEOUT_MS = 5_000;
 /** nats.js pings every 2 minutes: a hung server would hold a process for 4 to 6 minutes. */
 const DEFAULT_PING_INTERVAL_MS = 10_000;
+/** Below it a busy server's pongs could come too late, and the client would reconnect in a loop. */
+const MIN_PING_INTERVAL_MS = 100;
+/** The longest delay a Node timer takes (a longer one fires at once). */
+const MAX_TIMER_MS = 2 ** 31 - 1;
 /** Reconnect delays grow with the outage: a quarter of its length so far, within these bounds. */
 const MIN_RECONNECT_DELAY_MS = 250;
 const MAX_RECONNECT_DELAY_MS = 5_000;
@@ -130,8 +134,14 @@ export async function connectNats(options: NatsConnectionOptions = {}): Promise<
     throw new ConfigurationError(`connectTimeoutMs must be a positive number of milliseconds`);
   }
   const pingInterval = options.pingIntervalMs ?? DEFAULT_PING_INTERVAL_MS;
-  if (!Number.isSafeInteger(pingInterval) || pingInterval <= 0) {
-    throw new ConfigurationError(`pingIntervalMs must be a positive whole number of milliseconds`);
+  if (
+    !Number.isSafeInteger(pingInterval) ||
+    pingInterval < MIN_PING_INTERVAL_MS ||
+    pingInterval > MAX_TIMER_MS
+  ) {
+    throw new ConfigurationError(
+      `pingIntervalMs must be a whole number of milliseconds from ${MIN_PING_INTERVAL_MS} to ${MAX_TIMER_MS}`,
+    );
   }
   // nats.js asks for the delay on every turn of its dial loop, not once per attempt, so the delay
   // follows the time since the outage began rather than a count of calls.

@@ -117,7 +117,5 @@ export function toNatsHeaders(headers: MessageHeaders): MsgHdrs | undefined {
 /** The headers of a received NATS message (the last value of each), frozen. */
 export function fromNatsHeaders(headers: MsgHdrs | undefined): MessageHeaders {
   if (headers === undefined) return NO_HEADERS;
-  const out: Record<string, string> = {};
-  for (const name of headers.keys()) out[name] = headers.last(name);
-  return Object.freeze(out);
+  return Object.freeze(Object.fromEntries(headers.keys().map((name) => [name, headers.last(name)])));
 }

@@ -25,7 +25,7 @@ export interface StoredMessage {
   readonly subject: string;
   readonly data: Uint8Array;
   readonly seq: number;
-  readonly headers: MsgHdrs | undefined;
+  readonly headers?: MsgHdrs | undefined;
 }
 
 /**
@@ -41,7 +41,7 @@ export async function readStored(
   const messages: StoredMessage[] = [];
   try {
     for (let msg = await storedAfter(jsm, stream.name, filter, 1); msg !== null; ) {
-      messages.push({ subject: msg.subject, data: msg.data, seq: msg.seq, headers: msg.header });
+      messages.push({ subject: msg.subject, data: msg.data, seq: msg.seq });
       msg = await storedAfter(jsm, stream.name, filter, msg.seq + 1);
     }
   } catch (error) {

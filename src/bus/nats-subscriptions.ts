@@ -15,7 +15,7 @@ import {
   type Subscription,
 } from '@nats-io/transport-node';
 import { BusError } from '../errors.js';
-import { type Bus, type BusHandler, type BusSubscription, Delivery } from './bus.js';
+import { type Bus, type BusHandler, type BusSubscription, Delivery, type MessageHeaders } from './bus.js';
 import { decodeMessage } from './codec.js';
 import { busError, fromNatsHeaders, OutageReport } from './nats-helpers.js';
 import type { PullConsumerSettings } from './nats-streams.js';
@@ -394,7 +394,8 @@ export class PullSubscription implements NatsSubscription {
         try {
           const seq = msg.info.streamSequence;
           if (seq > inOrder.through + 1 && !(await this.fillGap(inOrder, seq))) return;
-          const handled = await this.handleInOrder(msg.subject, data, msg.info.deliveryCount);
+          const headers = fromNatsHeaders(msg.headers);
+          const handled = await this.handleInOrder(msg.subject, data, headers, msg.info.deliveryCount);
           // Stopped: left unacknowledged, for the next reader.
           if (handled === null) return;
           inOrder.through = Math.max(inOrder.through, seq);
@@ -441,10 +442,15 @@ export class PullSubscription implements NatsSubscription {
    * redeliver it). Resolves true once handled, false when given up, null when the subscription
    * stopped first. The acks of what came before go out first.
    */
-  private async handleInOrder(subject: string, data: unknown, tried: number): Promise<boolean | null> {
+  private async handleInOrder(
+    subject: string,
+    data: unknown,
+    headers: MessageHeaders,
+    tried: number,
+  ): Promise<boolean | null> {
     for (let tries = tried; this.active; tries++) {
       try {
-        await this.handler(new Delivery(this.host.bus, subject, data, null));
+        await this.handler(new Delivery(this.host.bus, subject, data, null, headers));
         return true;
       } catch (error) {
         this.host.report(error, subject);
@@ -474,7 +480,10 @@ export class PullSubscription implements NatsSubscription {
       }
       if (stored === null || stored.seq >= seq) break;
       const decoded = this.decode(stored);
-      const handled = decoded === null ? false : await this.handleInOrder(stored.subject, decoded.data, 1);
+      const handled =
+        decoded === null
+          ? false
+          : await this.handleInOrder(stored.subject, decoded.data, fromNatsHeaders(stored.header), 1);
       if (handled === null) return false;
       inOrder.through = stored.seq;
     }

@@ -5,6 +5,7 @@ import { Kvm } from '@nats-io/kv';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { ConfigurationError } from '../errors.js';
 import { DEFAULT_PUBLISH_RETRY_MS } from '../schemas/setting-values.js';
+import { isTransportFailure } from './nats-publish.js';
 import { checkReplicas } from './nats-streams.js';
 
 /**
@@ -200,7 +201,7 @@ export class RunLeases {
       if (wrongRevision(error)) return false;
       // Not answered (a cluster electing the bucket's leader, say): if nobody took the run, its
       // lease is told expired again a term from now, rather than left to nobody.
-      if (this.#seen.get(runId) === seen) {
+      if (isTransportFailure(error) && this.#seen.get(runId) === seen) {
         seen.told = false;
         seen.at = performance.now();
       }

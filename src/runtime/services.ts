@@ -150,7 +150,8 @@ export function startCoordinatorService(service: CoordinatorServiceOptions): Coo
   /**
    * Drives on a run whose claim this coordinator just took, from its stored events. A run that
    * ended (its owner died after its closing event) or never started has nothing to drive: its
-   * claim is released, and the reason returned.
+   * claim is released, and the reason returned. So is the claim of a run whose stored events are
+   * no run's record (no takeover would do better), with the error thrown.
    */
   const driveTaken = async (own: RunOwnership, runId: string): Promise<string | null> => {
     let events: readonly RunEvent[];
@@ -167,10 +168,16 @@ export function startCoordinatorService(service: CoordinatorServiceOptions): Coo
       await own.release(runId);
       return problem;
     }
-    const handle = coordinator.resumeRun(readRecordedRun(events, `run ${runId} in the stream`), {
-      owner: own.owner,
-      storedResult: (requestId) => own.storedResult(runId, requestId),
-    });
+    let handle: RunHandle;
+    try {
+      handle = coordinator.resumeRun(readRecordedRun(events, `run ${runId} in the stream`), {
+        owner: own.owner,
+        storedResult: (requestId) => own.storedResult(runId, requestId),
+      });
+    } catch (error) {
+      await own.release(runId);
+      throw error;
+    }
     track(handle);
     return null;
   };

@@ -20,7 +20,8 @@ import { contextUnder } from './trace-context.js';
  * per tool the model had run (`execute_tool <name>`, GenAI semantic conventions) under it. The
  * model calls themselves are spans of the coordinator's (`traceRuns`), made from the calls the
  * result reports; the worker runs them with its request's span active, so that an instrumented
- * HTTP client in its process nests its spans there.
+ * HTTP client in its process nests its spans there (where the process has a context manager, as
+ * the Node SDK registers; `pge worker`'s own OTLP setup has none, and no such client).
  */
 
 /** A tool as the worker runs it (`actors/tools.ts`'s `Tool`, whatever its definition holds besides its name). */
@@ -123,7 +124,11 @@ async function tracedValidation(
   }
 }
 
-/** `tool`, run in an `execute_tool` span under `parent`. */
+/**
+ * `tool`, run in an `execute_tool` span under `parent`. The span ends when the run settles or its
+ * signal aborts (cancelled, or past its time), whichever comes first: the worker stops waiting for
+ * a tool that ignores its signal, and so does the span.
+ */
 function tracedTool<D extends { readonly name: string }>(
   tracer: Tracer,
   parent: Context,
@@ -141,13 +146,24 @@ function tracedTool<D extends { readonly name: string }>(
         },
         parent,
       );
+      let open = true;
+      const end = (error?: unknown) => {
+        if (!open) return;
+        open = false;
+        if (error !== undefined) failed(span, error);
+        span.end();
+      };
+      const onAbort = () => end(signal.reason);
+      signal.addEventListener('abort', onAbort, { once: true });
       try {
-        return await context.with(trace.setSpan(parent, span), () => tool.run(args, signal));
+        const answer = await context.with(trace.setSpan(parent, span), () => tool.run(args, signal));
+        end();
+        return answer;
       } catch (error) {
-        failed(span, error);
+        end(error);
         throw error;
       } finally {
-        span.end();
+        signal.removeEventListener('abort', onAbort);
       }
     },
   };

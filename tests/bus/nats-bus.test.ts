@@ -999,7 +999,8 @@ describe('connecting to NATS', () => {
       pingIntervalMs: 2500,
     });
     expect(() => natsOptionsFromEnv({ NATS_PING_INTERVAL_MS: '10s' })).toThrow(ConfigurationError);
-    await expect(connectNats({ servers: natsUrl, pingIntervalMs: 0 })).rejects.toThrow(/pingIntervalMs/);
+    for (const pingIntervalMs of [0, 99, 2 ** 31])
+      await expect(connectNats({ servers: natsUrl, pingIntervalMs })).rejects.toThrow(/pingIntervalMs/);
     await expect(connectNats({ server: 'x' } as never)).rejects.toBeInstanceOf(ConfigurationError);
     await expect(connectNats({ token: 't', user: 'u', pass: 'p' })).rejects.toThrow(/choose one/);
     await expect(connectNats({ credsFile: '/nonexistent/pge.creds' })).rejects.toThrow(

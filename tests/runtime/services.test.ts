@@ -14,6 +14,7 @@ import { BusError, ConfigurationError, WorkerStoppedError } from '../../src/erro
 import { readLogFile } from '../../src/persistence/index.js';
 import { type RunOwnership, startCoordinatorService, submitAndFollow } from '../../src/runtime/services.js';
 import type { RunEvent } from '../../src/schemas/index.js';
+import { stepStarted } from '../bus/bus-contract.js';
 
 /** The distributed services, on the in-process bus: submission, coordination, persistence, following. */
 
@@ -260,6 +261,11 @@ describe('coordinator service', () => {
       // Claimed, unread, let go: another takeover (here or elsewhere) comes once the claim expires.
       expect(calls).toEqual(['takeOver run-1', 'letExpire run-1']);
       expect(service.active.has('run-1')).toBe(false);
+      // Read, but no run's record: released, since no takeover would do better.
+      calls.length = 0;
+      ownership.events = async () => [stepStarted('run-1', 1)];
+      await expect(service.takeOver('run-1')).rejects.toThrow();
+      expect(calls).toEqual(['takeOver run-1', 'release run-1']);
     } finally {
       await service.stop();
       await bus.close();
