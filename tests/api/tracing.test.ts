@@ -4,7 +4,7 @@ import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { SpanKind } from '@opentelemetry/api';
+import { SpanKind, SpanStatusCode } from '@opentelemetry/api';
 import {
   InMemorySpanExporter,
   type ReadableSpan,
@@ -277,6 +277,23 @@ describe('tracing', () => {
       expect(span.parentSpanContext).toBeUndefined();
       expect(span.spanContext().traceId).not.toBe('a'.repeat(32));
     }
+  });
+
+  it("ends a tool's span when its signal aborts, though the tool itself never settles", async () => {
+    const exporter = new InMemorySpanExporter();
+    const provider = new TracerProvider({ spanProcessors: [new SimpleSpanProcessor({ exporter })] });
+    const traced = traceWork(provider.getTracer('test')).begin(planRequest('run-tool'), {}, 'w');
+    const stuck = traced.tool({
+      definition: { name: 'stuck' },
+      run: () => new Promise<string>(() => {}), // ignores its signal
+    });
+    const controller = new AbortController();
+    void stuck.run({}, controller.signal);
+    expect(exporter.getFinishedSpans()).toEqual([]);
+    controller.abort(new Error('past its time'));
+    const [span] = exporter.getFinishedSpans();
+    expect(span?.name).toBe('execute_tool stuck');
+    expect(span?.status).toMatchObject({ code: SpanStatusCode.ERROR, message: 'past its time' });
   });
 
   it('exports the spans over OTLP when OTEL_EXPORTER_OTLP_ENDPOINT is set', async () => {
