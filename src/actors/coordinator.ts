@@ -37,6 +37,7 @@ import type {
 } from '../schemas/index.js';
 import { addUsage, OPTION_DEFAULTS, PHASES, ROLE_OF_REQUEST, ZERO_USAGE } from '../schemas/index.js';
 import type { RunTracing } from '../telemetry/run-tracing.js';
+import { traceSafely } from '../telemetry/trace-safely.js';
 import { unguessableId } from '../unguessable-id.js';
 import { type RecordedRun, Replay } from './replay.js';
 import {
@@ -424,19 +425,10 @@ export function createCoordinator(options: CoordinatorOptions) {
       actor.send({ type: 'interrupt', reason: `its events could not be published: ${String(error)}` });
     };
 
-    /** Tracing never changes a run: a failure of it is reported, and the run goes on untraced there. */
-    const tracingSafely = <T>(call: (tracing: RunTracing) => T): T | undefined => {
-      if (options.tracing === undefined) return undefined;
-      try {
-        return call(options.tracing);
-      } catch (error) {
-        console.error(`pge: cannot trace run ${runId}:`, error);
-        return undefined;
-      }
-    };
+    const { tracing } = options;
     /** Where the run is traced, what its work items carry: the span a worker's spans go under. */
     const traceHeaders = (): MessageHeaders | undefined => {
-      const traceparent = tracingSafely((tracing) => tracing.traceparent(runId));
+      const traceparent = tracing && traceSafely(`run ${runId}`, () => tracing.traceparent(runId));
       return traceparent === undefined ? undefined : { [TRACEPARENT_HEADER]: traceparent };
     };
     const publishRecorded = (event: RunEvent): Promise<void> =>
@@ -457,7 +449,7 @@ export function createCoordinator(options: CoordinatorOptions) {
       const id = `${runId}-${seq}-${unguessableId()}`;
       const event = { id, runId, seq, ts: timestamp(at), ...draft } as RunEvent;
       // Observed first: a request's span (its attempt's, say) is open before its work item is sent.
-      tracingSafely((tracing) => tracing.observe(event));
+      if (tracing) traceSafely(`run ${runId}`, () => tracing.observe(event));
       publishing.push(publishRecorded(event).catch(publishFailed));
       return event as RunEventOf<T['type']>;
     };

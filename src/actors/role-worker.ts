@@ -1,7 +1,7 @@
 import { join, resolve } from 'node:path';
 import { z } from 'zod';
 import { BoundedMap } from '../bounded-map.js';
-import type { Bus, MessageHeaders } from '../bus/bus.js';
+import type { Bus } from '../bus/bus.js';
 import { publishRejection, publishResult, serveWork, subscribeCancels } from '../bus/channels.js';
 import { assertSubjectToken, subjects } from '../bus/subjects.js';
 import {
@@ -28,6 +28,7 @@ import {
   ROLE_OF_REQUEST,
   truncatePlan,
 } from '../schemas/index.js';
+import { traceSafely } from '../telemetry/trace-safely.js';
 import type { TracedWork, WorkTracing } from '../telemetry/work-tracing.js';
 import { connectMcp, type McpConnection, type McpServers, mcpServersOf } from './mcp.js';
 import type { ChatMessage, Model } from './model.js';
@@ -244,34 +245,6 @@ const UNTRACED: TracedWork = {
   end: () => {},
 };
 
-/**
- * The span of a request, or none: a tracer that fails (the library's `tracer` option is anyone's)
- * must not change what becomes of the request, only go unrecorded.
- */
-function beginTracing(
-  tracing: WorkTracing | undefined,
-  request: RoleRequest,
-  headers: MessageHeaders,
-  worker: string,
-): TracedWork {
-  if (tracing === undefined) return UNTRACED;
-  try {
-    return tracing.begin(request, headers, worker);
-  } catch (error) {
-    console.error(`pge: cannot trace ${request.type} ${request.id}:`, error);
-    return UNTRACED;
-  }
-}
-
-/** Ends the span of a request; a failure to is reported, and changes nothing else. */
-function endTracing(traced: TracedWork, outcome: Parameters<TracedWork['end']>[0]): void {
-  try {
-    traced.end(outcome);
-  } catch (error) {
-    console.error('pge: cannot end the span of a request:', error);
-  }
-}
-
 /** A signal that never aborts, for tools of a call that has none. */
 const NEVER = new AbortController().signal;
 
@@ -470,7 +443,7 @@ function liveRunCheck(
  * done with no result; `stop('abort')` aborts them all, and the requests go back to the queue.
  */
 export function createRoleWorker(options: RoleWorkerOptions): RoleWorker {
-  const { bus, role, model, workspaces, validation } = options;
+  const { bus, role, model, workspaces, validation, tracing } = options;
   if (validation !== undefined && validation.validators.length > 0 && role !== 'generator')
     throw new ConfigurationError(`validators run on the generator's workers, not the ${role}'s`);
   const mcp = new McpTools(mcpServersOf(role, options.mcpServers ?? {}));
@@ -582,7 +555,8 @@ export function createRoleWorker(options: RoleWorkerOptions): RoleWorker {
         if (stopping !== null) throw stopping;
       }
       const controller = new AbortController();
-      const traced = beginTracing(options.tracing, request, headers, id);
+      const what = `${request.type} ${request.id}`;
+      const traced = (tracing && traceSafely(what, () => tracing.begin(request, headers, id))) ?? UNTRACED;
       const job = answer(request, controller.signal, traced);
       inFlight.set(request.id, { controller, job });
       let outcome: Parameters<TracedWork['end']>[0];
@@ -593,7 +567,7 @@ export function createRoleWorker(options: RoleWorkerOptions): RoleWorker {
       } finally {
         inFlight.delete(request.id);
       }
-      endTracing(traced, outcome);
+      traceSafely(what, () => traced.end(outcome));
       if ('error' in outcome && !(controller.signal.reason instanceof CallCancelledError))
         throw outcome.error;
     },

@@ -33,7 +33,7 @@ function publishOn(bus: Bus, subject: () => string, data: object, headers?: Mess
   } catch (error) {
     return Promise.reject(error);
   }
-  return bus.publish(built, freezeMessage(data), headers === undefined ? undefined : { headers });
+  return bus.publish(built, freezeMessage(data), { headers });
 }
 
 /** Publishes a run event on `pge.run.<runId>.evt.<type>`. */

@@ -251,7 +251,7 @@ export class NatsBus implements Bus, StoredMessages {
     const stream = streamOf(subject);
     if (stream === null) {
       try {
-        this.connection.publish(subject, bytes, headers === undefined ? undefined : { headers });
+        this.connection.publish(subject, bytes, { headers });
         return Promise.resolve();
       } catch (error) {
         return Promise.reject(busError(error, `cannot publish on ${subject}`));
@@ -261,7 +261,7 @@ export class NatsBus implements Bus, StoredMessages {
     // Without an id a second copy would be stored twice: such a message is sent once.
     const stored =
       msgID === undefined
-        ? this.js.publish(subject, bytes, headers === undefined ? undefined : { headers }).then(
+        ? this.js.publish(subject, bytes, { headers }).then(
             () => undefined,
             (error: unknown) => {
               throw busError(error, `cannot publish on ${subject}`);

@@ -68,11 +68,7 @@ export async function storeUntilAcknowledged(
   for (let attempt = 1; ; attempt++) {
     // The last attempt waits no longer than the bound: a publish gives up on time.
     const timeout = Math.max(1, Math.min(PUBLISH_ATTEMPT_MS, policy.retryMs - (Date.now() - started)));
-    const sent = js.publish(subject, bytes, {
-      msgID,
-      timeout,
-      ...(headers === undefined ? {} : { headers }),
-    });
+    const sent = js.publish(subject, bytes, { msgID, timeout, headers });
     let unlisten = () => {};
     const lost = new Promise<typeof LOST>((resolve) => {
       unlisten = policy.onReconnect(() => resolve(LOST));

@@ -90,6 +90,19 @@ const CAUGHT_UP_POLL_MS = 10;
  */
 const ACK_ALL_DELAY_MS = 50;
 
+/** The message's data, or null when it does not decode (then reported on `pge.errors.rejected.<reporter>`). */
+function decodeReceived(
+  host: NatsHost,
+  msg: { subject: string; data: Uint8Array },
+): { data: unknown } | null {
+  try {
+    return { data: decodeMessage(msg.subject, msg.data) };
+  } catch (error) {
+    host.rejectReceived(msg.subject, error);
+    return null;
+  }
+}
+
 /** A received message: what `SerialDelivery` reads of a core message and of a JetStream one. */
 interface Received {
   readonly subject: string;
@@ -134,16 +147,17 @@ export class SerialDelivery<M extends Received> {
   }
 
   private async deliver(msg: M): Promise<void> {
-    let data: unknown;
-    try {
-      data = decodeMessage(msg.subject, msg.data);
-    } catch (error) {
-      this.host.rejectReceived(msg.subject, error);
-      return;
-    }
+    const decoded = decodeReceived(this.host, msg);
+    if (decoded === null) return;
     try {
       await this.handler(
-        new Delivery(this.host.bus, msg.subject, data, this.replyOf(msg), fromNatsHeaders(msg.headers)),
+        new Delivery(
+          this.host.bus,
+          msg.subject,
+          decoded.data,
+          this.replyOf(msg),
+          fromNatsHeaders(msg.headers),
+        ),
       );
     } catch (error) {
       this.host.report(error, msg.subject);
@@ -384,17 +398,17 @@ export class PullSubscription implements NatsSubscription {
     if (!this.active) return settle(() => msg.nak());
     this.host.begin();
     try {
-      const decoded = this.decode(msg);
+      const decoded = decodeReceived(this.host, msg);
       // Redelivering a message that can never decode would only repeat the rejection.
       if (decoded === null) return settle(() => msg.term());
       const { data } = decoded;
+      const headers = fromNatsHeaders(msg.headers);
       const heartbeat = setInterval(() => settle(() => msg.working()), this.ackWaitMs / 3);
       const inOrder = this.inOrder;
       if (inOrder !== null) {
         try {
           const seq = msg.info.streamSequence;
           if (seq > inOrder.through + 1 && !(await this.fillGap(inOrder, seq))) return;
-          const headers = fromNatsHeaders(msg.headers);
           const handled = await this.handleInOrder(msg.subject, data, headers, msg.info.deliveryCount);
           // Stopped: left unacknowledged, for the next reader.
           if (handled === null) return;
@@ -408,9 +422,7 @@ export class PullSubscription implements NatsSubscription {
         return;
       }
       try {
-        await this.handler(
-          new Delivery(this.host.bus, msg.subject, data, null, fromNatsHeaders(msg.headers)),
-        );
+        await this.handler(new Delivery(this.host.bus, msg.subject, data, null, headers));
         settle(() => msg.ack());
       } catch (error) {
         this.host.report(error, msg.subject);
@@ -423,16 +435,6 @@ export class PullSubscription implements NatsSubscription {
       }
     } finally {
       this.host.end();
-    }
-  }
-
-  /** The message's data, or null when it does not decode (then reported on `pge.errors.rejected.<reporter>`). */
-  private decode(msg: { subject: string; data: Uint8Array }): { data: unknown } | null {
-    try {
-      return { data: decodeMessage(msg.subject, msg.data) };
-    } catch (error) {
-      this.host.rejectReceived(msg.subject, error);
-      return null;
     }
   }
 
@@ -479,7 +481,7 @@ export class PullSubscription implements NatsSubscription {
         continue;
       }
       if (stored === null || stored.seq >= seq) break;
-      const decoded = this.decode(stored);
+      const decoded = decodeReceived(this.host, stored);
       const handled =
         decoded === null
           ? false
