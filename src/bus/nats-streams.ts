@@ -2,6 +2,8 @@ import type {
   ConsumerConfig,
   ConsumerInfo,
   JetStreamManager,
+  NextMsgRequest,
+  SeqMsgRequest,
   StoredMsg,
   StreamConfig,
   StreamInfo,
@@ -119,7 +121,8 @@ export function streamConfig(stream: PgeStream, limits: StreamLimitSettings = {}
     // 0 is no limit for both settings; JetStream says so with 0 for max_age, -1 for max_bytes.
     max_age: nanos(limits.streamMaxAgeMs ?? OPTION_DEFAULTS.streamMaxAgeMs),
     max_bytes: maxBytes === 0 ? -1 : maxBytes,
-    // Readers read what a stream holds by direct gets (nats-stored.ts): no consumer of their own.
+    // pge reads what a stream holds from its leader (storedAfter); direct gets, answered by any
+    // replica, stay open to readers of other systems that accept a replica's view (docs/integration.md).
     allow_direct: true,
     num_replicas: limits.replicas ?? 1,
     ...(stream.republish === undefined ? {} : { republish: { src: stream.subject, dest: stream.republish } }),
@@ -444,12 +447,20 @@ async function consumerInfo(
   }
 }
 
-/** The first message `stream` stores on `filter` at stream sequence `from` or later, or null. */
+/**
+ * The first message `stream` stores on `filter` at stream sequence `from` or later, or null. It is
+ * asked of the stream's leader (`$JS.API.STREAM.MSG.GET`), not by a direct get, which any replica
+ * may answer: on a cluster a replica may lag behind the leader (a takeover would miss a run's last
+ * events), or be on a server that stopped answering, where the get times out whatever the other
+ * servers do (tests/nats/cluster.test.ts). nats-server takes `next_by_subj` there as in a direct
+ * get since 2.9; nats.js's `MsgRequest` type does not name it, and sends the query as given.
+ */
 export function storedAfter(
   jsm: JetStreamManager,
   stream: string,
   filter: string,
   from: number,
 ): Promise<StoredMsg | null> {
-  return jsm.direct.getMessage(stream, { seq: from, next_by_subj: filter });
+  const query: NextMsgRequest & SeqMsgRequest = { seq: from, next_by_subj: filter };
+  return jsm.streams.getMessage(stream, query);
 }

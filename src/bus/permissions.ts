@@ -74,7 +74,7 @@ function durableTaking(stream: string, durable: string): string[] {
 }
 
 /** Reading the run-lease bucket: a role worker checks that a work item's run is live. */
-const LEASE_READING = [`${JS_API}.DIRECT.GET.${KV_STREAM}.>`, `${JS_API}.STREAM.MSG.GET.${KV_STREAM}`];
+const LEASE_READING = [`${JS_API}.STREAM.MSG.GET.${KV_STREAM}`];
 
 /**
  * A role's private inbox prefix: where replies to its requests (its JetStream calls and pulls

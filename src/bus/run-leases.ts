@@ -156,7 +156,12 @@ export class RunLeases {
     let replicas: number;
     try {
       // An existing bucket is opened as it is, whatever the options: its count is checked below.
-      kv = await new Kvm(nc).create(LEASE_BUCKET, { history: 1, replicas: options.replicas ?? 1 });
+      kv = await new Kvm(nc).create(LEASE_BUCKET, {
+        history: 1,
+        replicas: options.replicas ?? 1,
+        // Read from the leader, as the streams are (storedAfter), never from a replica that lags.
+        allow_direct: false,
+      });
       replicas = (await kv.status()).replicas;
     } catch (cause) {
       const reason = cause instanceof Error ? cause.message : String(cause);

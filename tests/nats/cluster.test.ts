@@ -1,11 +1,11 @@
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
-import { jetstreamManager } from '@nats-io/jetstream';
+import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { connectNats, natsOptionsFromEnv } from '../../src/bus/nats-connection.js';
-import { EVENTS_STREAM, PGE_STREAMS } from '../../src/bus/nats-streams.js';
+import { EVENTS_STREAM, PGE_STREAMS, storedAfter } from '../../src/bus/nats-streams.js';
 import type { NatsRole } from '../../src/bus/permissions.js';
 import { LEASE_BUCKET } from '../../src/bus/run-leases.js';
 import { readLog } from '../../src/persistence/index.js';
@@ -22,8 +22,8 @@ import { seqsUpTo, storedEvents } from '../support/stored-events.js';
 /**
  * pge on a JetStream cluster of three real nats-servers on loopback (routes between them, the
  * files of `pge nats-config --cluster 3`, each process with its role's credential): its streams
- * and lease bucket kept by all three, and a server SIGKILLed mid-run, with several runs in flight,
- * costing them a pause only.
+ * and lease bucket kept by all three, and a server SIGKILLed or frozen mid-run, with several runs in
+ * flight, costing them a pause only.
  */
 
 let cluster: SecuredNatsCluster;
@@ -47,9 +47,17 @@ afterEach(async () => {
 });
 
 /** Starts `pge worker --role <role>` on every server (or on `only`) with 3 replicas, ready. */
-async function worker(role: NatsRole, only?: NatsServerHandle, ...extra: string[]): Promise<PgeProcess> {
-  const process = startPge(['worker', '--role', role, '--replicas', '3', '--working-dir', logs, ...extra], {
+async function worker(
+  role: NatsRole,
+  {
+    only,
+    args = [],
+    env = {},
+  }: { only?: NatsServerHandle; args?: string[]; env?: Record<string, string> } = {},
+): Promise<PgeProcess> {
+  const process = startPge(['worker', '--role', role, '--replicas', '3', '--working-dir', logs, ...args], {
     ...cluster.env(role, only),
+    ...env,
     OPENAI_BASE_URL: openai.url,
     OPENAI_API_KEY: 'sk-test-cluster',
     PGE_MODEL: 'test-model',
@@ -122,71 +130,131 @@ describe('pge on a three-server JetStream cluster', MULTI_PROCESS, () => {
     }
   });
 
-  it('loses no run and no event when the leader of PGE_EVENTS is SIGKILLed with runs in flight', async () => {
-    // Every call takes a while, so that each run is in the middle of a call at the kill.
-    openai.script((body) => passingAnswer(body, 100));
+  it('reads a stream from its leader, so a replica that stops answering delays no read', async () => {
     await worker('coordinator');
-    const nc = await connect(cluster.connectOptions('admin'));
-    const leader = (await (await jetstreamManager(nc)).streams.info(EVENTS_STREAM)).cluster!.leader!;
-    await nc.close();
-    const doomed = cluster.named(leader);
-    // The only generator knows only the server that will be lost: it carries on through another,
-    // learnt from the cluster. The other processes are given every server.
-    await worker('generator', doomed, '--worker-id', 'gen-on-doomed');
-    await Promise.all([worker('planner'), worker('evaluator'), worker('persistence'), worker('coordinator')]);
-
-    const client = cluster.connectOptions('client');
-    const runIds = await Promise.all(
-      [1, 2, 3, 4].map((i) => submitRun(client, `run ${i} through a lost server`)),
-    );
-    const workCalls = () => openai.completions().filter((r) => schemaOf(r.body) === 'pge_work').length;
-    await until(workCalls, (n) => n >= 2, 'the first work calls');
-    await doomed.kill();
-    const killedAt = Date.now();
-
-    let applied = 0;
-    for (const runId of runIds) {
-      // Reading goes on through the pause while the cluster elects new leaders (a request may time out).
-      const events: RunEvent[] = await until(
-        () => storedEvents(client, `pge.run.${runId}.evt.>`).catch(() => []),
-        (stored) =>
-          closed(stored) && seqsUpTo(stored.length).every((seq) => stored.some((e) => e.seq === seq)),
-        `run ${runId} to close`,
-        60_000,
-      );
-      applied += events.filter((e) => e.type === 'model.call.completed').length;
-      // Every event once. Events published while the stream's new leader was being elected may be
-      // stored after later ones: readers and the log order them by seq.
-      const bySeq = events.toSorted((a, b) => a.seq - b.seq);
-      expect(
-        bySeq.map((e) => e.seq),
-        runId,
-      ).toEqual(seqsUpTo(events.length));
-      expect(bySeq.at(-1)?.type, runId).toBe('run.completed');
-      // The log the persistence worker wrote is the stream, event for event.
-      const started = bySeq[0]!;
-      const logPath = started.type === 'run.started' ? started.payload.logPath : '';
-      // The persistence worker may still be catching up after the pause.
-      const logged = await until(
-        () => {
-          try {
-            return readLog(readFileSync(join(logs, basename(logPath)), 'utf8'));
-          } catch {
-            return [];
-          }
-        },
-        (events) => events.length >= bySeq.length,
-        `the log of ${runId}`,
-        30_000,
-      );
-      expect(logged.map((e) => e.id)).toEqual(bySeq.map((e) => e.id));
-      // The generator on the lost server did work after the kill.
-      const served = events.filter(
-        (e) => e.type === 'model.call.completed' && e.payload.phase === 'work' && Date.parse(e.ts) > killedAt,
-      );
-      expect(served.length, runId).toBeGreaterThan(0);
+    const admin = await connect(cluster.connectOptions('admin'));
+    const adminJsm = await jetstreamManager(admin);
+    const js = jetstream(admin);
+    for (let i = 1; i <= 30; i++) await js.publish(`pge.run.r1.evt.step.n${i}`, `${i}`);
+    const { leader, replicas } = (await adminJsm.streams.info(EVENTS_STREAM)).cluster!;
+    await admin.close();
+    // A replica that is not the leader: no leader is elected, so only reads that went to the
+    // frozen replica (direct gets, which any replica answers) would fail.
+    const frozen = cluster.named(replicas!.find((r) => r.name !== leader)!.name);
+    const reader = await connect({
+      ...cluster.connectOptions('client'),
+      servers: cluster.named(leader!).url,
+    });
+    frozen.freeze();
+    try {
+      const jsm = await jetstreamManager(reader, { timeout: 2_000 });
+      const read: string[] = [];
+      for (let msg = await storedAfter(jsm, EVENTS_STREAM, 'pge.run.r1.evt.>', 1); msg !== null; ) {
+        read.push(msg.string());
+        msg = await storedAfter(jsm, EVENTS_STREAM, 'pge.run.r1.evt.>', msg.seq + 1);
+      }
+      expect(read).toEqual(seqsUpTo(30).map(String));
+    } finally {
+      frozen.thaw();
+      await reader.close();
     }
+  });
+
+  it('loses no run and no event when the leader of PGE_EVENTS is SIGKILLed with runs in flight', async () => {
+    const { lost, runIds } = await runsInFlight('a lost server');
+    await lost.kill();
+    const applied = await expectEveryRunWhole(runIds, Date.now());
     // At most the calls in flight at the kill, one per run, were made twice.
     expect(openai.completions().length - applied).toBeLessThanOrEqual(runIds.length);
   }, 180_000);
+
+  it('loses no run and no event when the leader of PGE_EVENTS stops answering for a while with runs in flight', async () => {
+    // The server hangs (SIGSTOP): it keeps its connections, so only pings tell the processes on it.
+    const { lost, runIds } = await runsInFlight('a frozen server');
+    lost.freeze();
+    const frozenAt = Date.now();
+    await new Promise((resolve) => setTimeout(resolve, 15_000));
+    lost.thaw();
+    const applied = await expectEveryRunWhole(runIds, frozenAt);
+    // At most the calls in flight at the freeze, one per run, were made twice.
+    expect(openai.completions().length - applied).toBeLessThanOrEqual(runIds.length);
+  }, 240_000);
 });
+
+/**
+ * A deployment on the cluster with 4 runs submitted and working, for the loss of the leader of
+ * `PGE_EVENTS` (returned): the only generator knows only that server, so it must carry on
+ * through another, learnt from the cluster; the other processes are given every server.
+ */
+async function runsInFlight(
+  what: string,
+  env: Record<string, string> = {},
+): Promise<{ lost: NatsServerHandle; runIds: string[] }> {
+  // Every call takes a while, so that each run is in the middle of a call at the loss.
+  openai.script((body) => passingAnswer(body, 100));
+  await worker('coordinator', { env });
+  const nc = await connect(cluster.connectOptions('admin'));
+  const leader = (await (await jetstreamManager(nc)).streams.info(EVENTS_STREAM)).cluster!.leader!;
+  await nc.close();
+  const lost = cluster.named(leader);
+  await worker('generator', { only: lost, args: ['--worker-id', 'gen-on-lost'], env });
+  await Promise.all(
+    (['planner', 'evaluator', 'persistence', 'coordinator'] as const).map((role) => worker(role, { env })),
+  );
+  const client = cluster.connectOptions('client');
+  const runIds = await Promise.all([1, 2, 3, 4].map((i) => submitRun(client, `run ${i} through ${what}`)));
+  const workCalls = () => openai.completions().filter((r) => schemaOf(r.body) === 'pge_work').length;
+  await until(workCalls, (n) => n >= 2, 'the first work calls');
+  return { lost, runIds };
+}
+
+/**
+ * Checks that every run closed passing with every event stored once, that the persistence
+ * worker's log of each is its stream, and that the generator on the lost server did work after
+ * `lostAt`; returns the model calls the runs' events record.
+ */
+async function expectEveryRunWhole(runIds: readonly string[], lostAt: number): Promise<number> {
+  const client = cluster.connectOptions('client');
+  let applied = 0;
+  for (const runId of runIds) {
+    // Reading goes on through the pause while the cluster elects new leaders (a request may time out).
+    const events: RunEvent[] = await until(
+      () => storedEvents(client, `pge.run.${runId}.evt.>`).catch(() => []),
+      (stored) => closed(stored) && seqsUpTo(stored.length).every((seq) => stored.some((e) => e.seq === seq)),
+      `run ${runId} to close`,
+      90_000,
+    );
+    applied += events.filter((e) => e.type === 'model.call.completed').length;
+    // Every event once. Events published while the stream's new leader was being elected may be
+    // stored after later ones: readers and the log order them by seq.
+    const bySeq = events.toSorted((a, b) => a.seq - b.seq);
+    expect(
+      bySeq.map((e) => e.seq),
+      runId,
+    ).toEqual(seqsUpTo(events.length));
+    expect(bySeq.at(-1)?.type, runId).toBe('run.completed');
+    // The log the persistence worker wrote is the stream, event for event.
+    const started = bySeq[0]!;
+    const logPath = started.type === 'run.started' ? started.payload.logPath : '';
+    // The persistence worker may still be catching up after the pause.
+    const logged = await until(
+      () => {
+        try {
+          return readLog(readFileSync(join(logs, basename(logPath)), 'utf8'));
+        } catch {
+          return [];
+        }
+      },
+      (events) => events.length >= bySeq.length,
+      `the log of ${runId}`,
+      30_000,
+    );
+    expect(logged.map((e) => e.id)).toEqual(bySeq.map((e) => e.id));
+    // The generator on the lost server did work after the loss.
+    const served = events.filter(
+      (e) => e.type === 'model.call.completed' && e.payload.phase === 'work' && Date.parse(e.ts) > lostAt,
+    );
+    expect(served.length, runId).toBeGreaterThan(0);
+  }
+  return applied;
+}
