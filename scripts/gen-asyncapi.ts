@@ -516,7 +516,7 @@ export function buildAsyncApi(options: AsyncApiOptions = {}): Json {
         `Each event \`${JETSTREAM.events.stream}\` stores, republished by the server as it stores it (JetStream`,
         'RePublish): the same JSON, with headers `Nats-Sequence` (its stream sequence) and `Nats-Subject`',
         '(`pge.run.<runId>.evt.<type>`). How a reader follows runs live without a consumer: read what is',
-        'stored by direct gets, then take these from the next stream sequence on. Only the server publishes here.',
+        "stored by lookups from the stream's leader, then take these from the next stream sequence on. Only the server publishes here.",
       ].join('\n'),
       parameters: eventParameters,
       messages: channelMessages(eventNames),
@@ -775,7 +775,7 @@ export function buildAsyncApi(options: AsyncApiOptions = {}): Json {
       title: 'Follow a run',
       summary: "A client follows a run's events in order, from the start.",
       description: [
-        `Direct gets on stream \`${JETSTREAM.events.stream}\` (\`next_by_subj\`: \`pge.run.<runId>.evt.>\`, from`,
+        `Lookups from the leader of stream \`${JETSTREAM.events.stream}\` (\`$JS.API.STREAM.MSG.GET\` with \`next_by_subj\`: \`pge.run.<runId>.evt.>\`, from`,
         'stream sequence 1) read the events in order, including those published before the reader',
         'started, and `pge.stored.<runId>.evt.>` says what is stored next; a client or observer credential',
         'may make no consumer. A run ends with `run.completed` or `run.failed`.',

@@ -12,7 +12,7 @@ import { RESUME_ANSWER_MS, SUBMIT_ANSWER_MS, subjectMatches, subjects, workerQue
  * over an allow.
  *
  * Besides pge's own subjects, each process needs the JetStream API subjects of what it does with
- * streams: `$JS.API.INFO` and stream info (every process checks the streams at start), direct gets
+ * streams: `$JS.API.INFO` and stream info (every process checks the streams at start), lookups
  * on the streams it reads, and info, next and acknowledgements (`$JS.ACK.<stream>.<consumer>.>`)
  * of the durable consumer it takes messages from. Only a coordinator creates and updates streams,
  * consumers and the run-lease bucket, publishes events and work, and answers abandoned work.
@@ -22,7 +22,7 @@ import { RESUME_ANSWER_MS, SUBMIT_ANSWER_MS, subjectMatches, subjects, workerQue
  * account that holds the streams, as itself, where no permission of the creator's applies: onto
  * other consumers' pulls (`$JS.API.CONSUMER.MSG.NEXT.…`: a planner's work item goes to nobody),
  * the coordinator's subjects, anyone's rejection reports. So the coordinator makes every durable consumer
- * at start (`pgeConsumers`), and readers read by direct gets (nats-stored.ts).
+ * at start (`pgeConsumers`), and readers read by lookups from a stream's leader (nats-stored.ts).
  */
 
 /** The processes a deployment has, each with its own credential. */
@@ -55,7 +55,10 @@ const KV_STREAM = `KV_${LEASE_BUCKET}`;
 /** Every process checks JetStream and pge's streams (and may read the lease bucket's) at start. */
 const STREAM_CHECKS = [`${JS_API}.INFO`, ...[...PGE_STREAMS.map((s) => s.name), KV_STREAM].map(streamInfo)];
 
-/** Reading what a stream holds by direct gets and message lookups: nothing that changes it. */
+/**
+ * Reading what a stream holds by message lookups (pge's readers) and direct gets (readers of other
+ * systems may use them: docs/integration.md): nothing that changes it.
+ */
 function streamReading(stream: string): string[] {
   return [
     `${JS_API}.STREAM.MSG.GET.${stream}`,
