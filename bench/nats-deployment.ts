@@ -251,7 +251,7 @@ export async function startBenchNatsCluster(dir: string, size = 3): Promise<Benc
     pids.push(Number(readFileSync(pidFile, 'utf8').trim()) || null);
   }
   const urls = servers.map((server) => server.url).join(',');
-  await untilJetStreamReady({ servers: urls.split(',') });
+  await untilJetStreamReady({ servers: urls.split(',') }, size);
   return {
     urls,
     cpuMs() {

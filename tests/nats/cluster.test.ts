@@ -32,7 +32,8 @@ let logs: string;
 const processes: PgeProcess[] = [];
 
 beforeEach(async () => {
-  cluster = await startSecuredNatsCluster(3);
+  // Routes through relays, so that a test can cut one server off from the others.
+  cluster = await startSecuredNatsCluster(3, { partitionable: true });
   openai = await startFakeOpenAI();
   logs = mkdtempSync(join(tmpdir(), 'pge-cluster-'));
 });
@@ -145,9 +146,10 @@ describe('pge on a three-server JetStream cluster', MULTI_PROCESS, () => {
       ...cluster.connectOptions('client'),
       servers: cluster.named(leader!).url,
     });
+    // Made first: it asks for the account's JetStream info, which the metadata leader answers.
+    const jsm = await jetstreamManager(reader, { timeout: 2_000 });
     frozen.freeze();
     try {
-      const jsm = await jetstreamManager(reader, { timeout: 2_000 });
       const read: string[] = [];
       for (let msg = await storedAfter(jsm, EVENTS_STREAM, 'pge.run.r1.evt.>', 1); msg !== null; ) {
         read.push(msg.string());
@@ -179,6 +181,37 @@ describe('pge on a three-server JetStream cluster', MULTI_PROCESS, () => {
     // At most the calls in flight at the freeze, one per run, were made twice.
     expect(openai.completions().length - applied).toBeLessThanOrEqual(runIds.length);
   }, 240_000);
+
+  it('loses no run and no event when the leader of PGE_EVENTS is cut off from the others for a while with runs in flight', async () => {
+    // A partition: the server runs on and keeps its clients (the only generator among them), but
+    // its routes to the two others are cut, and cannot be made again, until the network heals.
+    const { lost, leader, runIds } = await runsInFlight('a partitioned server');
+    cluster.partition(lost);
+    const cutAt = Date.now();
+    // The two others see it gone: they elect a leader of their own.
+    const majority = await connect({
+      ...cluster.connectOptions('admin'),
+      servers: cluster.servers.filter((server) => server !== lost).map((server) => server.url),
+    });
+    // No account info asked first: its metadata leader may be the server cut off.
+    const jsm = await jetstreamManager(majority, { timeout: 2_000, checkAPI: false });
+    await until(
+      () =>
+        jsm.streams.info(EVENTS_STREAM).then(
+          (info) => info.cluster?.leader,
+          () => undefined,
+        ),
+      (now) => now !== undefined && now !== leader,
+      'a leader of PGE_EVENTS on the two other servers',
+      15_000,
+    );
+    await majority.close();
+    await new Promise((resolve) => setTimeout(resolve, Math.max(0, cutAt + 15_000 - Date.now())));
+    cluster.heal();
+    const applied = await expectEveryRunWhole(runIds, cutAt);
+    // At most the calls in flight at the partition, one per run, were made twice.
+    expect(openai.completions().length - applied).toBeLessThanOrEqual(runIds.length);
+  }, 240_000);
 });
 
 /**
@@ -189,7 +222,7 @@ describe('pge on a three-server JetStream cluster', MULTI_PROCESS, () => {
 async function runsInFlight(
   what: string,
   env: Record<string, string> = {},
-): Promise<{ lost: NatsServerHandle; runIds: string[] }> {
+): Promise<{ lost: NatsServerHandle; leader: string; runIds: string[] }> {
   // Every call takes a while, so that each run is in the middle of a call at the loss.
   openai.script((body) => passingAnswer(body, 100));
   await worker('coordinator', { env });
@@ -205,7 +238,7 @@ async function runsInFlight(
   const runIds = await Promise.all([1, 2, 3, 4].map((i) => submitRun(client, `run ${i} through ${what}`)));
   const workCalls = () => openai.completions().filter((r) => schemaOf(r.body) === 'pge_work').length;
   await until(workCalls, (n) => n >= 2, 'the first work calls');
-  return { lost, runIds };
+  return { lost, leader, runIds };
 }
 
 /**

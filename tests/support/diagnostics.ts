@@ -32,7 +32,7 @@ export function watchOutput(name: string): (chunk: string) => void {
     const lines = (entry.partial + chunk).split('\n');
     entry.partial = lines.pop() ?? '';
     if (lines.length === 0) return;
-    entry.text = (entry.text + lines.map((line) => stamp + line).join('\n') + '\n').slice(-TAIL_CHARS);
+    entry.text = `${entry.text}${lines.map((line) => stamp + line).join('\n')}\n`.slice(-TAIL_CHARS);
   };
 }
 
