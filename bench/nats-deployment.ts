@@ -231,7 +231,7 @@ export interface BenchNatsCluster {
 
 /**
  * Starts `size` nats-servers (JetStream, no authorization) routed to each other, each with its pid
- * file in `dir`, and waits until JetStream answers (a metadata leader was elected).
+ * file in `dir`, and waits until every server takes part in JetStream (`untilJetStreamReady`).
  */
 export async function startBenchNatsCluster(dir: string, size = 3): Promise<BenchNatsCluster> {
   const routes = await Promise.all(Array.from({ length: size }, () => freePort()));

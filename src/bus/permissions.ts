@@ -55,16 +55,15 @@ const KV_STREAM = `KV_${LEASE_BUCKET}`;
 /** Every process checks JetStream and pge's streams (and may read the lease bucket's) at start. */
 const STREAM_CHECKS = [`${JS_API}.INFO`, ...[...PGE_STREAMS.map((s) => s.name), KV_STREAM].map(streamInfo)];
 
+/** Looking up what a stream holds, from its leader, as pge's readers do (nats-stored.ts). */
+const streamLookup = (stream: string): string => `${JS_API}.STREAM.MSG.GET.${stream}`;
+
 /**
- * Reading what a stream holds by message lookups (pge's readers) and direct gets (readers of other
- * systems may use them: docs/integration.md): nothing that changes it.
+ * Reading what a stream holds by lookups and by direct gets, which a reader of another system may
+ * use (docs/integration.md): nothing that changes it.
  */
 function streamReading(stream: string): string[] {
-  return [
-    `${JS_API}.STREAM.MSG.GET.${stream}`,
-    `${JS_API}.DIRECT.GET.${stream}`,
-    `${JS_API}.DIRECT.GET.${stream}.>`,
-  ];
+  return [streamLookup(stream), `${JS_API}.DIRECT.GET.${stream}`, `${JS_API}.DIRECT.GET.${stream}.>`];
 }
 
 /** Taking messages from a durable consumer the coordinator made: its info, pulls and acks. */
@@ -77,7 +76,7 @@ function durableTaking(stream: string, durable: string): string[] {
 }
 
 /** Reading the run-lease bucket: a role worker checks that a work item's run is live. */
-const LEASE_READING = [`${JS_API}.STREAM.MSG.GET.${KV_STREAM}`];
+const LEASE_READING = [streamLookup(KV_STREAM)];
 
 /**
  * A role's private inbox prefix: where replies to its requests (its JetStream calls and pulls
@@ -161,8 +160,8 @@ export const ROLE_PERMISSIONS: Readonly<Record<NatsRole, RolePermissions>> = {
       allow: [
         ...STREAM_CHECKS,
         ...durableTaking(EVENTS_STREAM, PERSISTENCE_CONSUMER),
-        // A run it joined midway, read back from its first event.
-        ...streamReading(EVENTS_STREAM),
+        // A run it joined midway, read back from its first event; a gap in what it was delivered.
+        streamLookup(EVENTS_STREAM),
         // A log that cannot be written stops its run.
         subjects.control('*'),
         subjects.rejected('persistence'),

@@ -99,8 +99,9 @@ export async function readRunLeases(
         return entry !== null && entry.operation === 'PUT';
       } catch (error) {
         if (apiError(error, JetStreamApiCodes.StreamNotFound)) return false;
-        // The server's own answer (no permission, …) does not change by asking again.
-        if (error instanceof JetStreamApiError || performance.now() + pause > deadline) throw error;
+        // The server's own answer (no permission, …) does not change by asking again; a stream
+        // without a leader for now (503, during an election) does.
+        if (!isTransportFailure(error) || performance.now() + pause > deadline) throw error;
         await new Promise((resolve) => setTimeout(resolve, pause));
       }
     }

@@ -105,7 +105,8 @@ describe('NatsBus on JetStream', () => {
       duplicate_window: nanos(120_000),
     });
     expect((await jsm.streams.info('PGE_RESULTS')).config.subjects).toEqual([subjects.result('*')]);
-    // Readers read by direct gets; the durable consumers every role reads through are made at start.
+    // Direct gets stay open to readers of other systems (pge's read from the leader); the durable
+    // consumers every role reads through are made at start.
     expect(events.config.allow_direct).toBe(true);
     expect(events.config.republish).toEqual({
       src: subjects.events('*'),
@@ -888,8 +889,8 @@ describe('NatsBus through an outage', () => {
   }, 30_000);
 
   it.each([
-    ['by direct gets, then as the server republishes what it stores', 'republished'],
-    ['by direct gets alone, from a stream made before pge had it republish', 'looked up'],
+    ['by lookups, then as the server republishes what it stores', 'republished'],
+    ['by lookups alone, from a stream made before pge had it republish', 'looked up'],
     ['through an ordered consumer', 'consumer'],
   ] as const)(
     'reads a run %s, from its first event, across a server restart, once each',

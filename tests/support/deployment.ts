@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { type ConnectionOptions, connect, type NatsConnection } from '@nats-io/transport-node';
+import { EVENTS_STREAM, storedAfter } from '../../src/bus/nats-streams.js';
 import type { NatsRole } from '../../src/bus/permissions.js';
 import { SUBMIT_ANSWER_MS } from '../../src/bus/subjects.js';
 import type { RunEvent } from '../../src/schemas/index.js';
@@ -136,8 +137,9 @@ export function closedRun(
 }
 
 /**
- * Reads a run's events from PGE_EVENTS as a client does (direct gets from the first, looking again
- * while there is nothing new), calling `onEvent` on each as it arrives, until the closing event.
+ * Reads a run's events from PGE_EVENTS as pge's readers do (lookups from the stream's leader, from
+ * the first, looking again while there is nothing new), calling `onEvent` on each as it arrives,
+ * until the closing event.
  */
 export async function readRunToEnd(
   nc: NatsConnection,
@@ -147,7 +149,7 @@ export async function readRunToEnd(
   const jsm = await jetstreamManager(nc);
   const events: RunEvent[] = [];
   for (let seq = 1; events.at(-1)?.type !== 'run.completed' && events.at(-1)?.type !== 'run.failed'; ) {
-    const m = await jsm.direct.getMessage('PGE_EVENTS', { seq, next_by_subj: `pge.run.${runId}.evt.>` });
+    const m = await storedAfter(jsm, EVENTS_STREAM, `pge.run.${runId}.evt.>`, seq);
     if (m === null) {
       await new Promise((resolve) => setTimeout(resolve, 20));
       continue;

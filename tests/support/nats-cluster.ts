@@ -18,7 +18,7 @@ import { type RouteRelay, startRouteRelay } from './route-relay.js';
 /**
  * A private JetStream cluster for tests: `size` nats-servers on loopback, started from the files
  * `pge nats-config --cluster` writes (operator mode, one credential per role, authenticated routes),
- * each on free ports with its own store, and ready once JetStream has a metadata leader.
+ * each on free ports with its own store, and ready once every server takes part in JetStream.
  */
 export interface SecuredNatsCluster {
   /** The servers, in the order of their names (`pge-1`, `pge-2`, …). */
@@ -78,6 +78,7 @@ export async function startSecuredNatsCluster(
     partition(server) {
       if (!partitionable) throw new Error('the cluster was not started partitionable');
       const index = servers.indexOf(server);
+      if (index < 0) throw new Error('the server to cut off is not one of the cluster');
       for (const relay of relays) if (relay.from === index || relay.to === index) relay.cut();
     },
     heal: () => {
@@ -90,7 +91,12 @@ export async function startSecuredNatsCluster(
       await rm(configDir, { recursive: true, force: true });
     },
   };
-  await untilJetStreamReady(handle.connectOptions('admin'), size);
+  try {
+    await untilJetStreamReady(handle.connectOptions('admin'), size);
+  } catch (error) {
+    await handle.stop();
+    throw error;
+  }
   return handle;
 }
 
@@ -110,13 +116,22 @@ async function relayRoutes(
       if (to === from) continue;
       const relay = { ...(await startRouteRelay(clusterPort)), from, to };
       relays.push(relay);
-      config = config.replace(`@127.0.0.1:${clusterPort}"`, `@127.0.0.1:${relay.port}"`);
+      config = replaceOnce(config, `@127.0.0.1:${clusterPort}"`, `@127.0.0.1:${relay.port}"`);
     }
     // Port 1 takes no connection: a route a server learns of from another (and would make itself)
     // fails, so only the relayed routes exist.
-    await writeFile(configFile, config.replace('cluster {\n', 'cluster {\n  advertise: "127.0.0.1:1"\n'));
+    await writeFile(
+      configFile,
+      replaceOnce(config, 'cluster {\n', 'cluster {\n  advertise: "127.0.0.1:1"\n'),
+    );
   }
   return relays;
+}
+
+/** `text` with `from` replaced by `to`; throws when `from` is not in it (the config's format changed). */
+function replaceOnce(text: string, from: string, to: string): string {
+  if (!text.includes(from)) throw new Error(`the written nats-server config has no ${JSON.stringify(from)}`);
+  return text.replace(from, to);
 }
 
 /**
