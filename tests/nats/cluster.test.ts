@@ -170,8 +170,7 @@ describe('pge on a three-server JetStream cluster', MULTI_PROCESS, () => {
     await new Promise((resolve) => setTimeout(resolve, 15_000));
     lost.thaw();
     const applied = await expectEveryRunWhole(runIds, frozenAt);
-    // At most the calls in flight at the freeze, one per run, were made twice.
-    expect(openai.completions().length - applied).toBeLessThanOrEqual(runIds.length);
+    expect(openai.completions().length - applied).toBeLessThanOrEqual(PAUSE_REPEATS * runIds.length);
   }, 240_000);
 
   it('loses no run and no event when the leader of PGE_EVENTS is cut off from the others for a while with runs in flight', async () => {
@@ -201,10 +200,18 @@ describe('pge on a three-server JetStream cluster', MULTI_PROCESS, () => {
     await new Promise((resolve) => setTimeout(resolve, Math.max(0, cutAt + 15_000 - Date.now())));
     cluster.heal();
     const applied = await expectEveryRunWhole(runIds, cutAt);
-    // At most the calls in flight at the partition, one per run, were made twice.
-    expect(openai.completions().length - applied).toBeLessThanOrEqual(runIds.length);
+    expect(openai.completions().length - applied).toBeLessThanOrEqual(PAUSE_REPEATS * runIds.length);
   }, 240_000);
 });
+
+/**
+ * Calls per run made again at most through a pause of 15 s (a server frozen or cut off), besides
+ * the ones applied. Unlike a kill, a pause outlasts the run leases (3 s) and the work items' ack
+ * wait, so the call a run had in flight may be made again by the worker its item is redelivered to
+ * and by a coordinator that took the run over, one answer being applied and the others dropped; CI has
+ * seen up to 2 per run.
+ */
+const PAUSE_REPEATS = 3;
 
 /**
  * A deployment on the cluster with 4 runs submitted and working, for the loss of the leader of
