@@ -8,7 +8,7 @@ import { connectNats, natsOptionsFromEnv } from '../../src/bus/nats-connection.j
 import { readStored } from '../../src/bus/nats-stored.js';
 import { EVENTS_STREAM, PGE_STREAMS } from '../../src/bus/nats-streams.js';
 import type { NatsRole } from '../../src/bus/permissions.js';
-import { LEASE_BUCKET } from '../../src/bus/run-leases.js';
+import { LEASE_BUCKET, RunLeases, readRunLeases } from '../../src/bus/run-leases.js';
 import { readLog } from '../../src/persistence/index.js';
 import type { RunEvent } from '../../src/schemas/index.js';
 import { closed, passingAnswer, submitRun, until } from '../support/deployment.js';
@@ -125,6 +125,35 @@ describe('pge on a three-server JetStream cluster', MULTI_PROCESS, () => {
       await nc.close();
     }
   });
+
+  it('has a worker ask whether a run is live again while the lease bucket has no leader, not fail', async () => {
+    const admin = await connect(cluster.connectOptions('admin'));
+    const leases = await RunLeases.open(admin, {
+      owner: 'coordinator-1',
+      replicas: 3,
+      onExpired: () => undefined,
+      onLost: () => undefined,
+    });
+    const [kept, ...lost] = cluster.servers;
+    const worker = await connect({ ...cluster.connectOptions('generator'), servers: kept!.url });
+    try {
+      expect(await leases.claim('run-through-an-election')).toBe(true);
+      const isLiveRun = await readRunLeases(worker, 30_000);
+      expect(await isLiveRun('run-through-an-election')).toBe(true);
+      // Two of three servers gone: the bucket's stream has no leader. The one left answers a lookup
+      // not at all at first, then (after some seconds) with 503, JetStream temporarily unavailable:
+      // both are asked again until the servers are back. With a 503 taken as final, this fails.
+      await Promise.all(lost.map((server) => server.kill()));
+      const asked = isLiveRun('run-through-an-election');
+      await new Promise((resolve) => setTimeout(resolve, 15_000));
+      await Promise.all(lost.map((server) => server.restart()));
+      expect(await asked).toBe(true);
+    } finally {
+      leases.stop();
+      await worker.close();
+      await admin.close();
+    }
+  }, 60_000);
 
   it('reads a stream from its leader, so a replica that stops answering delays no read', async () => {
     await worker('coordinator');
