@@ -14,10 +14,10 @@ import { subjectMatches } from './subjects.js';
 /**
  * Reading what a stream stores on a subject without a consumer: message by message, each asked of
  * the stream's leader (`$JS.API.STREAM.MSG.GET.<stream>` with `next_by_subj`, `storedAfter`),
- * which changes nothing on the server and which every role's credential may use. Making consumers is the coordinator's
- * alone: a consumer's configuration names where the server delivers its messages, in the account
- * that holds the streams, where no subject permission of the creator's applies (see
- * permissions.ts). Only features of nats-server 2.9 are used.
+ * which changes nothing on the server and which every reader's credential may use. Making
+ * consumers is the coordinator's alone: a consumer's configuration names where the server delivers
+ * its messages, in the account that holds the streams, where no subject permission of the
+ * creator's applies (see permissions.ts). Only features of nats-server 2.9 are used.
  */
 
 /** A message as the stream stored it. */
