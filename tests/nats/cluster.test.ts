@@ -6,7 +6,7 @@ import { connect } from '@nats-io/transport-node';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { connectNats, natsOptionsFromEnv } from '../../src/bus/nats-connection.js';
 import { readStored } from '../../src/bus/nats-stored.js';
-import { EVENTS_STREAM, PGE_STREAMS } from '../../src/bus/nats-streams.js';
+import { EVENTS_STREAM, PGE_STREAMS, streamOf } from '../../src/bus/nats-streams.js';
 import type { NatsRole } from '../../src/bus/permissions.js';
 import { LEASE_BUCKET, RunLeases, readRunLeases } from '../../src/bus/run-leases.js';
 import { readLog } from '../../src/persistence/index.js';
@@ -173,8 +173,7 @@ describe('pge on a three-server JetStream cluster', MULTI_PROCESS, () => {
     const jsm = await jetstreamManager(reader, { timeout: 2_000 });
     frozen.freeze();
     try {
-      const events = PGE_STREAMS.find((stream) => stream.name === EVENTS_STREAM)!;
-      const read = await readStored(jsm, events, 'pge.run.r1.evt.>');
+      const read = await readStored(jsm, streamOf('pge.run.r1.evt.>')!, 'pge.run.r1.evt.>');
       expect(read.map((m) => new TextDecoder().decode(m.data))).toEqual(seqsUpTo(30).map(String));
     } finally {
       frozen.thaw();
@@ -203,11 +202,11 @@ describe('pge on a three-server JetStream cluster', MULTI_PROCESS, () => {
 });
 
 /**
- * Calls per run made again at most through a pause of 15 s (a server frozen), besides
- * the ones applied. Unlike a kill, a pause outlasts the run leases (3 s) and the work items' ack
- * wait, so the call a run had in flight may be made again by the worker its item is redelivered to
- * and by a coordinator that took the run over, one answer being applied and the others dropped; CI has
- * seen up to 2 per run.
+ * Calls per run made again at most through a pause of 15 s (a server frozen), besides the ones
+ * applied. Unlike a kill, a pause outlasts the run leases (3 s) and the work items' ack wait, so
+ * the call a run had in flight may be made again by the worker its item is redelivered to and by a
+ * coordinator that took the run over, one answer being applied and the others dropped; CI has seen
+ * up to 2 per run.
  */
 const PAUSE_REPEATS = 3;
 
