@@ -205,7 +205,7 @@ describe('resolveConfig', () => {
 
   it('never shows the API key, and shows a base URL without its credentials', () => {
     writeFileSync(join(dir, 'pge.config.json'), JSON.stringify({ apiKey: 'sk-from-file-123456' }));
-    const c = resolveIn(['--base-url', 'https://user:hunter2@proxy.example/v1?key=abc']);
+    const c = resolveIn(['--base-url', 'https://user:hunter2@proxy.example/v1?key=query-secret']);
     const lines = describeConfig(c, dir);
     const text = JSON.stringify(lines);
     expect(lines.find((l) => l.key === 'apiKey')).toEqual({
@@ -214,7 +214,8 @@ describe('resolveConfig', () => {
       source: 'config file',
     });
     expect(lines.find((l) => l.key === 'baseURL')?.value).toBe('https://proxy.example/v1');
-    for (const secret of ['sk-from-file', 'hunter2', 'abc']) expect(text).not.toContain(secret);
+    // Each long enough not to turn up by chance in a random id.
+    for (const secret of ['sk-from-file', 'hunter2', 'query-secret']) expect(text).not.toContain(secret);
     expect(lines.find((l) => l.key === 'workingDirectory')).toMatchObject({ value: dir, source: 'default' });
   });
 });
