@@ -27,7 +27,7 @@ import {
 import { decodeMessage, encodeMessage, rejectionOf } from './codec.js';
 import type { NatsConnectionOptions } from './nats-connection.js';
 import { connectNats, credentialRoleOf, describeNatsServers } from './nats-connection.js';
-import { busError, hasCause, Reconnects, toNatsHeaders, within } from './nats-helpers.js';
+import { busError, hasCause, Reconnects, ServerMove, toNatsHeaders, within } from './nats-helpers.js';
 import { OrderedSubscription } from './nats-ordered-subscription.js';
 import { MAX_PUBLISH_RETRY_MS, type StorePolicy, storeUntilAcknowledged } from './nats-publish.js';
 import { readStored, StoredSubscription } from './nats-stored.js';
@@ -147,7 +147,13 @@ export class NatsBus implements Bus, StoredMessages {
       );
     const reconnects = new Reconnects(connection);
     const onReconnect = (listener: () => void) => reconnects.listen(listener);
-    this.storePolicy = { retryMs, isClosed: () => this.closed, onReconnect };
+    const move = new ServerMove(connection, (error) => this.report(error, 'connection'));
+    this.storePolicy = {
+      retryMs,
+      isClosed: () => this.closed,
+      onReconnect,
+      unservedSince: (since) => move.unservedSince(since, 'publishes'),
+    };
     this.host = {
       bus: this,
       begin: () => this.inFlight.begin(),
@@ -157,6 +163,7 @@ export class NatsBus implements Bus, StoredMessages {
       detach: (subscription) => void this.subscriptions.delete(subscription),
       onReconnect,
       onDisconnect: (listener) => reconnects.listenDisconnect(listener),
+      unservedSince: (since) => move.unservedSince(since, 'pulls'),
     };
   }
 

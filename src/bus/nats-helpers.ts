@@ -34,6 +34,78 @@ export function busError(error: unknown, what: string): BusError {
 }
 
 /**
+ * True for "no responders" to a JetStream request or publish: nothing answered it on the server the
+ * connection is on (nats.js's `JetStreamNotEnabled`, which its public entry does not export, a
+ * request's `NoRespondersError`, or a pull's 503 status).
+ */
+export function isNoResponders(error: unknown): boolean {
+  if (hasCause(error, natsErrors.NoRespondersError)) return true;
+  if (!(error instanceof Error)) return false;
+  return (
+    error.name === 'JetStreamNotEnabled' ||
+    (error.name === 'JetStreamStatusError' && (error as Error & { code?: number }).code === 503)
+  );
+}
+
+/** True for a pull nothing served: "no responders", or no heartbeat from the consumer (nats.js's "heartbeats missed"). */
+export function isUnservedPull(error: unknown): boolean {
+  return (
+    isNoResponders(error) ||
+    (error instanceof Error && error.name === 'JetStreamError' && error.message === 'heartbeats missed')
+  );
+}
+
+/**
+ * How long the server a process is on may leave its JetStream publishes or pulls unserved before
+ * the process moves to another server of the cluster: longer than a stream's leader election (about
+ * 5 s), during which the whole cluster may leave them so.
+ */
+export const UNSERVED_MOVE_MS = 10_000;
+
+/**
+ * Moves a connection to another server of its cluster when the one it is on keeps leaving its
+ * JetStream publishes or pulls unserved. After a pause or a partition a nats-server can go on
+ * answering "no responders" for minutes while the other servers of its cluster serve the same
+ * streams (pge's tests saw it with nats-server 2.9; nats-io/nats-server#5738 reports the like), and
+ * nats.js changes servers only when a connection breaks: so it is broken here (`reconnect`), at
+ * most once per `afterMs`. Not on a lone server, where there is nowhere to go.
+ */
+export class ServerMove {
+  #movedAt = Number.NEGATIVE_INFINITY;
+
+  constructor(
+    private readonly nc: NatsConnection,
+    private readonly report: (error: BusError) => void,
+    private readonly afterMs = UNSERVED_MOVE_MS,
+  ) {}
+
+  /** Told by a loop that retries a JetStream publish or pull, with when its `what` began to go unserved. */
+  unservedSince(since: number, what: 'publishes' | 'pulls'): void {
+    const now = Date.now();
+    if (now - since < this.afterMs || now - this.#movedAt < this.afterMs) return;
+    // The server lists every server of its cluster, itself included.
+    if ((this.nc.info?.connect_urls?.length ?? 0) < 2 || this.nc.isClosed() || this.nc.isDraining()) return;
+    this.#movedAt = now;
+    const server = this.nc.getServer();
+    this.report(
+      new BusError(
+        `${server} has left JetStream ${what} unserved for ${Math.round((now - since) / 1000)} s; moving to another server of its cluster`,
+      ),
+    );
+    this.#moveFrom(server).catch(() => undefined); // closed meanwhile: nothing to move
+  }
+
+  /** Reconnects until on another server: nats.js's first reconnect goes back to the one it first connected to. */
+  async #moveFrom(server: string): Promise<void> {
+    for (let attempt = 0; attempt < 2 && this.nc.getServer() === server; attempt++) {
+      const statuses = this.nc.status();
+      await this.nc.reconnect();
+      for await (const status of statuses) if (status.type === 'reconnect') break;
+    }
+  }
+}
+
+/**
  * The reconnects of a connection, told to listeners. nats.js drops what was buffered while
  * disconnected when it reconnects, and a reply to a request sent before is lost with the old
  * connection: whatever waits for one should ask again then, rather than wait for its timeout.

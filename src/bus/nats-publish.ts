@@ -3,7 +3,7 @@ import { JetStreamApiError } from '@nats-io/jetstream';
 import { type MsgHdrs, errors as natsErrors } from '@nats-io/transport-node';
 import { BusError } from '../errors.js';
 import { DUPLICATE_WINDOW_MS } from '../schemas/setting-values.js';
-import { busError, hasCause } from './nats-helpers.js';
+import { busError, hasCause, isNoResponders } from './nats-helpers.js';
 
 /**
  * Storing a message in JetStream until the stream acknowledges it. A publish whose acknowledgement
@@ -30,6 +30,8 @@ export interface StorePolicy {
   isClosed(): boolean;
   /** Calls `listener` at each reconnect (an attempt under way is then lost) until told to stop. */
   onReconnect(listener: () => void): () => void;
+  /** Told while attempts are answered "no responders", with when that began (`ServerMove`). */
+  unservedSince(since: number): void;
 }
 
 /**
@@ -65,6 +67,7 @@ export async function storeUntilAcknowledged(
   headers?: MsgHdrs,
 ): Promise<void> {
   const started = Date.now();
+  let unservedSince: number | null = null;
   for (let attempt = 1; ; attempt++) {
     // The last attempt waits no longer than the bound: a publish gives up on time.
     const timeout = Math.max(1, Math.min(PUBLISH_ATTEMPT_MS, policy.retryMs - (Date.now() - started)));
@@ -81,6 +84,8 @@ export async function storeUntilAcknowledged(
       throw new natsErrors.RequestError('the connection was re-established before the acknowledgement');
     } catch (error) {
       if (!isTransportFailure(error)) throw busError(error, `cannot publish on ${subject}`);
+      unservedSince = isNoResponders(error) ? (unservedSince ?? Date.now()) : null;
+      if (unservedSince !== null) policy.unservedSince(unservedSince);
       const elapsed = Date.now() - started;
       const reason = error instanceof Error ? error.message : String(error);
       const tried = `${attempt} attempt${attempt > 1 ? 's' : ''} over ${elapsed} ms, the last: ${reason}`;

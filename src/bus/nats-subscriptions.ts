@@ -17,7 +17,7 @@ import {
 import { BusError } from '../errors.js';
 import { type Bus, type BusHandler, type BusSubscription, Delivery, type MessageHeaders } from './bus.js';
 import { decodeMessage } from './codec.js';
-import { busError, fromNatsHeaders, OutageReport } from './nats-helpers.js';
+import { busError, fromNatsHeaders, isUnservedPull, OutageReport } from './nats-helpers.js';
 import type { PullConsumerSettings } from './nats-streams.js';
 import { ensurePullConsumer, storedAfter, streamOf } from './nats-streams.js';
 import { subjectMatches } from './subjects.js';
@@ -45,6 +45,8 @@ export interface NatsHost {
   onReconnect(listener: () => void): () => void;
   /** Calls `listener` at each loss of the connection until the returned function is called. */
   onDisconnect(listener: () => void): () => void;
+  /** Told while pulls go unserved (`isUnservedPull`), with when that began (`ServerMove`). */
+  unservedSince(since: number): void;
   detach(subscription: NatsSubscription): void;
 }
 
@@ -352,6 +354,7 @@ export class PullSubscription implements NatsSubscription {
     if (consumer === null) return;
     /** When the pulls began to fail (null while they work), and when that was last reported. */
     let failingSince: number | null = null;
+    let unservedSince: number | null = null;
     let reportedAt = 0;
     // A queue member handles its messages side by side, asking for as many as it has free; a
     // reader of its own handles a batch in order.
@@ -370,8 +373,11 @@ export class PullSubscription implements NatsSubscription {
         }
         this.inOrder?.acks.flush();
         failingSince = null;
+        unservedSince = null;
       } catch (error) {
         if (!this.active) break;
+        unservedSince = isUnservedPull(error) ? (unservedSince ?? Date.now()) : null;
+        if (unservedSince !== null) this.host.unservedSince(unservedSince);
         // The consumer may have been replaced meanwhile (a coordinator of another ack policy).
         await consumer.info().then(
           (info) => this.follow(info),

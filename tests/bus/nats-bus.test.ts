@@ -14,6 +14,7 @@ import {
 import type { MessageRejection } from '../../src/bus/codec.js';
 import { NatsBus } from '../../src/bus/nats-bus.js';
 import { connectNats, natsOptionsFromEnv } from '../../src/bus/nats-connection.js';
+import { UNSERVED_MOVE_MS } from '../../src/bus/nats-helpers.js';
 import { ensurePullConsumer, PGE_STREAMS, streamConfig } from '../../src/bus/nats-streams.js';
 import { PULL_EXPIRES_MS } from '../../src/bus/nats-subscriptions.js';
 import { RunLeases } from '../../src/bus/run-leases.js';
@@ -791,6 +792,31 @@ describe('NatsBus through an outage', () => {
     } finally {
       await admin.close();
       await worker.close();
+      await server.stop();
+    }
+  }, 30_000);
+
+  it('stays on a lone server that leaves its publishes unserved: there is no other server to move to', async () => {
+    const server = await startNatsServer();
+    const errors: unknown[] = [];
+    const bus = await NatsBus.connect({ servers: server.url, onHandlerError: (error) => errors.push(error) });
+    const admin = await connect({ servers: server.url });
+    const statuses: string[] = [];
+    (async () => {
+      for await (const status of bus.connection.status()) statuses.push(status.type);
+    })().catch(() => undefined);
+    try {
+      await (await jetstreamManager(admin)).streams.delete('PGE_EVENTS');
+      const published = publishEvent(bus, runStarted(freshRunId())).catch((error: unknown) => error);
+      // Past UNSERVED_MOVE_MS of "no responders", where a process on a cluster moves.
+      await new Promise((resolve) => setTimeout(resolve, UNSERVED_MOVE_MS + 3_000));
+      expect(errors.map(String).join('\n')).not.toMatch(/moving to another server/);
+      expect(statuses).not.toContain('disconnect');
+      await bus.close();
+      expect(await published).toBeInstanceOf(BusError);
+    } finally {
+      await admin.close();
+      await bus.close();
       await server.stop();
     }
   }, 30_000);

@@ -4,13 +4,18 @@ import { basename, join } from 'node:path';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { publishEvent, serveWork } from '../../src/bus/channels.js';
+import { NatsBus } from '../../src/bus/nats-bus.js';
 import { connectNats, natsOptionsFromEnv } from '../../src/bus/nats-connection.js';
+import { UNSERVED_MOVE_MS } from '../../src/bus/nats-helpers.js';
 import { readStored } from '../../src/bus/nats-stored.js';
-import { EVENTS_STREAM, PGE_STREAMS, streamOf } from '../../src/bus/nats-streams.js';
+import { EVENTS_STREAM, PGE_STREAMS, streamOf, WORK_STREAM } from '../../src/bus/nats-streams.js';
 import type { NatsRole } from '../../src/bus/permissions.js';
 import { LEASE_BUCKET, RunLeases, readRunLeases } from '../../src/bus/run-leases.js';
+import { workerQueue } from '../../src/bus/subjects.js';
 import { readLog } from '../../src/persistence/index.js';
 import type { RunEvent } from '../../src/schemas/index.js';
+import { freshRunId, runStarted } from '../bus/bus-contract.js';
 import { closed, passingAnswer, submitRun, until } from '../support/deployment.js';
 import { type FakeOpenAI, startFakeOpenAI } from '../support/fake-openai-server.js';
 import { MULTI_PROCESS } from '../support/multi-process.js';
@@ -125,6 +130,45 @@ describe('pge on a three-server JetStream cluster', MULTI_PROCESS, () => {
     }
   });
 
+  it('moves a process whose publishes its server answers "no responders" for 10 s to another server of the cluster', async () => {
+    const { bus, reported } = await busOnFirstServer('coordinator', 3);
+    const admin = await connect(cluster.connectOptions('admin'));
+    try {
+      // Without the events' stream every server answers "no responders" to an event, as a server
+      // can alone after a pause or a partition; the one the bus is on is what the test watches.
+      const jsm = await jetstreamManager(admin);
+      const { config } = await jsm.streams.info(EVENTS_STREAM);
+      await jsm.streams.delete(EVENTS_STREAM);
+      const runId = freshRunId();
+      const since = Date.now();
+      const published = publishEvent(bus, runStarted(runId));
+      await expectMovedOff(bus, reported, since, 'publishes');
+      // The publish goes on from the new server and is stored once its stream answers.
+      await jsm.streams.add(config);
+      await published;
+      expect(await storedEvents(cluster.connectOptions('client'), `pge.run.${runId}.evt.>`)).toHaveLength(1);
+    } finally {
+      await bus.close();
+      await admin.close();
+    }
+  }, 60_000);
+
+  it('moves a worker whose pulls its server leaves unserved for 10 s to another server of the cluster', async () => {
+    await worker('coordinator');
+    const { bus, reported } = await busOnFirstServer('generator');
+    const admin = await connect(cluster.connectOptions('admin'));
+    try {
+      const served = serveWork(bus, 'generator', async () => undefined);
+      // Without its consumer, a pull is served by no server (its heartbeats never come).
+      await (await jetstreamManager(admin)).consumers.delete(WORK_STREAM, workerQueue('generator'));
+      await expectMovedOff(bus, reported, Date.now(), 'pulls');
+      served.unsubscribe();
+    } finally {
+      await bus.close();
+      await admin.close();
+    }
+  }, 60_000);
+
   it('has a worker ask whether a run is live again while the lease bucket has no leader, not fail', async () => {
     const admin = await connect(cluster.connectOptions('admin'));
     const leases = await RunLeases.open(admin, {
@@ -189,6 +233,39 @@ describe('pge on a three-server JetStream cluster', MULTI_PROCESS, () => {
     expect(openai.completions().length - applied).toBeLessThanOrEqual(runIds.length);
   }, 180_000);
 });
+
+/** A bus of `role` given the first server only (it learns the others from it), and what it reports. */
+async function busOnFirstServer(
+  role: NatsRole,
+  replicas?: number,
+): Promise<{ bus: NatsBus; reported: string[] }> {
+  const reported: string[] = [];
+  const bus = await NatsBus.connect({
+    ...natsOptionsFromEnv(cluster.env(role, cluster.servers[0])),
+    ...(replicas === undefined ? {} : { replicas }),
+    onHandlerError: (error) => reported.push(String(error)),
+  });
+  return { bus, reported };
+}
+
+/** Waits for `bus` to leave the first server, no sooner than `UNSERVED_MOVE_MS` after `since`, saying why. */
+async function expectMovedOff(
+  bus: NatsBus,
+  reported: readonly string[],
+  since: number,
+  what: 'publishes' | 'pulls',
+): Promise<void> {
+  await until(
+    () => bus.connection.info?.port,
+    (port) => port !== undefined && port !== cluster.servers[0]!.port,
+    'a move to another server',
+    30_000,
+  );
+  expect(Date.now() - since).toBeGreaterThanOrEqual(UNSERVED_MOVE_MS);
+  expect(reported.join('\n')).toMatch(
+    new RegExp(`has left JetStream ${what} unserved for \\d+ s; moving to another server of its cluster`),
+  );
+}
 
 /**
  * A deployment on the cluster with 4 runs submitted and working, for the loss of the leader of
