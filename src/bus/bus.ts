@@ -278,9 +278,14 @@ export class InFlight {
 
 const IDLE: Promise<void> = Promise.resolve();
 
-/** The default `onHandlerError` of both buses: a failing handler is reported, never swallowed. */
+/**
+ * The default `onHandlerError` of both buses: a failing handler is reported, never swallowed. The
+ * bus's own reports (a `BusError`: pulls that keep failing, a move to another server) say what
+ * happened in their message; a handler's failure is shown whole, stack included.
+ */
 export function reportToConsole(error: unknown, subject: string): void {
-  console.error(`pge bus: handler for ${subject} failed:`, error);
+  if (error instanceof BusError) console.error(`pge bus: ${subject}: ${error.message}`);
+  else console.error(`pge bus: handler for ${subject} failed:`, error);
 }
 
 /**

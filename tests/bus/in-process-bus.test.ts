@@ -1,4 +1,5 @@
 import { describe, expect, it, vi } from 'vitest';
+import { reportToConsole } from '../../src/bus/bus.js';
 import {
   enqueueWork,
   publishEvent,
@@ -334,5 +335,25 @@ describe('channels', () => {
     expect(seen).toHaveLength(2);
     expect(seen[0]).toBe(seen[1]);
     expect(Object.isFrozen((seen[0] as { payload: object }).payload)).toBe(true);
+  });
+});
+
+describe('reportToConsole, the buses’ default onHandlerError', () => {
+  it("prints a bus's own report as its message, and a handler's failure whole", () => {
+    const printed = vi.spyOn(console, 'error').mockImplementation(() => undefined);
+    try {
+      reportToConsole(
+        new BusError('127.0.0.1:4222 has left JetStream pulls unserved for 11 s'),
+        'connection',
+      );
+      const failure = new TypeError('the handler broke');
+      reportToConsole(failure, 'pge.work.generator');
+      expect(printed.mock.calls).toEqual([
+        ['pge bus: connection: 127.0.0.1:4222 has left JetStream pulls unserved for 11 s'],
+        ['pge bus: handler for pge.work.generator failed:', failure],
+      ]);
+    } finally {
+      printed.mockRestore();
+    }
   });
 });
