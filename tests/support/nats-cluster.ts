@@ -1,4 +1,4 @@
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { jetstreamManager } from '@nats-io/jetstream';
@@ -13,6 +13,7 @@ import {
   refusalsIn,
   startNatsServer,
 } from './nats-server.js';
+import { type RouteRelay, startRouteRelay } from './route-relay.js';
 
 /**
  * A private JetStream cluster for tests: `size` nats-servers on loopback, started from the files
@@ -30,13 +31,22 @@ export interface SecuredNatsCluster {
   connectOptions(role: NatsRole | 'admin'): ConnectionOptions;
   /** The server named `name` (`pge-2`, as JetStream names a stream's leader). */
   named(name: string): NatsServerHandle;
+  /**
+   * Cuts `server` off from the others (a network partition: it runs on, and keeps its clients),
+   * until `heal`; only for a cluster started `partitionable`.
+   */
+  partition(server: NatsServerHandle): void;
+  heal(): void;
   /** Permission violations in every server's log (`SecuredNatsServer.refusals`). */
   refusals(): string[];
   /** Stops every server and deletes the configs and stores. */
   stop(): Promise<void>;
 }
 
-export async function startSecuredNatsCluster(size = 3): Promise<SecuredNatsCluster> {
+export async function startSecuredNatsCluster(
+  size = 3,
+  { partitionable = false }: { partitionable?: boolean } = {},
+): Promise<SecuredNatsCluster> {
   const configDir = await mkdtemp(join(tmpdir(), 'pge-nats-cluster-'));
   const cluster = [];
   // The client port is the one startNatsServer picks (-p); the routes' ports are fixed here.
@@ -50,6 +60,7 @@ export async function startSecuredNatsCluster(size = 3): Promise<SecuredNatsClus
     cluster,
   });
   const adminCreds = await mintAdminCreds(configDir);
+  const relays = partitionable ? await relayRoutes(files.configFiles, cluster) : [];
   const servers = await Promise.all(files.configFiles.map((configFile) => startNatsServer({ configFile })));
   const urls = servers.map((server) => server.url).join(',');
   const credsOf = (role: NatsRole | 'admin') => (role === 'admin' ? adminCreds : files.creds[role]);
@@ -64,9 +75,19 @@ export async function startSecuredNatsCluster(size = 3): Promise<SecuredNatsClus
       if (index < 0) throw new Error(`no server named ${name} in the cluster`);
       return servers[index]!;
     },
+    partition(server) {
+      if (!partitionable) throw new Error('the cluster was not started partitionable');
+      const index = servers.indexOf(server);
+      if (index < 0) throw new Error('the server to cut off is not one of the cluster');
+      for (const relay of relays) if (relay.from === index || relay.to === index) relay.cut();
+    },
+    heal: () => {
+      for (const relay of relays) relay.mend();
+    },
     refusals: () => servers.flatMap((server) => refusalsIn(server.log())),
     async stop() {
       await Promise.all(servers.map((server) => server.stop()));
+      await Promise.all(relays.map((relay) => relay.close()));
       await rm(configDir, { recursive: true, force: true });
     },
   };
@@ -77,6 +98,55 @@ export async function startSecuredNatsCluster(size = 3): Promise<SecuredNatsClus
     throw error;
   }
   return handle;
+}
+
+/**
+ * Puts a relay on every route, each way (server `from`'s route to server `to`), by rewriting the
+ * written configs: the routes name the relays' ports, and each server advertises a route port that
+ * takes no connection, through which the others would otherwise connect around the relays.
+ */
+async function relayRoutes(
+  configFiles: readonly string[],
+  cluster: readonly { clusterPort: number }[],
+): Promise<(RouteRelay & { from: number; to: number })[]> {
+  const relays = [];
+  for (const [from, configFile] of configFiles.entries()) {
+    let config = await readFile(configFile, 'utf8');
+    for (const [to, { clusterPort }] of cluster.entries()) {
+      if (to === from) continue;
+      const relay = { ...(await relayTo(clusterPort, cluster)), from, to };
+      relays.push(relay);
+      config = replaceOnce(config, `@127.0.0.1:${clusterPort}"`, `@127.0.0.1:${relay.port}"`);
+    }
+    // Port 1 takes no connection: a route a server learns of from another (and would make itself)
+    // fails, so only the relayed routes exist.
+    await writeFile(
+      configFile,
+      replaceOnce(config, 'cluster {\n', 'cluster {\n  advertise: "127.0.0.1:1"\n'),
+    );
+  }
+  return relays;
+}
+
+/**
+ * A relay to `clusterPort` on a port no server of `cluster` is to listen on: the route ports were
+ * only found free, not held, so the system may hand one of them to a relay.
+ */
+async function relayTo(
+  clusterPort: number,
+  cluster: readonly { clusterPort: number }[],
+): Promise<RouteRelay> {
+  for (;;) {
+    const relay = await startRouteRelay(clusterPort);
+    if (!cluster.some((server) => server.clusterPort === relay.port)) return relay;
+    await relay.close();
+  }
+}
+
+/** `text` with `from` replaced by `to`; throws when `from` is not in it (the config's format changed). */
+function replaceOnce(text: string, from: string, to: string): string {
+  if (!text.includes(from)) throw new Error(`the written nats-server config has no ${JSON.stringify(from)}`);
+  return text.replace(from, to);
 }
 
 /**
