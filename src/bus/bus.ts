@@ -279,9 +279,10 @@ export class InFlight {
 const IDLE: Promise<void> = Promise.resolve();
 
 /**
- * The default `onHandlerError` of both buses: a failing handler is reported, never swallowed. The
- * bus's own reports (a `BusError`: pulls that keep failing, a move to another server) say what
- * happened in their message; a handler's failure is shown whole, stack included.
+ * The default `onHandlerError` of both buses: a failing handler is reported, never swallowed. A
+ * `BusError` (pge's own failures, which say what failed in their message: the bus's reports of
+ * pulls that keep failing or of a move to another server, a handler's publish that failed) is
+ * printed as its message; any other failure whole, stack included.
  */
 export function reportToConsole(error: unknown, subject: string): void {
   if (error instanceof BusError) console.error(`pge bus: ${subject}: ${error.message}`);

@@ -26,7 +26,7 @@ import {
 } from './bus.js';
 import { decodeMessage, encodeMessage, rejectionOf } from './codec.js';
 import type { NatsConnectionOptions } from './nats-connection.js';
-import { connectNats, credentialRoleOf, describeNatsServers } from './nats-connection.js';
+import { connectNats, credentialRoleOf, describeNatsServers, serversOf } from './nats-connection.js';
 import { busError, hasCause, Reconnects, ServerMove, toNatsHeaders, within } from './nats-helpers.js';
 import { OrderedSubscription } from './nats-ordered-subscription.js';
 import { MAX_PUBLISH_RETRY_MS, type StorePolicy, storeUntilAcknowledged } from './nats-publish.js';
@@ -132,6 +132,8 @@ export class NatsBus implements Bus, StoredMessages {
     settings: NatsBusSettings,
     /** The streams whose server republishes what they store as pge wants (`PgeStream.republish`). */
     private readonly republishing: ReadonlySet<string>,
+    /** The servers the connection was given (`ServerMove`); 1 when not known. */
+    givenServers: number,
   ) {
     this.onHandlerError = settings.onHandlerError ?? reportToConsole;
     this.reporter = assertSubjectToken('reporter', settings.reporter ?? DEFAULT_REPORTER);
@@ -147,12 +149,16 @@ export class NatsBus implements Bus, StoredMessages {
       );
     const reconnects = new Reconnects(connection);
     const onReconnect = (listener: () => void) => reconnects.listen(listener);
-    const move = new ServerMove(connection, (error) => this.report(error, 'connection'));
+    const move = new ServerMove(connection, reconnects, givenServers, (error) =>
+      this.report(error, 'connection'),
+    );
+    const served = () => move.served();
     this.storePolicy = {
       retryMs,
       isClosed: () => this.closed,
       onReconnect,
-      unservedSince: (since) => move.unservedSince(since, 'publishes'),
+      unserved: (since) => move.unserved(since, 'publishes'),
+      served,
     };
     this.host = {
       bus: this,
@@ -163,7 +169,8 @@ export class NatsBus implements Bus, StoredMessages {
       detach: (subscription) => void this.subscriptions.delete(subscription),
       onReconnect,
       onDisconnect: (listener) => reconnects.listenDisconnect(listener),
-      unservedSince: (since) => move.unservedSince(since, 'pulls'),
+      unserved: (since) => move.unserved(since, 'pulls'),
+      served,
     };
   }
 
@@ -185,6 +192,7 @@ export class NatsBus implements Bus, StoredMessages {
         { ...settings, ...(reporter === null ? {} : { reporter }) },
         true,
         describeNatsServers(options),
+        serversOf(options).length,
       );
     } catch (error) {
       await nc.close();
@@ -194,7 +202,7 @@ export class NatsBus implements Bus, StoredMessages {
 
   /** A bus on a connection the caller owns: `close` leaves the connection open. */
   static async fromConnection(nc: NatsConnection, settings: NatsBusSettings = {}): Promise<NatsBus> {
-    return NatsBus.create(nc, settings, false, nc.getServer());
+    return NatsBus.create(nc, settings, false, nc.getServer(), 1);
   }
 
   private static async create(
@@ -202,6 +210,7 @@ export class NatsBus implements Bus, StoredMessages {
     settings: NatsBusSettings,
     owns: boolean,
     where: string,
+    givenServers: number,
   ): Promise<NatsBus> {
     for (const key of Object.keys(settings)) {
       if (!SETTING_NAMES.has(key)) throw new ConfigurationError(`unknown NatsBus option "${key}"`);
@@ -225,7 +234,7 @@ export class NatsBus implements Bus, StoredMessages {
       throw new ConfigurationError(`JetStream is not available at ${where}: ${reason}`, { cause });
     }
     const republishing = await ensureStreams(jsm, limits.data);
-    const bus = new NatsBus(nc, jetstream(nc), jsm, owns, settings, republishing);
+    const bus = new NatsBus(nc, jetstream(nc), jsm, owns, settings, republishing, givenServers);
     // The durable consumers every role reads through are the coordinator's to make, at start (no
     // other credential may: see permissions.ts). A process of another role makes its own when it
     // subscribes, where its credential allows (a server without credentials), else waits for it.

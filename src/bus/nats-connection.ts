@@ -190,7 +190,8 @@ export function describeNatsServers(options: NatsConnectionOptions = {}, separat
   return serversOf(options).map(maskUrl).join(separator);
 }
 
-function serversOf(options: NatsConnectionOptions): string[] {
+/** The server URLs `options` gives (or `NATS_URL`, or the default), as given. */
+export function serversOf(options: NatsConnectionOptions): string[] {
   const given = options.servers ?? process.env.NATS_URL?.trim() ?? '';
   const servers = typeof given === 'string' ? splitServers(given) : [...given];
   return servers.length > 0 ? servers : [DEFAULT_SERVER];

@@ -1,3 +1,4 @@
+import { JetStreamError } from '@nats-io/jetstream';
 import type { MsgHdrs, NatsConnection } from '@nats-io/transport-node';
 import { errors as natsErrors, headers as natsHeaders } from '@nats-io/transport-node';
 import { BusError } from '../errors.js';
@@ -35,8 +36,9 @@ export function busError(error: unknown, what: string): BusError {
 
 /**
  * True for "no responders" to a JetStream request or publish: nothing answered it on the server the
- * connection is on (nats.js's `JetStreamNotEnabled`, which its public entry does not export, a
- * request's `NoRespondersError`, or a pull's 503 status).
+ * connection is on (a `NoRespondersError` in its causes, as nats.js's `JetStreamNotEnabled` has, or
+ * a pull's 503 status), or that server said JetStream is not enabled for the account (also a
+ * `JetStreamNotEnabled`, which nats.js's public entry does not export).
  */
 export function isNoResponders(error: unknown): boolean {
   if (hasCause(error, natsErrors.NoRespondersError)) return true;
@@ -47,12 +49,9 @@ export function isNoResponders(error: unknown): boolean {
   );
 }
 
-/** True for a pull nothing served: "no responders", or no heartbeat from the consumer (nats.js's "heartbeats missed"). */
+/** True for a pull nothing served: "no responders", or no heartbeat from the consumer. */
 export function isUnservedPull(error: unknown): boolean {
-  return (
-    isNoResponders(error) ||
-    (error instanceof Error && error.name === 'JetStreamError' && error.message === 'heartbeats missed')
-  );
+  return isNoResponders(error) || (error instanceof JetStreamError && error.message === 'heartbeats missed');
 }
 
 /**
@@ -61,46 +60,91 @@ export function isUnservedPull(error: unknown): boolean {
  * 5 s), during which the whole cluster may leave them so.
  */
 export const UNSERVED_MOVE_MS = 10_000;
+/** The wait before a move doubles with each move not followed by a served request, up to 2^5 times. */
+const MAX_DOUBLINGS = 5;
 
 /**
  * Moves a connection to another server of its cluster when the one it is on keeps leaving its
  * JetStream publishes or pulls unserved. After a pause or a partition a nats-server can go on
  * answering "no responders" for minutes while the other servers of its cluster serve the same
  * streams (pge's tests saw it with nats-server 2.9; nats-io/nats-server#5738 reports the like), and
- * nats.js changes servers only when a connection breaks: so it is broken here (`reconnect`), at
- * most once per `afterMs`. Not on a lone server, where there is nowhere to go.
+ * nats.js changes servers only when a connection breaks: so it is broken here (`reconnect`).
+ *
+ * A move comes once requests have gone unserved for `afterMs`, counted from the last reconnect at
+ * the earliest, so that a server is judged on its own answers. Each move not followed by a served
+ * request doubles that wait: a cluster that serves nothing (a stream removed) is not redialled every
+ * few seconds for ever. Not on a lone server, where there is nowhere to go.
  */
 export class ServerMove {
-  #movedAt = Number.NEGATIVE_INFINITY;
+  #reconnectedAt = Number.NEGATIVE_INFINITY;
+  #moves = 0;
+  #moving = false;
 
   constructor(
     private readonly nc: NatsConnection,
+    private readonly reconnects: Reconnects,
+    /** The servers the connection was given: more than one is somewhere to go, whatever the server lists. */
+    private readonly given: number,
     private readonly report: (error: BusError) => void,
     private readonly afterMs = UNSERVED_MOVE_MS,
-  ) {}
+  ) {
+    reconnects.listen(() => {
+      this.#reconnectedAt = Date.now();
+    });
+  }
+
+  /** A publish or a pull was served. */
+  served(): void {
+    this.#moves = 0;
+  }
 
   /** Told by a loop that retries a JetStream publish or pull, with when its `what` began to go unserved. */
-  unservedSince(since: number, what: 'publishes' | 'pulls'): void {
+  unserved(since: number, what: 'publishes' | 'pulls'): void {
     const now = Date.now();
-    if (now - since < this.afterMs || now - this.#movedAt < this.afterMs) return;
-    // The server lists every server of its cluster, itself included.
-    if ((this.nc.info?.connect_urls?.length ?? 0) < 2 || this.nc.isClosed() || this.nc.isDraining()) return;
-    this.#movedAt = now;
+    const unservedFor = now - Math.max(since, this.#reconnectedAt);
+    if (this.#moving || unservedFor < this.afterMs * 2 ** Math.min(this.#moves, MAX_DOUBLINGS)) return;
+    if (this.nc.isClosed() || this.nc.isDraining() || !this.#elsewhere()) return;
+    this.#moves++;
+    this.#moving = true;
     const server = this.nc.getServer();
     this.report(
       new BusError(
-        `${server} has left JetStream ${what} unserved for ${Math.round((now - since) / 1000)} s; moving to another server of its cluster`,
+        `${server} has left JetStream ${what} unserved for ${Math.round(unservedFor / 1000)} s; moving to another server of its cluster`,
       ),
     );
-    this.#moveFrom(server).catch(() => undefined); // closed meanwhile: nothing to move
+    this.#moveFrom(server)
+      .catch(() => undefined) // closed meanwhile: nothing to move
+      .finally(() => {
+        this.#moving = false;
+      });
   }
 
-  /** Reconnects until on another server: nats.js's first reconnect goes back to the one it first connected to. */
+  /** Whether there is another server to go to. A server lists its cluster's (itself included), but a cut-off one only itself. */
+  #elsewhere(): boolean {
+    return this.given > 1 || (this.nc.info?.connect_urls?.length ?? 0) > 1;
+  }
+
+  /**
+   * Reconnects until on another server. nats.js's first reconnect goes back to the server it first
+   * connected to: its first choice of a server does not turn its list.
+   */
   async #moveFrom(server: string): Promise<void> {
     for (let attempt = 0; attempt < 2 && this.nc.getServer() === server; attempt++) {
-      const statuses = this.nc.status();
-      await this.nc.reconnect();
-      for await (const status of statuses) if (status.type === 'reconnect') break;
+      let stop = () => {};
+      let timer: NodeJS.Timeout | undefined;
+      // Not for ever: a connection already down when asked is not broken again, and the reconnect
+      // it is waiting for may take long; the next unserved request then asks again.
+      const reconnected = new Promise<void>((resolve) => {
+        stop = this.reconnects.listen(resolve);
+        timer = setTimeout(resolve, this.afterMs);
+      });
+      try {
+        await this.nc.reconnect();
+        await reconnected;
+      } finally {
+        stop();
+        clearTimeout(timer);
+      }
     }
   }
 }

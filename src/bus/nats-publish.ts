@@ -30,8 +30,10 @@ export interface StorePolicy {
   isClosed(): boolean;
   /** Calls `listener` at each reconnect (an attempt under way is then lost) until told to stop. */
   onReconnect(listener: () => void): () => void;
-  /** Told while attempts are answered "no responders", with when that began (`ServerMove`). */
-  unservedSince(since: number): void;
+  /** Told of each attempt answered "no responders", with when the first was (`ServerMove`). */
+  unserved(since: number): void;
+  /** Told when a message is stored. */
+  served(): void;
 }
 
 /**
@@ -78,14 +80,20 @@ export async function storeUntilAcknowledged(
     });
     try {
       const outcome = await Promise.race([sent, lost]).finally(unlisten);
-      if (outcome !== LOST) return;
+      if (outcome !== LOST) {
+        policy.served();
+        return;
+      }
       // The request went with the old connection: send it again now rather than at its timeout.
       sent.catch(() => undefined);
       throw new natsErrors.RequestError('the connection was re-established before the acknowledgement');
     } catch (error) {
       if (!isTransportFailure(error)) throw busError(error, `cannot publish on ${subject}`);
-      unservedSince = isNoResponders(error) ? (unservedSince ?? Date.now()) : null;
-      if (unservedSince !== null) policy.unservedSince(unservedSince);
+      // A timeout or a lost attempt neither starts nor ends it: "no responders" is the server's own answer.
+      if (isNoResponders(error)) {
+        unservedSince ??= Date.now();
+        policy.unserved(unservedSince);
+      }
       const elapsed = Date.now() - started;
       const reason = error instanceof Error ? error.message : String(error);
       const tried = `${attempt} attempt${attempt > 1 ? 's' : ''} over ${elapsed} ms, the last: ${reason}`;

@@ -17,7 +17,7 @@ import {
 import { BusError } from '../errors.js';
 import { type Bus, type BusHandler, type BusSubscription, Delivery, type MessageHeaders } from './bus.js';
 import { decodeMessage } from './codec.js';
-import { busError, fromNatsHeaders, isUnservedPull, OutageReport } from './nats-helpers.js';
+import { busError, fromNatsHeaders, isUnservedPull, OutageReport, UNSERVED_MOVE_MS } from './nats-helpers.js';
 import type { PullConsumerSettings } from './nats-streams.js';
 import { ensurePullConsumer, storedAfter, streamOf } from './nats-streams.js';
 import { subjectMatches } from './subjects.js';
@@ -45,8 +45,10 @@ export interface NatsHost {
   onReconnect(listener: () => void): () => void;
   /** Calls `listener` at each loss of the connection until the returned function is called. */
   onDisconnect(listener: () => void): () => void;
-  /** Told while pulls go unserved (`isUnservedPull`), with when that began (`ServerMove`). */
-  unservedSince(since: number): void;
+  /** Told of each pull that went unserved (`isUnservedPull`), with when the first began (`ServerMove`). */
+  unserved(since: number): void;
+  /** Told when a pull was served. */
+  served(): void;
   detach(subscription: NatsSubscription): void;
 }
 
@@ -354,7 +356,10 @@ export class PullSubscription implements NatsSubscription {
     if (consumer === null) return;
     /** When the pulls began to fail (null while they work), and when that was last reported. */
     let failingSince: number | null = null;
+    /** When the pulls began to go unserved (null while served), and when one last did. */
     let unservedSince: number | null = null;
+    let unservedAt = Number.NEGATIVE_INFINITY;
+    let pulledAt = Date.now();
     let reportedAt = 0;
     // A queue member handles its messages side by side, asking for as many as it has free; a
     // reader of its own handles a batch in order.
@@ -363,9 +368,12 @@ export class PullSubscription implements NatsSubscription {
       try {
         const wanted = slots === null ? this.timings.batch : await slots.free();
         if (!this.active) break;
+        pulledAt = Date.now();
         this.batch = await consumer.fetch({ max_messages: wanted, expires: PULL_EXPIRES_MS });
         if (!this.active) await this.batch.close();
+        let took = 0;
         for await (const msg of this.batch) {
+          took++;
           failingSince = null;
           if (slots === null) await this.take(msg);
           else
@@ -373,11 +381,21 @@ export class PullSubscription implements NatsSubscription {
         }
         this.inOrder?.acks.flush();
         failingSince = null;
-        unservedSince = null;
+        // nats.js ends a pull that brought nothing at its expiry whether or not the server answered
+        // it: only a pull that delivered, or a spell without unserved ones, says the server serves.
+        if (took > 0 || Date.now() - unservedAt >= UNSERVED_MOVE_MS) {
+          unservedSince = null;
+          this.host.served();
+        }
       } catch (error) {
         if (!this.active) break;
-        unservedSince = isUnservedPull(error) ? (unservedSince ?? Date.now()) : null;
-        if (unservedSince !== null) this.host.unservedSince(unservedSince);
+        // Unserved since the pull began (a missed heartbeat takes seconds to tell); other failures
+        // neither start nor end it.
+        if (isUnservedPull(error)) {
+          unservedSince ??= pulledAt;
+          unservedAt = Date.now();
+          this.host.unserved(unservedSince);
+        }
         // The consumer may have been replaced meanwhile (a coordinator of another ack policy).
         await consumer.info().then(
           (info) => this.follow(info),

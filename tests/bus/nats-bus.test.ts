@@ -821,6 +821,36 @@ describe('NatsBus through an outage', () => {
     }
   }, 30_000);
 
+  it('moves to another of the servers it was given when the one it is on leaves its publishes unserved, though neither lists the other', async () => {
+    // Two lone servers: a cut-off server of a cluster lists only itself, as these do.
+    const servers = [await startNatsServer(), await startNatsServer()];
+    const errors: unknown[] = [];
+    const bus = await NatsBus.connect({
+      servers: servers.map((server) => server.url),
+      onHandlerError: (error) => errors.push(error),
+    });
+    const on = servers.find((server) => server.port === bus.connection.info?.port)!;
+    const admin = await connect({ servers: on.url });
+    try {
+      await (await jetstreamManager(admin)).streams.delete('PGE_EVENTS');
+      const published = publishEvent(bus, runStarted(freshRunId())).catch((error: unknown) => error);
+      const deadline = Date.now() + UNSERVED_MOVE_MS + 20_000;
+      while (bus.connection.info?.port === on.port && Date.now() < deadline)
+        await new Promise((resolve) => setTimeout(resolve, 100));
+      expect(bus.connection.info?.port).not.toBe(on.port);
+      expect(errors.map(String).join('\n')).toMatch(
+        new RegExp(`:${on.port} has left JetStream publishes unserved for \\d+ s; moving to another server`),
+      );
+      // The other server has no stream of pge's either: the publish ends with the bus.
+      await bus.close();
+      await published;
+    } finally {
+      await admin.close();
+      await bus.close();
+      await Promise.all(servers.map((server) => server.stop()));
+    }
+  }, 45_000);
+
   it('reconnects after the server restarts and its worker serves what was queued meanwhile', async () => {
     const server = await startNatsServer();
     const errors: unknown[] = [];

@@ -38,8 +38,7 @@ let logs: string;
 const processes: PgeProcess[] = [];
 
 beforeEach(async () => {
-  // Routes through relays, so that a test can cut one server off from the others.
-  cluster = await startSecuredNatsCluster(3, { partitionable: true });
+  cluster = await startSecuredNatsCluster(3);
   openai = await startFakeOpenAI();
   logs = mkdtempSync(join(tmpdir(), 'pge-cluster-'));
 });
@@ -144,6 +143,9 @@ describe('pge on a three-server JetStream cluster', MULTI_PROCESS, () => {
       const since = Date.now();
       const published = publishEvent(bus, runStarted(runId));
       await expectMovedOff(bus, reported, since, 'publishes');
+      // The next server serves nothing either: the next move waits twice as long (20 s).
+      await new Promise((resolve) => setTimeout(resolve, 15_000));
+      expect(reported.filter((report) => report.includes('moving to another server'))).toHaveLength(1);
       // The publish goes on from the new server and is stored once its stream answers.
       await jsm.streams.add(config);
       await published;
@@ -152,7 +154,7 @@ describe('pge on a three-server JetStream cluster', MULTI_PROCESS, () => {
       await bus.close();
       await admin.close();
     }
-  }, 90_000);
+  }, 120_000);
 
   it('moves a worker whose pulls its server leaves unserved for 10 s to another server of the cluster', async () => {
     await worker('coordinator');
@@ -249,6 +251,9 @@ describe('pge on a three-server JetStream cluster', MULTI_PROCESS, () => {
   it('loses no run and no event when the leader of PGE_EVENTS is cut off from the others for a while with runs in flight', async () => {
     // A partition: the server runs on and keeps its clients (the only generator among them), but
     // its routes to the two others are cut, and cannot be made again, until the network heals.
+    // Routes through relays, so that the test can cut one server off from the others.
+    await cluster.stop();
+    cluster = await startSecuredNatsCluster(3, { partitionable: true });
     const { lost, leader, runIds } = await runsInFlight('a partitioned server');
     cluster.partition(lost);
     const cutAt = Date.now();
@@ -257,19 +262,22 @@ describe('pge on a three-server JetStream cluster', MULTI_PROCESS, () => {
       ...cluster.connectOptions('admin'),
       servers: cluster.servers.filter((server) => server !== lost).map((server) => server.url),
     });
-    // No account info asked first: its metadata leader may be the server cut off.
-    const jsm = await jetstreamManager(majority, { timeout: 2_000, checkAPI: false });
-    await until(
-      () =>
-        jsm.streams.info(EVENTS_STREAM).then(
-          (info) => info.cluster?.leader,
-          () => undefined,
-        ),
-      (now) => now !== undefined && now !== leader,
-      'a leader of PGE_EVENTS on the two other servers',
-      15_000,
-    );
-    await majority.close();
+    try {
+      // No account info asked first: its metadata leader may be the server cut off.
+      const jsm = await jetstreamManager(majority, { timeout: 2_000, checkAPI: false });
+      await until(
+        () =>
+          jsm.streams.info(EVENTS_STREAM).then(
+            (info) => info.cluster?.leader,
+            () => undefined,
+          ),
+        (now) => now !== undefined && now !== leader,
+        'a leader of PGE_EVENTS on the two other servers',
+        15_000,
+      );
+    } finally {
+      await majority.close();
+    }
     await new Promise((resolve) => setTimeout(resolve, Math.max(0, cutAt + 15_000 - Date.now())));
     cluster.heal();
     const applied = await expectEveryRunWhole(runIds, cutAt);
@@ -312,10 +320,14 @@ async function expectMovedOff(
     (port) => port !== undefined && port !== cluster.servers[0]!.port,
     'a move to another server',
     60_000,
-  );
+  ).catch((error: Error) => {
+    throw new Error(`${error.message}; the bus reported:\n${reported.join('\n')}`);
+  });
   expect(Date.now() - since).toBeGreaterThanOrEqual(UNSERVED_MOVE_MS);
   expect(reported.join('\n')).toMatch(
-    new RegExp(`has left JetStream ${what} unserved for \\d+ s; moving to another server of its cluster`),
+    new RegExp(
+      `:${cluster.servers[0]!.port} has left JetStream ${what} unserved for \\d+ s; moving to another server of its cluster`,
+    ),
   );
 }
 
