@@ -131,7 +131,7 @@ describe('pge on a three-server JetStream cluster', MULTI_PROCESS, () => {
   });
 
   it('moves a process whose publishes its server answers "no responders" for 10 s to another server of the cluster', async () => {
-    const { bus, reported } = await busOnFirstServer('coordinator', 3);
+    const { bus, reported } = await busOn('coordinator', cluster.servers[0]!, 3);
     const admin = await connect(cluster.connectOptions('admin'));
     try {
       // Without the events' stream every server answers "no responders" to an event, as a server
@@ -142,7 +142,7 @@ describe('pge on a three-server JetStream cluster', MULTI_PROCESS, () => {
       const runId = freshRunId();
       const since = Date.now();
       const published = publishEvent(bus, runStarted(runId));
-      await expectMovedOff(bus, reported, since, 'publishes');
+      await expectMovedOff(bus, cluster.servers[0]!, reported, since, 'publishes');
       // The next server serves nothing either: the next move waits twice as long (20 s).
       await new Promise((resolve) => setTimeout(resolve, 15_000));
       expect(reported.filter((report) => report.includes('moving to another server'))).toHaveLength(1);
@@ -157,18 +157,31 @@ describe('pge on a three-server JetStream cluster', MULTI_PROCESS, () => {
   }, 120_000);
 
   it('moves a worker whose pulls its server leaves unserved for 10 s to another server of the cluster', async () => {
-    await worker('coordinator');
-    const { bus, reported } = await busOnFirstServer('generator');
+    // The work queue kept by one server only (one replica), frozen: the worker's server answers it,
+    // but forwards its pulls to a server that serves none (no heartbeat comes).
+    const coordinator = await NatsBus.connect({
+      ...natsOptionsFromEnv(cluster.env('coordinator')),
+      replicas: 1,
+    });
     const admin = await connect(cluster.connectOptions('admin'));
+    const consumer = await (await jetstreamManager(admin)).consumers.info(
+      WORK_STREAM,
+      workerQueue('generator'),
+    );
+    await admin.close();
+    const keeper = cluster.named(consumer.cluster!.leader!);
+    const on = cluster.servers.find((server) => server !== keeper)!;
+    const { bus, reported } = await busOn('generator', on);
     try {
       const served = serveWork(bus, 'generator', async () => undefined);
-      // Without its consumer, a pull is served by no server (its heartbeats never come).
-      await (await jetstreamManager(admin)).consumers.delete(WORK_STREAM, workerQueue('generator'));
-      await expectMovedOff(bus, reported, Date.now(), 'pulls');
+      await bus.flush();
+      keeper.freeze();
+      await expectMovedOff(bus, on, reported, Date.now(), 'pulls');
       served.unsubscribe();
     } finally {
+      keeper.thaw();
       await bus.close();
-      await admin.close();
+      await coordinator.close();
     }
   }, 90_000);
 
@@ -294,30 +307,32 @@ describe('pge on a three-server JetStream cluster', MULTI_PROCESS, () => {
  */
 const PAUSE_REPEATS = 3;
 
-/** A bus of `role` given the first server only (it learns the others from it), and what it reports. */
-async function busOnFirstServer(
+/** A bus of `role` given `server` only (it learns the others from it), and what it reports. */
+async function busOn(
   role: NatsRole,
+  server: NatsServerHandle,
   replicas?: number,
 ): Promise<{ bus: NatsBus; reported: string[] }> {
   const reported: string[] = [];
   const bus = await NatsBus.connect({
-    ...natsOptionsFromEnv(cluster.env(role, cluster.servers[0])),
+    ...natsOptionsFromEnv(cluster.env(role, server)),
     ...(replicas === undefined ? {} : { replicas }),
     onHandlerError: (error) => reported.push(String(error)),
   });
   return { bus, reported };
 }
 
-/** Waits for `bus` to leave the first server, no sooner than `UNSERVED_MOVE_MS` after `since`, saying why. */
+/** Waits for `bus` to leave `from`, no sooner than `UNSERVED_MOVE_MS` after `since`, saying why. */
 async function expectMovedOff(
   bus: NatsBus,
+  from: NatsServerHandle,
   reported: readonly string[],
   since: number,
   what: 'publishes' | 'pulls',
 ): Promise<void> {
   await until(
     () => bus.connection.info?.port,
-    (port) => port !== undefined && port !== cluster.servers[0]!.port,
+    (port) => port !== undefined && port !== from.port,
     'a move to another server',
     60_000,
   ).catch((error: Error) => {
@@ -326,7 +341,7 @@ async function expectMovedOff(
   expect(Date.now() - since).toBeGreaterThanOrEqual(UNSERVED_MOVE_MS);
   expect(reported.join('\n')).toMatch(
     new RegExp(
-      `:${cluster.servers[0]!.port} has left JetStream ${what} unserved for \\d+ s; moving to another server of its cluster`,
+      `:${from.port} has left JetStream ${what} unserved for \\d+ s; moving to another server of its cluster`,
     ),
   );
 }
