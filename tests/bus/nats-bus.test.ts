@@ -809,7 +809,7 @@ describe('NatsBus through an outage', () => {
       await (await jetstreamManager(admin)).streams.delete('PGE_EVENTS');
       const published = publishEvent(bus, runStarted(freshRunId())).catch((error: unknown) => error);
       // Past UNSERVED_MOVE_MS of "no responders", where a process on a cluster moves.
-      await new Promise((resolve) => setTimeout(resolve, UNSERVED_MOVE_MS + 3_000));
+      await sleep(UNSERVED_MOVE_MS + 3_000);
       expect(errors.map(String).join('\n')).not.toMatch(/moving to another server/);
       expect(statuses).not.toContain('disconnect');
       await bus.close();
@@ -834,9 +834,11 @@ describe('NatsBus through an outage', () => {
     try {
       await (await jetstreamManager(admin)).streams.delete('PGE_EVENTS');
       const published = publishEvent(bus, runStarted(freshRunId())).catch((error: unknown) => error);
-      const deadline = Date.now() + UNSERVED_MOVE_MS + 20_000;
-      while (bus.connection.info?.port === on.port && Date.now() < deadline)
-        await new Promise((resolve) => setTimeout(resolve, 100));
+      await waitFor(
+        'the bus is on the other server',
+        () => bus.connection.info !== undefined && bus.connection.info.port !== on.port,
+        UNSERVED_MOVE_MS + 20_000,
+      );
       expect(bus.connection.info?.port).not.toBe(on.port);
       expect(errors.map(String).join('\n')).toMatch(
         new RegExp(`:${on.port} has left JetStream publishes unserved for \\d+ s; moving to another server`),
