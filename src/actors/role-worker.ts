@@ -341,7 +341,7 @@ async function toolboxFor(
   const limits = { ...DEFAULT_TOOL_LIMITS, ...workspaces?.limits };
   if (workspaces === undefined) return { tools: mcpTools.map(traced), limits };
   const workspace = new Workspace(join(workspaces.root, assertSubjectToken('run id', request.runId)));
-  const files = await workspace.list();
+  const files = workspace.list();
   const listing = files.length === 0 ? '(empty)' : files.map((file) => `- ${file}`).join('\n');
   const tools = [...workspaceTools(workspace, role === 'generator'), ...mcpTools].map(traced);
   if (role === 'generator') {

@@ -1,4 +1,5 @@
-import { lstat, mkdir, readdir, readFile, realpath, writeFile } from 'node:fs/promises';
+import { readdirSync, statSync } from 'node:fs';
+import { lstat, mkdir, readFile, realpath, writeFile } from 'node:fs/promises';
 import { dirname, extname, isAbsolute, join, resolve, sep } from 'node:path';
 import type { ChatImage, ToolCallRequest, ToolDefinition } from './model.js';
 
@@ -167,23 +168,24 @@ const MAX_READ_BYTES = 1_000_000;
 export class Workspace {
   constructor(readonly dir: string) {}
 
-  /** The workspace's files, relative paths with `/`, sorted. */
-  async list(): Promise<string[]> {
+  /**
+   * The workspace's files, relative paths with `/`, sorted. Listed synchronously: a listing is
+   * small (at most `MAX_LISTED` files) and taken before every acting call, where a trip through
+   * Node's thread pool per directory would cost more than the listing itself.
+   */
+  list(): string[] {
+    // The workspace is made by the first file written in it: a run that wrote none has none.
+    if (statSync(this.dir, { throwIfNoEntry: false }) === undefined) return [];
     const files: string[] = [];
-    const walk = async (at: string): Promise<void> => {
-      const entries = await readdir(join(this.dir, at), { withFileTypes: true }).catch((error) => {
-        // The workspace is made by the first file written in it: a run that wrote none has none.
-        if (at === '' && (error as NodeJS.ErrnoException).code === 'ENOENT') return [];
-        throw error;
-      });
-      for (const entry of entries) {
+    const walk = (at: string): void => {
+      for (const entry of readdirSync(join(this.dir, at), { withFileTypes: true })) {
         if (files.length >= MAX_LISTED) return;
         const path = at === '' ? entry.name : `${at}/${entry.name}`;
-        if (entry.isDirectory()) await walk(path);
+        if (entry.isDirectory()) walk(path);
         else if (entry.isFile()) files.push(path);
       }
     };
-    await walk('');
+    walk('');
     return files.sort();
   }
 
@@ -198,7 +200,7 @@ export class Workspace {
    */
   async images(files?: readonly string[]): Promise<{ path: string; image: ChatImage }[]> {
     const found: { path: string; mtime: number; size: number }[] = [];
-    for (const path of files ?? (await this.list())) {
+    for (const path of files ?? this.list()) {
       if (IMAGE_TYPES[extname(path).toLowerCase()] === undefined) continue;
       const info = await lstat(join(this.dir, path));
       if (info.isFile() && info.size <= MAX_IMAGE_BYTES)
@@ -278,7 +280,7 @@ export function workspaceTools(workspace: Workspace, write: boolean): Tool[] {
         parameters: { type: 'object', properties: {}, additionalProperties: false },
       },
       run: async () => {
-        const files = await workspace.list();
+        const files = workspace.list();
         return files.length === 0 ? '(the workspace is empty)' : files.join('\n');
       },
     },

@@ -154,7 +154,7 @@ describe('answerRequest with tools', () => {
     expect(calls.map((c) => c.outcome)).toEqual(['tools', 'tools', 'valid']);
     expect(calls[1]!.toolCalls!.map((t) => t.ok)).toEqual([true, false]);
     expect(calls[1]!.toolCalls![1]!.excerpt).toBe('error: the limit of 3 tool calls is reached: answer now');
-    expect(await workspace.list()).toEqual(['f1-0.txt', 'f1-1.txt', 'f2-0.txt']);
+    expect(workspace.list()).toEqual(['f1-0.txt', 'f1-1.txt', 'f2-0.txt']);
     expect(calls.reduce((sum, c) => sum + c.promptTokens, 0)).toBe(30);
   });
 });
