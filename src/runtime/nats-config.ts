@@ -356,8 +356,18 @@ async function accountsConfig(
     wildcards: true,
   };
   const revocations = revokedBefore === null ? {} : { revocations: { '*': revokedBefore } };
-  const systemJwt = await encodeAccount('SYS', keys.system, { limits }, { signer: operator });
   const core = keys.account.getPublicKey();
+  // The system account imports one subject of `PGE` (the coordinator's reports of refused messages,
+  // for operators) so that the server registers every account as it starts: the system account
+  // brings in `PGE`, whose imports bring in every role's. Left to their first connections, accounts
+  // are registered as those arrive, and nats-server 2.9.10 can then register `PGE` twice at once,
+  // leaving the accounts built meanwhile with imports that no one serves (docs/distributed.md).
+  const systemJwt = await encodeAccount(
+    'SYS',
+    keys.system,
+    { limits, imports: [streamImport(subjects.rejected('coordinator'), core)] },
+    { signer: operator },
+  );
   const imports = Object.fromEntries(IMPORTING_ROLES.map((role) => [role, accountImports(role)]));
   const accountJwts = [
     await encodeAccount(
