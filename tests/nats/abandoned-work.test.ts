@@ -11,7 +11,6 @@ import { ensurePullConsumer, WORK_MAX_ACK_PENDING, WORK_STREAM } from '../../src
 import { subjects, workerQueue } from '../../src/bus/subjects.js';
 import { startCoordinatorService } from '../../src/runtime/services.js';
 import type { RunEvent } from '../../src/schemas/index.js';
-import { MULTI_PROCESS } from '../support/multi-process.js';
 import { type SecuredNatsServer, startSecuredNatsServer } from '../support/nats-server.js';
 
 /**
@@ -44,7 +43,7 @@ afterEach(async () => {
   expect(nats.refusals()).toEqual([]);
 });
 
-describe('abandoned work', MULTI_PROCESS, () => {
+describe('abandoned work', () => {
   it('is answered with a failed result after max_deliver deliveries, and removed from the queue', async () => {
     const model = new DemoModel();
     const planner = createRoleWorker({ bus: plannerBus, role: 'planner', model });

@@ -9,7 +9,6 @@ import {
   type TestDeployment,
   until,
 } from '../support/deployment.js';
-import { MULTI_PROCESS } from '../support/multi-process.js';
 import { type PgeProcess, startPge } from '../support/processes.js';
 import { storedEvents } from '../support/stored-events.js';
 
@@ -62,7 +61,7 @@ async function submitWithGate(task: string): Promise<string> {
 
 const plans = () => d.openai.completions().filter((r) => schemaOf(r.body) === 'pge_plan');
 
-describe('approval gates on NATS', MULTI_PROCESS, () => {
+describe('approval gates on NATS', () => {
   it('holds a run at its plan until pge approve; a rejection goes back to the planner; the wait survives its coordinator', async () => {
     const runId = await submitWithGate('a gated task');
     const waiting = await until(

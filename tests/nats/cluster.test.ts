@@ -18,7 +18,6 @@ import type { RunEvent } from '../../src/schemas/index.js';
 import { freshRunId, runStarted } from '../bus/bus-contract.js';
 import { closed, passingAnswer, submitRun, until } from '../support/deployment.js';
 import { type FakeOpenAI, startFakeOpenAI } from '../support/fake-openai-server.js';
-import { MULTI_PROCESS } from '../support/multi-process.js';
 import { type SecuredNatsCluster, startSecuredNatsCluster } from '../support/nats-cluster.js';
 import type { NatsServerHandle } from '../support/nats-server.js';
 import { type PgeProcess, startPge } from '../support/processes.js';
@@ -65,7 +64,7 @@ async function worker(role: NatsRole, only?: NatsServerHandle, ...extra: string[
   return process;
 }
 
-describe('pge on a three-server JetStream cluster', MULTI_PROCESS, () => {
+describe('pge on a three-server JetStream cluster', () => {
   it('keeps its streams and its lease bucket on all three servers', async () => {
     await worker('coordinator');
     const nc = await connect(cluster.connectOptions('admin'));

@@ -15,7 +15,6 @@ import {
   type TestDeployment,
   until,
 } from '../support/deployment.js';
-import { MULTI_PROCESS } from '../support/multi-process.js';
 import { type PgeProcess, startPge } from '../support/processes.js';
 import { storedEvents } from '../support/stored-events.js';
 
@@ -54,7 +53,7 @@ async function submitDuringWork(task: string): Promise<string> {
   return runId;
 }
 
-describe('a coordinator killed mid-run', MULTI_PROCESS, () => {
+describe('a coordinator killed mid-run', () => {
   it('has its run taken over by another coordinator, with at most the call in flight repeated', async () => {
     const coordinators: Record<string, PgeProcess> = {
       'coord-a': await deployment.worker('coordinator', ['--worker-id', 'coord-a']),

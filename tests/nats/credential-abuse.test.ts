@@ -2,7 +2,6 @@ import { AckPolicy, jetstream, jetstreamManager, RetentionPolicy } from '@nats-i
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { NatsBus } from '../../src/bus/nats-bus.js';
-import { MULTI_PROCESS } from '../support/multi-process.js';
 import { type SecuredNatsServer, startSecuredNatsServer } from '../support/nats-server.js';
 
 /**
@@ -52,7 +51,7 @@ async function growthOf(subject: string): Promise<number> {
   return (await mem()) - before;
 }
 
-describe('reply subjects across accounts', MULTI_PROCESS, () => {
+describe('reply subjects across accounts', () => {
   it('keeps no way back for a reply subject on control, which nobody answers: a flood costs the server nothing', async () => {
     expect(await growthOf('pge.run.flood.control')).toBeLessThan(30e6);
     // The same flood of requests nobody answers keeps a way back for each until the response

@@ -10,9 +10,8 @@ import { readLogFile } from '../../src/persistence/index.js';
 import type { RunEvent } from '../../src/schemas/index.js';
 import { passingAnswer, readRunToEnd, schemaOf } from '../support/deployment.js';
 import { type FakeOpenAI, type FakeStep, startFakeOpenAI } from '../support/fake-openai-server.js';
-import { MULTI_PROCESS } from '../support/multi-process.js';
 import { type SecuredNatsServer, startSecuredNatsServer } from '../support/nats-server.js';
-import { type PgeProcess, startPge, startWorkersInOrder } from '../support/processes.js';
+import { type PgeProcess, startPge, startWorkersAtOnce } from '../support/processes.js';
 
 /**
  * The distributed deployment as users run it: separate `pge worker` processes (coordinator,
@@ -57,7 +56,7 @@ beforeAll(async () => {
     ['generator', ['--concurrency', '1', '--worker-id', 'gen-b']],
     ['generator', ['--concurrency', '1', '--worker-id', 'gen-c']],
   ];
-  await startWorkersInOrder(roles, (role) => ({ ...nats.env(role), ...models }), processes);
+  await startWorkersAtOnce(roles, (role) => ({ ...nats.env(role), ...models }), processes);
 }, 60_000);
 
 afterAll(async () => {
@@ -93,7 +92,7 @@ async function submitAndRead(
   }
 }
 
-describe('distributed deployment on NATS', MULTI_PROCESS, () => {
+describe('distributed deployment on NATS', () => {
   it('runs concurrent submissions across separate worker processes; each work item is handled once', async () => {
     const runs = await Promise.all(['task one', 'task two', 'task three'].map((task) => submitAndRead(task)));
     for (const events of runs) {
@@ -212,7 +211,7 @@ describe('distributed deployment on NATS', MULTI_PROCESS, () => {
   });
 });
 
-describe('an unreachable NATS server', MULTI_PROCESS, () => {
+describe('an unreachable NATS server', () => {
   it('makes pge worker and pge run --nats exit 2 within seconds, saying where they tried', async () => {
     for (const args of [
       ['worker', '--role', 'planner', '--demo', '--nats', 'nats://127.0.0.1:1'],

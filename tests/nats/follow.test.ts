@@ -4,7 +4,6 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RunEvent } from '../../src/schemas/index.js';
 import { type FakeOpenAI, startFakeOpenAI } from '../support/fake-openai-server.js';
-import { MULTI_PROCESS } from '../support/multi-process.js';
 import { type SecuredNatsServer, startSecuredNatsServer } from '../support/nats-server.js';
 import { type PgeProcess, startPge } from '../support/processes.js';
 import { answers, schemaOf, scriptedStep, startWorkers, taskHas } from '../support/scripted-deployment.js';
@@ -68,7 +67,7 @@ const runRemote = (task: string, ...flags: string[]) =>
 const closingOf = (run: PgeProcess): RunEvent => JSON.parse(run.stdout()) as RunEvent;
 const coordinator = () => workers[0]!;
 
-describe('followers through faults', MULTI_PROCESS, () => {
+describe('followers through faults', () => {
   const finished: RunEvent[] = [];
 
   it('a nats-server crash with five runs in flight: every follower ends, every run is stored whole and once', async () => {

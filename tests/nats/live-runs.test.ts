@@ -13,7 +13,6 @@ import { natsRunOwnership } from '../../src/runtime/nats-ownership.js';
 import { startCoordinatorService } from '../../src/runtime/services.js';
 import type { RoleRequest, RunEvent } from '../../src/schemas/index.js';
 import { ScriptedModel } from '../../src/testing.js';
-import { MULTI_PROCESS } from '../support/multi-process.js';
 import { type NatsServerHandle, startNatsServer } from '../support/nats-server.js';
 import { passingScript } from '../support/scripts.js';
 
@@ -40,7 +39,7 @@ afterEach(async () => {
   await nats.stop();
 });
 
-describe('work items of runs with no lease', MULTI_PROCESS, () => {
+describe('work items of runs with no lease', () => {
   it('a run with no lease is not live, also before any coordinator made the bucket', async () => {
     const isLiveRun = await readRunLeases(workerBus.connection);
     expect(await isLiveRun('run-nobody-started')).toBe(false);

@@ -14,7 +14,6 @@ import {
   type TestDeployment,
   until,
 } from '../support/deployment.js';
-import { MULTI_PROCESS } from '../support/multi-process.js';
 import type { PgeProcess } from '../support/processes.js';
 import { storedEvents } from '../support/stored-events.js';
 
@@ -104,7 +103,7 @@ async function publishStray(runId: string, seq: number): Promise<{ subject: stri
   }
 }
 
-describe('the persistence worker', MULTI_PROCESS, () => {
+describe('the persistence worker', () => {
   it('killed mid-run (SIGKILL) and replaced: the new one writes the whole log, and the next run gets its log', async () => {
     const runId = await submitRun(d.client, 'a run that loses its persistence worker');
     const before = await until(

@@ -9,7 +9,6 @@ import { SUBMIT_ANSWER_MS } from '../../src/bus/subjects.js';
 import { readLogFile } from '../../src/persistence/index.js';
 import type { RunEvent } from '../../src/schemas/index.js';
 import { readRunToEnd } from '../support/deployment.js';
-import { MULTI_PROCESS } from '../support/multi-process.js';
 import { type SecuredNatsServer, startSecuredNatsServer } from '../support/nats-server.js';
 import { type PgeProcess, startPge } from '../support/processes.js';
 
@@ -55,8 +54,6 @@ beforeAll(async () => {
     JSON.stringify({ streamMaxAgeMs: HOUR, streamMaxBytes: 256 * MIB, maxTaskBytes: 2048 }),
   );
   coordinator = worker('coordinator');
-  // The coordinator first, as docs/distributed.md advises (see its known issue), then the rest at once.
-  await coordinator.waitFor(/ready/);
   worker('persistence', ['--working-dir', logs]);
   for (const role of ['planner', 'generator', 'evaluator'] as const) worker(role);
   await Promise.all(processes.map((p) => p.waitFor(/ready/)));
@@ -99,7 +96,7 @@ async function loggedEvents(runId: string, count: number): Promise<RunEvent[]> {
 const isOneRun = (events: RunEvent[], runId: string) =>
   events.every((e, i) => e.runId === runId && e.seq === i + 1 && e.id.startsWith(`${runId}-${i + 1}-`));
 
-describe('run ids on NATS', MULTI_PROCESS, () => {
+describe('run ids on NATS', () => {
   it('refuses a reused run id within the duplicate window, on the coordinator that ran it and on a new one', async () => {
     const runId = 'chosen-run-id';
     const started = Date.now();
@@ -144,7 +141,7 @@ describe('run ids on NATS', MULTI_PROCESS, () => {
   }, 60_000);
 });
 
-describe('limits on NATS', MULTI_PROCESS, () => {
+describe('limits on NATS', () => {
   /** `[max_age in ms, max_bytes]` of every pge stream, read back from the server. */
   async function streamLimits(): Promise<[number, number][]> {
     const read: [number, number][] = [];

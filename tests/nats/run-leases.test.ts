@@ -1,7 +1,6 @@
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { RunLeases } from '../../src/bus/run-leases.js';
-import { MULTI_PROCESS } from '../support/multi-process.js';
 import { type SecuredNatsServer, startSecuredNatsServer } from '../support/nats-server.js';
 
 /**
@@ -56,7 +55,7 @@ async function until(check: () => boolean, what: string, timeoutMs = 5_000): Pro
   }
 }
 
-describe('run leases', MULTI_PROCESS, () => {
+describe('run leases', () => {
   it('a run id can be claimed once', async () => {
     const a = await coordinator('a');
     const b = await coordinator('b');

@@ -13,9 +13,8 @@ import type { Role, RunEvent } from '../../src/schemas/index.js';
 import { ROLES } from '../../src/schemas/setting-values.js';
 import { readRunToEnd } from '../support/deployment.js';
 import { type FakeOpenAI, startFakeOpenAI } from '../support/fake-openai-server.js';
-import { MULTI_PROCESS } from '../support/multi-process.js';
 import { type SecuredNatsServer, startSecuredNatsServer } from '../support/nats-server.js';
-import { type PgeProcess, startPge, startWorkersInOrder } from '../support/processes.js';
+import { type PgeProcess, startPge, startWorkersAtOnce } from '../support/processes.js';
 import { answers, schemaOf, scriptedStep, taskHas } from '../support/scripted-deployment.js';
 
 /**
@@ -45,7 +44,7 @@ beforeAll(async () => {
     ['generator', []],
     ['evaluator', []],
   ] as const;
-  await startWorkersInOrder(roles, (role) => ({ ...nats.env(role), ...models }), processes, 60_000);
+  await startWorkersAtOnce(roles, (role) => ({ ...nats.env(role), ...models }), processes, 60_000);
 }, 90_000);
 
 afterAll(async () => {
@@ -92,7 +91,7 @@ async function refused(what: string, attempt: () => Promise<unknown>): Promise<v
   await expect(attempt(), what).rejects.toThrow(/Permissions Violation/);
 }
 
-describe('a deployment started from pge nats-config', MULTI_PROCESS, () => {
+describe('a deployment started from pge nats-config', () => {
   it('refuses a connection without a credential, from a client and from pge', async () => {
     await expect(connect({ servers: nats.url, reconnect: false })).rejects.toThrow(/Authorization Violation/);
     const run = startPge(['run', 'Write a haiku', '--nats', nats.url], { OPENAI_API_KEY: 'sk-test-none' });

@@ -8,7 +8,6 @@ import {
   submitRun,
   type TestDeployment,
 } from '../support/deployment.js';
-import { MULTI_PROCESS } from '../support/multi-process.js';
 
 /**
  * A distributed run is one trace: the coordinator and the role workers, separate `pge worker`
@@ -81,7 +80,7 @@ afterAll(async () => {
   collector?.close();
 }, 60_000);
 
-describe('tracing a distributed run', MULTI_PROCESS, () => {
+describe('tracing a distributed run', () => {
   it("puts each worker's span of a request in the run's trace, under the coordinator's span that asked", async () => {
     const runId = await submitRun(d.client, 'Write a short guide');
     await closedRun(d.client, runId);

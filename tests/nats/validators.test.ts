@@ -11,7 +11,6 @@ import {
   submitRun,
   type TestDeployment,
 } from '../support/deployment.js';
-import { MULTI_PROCESS } from '../support/multi-process.js';
 
 /**
  * Validators on a distributed deployment: they are the generator worker's (`pge worker --role
@@ -46,7 +45,7 @@ afterAll(async () => {
   expect(refusals).toEqual([]);
 }, 60_000);
 
-describe('validators on NATS workers', MULTI_PROCESS, () => {
+describe('validators on NATS workers', () => {
   it("runs the generator worker's validators in its workspace; the evaluator is asked only for work they passed", async () => {
     const runId = await submitRun(d.client, 'a task with checks');
     const events = await closedRun(d.client, runId);

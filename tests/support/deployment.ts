@@ -61,9 +61,6 @@ export async function startDeployment(): Promise<TestDeployment> {
     PGE_MODEL: 'test-model',
   });
   const processes: PgeProcess[] = [];
-  // Other roles start once a coordinator started here is ready, as docs/distributed.md advises
-  // (see its known issue); a test that starts none starts the others at once.
-  let coordinatorReady: Promise<unknown> = Promise.resolve();
   return {
     nats,
     openai,
@@ -71,12 +68,9 @@ export async function startDeployment(): Promise<TestDeployment> {
     client: nats.connectOptions('client'),
     env,
     async worker(role, extra = [], extraEnv = {}) {
-      if (role !== 'coordinator') await coordinatorReady.catch(() => undefined);
       const process = startPge(['worker', '--role', role, ...extra], { ...env(role), ...extraEnv });
       processes.push(process);
-      const ready = process.waitFor(/ready/, 30_000);
-      if (role === 'coordinator') coordinatorReady = ready;
-      await ready;
+      await process.waitFor(/ready/, 30_000);
       return process;
     },
     async close() {

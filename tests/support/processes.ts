@@ -71,26 +71,22 @@ export function startPge(args: readonly string[], env: Record<string, string>, c
 }
 
 /**
- * Starts `pge worker --role <role> …flags` for each of `roles` with `env(role)`: the first (the
- * coordinator) alone, the others together once it is ready, as docs/distributed.md advises (see
- * its known issue). Each process goes into `started` as it starts, so that a caller stops them all
- * even when one never gets ready; resolves with them once every one is ready.
+ * Starts `pge worker --role <role> …flags` for each of `roles` with `env(role)`, all at the same
+ * moment, as a compose file or an orchestrator starts them. Each process goes into `started` as it
+ * starts, so that a caller stops them all even when one never gets ready; resolves with them once
+ * every one is ready.
  */
-export async function startWorkersInOrder(
+export async function startWorkersAtOnce(
   roles: readonly (readonly [NatsRole, readonly string[]])[],
   env: (role: NatsRole) => Record<string, string>,
   started: PgeProcess[] = [],
   readyMs = 15_000,
 ): Promise<PgeProcess[]> {
-  const start = ([role, flags]: readonly [NatsRole, readonly string[]]) => {
+  const processes = roles.map(([role, flags]) => {
     const process = startPge(['worker', '--role', role, ...flags], env(role));
     started.push(process);
     return process;
-  };
-  const [first, ...others] = roles;
-  const processes = first === undefined ? [] : [start(first)];
-  await processes[0]?.waitFor(/ready/, readyMs);
-  processes.push(...others.map(start));
+  });
   await Promise.all(processes.map((p) => p.waitFor(/ready/, readyMs)));
   return processes;
 }

@@ -1,6 +1,6 @@
 import type { NatsRole } from '../../src/bus/permissions.js';
 import type { FakeStep } from './fake-openai-server.js';
-import { type PgeProcess, startWorkersInOrder } from './processes.js';
+import { type PgeProcess, startWorkersAtOnce } from './processes.js';
 
 /**
  * A distributed deployment for tests with real processes: `pge worker` processes of every role on
@@ -94,7 +94,7 @@ export function startWorkers(
   env: (role: NatsRole) => Record<string, string>,
   logs: string,
 ): Promise<PgeProcess[]> {
-  return startWorkersInOrder(
+  return startWorkersAtOnce(
     [
       ['coordinator', []],
       ['persistence', ['--working-dir', logs]],
