@@ -155,7 +155,7 @@ const IMAGE_TYPES: Readonly<Record<string, string>> = {
   '.webp': 'image/webp',
 };
 
-/** Files listed at most, so that a listing stays readable. */
+/** Files listed at most, so that a listing stays readable, and directories read at most. */
 const MAX_LISTED = 500;
 /** Bytes of a file `read_file` reads at most. */
 const MAX_READ_BYTES = 1_000_000;
@@ -170,14 +170,17 @@ export class Workspace {
 
   /**
    * The workspace's files, relative paths with `/`, sorted. Listed synchronously: a listing is
-   * small (at most `MAX_LISTED` files) and taken before every acting call, where a trip through
-   * Node's thread pool per directory would cost more than the listing itself.
+   * small (at most `MAX_LISTED` files, from at most `MAX_LISTED` directories) and taken before every
+   * acting call, where a trip through Node's thread pool per directory would cost more than the
+   * listing itself.
    */
   list(): string[] {
     // The workspace is made by the first file written in it: a run that wrote none has none.
     if (statSync(this.dir, { throwIfNoEntry: false }) === undefined) return [];
     const files: string[] = [];
+    let directories = 0;
     const walk = (at: string): void => {
+      if (++directories > MAX_LISTED) return;
       for (const entry of readdirSync(join(this.dir, at), { withFileTypes: true })) {
         if (files.length >= MAX_LISTED) return;
         const path = at === '' ? entry.name : `${at}/${entry.name}`;

@@ -357,11 +357,12 @@ async function accountsConfig(
   };
   const revocations = revokedBefore === null ? {} : { revocations: { '*': revokedBefore } };
   const core = keys.account.getPublicKey();
-  // The system account imports one subject of `PGE` (the coordinator's reports of refused messages,
-  // for operators) so that the server registers every account as it starts: the system account
-  // brings in `PGE`, whose imports bring in every role's. Left to their first connections, accounts
-  // are registered as those arrive, and nats-server 2.9.10 can then register `PGE` twice at once,
-  // leaving the accounts built meanwhile with imports that no one serves (docs/distributed.md).
+  // The system account imports one subject of `PGE` (the coordinator's reports of refused messages)
+  // for a side effect only, and must keep it: the server then registers every account as it starts,
+  // since the system account brings in `PGE`, whose imports bring in every role's. Left to their
+  // first connections, accounts are registered as those arrive, and nats-server 2.9.10 can then
+  // register `PGE` twice at once, leaving the accounts built meanwhile with imports that no one
+  // serves (docs/distributed.md, "Starting every process at once").
   const systemJwt = await encodeAccount(
     'SYS',
     keys.system,

@@ -47,6 +47,26 @@ const call = (name: string, args: object) =>
   runToolCall({ id: 'c', name, arguments: JSON.stringify(args) }, tools(), limits, NEVER);
 
 describe('Workspace', () => {
+  it('lists at most 500 files, read from at most 500 directories', () => {
+    const many = join(base, 'ws', 'many');
+    mkdirSync(many, { recursive: true });
+    for (let i = 0; i < 600; i++) writeFileSync(join(many, `f${i}.txt`), '');
+    expect(workspace.list()).toHaveLength(500);
+    rmSync(join(base, 'ws'), { recursive: true });
+    // The workspace and 500 directories nested in it: the deepest, the 501st, is never read.
+    const deep = join(base, 'ws', ...Array.from({ length: 500 }, () => 'd'));
+    mkdirSync(deep, { recursive: true });
+    writeFileSync(join(deep, 'deep.txt'), '');
+    writeFileSync(join(base, 'ws', 'top.txt'), '');
+    expect(workspace.list()).toEqual(['top.txt']);
+    rmSync(join(deep, 'deep.txt'));
+    writeFileSync(join(deep, '..', 'shallower.txt'), '');
+    expect(workspace.list()).toEqual([
+      `${Array.from({ length: 499 }, () => 'd').join('/')}/shallower.txt`,
+      'top.txt',
+    ]);
+  });
+
   it('writes, lists and reads inside, making directories, and refuses every way out', async () => {
     expect((await call('write_file', { path: 'a/b.txt', content: 'hi' })).answer).toBe(
       'wrote 2 bytes to a/b.txt',

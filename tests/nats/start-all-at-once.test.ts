@@ -13,7 +13,7 @@ import { type PgeProcess, startPge } from '../support/processes.js';
  * nats-config`. nats-server 2.9.10 registers an account at its first use; when connections of
  * different accounts arrive together, two registrations of `PGE` can race, and an account built
  * during the losing one keeps imports into a copy of `PGE` that nothing serves: its role's pulls and
- * requests then go unanswered until the server restarts (docs/distributed.md). The generated
+ * requests then go unanswered (docs/distributed.md). The generated
  * configuration has the system account import from `PGE`, so the server registers every account
  * while it starts, before it takes a connection.
  */

@@ -80,7 +80,7 @@ export async function startWorkersAtOnce(
   roles: readonly (readonly [NatsRole, readonly string[]])[],
   env: (role: NatsRole) => Record<string, string>,
   started: PgeProcess[] = [],
-  readyMs = 15_000,
+  readyMs = 30_000,
 ): Promise<PgeProcess[]> {
   const processes = roles.map(([role, flags]) => {
     const process = startPge(['worker', '--role', role, ...flags], env(role));
