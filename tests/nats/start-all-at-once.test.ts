@@ -1,12 +1,16 @@
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { NATS_ROLES, type NatsRole } from '../../src/bus/permissions.js';
-import { closedRun, passingAnswer, submitRun } from '../support/deployment.js';
-import { type FakeOpenAI, startFakeOpenAI } from '../support/fake-openai-server.js';
+import { NATS_ROLES } from '../../src/bus/permissions.js';
+import {
+  closedRun,
+  passingAnswer,
+  startDeployment,
+  submitRun,
+  type TestDeployment,
+} from '../support/deployment.js';
 import { type SecuredNatsServer, startSecuredNatsServer } from '../support/nats-server.js';
-import { type PgeProcess, startPge } from '../support/processes.js';
+import { type PgeProcess, startWorkersAtOnce } from '../support/processes.js';
 
 /**
  * A deployment whose processes all start at the same moment on a fresh server from `pge
@@ -19,16 +23,14 @@ import { type PgeProcess, startPge } from '../support/processes.js';
  */
 
 let nats: SecuredNatsServer | undefined;
-let openai: FakeOpenAI | undefined;
-let logs: string | undefined;
+let deployment: TestDeployment | undefined;
 const processes: PgeProcess[] = [];
 
 afterEach(async () => {
   await Promise.all(processes.splice(0).map((p) => p.stop('SIGTERM')));
-  await openai?.close();
+  await deployment?.close();
   await nats?.stop();
-  if (logs) rmSync(logs, { recursive: true, force: true });
-  nats = openai = logs = undefined;
+  nats = deployment = undefined;
 });
 
 /** The accounts a configuration preloads (the system account's and every role's), by public key. */
@@ -54,28 +56,19 @@ describe('a fresh server from pge nats-config', () => {
 
 describe('every role started at the same moment', () => {
   it('serves runs', async () => {
-    nats = await startSecuredNatsServer();
-    openai = await startFakeOpenAI();
-    openai.script((body) => passingAnswer(body, 0));
-    logs = mkdtempSync(join(tmpdir(), 'pge-all-at-once-'));
-    const env = (role: NatsRole) => ({
-      ...nats!.env(role),
-      OPENAI_BASE_URL: openai!.url,
-      OPENAI_API_KEY: 'sk-test-all-at-once',
-      PGE_MODEL: 'test-model',
-    });
+    const d = await startDeployment();
+    deployment = d;
+    d.openai.script((body) => passingAnswer(body, 0));
     const roles = [
       ['planner', []],
       ['generator', []],
       ['evaluator', []],
-      ['persistence', ['--working-dir', logs]],
+      ['persistence', ['--working-dir', d.logs]],
       ['coordinator', []],
     ] as const;
-    for (const [role, flags] of roles)
-      processes.push(startPge(['worker', '--role', role, ...flags], env(role)));
-    await Promise.all(processes.map((p) => p.waitFor(/ready/, 30_000)));
-    const runId = await submitRun(nats.connectOptions('client'), 'a task for a deployment started at once');
-    const events = await closedRun(nats.connectOptions('client'), runId, 20_000);
+    await startWorkersAtOnce(roles, d.env, processes);
+    const runId = await submitRun(d.client, 'a task for a deployment started at once');
+    const events = await closedRun(d.client, runId, 20_000);
     expect(events.at(-1)).toMatchObject({ type: 'run.completed', payload: { passed: true } });
     for (const p of processes) expect(p.stderr()).not.toMatch(/cannot pull/);
   }, 60_000);
