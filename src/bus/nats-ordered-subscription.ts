@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import type {
   Consumer,
   ConsumerMessages,
@@ -162,8 +163,4 @@ export class OrderedSubscription implements NatsSubscription {
     this.next = msg.seq + 1;
     this.delivery.push(msg);
   }
-}
-
-function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
 }

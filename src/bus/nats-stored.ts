@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import { type JetStreamManager, RepublishHeaders } from '@nats-io/jetstream';
 import type { Msg, MsgHdrs, NatsConnection, Subscription } from '@nats-io/transport-node';
 import type { BusHandler } from './bus.js';
@@ -260,8 +261,4 @@ export class StoredSubscription implements NatsSubscription {
     this.next = msg.seq + 1;
     this.delivery.push(msg);
   }
-}
-
-function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
 }

@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import {
   AckPolicy,
   type Consumer,
@@ -618,8 +619,4 @@ function settle(action: () => void): void {
   } catch {
     // see above: the server's redelivery covers a lost acknowledgement
   }
-}
-
-function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
 }

@@ -1,6 +1,7 @@
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -94,7 +95,7 @@ describe('pge on a three-server JetStream cluster', () => {
       ...cluster.env('coordinator', cluster.servers[0]),
     });
     processes.push(coordinator);
-    await new Promise((resolve) => setTimeout(resolve, 4_000));
+    await sleep(4_000);
     expect(coordinator.child.exitCode).toBeNull();
     expect(coordinator.stderr()).not.toMatch(/ready/);
     await Promise.all([cluster.servers[1]!.restart(), cluster.servers[2]!.restart()]);
@@ -143,7 +144,7 @@ describe('pge on a three-server JetStream cluster', () => {
       const published = publishEvent(bus, runStarted(runId));
       await expectMovedOff(bus, cluster.servers[0]!, reported, since, 'publishes');
       // The next server serves nothing either: the next move waits twice as long (20 s).
-      await new Promise((resolve) => setTimeout(resolve, 15_000));
+      await sleep(15_000);
       expect(reported.filter((report) => report.includes('moving to another server'))).toHaveLength(1);
       // The publish goes on from the new server and is stored once its stream answers.
       await jsm.streams.add(config);
@@ -203,7 +204,7 @@ describe('pge on a three-server JetStream cluster', () => {
       // both are asked again until the servers are back. With a 503 taken as final, this fails.
       await Promise.all(lost.map((server) => server.kill()));
       const asked = isLiveRun('run-through-an-election');
-      await new Promise((resolve) => setTimeout(resolve, 15_000));
+      await sleep(15_000);
       await Promise.all(lost.map((server) => server.restart()));
       expect(await asked).toBe(true);
     } finally {
@@ -254,7 +255,7 @@ describe('pge on a three-server JetStream cluster', () => {
     const { lost, runIds } = await runsInFlight('a frozen server');
     lost.freeze();
     const frozenAt = Date.now();
-    await new Promise((resolve) => setTimeout(resolve, 15_000));
+    await sleep(15_000);
     lost.thaw();
     const applied = await expectEveryRunWhole(runIds, frozenAt);
     expect(openai.completions().length - applied).toBeLessThanOrEqual(PAUSE_REPEATS * runIds.length);
@@ -290,7 +291,7 @@ describe('pge on a three-server JetStream cluster', () => {
     } finally {
       await majority.close();
     }
-    await new Promise((resolve) => setTimeout(resolve, Math.max(0, cutAt + 15_000 - Date.now())));
+    await sleep(Math.max(0, cutAt + 15_000 - Date.now()));
     cluster.heal();
     const applied = await expectEveryRunWhole(runIds, cutAt);
     expect(openai.completions().length - applied).toBeLessThanOrEqual(PAUSE_REPEATS * runIds.length);
