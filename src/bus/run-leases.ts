@@ -331,9 +331,14 @@ export class RunLeases {
           // A renewal whose reply was lost (a server restart) still wrote the lease: the watch saw it.
           this.#held.set(runId, seen.revision);
         } else if (wrongRevision(error)) {
-          // Another coordinator wrote the lease: the run is theirs now.
+          // Another coordinator wrote the lease: the run is theirs now. The watch may not have
+          // shown their write yet: the lease is read for their name.
           this.#held.delete(runId);
-          this.options.onLost(runId, this.#seen.get(runId)?.owner ?? 'another coordinator');
+          const lost = (owner = '') => this.options.onLost(runId, owner || 'another coordinator');
+          this.kv.get(runId).then(
+            (entry) => lost(entry?.operation === 'PUT' ? leaseIn(entry).owner : ''),
+            () => lost(),
+          );
         } else this.options.onError?.(error);
       },
     );

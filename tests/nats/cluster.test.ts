@@ -380,12 +380,18 @@ async function expectEveryRunWhole(runIds: readonly string[], lostAt: number): P
   let applied = 0;
   for (const runId of runIds) {
     // Reading goes on through the pause while the cluster elects new leaders (a request may time out).
+    let last: RunEvent[] = [];
     const events: RunEvent[] = await until(
-      () => storedEvents(client, `pge.run.${runId}.evt.>`).catch(() => []),
+      async () => (last = await storedEvents(client, `pge.run.${runId}.evt.>`).catch(() => last)),
       (stored) => closed(stored) && seqsUpTo(stored.length).every((seq) => stored.some((e) => e.seq === seq)),
       `run ${runId} to close`,
       90_000,
-    );
+    ).catch((error: Error) => {
+      // What the run's stream holds, in the order stored, rather than its events in full.
+      throw new Error(
+        `${error.message.slice(0, 120)}…; stored: ${last.map((e) => `${e.seq}:${e.type}`).join(' ')}`,
+      );
+    });
     applied += events.filter((e) => e.type === 'model.call.completed').length;
     // Every event once. Events published while the stream's new leader was being elected may be
     // stored after later ones: readers and the log order them by seq.

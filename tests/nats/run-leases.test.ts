@@ -26,6 +26,8 @@ afterEach(async () => {
 interface Told {
   expired: string[];
   lost: string[];
+  /** The owner each `onLost` named. */
+  lostTo: string[];
 }
 
 async function coordinator(
@@ -34,12 +36,15 @@ async function coordinator(
 ): Promise<{ leases: RunLeases; told: Told; nc: NatsConnection }> {
   const nc = await connect(nats.connectOptions('coordinator'));
   connections.push(nc);
-  const told: Told = { expired: [], lost: [] };
+  const told: Told = { expired: [], lost: [], lostTo: [] };
   const leases = await RunLeases.open(nc, {
     owner,
     leaseMs,
     onExpired: (runId) => told.expired.push(runId),
-    onLost: (runId) => told.lost.push(runId),
+    onLost: (runId, to) => {
+      told.lost.push(runId);
+      told.lostTo.push(to);
+    },
   });
   opened.push(leases);
   return { leases, told, nc };
@@ -112,6 +117,8 @@ describe('run leases', () => {
     expect(stolen).toBe(true);
     await until(() => a.told.lost.includes('run-1'), 'a to learn it lost the run');
     expect(a.leases.ownerOf('run-1')).toBe('b');
+    // Told by its refused renewal or by the watch, a names the taker, never itself.
+    expect(a.told.lostTo).toEqual(['b']);
   });
 
   it('two processes of one name are told apart: the one whose lease was taken is told it lost the run', async () => {
