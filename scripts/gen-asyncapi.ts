@@ -653,9 +653,10 @@ export function buildAsyncApi(options: AsyncApiOptions = {}): Json {
       title: 'Publish a run event',
       summary: "The coordinator, the only writer of a run's events, publishes each one.",
       description: [
-        'The coordinator stamps each event with `id` (`<runId>-<seq>`), `seq` and `ts` and publishes it on',
-        '`pge.run.<runId>.evt.<type>` with the header `Nats-Msg-Id: <id>`, so a publish retried after a lost',
-        'acknowledgement is stored once. Nobody else publishes on these subjects.',
+        'The coordinator stamps each event with `id` (`<runId>-<seq>-<random>`), `seq` and `ts` and publishes',
+        'it on `pge.run.<runId>.evt.<type>` with the header `Nats-Msg-Id: <runId>-<seq>`, so a publish retried',
+        'after a lost acknowledgement is stored once, and a run holds one event per seq across a coordinator',
+        'takeover. Nobody else publishes on these subjects.',
       ].join('\n'),
       tags: [tag('coordinator')],
       messages: opMessages('runEvents', eventNames),

@@ -111,6 +111,14 @@ export class RunTakenOverError extends PgeError {
   readonly retryable = false;
 }
 
+/**
+ * The stream holds another event at the seq of one being recorded: another coordinator recorded
+ * that event of the run (it took the run over, or this one did while the other still sent).
+ */
+export class EventSeqTakenError extends PgeError {
+  readonly retryable = false;
+}
+
 /** A worker stopped while it held a request: the request is handed back, not failed. */
 export class WorkerStoppedError extends PgeError {
   readonly retryable = true;

@@ -14,6 +14,7 @@ import {
   CallTimeoutError,
   ConfigurationError,
   describeError,
+  EventSeqTakenError,
   ResumeError,
   RunTakenOverError,
 } from '../errors.js';
@@ -419,7 +420,23 @@ export function createCoordinator(options: CoordinatorOptions) {
       rejectTaken = reject;
     });
     taken.catch(() => undefined); // observed through `done`
+    /** Stops driving the run, which `owner` records from here on: `done` rejects with `error`. */
+    const letGo = (owner: string, error: RunTakenOverError): void => {
+      takenBy ??= owner;
+      if (closed) return;
+      closed = true;
+      rejectTaken(error);
+      actor.stop();
+    };
     const publishFailed = (error: unknown): void => {
+      if (error instanceof EventSeqTakenError) {
+        // Another coordinator recorded an event of this seq: the run's record is theirs to go on
+        // with, even past this coordinator's closing event.
+        const lost = new RunTakenOverError(error.message, { cause: error });
+        publishFailure = lost;
+        letGo('another coordinator', lost);
+        return;
+      }
       // A run whose events cannot be published has no record: stop it rather than go on unrecorded.
       publishFailure ??= error;
       actor.send({ type: 'interrupt', reason: `its events could not be published: ${String(error)}` });
@@ -812,11 +829,7 @@ export function createCoordinator(options: CoordinatorOptions) {
       },
       waitingAt: () => (waiting === null ? null : { gate: waiting.gate, requestId: waiting.requestId }),
       abandon: (owner: string) => {
-        if (closed) return;
-        takenBy = owner;
-        closed = true;
-        rejectTaken(new RunTakenOverError(`run ${runId} was taken over by ${owner}`));
-        actor.stop();
+        if (!closed) letGo(owner, new RunTakenOverError(`run ${runId} was taken over by ${owner}`));
       },
     };
   }

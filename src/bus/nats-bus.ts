@@ -1,8 +1,9 @@
-import type { JetStreamClient, JetStreamManager } from '@nats-io/jetstream';
+import type { JetStreamClient, JetStreamManager, PubAck } from '@nats-io/jetstream';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import type { MsgHdrs, NatsConnection } from '@nats-io/transport-node';
 import { errors as natsErrors } from '@nats-io/transport-node';
-import { BusError, ConfigurationError } from '../errors.js';
+import { BusError, ConfigurationError, EventSeqTakenError } from '../errors.js';
+import type { RunEvent } from '../schemas/index.js';
 import { DEFAULT_PUBLISH_RETRY_MS, ID_PATTERN } from '../schemas/setting-values.js';
 import { StreamLimits } from '../schemas/settings.js';
 import type {
@@ -33,6 +34,7 @@ import { MAX_PUBLISH_RETRY_MS, type StorePolicy, storeUntilAcknowledged } from '
 import { readStored, StoredSubscription } from './nats-stored.js';
 import type { StreamLimitSettings } from './nats-streams.js';
 import {
+  EVENTS_STREAM,
   ensurePullConsumer,
   ensureStreams,
   messageIdOf,
@@ -114,6 +116,8 @@ export class NatsBus implements Bus, StoredMessages {
   readonly reporter: string;
   private readonly subscriptions = new Set<NatsSubscription>();
   private readonly publishing = new Set<Promise<unknown>>();
+  /** The last event of each run being stored (`storeEvent`). */
+  private readonly eventsInFlight = new Map<string, Promise<void>>();
   private readonly host: NatsHost;
   private readonly timings: PullTimings;
   private readonly storePolicy: StorePolicy;
@@ -283,11 +287,68 @@ export class NatsBus implements Bus, StoredMessages {
               throw busError(error, `cannot publish on ${subject}`);
             },
           )
-        : storeUntilAcknowledged(this.js, subject, bytes, msgID, this.storePolicy, headers);
+        : stream.name === EVENTS_STREAM
+          ? this.storeEvent(data as RunEvent, () =>
+              storeUntilAcknowledged(this.js, subject, bytes, msgID, this.storePolicy, headers),
+            )
+          : storeUntilAcknowledged(this.js, subject, bytes, msgID, this.storePolicy, headers).then(
+              () => undefined,
+            );
     this.publishing.add(stored);
     const forget = () => void this.publishing.delete(stored);
     stored.then(forget, forget);
     return stored;
+  }
+
+  /**
+   * Stores the events of a run one after another, each once the one before it is stored: so they
+   * reach the stream in seq order whatever an outage holds up, and never interleave with another
+   * coordinator's events of the same seqs (one that took the run over while this one still sent).
+   * An event acknowledged as a duplicate is checked against the one stored (`checkStoredEvent`);
+   * when the stream holds another coordinator's, the events of the run queued behind it are not
+   * sent, and reject with `EventSeqTakenError` as it does.
+   */
+  private storeEvent(event: RunEvent, store: () => Promise<PubAck>): Promise<void> {
+    const send = async () => {
+      const ack = await store();
+      if (ack.duplicate) await this.checkStoredEvent(ack.seq, event);
+    };
+    const previous = this.eventsInFlight.get(event.runId);
+    const stored =
+      previous === undefined
+        ? send()
+        : previous.then(send, (error: unknown) => {
+            if (!(error instanceof EventSeqTakenError)) return send();
+            throw new EventSeqTakenError(
+              `run ${event.runId}'s event ${event.seq} was not sent: ${error.message}`,
+            );
+          });
+    this.eventsInFlight.set(event.runId, stored);
+    const forget = () => {
+      if (this.eventsInFlight.get(event.runId) === stored) this.eventsInFlight.delete(event.runId);
+    };
+    stored.then(forget, forget);
+    return stored;
+  }
+
+  /**
+   * An event acknowledged as a duplicate of the one stored at `seq`, under its run and seq: this
+   * event sent again, or another coordinator's event of that seq. Rejects with `EventSeqTakenError`
+   * for the latter, which the stream keeps in its place.
+   */
+  private async checkStoredEvent(seq: number, event: unknown): Promise<void> {
+    const { id, runId, seq: eventSeq } = event as RunEvent;
+    let stored: unknown;
+    try {
+      const message = await whileUnanswered(() => this.jsm.streams.getMessage(EVENTS_STREAM, { seq }));
+      stored = message === null ? null : decodeMessage(message.subject, message.data);
+    } catch (error) {
+      throw busError(error, `cannot read which event of run ${runId} the stream holds at seq ${eventSeq}`);
+    }
+    if ((stored as RunEvent | null)?.id === id) return;
+    throw new EventSeqTakenError(
+      `run ${runId}'s event ${eventSeq} is stored already, as another coordinator recorded it`,
+    );
   }
 
   /**

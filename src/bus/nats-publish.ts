@@ -1,4 +1,4 @@
-import type { JetStreamClient } from '@nats-io/jetstream';
+import type { JetStreamClient, PubAck } from '@nats-io/jetstream';
 import { JetStreamApiError } from '@nats-io/jetstream';
 import { type MsgHdrs, errors as natsErrors } from '@nats-io/transport-node';
 import { BusError } from '../errors.js';
@@ -56,9 +56,11 @@ export function isTransportFailure(error: unknown): boolean {
 }
 
 /**
- * Publishes `bytes` on `subject` with `msgID` until the stream acknowledges it. Retries transport
- * failures only, with growing waits, for at most `policy.retryMs`; rejects with a `BusError` at once
- * on any other failure, and when the bus closes or the bound passes, saying how many attempts failed.
+ * Publishes `bytes` on `subject` with `msgID` until the stream acknowledges it, and resolves with
+ * the acknowledgement (`duplicate` when a message of that id was stored already, at `seq`). Retries
+ * transport failures only, with growing waits, for at most `policy.retryMs`; rejects with a
+ * `BusError` at once on any other failure, and when the bus closes or the bound passes, saying how
+ * many attempts failed.
  */
 export async function storeUntilAcknowledged(
   js: JetStreamClient,
@@ -67,7 +69,7 @@ export async function storeUntilAcknowledged(
   msgID: string,
   policy: StorePolicy,
   headers?: MsgHdrs,
-): Promise<void> {
+): Promise<PubAck> {
   const started = Date.now();
   let unservedSince: number | null = null;
   for (let attempt = 1; ; attempt++) {
@@ -82,7 +84,7 @@ export async function storeUntilAcknowledged(
       const outcome = await Promise.race([sent, lost]).finally(unlisten);
       if (outcome !== LOST) {
         policy.served();
-        return;
+        return outcome;
       }
       // The request went with the old connection: send it again now rather than at its timeout.
       sent.catch(() => undefined);

@@ -317,13 +317,20 @@ function covers(pattern: string, filter: string): boolean {
 }
 
 /**
- * The id JetStream de-duplicates a message by: an event's id, a request's id, and
- * `<requestId>-result` for a worker's result, so that a re-sent message is stored once.
+ * The id JetStream de-duplicates a message by, so that a re-sent message is stored once: for an
+ * event `<runId>-<seq>`, so that a run holds one event per seq whichever coordinator sends it (one
+ * that took the run over and one that still sends); a work item's request id; and
+ * `<requestId>-result` for a worker's result.
  */
 export function messageIdOf(stream: PgeStream, data: unknown): string | undefined {
   const record = (typeof data === 'object' && data !== null ? data : {}) as Record<string, unknown>;
   if (stream.name === RESULTS_STREAM) {
     return typeof record.requestId === 'string' ? `${record.requestId}-result` : undefined;
+  }
+  if (stream.name === EVENTS_STREAM) {
+    return typeof record.runId === 'string' && typeof record.seq === 'number'
+      ? `${record.runId}-${record.seq}`
+      : undefined;
   }
   return typeof record.id === 'string' ? record.id : undefined;
 }

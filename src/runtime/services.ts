@@ -207,7 +207,10 @@ export function startCoordinatorService(service: CoordinatorServiceOptions): Coo
     const settled = handle.done.then(
       () => ownership?.release(runId),
       (error: unknown) => {
-        if (error instanceof RunTakenOverError) return; // its new owner holds the claim now
+        // Its new owner holds the claim now. Or this coordinator holds it still, and another
+        // recorded events of the run meanwhile (it still sent them): its claim is left to expire,
+        // and the run is taken over from what the stream holds.
+        if (error instanceof RunTakenOverError) return ownership?.letExpire(runId);
         console.error(`pge coordinator: run ${runId} failed to complete:`, error);
         return ownership?.release(runId);
       },

@@ -12,6 +12,7 @@ import {
 } from '../../src/bus/channels.js';
 import type { MessageRejection } from '../../src/bus/codec.js';
 import { InProcessBus } from '../../src/bus/in-process-bus.js';
+import { EventSeqTakenError, RunTakenOverError } from '../../src/errors.js';
 import type { CallCancel } from '../../src/schemas/control.js';
 import type { ModelCall, RoleRequest, RoleResult, RunEvent } from '../../src/schemas/index.js';
 import { ID_PATTERN, ROLE_OF_REQUEST } from '../../src/schemas/index.js';
@@ -90,6 +91,31 @@ describe('coordinator on a bus with promises of its own', () => {
     expect(events.at(-1)?.type).toBe('run.failed');
     const failed = events.at(-1) as Extract<RunEvent, { type: 'run.failed' }>;
     expect(JSON.stringify(failed.payload)).toContain('could not be published');
+  });
+
+  it('lets a run go, neither failed nor ended, when another coordinator recorded an event of a seq it records', async () => {
+    const taken = new EventSeqTakenError('its event 5 is stored already, as another coordinator recorded it');
+    const { outcome, error, events } = await run((inner) =>
+      wrapped(inner, (n, published) => (n === 5 ? published.then(() => Promise.reject(taken)) : published)),
+    );
+    expect(outcome).toBeNull();
+    expect(error).toBeInstanceOf(RunTakenOverError);
+    expect((error as Error).message).toBe(taken.message);
+    // The run is the other coordinator's to go on with: this one records no end of it.
+    expect(events.some((e) => e.type === 'run.failed' || e.type === 'run.completed')).toBe(false);
+  });
+
+  it('lets a run go even after its closing event, when another coordinator recorded that seq', async () => {
+    const taken = new EventSeqTakenError(
+      'its closing event is stored already, as another coordinator recorded it',
+    );
+    const { outcome, error } = await run((inner) =>
+      wrapped(inner, (_, published, subject) =>
+        subject.endsWith('.evt.run.completed') ? published.then(() => Promise.reject(taken)) : published,
+      ),
+    );
+    expect(outcome).toBeNull();
+    expect(error).toBeInstanceOf(RunTakenOverError);
   });
 
   it('stops a run whose request was published as an event but could not be queued as work', async () => {

@@ -19,7 +19,7 @@ import { ensurePullConsumer, PGE_STREAMS, streamConfig } from '../../src/bus/nat
 import { PULL_EXPIRES_MS } from '../../src/bus/nats-subscriptions.js';
 import { RunLeases } from '../../src/bus/run-leases.js';
 import { subjects, workerQueue } from '../../src/bus/subjects.js';
-import { BusError, ConfigurationError } from '../../src/errors.js';
+import { BusError, ConfigurationError, EventSeqTakenError } from '../../src/errors.js';
 import type { RoleRequest, RunEvent } from '../../src/schemas/index.js';
 import { fullRun } from '../persistence/fixtures.js';
 import type { NatsServerHandle } from '../support/nats-server.js';
@@ -164,6 +164,29 @@ describe('NatsBus on JetStream', () => {
     await publishEvent(bus, event);
     await publishEvent(bus, runStarted(runId, 2));
     expect(await storedOn(jsm, 'PGE_EVENTS', subjects.event(runId, 'run.started'))).toBe(2);
+  });
+
+  it('keeps one event per run and seq: another coordinator’s event of a stored seq is refused with EventSeqTakenError', async () => {
+    const bus = await open();
+    const other = await open();
+    const runId = freshRunId();
+    const mine = runStarted(runId);
+    await publishEvent(bus, mine);
+    // The same seq under another id, as a coordinator that took the run over (or one that still
+    // sends after losing it) records it.
+    const theirs = { ...mine, id: `${runId}-1-theirs`, ts: new Date(Date.now() + 1).toISOString() };
+    const refused = publishEvent(other, theirs);
+    // Its next event is sent only once the one before is stored: refused with it, never sent.
+    const next = publishEvent(other, stepStarted(runId, 2));
+    await expect(refused).rejects.toBeInstanceOf(EventSeqTakenError);
+    await expect(refused).rejects.toThrow(`run ${runId}'s event 1 is stored already`);
+    await expect(next).rejects.toThrow(`run ${runId}'s event 2 was not sent: run ${runId}'s event 1`);
+    // Sent again, an event is its own duplicate, not a conflict.
+    await publishEvent(bus, mine);
+    expect((await readRunEvents(bus, runId)).map((e) => e.id)).toEqual([mine.id]);
+    // Once the run's events in flight are settled, the next is sent (a takeover of the run here).
+    await publishEvent(other, stepStarted(runId, 2));
+    expect((await readRunEvents(bus, runId)).map((e) => e.seq)).toEqual([1, 2]);
   });
 
   it('keeps a work item queued, with its headers, while no worker runs and hands it to the first worker that starts', async () => {

@@ -7,10 +7,11 @@ import type { Model } from '../../src/actors/model.js';
 import { createPersistenceActor } from '../../src/actors/persistence-actor.js';
 import { createRoleWorker } from '../../src/actors/role-worker.js';
 import { resolveOptions } from '../../src/api/options.js';
+import type { Bus } from '../../src/bus/bus.js';
 import { publishControl } from '../../src/bus/channels.js';
 import { InProcessBus } from '../../src/bus/in-process-bus.js';
 import { subjects } from '../../src/bus/subjects.js';
-import { BusError, ConfigurationError, WorkerStoppedError } from '../../src/errors.js';
+import { BusError, ConfigurationError, EventSeqTakenError, WorkerStoppedError } from '../../src/errors.js';
 import { readLogFile } from '../../src/persistence/index.js';
 import { type RunOwnership, startCoordinatorService, submitAndFollow } from '../../src/runtime/services.js';
 import type { RunEvent } from '../../src/schemas/index.js';
@@ -229,6 +230,59 @@ describe('coordinator service', () => {
       expect(last.type === 'run.failed' && last.payload.message).toContain(reason);
     } finally {
       await d.close();
+    }
+  });
+
+  it('lets the claim of a run expire, not released, when another coordinator recorded an event of a seq it records', async () => {
+    const inner = new InProcessBus();
+    const model = new DemoModel();
+    const workers = (['planner', 'generator', 'evaluator'] as const).map((role) =>
+      createRoleWorker({ bus: inner, role, model }),
+    );
+    // The coordinator's bus: the stream holds another coordinator's third event of every run.
+    const bus: Bus = {
+      reporter: inner.reporter,
+      publish: (subject, data, options) =>
+        subject.includes('.evt.') && (data as RunEvent).seq === 3
+          ? Promise.reject(new EventSeqTakenError('its event 3 is stored already'))
+          : inner.publish(subject, data, options),
+      subscribe: (subject, handler, options) => inner.subscribe(subject, handler, options),
+      request: (subject, data, options) => inner.request(subject, data, options),
+      flush: () => inner.flush(),
+      close: () => inner.close(),
+    };
+    const calls: string[] = [];
+    const ownership: RunOwnership = {
+      owner: 'coordinator-a',
+      claim: async (runId) => {
+        calls.push(`claim ${runId}`);
+        return true;
+      },
+      release: async (runId) => void calls.push(`release ${runId}`),
+      letExpire: (runId) => void calls.push(`letExpire ${runId}`),
+      takeOver: async () => false,
+      takeOverNow: async () => ({ owner: 'coordinator-a', taken: false }),
+      events: async () => [],
+      storedResult: async () => null,
+    };
+    const service = startCoordinatorService({
+      bus,
+      options: resolveOptions({ workingDirectory: dir }),
+      models: { planner: model.name, generator: model.name, evaluator: model.name },
+      ownership,
+    });
+    try {
+      const { runId } = await submitAndFollow(inner, { task: 'Write a haiku' });
+      const deadline = Date.now() + 5_000;
+      while (service.active.has(runId) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
+      // The run is the other coordinator's record now: this one neither ends it nor frees its
+      // claim for nobody; a claim it still holds expires, and the run is taken over from the stream.
+      expect(service.active.has(runId)).toBe(false);
+      expect(calls).toEqual([`claim ${runId}`, `letExpire ${runId}`]);
+    } finally {
+      await service.stop();
+      await Promise.all(workers.map((w) => w.stop('abort')));
+      await inner.close();
     }
   });
 
