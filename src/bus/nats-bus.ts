@@ -336,8 +336,7 @@ export class NatsBus implements Bus, StoredMessages {
    * event sent again, or another coordinator's event of that seq. Rejects with `EventSeqTakenError`
    * for the latter, which the stream keeps in its place.
    */
-  private async checkStoredEvent(seq: number, event: unknown): Promise<void> {
-    const { id, runId, seq: eventSeq } = event as RunEvent;
+  private async checkStoredEvent(seq: number, { id, runId, seq: eventSeq }: RunEvent): Promise<void> {
     let stored: unknown;
     try {
       const message = await whileUnanswered(() => this.jsm.streams.getMessage(EVENTS_STREAM, { seq }));
