@@ -55,8 +55,8 @@ import {
  * each one with `seq`, id and time and publishes it; it turns every call actor of the chart into a
  * request on the role's work queue and the worker's result into events and the actor's output.
  * Event ids are `<runId>-<seq>-<random>`: the random part (64 bits) keeps outsiders from
- * predicting them, since an event's id is its `Nats-Msg-Id` (a forgery published first under the
- * next id would have JetStream drop the real event as a duplicate) and a request's id names the
+ * predicting them, since a request's id is its work item's `Nats-Msg-Id` (a forgery published
+ * first under the next id would have JetStream drop the real one as a duplicate) and names the
  * call a result answers. A replay takes the ids from the recorded events. A request id is the
  * call's identity: a result is applied only to the call waiting for it, once, and only when it
  * names that call's run and comes from the role that serves the request; any other (a duplicate,

@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { JetStreamClient, JetStreamManager, PubAck } from '@nats-io/jetstream';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import type { MsgHdrs, NatsConnection } from '@nats-io/transport-node';
@@ -110,6 +111,8 @@ const DEFAULT_ACK_WAIT_MS = 10_000;
 const CLOSE_STEP_MS = 5_000;
 const WORK_SUBJECT = 'pge.work.*';
 const DEFAULT_REPORTER = 'pge';
+/** The wait before asking again about a copy of a message the stream is still storing. */
+const DUPLICATE_PENDING_MS = 50;
 
 /** The `Bus` on NATS with JetStream. Create it with `NatsBus.connect` or `NatsBus.fromConnection`. */
 export class NatsBus implements Bus, StoredMessages {
@@ -288,8 +291,8 @@ export class NatsBus implements Bus, StoredMessages {
             },
           )
         : stream.name === EVENTS_STREAM
-          ? this.storeEvent(data as RunEvent, () =>
-              storeUntilAcknowledged(this.js, subject, bytes, msgID, this.storePolicy, headers),
+          ? this.storeEvent(data as RunEvent, (published) =>
+              storeUntilAcknowledged(this.js, subject, bytes, msgID, this.storePolicy, headers, published),
             )
           : storeUntilAcknowledged(this.js, subject, bytes, msgID, this.storePolicy, headers).then(
               () => undefined,
@@ -304,13 +307,21 @@ export class NatsBus implements Bus, StoredMessages {
    * Stores the events of a run one after another, each once the one before it is stored: so they
    * reach the stream in seq order whatever an outage holds up, and never interleave with another
    * coordinator's events of the same seqs (one that took the run over while this one still sent).
-   * An event acknowledged as a duplicate is checked against the one stored (`checkStoredEvent`);
-   * when the stream holds another coordinator's, the events of the run queued behind it are not
-   * sent, and reject with `EventSeqTakenError` as it does.
+   * Each is given up `publishRetryMs` after it was published, its wait for its turn included, so
+   * that a copy never arrives after the streams' duplicate window. An event acknowledged as a
+   * duplicate is checked against the one stored (`checkStoredEvent`); when the stream holds another
+   * coordinator's, the events of the run queued behind it are not sent, and reject with
+   * `EventSeqTakenError` as it does.
    */
-  private storeEvent(event: RunEvent, store: () => Promise<PubAck>): Promise<void> {
+  private storeEvent(event: RunEvent, store: (published: number) => Promise<PubAck>): Promise<void> {
+    const published = Date.now();
     const send = async () => {
-      const ack = await store();
+      let ack = await store(published);
+      // nats-server 2.10 answers a copy of a message still being stored with seq 0: asked again.
+      while (ack.duplicate && ack.seq === 0) {
+        await sleep(DUPLICATE_PENDING_MS);
+        ack = await store(published);
+      }
       if (ack.duplicate) await this.checkStoredEvent(ack.seq, event);
     };
     const previous = this.eventsInFlight.get(event.runId);
@@ -320,7 +331,8 @@ export class NatsBus implements Bus, StoredMessages {
         : previous.then(send, (error: unknown) => {
             if (!(error instanceof EventSeqTakenError)) return send();
             throw new EventSeqTakenError(
-              `run ${event.runId}'s event ${event.seq} was not sent: ${error.message}`,
+              `run ${event.runId}'s event ${event.seq} was not sent: an event of the run before it was another coordinator's seq`,
+              { cause: error },
             );
           });
     this.eventsInFlight.set(event.runId, stored);
@@ -334,7 +346,8 @@ export class NatsBus implements Bus, StoredMessages {
   /**
    * An event acknowledged as a duplicate of the one stored at `seq`, under its run and seq: this
    * event sent again, or another coordinator's event of that seq. Rejects with `EventSeqTakenError`
-   * for the latter, which the stream keeps in its place.
+   * for the latter, which the stream keeps in its place, and when the stored one cannot be read:
+   * the run is then taken over from what the stream holds, rather than gone on with unsure.
    */
   private async checkStoredEvent(seq: number, { id, runId, seq: eventSeq }: RunEvent): Promise<void> {
     let stored: unknown;
@@ -342,7 +355,11 @@ export class NatsBus implements Bus, StoredMessages {
       const message = await whileUnanswered(() => this.jsm.streams.getMessage(EVENTS_STREAM, { seq }));
       stored = message === null ? null : decodeMessage(message.subject, message.data);
     } catch (error) {
-      throw busError(error, `cannot read which event of run ${runId} the stream holds at seq ${eventSeq}`);
+      const reason = error instanceof Error ? error.message : String(error);
+      throw new EventSeqTakenError(
+        `run ${runId}'s event ${eventSeq} was stored already, and which event the stream holds there cannot be read: ${reason}`,
+        { cause: error },
+      );
     }
     if ((stored as RunEvent | null)?.id === id) return;
     throw new EventSeqTakenError(

@@ -58,7 +58,8 @@ export function isTransportFailure(error: unknown): boolean {
 /**
  * Publishes `bytes` on `subject` with `msgID` until the stream acknowledges it, and resolves with
  * the acknowledgement (`duplicate` when a message of that id was stored already, at `seq`). Retries
- * transport failures only, with growing waits, for at most `policy.retryMs`; rejects with a
+ * transport failures only, with growing waits, for at most `policy.retryMs` from `started` (when
+ * the message was published: one that waited its turn has waited part of it); rejects with a
  * `BusError` at once on any other failure, and when the bus closes or the bound passes, saying how
  * many attempts failed.
  */
@@ -69,8 +70,8 @@ export async function storeUntilAcknowledged(
   msgID: string,
   policy: StorePolicy,
   headers?: MsgHdrs,
+  started = Date.now(),
 ): Promise<PubAck> {
-  const started = Date.now();
   let unservedSince: number | null = null;
   for (let attempt = 1; ; attempt++) {
     // The last attempt waits no longer than the bound: a publish gives up on time.

@@ -331,14 +331,10 @@ export class RunLeases {
           // A renewal whose reply was lost (a server restart) still wrote the lease: the watch saw it.
           this.#held.set(runId, seen.revision);
         } else if (wrongRevision(error)) {
-          // Another coordinator wrote the lease: the run is theirs now. The watch may not have
-          // shown their write yet: the lease is read for their name.
+          // Another coordinator wrote the lease: the run is theirs now, told at once. The watch
+          // may not have shown their write yet, and a lease last seen as this one's names nobody.
           this.#held.delete(runId);
-          const lost = (owner = '') => this.options.onLost(runId, owner || 'another coordinator');
-          this.kv.get(runId).then(
-            (entry) => lost(entry?.operation === 'PUT' ? leaseIn(entry).owner : ''),
-            () => lost(),
-          );
+          this.options.onLost(runId, seen !== undefined && !seen.mine ? seen.owner : 'another coordinator');
         } else this.options.onError?.(error);
       },
     );

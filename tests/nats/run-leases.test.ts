@@ -117,8 +117,10 @@ describe('run leases', () => {
     expect(stolen).toBe(true);
     await until(() => a.told.lost.includes('run-1'), 'a to learn it lost the run');
     expect(a.leases.ownerOf('run-1')).toBe('b');
-    // Told by its refused renewal or by the watch, a names the taker, never itself.
-    expect(a.told.lostTo).toEqual(['b']);
+    // Told by the watch, a names the taker; by its refused renewal before the watch showed b's
+    // write, it says another coordinator: never itself.
+    expect(a.told.lostTo).toHaveLength(1);
+    expect(['b', 'another coordinator']).toContain(a.told.lostTo[0]);
   });
 
   it('two processes of one name are told apart: the one whose lease was taken is told it lost the run', async () => {
