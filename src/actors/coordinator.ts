@@ -420,9 +420,12 @@ export function createCoordinator(options: CoordinatorOptions) {
       rejectTaken = reject;
     });
     taken.catch(() => undefined); // observed through `done`
+    /** Aborted when the run is let go: its events and work items not yet stored are not sent. */
+    const sending = new AbortController();
     /** Stops driving the run, which `owner` records from here on: `done` rejects with `error`. */
     const letGo = (owner: string, error: RunTakenOverError): void => {
       takenBy ??= owner;
+      sending.abort(error);
       if (closed) return;
       closed = true;
       rejectTaken(error);
@@ -437,6 +440,8 @@ export function createCoordinator(options: CoordinatorOptions) {
         letGo('another coordinator', lost);
         return;
       }
+      // Not sent because the run was let go: its record is another coordinator's.
+      if (sending.signal.aborted) return;
       // A run whose events cannot be published has no record: stop it rather than go on unrecorded.
       publishFailure ??= error;
       actor.send({ type: 'interrupt', reason: `its events could not be published: ${String(error)}` });
@@ -450,8 +455,8 @@ export function createCoordinator(options: CoordinatorOptions) {
     };
     const publishRecorded = (event: RunEvent): Promise<void> =>
       Object.hasOwn(ROLE_OF_REQUEST, event.type)
-        ? publishRequest(bus, event as RoleRequest, traceHeaders())
-        : publishEvent(bus, event);
+        ? publishRequest(bus, event as RoleRequest, traceHeaders(), sending.signal)
+        : publishEvent(bus, event, sending.signal);
     /** Stamps and publishes an event; `at` is its time when the caller read the clock for it. */
     const record = <T extends RunEventDraft>(draft: T, at?: number): RunEventOf<T['type']> => {
       // After the closing event nothing more belongs to the run: a call that was in flight when
@@ -685,7 +690,7 @@ export function createCoordinator(options: CoordinatorOptions) {
           throw diverged(error);
         }
         if (options.resend !== false)
-          publishing.push(enqueueWork(bus, request, traceHeaders()).catch(publishFailed));
+          publishing.push(enqueueWork(bus, request, traceHeaders(), sending.signal).catch(publishFailed));
         stored = options.storedResult;
       }
       // `record` published the request both as an event and on the role's work queue.

@@ -50,6 +50,11 @@ const HEADER_NAME = /^[!-9;-~]+$/;
 export interface PublishOptions {
   /** Headers sent with the message (NATS headers; names are case-sensitive tokens, values one line). */
   headers?: MessageHeaders;
+  /**
+   * Once aborted, the message is not sent, nor sent again on a bus that retries (a copy already
+   * sent may still be stored), and the publish rejects with the signal's reason.
+   */
+  signal?: AbortSignal;
 }
 
 /** A message as a handler receives it: already decoded and validated. */

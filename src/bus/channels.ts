@@ -8,6 +8,7 @@ import type {
   BusSubscription,
   MessageHeaders,
   OrderedOptions,
+  PublishOptions,
   StoredMessages,
 } from './bus.js';
 import type { MessageRejection } from './codec.js';
@@ -26,19 +27,19 @@ import { subjects, workerQueue } from './subjects.js';
  * in-memory bus validates it in place (`freezeMessage`). A subject built from an invalid id
  * throws; a function that returns a promise should reject instead.
  */
-function publishOn(bus: Bus, subject: () => string, data: object, headers?: MessageHeaders): Promise<void> {
+function publishOn(bus: Bus, subject: () => string, data: object, options?: PublishOptions): Promise<void> {
   let built: string;
   try {
     built = subject();
   } catch (error) {
     return Promise.reject(error);
   }
-  return bus.publish(built, freezeMessage(data), { headers });
+  return bus.publish(built, freezeMessage(data), options);
 }
 
-/** Publishes a run event on `pge.run.<runId>.evt.<type>`. */
-export function publishEvent(bus: Bus, event: RunEvent): Promise<void> {
-  return publishOn(bus, () => subjects.event(event.runId, event.type), event);
+/** Publishes a run event on `pge.run.<runId>.evt.<type>`; `signal` stops it (`PublishOptions`). */
+export function publishEvent(bus: Bus, event: RunEvent, signal?: AbortSignal): Promise<void> {
+  return publishOn(bus, () => subjects.event(event.runId, event.type), event, signal && { signal });
 }
 
 /** Follows the events of one run, or of every run with `'*'`, in the order they were published. */
@@ -84,22 +85,30 @@ export function readEvents(
 
 /**
  * Publishes a request event on its run's event subject and queues it for the role that serves
- * it: one message in two places. `headers` go with the work item (`enqueueWork`).
+ * it: one message in two places. `headers` go with the work item (`enqueueWork`); `signal` stops
+ * both.
  */
 export async function publishRequest(
   bus: Bus,
   request: RoleRequest,
   headers?: MessageHeaders,
+  signal?: AbortSignal,
 ): Promise<void> {
-  await Promise.all([publishEvent(bus, request), enqueueWork(bus, request, headers)]);
+  await Promise.all([publishEvent(bus, request, signal), enqueueWork(bus, request, headers, signal)]);
 }
 
 /**
  * Queues a request for the role that serves it (`ROLE_OF_REQUEST`), on `pge.work.<role>`, with
- * `headers` (the W3C `traceparent` of the span that asks, when the run is traced).
+ * `headers` (the W3C `traceparent` of the span that asks, when the run is traced); `signal`
+ * stops it (`PublishOptions`).
  */
-export function enqueueWork(bus: Bus, request: RoleRequest, headers?: MessageHeaders): Promise<void> {
-  return publishOn(bus, () => subjects.work(ROLE_OF_REQUEST[request.type]), request, headers);
+export function enqueueWork(
+  bus: Bus,
+  request: RoleRequest,
+  headers?: MessageHeaders,
+  signal?: AbortSignal,
+): Promise<void> {
+  return publishOn(bus, () => subjects.work(ROLE_OF_REQUEST[request.type]), request, { headers, signal });
 }
 
 /**

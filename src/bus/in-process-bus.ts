@@ -104,6 +104,7 @@ export class InProcessBus implements Bus {
 
   /** Validates and queues the message for delivery; rejects with `MessageRejectedError` or `BusError`. */
   async publish(subject: string, data: unknown, options: PublishOptions = {}): Promise<void> {
+    options.signal?.throwIfAborted();
     this.send(subject, data, null, false, sealHeaders(options.headers));
   }
 

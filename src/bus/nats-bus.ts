@@ -264,6 +264,7 @@ export class NatsBus implements Bus, StoredMessages {
     let headers: MsgHdrs | undefined;
     try {
       if (this.closed) throw new BusError(`cannot publish on ${subject}: the bus is closed`);
+      options.signal?.throwIfAborted();
       checkSubject(subject, false);
       bytes = encodeMessage(subject, data);
       headers = toNatsHeaders(sealHeaders(options.headers));
@@ -291,12 +292,17 @@ export class NatsBus implements Bus, StoredMessages {
             },
           )
         : stream.name === EVENTS_STREAM
-          ? this.storeEvent(data as RunEvent, (published) =>
-              storeUntilAcknowledged(this.js, subject, bytes, msgID, this.storePolicy, headers, published),
+          ? this.storeEvent(data as RunEvent, (started) =>
+              storeUntilAcknowledged(this.js, subject, bytes, msgID, this.storePolicy, {
+                headers,
+                started,
+                signal: options.signal,
+              }),
             )
-          : storeUntilAcknowledged(this.js, subject, bytes, msgID, this.storePolicy, headers).then(
-              () => undefined,
-            );
+          : storeUntilAcknowledged(this.js, subject, bytes, msgID, this.storePolicy, {
+              headers,
+              signal: options.signal,
+            }).then(() => undefined);
     this.publishing.add(stored);
     const forget = () => void this.publishing.delete(stored);
     stored.then(forget, forget);
@@ -314,6 +320,7 @@ export class NatsBus implements Bus, StoredMessages {
    * `EventSeqTakenError` as it does.
    */
   private storeEvent(event: RunEvent, store: (published: number) => Promise<PubAck>): Promise<void> {
+    // Its retries are bounded from now: see storeUntilAcknowledged.
     const published = Date.now();
     const send = async () => {
       let ack = await store(published);

@@ -61,7 +61,7 @@ export function isTransportFailure(error: unknown): boolean {
  * transport failures only, with growing waits, for at most `policy.retryMs` from `started` (when
  * the message was published: one that waited its turn has waited part of it); rejects with a
  * `BusError` at once on any other failure, and when the bus closes or the bound passes, saying how
- * many attempts failed.
+ * many attempts failed; with `signal`'s reason once it is aborted, before the next attempt.
  */
 export async function storeUntilAcknowledged(
   js: JetStreamClient,
@@ -69,11 +69,15 @@ export async function storeUntilAcknowledged(
   bytes: Uint8Array,
   msgID: string,
   policy: StorePolicy,
-  headers?: MsgHdrs,
-  started = Date.now(),
+  {
+    headers,
+    started = Date.now(),
+    signal,
+  }: { headers?: MsgHdrs; started?: number; signal?: AbortSignal } = {},
 ): Promise<PubAck> {
   let unservedSince: number | null = null;
   for (let attempt = 1; ; attempt++) {
+    signal?.throwIfAborted();
     // The last attempt waits no longer than the bound: a publish gives up on time.
     const timeout = Math.max(1, Math.min(PUBLISH_ATTEMPT_MS, policy.retryMs - (Date.now() - started)));
     const sent = js.publish(subject, bytes, { msgID, timeout, headers });

@@ -105,6 +105,27 @@ describe('coordinator on a bus with promises of its own', () => {
     expect(events.some((e) => e.type === 'run.failed' || e.type === 'run.completed')).toBe(false);
   });
 
+  it('aborts the signal its events and work items are sent with once it lets the run go', async () => {
+    const signals: (AbortSignal | undefined)[] = [];
+    const taken = new EventSeqTakenError('its event 5 is stored already, as another coordinator recorded it');
+    const { error } = await run((inner) => ({
+      ...wrapped(inner, (_, published) => published),
+      publish: (subject, data, options) => {
+        // The workers' results go through this bus too.
+        if (subject.includes('.result.')) return inner.publish(subject, data, options);
+        signals.push(options?.signal);
+        return signals.length === 5
+          ? inner.publish(subject, data, options).then(() => Promise.reject(taken))
+          : inner.publish(subject, data, options);
+      },
+    }));
+    expect(error).toBeInstanceOf(RunTakenOverError);
+    // One signal for the run, aborted with the reason the run was let go.
+    expect(new Set(signals).size).toBe(1);
+    expect(signals[0]?.aborted).toBe(true);
+    expect(signals[0]?.reason).toBe(error);
+  });
+
   it('lets a run go even after its closing event, when another coordinator recorded that seq', async () => {
     const taken = new EventSeqTakenError(
       'its closing event is stored already, as another coordinator recorded it',

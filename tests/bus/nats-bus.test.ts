@@ -190,6 +190,22 @@ describe('NatsBus on JetStream', () => {
     expect((await readRunEvents(bus, runId)).map((e) => e.seq)).toEqual([1, 2]);
   });
 
+  it('sends no event of a run once its signal is aborted: one queued behind another is not sent', async () => {
+    const bus = await open();
+    const runId = freshRunId();
+    const sending = new AbortController();
+    const first = publishEvent(bus, runStarted(runId), sending.signal);
+    // Sent once the first is stored: the abort comes before.
+    const second = publishEvent(bus, stepStarted(runId, 2), sending.signal);
+    sending.abort(new Error('the run was let go'));
+    await first;
+    await expect(second).rejects.toThrow('the run was let go');
+    await expect(publishEvent(bus, stepStarted(runId, 3), sending.signal)).rejects.toThrow(
+      'the run was let go',
+    );
+    expect((await readRunEvents(bus, runId)).map((e) => e.seq)).toEqual([1]);
+  });
+
   it('keeps a work item queued, with its headers, while no worker runs and hands it to the first worker that starts', async () => {
     // The queue keeps what its consumers have not taken: the coordinator makes them at start.
     const producer = await open({ reporter: 'coordinator' });
