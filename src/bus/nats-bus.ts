@@ -324,8 +324,9 @@ export class NatsBus implements Bus, StoredMessages {
     const published = Date.now();
     const send = async () => {
       let ack = await store(published);
-      // nats-server 2.10 answers a copy of a message still being stored with seq 0: asked again.
-      while (ack.duplicate && ack.seq === 0) {
+      // nats-server 2.10 answers a copy of a message still being stored with seq 0: asked again,
+      // within the event's bound (past it, seq 0 cannot be read: the run is let go).
+      while (ack.duplicate && ack.seq === 0 && Date.now() - published < this.storePolicy.retryMs) {
         await sleep(DUPLICATE_PENDING_MS);
         ack = await store(published);
       }
