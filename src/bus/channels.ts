@@ -84,8 +84,10 @@ export function readEvents(
 }
 
 /**
- * Publishes a request event on its run's event subject and queues it for the role that serves
- * it: one message in two places. `headers` go with the work item (`enqueueWork`); `signal` stops
+ * Publishes a request event on its run's event subject and, once it is stored, queues it for the
+ * role that serves it: one message in two places. A call is made only once the run's record holds
+ * it, so a coordinator that stops (or is deposed) leaves no call made that its record does not ask
+ * for, besides the one in flight. `headers` go with the work item (`enqueueWork`); `signal` stops
  * both.
  */
 export async function publishRequest(
@@ -94,7 +96,8 @@ export async function publishRequest(
   headers?: MessageHeaders,
   signal?: AbortSignal,
 ): Promise<void> {
-  await Promise.all([publishEvent(bus, request, signal), enqueueWork(bus, request, headers, signal)]);
+  await publishEvent(bus, request, signal);
+  await enqueueWork(bus, request, headers, signal);
 }
 
 /**
