@@ -282,27 +282,27 @@ export class NatsBus implements Bus, StoredMessages {
       }
     }
     const msgID = messageIdOf(stream, data);
-    // Without an id a second copy would be stored twice: such a message is sent once.
-    const stored =
-      msgID === undefined
-        ? this.js.publish(subject, bytes, { headers }).then(
-            () => undefined,
-            (error: unknown) => {
-              throw busError(error, `cannot publish on ${subject}`);
-            },
-          )
-        : stream.name === EVENTS_STREAM
-          ? this.storeEvent(data as RunEvent, (started) =>
-              storeUntilAcknowledged(this.js, subject, bytes, msgID, this.storePolicy, {
-                headers,
-                started,
-                signal: options.signal,
-              }),
-            )
-          : storeUntilAcknowledged(this.js, subject, bytes, msgID, this.storePolicy, {
-              headers,
-              signal: options.signal,
-            }).then(() => undefined);
+    let stored: Promise<void>;
+    if (msgID === undefined) {
+      // Without an id a second copy would be stored twice: such a message is sent once.
+      stored = this.js.publish(subject, bytes, { headers }).then(
+        () => undefined,
+        (error: unknown) => {
+          throw busError(error, `cannot publish on ${subject}`);
+        },
+      );
+    } else {
+      const store = (started?: number) =>
+        storeUntilAcknowledged(this.js, subject, bytes, msgID, this.storePolicy, {
+          headers,
+          started,
+          signal: options.signal,
+        });
+      stored =
+        stream.name === EVENTS_STREAM
+          ? this.storeEvent(data as RunEvent, store)
+          : store().then(() => undefined);
+    }
     this.publishing.add(stored);
     const forget = () => void this.publishing.delete(stored);
     stored.then(forget, forget);

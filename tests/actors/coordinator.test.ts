@@ -18,6 +18,7 @@ import type { ModelCall, RoleRequest, RoleResult, RunEvent } from '../../src/sch
 import { ID_PATTERN, ROLE_OF_REQUEST } from '../../src/schemas/index.js';
 import { ScriptedModel } from '../../src/testing.js';
 import { runSpec } from '../support/chart-fixtures.js';
+import { withPublish } from '../support/delegating-bus.js';
 import { passingScript, planOf } from '../support/scripts.js';
 
 /**
@@ -31,14 +32,7 @@ function wrapped(
   answer: (n: number, published: Promise<void>, subject: string) => Promise<void>,
 ): Bus {
   let n = 0;
-  return {
-    reporter: inner.reporter,
-    publish: (subject, data) => answer(++n, inner.publish(subject, data), subject),
-    subscribe: (subject, handler, options) => inner.subscribe(subject, handler, options),
-    request: (subject, data, options) => inner.request(subject, data, options),
-    flush: () => inner.flush(),
-    close: () => inner.close(),
-  };
+  return withPublish(inner, (subject, data) => answer(++n, inner.publish(subject, data), subject));
 }
 
 let cleanup: (() => Promise<void>)[] = [];
@@ -108,17 +102,16 @@ describe('coordinator on a bus with promises of its own', () => {
   it('aborts the signal its events and work items are sent with once it lets the run go', async () => {
     const signals: (AbortSignal | undefined)[] = [];
     const taken = new EventSeqTakenError('its event 5 is stored already, as another coordinator recorded it');
-    const { error } = await run((inner) => ({
-      ...wrapped(inner, (_, published) => published),
-      publish: (subject, data, options) => {
+    const { error } = await run((inner) =>
+      withPublish(inner, (subject, data, options) => {
         // The workers' results go through this bus too.
         if (subject.includes('.result.')) return inner.publish(subject, data, options);
         signals.push(options?.signal);
         return signals.length === 5
           ? inner.publish(subject, data, options).then(() => Promise.reject(taken))
           : inner.publish(subject, data, options);
-      },
-    }));
+      }),
+    );
     expect(error).toBeInstanceOf(RunTakenOverError);
     // One signal for the run, aborted with the reason the run was let go.
     expect(new Set(signals).size).toBe(1);

@@ -13,6 +13,7 @@ import { natsRunOwnership } from '../../src/runtime/nats-ownership.js';
 import { type CoordinatorService, startCoordinatorService } from '../../src/runtime/services.js';
 import type { RunEvent } from '../../src/schemas/index.js';
 import { ScriptedModel } from '../../src/testing.js';
+import { until } from '../support/deployment.js';
 import { type NatsServerHandle, startNatsServer } from '../support/nats-server.js';
 import { passingScript } from '../support/scripts.js';
 
@@ -53,18 +54,6 @@ class FirstWorkHeld implements Model {
       await this.gate;
     }
     return this.inner.complete(request);
-  }
-}
-
-async function until(
-  check: () => boolean | Promise<boolean>,
-  what: string,
-  timeoutMs = 15_000,
-): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 20));
   }
 }
 
@@ -118,19 +107,29 @@ describe('a coordinator that drives on after its run was taken over', () => {
 
     const a = await coordinator('coordinator-a', model);
     const { runId } = (await a.bus.request(subjects.submit, { task: 'one step' })) as { runId: string };
-    await until(() => model.held, 'the work call');
+    await until(() => model.held, Boolean, 'the work call', 15_000);
     // a's lease goes unrenewed: a drives on, unaware.
     a.leases.stop();
 
     const events = () => readRunEvents(workerBus, runId);
     let b: Awaited<ReturnType<typeof coordinator>> | undefined;
     b = await coordinator('coordinator-b', model, (expired) => void b?.service.takeOver(expired));
-    await until(async () => (await events()).some((e) => e.type === 'run.resumed'), 'b to take the run over');
+    await until(
+      events,
+      (stored) => stored.some((e) => e.type === 'run.resumed'),
+      'b to take the run over',
+      15_000,
+    );
 
     // The work call answers: both coordinators take its result and record the run's next events.
     release();
-    await until(async () => (await events()).some((e) => e.type === 'run.completed'), 'the run to end');
-    await until(() => !a.service.active.has(runId), 'a to let the run go');
+    await until(events, (stored) => stored.some((e) => e.type === 'run.completed'), 'the run to end', 15_000);
+    await until(
+      () => a.service.active.has(runId),
+      (active) => !active,
+      'a to let the run go',
+      15_000,
+    );
 
     const stored: RunEvent[] = await events();
     const seqs = stored.map((e) => e.seq).sort((x, y) => x - y);

@@ -7,7 +7,6 @@ import type { Model } from '../../src/actors/model.js';
 import { createPersistenceActor } from '../../src/actors/persistence-actor.js';
 import { createRoleWorker } from '../../src/actors/role-worker.js';
 import { resolveOptions } from '../../src/api/options.js';
-import type { Bus } from '../../src/bus/bus.js';
 import { publishControl } from '../../src/bus/channels.js';
 import { InProcessBus } from '../../src/bus/in-process-bus.js';
 import { subjects } from '../../src/bus/subjects.js';
@@ -16,6 +15,7 @@ import { readLogFile } from '../../src/persistence/index.js';
 import { type RunOwnership, startCoordinatorService, submitAndFollow } from '../../src/runtime/services.js';
 import type { RunEvent } from '../../src/schemas/index.js';
 import { stepStarted } from '../bus/bus-contract.js';
+import { withPublish } from '../support/delegating-bus.js';
 
 /** The distributed services, on the in-process bus: submission, coordination, persistence, following. */
 
@@ -240,17 +240,11 @@ describe('coordinator service', () => {
       createRoleWorker({ bus: inner, role, model }),
     );
     // The coordinator's bus: the stream holds another coordinator's third event of every run.
-    const bus: Bus = {
-      reporter: inner.reporter,
-      publish: (subject, data, options) =>
-        subject.includes('.evt.') && (data as RunEvent).seq === 3
-          ? Promise.reject(new EventSeqTakenError('its event 3 is stored already'))
-          : inner.publish(subject, data, options),
-      subscribe: (subject, handler, options) => inner.subscribe(subject, handler, options),
-      request: (subject, data, options) => inner.request(subject, data, options),
-      flush: () => inner.flush(),
-      close: () => inner.close(),
-    };
+    const bus = withPublish(inner, (subject, data, options) =>
+      subject.includes('.evt.') && (data as RunEvent).seq === 3
+        ? Promise.reject(new EventSeqTakenError('its event 3 is stored already'))
+        : inner.publish(subject, data, options),
+    );
     const calls: string[] = [];
     const ownership: RunOwnership = {
       owner: 'coordinator-a',
