@@ -19,7 +19,11 @@ import type { RunEvent } from '../../src/schemas/index.js';
 import { freshRunId, runStarted } from '../bus/bus-contract.js';
 import { closed, passingAnswer, submitRun, until } from '../support/deployment.js';
 import { type FakeOpenAI, startFakeOpenAI } from '../support/fake-openai-server.js';
-import { type SecuredNatsCluster, startSecuredNatsCluster } from '../support/nats-cluster.js';
+import {
+  CLUSTER_START_MS,
+  type SecuredNatsCluster,
+  startSecuredNatsCluster,
+} from '../support/nats-cluster.js';
 import type { NatsServerHandle } from '../support/nats-server.js';
 import { type PgeProcess, startPge } from '../support/processes.js';
 import { schemaOf } from '../support/scripted-deployment.js';
@@ -38,10 +42,11 @@ let logs: string;
 const processes: PgeProcess[] = [];
 
 beforeEach(async () => {
-  cluster = await startSecuredNatsCluster(3);
+  // The test's own first: a cluster that never comes up leaves afterEach this test's to close.
   openai = await startFakeOpenAI();
   logs = mkdtempSync(join(tmpdir(), 'pge-cluster-'));
-});
+  cluster = await startSecuredNatsCluster(3);
+}, CLUSTER_START_MS);
 
 afterEach(async () => {
   await Promise.all(processes.splice(0).map((p) => p.stop('SIGKILL')));

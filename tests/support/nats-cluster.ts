@@ -47,6 +47,29 @@ export async function startSecuredNatsCluster(
   size = 3,
   { partitionable = false }: { partitionable?: boolean } = {},
 ): Promise<SecuredNatsCluster> {
+  // A cluster may fail to come up for reasons that are the test machine's, not pge's: a route port
+  // found free and then taken by another test file's server, or a JetStream meta leader elected
+  // late on a loaded machine. It is started again, on other ports, and each failure is printed.
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await startClusterOnce(size, partitionable);
+    } catch (error) {
+      if (attempt === CLUSTER_START_ATTEMPTS) throw error;
+      console.warn(
+        `the test cluster did not come up (try ${attempt} of ${CLUSTER_START_ATTEMPTS}): ${String(error)}`,
+      );
+    }
+  }
+}
+
+/** How many times a cluster is started before a test fails on it. */
+const CLUSTER_START_ATTEMPTS = 3;
+/** How long one start waits for JetStream on every server. */
+const CLUSTER_READY_MS = 20_000;
+/** What a hook that starts a cluster needs: every try, each server's start included. */
+export const CLUSTER_START_MS = CLUSTER_START_ATTEMPTS * (CLUSTER_READY_MS + 10_000);
+
+async function startClusterOnce(size: number, partitionable: boolean): Promise<SecuredNatsCluster> {
   const configDir = await mkdtemp(join(tmpdir(), 'pge-nats-cluster-'));
   const cluster = [];
   // The client port is the one startNatsServer picks (-p); the routes' ports are fixed here.
@@ -61,7 +84,20 @@ export async function startSecuredNatsCluster(
   });
   const adminCreds = await mintAdminCreds(configDir);
   const relays = partitionable ? await relayRoutes(files.configFiles, cluster) : [];
-  const servers = await Promise.all(files.configFiles.map((configFile) => startNatsServer({ configFile })));
+  const started = await Promise.allSettled(
+    files.configFiles.map((configFile) => startNatsServer({ configFile })),
+  );
+  const servers = started.flatMap((result) => (result.status === 'fulfilled' ? [result.value] : []));
+  const stop = async () => {
+    await Promise.all(servers.map((server) => server.stop()));
+    await Promise.all(relays.map((relay) => relay.close()));
+    await rm(configDir, { recursive: true, force: true });
+  };
+  const failed = started.find((result) => result.status === 'rejected');
+  if (failed !== undefined) {
+    await stop();
+    throw failed.reason;
+  }
   const urls = servers.map((server) => server.url).join(',');
   const credsOf = (role: NatsRole | 'admin') => (role === 'admin' ? adminCreds : files.creds[role]);
   const handle: SecuredNatsCluster = {
@@ -85,17 +121,14 @@ export async function startSecuredNatsCluster(
       for (const relay of relays) relay.mend();
     },
     refusals: () => servers.flatMap((server) => refusalsIn(server.log())),
-    async stop() {
-      await Promise.all(servers.map((server) => server.stop()));
-      await Promise.all(relays.map((relay) => relay.close()));
-      await rm(configDir, { recursive: true, force: true });
-    },
+    stop,
   };
   try {
-    await untilJetStreamReady(handle.connectOptions('admin'), size);
+    await untilJetStreamReady(handle.connectOptions('admin'), size, CLUSTER_READY_MS);
   } catch (error) {
+    const logs = servers.map((server, i) => `--- ${clusterServerName(i + 1)}\n${server.log().slice(-2048)}`);
     await handle.stop();
-    throw error;
+    throw new Error(`${String(error)}\n${logs.join('\n')}`);
   }
   return handle;
 }

@@ -1,7 +1,7 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { accessSync, constants, readFileSync } from 'node:fs';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
-import { createServer, connect as tcpConnect } from 'node:net';
+import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { delimiter, join } from 'node:path';
 import { encodeUser, fmtCreds } from '@nats-io/jwt';
@@ -143,12 +143,15 @@ class ServerProcess {
     this.child = child;
     this.exited = new Promise((resolve) => child.once('exit', () => resolve()));
     const watch = watchOutput(`nats-server on port ${this.port} (pid ${child.pid})`);
+    // This run's own log, until it is ready: a restart's server must say so itself.
+    let startLog = '';
     child.stderr?.setEncoding('utf8');
     child.stderr?.on('data', (chunk: string) => {
       this.stderr = (this.stderr + chunk).slice(-LOG_TAIL_CHARS);
+      if (!startLog.includes(READY_LINE)) startLog = (startLog + chunk).slice(-LOG_TAIL_CHARS);
       watch(chunk);
     });
-    await waitUntilReady(child, this.port, this.readyTimeoutMs, () => this.log().slice(-4096));
+    await waitUntilReady(child, this.port, this.readyTimeoutMs, () => startLog);
   }
 
   log(): string {
@@ -222,7 +225,12 @@ export function freePort(): Promise<number> {
   });
 }
 
-/** Resolves once a TCP connection succeeds; rejects with the server's stderr if it exits first. */
+/**
+ * Resolves once the server says it is ready, in its own log; rejects with that log if it exits
+ * first. A connection to the port would not do: the port was only found free, so when this server
+ * cannot bind it, another process's server (of a test file running beside this one) may be
+ * listening there.
+ */
 async function waitUntilReady(
   child: ChildProcess,
   port: number,
@@ -232,24 +240,18 @@ async function waitUntilReady(
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
     if (child.exitCode !== null || child.signalCode !== null) {
-      throw new Error(`nats-server exited before accepting connections:\n${log()}`);
+      throw new Error(`nats-server exited before accepting connections:\n${log().slice(-4096)}`);
     }
-    if (await accepts(port)) return;
+    if (log().includes(READY_LINE)) return;
     await new Promise((resolve) => setTimeout(resolve, 25));
   }
-  throw new Error(`nats-server did not accept connections on port ${port} within ${timeoutMs} ms:\n${log()}`);
+  throw new Error(
+    `nats-server did not accept connections on port ${port} within ${timeoutMs} ms:\n${log().slice(-4096)}`,
+  );
 }
 
-function accepts(port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const socket = tcpConnect({ host: '127.0.0.1', port });
-    socket.once('connect', () => {
-      socket.destroy();
-      resolve(true);
-    });
-    socket.once('error', () => resolve(false));
-  });
-}
+/** What nats-server logs once it listens for clients (2.9 and 2.10). */
+const READY_LINE = '[INF] Server is ready';
 
 /** A private nats-server started from `pge nats-config`'s files: authorization on. */
 export interface SecuredNatsServer extends NatsServerHandle {
