@@ -24,6 +24,7 @@ import type { RoleRequest, RunEvent } from '../../src/schemas/index.js';
 import { fullRun } from '../persistence/fixtures.js';
 import type { NatsServerHandle } from '../support/nats-server.js';
 import { startNatsServer } from '../support/nats-server.js';
+import { startPendingDuplicateProxy } from '../support/pending-duplicate-proxy.js';
 import { seqsUpTo, storedEvents } from '../support/stored-events.js';
 import { describeBusContract, freshRunId, runStarted, stepStarted } from './bus-contract.js';
 
@@ -188,6 +189,23 @@ describe('NatsBus on JetStream', () => {
     // Once the run's events in flight are settled, the next is sent (a takeover of the run here).
     await publishEvent(other, stepStarted(runId, 2));
     expect((await readRunEvents(bus, runId)).map((e) => e.seq)).toEqual([1, 2]);
+  });
+
+  it('asks again when a copy of an event is acknowledged with seq 0, as nats-server 2.10 does while the first is being stored', async () => {
+    const proxy = await startPendingDuplicateProxy(server.port, { times: 2 });
+    try {
+      const bus = await open({ servers: proxy.url });
+      const runId = freshRunId();
+      const event = runStarted(runId);
+      await publishEvent(bus, event);
+      // Its copy is acknowledged as a duplicate at seq 0 twice: that seq cannot be read, so the
+      // bus asks again until the acknowledgement names the stored event, its own.
+      await publishEvent(bus, event);
+      expect(proxy.rewritten()).toBe(2);
+      expect((await readRunEvents(bus, runId)).map((e) => e.id)).toEqual([event.id]);
+    } finally {
+      await proxy.close();
+    }
   });
 
   it('sends no event of a run once its signal is aborted: one queued behind another is not sent', async () => {
