@@ -291,7 +291,8 @@ describe('pge on a three-server JetStream cluster', () => {
           ),
         (now) => now !== undefined && now !== leader,
         'a leader of PGE_EVENTS on the two other servers',
-        15_000,
+        // Its election takes seconds on an idle machine, and has taken more than 15 s on a loaded one.
+        45_000,
       );
     } finally {
       await majority.close();
