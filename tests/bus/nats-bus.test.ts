@@ -203,6 +203,7 @@ describe('NatsBus on JetStream', () => {
       await publishEvent(bus, event);
       expect(proxy.rewritten()).toBe(2);
       expect((await readRunEvents(bus, runId)).map((e) => e.id)).toEqual([event.id]);
+      await bus.close();
     } finally {
       await proxy.close();
     }

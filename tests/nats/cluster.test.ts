@@ -4,7 +4,7 @@ import { basename, join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { beforeEach, describe, expect, it } from 'vitest';
 import { publishEvent, serveWork } from '../../src/bus/channels.js';
 import { NatsBus } from '../../src/bus/nats-bus.js';
 import { connectNats, natsOptionsFromEnv } from '../../src/bus/nats-connection.js';
@@ -42,20 +42,19 @@ let logs: string;
 const processes: PgeProcess[] = [];
 
 beforeEach(async () => {
-  // The test's own first: a cluster that never comes up leaves afterEach this test's to close.
+  // The cluster first: one that does not come up has stopped its servers, and nothing else is started.
+  cluster = await startSecuredNatsCluster(3);
   openai = await startFakeOpenAI();
   logs = mkdtempSync(join(tmpdir(), 'pge-cluster-'));
-  cluster = await startSecuredNatsCluster(3);
+  return async () => {
+    await Promise.all(processes.splice(0).map((p) => p.stop('SIGKILL')));
+    await openai.close();
+    await cluster.stop();
+    rmSync(logs, { recursive: true, force: true });
+    // Every process did its job within its credential.
+    expect(cluster.refusals()).toEqual([]);
+  };
 }, CLUSTER_START_MS);
-
-afterEach(async () => {
-  await Promise.all(processes.splice(0).map((p) => p.stop('SIGKILL')));
-  await openai.close();
-  await cluster.stop();
-  rmSync(logs, { recursive: true, force: true });
-  // Every process did its job within its credential.
-  expect(cluster.refusals()).toEqual([]);
-});
 
 /** Starts `pge worker --role <role>` on every server (or on `only`) with 3 replicas, ready. */
 async function worker(role: NatsRole, only?: NatsServerHandle, ...extra: string[]): Promise<PgeProcess> {
@@ -266,46 +265,51 @@ describe('pge on a three-server JetStream cluster', () => {
     expect(openai.completions().length - applied).toBeLessThanOrEqual(PAUSE_REPEATS * runIds.length);
   }, 240_000);
 
-  it('loses no run and no event when the leader of PGE_EVENTS is cut off from the others for a while with runs in flight', async () => {
-    // A partition: the server runs on and keeps its clients (the only generator among them), but
-    // its routes to the two others are cut, and cannot be made again, until the network heals.
-    // Routes through relays, so that the test can cut one server off from the others.
-    await cluster.stop();
-    cluster = await startSecuredNatsCluster(3, { partitionable: true });
-    const { lost, leader, runIds } = await runsInFlight('a partitioned server');
-    cluster.partition(lost);
-    const cutAt = Date.now();
-    // The two others see it gone: they elect a leader of their own.
-    const majority = await connect({
-      ...cluster.connectOptions('admin'),
-      servers: cluster.servers.filter((server) => server !== lost).map((server) => server.url),
-    });
-    try {
-      // No account info asked first: its metadata leader may be the server cut off.
-      const jsm = await jetstreamManager(majority, { timeout: 2_000, checkAPI: false });
-      await until(
-        () =>
-          jsm.streams.info(EVENTS_STREAM).then(
-            (info) => info.cluster?.leader,
-            () => undefined,
-          ),
-        (now) => now !== undefined && now !== leader,
-        'a leader of PGE_EVENTS on the two other servers',
-        // Its election takes seconds on an idle machine, and has taken more than 15 s on a loaded one.
-        45_000,
-      );
-    } finally {
-      await majority.close();
-    }
-    await sleep(Math.max(0, cutAt + 15_000 - Date.now()));
-    cluster.heal();
-    const applied = await expectEveryRunWhole(runIds, cutAt);
-    expect(openai.completions().length - applied).toBeLessThanOrEqual(PAUSE_REPEATS * runIds.length);
-  }, 240_000);
+  it(
+    'loses no run and no event when the leader of PGE_EVENTS is cut off from the others for a while with runs in flight',
+    async () => {
+      // A partition: the server runs on and keeps its clients (the only generator among them), but
+      // its routes to the two others are cut, and cannot be made again, until the network heals.
+      // Routes through relays, so that the test can cut one server off from the others.
+      await cluster.stop();
+      cluster = await startSecuredNatsCluster(3, { partitionable: true });
+      const { lost, leader, runIds } = await runsInFlight('a partitioned server');
+      cluster.partition(lost);
+      const cutAt = Date.now();
+      // The two others see it gone: they elect a leader of their own.
+      const majority = await connect({
+        ...cluster.connectOptions('admin'),
+        servers: cluster.servers.filter((server) => server !== lost).map((server) => server.url),
+      });
+      try {
+        // No account info asked first: its metadata leader may be the server cut off.
+        const jsm = await jetstreamManager(majority, { timeout: 2_000, checkAPI: false });
+        await until(
+          () =>
+            jsm.streams.info(EVENTS_STREAM).then(
+              (info) => info.cluster?.leader,
+              () => undefined,
+            ),
+          (now) => now !== undefined && now !== leader,
+          'a leader of PGE_EVENTS on the two other servers',
+          // Its election takes seconds on an idle machine, and has taken more than 15 s on a loaded one.
+          45_000,
+        );
+      } finally {
+        await majority.close();
+      }
+      await sleep(Math.max(0, cutAt + 15_000 - Date.now()));
+      cluster.heal();
+      const applied = await expectEveryRunWhole(runIds, cutAt);
+      expect(openai.completions().length - applied).toBeLessThanOrEqual(PAUSE_REPEATS * runIds.length);
+    },
+    240_000 + CLUSTER_START_MS,
+  );
 });
 
 /**
- * Calls per run made again at most through a pause of 15 s (a server frozen or cut off), besides
+ * Calls per run made again at most through a pause of 15 s or so (a server frozen, or cut off until
+ * the others have elected new leaders), besides
  * the ones applied. Unlike a kill, a pause outlasts the run leases (3 s) and the work items' ack
  * wait, so the call a run had in flight may be made again by the worker its item is redelivered to
  * and by a coordinator that took the run over, one answer being applied and the others dropped; CI

@@ -47,29 +47,40 @@ export async function startSecuredNatsCluster(
   size = 3,
   { partitionable = false }: { partitionable?: boolean } = {},
 ): Promise<SecuredNatsCluster> {
-  // A cluster may fail to come up for reasons that are the test machine's, not pge's: a route port
-  // found free and then taken by another test file's server, or a JetStream meta leader elected
-  // late on a loaded machine. It is started again, on other ports, and each failure is printed.
+  const deadline = Date.now() + CLUSTER_READY_MS;
+  // A route port is only found free: another test file's server may take it before this cluster's
+  // server binds it, which then exits. Only then is the cluster started again, on other ports.
   for (let attempt = 1; ; attempt++) {
     try {
-      return await startClusterOnce(size, partitionable);
+      return await startClusterOnce(size, partitionable, deadline);
     } catch (error) {
-      if (attempt === CLUSTER_START_ATTEMPTS) throw error;
-      console.warn(
-        `the test cluster did not come up (try ${attempt} of ${CLUSTER_START_ATTEMPTS}): ${String(error)}`,
-      );
+      if (!(error instanceof PortTakenError) || attempt === PORT_TAKEN_ATTEMPTS) throw error;
+      console.warn(`the test cluster is started again on other ports: ${error.message}`);
     }
   }
 }
 
-/** How many times a cluster is started before a test fails on it. */
-const CLUSTER_START_ATTEMPTS = 3;
-/** How long one start waits for JetStream on every server. */
-const CLUSTER_READY_MS = 20_000;
-/** What a hook that starts a cluster needs: every try, each server's start included. */
-export const CLUSTER_START_MS = CLUSTER_START_ATTEMPTS * (CLUSTER_READY_MS + 10_000);
+/** How long a cluster may take to come up, every server taking part in JetStream. */
+const CLUSTER_READY_MS = 60_000;
+/** How many times a cluster is started when a port it was to use is taken. */
+const PORT_TAKEN_ATTEMPTS = 3;
+/** What a hook that starts a cluster needs: the cluster's time, and its servers' stop on failure. */
+export const CLUSTER_START_MS = CLUSTER_READY_MS + 20_000;
 
-async function startClusterOnce(size: number, partitionable: boolean): Promise<SecuredNatsCluster> {
+/** A server of the cluster exited because a port it was to listen on was taken. */
+class PortTakenError extends Error {}
+
+/** `error` as a PortTakenError when `log` (the server's) says a port was taken. */
+function portTakenOr(error: unknown, log: string): unknown {
+  const taken = /.*address already in use.*/.exec(log);
+  return taken === null ? error : new PortTakenError(taken[0], { cause: error });
+}
+
+async function startClusterOnce(
+  size: number,
+  partitionable: boolean,
+  deadline: number,
+): Promise<SecuredNatsCluster> {
   const configDir = await mkdtemp(join(tmpdir(), 'pge-nats-cluster-'));
   const cluster = [];
   // The client port is the one startNatsServer picks (-p); the routes' ports are fixed here.
@@ -96,7 +107,7 @@ async function startClusterOnce(size: number, partitionable: boolean): Promise<S
   const failed = started.find((result) => result.status === 'rejected');
   if (failed !== undefined) {
     await stop();
-    throw failed.reason;
+    throw portTakenOr(failed.reason, String(failed.reason));
   }
   const urls = servers.map((server) => server.url).join(',');
   const credsOf = (role: NatsRole | 'admin') => (role === 'admin' ? adminCreds : files.creds[role]);
@@ -124,11 +135,18 @@ async function startClusterOnce(size: number, partitionable: boolean): Promise<S
     stop,
   };
   try {
-    await untilJetStreamReady(handle.connectOptions('admin'), size, CLUSTER_READY_MS);
+    const check = () => {
+      const exited = servers.findIndex((server) => !server.running());
+      if (exited < 0) return;
+      const log = servers[exited]!.log();
+      throw portTakenOr(new Error(`${clusterServerName(exited + 1)} exited:\n${log.slice(-2048)}`), log);
+    };
+    await untilJetStreamReady(handle.connectOptions('admin'), size, { deadline, check });
   } catch (error) {
+    await stop();
+    if (error instanceof PortTakenError) throw error;
     const logs = servers.map((server, i) => `--- ${clusterServerName(i + 1)}\n${server.log().slice(-2048)}`);
-    await handle.stop();
-    throw new Error(`${String(error)}\n${logs.join('\n')}`);
+    throw new Error(`${String(error)}\n${logs.join('\n')}`, { cause: error });
   }
   return handle;
 }
@@ -183,18 +201,19 @@ function replaceOnce(text: string, from: string, to: string): string {
 }
 
 /**
- * Waits until JetStream answers and every one of the `size` servers takes part in it: a stream
- * with `size` replicas can then be placed (one is made and deleted to find out).
+ * Waits until JetStream answers and every one of the `size` servers takes part in it (a stream with
+ * `size` replicas can then be placed: one is made and deleted to find out), until `deadline` (30 s
+ * from now by default); `check` throws to give up sooner (a server exited).
  */
 export async function untilJetStreamReady(
   options: ConnectionOptions,
   size: number,
-  timeoutMs = 30_000,
+  { deadline = Date.now() + 30_000, check = () => {} }: { deadline?: number; check?: () => void } = {},
 ): Promise<void> {
   const nc = await connect(options);
   try {
-    const deadline = Date.now() + timeoutMs;
     for (;;) {
+      check();
       try {
         const jsm = await jetstreamManager(nc, { timeout: 2_000 });
         await jsm.streams.add({ name: 'CLUSTER_READY', subjects: ['cluster.ready'], num_replicas: size });

@@ -46,6 +46,8 @@ export interface NatsServerHandle {
    */
   freeze(): void;
   thaw(): void;
+  /** Whether its process runs (neither exited nor stopped by the test). */
+  running(): boolean;
   /** Kills the server (SIGKILL): a server lost, its store kept (`restart` brings it back). */
   kill(): Promise<void>;
   /** Stops the server (SIGTERM, then SIGKILL after 5 s) and deletes its store. */
@@ -63,7 +65,7 @@ export interface StartNatsServerOptions {
   jetstream?: boolean;
   /** Extra command-line arguments (`--user`, `--pass`, …). */
   args?: readonly string[];
-  /** Milliseconds to wait for the server to accept connections (default 10 000). */
+  /** Milliseconds to wait for the server to log that it is ready (default 10 000). */
   readyTimeoutMs?: number;
   /** A configuration file that turns JetStream on with its own store (kept by `stop`). */
   configFile?: string;
@@ -128,6 +130,8 @@ const LOG_TAIL_CHARS = 64 * 1024;
 class ServerProcess {
   private child: ChildProcess | null = null;
   private exited: Promise<void> = Promise.resolve();
+  /** Whether the current child has exited, its log read to the end. */
+  private closed = false;
   /** The tail of every run's stderr: a long-running server logs for as long as the test run lasts. */
   private stderr = '';
 
@@ -141,21 +145,30 @@ class ServerProcess {
   async start(): Promise<void> {
     const child = spawn(this.binary, this.args, { stdio: ['ignore', 'ignore', 'pipe'] });
     this.child = child;
-    this.exited = new Promise((resolve) => child.once('exit', () => resolve()));
+    // Once its log is read to the end too: a server that exits at once has said why.
+    this.exited = new Promise((resolve) => child.once('close', () => resolve()));
+    this.closed = false;
+    void this.exited.then(() => {
+      if (this.child === child) this.closed = true;
+    });
     const watch = watchOutput(`nats-server on port ${this.port} (pid ${child.pid})`);
-    // This run's own log, until it is ready: a restart's server must say so itself.
-    let startLog = '';
+    // This run's own log: a restart's server must say it is ready itself.
+    let runLog = '';
     child.stderr?.setEncoding('utf8');
     child.stderr?.on('data', (chunk: string) => {
       this.stderr = (this.stderr + chunk).slice(-LOG_TAIL_CHARS);
-      if (!startLog.includes(READY_LINE)) startLog = (startLog + chunk).slice(-LOG_TAIL_CHARS);
+      runLog = (runLog + chunk).slice(-LOG_TAIL_CHARS);
       watch(chunk);
     });
-    await waitUntilReady(child, this.port, this.readyTimeoutMs, () => startLog);
+    await waitUntilReady(this.exited, this.port, this.readyTimeoutMs, () => runLog);
   }
 
   log(): string {
     return this.stderr;
+  }
+
+  running(): boolean {
+    return this.child !== null && !this.closed;
   }
 
   signal(signal: NodeJS.Signals): void {
@@ -200,6 +213,7 @@ function makeHandle(server: ServerProcess, port: number, storeDir: string): Nats
     },
     freeze: () => server.signal('SIGSTOP'),
     thaw: () => server.signal('SIGCONT'),
+    running: () => server.running(),
     kill: () => server.kill({ frozenMs: 0 }),
     stop() {
       stopping ??= (async () => {
@@ -227,27 +241,29 @@ export function freePort(): Promise<number> {
 
 /**
  * Resolves once the server says it is ready, in its own log; rejects with that log if it exits
- * first. A connection to the port would not do: the port was only found free, so when this server
+ * (and its log is closed) first. A connection to the port would not do: the port was only found free, so when this server
  * cannot bind it, another process's server (of a test file running beside this one) may be
  * listening there.
  */
 async function waitUntilReady(
-  child: ChildProcess,
+  exited: Promise<void>,
   port: number,
   timeoutMs: number,
   log: () => string,
 ): Promise<void> {
+  let gone = false;
+  void exited.then(() => {
+    gone = true;
+  });
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
-    if (child.exitCode !== null || child.signalCode !== null) {
-      throw new Error(`nats-server exited before accepting connections:\n${log().slice(-4096)}`);
+    if (gone) {
+      throw new Error(`nats-server exited before it was ready:\n${log().slice(-4096)}`);
     }
     if (log().includes(READY_LINE)) return;
     await new Promise((resolve) => setTimeout(resolve, 25));
   }
-  throw new Error(
-    `nats-server did not accept connections on port ${port} within ${timeoutMs} ms:\n${log().slice(-4096)}`,
-  );
+  throw new Error(`nats-server on port ${port} was not ready within ${timeoutMs} ms:\n${log().slice(-4096)}`);
 }
 
 /** What nats-server logs once it listens for clients (2.9 and 2.10). */

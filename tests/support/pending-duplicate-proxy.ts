@@ -49,7 +49,13 @@ export async function startPendingDuplicateProxy(
     }
     client.pipe(upstream);
     const frames = new FrameReader(asPending);
-    upstream.on('data', (chunk: Buffer) => client.write(frames.push(chunk)));
+    upstream.on('data', (chunk: Buffer) => {
+      try {
+        client.write(frames.push(chunk));
+      } catch (error) {
+        client.destroy(error as Error);
+      }
+    });
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const address = server.address();
@@ -90,6 +96,9 @@ class FrameReader {
       // MSG <subject> <sid> [reply] <total>; HMSG <subject> <sid> [reply] <headers> <total>.
       const total = Number(fields.at(-1));
       const headerBytes = op === 'HMSG' ? Number(fields.at(-2)) : 0;
+      if (!Number.isInteger(total) || !Number.isInteger(headerBytes)) {
+        throw new Error(`the proxy cannot read the server's frame ${JSON.stringify(line)}`);
+      }
       const frameEnd = lineEnd + 2 + total + 2;
       if (this.pending.length < frameEnd) break;
       const body = this.pending.subarray(lineEnd + 2, lineEnd + 2 + total);
