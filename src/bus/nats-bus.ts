@@ -3,7 +3,7 @@ import type { JetStreamClient, JetStreamManager, PubAck } from '@nats-io/jetstre
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import type { MsgHdrs, NatsConnection } from '@nats-io/transport-node';
 import { errors as natsErrors } from '@nats-io/transport-node';
-import { BusError, ConfigurationError, EventSeqTakenError } from '../errors.js';
+import { BusError, ConfigurationError, describeError, EventSeqTakenError } from '../errors.js';
 import type { RunEvent } from '../schemas/index.js';
 import { DEFAULT_PUBLISH_RETRY_MS, ID_PATTERN } from '../schemas/setting-values.js';
 import { StreamLimits } from '../schemas/settings.js';
@@ -363,9 +363,8 @@ export class NatsBus implements Bus, StoredMessages {
       const message = await whileUnanswered(() => this.jsm.streams.getMessage(EVENTS_STREAM, { seq }));
       stored = message === null ? null : decodeMessage(message.subject, message.data);
     } catch (error) {
-      const reason = error instanceof Error ? error.message : String(error);
       throw new EventSeqTakenError(
-        `run ${runId}'s event ${eventSeq} was stored already, and which event the stream holds there cannot be read: ${reason}`,
+        `run ${runId}'s event ${eventSeq} was stored already, and which event the stream holds there cannot be read: ${describeError(error).message}`,
         { cause: error },
       );
     }

@@ -16,6 +16,7 @@ import { type RunOwnership, startCoordinatorService, submitAndFollow } from '../
 import type { RunEvent } from '../../src/schemas/index.js';
 import { stepStarted } from '../bus/bus-contract.js';
 import { withPublish } from '../support/delegating-bus.js';
+import { until } from '../support/deployment.js';
 
 /** The distributed services, on the in-process bus: submission, coordination, persistence, following. */
 
@@ -267,8 +268,12 @@ describe('coordinator service', () => {
     });
     try {
       const { runId } = await submitAndFollow(inner, { task: 'Write a haiku' });
-      const deadline = Date.now() + 5_000;
-      while (service.active.has(runId) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
+      await until(
+        () => service.active.has(runId),
+        (active) => !active,
+        `run ${runId} to be let go`,
+        5_000,
+      );
       // The run is the other coordinator's record now: this one neither ends it nor frees its
       // claim for nobody; a claim it still holds expires, and the run is taken over from the stream.
       expect(service.active.has(runId)).toBe(false);

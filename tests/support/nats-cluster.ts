@@ -13,7 +13,7 @@ import {
   refusalsIn,
   startNatsServer,
 } from './nats-server.js';
-import { type RouteRelay, startRouteRelay } from './route-relay.js';
+import { startTcpRelay, type TcpRelay } from './tcp-relay.js';
 
 /**
  * A private JetStream cluster for tests: `size` nats-servers on loopback, started from the files
@@ -159,7 +159,7 @@ async function startClusterOnce(
 async function relayRoutes(
   configFiles: readonly string[],
   cluster: readonly { clusterPort: number }[],
-): Promise<(RouteRelay & { from: number; to: number })[]> {
+): Promise<(TcpRelay & { from: number; to: number })[]> {
   const relays = [];
   for (const [from, configFile] of configFiles.entries()) {
     let config = await readFile(configFile, 'utf8');
@@ -183,12 +183,9 @@ async function relayRoutes(
  * A relay to `clusterPort` on a port no server of `cluster` is to listen on: the route ports were
  * only found free, not held, so the system may hand one of them to a relay.
  */
-async function relayTo(
-  clusterPort: number,
-  cluster: readonly { clusterPort: number }[],
-): Promise<RouteRelay> {
+async function relayTo(clusterPort: number, cluster: readonly { clusterPort: number }[]): Promise<TcpRelay> {
   for (;;) {
-    const relay = await startRouteRelay(clusterPort);
+    const relay = await startTcpRelay(clusterPort);
     if (!cluster.some((server) => server.clusterPort === relay.port)) return relay;
     await relay.close();
   }

@@ -1,7 +1,7 @@
-import { createConnection, createServer, type Server, type Socket } from 'node:net';
+import { startTcpRelay } from './tcp-relay.js';
 
 /**
- * A NATS client's TCP proxy to one nats-server that makes the server's PubAcks look like
+ * A NATS client's TCP proxy to one nats-server (a `TcpRelay`) that makes the server's PubAcks look like
  * nats-server 2.10's for a copy of a message still being stored: the first `times` acknowledgements
  * of a duplicate are passed on with `seq: 0`, every other byte unchanged. With this, the 2.9 server
  * of the tests shows what a client does with such an acknowledgement (ask again).
@@ -21,7 +21,6 @@ export async function startPendingDuplicateProxy(
   serverPort: number,
   { times }: { times: number },
 ): Promise<PendingDuplicateProxy> {
-  const open = new Set<Socket>();
   let rewritten = 0;
   const asPending = (payload: Buffer): Buffer => {
     if (rewritten >= times) return payload;
@@ -36,37 +35,16 @@ export async function startPendingDuplicateProxy(
     rewritten++;
     return Buffer.from(JSON.stringify({ ...(ack as object), seq: 0 }));
   };
-  const server: Server = createServer((client) => {
-    const upstream = createConnection({ host: '127.0.0.1', port: serverPort });
-    for (const socket of [client, upstream]) {
-      open.add(socket);
-      socket.on('close', () => {
-        open.delete(socket);
-        client.destroy();
-        upstream.destroy();
-      });
-      socket.on('error', () => socket.destroy());
-    }
-    client.pipe(upstream);
-    const frames = new FrameReader(asPending);
-    upstream.on('data', (chunk: Buffer) => {
-      try {
-        client.write(frames.push(chunk));
-      } catch (error) {
-        client.destroy(error as Error);
-      }
-    });
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const address = server.address();
-  if (address === null || typeof address === 'string') throw new Error('the proxy has no port');
-  return {
-    url: `nats://127.0.0.1:${address.port}`,
-    rewritten: () => rewritten,
-    close() {
-      for (const socket of open) socket.destroy();
-      return new Promise((resolve) => server.close(() => resolve()));
+  const relay = await startTcpRelay(serverPort, {
+    rewriteReplies: () => {
+      const frames = new FrameReader(asPending);
+      return (chunk) => frames.push(chunk);
     },
+  });
+  return {
+    url: `nats://127.0.0.1:${relay.port}`,
+    rewritten: () => rewritten,
+    close: () => relay.close(),
   };
 }
 
