@@ -20,8 +20,9 @@ import { type MessageCounters, perUnit } from './nats-monitor.js';
  *
  * Measured twice, by how the result reaches the requester: a core subscription on the result's
  * subject (the least it can cost), and an ordered consumer on the results stream (how pge's
- * coordinator reads results, so a reconnect loses none). Also core request/reply of 128 bytes, the
- * least any exchange with a server costs.
+ * coordinator reads results, so a reconnect loses none). Then the fenced floor (`workFenced`): the
+ * same round trip with what pge's guarantees add to it and nothing else. Also core request/reply
+ * of 128 bytes, the least any exchange with a server costs.
  */
 
 /** Settings of the floor. */
@@ -53,35 +54,72 @@ export interface RoundTripFigures {
 export interface FloorResults {
   settings: FloorSettings;
   /** Sizes of the work item and the result sent: a request event and a result pge stored. */
-  payloadBytes: { work: number; result: number; core: number };
+  payloadBytes: { work: number; result: number; eventsBefore: number[]; core: number };
   /** Work round trip, result delivered on a core subscription. */
   work: RoundTripFigures;
   /** Work round trip, result delivered by an ordered consumer, as pge's coordinator reads it. */
   workOrdered: RoundTripFigures;
+  /**
+   * The fenced floor: the least a call costs with pge's guarantees, on one server. The requester
+   * stores the events a call records before its request, one after another (one event per seq
+   * across a takeover), then the request itself, on a limits stream from which the worker pulls it
+   * (the request travels once, and is on record before any worker sees it); the result comes back
+   * as in `work`.
+   */
+  workFenced: RoundTripFigures;
   /** Core request/reply of `coreBytes`. */
   coreRequestReply: RoundTripFigures;
 }
 
 const WORK = { name: 'FLOOR_WORK', subject: 'floor.work', retention: 'interest' } as const;
 const RESULTS = { name: 'FLOOR_RESULTS', subject: 'floor.result', retention: 'limits' } as const;
+/** The fenced floor's record: a limits stream, as PGE_EVENTS, that also queues the requests. */
+const EVENTS = { name: 'FLOOR_EVENTS', subject: 'floor.event.>', retention: 'limits' } as const;
+const EVENT_SUBJECT = 'floor.event.other';
+const REQUEST_SUBJECT = 'floor.event.request';
 const ECHO_SUBJECT = 'floor.echo';
 /** Pull and result timeouts: far beyond a round trip; reaching one fails the bench. */
 const WAIT_MS = 5_000;
 
-/**
- * The bytes of the last generator work request and generator result pge stored on this server:
- * the floor sends what pge sends.
- */
-async function storedPayloads(jsm: JetStreamManager): Promise<{ work: Uint8Array; result: Uint8Array }> {
+/** The events a model call stores before its request, besides the request: the answer to the call
+ * before, its `model.call.completed`, and the judgement it led to (pge: 3.05 per call). */
+const EVENTS_BEFORE_A_REQUEST = ['step.work.completed', 'model.call.completed', 'step.attempt.judged'];
+
+/** What the floor sends: the bytes of events and a result pge stored on this server. */
+interface Payloads {
+  /** The last generator work request. */
+  work: Uint8Array;
+  /** The last generator result. */
+  result: Uint8Array;
+  /** The last event of each of `EVENTS_BEFORE_A_REQUEST`. */
+  eventsBefore: Uint8Array[];
+}
+
+async function lastStored(jsm: JetStreamManager, stream: string, subject: string): Promise<Uint8Array> {
+  const message = await jsm.streams.getMessage(stream, { last_by_subj: subject });
+  if (message === null) throw new Error(`floor: nothing stored on ${subject} to send`);
+  return message.data;
+}
+
+/** The bytes of requests, events and results pge stored on this server: the floor sends what pge sends. */
+async function storedPayloads(jsm: JetStreamManager): Promise<Payloads> {
   // `subjects.event` refuses a wildcard run id; a last-message lookup takes one (nats-server 2.9 too).
-  const request = await jsm.streams.getMessage('PGE_EVENTS', {
-    last_by_subj: 'pge.run.*.evt.step.work.requested',
-  });
-  const result = await jsm.streams.getMessage('PGE_RESULTS', {
-    last_by_subj: subjects.result('*', 'generator'),
-  });
-  if (request === null || result === null) throw new Error('floor: no stored request or result to send');
-  return { work: request.data, result: result.data };
+  const event = (type: string) => lastStored(jsm, 'PGE_EVENTS', `pge.run.*.evt.${type}`);
+  return {
+    work: await event('step.work.requested'),
+    result: await lastStored(jsm, 'PGE_RESULTS', subjects.result('*', 'generator')),
+    eventsBefore: await Promise.all(EVENTS_BEFORE_A_REQUEST.map(event)),
+  };
+}
+
+/**
+ * Where a round trip queues its work item, and the events the requester stores before it, one
+ * after another (each once the one before is acknowledged).
+ */
+interface WorkPath {
+  stream: string;
+  subject: string;
+  eventsBefore: readonly Uint8Array[];
 }
 
 /** The worker's side: pulls one work item at a time, publishes its result, acknowledges it. */
@@ -179,7 +217,8 @@ async function workRoundTrips(
   server: BenchNatsServer,
   settings: FloorSettings,
   connections: { requester: NatsConnection; worker: NatsConnection },
-  payloads: { work: Uint8Array; result: Uint8Array },
+  payloads: Payloads,
+  path: WorkPath,
   label: string,
   subscribe: (waiter: ResultWaiter) => Promise<() => Promise<void>>,
 ): Promise<RoundTripFigures> {
@@ -187,15 +226,19 @@ async function workRoundTrips(
   const durable = `floor-worker-${label}`;
   // NatsBus's defaults for a role's work consumer: ack wait 10 s, 5 deliveries, 1,000 unacknowledged.
   await ensurePullConsumer(jsm, {
-    stream: WORK.name,
+    stream: path.stream,
     durable,
-    filter: WORK.subject,
+    filter: path.subject,
     ackWaitMs: 10_000,
     maxDeliver: 5,
     maxAckPending: 1000,
   });
   const workerJs = jetstream(connections.worker);
-  const worker = new FloorWorker(await workerJs.consumers.get(WORK.name, durable), workerJs, payloads.result);
+  const worker = new FloorWorker(
+    await workerJs.consumers.get(path.stream, durable),
+    workerJs,
+    payloads.result,
+  );
   const waiter = new ResultWaiter();
   const unsubscribe = await subscribe(waiter);
   const js = jetstream(connections.requester);
@@ -207,16 +250,22 @@ async function workRoundTrips(
   let figures: RoundTripFigures;
   try {
     figures = await timeRoundTrips(server, settings, async (i) => {
-      const delivered = waiter.next();
-      await Promise.race([
-        Promise.all([js.publish(WORK.subject, payloads.work, { msgID: `work-${label}-${i}` }), delivered]),
-        failed,
-      ]);
+      const roundTrip = async () => {
+        for (const [k, event] of path.eventsBefore.entries()) {
+          await js.publish(EVENT_SUBJECT, event, { msgID: `event-${label}-${i}-${k}` });
+        }
+        const delivered = waiter.next();
+        await Promise.all([
+          js.publish(path.subject, payloads.work, { msgID: `work-${label}-${i}` }),
+          delivered,
+        ]);
+      };
+      await Promise.race([roundTrip(), failed]);
     });
   } finally {
     await unsubscribe();
     await worker.stop();
-    await jsm.consumers.delete(WORK.name, durable);
+    await jsm.consumers.delete(path.stream, durable);
   }
   const expected = settings.warmup + settings.iterations;
   if (waiter.delivered !== expected) {
@@ -234,19 +283,23 @@ export async function measureFloor(server: BenchNatsServer, settings: FloorSetti
     const payloads = await storedPayloads(jsm);
     await jsm.streams.add(streamConfig(WORK));
     await jsm.streams.add(streamConfig(RESULTS));
+    await jsm.streams.add(streamConfig(EVENTS));
     const connections = { requester, worker };
-
-    const work = await workRoundTrips(server, settings, connections, payloads, 'core', async (waiter) => {
+    const queued: WorkPath = { stream: WORK.name, subject: WORK.subject, eventsBefore: [] };
+    const coreDelivery = async (waiter: ResultWaiter) => {
       const sub = requester.subscribe(RESULTS.subject, { callback: () => waiter.arrived() });
       await requester.flush();
       return async () => sub.unsubscribe();
-    });
+    };
+
+    const work = await workRoundTrips(server, settings, connections, payloads, queued, 'core', coreDelivery);
 
     const workOrdered = await workRoundTrips(
       server,
       settings,
       connections,
       payloads,
+      queued,
       'ordered',
       async (waiter) => {
         const consumer = await jetstream(requester).consumers.get(RESULTS.name, {
@@ -259,6 +312,21 @@ export async function measureFloor(server: BenchNatsServer, settings: FloorSetti
           await consumer.delete().catch(() => undefined);
         };
       },
+    );
+
+    const fenced: WorkPath = {
+      stream: EVENTS.name,
+      subject: REQUEST_SUBJECT,
+      eventsBefore: payloads.eventsBefore,
+    };
+    const workFenced = await workRoundTrips(
+      server,
+      settings,
+      connections,
+      payloads,
+      fenced,
+      'fenced',
+      coreDelivery,
     );
 
     const echo = worker.subscribe(ECHO_SUBJECT, {
@@ -275,11 +343,18 @@ export async function measureFloor(server: BenchNatsServer, settings: FloorSetti
 
     await jsm.streams.delete(WORK.name);
     await jsm.streams.delete(RESULTS.name);
+    await jsm.streams.delete(EVENTS.name);
     return {
       settings,
-      payloadBytes: { work: payloads.work.length, result: payloads.result.length, core: core.length },
+      payloadBytes: {
+        work: payloads.work.length,
+        result: payloads.result.length,
+        eventsBefore: payloads.eventsBefore.map((event) => event.length),
+        core: core.length,
+      },
       work,
       workOrdered,
+      workFenced,
       coreRequestReply,
     };
   } finally {

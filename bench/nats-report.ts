@@ -15,12 +15,22 @@ export interface NatsSummary {
   floorWorkRoundTripUs: number;
   /** The same round trip with the result read by an ordered consumer, as pge's coordinator reads it. */
   floorOrderedWorkRoundTripUs: number;
+  /**
+   * The fenced floor: the events a call records before its request stored one after another, then
+   * the request on the same stream, pulled from there, and the result on a core subscription
+   * (median). The least a call costs with pge's guarantees on this server.
+   */
+  floorFencedWorkRoundTripUs: number;
   /** Core request/reply of 128 bytes (median). */
   coreRequestReplyUs: number;
   /** `perCallNetUs` ÷ `floorWorkRoundTripUs`. */
   perCallOverFloor: number;
   /** `perCallNetUs` ÷ `floorOrderedWorkRoundTripUs`. */
   perCallOverOrderedFloor: number;
+  /** `perCallNetUs` ÷ `floorFencedWorkRoundTripUs`. */
+  perCallOverFencedFloor: number;
+  /** `floorFencedWorkRoundTripUs` ÷ `floorWorkRoundTripUs`: the least `perCallOverFloor` can be. */
+  fencedFloorOverFloor: number;
   /** Messages clients sent into the server per model call (`/varz` in_msgs). */
   serverMessagesPerCall: number;
   /** Messages the server sent out to clients per model call (`/varz` out_msgs). */
@@ -66,9 +76,12 @@ export function natsSummary(scaling: ScalingResults, bus: BusOverheadResults): N
     perCallNetUs: nats.usPerCall,
     floorWorkRoundTripUs: floor.work.medianUs,
     floorOrderedWorkRoundTripUs: floor.workOrdered.medianUs,
+    floorFencedWorkRoundTripUs: floor.workFenced.medianUs,
     coreRequestReplyUs: floor.coreRequestReply.medianUs,
     perCallOverFloor: nats.usPerCall / floor.work.medianUs,
     perCallOverOrderedFloor: nats.usPerCall / floor.workOrdered.medianUs,
+    perCallOverFencedFloor: nats.usPerCall / floor.workFenced.medianUs,
+    fencedFloorOverFloor: floor.workFenced.medianUs / floor.work.medianUs,
     serverMessagesPerCall: perCall?.inMsgs ?? Number.NaN,
     serverMessagesOutPerCall: perCall?.outMsgs ?? Number.NaN,
     serverBytesInPerCall: perCall?.inBytes ?? Number.NaN,
@@ -110,6 +123,37 @@ export function scalingVerdict(nats: NatsResults) {
   const measured = nats.scaling.ratios.find((r) => r.workersPerRole === SCALING_TARGET.workersPerRole)?.ratio;
   if (measured === undefined) return null;
   return { target: SCALING_TARGET.ratio, measured, pass: measured >= SCALING_TARGET.ratio };
+}
+
+/** Targets of issue #14, each a ratio or a count taken in one run. */
+export const NATS_PATH_TARGETS = { perCallOverFloor: 2, serverMessagesPerCall: 8, scaling8: 7.5 } as const;
+
+/**
+ * The verdicts of the NATS sections: issue #4's scaling, and issue #14's per call against the
+ * floor (with the least the fenced floor leaves it: `leastWithGuarantees`), messages into the
+ * server per call and scaling at 8 workers per role. Null when the sections did not run.
+ */
+export function natsVerdicts(nats: NatsResults) {
+  if ('skipped' in nats) return null;
+  const T = NATS_PATH_TARGETS;
+  return {
+    natsScaling: scalingVerdict(nats),
+    natsPerCallOverFloor: {
+      target: T.perCallOverFloor,
+      measured: nats.perCallOverFloor,
+      leastWithGuarantees: nats.fencedFloorOverFloor,
+      pass: nats.perCallOverFloor <= T.perCallOverFloor,
+    },
+    natsServerMessagesPerCall: {
+      target: T.serverMessagesPerCall,
+      measured: nats.serverMessagesPerCall,
+      pass: nats.serverMessagesPerCall <= T.serverMessagesPerCall,
+    },
+    natsScaling8:
+      nats.scaling8 === null
+        ? null
+        : { target: T.scaling8, measured: nats.scaling8, pass: nats.scaling8 >= T.scaling8 },
+  };
 }
 
 /** The lines of sections 5 and 6; `table` is the report's table formatter. */
@@ -263,6 +307,10 @@ function floorLines(
         ],
         row('floor: work round trip, core delivery', floor.work),
         row('floor: work round trip, ordered consumer', floor.workOrdered),
+        row(
+          `fenced floor: ${floor.payloadBytes.eventsBefore.length} events one after another, the request on the same stream`,
+          floor.workFenced,
+        ),
         row(`core request/reply, ${floor.payloadBytes.core} B`, floor.coreRequestReply),
       ],
     ),
@@ -270,6 +318,19 @@ function floorLines(
   out.push(
     `pge / floor: ${fixed(nats.perCallOverFloor, 2)}× (core delivery), ${fixed(nats.perCallOverOrderedFloor, 2)}× (ordered consumer); scaling 8 / 1 workers per role: ${nats.scaling8 === null ? '-' : `${fixed(nats.scaling8, 2)}×`}`,
   );
+  out.push(
+    `fenced floor / floor: ${fixed(nats.fencedFloorOverFloor, 2)}× (the least pge / floor can be with pge's guarantees); pge / fenced floor: ${fixed(nats.perCallOverFencedFloor, 2)}×`,
+  );
+  const v = natsVerdicts(nats);
+  if (v) {
+    const pass = (ok: boolean) => (ok ? 'PASS' : 'FAIL');
+    const scaling = v.natsScaling8
+      ? `; scaling 8 / 1 ≥ ${v.natsScaling8.target}×: ${pass(v.natsScaling8.pass)}`
+      : '';
+    out.push(
+      `targets (issue #14): per call ≤ ${v.natsPerCallOverFloor.target}× the floor: ${pass(v.natsPerCallOverFloor.pass)}; messages into the server per call ≤ ${v.natsServerMessagesPerCall.target}: ${pass(v.natsServerMessagesPerCall.pass)}${scaling}`,
+    );
+  }
   const byConnection = nats.busOverhead.servicesNats.traffic?.byConnection ?? {};
   const names = Object.keys(byConnection).sort();
   if (names.length > 0) {

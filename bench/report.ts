@@ -2,7 +2,7 @@ import type { HarnessResults } from './harness-overhead.js';
 import { type ImportTimeResults, importTimeLines } from './import-time.js';
 import type { LoopFigures } from './measure.js';
 import type { MemoryFigures } from './memory.js';
-import { type NatsResults, natsReportLines, scalingVerdict } from './nats-report.js';
+import { type NatsResults, natsReportLines, natsVerdicts } from './nats-report.js';
 import { type CatchUpResults, catchUpLines } from './persistence-catchup.js';
 import type { PlanPromptFigures } from './prompt-size.js';
 import { type TakeoverResults, takeoverLines } from './takeover.js';
@@ -93,7 +93,7 @@ export function verdicts(r: BenchResults) {
         measured: r.memory.bytesPerRun,
         pass: r.memory.bytesPerRun <= TARGETS.bytesPerRun,
       },
-      natsScaling: scalingVerdict(r.nats),
+      ...natsVerdicts(r.nats),
     },
   };
 }
@@ -112,7 +112,7 @@ export function printNatsReport(r: NatsOnlyResults): void {
   out.push(...natsReportLines(r.nats, table));
   out.push(`total ${fixed(r.totalSeconds)} s`);
   console.log(out.join('\n'));
-  console.log(JSON.stringify({ ...r, derived: { targets: { natsScaling: scalingVerdict(r.nats) } } }));
+  console.log(JSON.stringify({ ...r, derived: { targets: natsVerdicts(r.nats) } }));
 }
 
 /** Prints the report to stdout. */
