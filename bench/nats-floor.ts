@@ -119,7 +119,7 @@ async function storedPayloads(jsm: JetStreamManager): Promise<Payloads> {
 interface WorkPath {
   stream: string;
   subject: string;
-  eventsBefore: readonly Uint8Array[];
+  eventsBefore: { subject: string; payloads: readonly Uint8Array[] } | null;
 }
 
 /** The worker's side: pulls one work item at a time, publishes its result, acknowledges it. */
@@ -128,16 +128,22 @@ class FloorWorker {
   private batch: ConsumerMessages | null = null;
   readonly done: Promise<void>;
 
-  constructor(consumer: Consumer, js: JetStreamClient, result: Uint8Array) {
-    this.done = this.run(consumer, js, result);
+  /** `label` keeps each kind's result ids apart: the results stream would drop a repeated one. */
+  constructor(consumer: Consumer, js: JetStreamClient, result: Uint8Array, label: string) {
+    this.done = this.run(consumer, js, result, label);
   }
 
-  private async run(consumer: Consumer, js: JetStreamClient, result: Uint8Array): Promise<void> {
+  private async run(
+    consumer: Consumer,
+    js: JetStreamClient,
+    result: Uint8Array,
+    label: string,
+  ): Promise<void> {
     while (this.active) {
       try {
         this.batch = await consumer.fetch({ max_messages: 1, expires: WAIT_MS });
         for await (const msg of this.batch) {
-          await js.publish(RESULTS.subject, result, { msgID: `result-${msg.seq}` });
+          await js.publish(RESULTS.subject, result, { msgID: `result-${label}-${msg.seq}` });
           msg.ack();
         }
       } catch (error) {
@@ -238,6 +244,7 @@ async function workRoundTrips(
     await workerJs.consumers.get(path.stream, durable),
     workerJs,
     payloads.result,
+    label,
   );
   const waiter = new ResultWaiter();
   const unsubscribe = await subscribe(waiter);
@@ -251,8 +258,11 @@ async function workRoundTrips(
   try {
     figures = await timeRoundTrips(server, settings, async (i) => {
       const roundTrip = async () => {
-        for (const [k, event] of path.eventsBefore.entries()) {
-          await js.publish(EVENT_SUBJECT, event, { msgID: `event-${label}-${i}-${k}` });
+        const before = path.eventsBefore;
+        if (before !== null) {
+          for (const [k, event] of before.payloads.entries()) {
+            await js.publish(before.subject, event, { msgID: `event-${label}-${i}-${k}` });
+          }
         }
         const delivered = waiter.next();
         await Promise.all([
@@ -285,7 +295,7 @@ export async function measureFloor(server: BenchNatsServer, settings: FloorSetti
     await jsm.streams.add(streamConfig(RESULTS));
     await jsm.streams.add(streamConfig(EVENTS));
     const connections = { requester, worker };
-    const queued: WorkPath = { stream: WORK.name, subject: WORK.subject, eventsBefore: [] };
+    const queued: WorkPath = { stream: WORK.name, subject: WORK.subject, eventsBefore: null };
     const coreDelivery = async (waiter: ResultWaiter) => {
       const sub = requester.subscribe(RESULTS.subject, { callback: () => waiter.arrived() });
       await requester.flush();
@@ -317,7 +327,7 @@ export async function measureFloor(server: BenchNatsServer, settings: FloorSetti
     const fenced: WorkPath = {
       stream: EVENTS.name,
       subject: REQUEST_SUBJECT,
-      eventsBefore: payloads.eventsBefore,
+      eventsBefore: { subject: EVENT_SUBJECT, payloads: payloads.eventsBefore },
     };
     const workFenced = await workRoundTrips(
       server,

@@ -2,7 +2,7 @@ import type { HarnessResults } from './harness-overhead.js';
 import { type ImportTimeResults, importTimeLines } from './import-time.js';
 import type { LoopFigures } from './measure.js';
 import type { MemoryFigures } from './memory.js';
-import { type NatsResults, natsReportLines, natsVerdicts } from './nats-report.js';
+import { type NatsResults, natsReportLines, natsVerdicts, verdict } from './nats-report.js';
 import { type CatchUpResults, catchUpLines } from './persistence-catchup.js';
 import type { PlanPromptFigures } from './prompt-size.js';
 import { type TakeoverResults, takeoverLines } from './takeover.js';
@@ -49,7 +49,6 @@ export const QUOTED = { bareXStateUsPerCall: 30, langGraphUsPerCall: 600 } as co
 const fixed = (n: number, digits = 1): string => n.toFixed(digits);
 const int = (n: number): string => Math.round(n).toLocaleString('en-US');
 const kib = (bytes: number): string => `${fixed(bytes / 1024)} KiB`;
-const verdict = (ok: boolean): string => (ok ? 'PASS' : 'FAIL');
 
 function table(header: readonly string[], rows: readonly (readonly string[])[]): string {
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
