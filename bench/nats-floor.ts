@@ -67,6 +67,11 @@ export interface FloorResults {
    * as in `work`.
    */
   workFenced: RoundTripFigures;
+  /**
+   * The fenced floor with the request sent as pge sends it: stored as an event, then, once that is
+   * acknowledged, published as a work item to the work-queue stream the worker pulls from.
+   */
+  workFencedTwice: RoundTripFigures;
   /** Core request/reply of `coreBytes`. */
   coreRequestReply: RoundTripFigures;
 }
@@ -77,6 +82,8 @@ const RESULTS = { name: 'FLOOR_RESULTS', subject: 'floor.result', retention: 'li
 const EVENTS = { name: 'FLOOR_EVENTS', subject: 'floor.event.>', retention: 'limits' } as const;
 const EVENT_SUBJECT = 'floor.event.other';
 const REQUEST_SUBJECT = 'floor.event.request';
+/** Where the twice-sent request's event is stored, apart from the requests a worker pulls. */
+const ASKED_SUBJECT = 'floor.event.asked';
 const ECHO_SUBJECT = 'floor.echo';
 /** Pull and result timeouts: far beyond a round trip; reaching one fails the bench. */
 const WAIT_MS = 5_000;
@@ -119,7 +126,7 @@ async function storedPayloads(jsm: JetStreamManager): Promise<Payloads> {
 interface WorkPath {
   stream: string;
   subject: string;
-  eventsBefore: { subject: string; payloads: readonly Uint8Array[] } | null;
+  storedFirst: readonly { subject: string; payload: Uint8Array }[];
 }
 
 /** The worker's side: pulls one work item at a time, publishes its result, acknowledges it. */
@@ -258,11 +265,8 @@ async function workRoundTrips(
   try {
     figures = await timeRoundTrips(server, settings, async (i) => {
       const roundTrip = async () => {
-        const before = path.eventsBefore;
-        if (before !== null) {
-          for (const [k, event] of before.payloads.entries()) {
-            await js.publish(before.subject, event, { msgID: `event-${label}-${i}-${k}` });
-          }
+        for (const [k, event] of path.storedFirst.entries()) {
+          await js.publish(event.subject, event.payload, { msgID: `event-${label}-${i}-${k}` });
         }
         const delivered = waiter.next();
         await Promise.all([
@@ -295,7 +299,7 @@ export async function measureFloor(server: BenchNatsServer, settings: FloorSetti
     await jsm.streams.add(streamConfig(RESULTS));
     await jsm.streams.add(streamConfig(EVENTS));
     const connections = { requester, worker };
-    const queued: WorkPath = { stream: WORK.name, subject: WORK.subject, eventsBefore: null };
+    const queued: WorkPath = { stream: WORK.name, subject: WORK.subject, storedFirst: [] };
     const coreDelivery = async (waiter: ResultWaiter) => {
       const sub = requester.subscribe(RESULTS.subject, { callback: () => waiter.arrived() });
       await requester.flush();
@@ -324,11 +328,8 @@ export async function measureFloor(server: BenchNatsServer, settings: FloorSetti
       },
     );
 
-    const fenced: WorkPath = {
-      stream: EVENTS.name,
-      subject: REQUEST_SUBJECT,
-      eventsBefore: { subject: EVENT_SUBJECT, payloads: payloads.eventsBefore },
-    };
+    const eventsBefore = payloads.eventsBefore.map((payload) => ({ subject: EVENT_SUBJECT, payload }));
+    const fenced: WorkPath = { stream: EVENTS.name, subject: REQUEST_SUBJECT, storedFirst: eventsBefore };
     const workFenced = await workRoundTrips(
       server,
       settings,
@@ -336,6 +337,20 @@ export async function measureFloor(server: BenchNatsServer, settings: FloorSetti
       payloads,
       fenced,
       'fenced',
+      coreDelivery,
+    );
+    // As pge sends a request: stored as an event (nothing reads it here), then queued as a work item.
+    const twice: WorkPath = {
+      ...queued,
+      storedFirst: [...eventsBefore, { subject: ASKED_SUBJECT, payload: payloads.work }],
+    };
+    const workFencedTwice = await workRoundTrips(
+      server,
+      settings,
+      connections,
+      payloads,
+      twice,
+      'twice',
       coreDelivery,
     );
 
@@ -365,6 +380,7 @@ export async function measureFloor(server: BenchNatsServer, settings: FloorSetti
       work,
       workOrdered,
       workFenced,
+      workFencedTwice,
       coreRequestReply,
     };
   } finally {

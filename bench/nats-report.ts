@@ -21,6 +21,8 @@ export interface NatsSummary {
    * (median). The least a call costs with pge's guarantees on this server.
    */
   floorFencedWorkRoundTripUs: number;
+  /** The fenced floor with the request sent twice, as pge sends it: an event, then a work item. */
+  floorFencedTwiceWorkRoundTripUs: number;
   /** Core request/reply of 128 bytes (median). */
   coreRequestReplyUs: number;
   /** `perCallNetUs` ÷ `floorWorkRoundTripUs`. */
@@ -31,6 +33,8 @@ export interface NatsSummary {
   perCallOverFencedFloor: number;
   /** `floorFencedWorkRoundTripUs` ÷ `floorWorkRoundTripUs`: the least `perCallOverFloor` can be. */
   fencedFloorOverFloor: number;
+  /** `floorFencedTwiceWorkRoundTripUs` ÷ `floorFencedWorkRoundTripUs`: what the second send costs. */
+  requestTwiceOverOnce: number;
   /** Messages clients sent into the server per model call (`/varz` in_msgs). */
   serverMessagesPerCall: number;
   /** Messages the server sent out to clients per model call (`/varz` out_msgs). */
@@ -77,11 +81,13 @@ export function natsSummary(scaling: ScalingResults, bus: BusOverheadResults): N
     floorWorkRoundTripUs: floor.work.medianUs,
     floorOrderedWorkRoundTripUs: floor.workOrdered.medianUs,
     floorFencedWorkRoundTripUs: floor.workFenced.medianUs,
+    floorFencedTwiceWorkRoundTripUs: floor.workFencedTwice.medianUs,
     coreRequestReplyUs: floor.coreRequestReply.medianUs,
     perCallOverFloor: nats.usPerCall / floor.work.medianUs,
     perCallOverOrderedFloor: nats.usPerCall / floor.workOrdered.medianUs,
     perCallOverFencedFloor: nats.usPerCall / floor.workFenced.medianUs,
     fencedFloorOverFloor: floor.workFenced.medianUs / floor.work.medianUs,
+    requestTwiceOverOnce: floor.workFencedTwice.medianUs / floor.workFenced.medianUs,
     serverMessagesPerCall: perCall?.inMsgs ?? Number.NaN,
     serverMessagesOutPerCall: perCall?.outMsgs ?? Number.NaN,
     serverBytesInPerCall: perCall?.inBytes ?? Number.NaN,
@@ -324,6 +330,10 @@ function floorLines(
           `fenced floor: ${floor.payloadBytes.eventsBefore.length} events one after another, the request on the same stream`,
           floor.workFenced,
         ),
+        row(
+          'fenced floor, the request sent twice as pge sends it (an event, then a work item)',
+          floor.workFencedTwice,
+        ),
         row(`core request/reply, ${floor.payloadBytes.core} B`, floor.coreRequestReply),
       ],
     ),
@@ -332,7 +342,7 @@ function floorLines(
     `pge / floor: ${fixed(nats.perCallOverFloor, 2)}× (core delivery), ${fixed(nats.perCallOverOrderedFloor, 2)}× (ordered consumer); scaling 8 / 1 workers per role: ${nats.scaling8 === null ? '-' : `${fixed(nats.scaling8, 2)}×`}`,
   );
   out.push(
-    `fenced floor / floor: ${fixed(nats.fencedFloorOverFloor, 2)}× (the least pge / floor can be in pge's design); pge / fenced floor: ${fixed(nats.perCallOverFencedFloor, 2)}×`,
+    `fenced floor / floor: ${fixed(nats.fencedFloorOverFloor, 2)}× (the least pge / floor can be in pge's design); pge / fenced floor: ${fixed(nats.perCallOverFencedFloor, 2)}×; the request sent twice / once: ${fixed(nats.requestTwiceOverOnce, 2)}×`,
   );
   const T = NATS_PATH_TARGETS;
   const v = pathVerdicts(nats);
