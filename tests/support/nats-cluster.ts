@@ -99,6 +99,8 @@ async function startClusterOnce(
     files.configFiles.map((configFile) => startNatsServer({ configFile })),
   );
   const servers = started.flatMap((result) => (result.status === 'fulfilled' ? [result.value] : []));
+  /** The end of the log of the cluster's server `i`, under its name. */
+  const logTail = (i: number) => `--- ${clusterServerName(i + 1)}\n${servers[i]!.log().slice(-2048)}`;
   const stop = async () => {
     await Promise.all(servers.map((server) => server.stop()));
     await Promise.all(relays.map((relay) => relay.close()));
@@ -138,14 +140,13 @@ async function startClusterOnce(
     const check = () => {
       const exited = servers.findIndex((server) => !server.running());
       if (exited < 0) return;
-      const log = servers[exited]!.log();
-      throw portTakenOr(new Error(`${clusterServerName(exited + 1)} exited:\n${log.slice(-2048)}`), log);
+      throw portTakenOr(new Error(`a server exited:\n${logTail(exited)}`), servers[exited]!.log());
     };
     await untilJetStreamReady(handle.connectOptions('admin'), size, { deadline, check });
   } catch (error) {
     await stop();
     if (error instanceof PortTakenError) throw error;
-    const logs = servers.map((server, i) => `--- ${clusterServerName(i + 1)}\n${server.log().slice(-2048)}`);
+    const logs = servers.map((_, i) => logTail(i));
     throw new Error(`${String(error)}\n${logs.join('\n')}`, { cause: error });
   }
   return handle;

@@ -160,7 +160,12 @@ class ServerProcess {
       runLog = (runLog + chunk).slice(-LOG_TAIL_CHARS);
       watch(chunk);
     });
-    await waitUntilReady(this.exited, this.port, this.readyTimeoutMs, () => runLog);
+    await waitUntilReady(
+      () => !this.running(),
+      this.port,
+      this.readyTimeoutMs,
+      () => runLog,
+    );
   }
 
   log(): string {
@@ -246,18 +251,14 @@ export function freePort(): Promise<number> {
  * listening there.
  */
 async function waitUntilReady(
-  exited: Promise<void>,
+  exited: () => boolean,
   port: number,
   timeoutMs: number,
   log: () => string,
 ): Promise<void> {
-  let gone = false;
-  void exited.then(() => {
-    gone = true;
-  });
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
-    if (gone) {
+    if (exited()) {
       throw new Error(`nats-server exited before it was ready:\n${log().slice(-4096)}`);
     }
     if (log().includes(READY_LINE)) return;
