@@ -4,7 +4,6 @@ import type { NatsConnection } from '@nats-io/transport-node';
 import { connectNats } from '../src/bus/nats-connection.js';
 import { ensurePullConsumer, streamConfig } from '../src/bus/nats-streams.js';
 import { subjects } from '../src/bus/subjects.js';
-import type { RunEventType } from '../src/schemas/index.js';
 import type { BenchNatsServer } from './nats-deployment.js';
 import { type MessageCounters, perUnit } from './nats-monitor.js';
 
@@ -91,11 +90,7 @@ const WAIT_MS = 5_000;
 
 /** The events a model call stores before its request, besides the request: the answer to the call
  * before, its `model.call.completed`, and the judgement it led to (pge: 3.05 per call). */
-const EVENTS_BEFORE_A_REQUEST: RunEventType[] = [
-  'step.work.completed',
-  'model.call.completed',
-  'step.attempt.judged',
-];
+const EVENTS_BEFORE_A_REQUEST = ['step.work.completed', 'model.call.completed', 'step.attempt.judged'];
 
 /** What the floor sends: the bytes of events and a result pge stored on this server. */
 interface Payloads {
@@ -115,8 +110,8 @@ async function lastStored(jsm: JetStreamManager, stream: string, subject: string
 
 /** The bytes of requests, events and results pge stored on this server: the floor sends what pge sends. */
 async function storedPayloads(jsm: JetStreamManager): Promise<Payloads> {
-  // A last-message lookup takes a filter with wildcards (nats-server 2.9 too).
-  const event = (type: RunEventType) => lastStored(jsm, 'PGE_EVENTS', subjects.event('*', type));
+  // `subjects.event` refuses a wildcard run id; a last-message lookup takes one (nats-server 2.9 too).
+  const event = (type: string) => lastStored(jsm, 'PGE_EVENTS', `pge.run.*.evt.${type}`);
   return {
     work: await event('step.work.requested'),
     result: await lastStored(jsm, 'PGE_RESULTS', subjects.result('*', 'generator')),

@@ -176,10 +176,9 @@ export interface ResumeOptions {
   /**
    * Publish again the request in flight at the crash (default true): an embedded run's bus died
    * with its process, and the request with it. On NATS the request is stored, and its role's
-   * workers take it from there (or took it, and stored their result): pass false there, as a
-   * coordinator taking a run over does (published again past the streams' duplicate window, it
-   * would be stored twice under its seq, and asked twice). Published again, the request keeps its
-   * seq, so a log already holding it keeps it once, but `onEvent` sees it again.
+   * workers take it from there (or took it, and stored their result): a coordinator taking a run
+   * over passes false. Published again, the request keeps its seq, so a log already holding it
+   * keeps it once, but `onEvent` sees it again.
    */
   resend?: boolean;
   /** Bytes of a torn last write removed from the log before it was continued, for `run.resumed`. */
@@ -747,8 +746,7 @@ export function createCoordinator(options: CoordinatorOptions) {
           stored(request.id).then(
             (result) => result !== null && (applyResult(result) || rejectMismatch(result)),
             () => {
-              // Not found is the usual case: the request is answered yet (published again, or left
-              // to the worker that holds it), or fails at its deadline.
+              // Not found is the usual case; the request was queued again and will be answered.
             },
           );
         }

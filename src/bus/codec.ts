@@ -4,7 +4,7 @@ import { MessageRejectedError } from '../errors.js';
 import { CallCancel, RunApproval, RunControl } from '../schemas/control.js';
 import { RoleResult, RunEvent } from '../schemas/index.js';
 import { RunResumeRequest, RunSubmission } from '../schemas/submission.js';
-import { isEventSubject, subjectMatches, subjects } from './subjects.js';
+import { subjectMatches, subjects } from './subjects.js';
 
 /**
  * Which schema each pge subject carries, and the validation both buses run on publish and on
@@ -39,7 +39,7 @@ const RULES: SubjectRule[] = [
     pattern: subjects.events('*'),
     schema: RunEvent,
     check: (subject, event: RunEvent) =>
-      isEventSubject(subject, event.runId, event.type)
+      subject === subjects.event(event.runId, event.type)
         ? null
         : `event ${event.type} of run ${event.runId} does not belong on ${subject}`,
   },

@@ -52,14 +52,10 @@ const REQUEST_FILTERS = Object.fromEntries(ROLES.map((role) => [role, requestFil
 >;
 
 export const subjects = {
-  /**
-   * The subject of one event of a run (`'*'`: of every run); a request's ends with the role that
-   * serves it.
-   */
-  event(runId: string | '*', type: RunEventType): string {
+  /** The subject of one event of a run; a request's ends with the role that serves it. */
+  event(runId: string, type: RunEventType): string {
     const role = roleOf(type);
-    const run = runId === '*' ? '*' : assertSubjectToken('run id', runId);
-    const subject = `${RUN_PREFIX}${run}${EVENT_INFIX}${type}`;
+    const subject = `${RUN_PREFIX}${assertSubjectToken('run id', runId)}${EVENT_INFIX}${type}`;
     return role === undefined ? subject : `${subject}.${role}`;
   },
   /** Every event of one run (`'*'` for every run). */
@@ -127,18 +123,6 @@ export const subjects = {
 export const SUBMIT_ANSWER_MS = 30_000;
 /** How long a resume request waits for its answer: taking a run over reads its stored events. */
 export const RESUME_ANSWER_MS = 30_000;
-
-/**
- * Whether `subject` is where an event of `type` of run `runId` is stored: `subjects.event`, or for a
- * request also the subject without its role, where pge published requests before its workers took
- * them from the events (runs recorded then are read back as they are; no worker takes those).
- */
-export function isEventSubject(subject: string, runId: string, type: RunEventType): boolean {
-  const built = subjects.event(runId, type);
-  if (subject === built) return true;
-  const role = roleOf(type);
-  return role !== undefined && subject === built.slice(0, -`.${role}`.length);
-}
 
 /** The queue group that the workers of a role share, so each request goes to one of them. */
 export function workerQueue(role: Role): string {
