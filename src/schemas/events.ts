@@ -194,9 +194,7 @@ export const RunStarted = event(
 /**
  * A run continued by a new owner after its process died: the charts were rebuilt from events
  * 1..`fromSeq` without asking any model again, and the run goes on from here. `repeated` names
- * the requests that were in flight at the crash, whose answers the run still waits for: published
- * again where they were lost with the process (embedded), or left to the worker that holds them
- * where they are stored (NATS);
+ * the requests that were in flight at the crash and are asked again (their answers were lost);
  * `pausedMs` is the time from the last recorded event to the resume, which the run's duration
  * (and its `maxDurationMs` budget) does not count; `discardedBytes` is the torn end of a write that
  * the crash cut short, removed from the log before it was continued (0 almost always).

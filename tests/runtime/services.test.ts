@@ -2,13 +2,12 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { createCoordinator } from '../../src/actors/coordinator.js';
 import { DemoModel } from '../../src/actors/demo-model.js';
 import type { Model } from '../../src/actors/model.js';
 import { createPersistenceActor } from '../../src/actors/persistence-actor.js';
 import { createRoleWorker } from '../../src/actors/role-worker.js';
 import { resolveOptions } from '../../src/api/options.js';
-import { publishControl, subscribeEvents } from '../../src/bus/channels.js';
+import { publishControl } from '../../src/bus/channels.js';
 import { InProcessBus } from '../../src/bus/in-process-bus.js';
 import { subjects } from '../../src/bus/subjects.js';
 import { BusError, ConfigurationError, EventSeqTakenError, WorkerStoppedError } from '../../src/errors.js';
@@ -16,11 +15,8 @@ import { readLogFile } from '../../src/persistence/index.js';
 import { type RunOwnership, startCoordinatorService, submitAndFollow } from '../../src/runtime/services.js';
 import type { RunEvent } from '../../src/schemas/index.js';
 import { stepStarted } from '../bus/bus-contract.js';
-import { runSpec } from '../support/chart-fixtures.js';
 import { withPublish } from '../support/delegating-bus.js';
 import { until } from '../support/deployment.js';
-
-const subjectOf = subjects.event;
 
 /** The distributed services, on the in-process bus: submission, coordination, persistence, following. */
 
@@ -285,69 +281,6 @@ describe('coordinator service', () => {
     } finally {
       await service.stop();
       await Promise.all(workers.map((w) => w.stop('abort')));
-      await inner.close();
-    }
-  });
-
-  it("takes a run over without publishing its request in flight again: the stored request is its worker's to answer", async () => {
-    // A first coordinator records a run up to its plan request, which no planner answers, and dies.
-    const first = new InProcessBus();
-    const recorded: RunEvent[] = [];
-    subscribeEvents(first, '*', (event) => void recorded.push(event));
-    const dead = createCoordinator({ bus: first });
-    const handle = dead.startRun(runSpec('run-taken'));
-    await until(
-      () => recorded.map((e) => e.type),
-      (types) => types.includes('plan.requested'),
-      'the plan request',
-      5_000,
-    );
-    handle.abandon('coordinator-b');
-    await expect(handle.done).rejects.toThrow(/taken over by coordinator-b/);
-    dead.close();
-    await first.close();
-
-    // The second takes it over from what the stream holds, and publishes on its own bus.
-    const inner = new InProcessBus();
-    const published: string[] = [];
-    const resumed: RunEvent[] = [];
-    const bus = withPublish(inner, (subject, data, options) => {
-      published.push(subject);
-      if ((data as RunEvent).type === 'run.resumed') resumed.push(data as RunEvent);
-      return inner.publish(subject, data, options);
-    });
-    const ownership: RunOwnership = {
-      owner: 'coordinator-b',
-      claim: async () => true,
-      release: async () => undefined,
-      letExpire: () => undefined,
-      takeOver: async () => true,
-      takeOverNow: async () => ({ owner: 'coordinator-b', taken: true }),
-      events: async () => recorded,
-      storedResult: async () => null,
-    };
-    const service = startCoordinatorService({
-      bus,
-      options: resolveOptions({ workingDirectory: dir }),
-      models: { planner: 'm', generator: 'm', evaluator: 'm' },
-      ownership,
-    });
-    try {
-      await service.takeOver('run-taken');
-      const request = recorded.find((e) => e.type === 'plan.requested')!;
-      await until(
-        () => published,
-        (subjects) => subjects.includes(subjectOf('run-taken', 'run.resumed')),
-        'run.resumed',
-        5_000,
-      );
-      await bus.flush();
-      // Only run.resumed: the request stays the one stored, which the run still waits for.
-      expect(published).toEqual([subjectOf('run-taken', 'run.resumed')]);
-      expect(resumed[0]?.payload).toMatchObject({ repeated: [request.id] });
-      expect(service.active.has('run-taken')).toBe(true);
-    } finally {
-      await service.stop('interrupt');
       await inner.close();
     }
   });
