@@ -26,8 +26,7 @@ import { stringify } from 'yaml';
 import { z } from 'zod';
 import { TRACEPARENT_HEADER } from '../src/bus/bus.js';
 import { MessageRejection } from '../src/bus/codec.js';
-import { EVENTS_STREAM, PGE_STREAMS, RESULTS_STREAM } from '../src/bus/nats-streams.js';
-import { subjects } from '../src/bus/subjects.js';
+import { EVENTS_STREAM, PGE_STREAMS, RESULTS_STREAM, WORK_STREAM } from '../src/bus/nats-streams.js';
 import { CallCancel, RunApproval, RunControl } from '../src/schemas/control.js';
 import type { RunEventType } from '../src/schemas/index.js';
 import {
@@ -89,6 +88,7 @@ const DEFAULT_NATS_URL = 'nats://localhost:4222';
 /** The JetStream layout of pge's NATS bus, read from the bus (`src/bus/nats-streams.ts`). */
 const JETSTREAM = {
   events: streamLayout(EVENTS_STREAM),
+  work: streamLayout(WORK_STREAM),
   results: streamLayout(RESULTS_STREAM),
 } as const;
 
@@ -101,18 +101,18 @@ function streamLayout(name: string): { stream: string; subjects: string } {
 /** One line per event type; `Record` makes a new event type a compile error here until described. */
 const EVENT_SUMMARIES: Record<RunEventType, string> = {
   'run.started': 'A run began: its task, log path and settings (limits, budgets, models).',
-  'plan.requested': 'Request to the planner: plan the task (or replan after an exhausted step).',
+  'plan.requested': 'Work item for the planner: plan the task (or replan after an exhausted step).',
   'plan.created': 'The plan the run follows, with the threshold the harness enforces for each criterion.',
   'plan.truncated': 'The plan had more steps than maxSteps and was cut; names the steps dropped.',
   'step.started': 'A step of the plan began.',
-  'step.contract.requested': "Request to the generator: propose (or revise) a step's contract.",
+  'step.contract.requested': "Work item for the generator: propose (or revise) a step's contract.",
   'step.contract.proposed': "The generator's contract proposal for one negotiation round.",
-  'step.review.requested': 'Request to the evaluator: review a contract proposal.',
+  'step.review.requested': 'Work item for the evaluator: review a contract proposal.',
   'step.contract.reviewed': "The evaluator's review of a proposal: approved, or amendments required.",
   'step.contract.agreed': 'The evaluator approved the proposal; the contract binds every attempt.',
   'step.contract.imposed':
     'Negotiation reached maxContractRounds: the outstanding amendments were added to the last proposal, which binds.',
-  'step.work.requested': 'Request to the generator: do one attempt of a step under its contract.',
+  'step.work.requested': 'Work item for the generator: do one attempt of a step under its contract.',
   'step.work.completed': "The generator's work for one attempt: artifact, notes and self-assessment.",
   'step.work.invalid': "The generator's answer never validated; the attempt fails.",
   'step.evaluation.requested': "Work item for the evaluator: score an attempt's artifact per criterion.",
@@ -162,13 +162,6 @@ const REQUEST_TYPES = RoleRequest.options.map((schema) => schema.shape.type.valu
 
 type Json = Record<string, unknown>;
 
-/** The header JetStream de-duplicates an event by, requests included. */
-const eventMsgId = {
-  type: 'string',
-  description:
-    "`<runId>-<seq>`: JetStream stores a message once per id within the stream's duplicate window, so a retried publish is not a second event, and a run holds one event per seq across a coordinator takeover.",
-};
-
 /** Every schema that gets a name under `components/schemas`; other schemas are inlined where used. */
 function componentSchemas(): Record<string, Json> {
   const registry = z.registry<{ id: string; description?: string }>();
@@ -182,11 +175,7 @@ function componentSchemas(): Record<string, Json> {
     'RunEvent',
     'Any event of a run: a union on `type`. Envelope: id, runId, seq, ts, type, payload.',
   );
-  add(
-    RoleRequest,
-    'RoleRequest',
-    "A request event: it asks one role for a model call, and is what that role's workers take.",
-  );
+  add(RoleRequest, 'RoleRequest', 'A request event that is also a work item for one role.');
   add(
     RoleResult,
     'RoleResult',
@@ -317,7 +306,7 @@ const schemaRef = (name: string) => ref(`#/components/schemas/${name}`);
 
 /** The processes whose operations the document describes, by tag. */
 const TAGS = {
-  coordinator: "Owns a run's statechart; the only writer of its events, requests among them; takes results.",
+  coordinator: "Owns a run's statechart; the only writer of its events; queues requests; takes results.",
   worker: 'A stateless role worker (planner, generator or evaluator): takes a request, answers it.',
   persistence: "Appends each run's events to its markdown log, one ordered writer per run.",
   integrator: 'A client outside pge: submits runs, follows their events, watches rejections.',
@@ -330,13 +319,15 @@ export interface AsyncApiOptions {
   natsUrl?: string;
 }
 
+/** The component message of a request as it is queued on `pge.work.<role>`. */
+const workItemName = (requestName: string): string => `${requestName}WorkItem`;
+
 /** Builds the AsyncAPI 3.0 document; deterministic for given options. */
 export function buildAsyncApi(options: AsyncApiOptions = {}): Json {
   const pkg = JSON.parse(readFileSync(resolve(ROOT, 'package.json'), 'utf8')) as { version: string };
   const natsHost = new URL(options.natsUrl ?? DEFAULT_NATS_URL).host;
   const events = eventMembers();
   const requests = events.filter((e) => REQUEST_TYPES.includes(e.type));
-  const others = events.filter((e) => !REQUEST_TYPES.includes(e.type));
 
   const eventMessages: Json = {};
   for (const { type, name } of events) {
@@ -345,7 +336,7 @@ export function buildAsyncApi(options: AsyncApiOptions = {}): Json {
       title: type,
       summary: EVENT_SUMMARIES[type],
       contentType: 'application/json',
-      headers: schemaRef(REQUEST_TYPES.includes(type) ? 'RequestHeaders' : 'EventHeaders'),
+      headers: schemaRef('EventHeaders'),
       payload: schemaRef(name),
       ...(REQUEST_TYPES.includes(type)
         ? {
@@ -357,8 +348,16 @@ export function buildAsyncApi(options: AsyncApiOptions = {}): Json {
         : {}),
     };
   }
+  // A request as a work item: the same message, with the headers of the work queue.
+  const workMessages: Json = {};
+  for (const { name } of requests)
+    workMessages[workItemName(name)] = {
+      ...(eventMessages[name] as object),
+      headers: schemaRef('WorkHeaders'),
+    };
   const messages: Json = {
     ...eventMessages,
+    ...workMessages,
     RoleResult: {
       name: 'RoleResult',
       title: 'Role result',
@@ -438,18 +437,28 @@ export function buildAsyncApi(options: AsyncApiOptions = {}): Json {
     EventHeaders: {
       type: 'object',
       description: 'NATS headers of an event published to JetStream.',
-      properties: { 'Nats-Msg-Id': eventMsgId },
-    },
-    RequestHeaders: {
-      type: 'object',
-      description: 'NATS headers of a request event.',
       properties: {
-        'Nats-Msg-Id': eventMsgId,
+        'Nats-Msg-Id': {
+          type: 'string',
+          description:
+            "The event's `id`: JetStream stores a message once per id within the stream's duplicate window, so a retried publish is not a second event.",
+        },
+      },
+    },
+    WorkHeaders: {
+      type: 'object',
+      description: 'NATS headers of a work item.',
+      properties: {
+        'Nats-Msg-Id': {
+          type: 'string',
+          description:
+            "The request's `id`: an item queued again (a resumed run re-asks a call) is stored once.",
+        },
         [TRACEPARENT_HEADER]: {
           type: 'string',
           pattern: TRACEPARENT_PATTERN.source,
           description:
-            "W3C Trace Context of the coordinator's span that asked (the attempt's, the step's or the run's), when the run is traced: a worker traces its handling of the request under it. A worker that finds it missing or malformed starts a trace of its own.",
+            "W3C Trace Context of the coordinator's span that asked (the attempt's, the step's or the run's), when the run is traced: a worker traces its handling of the item under it. A worker that finds it missing or malformed starts a trace of its own.",
         },
       },
     },
@@ -470,85 +479,74 @@ export function buildAsyncApi(options: AsyncApiOptions = {}): Json {
   const opMessages = (channel: string, names: string[]) =>
     names.map((name) => ref(`#/channels/${channel}/messages/${name}`));
   const eventNames = events.map((e) => e.name);
-  const otherNames = others.map((e) => e.name);
-  const requestNames = requests.map((e) => e.name);
-  const runId = ref('#/components/parameters/runId');
+  const workItemNames = requests.map((e) => workItemName(e.name));
+
+  /** The parameters of an event's subject, `pge.run.{runId}.evt.{type}` and its republished twin. */
+  const eventParameters = {
+    runId: ref('#/components/parameters/runId'),
+    type: {
+      description: 'The event type; its dots make it one or more subject tokens.',
+      enum: events.map((e) => e.type),
+    },
+  };
 
   const channels: Json = {
     runEvents: {
       address: 'pge.run.{runId}.evt.{type}',
       title: 'Events of a run',
       description: [
-        'Every event of a run but its requests (`runRequests`), in the order the coordinator numbered them',
-        '(`seq` 1, 2, … with no gaps, requests included).',
-        "The type's dots are subject tokens, so `pge.run.<runId>.evt.>` follows a run, requests included, and",
+        'Every event of a run, in the order the coordinator numbered them (`seq` 1, 2, … with no gaps).',
+        "The type's dots are subject tokens, so `pge.run.<runId>.evt.>` follows a run and",
         '`pge.run.*.evt.step.>` follows every step event of every run.',
         `Stored in JetStream stream \`${JETSTREAM.events.stream}\` (subjects \`${JETSTREAM.events.subjects}\`).`,
       ].join('\n'),
-      parameters: {
-        runId,
-        type: {
-          description: 'The event type; its dots make it one or more subject tokens.',
-          enum: others.map((e) => e.type),
-        },
-      },
-      messages: channelMessages(otherNames),
+      parameters: eventParameters,
+      messages: channelMessages(eventNames),
       'x-pge-nats': {
         transport: 'jetstream',
         stream: JETSTREAM.events.stream,
         streamSubjects: JETSTREAM.events.subjects,
-        msgId: '<runId>-<seq>',
-      },
-    },
-    runRequests: {
-      address: 'pge.run.{runId}.evt.{type}.{role}',
-      title: 'Requests of a run',
-      description: [
-        'The events of a run that ask a role for a model call: their subject ends with the role that serves',
-        'them. A request travels once: it is stored as an event of the run, and the workers of its role take',
-        `it from stream \`${JETSTREAM.events.stream}\` through the durable pull consumer \`pge-<role>\` that they share`,
-        "(filter: the role's request types, then the role; explicit ack; from the next request stored when it",
-        "is made), so each request goes to one of them. An ack removes nothing: the stream keeps the run's",
-        'record whole. The in-process bus gives the same sharing with the queue group `pge-<role>`.',
-      ].join('\n'),
-      parameters: {
-        runId,
-        type: { description: 'The request type; its dots make it subject tokens.', enum: [...REQUEST_TYPES] },
-        role: { description: 'The role that serves the request.', enum: [...Role.options] },
-      },
-      messages: channelMessages(requestNames),
-      'x-pge-nats': {
-        transport: 'jetstream',
-        stream: JETSTREAM.events.stream,
-        streamSubjects: JETSTREAM.events.subjects,
-        msgId: '<runId>-<seq>',
-        durableConsumer: 'pge-{role}',
-        filterSubject: Object.fromEntries(Role.options.map((role) => [role, subjects.requests(role)])),
-        ackPolicy: 'explicit',
-        deliverPolicy: 'new',
-        roleOfRequest: { ...ROLE_OF_REQUEST },
+        msgId: 'the event id',
       },
     },
     storedEvents: {
-      address: 'pge.stored.{runId}.evt.{subject}',
+      address: 'pge.stored.{runId}.evt.{type}',
       title: 'Events of a run, as stored',
       description: [
-        `Each event \`${JETSTREAM.events.stream}\` stores, requests included, republished by the server as it stores it`,
-        '(JetStream RePublish): the same JSON, with headers `Nats-Sequence` (its stream sequence) and',
-        '`Nats-Subject` (`pge.run.<runId>.evt.<subject>`). How a reader follows runs live without a consumer:',
-        "read what is stored by lookups from the stream's leader, then take these from the next stream",
-        'sequence on. Only the server publishes here.',
+        `Each event \`${JETSTREAM.events.stream}\` stores, republished by the server as it stores it (JetStream`,
+        'RePublish): the same JSON, with headers `Nats-Sequence` (its stream sequence) and `Nats-Subject`',
+        '(`pge.run.<runId>.evt.<type>`). How a reader follows runs live without a consumer: read what is',
+        "stored by lookups from the stream's leader, then take these from the next stream sequence on. Only the server publishes here.",
       ].join('\n'),
-      parameters: {
-        runId,
-        subject: {
-          description:
-            "What follows `evt.` in the event's subject: its type, then for a request the role that serves it.",
-          enum: events.map((e) => subjects.event('r', e.type).split('.evt.')[1]),
-        },
-      },
+      parameters: eventParameters,
       messages: channelMessages(eventNames),
       'x-pge-nats': { transport: 'core', republishedBy: JETSTREAM.events.stream },
+    },
+    work: {
+      address: 'pge.work.{role}',
+      title: 'Work queue of a role',
+      description: [
+        'Each request event is also queued here for the role that serves it: the same JSON, whose `id` is',
+        `the request id. Stored in JetStream stream \`${JETSTREAM.work.stream}\` (subjects`,
+        `\`${JETSTREAM.work.subjects}\`) with interest retention: an item is removed once its role's consumer acks it.`,
+        'The workers of a role share the durable pull consumer `pge-<role>` (filter `pge.work.<role>`,',
+        'explicit ack), so each item goes to one of them. The in-process bus gives the same sharing with',
+        'the queue group `pge-<role>`.',
+      ].join('\n'),
+      parameters: {
+        role: { description: 'The role that serves the request.', enum: [...Role.options] },
+      },
+      messages: channelMessages(workItemNames),
+      'x-pge-nats': {
+        transport: 'jetstream',
+        stream: JETSTREAM.work.stream,
+        streamSubjects: JETSTREAM.work.subjects,
+        retention: 'interest',
+        durableConsumer: 'pge-{role}',
+        filterSubject: 'pge.work.{role}',
+        ackPolicy: 'explicit',
+        roleOfRequest: { ...ROLE_OF_REQUEST },
+      },
     },
     runResults: {
       address: 'pge.run.{runId}.result.{role}',
@@ -658,21 +656,18 @@ export function buildAsyncApi(options: AsyncApiOptions = {}): Json {
         'The coordinator stamps each event with `id` (`<runId>-<seq>-<random>`), `seq` and `ts` and publishes',
         'it on `pge.run.<runId>.evt.<type>` with the header `Nats-Msg-Id: <runId>-<seq>`, so a publish retried',
         'after a lost acknowledgement is stored once, and a run holds one event per seq across a coordinator',
-        'takeover. Each is stored once the one before it is. Nobody else publishes on these subjects.',
+        'takeover. Nobody else publishes on these subjects.',
       ].join('\n'),
       tags: [tag('coordinator')],
-      messages: opMessages('runEvents', otherNames),
+      messages: opMessages('runEvents', eventNames),
     },
-    publishRequest: {
+    enqueueWork: {
       action: 'send',
-      channel: ref('#/channels/runRequests'),
-      title: 'Ask a role',
-      summary:
-        'The coordinator publishes a request as an event of its run, on the subject of the role that serves it.',
-      description:
-        'Numbered, stamped and stored like every other event of the run (`publishRunEvent`); its workers take it once it is stored.',
+      channel: ref('#/channels/work'),
+      title: 'Queue a request for a role',
+      summary: 'The coordinator queues every request event on the work queue of the role that serves it.',
       tags: [tag('coordinator')],
-      messages: opMessages('runRequests', requestNames),
+      messages: opMessages('work', workItemNames),
     },
     receiveResults: {
       action: 'receive',
@@ -683,7 +678,7 @@ export function buildAsyncApi(options: AsyncApiOptions = {}): Json {
         'For each result the coordinator records one `model.call.completed` per call, then the event of the',
         'phase (or `role.failed`). A result is applied only when it answers a call the coordinator has',
         'pending, for that run, from the role the request is for, and only once: anything else (a second',
-        'answer to a redelivered request, an unknown request id) is recorded as `result.rejected` and',
+        'answer to a redelivered work item, an unknown request id) is recorded as `result.rejected` and',
         'reported on `pge.errors.rejected`, never applied.',
       ].join('\n'),
       tags: [tag('coordinator')],
@@ -702,20 +697,20 @@ export function buildAsyncApi(options: AsyncApiOptions = {}): Json {
     },
     takeWork: {
       action: 'receive',
-      channel: ref('#/channels/runRequests'),
-      title: 'Take a request',
-      summary: 'A role worker takes the next request of its role.',
+      channel: ref('#/channels/work'),
+      title: 'Take a work item',
+      summary: "A role worker takes the next request from its role's work queue.",
       description: [
-        `Workers of a role share the durable pull consumer \`pge-<role>\` on stream \`${JETSTREAM.events.stream}\` (filter: the`,
-        "role's requests, explicit ack), so each request goes to one worker; scale a role by starting more.",
-        "Ack a request after its result is published. One not acked within the consumer's ack wait is",
+        'Workers of a role share the durable pull consumer `pge-<role>` on stream `PGE_WORK` (filter',
+        '`pge.work.<role>`, explicit ack), so each item goes to one worker; scale a role by starting more.',
+        "Ack an item after its result is published. An item not acked within the consumer's ack wait is",
         'delivered again, possibly to another worker (signal progress, `+WPI`, while a long call runs); the',
-        "coordinator counts only the first result of a request. pge's workers terminate a request that does",
+        "coordinator counts only the first result of a request. pge's workers terminate an item that does",
         'not validate (redelivery would only repeat it) and report it on `pge.errors.rejected`. Workers are',
         'stateless: each request carries the whole input of its call.',
       ].join('\n'),
       tags: [tag('worker')],
-      messages: opMessages('runRequests', requestNames),
+      messages: opMessages('work', workItemNames),
     },
     publishResult: {
       action: 'send',
@@ -735,18 +730,9 @@ export function buildAsyncApi(options: AsyncApiOptions = {}): Json {
       channel: ref('#/channels/runEvents'),
       title: 'Record events in the log',
       summary: "The persistence actor appends every run's events to that run's markdown log.",
-      description:
-        "It follows `pge.run.*.evt.>`, requests included (`recordRequests`), and is the one ordered writer of each run's log.",
+      description: "It follows `pge.run.*.evt.>` and is the one ordered writer of each run's log.",
       tags: [tag('persistence')],
-      messages: opMessages('runEvents', otherNames),
-    },
-    recordRequests: {
-      action: 'receive',
-      channel: ref('#/channels/runRequests'),
-      title: 'Record requests in the log',
-      summary: 'The requests of a run are events of it, recorded in its log in seq order with the others.',
-      tags: [tag('persistence')],
-      messages: opMessages('runRequests', requestNames),
+      messages: opMessages('runEvents', eventNames),
     },
     submitRun: {
       action: 'send',
@@ -793,20 +779,10 @@ export function buildAsyncApi(options: AsyncApiOptions = {}): Json {
         `Lookups from the leader of stream \`${JETSTREAM.events.stream}\` (\`$JS.API.STREAM.MSG.GET\` with \`next_by_subj\`: \`pge.run.<runId>.evt.>\`, from`,
         'stream sequence 1) read the events in order, including those published before the reader',
         'started, and `pge.stored.<runId>.evt.>` says what is stored next; a client or observer credential',
-        'may make no consumer. The requests come in their place among them (`followRequests`). A run ends with',
-        '`run.completed` or `run.failed`.',
+        'may make no consumer. A run ends with `run.completed` or `run.failed`.',
       ].join('\n'),
       tags: [tag('integrator')],
-      messages: opMessages('runEvents', otherNames),
-    },
-    followRequests: {
-      action: 'receive',
-      channel: ref('#/channels/runRequests'),
-      title: "Follow a run's requests",
-      summary:
-        'A client following a run reads its requests in seq order with its other events (`followRun`).',
-      tags: [tag('integrator')],
-      messages: opMessages('runRequests', requestNames),
+      messages: opMessages('runEvents', eventNames),
     },
     watchStoredEvents: {
       action: 'receive',

@@ -99,7 +99,7 @@ export class CallTimeoutError extends PgeError {
 }
 
 /**
- * JetStream gave up on a request: it was delivered `maxDeliver` times and no worker finished it
+ * JetStream gave up on a work item: it was delivered `maxDeliver` times and no worker finished it
  * (each one died or failed holding it).
  */
 export class WorkAbandonedError extends PgeError {

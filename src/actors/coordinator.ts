@@ -2,6 +2,7 @@ import { createActor, type InspectionEvent, toPromise } from 'xstate';
 import { BoundedMap } from '../bounded-map.js';
 import { type Bus, type MessageHeaders, TRACEPARENT_HEADER } from '../bus/bus.js';
 import {
+  enqueueWork,
   publishCancel,
   publishEvent,
   publishRejection,
@@ -52,11 +53,11 @@ import {
 /**
  * The coordinator owns a run's statechart. It is the only writer of the run's events: it stamps
  * each one with `seq`, id and time and publishes it; it turns every call actor of the chart into a
- * request event, which the role's workers take, and the worker's result into events and the
- * actor's output. Event ids are `<runId>-<seq>-<random>`: the random part (64 bits) keeps outsiders
- * from predicting them, since a request's id names the call a result answers (and its result's
- * `Nats-Msg-Id`: a forgery stored first under it would have JetStream drop the real one as a
- * duplicate). A replay takes the ids from the recorded events. A request id is the
+ * request on the role's work queue and the worker's result into events and the actor's output.
+ * Event ids are `<runId>-<seq>-<random>`: the random part (64 bits) keeps outsiders from
+ * predicting them, since a request's id is its work item's `Nats-Msg-Id` (a forgery published
+ * first under the next id would have JetStream drop the real one as a duplicate) and names the
+ * call a result answers. A replay takes the ids from the recorded events. A request id is the
  * call's identity: a result is applied only to the call waiting for it, once, and only when it
  * names that call's run and comes from the role that serves the request; any other (a duplicate,
  * a late answer to a cancelled call, an answer to a request never made, one of the wrong run or
@@ -174,11 +175,8 @@ export interface ResumeOptions {
   /** The log the run continues in, if not the one its `run.started` names (the file was moved). */
   logPath?: string;
   /**
-   * Publish again the request in flight at the crash (default true): an embedded run's bus died
-   * with its process, and the request with it. On NATS the request is stored, and its role's
-   * workers take it from there (or took it, and stored their result): a coordinator taking a run
-   * over passes false. Published again, the request keeps its seq, so a log already holding it
-   * keeps it once, but `onEvent` sees it again.
+   * Queue again the request in flight at the crash (default true). An embedded run's queue died
+   * with its process; a coordinator taking a run over on NATS may find the request still queued.
    */
   resend?: boolean;
   /** Bytes of a torn last write removed from the log before it was continued, for `run.resumed`. */
@@ -370,7 +368,7 @@ export function createCoordinator(options: CoordinatorOptions) {
    * published while they last, and each event the charts produce again must equal the recorded
    * one, else `done` rejects with `ResumeError`), then `run.resumed` is recorded and the run goes
    * on live, seq continuing from the last recorded event. A request recorded without its answer
-   * is asked again (its recorded calls still count): published again unless `resend` is false.
+   * is asked again (its recorded calls still count), and is queued again unless `resend` is false.
    */
   function resumeRun(recorded: RecordedRun, options: ResumeOptions): RunHandle {
     if (active.has(recorded.runId))
@@ -422,7 +420,7 @@ export function createCoordinator(options: CoordinatorOptions) {
       rejectTaken = reject;
     });
     taken.catch(() => undefined); // observed through `done`
-    /** Aborted when the run is let go: its events not yet stored are not sent. */
+    /** Aborted when the run is let go: its events and work items not yet stored are not sent. */
     const sending = new AbortController();
     /** Stops driving the run, which `owner` records from here on: `done` rejects with `error`. */
     const letGo = (owner: string, error: RunTakenOverError): void => {
@@ -450,7 +448,7 @@ export function createCoordinator(options: CoordinatorOptions) {
     };
 
     const { tracing } = options;
-    /** Where the run is traced, what its requests carry: the span a worker's spans go under. */
+    /** Where the run is traced, what its work items carry: the span a worker's spans go under. */
     const traceHeaders = (): MessageHeaders | undefined => {
       const traceparent = tracing && traceSafely(`run ${runId}`, () => tracing.traceparent(runId));
       return traceparent === undefined ? undefined : { [TRACEPARENT_HEADER]: traceparent };
@@ -472,7 +470,7 @@ export function createCoordinator(options: CoordinatorOptions) {
       seq += 1;
       const id = `${runId}-${seq}-${unguessableId()}`;
       const event = { id, runId, seq, ts: timestamp(at), ...draft } as RunEvent;
-      // Observed first: a request's span (its attempt's, say) is open before the request is sent.
+      // Observed first: a request's span (its attempt's, say) is open before its work item is sent.
       if (tracing) traceSafely(`run ${runId}`, () => tracing.observe(event));
       publishing.push(publishRecorded(event).catch(publishFailed));
       return event as RunEventOf<T['type']>;
@@ -692,10 +690,10 @@ export function createCoordinator(options: CoordinatorOptions) {
           throw diverged(error);
         }
         if (options.resend !== false)
-          publishing.push(publishRequest(bus, request, traceHeaders(), sending.signal).catch(publishFailed));
+          publishing.push(enqueueWork(bus, request, traceHeaders(), sending.signal).catch(publishFailed));
         stored = options.storedResult;
       }
-      // `record` published the request, which is what its role's workers take.
+      // `record` published the request both as an event and on the role's work queue.
       const { phase } = request.payload;
       asked.set(request.id, phase);
       return new Promise<RoleReply>((resolve, reject) => {

@@ -267,7 +267,7 @@ const LIVE_RUNS_REMEMBERED = 10_000;
 /**
  * Milliseconds a worker takes a run for live after `isLiveRun` said so. A run stays live for its
  * whole duration, so the answer holds; it is kept short because a run that has ended is no longer
- * live, and a request of it taken within this time is answered (its result is rejected as late).
+ * live, and a work item of it taken within this time is answered (its result is rejected as late).
  */
 export const LIVE_RUN_CACHE_MS = 30_000;
 
@@ -283,12 +283,12 @@ export interface RoleWorkerOptions {
   workerId?: string;
   /**
    * Whether a run is live, i.e. a coordinator issued its work (on NATS: the run has a lease in
-   * the KV bucket `pge-runs`, `readRunLeases`). A request of a run that is not live is refused
+   * the KV bucket `pge-runs`, `readRunLeases`). A work item of a run that is not live is refused
    * before its model is called: acknowledged, not answered, and reported on
-   * `pge.errors.rejected.<reporter>`, so that whoever can publish on a role's subjects cannot spend
-   * the deployment's model key on prompts of its own. A yes is remembered for `LIVE_RUN_CACHE_MS`; a
-   * no is asked again each time. A rejection (the check failed) hands the request back.
-   * Default: none, every request is served (the embedded mode, whose bus no one else reaches).
+   * `pge.errors.rejected.<reporter>`, so that whoever can put items on a work queue cannot spend the
+   * deployment's model key on prompts of its own. A yes is remembered for `LIVE_RUN_CACHE_MS`; a
+   * no is asked again each time. A rejection (the check failed) hands the item back to the queue.
+   * Default: none, every item is served (the embedded mode, whose bus no one else reaches).
    */
   isLiveRun?: (runId: string) => Promise<boolean>;
   /** Milliseconds since some fixed point, for the live-run cache (default `performance.now`). */
@@ -314,7 +314,7 @@ export interface RoleWorkerOptions {
   systemPrompt?: string;
   /**
    * Tracing of the requests it serves (`traceWork`): a span per request, under the trace context
-   * the request carries, and one per tool run. Default: none.
+   * its work item carries, and one per tool run. Default: none.
    */
   tracing?: WorkTracing;
   /**
@@ -463,12 +463,12 @@ export function createRoleWorker(options: RoleWorkerOptions): RoleWorker {
   });
 
   /**
-   * Refuses a request of a run that is not live: acknowledged without an answer (no coordinator
+   * Refuses a work item of a run that is not live: acknowledged without an answer (no coordinator
    * waits for it, and a redelivery would only ask again), and reported.
    */
   async function refuse(request: RoleRequest): Promise<void> {
     await publishRejection(bus, {
-      subject: subjects.event(request.runId, request.type),
+      subject: subjects.work(role),
       problem: `${request.type} ${request.id} names run ${request.runId}, which is not live (no coordinator issued it): refused by ${id}, no model was called`,
       ts: new Date().toISOString(),
     }).catch(() => {

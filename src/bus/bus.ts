@@ -19,7 +19,7 @@ import { BusError } from '../errors.js';
 export type MessageHeaders = Readonly<Record<string, string>>;
 
 /**
- * The header a request carries its W3C trace context in, when its run is traced: the span the
+ * The header a work item carries its W3C trace context in, when its run is traced: the span the
  * worker's handling of it goes under.
  */
 export const TRACEPARENT_HEADER = 'traceparent';
@@ -88,7 +88,7 @@ export interface SubscribeOptions {
   queue?: string;
   /**
    * Messages of a queue group member handed to its handler at once (default 1): a worker that
-   * serves several requests at a time. On NATS's durable consumers one pull asks for as many messages as
+   * serves several requests at a time. On NATS's work queues one pull asks for as many messages as
    * the member has free; elsewhere it is that many members, each taking one message at a time.
    */
   concurrency?: number;

@@ -1,6 +1,7 @@
 import { BusError } from '../errors.js';
 import type { CallCancel, RunApproval, RunControl } from '../schemas/control.js';
 import type { Role, RoleRequest, RoleResult, RunEvent } from '../schemas/index.js';
+import { ROLE_OF_REQUEST } from '../schemas/index.js';
 import type {
   Bus,
   BusMessage,
@@ -83,25 +84,40 @@ export function readEvents(
 }
 
 /**
- * Publishes a request: an event of its run, on the subject that names the role serving it
- * (`pge.run.<runId>.evt.<type>.<role>`), which that role's workers take as their work. It travels
- * once, and a worker sees it only as the run's record holds it (NATS: stored in PGE_EVENTS, and
- * taken from there). `headers` go with it (the W3C `traceparent` of the span that asks, when the
- * run is traced); `signal` stops it (`PublishOptions`).
+ * Publishes a request event on its run's event subject and, once it is stored, queues it for the
+ * role that serves it: one message in two places. A call is made only once the run's record holds
+ * it, so a coordinator that stops (or is deposed) leaves no call made that its record does not ask
+ * for, besides the one in flight. `headers` go with the work item (`enqueueWork`); `signal` stops
+ * both.
  */
-export function publishRequest(
+export async function publishRequest(
   bus: Bus,
   request: RoleRequest,
   headers?: MessageHeaders,
   signal?: AbortSignal,
 ): Promise<void> {
-  return publishOn(bus, () => subjects.event(request.runId, request.type), request, { headers, signal });
+  await publishEvent(bus, request, signal);
+  await enqueueWork(bus, request, headers, signal);
 }
 
 /**
- * Serves a role's requests as one member of the role's queue group: each request goes to one of
+ * Queues a request for the role that serves it (`ROLE_OF_REQUEST`), on `pge.work.<role>`, with
+ * `headers` (the W3C `traceparent` of the span that asks, when the run is traced); `signal`
+ * stops it (`PublishOptions`).
+ */
+export function enqueueWork(
+  bus: Bus,
+  request: RoleRequest,
+  headers?: MessageHeaders,
+  signal?: AbortSignal,
+): Promise<void> {
+  return publishOn(bus, () => subjects.work(ROLE_OF_REQUEST[request.type]), request, { headers, signal });
+}
+
+/**
+ * Serves a role's work queue as one member of the role's queue group: each request goes to one of
  * the workers serving the role, so workers scale by starting more. The handler takes up to
- * `concurrency` requests at once, each with the headers it carries.
+ * `concurrency` requests at once, each with the headers its work item carries.
  */
 export function serveWork(
   bus: Bus,
@@ -110,7 +126,7 @@ export function serveWork(
   concurrency = 1,
 ): BusSubscription {
   const handle = (message: BusMessage) => handler(message.data as RoleRequest, message.headers);
-  return bus.subscribe(subjects.requests(role), handle, {
+  return bus.subscribe(subjects.work(role), handle, {
     queue: workerQueue(role),
     concurrency,
   });

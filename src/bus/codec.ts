@@ -2,7 +2,8 @@ import { z } from 'zod';
 import { deepFreeze } from '../deep-freeze.js';
 import { MessageRejectedError } from '../errors.js';
 import { CallCancel, RunApproval, RunControl } from '../schemas/control.js';
-import { RoleResult, RunEvent } from '../schemas/index.js';
+import type { Role } from '../schemas/index.js';
+import { ROLE_OF_REQUEST, RoleResult, RunEvent } from '../schemas/index.js';
 import { RunResumeRequest, RunSubmission } from '../schemas/submission.js';
 import { subjectMatches, subjects } from './subjects.js';
 
@@ -42,6 +43,18 @@ const RULES: SubjectRule[] = [
       subject === subjects.event(event.runId, event.type)
         ? null
         : `event ${event.type} of run ${event.runId} does not belong on ${subject}`,
+  },
+  {
+    pattern: 'pge.work.*',
+    // A work item is the request event itself; parsing it as a RunEvent (then checking that it is
+    // a request for this role) is what RoleRequest says, and lets the coordinator's one event
+    // serve as both the event and the work item without being parsed twice.
+    schema: RunEvent,
+    check: (subject, event: RunEvent) => {
+      const role = (ROLE_OF_REQUEST as Record<string, string | undefined>)[event.type];
+      if (role === undefined) return `${event.type} is not a request: it does not belong on ${subject}`;
+      return subject === subjects.work(role as Role) ? null : `${event.type} does not belong on ${subject}`;
+    },
   },
   {
     pattern: subjects.result('*'),
@@ -162,9 +175,23 @@ export function sealMessage(subject: string, data: unknown): unknown {
  * throws `MessageRejectedError` when only the subject check fails.
  */
 function checkedInPlace(rule: SubjectRule | null, subject: string, data: unknown): boolean {
-  if (rule === null || !handedOver(data) || !compiledFor(rule.schema, data).validate(data)) return false;
+  if (rule === null || !handedOver(data) || !validInPlace(data, rule.schema)) return false;
   const problem = rule.check?.(subject, data as never) ?? null;
   if (problem) throw new MessageRejectedError(`invalid message on ${subject}: ${problem}`, { subject });
+  return true;
+}
+
+/**
+ * The last handed-over message found valid, and the schema: a request goes out on its event
+ * subject and on its work queue one right after the other, and is checked once. Frozen, it cannot
+ * have changed in between.
+ */
+let lastValid: { data: object; schema: z.ZodType } | null = null;
+
+function validInPlace(data: object, schema: z.ZodType): boolean {
+  if (lastValid !== null && lastValid.data === data && lastValid.schema === schema) return true;
+  if (!compiledFor(schema, data).validate(data)) return false;
+  lastValid = { data, schema };
   return true;
 }
 

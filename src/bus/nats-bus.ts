@@ -5,7 +5,7 @@ import type { MsgHdrs, NatsConnection } from '@nats-io/transport-node';
 import { errors as natsErrors } from '@nats-io/transport-node';
 import { BusError, ConfigurationError, describeError, EventSeqTakenError } from '../errors.js';
 import type { RunEvent } from '../schemas/index.js';
-import { DEFAULT_PUBLISH_RETRY_MS, ID_PATTERN, ROLES } from '../schemas/setting-values.js';
+import { DEFAULT_PUBLISH_RETRY_MS, ID_PATTERN } from '../schemas/setting-values.js';
 import { StreamLimits } from '../schemas/settings.js';
 import type {
   Bus,
@@ -49,11 +49,10 @@ import { CoreSubscription, PullSubscription } from './nats-subscriptions.js';
 import { assertSubjectToken, checkSubject, republishedOn, subjectMatches, subjects } from './subjects.js';
 
 /**
- * The bus of the distributed mode: the `Bus` contract over a nats-server with JetStream. Events
- * (requests among them) and results are published to JetStream (acknowledged, stored,
- * de-duplicated by id); a role's workers take its requests through one durable pull consumer they
- * share, so each request is handled once even when it was stored while no worker ran; everything
- * else is core NATS. Every message is validated
+ * The bus of the distributed mode: the `Bus` contract over a nats-server with JetStream. Events,
+ * work items and results are published to JetStream (acknowledged, stored, de-duplicated by id);
+ * a role's workers share one durable pull consumer, so each work item is handled once even when
+ * it was queued while no worker ran; everything else is core NATS. Every message is validated
  * when published and when received (`encodeMessage` / `decodeMessage`).
  */
 
@@ -69,16 +68,16 @@ export interface NatsBusSettings extends StreamLimitSettings {
   onHandlerError?: (error: unknown, subject: string) => void;
   /**
    * Milliseconds before JetStream redelivers an unacknowledged message (default 10 000): a worker
-   * that dies holding a request has it handed to another within this. A live handler marks its
+   * that dies holding a work item has it handed to another within this. A live handler marks its
    * message in progress every third of it, so a model call may take far longer.
    */
   ackWaitMs?: number;
-  /** Deliveries of a request whose handler keeps throwing before it is given up (default 5). */
+  /** Deliveries of a work item whose handler keeps throwing before it is dropped (default 5). */
   maxDeliver?: number;
-  /** Milliseconds before a request whose handler threw is delivered again (default 2000). */
+  /** Milliseconds before a work item whose handler threw is delivered again (default 2000). */
   nakDelayMs?: number;
   /**
-   * Milliseconds a message for a stream (event, request, result) is sent again, with the same
+   * Milliseconds a message for a stream (event, work item, result) is sent again, with the same
    * `Nats-Msg-Id`, while the server does not acknowledge it (a restart, a lost connection), before
    * its publish fails (default 60 000). At most the streams' duplicate window less one attempt
    * (118 000), so that a copy sent late is still recognised as one.
@@ -110,6 +109,7 @@ const DEFAULT_TIMEOUT_MS = 10_000;
 const DEFAULT_ACK_WAIT_MS = 10_000;
 /** Bound of each step of `close` (flush, drain) when the server does not answer. */
 const CLOSE_STEP_MS = 5_000;
+const WORK_SUBJECT = 'pge.work.*';
 const DEFAULT_REPORTER = 'pge';
 /** The wait before asking again about a copy of a message the stream is still storing. */
 const DUPLICATE_PENDING_MS = 50;
@@ -252,7 +252,7 @@ export class NatsBus implements Bus, StoredMessages {
   }
 
   /**
-   * Validates and publishes. Events (requests too) and results resolve once JetStream stored them:
+   * Validates and publishes. Events, work items and results resolve once JetStream stored them:
    * while the server does not acknowledge one (a timeout, no responders, a disconnect), it is sent
    * again with the same `Nats-Msg-Id`, so it is stored once, for up to `publishRetryMs`. Other
    * subjects resolve once the message is handed to the client. Rejects with `MessageRejectedError`,
@@ -375,17 +375,17 @@ export class NatsBus implements Bus, StoredMessages {
   }
 
   /**
-   * Subscribes to a subject or pattern. With a `queue`, a role's requests (`subjects.requests`)
-   * are taken from PGE_EVENTS through the durable JetStream consumer named after the queue, shared
-   * by every worker of the role; anything else is a core NATS subscription (a queue group when given).
+   * Subscribes to a subject or pattern. With a `queue`, a concrete work subject (`pge.work.<role>`)
+   * is served through the durable JetStream consumer named after the queue, shared by every
+   * worker of the role; anything else is a core NATS subscription (a queue group when given).
    */
   subscribe(subject: string, handler: BusHandler, options: SubscribeOptions = {}): BusSubscription {
     if (this.closed) throw new BusError(`cannot subscribe to ${subject}: the bus is closed`);
     checkSubject(subject, true);
     const { queue, concurrency } = subscribeOptions(options);
-    if (queue !== null && ROLES.some((role) => subjects.requests(role) === subject)) {
-      // Workers of a role take requests in parallel, each as many as it has free (see PullSubscription).
-      return this.pull(subject, queue, queue, handler, WORK_MAX_ACK_PENDING, { concurrency, from: 'new' });
+    if (queue !== null && subjectMatches(WORK_SUBJECT, subject)) {
+      // Workers of a role take items in parallel, each as many as it has free (see PullSubscription).
+      return this.pull(subject, queue, queue, handler, WORK_MAX_ACK_PENDING, { concurrency });
     }
     const member = (): CoreSubscription => {
       let subscription: CoreSubscription;
@@ -596,7 +596,7 @@ export class NatsBus implements Bus, StoredMessages {
     queue: string | null,
     handler: BusHandler,
     maxAckPending: number,
-    how: { timings?: PullTimings; ackAll?: boolean; concurrency?: number; from?: 'new' } = {},
+    how: { timings?: PullTimings; ackAll?: boolean; concurrency?: number } = {},
   ): BusSubscription {
     if (!ID_PATTERN.test(durable)) {
       throw new TypeError(`"${durable}" cannot name a durable consumer: use letters, digits, "-" and "_"`);
@@ -612,7 +612,6 @@ export class NatsBus implements Bus, StoredMessages {
       maxDeliver: timings.maxDeliver,
       maxAckPending,
       ackAll: how.ackAll === true,
-      from: how.from,
     };
     // A worker of a queue pulls as many items as it has free: it holds only what it is handling,
     // and leaves the next item to an idle worker. A reader of its own takes up to its

@@ -17,7 +17,6 @@ import {
 } from '@nats-io/jetstream';
 import { nanos, errors as natsErrors } from '@nats-io/transport-node';
 import { ConfigurationError } from '../errors.js';
-import type { Role } from '../schemas/index.js';
 import { DUPLICATE_WINDOW_MS, OPTION_DEFAULTS, ROLES } from '../schemas/setting-values.js';
 import type { StreamLimits } from '../schemas/settings.js';
 import { hasCause } from './nats-helpers.js';
@@ -27,7 +26,7 @@ import { EVENTS_REPUBLISHED, subjectMatches, subjects, workerQueue } from './sub
 /**
  * The JetStream side of the NATS bus: which streams hold which subjects, how they are created or
  * brought up to date at start (so a deployment needs no setup step), the id a message is
- * de-duplicated by, and the durable pull consumers that serve the role workers and ordered readers.
+ * de-duplicated by, and the durable pull consumers that serve work queues and ordered readers.
  * Only features of nats-server 2.9 are used (Debian ships 2.9.10).
  */
 
@@ -35,6 +34,7 @@ import { EVENTS_REPUBLISHED, subjectMatches, subjects, workerQueue } from './sub
 export interface PgeStream {
   readonly name: string;
   readonly subject: string;
+  readonly retention: 'limits' | 'interest';
   /**
    * Where the server republishes each message it stores, with its stream sequence in the header
    * `Nats-Sequence` (JetStream's RePublish, a subject mapping of `subject`): how readers follow the
@@ -45,6 +45,8 @@ export interface PgeStream {
 
 /** The stream of run events: every run's record. */
 export const EVENTS_STREAM = 'PGE_EVENTS';
+/** The work-queue stream: requests for the role workers. */
+export const WORK_STREAM = 'PGE_WORK';
 /** The stream of the role workers' results. */
 export const RESULTS_STREAM = 'PGE_RESULTS';
 /** The durable consumer every persistence worker reads the events of all runs through. */
@@ -66,19 +68,27 @@ export const PERSISTENCE_READING = {
   batch: PERSISTENCE_BATCH,
   ackAll: true,
 } as const;
-/** Requests a role's workers hold at once, all together: each worker takes up to its concurrency. */
+/** Work items a role's workers hold at once, all together: each worker takes up to its concurrency. */
 export const WORK_MAX_ACK_PENDING = 1000;
 
 /**
- * Events are the run's record, and requests are events: a role's workers take its requests from
- * PGE_EVENTS through one durable consumer they share (`pgeConsumers`), so a request is stored
- * once and travels once. Results are kept like events, so that a coordinator that restarts can
- * read what it missed. Every stream has limits retention: an ack removes nothing, so whatever a
- * worker acknowledges, the record stays whole.
+ * Events are the run's record (kept, limits retention); results are kept like events, so that a
+ * coordinator that restarts can read what it missed. Work items are taken once: each role's
+ * workers share one durable consumer (`pgeConsumers`), and an item goes when its role's consumer
+ * acks it (interest retention). Not work-queue retention: nats-server 2.9 removes a work-queue
+ * message on an acknowledgement of its sequence through any consumer of the stream, so a worker of
+ * one role could delete another role's work with an ack it makes up; with interest retention an
+ * item stays until the consumer that holds it, its own role's, acknowledges it.
  */
 export const PGE_STREAMS: readonly PgeStream[] = [
-  { name: EVENTS_STREAM, subject: subjects.events('*'), republish: EVENTS_REPUBLISHED },
-  { name: RESULTS_STREAM, subject: subjects.result('*') },
+  {
+    name: EVENTS_STREAM,
+    subject: subjects.events('*'),
+    retention: 'limits',
+    republish: EVENTS_REPUBLISHED,
+  },
+  { name: WORK_STREAM, subject: 'pge.work.>', retention: 'interest' },
+  { name: RESULTS_STREAM, subject: subjects.result('*'), retention: 'limits' },
 ];
 
 /** The part of a stream's configuration that pge sets; the server's defaults stand for the rest. */
@@ -105,7 +115,7 @@ export function streamConfig(stream: PgeStream, limits: StreamLimitSettings = {}
   return {
     name: stream.name,
     subjects: [stream.subject],
-    retention: RetentionPolicy.Limits,
+    retention: stream.retention === 'interest' ? RetentionPolicy.Interest : RetentionPolicy.Limits,
     storage: StorageType.File,
     duplicate_window: nanos(DUPLICATE_WINDOW_MS),
     // 0 is no limit for both settings; JetStream says so with 0 for max_age, -1 for max_bytes.
@@ -308,8 +318,8 @@ function covers(pattern: string, filter: string): boolean {
 
 /**
  * The id JetStream de-duplicates a message by, so that a re-sent message is stored once: for an
- * event (a request too) `<runId>-<seq>`, so that a run holds one event per seq whichever
- * coordinator sends it (one that took the run over and one that still sends); and
+ * event `<runId>-<seq>`, so that a run holds one event per seq whichever coordinator sends it (one
+ * that took the run over and one that still sends); a work item's request id; and
  * `<requestId>-result` for a worker's result.
  */
 export function messageIdOf(stream: PgeStream, data: unknown): string | undefined {
@@ -317,9 +327,12 @@ export function messageIdOf(stream: PgeStream, data: unknown): string | undefine
   if (stream.name === RESULTS_STREAM) {
     return typeof record.requestId === 'string' ? `${record.requestId}-result` : undefined;
   }
-  return typeof record.runId === 'string' && typeof record.seq === 'number'
-    ? `${record.runId}-${record.seq}`
-    : undefined;
+  if (stream.name === EVENTS_STREAM) {
+    return typeof record.runId === 'string' && typeof record.seq === 'number'
+      ? `${record.runId}-${record.seq}`
+      : undefined;
+  }
+  return typeof record.id === 'string' ? record.id : undefined;
 }
 
 /** How a durable pull consumer acknowledges and retries. */
@@ -338,22 +351,22 @@ export interface PullConsumerSettings {
    * that handles the stream in order (persistence), so it acks once per batch rather than per event.
    */
   readonly ackAll?: boolean;
-  /**
-   * Where a consumer made now starts: at the stream's first message (default), or at the next one
-   * stored (`'new'`: a role's requests, so that a consumer made in a deployment that has run
-   * before does not deliver every request its runs ever made).
-   */
-  readonly from?: 'first' | 'new';
 }
 
 /**
- * The durable consumers pge's processes read through: each role's requests, shared by the role's
+ * The durable consumers pge's processes read through: each role's work queue, shared by the role's
  * workers (`pge-<role>`), and the events of all runs for persistence, in stream order. A
  * coordinator makes them at start (`NatsBus.connect`).
  */
 export function pgeConsumers(timings: { ackWaitMs: number; maxDeliver: number }): PullConsumerSettings[] {
   return [
-    ...ROLES.map((role) => workConsumer(role, timings)),
+    ...ROLES.map((role) => ({
+      stream: WORK_STREAM,
+      durable: workerQueue(role),
+      filter: subjects.work(role),
+      ...timings,
+      maxAckPending: WORK_MAX_ACK_PENDING,
+    })),
     {
       stream: EVENTS_STREAM,
       durable: PERSISTENCE_CONSUMER,
@@ -366,29 +379,6 @@ export function pgeConsumers(timings: { ackWaitMs: number; maxDeliver: number })
   ];
 }
 
-/** The durable consumer the workers of `role` share: its requests, from the next one stored. */
-export function workConsumer(
-  role: Role,
-  timings: { ackWaitMs: number; maxDeliver: number },
-): PullConsumerSettings {
-  return {
-    stream: EVENTS_STREAM,
-    durable: workerQueue(role),
-    filter: subjects.requests(role),
-    ...timings,
-    maxAckPending: WORK_MAX_ACK_PENDING,
-    from: 'new',
-  };
-}
-
-/**
- * Where the server says that a request of `role` reached its consumer's `max_deliver` and will not
- * be delivered again (`answerAbandonedWork`).
- */
-export function requestsGivenUp(role: Role): string {
-  return `$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.${EVENTS_STREAM}.${workerQueue(role)}`;
-}
-
 /**
  * Brings the durable pull consumer to these settings: creates it when missing, updates it when
  * its editable fields differ (nats-server 2.9 updates a durable in place), and leaves it alone
@@ -396,7 +386,8 @@ export function requestsGivenUp(role: Role): string {
  * cannot update: a consumer made by an earlier pge) is replaced by one that starts right after the
  * old one's ack floor, so nothing it had not acknowledged is skipped. A process whose credential may not make
  * consumers (every role but the coordinator, see permissions.ts) takes an existing one as it is,
- * and waits up to `STREAM_WAIT_MS` for a missing one to be made by a coordinator.
+ * and waits up to `STREAM_WAIT_MS` for a missing one to be made by a coordinator. A consumer whose filter overlaps
+ * another one's on the work-queue stream is refused by the server: a `ConfigurationError`.
  */
 export async function ensurePullConsumer(
   jsm: JetStreamManager,
@@ -419,10 +410,7 @@ export async function ensurePullConsumer(
     const have = await consumerInfo(jsm, settings.stream, settings.durable);
     if (have === null)
       return await whileUnanswered(() =>
-        jsm.consumers.add(settings.stream, {
-          ...wanted,
-          deliver_policy: settings.from === 'new' ? DeliverPolicy.New : DeliverPolicy.All,
-        }),
+        jsm.consumers.add(settings.stream, { ...wanted, deliver_policy: DeliverPolicy.All }),
       );
     const keys = Object.keys(wanted) as (keyof typeof wanted)[];
     if (keys.every((key) => have.config[key] === wanted[key])) return have;

@@ -27,9 +27,8 @@ import { subjectMatches } from './subjects.js';
  * The two kinds of subscription of the NATS bus. A core subscription hands its messages to its
  * handler one at a time, in arrival order, as the in-process bus does, from a local backlog. A pull
  * subscription reads a durable JetStream consumer: a reader of its own takes a batch per pull and
- * handles it in order; a member of a queue (a role's workers) asks for as many messages as it has
- * room for, so that a busy worker leaves the next request to one with room, and handles them side
- * by side.
+ * handles it in order; a member of a work queue asks for as many messages as it has room for, so
+ * that a busy worker leaves the next work item to one with room, and handles them side by side.
  * Either acknowledges a message only once its handler returned.
  */
 
@@ -454,7 +453,7 @@ export class PullSubscription implements NatsSubscription {
         this.host.report(error, msg.subject);
         // Given back even after its last delivery: the server then stops at the consumer's
         // `max_deliver` and says so in its advisory, which `answerAbandonedWork` turns into a
-        // failed result (a terminated one is given up silently, and its run would wait for it).
+        // failed result (a terminated message would be gone from a work queue, unanswerable).
         settle(() => msg.nak(this.timings.nakDelayMs));
       } finally {
         clearInterval(heartbeat);

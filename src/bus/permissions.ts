@@ -1,6 +1,6 @@
 import type { Role } from '../schemas/index.js';
 import { ROLES } from '../schemas/setting-values.js';
-import { EVENTS_STREAM, PERSISTENCE_CONSUMER, PGE_STREAMS, requestsGivenUp } from './nats-streams.js';
+import { EVENTS_STREAM, PERSISTENCE_CONSUMER, PGE_STREAMS, WORK_STREAM } from './nats-streams.js';
 import { PULL_EXPIRES_MS } from './nats-subscriptions.js';
 import { LEASE_BUCKET } from './run-leases.js';
 import { RESUME_ANSWER_MS, SUBMIT_ANSWER_MS, subjectMatches, subjects, workerQueue } from './subjects.js';
@@ -15,13 +15,12 @@ import { RESUME_ANSWER_MS, SUBMIT_ANSWER_MS, subjectMatches, subjects, workerQue
  * streams: `$JS.API.INFO` and stream info (every process checks the streams at start), lookups
  * on the streams it reads, and info, next and acknowledgements (`$JS.ACK.<stream>.<consumer>.>`)
  * of the durable consumer it takes messages from. Only a coordinator creates and updates streams,
- * consumers and the run-lease bucket, publishes events (requests among them), and answers
- * abandoned requests.
+ * consumers and the run-lease bucket, publishes events and work, and answers abandoned work.
  *
  * No other role may make a consumer, of any name or kind: a consumer's configuration says where
  * the server delivers its messages (`deliver_subject`), and the server delivers them in the
  * account that holds the streams, as itself, where no permission of the creator's applies: onto
- * other consumers' pulls (`$JS.API.CONSUMER.MSG.NEXT.…`: a planner's request goes to nobody),
+ * other consumers' pulls (`$JS.API.CONSUMER.MSG.NEXT.…`: a planner's work item goes to nobody),
  * the coordinator's subjects, anyone's rejection reports. So the coordinator makes every durable consumer
  * at start (`pgeConsumers`), and readers read by lookups from a stream's leader (nats-stored.ts).
  */
@@ -76,7 +75,7 @@ function durableTaking(stream: string, durable: string): string[] {
   ];
 }
 
-/** Reading the run-lease bucket: a role worker checks that a request's run is live. */
+/** Reading the run-lease bucket: a role worker checks that a work item's run is live. */
 const LEASE_READING = [streamLookup(KV_STREAM)];
 
 /**
@@ -93,8 +92,9 @@ const inbox = (role: NatsRole) => `${inboxPrefixOf(role)}.>`;
 /** Where the server has a request from another account answered: its own reply subjects. */
 const SERVICE_REPLIES = '_R_.>';
 
-/** A role worker of `role`: takes its role's requests, publishes its role's results, hears cancels. */
+/** A role worker of `role`: takes its role's work, publishes its role's results, hears cancels. */
 function roleWorker(role: Role): RolePermissions {
+  const work = subjects.work(role);
   return {
     publish: {
       allow: [
@@ -102,14 +102,13 @@ function roleWorker(role: Role): RolePermissions {
         subjects.rejected(role),
         ...STREAM_CHECKS,
         ...LEASE_READING,
-        // Its role's durable consumer, which a coordinator made with its role's filter: its acks
-        // remove nothing from PGE_EVENTS (limits retention), they only move the consumer on.
-        ...durableTaking(EVENTS_STREAM, workerQueue(role)),
+        // Its role's durable consumer, which a coordinator made with its role's filter.
+        ...durableTaking(WORK_STREAM, workerQueue(role)),
       ],
       deny: [],
     },
     subscribe: { allow: [inbox(role), subjects.cancel('*')], deny: [] },
-    summary: `takes ${role} requests (${subjects.requests(role)}) and publishes ${role} results; nothing else`,
+    summary: `takes ${role} work from ${work} and publishes ${role} results; nothing else`,
   };
 }
 
@@ -124,6 +123,7 @@ export const ROLE_PERMISSIONS: Readonly<Record<NatsRole, RolePermissions>> = {
     publish: {
       allow: [
         subjects.events('*'),
+        'pge.work.>',
         subjects.cancel('*'),
         // Answers to submissions and resume requests, which reach it from the clients' account
         // with a reply subject the server chose (service imports reply on `_R_.…`).
@@ -131,7 +131,7 @@ export const ROLE_PERMISSIONS: Readonly<Record<NatsRole, RolePermissions>> = {
         // Failed results of work no worker finished (answerAbandonedWork).
         subjects.result('*', '*'),
         subjects.rejected('coordinator'),
-        // Streams, consumers, the lease bucket, lookups of abandoned requests.
+        // Streams, consumers, the lease bucket, message lookups and deletes of abandoned work.
         `${JS_API}.>`,
         `$KV.${LEASE_BUCKET}.>`,
         '$JS.ACK.>',
@@ -146,12 +146,11 @@ export const ROLE_PERMISSIONS: Readonly<Record<NatsRole, RolePermissions>> = {
         subjects.resume,
         subjects.control('*'),
         subjects.approval('*'),
-        ...ROLES.map(requestsGivenUp),
+        `$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.${WORK_STREAM}.*`,
       ],
       deny: [],
     },
-    summary:
-      'drives runs: publishes run events (requests among them) and cancels; owns the streams and run leases',
+    summary: 'drives runs: publishes run events, work items and cancels; owns the streams and run leases',
   },
   planner: roleWorker('planner'),
   generator: roleWorker('generator'),

@@ -78,14 +78,14 @@ function leaseIn(entry: { string(): string }): LeaseValue {
 
 /**
  * Whether a run is live on NATS, for role workers (`createRoleWorker`'s `isLiveRun`): a run has
- * a lease from its submission, before any of its requests is published, until it ends, so a
- * request whose run has none was issued by no coordinator. Read-only: the bucket is bound, not created
+ * a lease from its submission, before any of its work is queued, until it ends, so a work item
+ * whose run has none was issued by no coordinator. Read-only: the bucket is bound, not created
  * or updated (nothing is asked of the server until the first read, a `$JS.API.STREAM.MSG.GET`
  * of the bucket's stream), so a worker needs only the permission to read it. With no bucket at
  * all no run is live. A read the server does not answer (a restart, a lost connection), or answers
  * with JetStream unavailable for now (503: the bucket's stream without a leader, during an
  * election), is asked again, as a worker's result is published again, for up to `retryMs`, then
- * fails (the request is handed back to its role's consumer).
+ * fails (the work item is handed back to the queue).
  */
 export async function readRunLeases(
   nc: NatsConnection,

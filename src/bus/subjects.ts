@@ -1,13 +1,10 @@
 import type { Role, RunEventType } from '../schemas/index.js';
-import { ROLE_OF_REQUEST, ROLES } from '../schemas/index.js';
 import { ID_PATTERN } from '../schemas/setting-values.js';
 
 /**
  * The one place subjects are built. Events of a run: `pge.run.<runId>.evt.<type>` (the type's dots
- * become subject tokens, so `pge.run.*.evt.step.>` follows every step event); a request, which is
- * an event, ends with the role that serves it (`pge.run.<runId>.evt.step.work.requested.generator`),
- * so that one filter takes a role's requests (`subjects.requests`); a worker's reply to a request:
- * `pge.run.<runId>.result.<role>` (one subject per
+ * become subject tokens, so `pge.run.*.evt.step.>` follows every step event); work for a role:
+ * `pge.work.<role>`; a worker's reply to a request: `pge.run.<runId>.result.<role>` (one subject per
  * role, so that a credential can allow a worker its own role's results only); commands for a run:
  * `pge.run.<runId>.control`; cancelled requests of a run: `pge.run.<runId>.cancel`; run submission:
  * `pge.runs.submit`; reports of refused messages: `pge.errors.rejected.<reporter>`.
@@ -26,37 +23,16 @@ export function assertSubjectToken(kind: string, value: string): string {
 const RUN_PREFIX = 'pge.run.';
 const STORED_PREFIX = 'pge.stored.';
 const EVENT_INFIX = '.evt.';
-
-/** The role a request type goes to, or undefined for an event that is no request. */
-const roleOf = (type: string): Role | undefined =>
-  (ROLE_OF_REQUEST as Record<string, Role | undefined>)[type];
-
-/**
- * The filter of a role's requests within the events of every run: its request types, tokens that
- * differ between them as `*`, then the role (`step.*.requested.generator` takes
- * `step.contract.requested` and `step.work.requested`). Built once, from `ROLE_OF_REQUEST`.
- */
-function requestFilter(role: Role): string {
-  const types = Object.keys(ROLE_OF_REQUEST)
-    .filter((type) => roleOf(type) === role)
-    .map((type) => type.split('.'));
-  const [first, ...rest] = types;
-  if (first === undefined || rest.some((tokens) => tokens.length !== first.length))
-    throw new TypeError(`the request types of ${role} have no common subject filter`);
-  const tokens = first.map((token, i) => (rest.every((tokens) => tokens[i] === token) ? token : '*'));
-  return `${RUN_PREFIX}*${EVENT_INFIX}${tokens.join('.')}.${role}`;
-}
-
-const REQUEST_FILTERS = Object.fromEntries(ROLES.map((role) => [role, requestFilter(role)])) as Readonly<
-  Record<Role, string>
->;
+const WORK_SUBJECTS: Readonly<Record<Role, string>> = {
+  planner: 'pge.work.planner',
+  generator: 'pge.work.generator',
+  evaluator: 'pge.work.evaluator',
+};
 
 export const subjects = {
-  /** The subject of one event of a run; a request's ends with the role that serves it. */
+  /** The subject of one event of a run. */
   event(runId: string, type: RunEventType): string {
-    const role = roleOf(type);
-    const subject = `${RUN_PREFIX}${assertSubjectToken('run id', runId)}${EVENT_INFIX}${type}`;
-    return role === undefined ? subject : `${subject}.${role}`;
+    return `${RUN_PREFIX}${assertSubjectToken('run id', runId)}${EVENT_INFIX}${type}`;
   },
   /** Every event of one run (`'*'` for every run). */
   events(runId: string | '*'): string {
@@ -70,13 +46,9 @@ export const subjects = {
   storedEvents(runId: string | '*'): string {
     return `${STORED_PREFIX}${runId === '*' ? '*' : assertSubjectToken('run id', runId)}${EVENT_INFIX}>`;
   },
-  /**
-   * The requests of every run that `role` serves (a filter of the events): what its workers take,
-   * as one queue group, so that a request travels once, as its event.
-   */
-  requests(role: Role): string {
-    if (!Object.hasOwn(REQUEST_FILTERS, role)) throw new TypeError(`"${role}" is not a role`);
-    return REQUEST_FILTERS[role];
+  /** Where a role's work items are queued: one string per role, whose hash the bus's maps keep. */
+  work(role: Role): string {
+    return Object.hasOwn(WORK_SUBJECTS, role) ? WORK_SUBJECTS[role] : `pge.work.${role}`;
   },
   /**
    * Where the workers of `role` reply to requests of one run; `'*'` for every run, and for every
@@ -124,7 +96,7 @@ export const SUBMIT_ANSWER_MS = 30_000;
 /** How long a resume request waits for its answer: taking a run over reads its stored events. */
 export const RESUME_ANSWER_MS = 30_000;
 
-/** The queue group that the workers of a role share, so each request goes to one of them. */
+/** The queue group that the workers of a role share, so each work item goes to one of them. */
 export function workerQueue(role: Role): string {
   return `pge-${role}`;
 }

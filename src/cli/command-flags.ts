@@ -63,7 +63,7 @@ const WORKER_FLAGS = inGroup('nats', [
     kind: 'duration',
     value: '<ms>',
     default: DEFAULT_PUBLISH_RETRY_MS,
-    help: 'How long an event, request or result is sent again while NATS does not acknowledge it, before its publish fails; at most 118s',
+    help: 'How long an event, work item or result is sent again while NATS does not acknowledge it, before its publish fails; at most 118s',
   },
   { name: 'demo', kind: 'switch', help: 'Answer with the built-in demo model (not an AI): no key needed' },
   {

@@ -25,7 +25,7 @@ import { natsOptionsOf } from './nats-options.js';
 
 /**
  * `pge worker --role <role>`: one process of the distributed deployment on NATS. Role workers
- * (planner, generator, evaluator) share their role's requests, so a role scales by starting
+ * (planner, generator, evaluator) share their role's work queue, so a role scales by starting
  * more of them, and serve only the work of runs that hold a lease (`readRunLeases`); the persistence worker writes every run's log from a durable consumer
  * (`startNatsPersistence`: a run it joins midway is read from the stream's start); a
  * coordinator takes runs submitted on `pge.runs.submit` and drives their statecharts. Streams
@@ -109,7 +109,7 @@ export async function workerCommand(line: CommandLine, io: CliIo): Promise<numbe
   });
 
   // Spans over OTLP when the environment asks for it: a coordinator's of the runs it drives, a
-  // role worker's of the requests it serves (in the trace each request names).
+  // role worker's of the requests it serves (in the trace each work item names).
   const otlp =
     otlpRequested(io.env) && role !== 'persistence'
       ? (await import('../telemetry/otlp.js')).otlpTracer()

@@ -36,7 +36,7 @@ export async function replayLog(path: string): Promise<ReplayReport> {
   const bus = new InProcessBus();
   let modelCalls = 0;
   const queues = ROLES.map((role) =>
-    bus.subscribe(subjects.requests(role), () => {
+    bus.subscribe(subjects.work(role), () => {
       modelCalls += 1;
     }),
   );

@@ -172,8 +172,6 @@ export function startCoordinatorService(service: CoordinatorServiceOptions): Coo
     try {
       handle = coordinator.resumeRun(readRecordedRun(events, `run ${runId} in the stream`), {
         owner: own.owner,
-        // The request in flight is stored, where its role's workers take it: not published again.
-        resend: false,
         storedResult: (requestId) => own.storedResult(runId, requestId),
       });
     } catch (error) {

@@ -456,7 +456,7 @@ export type RunEventDraft = {
   [T in RunEventType]: { type: T; payload: RunEventOf<T>['payload'] };
 }[RunEventType];
 
-/** Request events: each asks one role for a model call, and is what that role's workers take. */
+/** Request events, each of which is also a work item for one role. */
 export const RoleRequest = z.discriminatedUnion('type', [
   PlanRequested,
   ContractRequested,

@@ -166,7 +166,7 @@ export const RunSettings = z.strictObject({
 export type RunSettings = z.infer<typeof RunSettings>;
 
 /**
- * Limits of each JetStream stream of a NATS deployment (`PGE_EVENTS`, `PGE_RESULTS`);
+ * Limits of each JetStream stream of a NATS deployment (`PGE_EVENTS`, `PGE_WORK`, `PGE_RESULTS`);
  * 0 is no limit. Past either one the server discards the stream's oldest messages, so a run's
  * events stay in the stream (for followers, and to tell a reused run id) as long as both allow.
  * `pge worker` applies them (flags, config file), as does `NatsBus.connect`; the embedded runtime

@@ -17,7 +17,7 @@ import { contextUnder, traceparentOf } from './trace-context.js';
  * Model calls carry the GenAI semantic conventions (`gen_ai.*`: operation, provider, request and
  * response model, token usage); runs, steps and attempts carry pge's (`pge.*`: verdict, scores,
  * signal, status). The coordinator is the one writer of a run's events, so these are made where
- * it runs. Each request carries the trace context of the span open when it was asked
+ * it runs. Each request's work item carries the trace context of the span open when it was asked
  * (`traceparent`), under which the worker that takes it traces its handling (`traceWork`), in
  * whatever process. The run's span is opened as the run starts (`begin`), and its trace context
  * recorded in `run.started`; a process that resumes the run (a takeover, `pge resume`) opens its
@@ -36,7 +36,8 @@ export interface RunTracing {
   /** Takes every event the coordinator records. */
   observe(event: RunEvent): void;
   /**
-   * The trace context a request of the run carries to its worker (its `traceparent` header): its innermost open span's, the attempt's, the step's or the run's. Undefined for
+   * The trace context a request of the run carries to its worker (the `traceparent` header of its
+   * work item): its innermost open span's, the attempt's, the step's or the run's. Undefined for
    * a run this tracing has no span of.
    */
   traceparent(runId: string): string | undefined;

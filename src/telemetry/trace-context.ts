@@ -10,7 +10,7 @@ import { TRACEPARENT_PATTERN } from '../schemas/index.js';
 
 /**
  * W3C Trace Context (`traceparent`, version 00) as pge carries it: in `run.started`, so that a
- * process resuming a run stays in its trace, and in the `traceparent` header of each request, so
+ * process resuming a run stays in its trace, and in the `traceparent` header of each work item, so
  * that the worker that takes it (in any process, in any language) traces under the span that asked.
  */
 

@@ -13,9 +13,9 @@ import { ROLE_OF_REQUEST, type RoleRequest, type RoleResult, type ValidatorRun }
 import { contextUnder } from './trace-context.js';
 
 /**
- * OpenTelemetry spans of a role worker: one per request it takes (a consumer span, `process
- * <the role's filter>`, with the messaging semantic conventions), under the span whose
- * trace context the request carries (`traceparent`, set by the run's coordinator: the attempt's,
+ * OpenTelemetry spans of a role worker: one per request it takes from its queue (a consumer
+ * span, `process pge.work.<role>`, with the messaging semantic conventions), under the span whose
+ * trace context the work item carries (`traceparent`, set by the run's coordinator: the attempt's,
  * the step's or the run's), so that a run is one trace whichever process served its calls; and one
  * per tool the model had run (`execute_tool <name>`, GenAI semantic conventions) under it. The
  * model calls themselves are spans of the coordinator's (`traceRuns`), made from the calls the
@@ -56,9 +56,7 @@ export function traceWork(tracer: Tracer): WorkTracing {
   return {
     begin(request, headers, worker) {
       const role = ROLE_OF_REQUEST[request.type];
-      // Named after the filter the role's workers take requests from (low cardinality); the
-      // destination is the request's own subject.
-      const queue = subjects.requests(role);
+      const queue = subjects.work(role);
       const span = tracer.startSpan(
         `process ${queue}`,
         {
@@ -67,8 +65,7 @@ export function traceWork(tracer: Tracer): WorkTracing {
             'messaging.system': 'nats',
             'messaging.operation.type': 'process',
             'messaging.operation.name': 'process',
-            'messaging.destination.name': subjects.event(request.runId, request.type),
-            'messaging.destination.template': queue,
+            'messaging.destination.name': queue,
             'messaging.message.id': request.id,
             'pge.run.id': request.runId,
             'pge.request.id': request.id,

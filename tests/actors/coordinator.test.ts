@@ -99,7 +99,7 @@ describe('coordinator on a bus with promises of its own', () => {
     expect(events.some((e) => e.type === 'run.failed' || e.type === 'run.completed')).toBe(false);
   });
 
-  it('aborts the signal its events are sent with once it lets the run go', async () => {
+  it('aborts the signal its events and work items are sent with once it lets the run go', async () => {
     const signals: (AbortSignal | undefined)[] = [];
     const taken = new EventSeqTakenError('its event 5 is stored already, as another coordinator recorded it');
     const { error } = await run((inner) =>
@@ -132,14 +132,13 @@ describe('coordinator on a bus with promises of its own', () => {
     expect(error).toBeInstanceOf(RunTakenOverError);
   });
 
-  it('stops a run whose request could not be published', async () => {
-    const refused = new Error('the stream refused it');
-    let requests = 0;
+  it('stops a run whose request was published as an event but could not be queued as work', async () => {
+    // The event goes out; the work item's promise rejects.
+    const refused = new Error('the work queue refused it');
+    let queued = 0;
     const { error, events } = await run((inner) =>
       wrapped(inner, (_, published, subject) =>
-        /\.requested\.(planner|generator|evaluator)$/.test(subject) && ++requests === 2
-          ? Promise.reject(refused)
-          : published,
+        subject.startsWith('pge.work.') && ++queued === 2 ? Promise.reject(refused) : published,
       ),
     );
     expect(error).toBe(refused);

@@ -2,7 +2,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { createCoordinator } from '../../src/actors/coordinator.js';
 import { createRoleWorker, LIVE_RUN_CACHE_MS } from '../../src/actors/role-worker.js';
 import {
-  publishRequest,
+  enqueueWork,
   subscribeEvents,
   subscribeRejections,
   subscribeResults,
@@ -80,22 +80,22 @@ describe('role workers and live runs', () => {
     expect(rejections).toEqual([]);
   });
 
-  it('refuse a request of a run that is not live: no model call, no result, reported; asked again each time', async () => {
+  it('refuse a work item of a run that is not live: no model call, no result, reported; asked again each time', async () => {
     const live = new Set(['run-live']);
     const { bus, model, asked, events, results, rejections, coordinator, until, advance } = deployment(live);
     await coordinator.startRun(runSpec('run-live')).done;
     const calls = model.requests.length;
     const real = events.find((e): e is RoleRequest => e.type === 'plan.requested')!;
 
-    // A copy of a real request under a run no coordinator issued, published twice.
+    // A copy of a real work item under a run no coordinator issued, put on the queue twice.
     const forged = { ...real, runId: 'run-forged', id: 'run-forged-1' } as RoleRequest;
-    await publishRequest(bus, forged);
-    await publishRequest(bus, { ...forged, id: 'run-forged-2', seq: forged.seq + 1 });
+    await enqueueWork(bus, forged);
+    await enqueueWork(bus, { ...forged, id: 'run-forged-2' });
     await until(() => rejections.length === 2);
     // The run that ended is not live any more either, once its remembered answer is old.
     live.delete('run-live');
     advance(LIVE_RUN_CACHE_MS + 1);
-    await publishRequest(bus, { ...real, id: 'run-live-again' });
+    await enqueueWork(bus, { ...real, id: 'run-live-again' });
     await until(() => rejections.length === 3);
     await bus.flush();
 
@@ -103,9 +103,9 @@ describe('role workers and live runs', () => {
     expect(results.filter((r) => r.runId === 'run-forged' || r.requestId === 'run-live-again')).toEqual([]);
     expect(asked.slice(3)).toEqual(['run-forged', 'run-forged', 'run-live']);
     expect(rejections.map((r) => r.subject)).toEqual([
-      'pge.run.run-forged.evt.plan.requested.planner',
-      'pge.run.run-forged.evt.plan.requested.planner',
-      'pge.run.run-live.evt.plan.requested.planner',
+      'pge.work.planner',
+      'pge.work.planner',
+      'pge.work.planner',
     ]);
     expect(rejections[0]!.problem).toMatch(
       /^plan\.requested run-forged-1 names run run-forged, which is not live .*: refused by planner, no model was called$/,

@@ -14,7 +14,7 @@ import {
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { createRoleWorker } from '../../src/actors/role-worker.js';
 import { PlannerGeneratorEvaluator } from '../../src/api/planner-generator-evaluator.js';
-import { publishRequest, subscribeResults } from '../../src/bus/channels.js';
+import { enqueueWork, subscribeResults } from '../../src/bus/channels.js';
 import { InProcessBus } from '../../src/bus/in-process-bus.js';
 import { readLogFile, renderLog } from '../../src/persistence/index.js';
 import type { RunEventOf } from '../../src/schemas/index.js';
@@ -214,15 +214,12 @@ describe('tracing', () => {
     expect(processOf('work').attributes).toMatchObject({
       'messaging.system': 'nats',
       'messaging.operation.type': 'process',
-      'messaging.destination.template': 'pge.run.*.evt.step.*.requested.generator',
+      'messaging.destination.name': 'pge.work.generator',
       'pge.role': 'generator',
       'pge.worker': 'generator-embedded',
       'pge.result.status': 'ok',
     });
-    expect(processOf('evaluation').name).toBe('process pge.run.*.evt.step.*.requested.evaluator');
-    expect(processOf('work').attributes['messaging.destination.name']).toMatch(
-      /^pge\.run\.[^.]+\.evt\.step\.work\.requested\.generator$/,
-    );
+    expect(processOf('evaluation').name).toBe('process pge.work.evaluator');
     // The tools ran in the worker's span of the call that asked for them.
     const [written] = named('execute_tool write_file');
     const [read] = named('execute_tool read_file');
@@ -241,7 +238,7 @@ describe('tracing', () => {
     ]);
   });
 
-  it('traces a request whose traceparent is not W3C trace context as a trace of its own', async () => {
+  it('traces a work item whose traceparent is not W3C trace context as a trace of its own', async () => {
     const exporter = new InMemorySpanExporter();
     const provider = new TracerProvider({ spanProcessors: [new SimpleSpanProcessor({ exporter })] });
     const bus = new InProcessBus();
@@ -262,8 +259,7 @@ describe('tracing', () => {
       { traceparent: `${valid}-extra` },
       { traceparent: valid.toUpperCase() },
     ];
-    for (const [n, sent] of headers.entries())
-      await publishRequest(bus, { ...request, id: `req-${n}` }, sent);
+    for (const [n, sent] of headers.entries()) await enqueueWork(bus, { ...request, id: `req-${n}` }, sent);
     await bus.flush();
     await worker.stop();
     await bus.close();
@@ -275,7 +271,7 @@ describe('tracing', () => {
       .sort((a, b) =>
         String(a.attributes['pge.request.id']).localeCompare(String(b.attributes['pge.request.id'])),
       );
-    expect(spans.map((s) => s.name)).toEqual(Array(4).fill('process pge.run.*.evt.plan.requested.planner'));
+    expect(spans.map((s) => s.name)).toEqual(Array(4).fill('process pge.work.planner'));
     expect(spans[0]!.parentSpanContext).toMatchObject({ traceId: 'a'.repeat(32), spanId: 'b'.repeat(16) });
     for (const span of spans.slice(1)) {
       expect(span.parentSpanContext).toBeUndefined();

@@ -84,18 +84,12 @@ describe('validateMessage', () => {
     expect(rejection(() => validateMessage(other, event)).subject).toBe(other);
   });
 
-  it('ties a request to the subject of the role that serves it', () => {
-    const runId = freshRunId();
-    const request = planRequested(runId);
-    const subject = subjects.event(runId, 'plan.requested');
-    expect(subject).toBe(`pge.run.${runId}.evt.plan.requested.planner`);
-    expect(validateMessage(subject, request)).toEqual(request);
-    const elsewhere = `pge.run.${runId}.evt.plan.requested.generator`;
-    expect(rejection(() => validateMessage(elsewhere, request)).message).toMatch(
-      /event plan\.requested of run .* does not belong/,
+  it('ties work items to the queue of the role that serves them', () => {
+    const request = planRequested(freshRunId());
+    expect(validateMessage(subjects.work('planner'), request)).toEqual(request);
+    expect(rejection(() => validateMessage(subjects.work('generator'), request)).message).toMatch(
+      /plan\.requested does not belong/,
     );
-    // Without its role, the subject is no request's either.
-    rejection(() => validateMessage(`pge.run.${runId}.evt.plan.requested`, request));
   });
 
   it('ties a result to its run’s and its role’s subject', () => {
@@ -124,11 +118,7 @@ describe('validateMessage', () => {
   });
 
   it('validates rejection reports', () => {
-    const report = {
-      subject: 'pge.run.r.evt.plan.requested.planner',
-      problem: 'bad',
-      ts: new Date().toISOString(),
-    };
+    const report = { subject: 'pge.work.planner', problem: 'bad', ts: new Date().toISOString() };
     expect(validateMessage(subjects.rejected('generator'), report)).toEqual(report);
     rejection(() => validateMessage(subjects.rejected('pge'), { ...report, ts: 'yesterday' }));
   });
@@ -165,7 +155,7 @@ describe('encodeMessage / decodeMessage', () => {
   });
 
   it('rejects bytes that are not JSON, naming the subject', () => {
-    const subject = subjects.event(freshRunId(), 'plan.requested');
+    const subject = subjects.work('planner');
     const error = rejection(() => decodeMessage(subject, bytes('{"type": "plan.req')));
     expect(error.subject).toBe(subject);
     expect(error.message).toBe(`invalid message on ${subject}: not JSON`);
@@ -213,7 +203,8 @@ describe('handed-over messages (freezeMessage)', () => {
     const runId = freshRunId();
     const request = freezeMessage(planRequested(runId));
     expect(sealMessage(subjects.event(runId, 'plan.requested'), request)).toBe(request);
-    rejection(() => sealMessage(`pge.run.${runId}.evt.plan.requested.generator`, request));
+    expect(sealMessage(subjects.work('planner'), request)).toBe(request);
+    rejection(() => sealMessage(subjects.work('generator'), request));
     rejection(() => sealMessage(subjects.event(runId, 'run.started'), request));
   });
 

@@ -1,8 +1,8 @@
 import { describe, expect, it, vi } from 'vitest';
 import { reportToConsole } from '../../src/bus/bus.js';
 import {
+  enqueueWork,
   publishEvent,
-  publishRequest,
   publishResult,
   serveWork,
   subscribeEvents,
@@ -288,7 +288,7 @@ describe('channels', () => {
     const generator: RoleRequest[] = [];
     for (const got of planners) serveWork(bus, 'planner', async (request) => void got.push(request));
     serveWork(bus, 'generator', async (request) => void generator.push(request));
-    for (let seq = 1; seq <= 4; seq++) await publishRequest(bus, planRequested(runId, seq));
+    for (let seq = 1; seq <= 4; seq++) await enqueueWork(bus, planRequested(runId, seq));
     await bus.flush();
     expect(planners.map((got) => got.length)).toEqual([2, 2]);
     expect(
@@ -318,11 +318,7 @@ describe('channels', () => {
     const bus = new InProcessBus();
     const rejections: MessageRejection[] = [];
     subscribeRejections(bus, (rejection) => void rejections.push(rejection));
-    const report = {
-      subject: 'pge.run.r.evt.step.work.requested.generator',
-      problem: 'not JSON',
-      ts: new Date().toISOString(),
-    };
+    const report = { subject: 'pge.work.generator', problem: 'not JSON', ts: new Date().toISOString() };
     await bus.publish(subjects.rejected('evaluator'), report);
     await bus.flush();
     expect(rejections).toEqual([report]);
@@ -351,10 +347,10 @@ describe('reportToConsole, the buses’ default onHandlerError', () => {
         'connection',
       );
       const failure = new TypeError('the handler broke');
-      reportToConsole(failure, 'pge.run.r.evt.step.work.requested.generator');
+      reportToConsole(failure, 'pge.work.generator');
       expect(printed.mock.calls).toEqual([
         ['pge bus: connection: 127.0.0.1:4222 has left JetStream pulls unserved for 11 s'],
-        ['pge bus: handler for pge.run.r.evt.step.work.requested.generator failed:', failure],
+        ['pge bus: handler for pge.work.generator failed:', failure],
       ]);
     } finally {
       printed.mockRestore();

@@ -5,8 +5,8 @@ import { connect, nanos } from '@nats-io/transport-node';
 import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from 'vitest';
 import type { DurableOptions } from '../../src/bus/bus.js';
 import {
+  enqueueWork,
   publishEvent,
-  publishRequest,
   readRunEvents,
   serveWork,
   subscribeRejections,
@@ -20,7 +20,7 @@ import { PULL_EXPIRES_MS } from '../../src/bus/nats-subscriptions.js';
 import { RunLeases } from '../../src/bus/run-leases.js';
 import { subjects, workerQueue } from '../../src/bus/subjects.js';
 import { BusError, ConfigurationError, EventSeqTakenError } from '../../src/errors.js';
-import { ROLES, type RoleRequest, type RunEvent } from '../../src/schemas/index.js';
+import type { RoleRequest, RunEvent } from '../../src/schemas/index.js';
 import { fullRun } from '../persistence/fixtures.js';
 import type { NatsServerHandle } from '../support/nats-server.js';
 import { startNatsServer } from '../support/nats-server.js';
@@ -97,12 +97,13 @@ describe('NatsBus on JetStream', () => {
     await open();
     const names: string[] = [];
     for await (const name of jsm.streams.names()) names.push(name);
-    expect(names.sort()).toEqual(['PGE_EVENTS', 'PGE_RESULTS']);
+    expect(names.sort()).toEqual(['PGE_EVENTS', 'PGE_RESULTS', 'PGE_WORK']);
+    const work = await jsm.streams.info('PGE_WORK');
+    expect(work.config).toMatchObject({ subjects: ['pge.work.>'], retention: 'interest', storage: 'file' });
     const events = await jsm.streams.info('PGE_EVENTS');
     expect(events.config).toMatchObject({
       subjects: [subjects.events('*')],
       retention: 'limits',
-      storage: 'file',
       duplicate_window: nanos(120_000),
     });
     expect((await jsm.streams.info('PGE_RESULTS')).config.subjects).toEqual([subjects.result('*')]);
@@ -118,22 +119,11 @@ describe('NatsBus on JetStream', () => {
       for await (const c of jsm.consumers.list(stream)) if (c.config.durable_name) found.push(c.name);
       return found.sort();
     };
+    expect(await durables('PGE_WORK')).toEqual(['pge-evaluator', 'pge-generator', 'pge-planner']);
     // Other tests of this file read PGE_EVENTS through durables of their own.
     expect((await durables('PGE_EVENTS')).filter((name) => name.startsWith('pge-'))).toEqual([
-      'pge-evaluator',
-      'pge-generator',
       'pge-persistence',
-      'pge-planner',
     ]);
-    // Each role's takes its requests, from the next one stored: none a run made before it was.
-    for (const role of ROLES) {
-      const { config } = await jsm.consumers.info('PGE_EVENTS', workerQueue(role));
-      expect(config).toMatchObject({
-        filter_subject: subjects.requests(role),
-        deliver_policy: 'new',
-        ack_policy: 'explicit',
-      });
-    }
   });
 
   it('takes on a subscription only what was published on its subject: a stored message JetStream delivers there is reported', async () => {
@@ -235,15 +225,14 @@ describe('NatsBus on JetStream', () => {
     expect((await readRunEvents(bus, runId)).map((e) => e.seq)).toEqual([1]);
   });
 
-  it('keeps a request, with its headers, while no worker runs and hands it to the first worker that starts', async () => {
-    // The role's consumer keeps what its workers have not taken: the coordinator makes it at start.
+  it('keeps a work item queued, with its headers, while no worker runs and hands it to the first worker that starts', async () => {
+    // The queue keeps what its consumers have not taken: the coordinator makes them at start.
     const producer = await open({ reporter: 'coordinator' });
     const runId = freshRunId();
     const traceparent = `00-${'1'.repeat(32)}-${'2'.repeat(16)}-01`;
-    const subject = subjects.event(runId, 'step.work.requested');
-    await publishRequest(producer, requestOf('step.work.requested', runId, 1), { traceparent });
+    await enqueueWork(producer, requestOf('step.work.requested', runId, 1), { traceparent });
     await producer.close();
-    expect(await storedOn(jsm, 'PGE_EVENTS', subject)).toBe(1);
+    expect(await storedOn(jsm, 'PGE_WORK', subjects.work('generator'))).toBeGreaterThanOrEqual(1);
 
     const worker = await open();
     const handled: string[] = [];
@@ -256,11 +245,8 @@ describe('NatsBus on JetStream', () => {
     await worker.flush();
     expect(handled).toEqual([`${runId}-req-1`]);
     expect(carried).toEqual([traceparent]);
-    // Acknowledged: the consumer moved past it, and the run's record still holds it, once.
-    await expect
-      .poll(async () => (await jsm.consumers.info('PGE_EVENTS', workerQueue('generator'))).num_ack_pending)
-      .toBe(0);
-    expect(await storedOn(jsm, 'PGE_EVENTS', subject)).toBe(1);
+    // Acknowledged, so the work queue let it go.
+    await expect.poll(() => storedOn(jsm, 'PGE_WORK', subjects.work('generator'))).toBe(0);
   });
 
   it('shares the requests of a role among its workers, each request handled exactly once', async () => {
@@ -276,8 +262,7 @@ describe('NatsBus on JetStream', () => {
       });
     });
     const total = 30;
-    for (let n = 1; n <= total; n++)
-      await publishRequest(producer, requestOf('step.work.requested', runId, n));
+    for (let n = 1; n <= total; n++) await enqueueWork(producer, requestOf('step.work.requested', runId, n));
     await waitFor('every request was handled', () => handled.flat().length >= total, 10_000);
     await Promise.all(workers.map((worker) => worker.flush()));
     const ids = handled.flat().sort();
@@ -285,12 +270,12 @@ describe('NatsBus on JetStream', () => {
     for (const got of handled) expect(got.length).toBeGreaterThan(0);
   });
 
-  it("serves a role's requests with concurrency: a pull asks for as many as are free, and no more are in flight", async () => {
+  it('serves a work queue with concurrency: a pull asks for as many items as are free, and no more are in flight', async () => {
     const producer = await open();
     const worker = await open();
     const runId = freshRunId();
     const pulls: number[] = [];
-    nc.subscribe(`$JS.API.CONSUMER.MSG.NEXT.PGE_EVENTS.${workerQueue('evaluator')}`, {
+    nc.subscribe(`$JS.API.CONSUMER.MSG.NEXT.PGE_WORK.${workerQueue('evaluator')}`, {
       callback: (_, msg) => {
         pulls.push((JSON.parse(new TextDecoder().decode(msg.data)) as { batch: number }).batch);
       },
@@ -319,7 +304,7 @@ describe('NatsBus on JetStream', () => {
     await waitFor('the first pull', () => pulls.length > 0);
     expect(pulls[0]).toBe(3);
     for (let n = 1; n <= 5; n++)
-      await publishRequest(producer, requestOf('step.evaluation.requested', runId, n));
+      await enqueueWork(producer, requestOf('step.evaluation.requested', runId, n));
     await waitFor('three requests in flight', () => inFlight === 3);
     await sleep(300);
     expect(inFlight).toBe(3);
@@ -340,7 +325,7 @@ describe('NatsBus on JetStream', () => {
     await worker.flush();
     await watcher.flush();
 
-    const subject = subjects.event(runId, 'step.evaluation.requested');
+    const subject = subjects.work('evaluator');
     nc.publish(subject, 'not json');
     nc.publish(subject, JSON.stringify({ type: 'step.evaluation.requested', runId }));
     await nc.flush();
@@ -349,25 +334,21 @@ describe('NatsBus on JetStream', () => {
       { subject, problem: expect.stringMatching(/not JSON/), ts: expect.any(String) },
       {
         subject,
-        problem: expect.stringMatching(
-          /invalid message on pge\.run\..*\.evt\.step\.evaluation\.requested\.evaluator: .*id/s,
-        ),
+        problem: expect.stringMatching(/invalid message on pge\.work\.evaluator: .*id/s),
         ts: expect.any(String),
       },
     ]);
 
     const valid = requestOf('step.evaluation.requested', runId, 7);
-    await publishRequest(watcher, valid);
+    await enqueueWork(watcher, valid);
     await waitFor('the valid request was handled', () => handled.includes(valid.id));
     await worker.flush();
     // Terminated and acknowledged: nothing is left to redeliver.
-    await expect
-      .poll(async () => (await jsm.consumers.info('PGE_EVENTS', workerQueue('evaluator'))).num_ack_pending)
-      .toBe(0);
+    await expect.poll(() => storedOn(jsm, 'PGE_WORK', subject)).toBe(0);
     expect(rejections).toHaveLength(2);
   });
 
-  it('delivers again a request whose handler threw, and keeps a slow handler’s request from redelivery', async () => {
+  it('delivers again a work item whose handler threw, and keeps a slow handler’s item from redelivery', async () => {
     const errors: unknown[] = [];
     const worker = await open({
       ackWaitMs: 1_000,
@@ -385,12 +366,12 @@ describe('NatsBus on JetStream', () => {
       if (request.seq === 2) await sleep(2_500);
     });
     const plan = fullRun(runId).find((event) => event.type === 'plan.requested') as RoleRequest;
-    await publishRequest(producer, { ...plan, id: `${runId}-p1`, seq: 1 });
+    await enqueueWork(producer, { ...plan, id: `${runId}-p1`, seq: 1 });
     await waitFor('the failed request came back', () => calls.length >= 2);
     expect(calls).toEqual([`${runId}-p1`, `${runId}-p1`]);
     expect(errors.map((error) => (error as Error).message)).toEqual(['model down']);
 
-    await publishRequest(producer, { ...plan, id: `${runId}-p2`, seq: 2 });
+    await enqueueWork(producer, { ...plan, id: `${runId}-p2`, seq: 2 });
     await waitFor('the slow request started', () => calls.length >= 3);
     await worker.flush();
     await sleep(300);
@@ -677,23 +658,23 @@ describe('NatsBus on JetStream', () => {
         storage: StorageType.File,
         duplicate_window: nanos(10_000),
       });
-      // Retention cannot be changed in place.
+      // As an earlier pge made it: retention cannot be changed in place.
       await adminJsm.streams.add({
-        name: 'PGE_EVENTS',
-        subjects: [subjects.events('*')],
+        name: 'PGE_WORK',
+        subjects: ['pge.work.>'],
         retention: RetentionPolicy.Workqueue,
       });
       const error = await NatsBus.connect({ servers: other.url }).catch((e: unknown) => e);
       expect(error).toBeInstanceOf(ConfigurationError);
       expect((error as Error).message).toMatch(
-        /PGE_EVENTS .*workqueue retention.*limits.*nats stream rm PGE_EVENTS/,
+        /PGE_WORK .*workqueue retention.*interest.*nats stream rm PGE_WORK/,
       );
       expect((await adminJsm.streams.info('PGE_RESULTS')).config.duplicate_window).toBe(nanos(120_000));
 
-      await adminJsm.streams.delete('PGE_EVENTS');
+      await adminJsm.streams.delete('PGE_WORK');
       const bus = await NatsBus.connect({ servers: other.url });
       await bus.close();
-      expect((await adminJsm.streams.info('PGE_EVENTS')).config.retention).toBe('limits');
+      expect((await adminJsm.streams.info('PGE_WORK')).config.retention).toBe('interest');
       await admin.close();
     } finally {
       await other.stop();
@@ -768,7 +749,7 @@ describe('the limits of the streams', () => {
   /** `max_age` (ms) and `max_bytes` of every pge stream, as the server reports them. */
   async function limits(): Promise<Record<string, [number, number]>> {
     const read: Record<string, [number, number]> = {};
-    for (const name of ['PGE_EVENTS', 'PGE_RESULTS']) {
+    for (const name of ['PGE_EVENTS', 'PGE_WORK', 'PGE_RESULTS']) {
       const { config } = await adminJsm.streams.info(name);
       read[name] = [config.max_age / 1e6, config.max_bytes];
     }
@@ -776,6 +757,7 @@ describe('the limits of the streams', () => {
   }
   const everyStream = (maxAgeMs: number, maxBytes: number) => ({
     PGE_EVENTS: [maxAgeMs, maxBytes],
+    PGE_WORK: [maxAgeMs, maxBytes],
     PGE_RESULTS: [maxAgeMs, maxBytes],
   });
   const connectWith = async (settings: Parameters<typeof NatsBus.connect>[0] = {}) =>
@@ -783,7 +765,7 @@ describe('the limits of the streams', () => {
 
   it('creates the streams with the default limits, 30 days and 1 GiB each', async () => {
     // Created, not brought to limits: whatever another test of this block left goes first.
-    for (const name of ['PGE_EVENTS', 'PGE_RESULTS'])
+    for (const name of ['PGE_EVENTS', 'PGE_WORK', 'PGE_RESULTS'])
       await adminJsm.streams.delete(name).catch(() => undefined);
     await connectWith();
     expect(await limits()).toEqual(everyStream(30 * 86_400_000, 1024 ** 3));
@@ -859,11 +841,11 @@ describe('NatsBus through an outage', () => {
     try {
       serveWork(worker, 'planner', async () => {});
       await worker.flush();
-      await (await jetstreamManager(admin)).consumers.delete('PGE_EVENTS', 'pge-planner');
+      await (await jetstreamManager(admin)).consumers.delete('PGE_WORK', 'pge-planner');
       const deadline = Date.now() + 20_000;
       while (errors.length === 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
       expect(String(errors[0])).toMatch(
-        /cannot pull pge\.run\.\*\.evt\.plan\.requested\.planner as pge-planner \(failing for 1\d s\)/,
+        /cannot pull pge\.work\.planner as pge-planner \(failing for 1\d s\)/,
       );
       expect(errors[0]).toBeInstanceOf(BusError);
     } finally {
@@ -944,7 +926,7 @@ describe('NatsBus through an outage', () => {
       await worker.flush();
       await server.restart(300);
       const producer = await NatsBus.connect({ servers: server.url });
-      await publishRequest(producer, requestOf('step.evaluation.requested', runId, 1));
+      await enqueueWork(producer, requestOf('step.evaluation.requested', runId, 1));
       await producer.close();
       await waitFor('the worker served the request', () => handled.length === 1, 10_000);
       expect(handled).toEqual([`${runId}-req-1`]);

@@ -6,9 +6,6 @@ import {
   subjects,
   workerQueue,
 } from '../../src/bus/subjects.js';
-import { ROLE_OF_REQUEST, ROLES, type Role, RunEvent, type RunEventType } from '../../src/schemas/index.js';
-
-const EVENT_TYPES = RunEvent.options.map((schema) => schema.shape.type.value as RunEventType);
 
 describe('subjectMatches', () => {
   it.each([
@@ -64,26 +61,12 @@ describe('subjects', () => {
     expect(subjects.event('r1', 'step.work.completed')).toBe('pge.run.r1.evt.step.work.completed');
     expect(subjects.events('r1')).toBe('pge.run.r1.evt.>');
     expect(subjects.events('*')).toBe('pge.run.*.evt.>');
-    expect(subjects.event('r1', 'step.work.requested')).toBe('pge.run.r1.evt.step.work.requested.generator');
-    expect(subjects.requests('planner')).toBe('pge.run.*.evt.plan.requested.planner');
-    expect(subjects.requests('generator')).toBe('pge.run.*.evt.step.*.requested.generator');
-    expect(subjects.requests('evaluator')).toBe('pge.run.*.evt.step.*.requested.evaluator');
+    expect(subjects.work('evaluator')).toBe('pge.work.evaluator');
     expect(subjects.result('r1', 'generator')).toBe('pge.run.r1.result.generator');
     expect(subjects.result('r1')).toBe('pge.run.r1.result.*');
     expect(subjects.result('*')).toBe('pge.run.*.result.*');
     expect(subjects.result('*', 'evaluator')).toBe('pge.run.*.result.evaluator');
     expect(workerQueue('planner')).toBe('pge-planner');
-  });
-
-  it("takes each request on its role's filter only, and no other event", () => {
-    for (const type of EVENT_TYPES) {
-      const subject = subjects.event('r1', type);
-      const takers = ROLES.filter((role) => subjectMatches(subjects.requests(role), subject));
-      const role = (ROLE_OF_REQUEST as Record<string, Role | undefined>)[type];
-      expect(takers, type).toEqual(role === undefined ? [] : [role]);
-      expect(subjectMatches(subjects.events('r1'), subject), type).toBe(true);
-    }
-    expect(() => subjects.requests('janitor' as Role)).toThrow(TypeError);
   });
 
   it('refuses run ids that would change a subject’s shape', () => {
@@ -101,7 +84,12 @@ describe('republishedOn', () => {
     expect(republishedOn(subjects.event('run-1', 'run.completed'))).toBe(
       'pge.stored.run-1.evt.run.completed',
     );
-    for (const other of [subjects.result('*'), subjects.control('run-1'), 'pge.run.x.evt'])
+    for (const other of [
+      subjects.result('*'),
+      subjects.control('run-1'),
+      subjects.work('planner'),
+      'pge.run.x.evt',
+    ])
       expect(republishedOn(other), other).toBeNull();
   });
 });

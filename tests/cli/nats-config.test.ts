@@ -224,14 +224,11 @@ describe('pge nats-config', () => {
   it('gives each role only its part of the bus', () => {
     const run = 'pge-20261123-101500-1a2b3c4d';
     const events = `pge.run.${run}.evt.run.completed`;
-    // Only coordinators publish events (requests among them) and cancels; only the server republishes
-    // what is stored.
+    // Only coordinators publish events, work and cancels; only the server republishes what is stored.
     for (const role of NATS_ROLES) {
       expect(mayPublish(role, `pge.stored.${run}.evt.run.completed`), role).toBe(false);
       expect(mayPublish(role, events), role).toBe(role === 'coordinator');
-      expect(mayPublish(role, `pge.run.${run}.evt.plan.requested.planner`), role).toBe(
-        role === 'coordinator',
-      );
+      expect(mayPublish(role, 'pge.work.planner'), role).toBe(role === 'coordinator');
       expect(mayPublish(role, `pge.run.${run}.cancel`), role).toBe(role === 'coordinator');
     }
     // A role worker answers for its own role only; clients and observers answer for none.
@@ -264,14 +261,14 @@ describe('pge nats-config', () => {
       for (const api of [
         'CONSUMER.CREATE.PGE_EVENTS.reader',
         'CONSUMER.CREATE.PGE_EVENTS.reader.pge.run.x.evt.>',
-        `CONSUMER.CREATE.PGE_EVENTS.pge-${role}.pge.run.*.evt.>`,
-        `CONSUMER.DURABLE.CREATE.PGE_EVENTS.pge-${role}`,
+        `CONSUMER.CREATE.PGE_WORK.pge-${role}.pge.work.${role}`,
+        `CONSUMER.DURABLE.CREATE.PGE_WORK.pge-${role}`,
         'CONSUMER.DURABLE.CREATE.PGE_EVENTS.pge-persistence',
         'CONSUMER.DELETE.PGE_EVENTS.pge-persistence',
       ]) {
         expect(mayPublish(role, `$JS.API.${api}`), `${role}: ${api}`).toBe(false);
       }
-      expect(mayPublish(role, '$JS.API.CONSUMER.MSG.NEXT.PGE_EVENTS.pge-generator'), role).toBe(
+      expect(mayPublish(role, '$JS.API.CONSUMER.MSG.NEXT.PGE_WORK.pge-generator'), role).toBe(
         role === 'generator',
       );
     }

@@ -127,8 +127,8 @@ describe('message schemas', () => {
       expect(problems(payloadRef('RunSubmissionReply'), RunSubmissionReply.parse(reply))).toEqual([]);
     expect(problems(payloadRef('RunSubmissionReply'), { ...refused, runId: 'run-1' })).not.toEqual([]);
     const rejection = MessageRejection.parse({
-      subject: 'pge.run.run-1.evt.plan.requested.planner',
-      problem: 'invalid message on pge.run.run-1.evt.plan.requested.planner: not JSON',
+      subject: 'pge.work.planner',
+      problem: 'invalid message on pge.work.planner: not JSON',
       ts: '2026-03-01T10:00:00.000Z',
     });
     expect(problems(payloadRef('MessageRejection'), rejection)).toEqual([]);

@@ -41,13 +41,10 @@ export function payloadOf(message: string): Json {
   return at(payloadRef(message));
 }
 
-/** The component message of each event type on the events or requests channel, by the message's `name`. */
+/** The component message of each event type on the events channel, by the message's `name`. */
 export function messageOfType(type: RunEventType): string {
   const messages = at<Record<string, { name: string }>>('#/components/messages');
-  const onEvents = new Set([
-    ...Object.keys(at('#/channels/runEvents/messages')),
-    ...Object.keys(at('#/channels/runRequests/messages')),
-  ]);
+  const onEvents = new Set(Object.keys(at('#/channels/runEvents/messages')));
   const found = Object.entries(messages).filter(([key, m]) => m.name === type && onEvents.has(key));
   expect(found, `messages named ${type}`).toHaveLength(1);
   return found[0]![0];

@@ -4,7 +4,7 @@ import { describe, expect, it } from 'vitest';
 import { stringify } from 'yaml';
 import { buildAsyncApi, renderAsyncApi } from '../../scripts/gen-asyncapi.js';
 import { TRACEPARENT_HEADER } from '../../src/bus/bus.js';
-import { subjectMatches, subjects } from '../../src/bus/subjects.js';
+import { subjects } from '../../src/bus/subjects.js';
 import { Role } from '../../src/schemas/index.js';
 import {
   at,
@@ -66,10 +66,7 @@ describe('docs/asyncapi.yaml, by @asyncapi/parser', () => {
       'an operation sending a message of another channel': brokenCopy('#/operations/submitRun/messages', [
         { $ref: '#/channels/rejections/messages/MessageRejection' },
       ]),
-      'an address parameter that is not declared': brokenCopy(
-        '#/channels/runRequests/address',
-        'pge.run.{runId}.evt.{type}.{worker}',
-      ),
+      'an address parameter that is not declared': brokenCopy('#/channels/work/address', 'pge.work.{worker}'),
     };
     for (const [what, text] of Object.entries(broken)) {
       expect((await problemsOf(text)).length, what).toBeGreaterThan(0);
@@ -114,7 +111,7 @@ describe('docs/asyncapi.yaml', () => {
       event: EVENT_TYPES.map((type) => subjects.event('run-1', type)),
       events: [subjects.events('run-1'), subjects.events('*')],
       storedEvents: [subjects.storedEvents('run-1'), subjects.storedEvents('*')],
-      requests: Role.options.map((role) => subjects.requests(role)),
+      work: Role.options.map((role) => subjects.work(role)),
       result: [subjects.result('run-1'), subjects.result('*')],
       submit: [subjects.submit],
       resume: [subjects.resume],
@@ -136,10 +133,8 @@ describe('docs/asyncapi.yaml', () => {
           .map((part) => {
             const param = /^\{([A-Za-z]+)\}$/.exec(part)?.[1];
             if (!param) return part.replace(/[.*+?^${}()|[\]\\>]/g, '\\$&');
-            // `type` (a dotted event type) and `subject` (what follows `evt.`) span subject tokens.
-            return param === 'type' || param === 'subject'
-              ? `(?<${param}>[^.]+(?:\\.[^.]+)*)`
-              : `(?<${param}>[^.]+)`;
+            // `type` is a dotted event type, so it spans one or more subject tokens.
+            return param === 'type' ? `(?<${param}>[^.]+(?:\\.[^.]+)*)` : `(?<${param}>[^.]+)`;
           })
           .join('');
         return { name, channel, regex: new RegExp(`^${source}$`) };
@@ -149,11 +144,10 @@ describe('docs/asyncapi.yaml', () => {
         .filter(({ channel, regex }) => {
           const groups = regex.exec(subject)?.groups;
           if (!regex.test(subject)) return false;
-          // A concrete value must be one the parameter allows; one with wildcards (a subscription)
-          // must match one that it allows.
+          // A concrete token must be one the parameter allows; `*` and `>` are subscriptions.
           return Object.entries(groups ?? {}).every(([param, value]) => {
             const allowed = (channel.parameters?.[param] as { enum?: string[] } | undefined)?.enum;
-            return !allowed || allowed.some((one) => subjectMatches(value, one));
+            return value === '*' || value === '>' || !allowed || allowed.includes(value);
           });
         })
         .map(({ name }) => name);
@@ -167,7 +161,7 @@ describe('docs/asyncapi.yaml', () => {
       ).toBe(true);
     }
     expect(channelsOf('pge.run.run-1.evt.step.made.up')).toEqual([]);
-    expect(channelsOf('pge.run.run-1.evt.plan.requested')).toEqual([]);
+    expect(channelsOf('pge.work.janitor')).toEqual([]);
   });
 
   it('declares exactly the parameters each channel address uses', () => {
@@ -175,36 +169,27 @@ describe('docs/asyncapi.yaml', () => {
       const used = [...String(channel.address ?? '').matchAll(/\{([A-Za-z]+)\}/g)].map((m) => m[1]);
       expect(Object.keys((channel.parameters as Json | undefined) ?? {}).sort(), name).toEqual(used.sort());
     }
-    const others = EVENT_TYPES.filter((type) => !REQUEST_TYPES.includes(type));
-    expect(at('#/channels/runEvents/parameters/type')).toMatchObject({ enum: others });
-    expect(at('#/channels/runRequests/parameters/type')).toMatchObject({ enum: REQUEST_TYPES });
-    expect(at('#/channels/runRequests/parameters/role')).toMatchObject({ enum: Role.options });
+    expect(at('#/channels/runEvents/parameters/type')).toMatchObject({ enum: EVENT_TYPES });
+    expect(at('#/channels/work/parameters/role')).toMatchObject({ enum: Role.options });
   });
 
-  it('has one message per event type, each request on the requests channel and every other event on the events channel', () => {
+  it('has one message per event type, each on the events channel, the requests also on the work queues', () => {
     const onEvents = Object.keys(at('#/channels/runEvents/messages'));
-    const onRequests = Object.keys(at('#/channels/runRequests/messages'));
-    const nameOf = (message: string) => at<{ name: string }>(`#/components/messages/${message}`).name;
+    const onWork = Object.keys(at('#/channels/work/messages'));
     for (const type of EVENT_TYPES) {
       const message = messageOfType(type);
-      expect(REQUEST_TYPES.includes(type) ? onRequests : onEvents).toContain(message);
+      expect(onEvents).toContain(message);
       expect(payloadOf(message)).toMatchObject({ properties: { type: { const: type } } });
     }
-    expect(onEvents).toHaveLength(EVENT_TYPES.length - REQUEST_TYPES.length);
-    expect(onRequests.map(nameOf)).toEqual(REQUEST_TYPES);
-    // A request carries the trace context of the span that asked, beside its message id.
-    for (const m of onRequests)
-      expect(at(`#/components/messages/${m}/headers`)).toEqual({
-        $ref: '#/components/schemas/RequestHeaders',
-      });
-    expect(Object.keys(at('#/components/schemas/RequestHeaders/properties'))).toEqual([
+    expect(onEvents).toHaveLength(EVENT_TYPES.length);
+    expect(onWork.map((m) => at<{ name: string }>(`#/components/messages/${m}`).name)).toEqual(REQUEST_TYPES);
+    // A work item carries the trace context of the span that asked, beside its message id.
+    for (const m of onWork)
+      expect(at(`#/components/messages/${m}/headers`)).toEqual({ $ref: '#/components/schemas/WorkHeaders' });
+    expect(Object.keys(at('#/components/schemas/WorkHeaders/properties'))).toEqual([
       'Nats-Msg-Id',
       TRACEPARENT_HEADER,
     ]);
-    // What a subscriber reads after `evt.` as stored: each event's own subject.
-    expect(at('#/channels/storedEvents/parameters/subject')).toMatchObject({
-      enum: EVENT_TYPES.map((type) => subjects.event('r', type).slice('pge.run.r.evt.'.length)),
-    });
     expect(
       payloadOf(at<{ $ref: string }>('#/channels/runResults/messages/RoleResult').$ref.split('/').pop()!),
     ).toBe(at('#/components/schemas/RoleResult'));

@@ -10,7 +10,7 @@ import { NatsBus } from '../../src/bus/nats-bus.js';
 import { connectNats, natsOptionsFromEnv } from '../../src/bus/nats-connection.js';
 import { UNSERVED_MOVE_MS } from '../../src/bus/nats-helpers.js';
 import { readStored } from '../../src/bus/nats-stored.js';
-import { EVENTS_STREAM, PGE_STREAMS, streamOf } from '../../src/bus/nats-streams.js';
+import { EVENTS_STREAM, PGE_STREAMS, streamOf, WORK_STREAM } from '../../src/bus/nats-streams.js';
 import type { NatsRole } from '../../src/bus/permissions.js';
 import { LEASE_BUCKET, RunLeases, readRunLeases } from '../../src/bus/run-leases.js';
 import { workerQueue } from '../../src/bus/subjects.js';
@@ -161,15 +161,15 @@ describe('pge on a three-server JetStream cluster', () => {
   }, 120_000);
 
   it('moves a worker whose pulls its server leaves unserved for 10 s to another server of the cluster', async () => {
-    // The role's consumer kept by one server only (one replica), frozen: the worker's server answers
-    // it, but forwards its pulls to a server that serves none (no heartbeat comes).
+    // The work queue kept by one server only (one replica), frozen: the worker's server answers it,
+    // but forwards its pulls to a server that serves none (no heartbeat comes).
     const coordinator = await NatsBus.connect({
       ...natsOptionsFromEnv(cluster.env('coordinator')),
       replicas: 1,
     });
     const admin = await connect(cluster.connectOptions('admin'));
     const consumer = await (await jetstreamManager(admin)).consumers.info(
-      EVENTS_STREAM,
+      WORK_STREAM,
       workerQueue('generator'),
     );
     await admin.close();

@@ -93,7 +93,7 @@ async function submitAndRead(
 }
 
 describe('distributed deployment on NATS', () => {
-  it('runs concurrent submissions across separate worker processes; each request is handled once', async () => {
+  it('runs concurrent submissions across separate worker processes; each work item is handled once', async () => {
     const runs = await Promise.all(['task one', 'task two', 'task three'].map((task) => submitAndRead(task)));
     for (const events of runs) {
       expect(events.map((e) => e.seq)).toEqual(events.map((_, i) => i + 1));
@@ -170,15 +170,15 @@ describe('distributed deployment on NATS', () => {
     for (let i = 0; i < 250 && hanging()[0]!.abortedAt === null; i++)
       await new Promise((r) => setTimeout(r, 20));
     expect(hanging()[0]!.abortedAt).not.toBeNull();
-    // The request was acked, not handed back: nothing pending or redelivered on the generators' consumer.
-    // (The test's inspection, with its admin credential: no client may look at the consumer.)
+    // The work item was acked, not handed back: nothing pending or redelivered on the generators' consumer.
+    // (The test's inspection, with its admin credential: no client may look at the work queue.)
     const nc = await connect(nats.connectOptions('admin'));
     try {
       const jsm = await jetstreamManager(nc);
-      let info = await jsm.consumers.info('PGE_EVENTS', 'pge-generator');
+      let info = await jsm.consumers.info('PGE_WORK', 'pge-generator');
       for (let i = 0; i < 100 && info.num_ack_pending > 0; i++) {
         await new Promise((r) => setTimeout(r, 20));
-        info = await jsm.consumers.info('PGE_EVENTS', 'pge-generator');
+        info = await jsm.consumers.info('PGE_WORK', 'pge-generator');
       }
       expect(info.num_ack_pending).toBe(0);
       expect(info.num_redelivered).toBe(0);
@@ -196,16 +196,12 @@ describe('distributed deployment on NATS', () => {
       const names: string[] = [];
       for await (const s of jsm.streams.list()) names.push(s.config.name);
       // The run leases' KV bucket is a stream too.
-      expect(names.sort()).toEqual(['KV_pge-runs', 'PGE_EVENTS', 'PGE_RESULTS']);
+      expect(names.sort()).toEqual(['KV_pge-runs', 'PGE_EVENTS', 'PGE_RESULTS', 'PGE_WORK']);
       const consumers: string[] = [];
-      for await (const c of jsm.consumers.list('PGE_EVENTS')) consumers.push(c.name);
-      expect(consumers.sort()).toEqual(['pge-evaluator', 'pge-generator', 'pge-persistence', 'pge-planner']);
-      // Each role's workers take its requests from the events, each acked on its own.
-      for (const role of ['planner', 'generator', 'evaluator']) {
-        const { config } = await jsm.consumers.info('PGE_EVENTS', `pge-${role}`);
-        expect(config.ack_policy, role).toBe(AckPolicy.Explicit);
-        expect(config.filter_subject, role).toMatch(new RegExp(`\\.requested\\.${role}$`));
-      }
+      for await (const c of jsm.consumers.list('PGE_WORK')) consumers.push(c.name);
+      expect(consumers.sort()).toEqual(['pge-evaluator', 'pge-generator', 'pge-planner']);
+      for await (const c of jsm.consumers.list('PGE_WORK'))
+        expect(c.config.ack_policy, c.name).toBe(AckPolicy.Explicit);
       // Persistence reads the stream in order, so one ack covers a batch.
       const durable = await jsm.consumers.info('PGE_EVENTS', 'pge-persistence');
       expect(durable.config.ack_policy).toBe(AckPolicy.All);

@@ -145,7 +145,7 @@ describe('limits on NATS', () => {
   /** `[max_age in ms, max_bytes]` of every pge stream, read back from the server. */
   async function streamLimits(): Promise<[number, number][]> {
     const read: [number, number][] = [];
-    for (const name of ['PGE_EVENTS', 'PGE_RESULTS']) {
+    for (const name of ['PGE_EVENTS', 'PGE_WORK', 'PGE_RESULTS']) {
       const { config } = await jsm.streams.info(name);
       read.push([config.max_age / 1e6, config.max_bytes]);
     }
@@ -155,14 +155,14 @@ describe('limits on NATS', () => {
   it('gives the streams the limits of the workers’ config file, and a coordinator’s flag overrides it', async () => {
     const fromConfig: [number, number] = [HOUR, 256 * MIB];
     const fromFlags: [number, number] = [2 * 24 * HOUR, 128 * MIB];
-    expect(await streamLimits()).toEqual([fromConfig, fromConfig]);
+    expect(await streamLimits()).toEqual([fromConfig, fromConfig, fromConfig]);
     // A role worker's credential may not change a stream: its flags leave the limits as they are.
     const planner = worker('planner', ['--stream-max-age', '3d', '--stream-max-bytes', '64M']);
     await planner.waitFor(/ready/);
-    expect(await streamLimits()).toEqual([fromConfig, fromConfig]);
+    expect(await streamLimits()).toEqual([fromConfig, fromConfig, fromConfig]);
     const another = worker('coordinator', ['--stream-max-age', '2d', '--stream-max-bytes', '128M']);
     await another.waitFor(/ready/);
-    expect(await streamLimits()).toEqual([fromFlags, fromFlags]);
+    expect(await streamLimits()).toEqual([fromFlags, fromFlags, fromFlags]);
     // One coordinator again, so that the next test's submissions all reach `coordinator`.
     expect(await another.stop('SIGTERM')).toBe(0);
     // A client that only submits and follows runs leaves the limits as the workers set them.

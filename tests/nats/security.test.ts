@@ -176,24 +176,19 @@ describe('a deployment started from pge nats-config', () => {
         // 3. Have the operator's model key pay for planner work of the outsider's own.
         for (let i = 0; i < 5; i++) {
           const work = { ...event, id: `forged-${i}`, type: 'plan.requested' };
-          await refused('a forged request', () =>
-            js.publish(`pge.run.${runId}.evt.plan.requested.planner`, JSON.stringify(work)),
-          );
+          await refused('a forged work item', () => js.publish('pge.work.planner', JSON.stringify(work)));
         }
         // 4. An orphan event that would have stopped the logs.
         await refused('an orphan event', () =>
           js.publish('pge.run.orphan.evt.run.started', JSON.stringify({ ...completed, runId: 'orphan' })),
         );
         // 5. Take a role's work, or the persistence worker's events, through their consumers.
-        await refused('a pull of generator requests', () =>
-          nc.request('$JS.API.CONSUMER.MSG.NEXT.PGE_EVENTS.pge-generator', '{"batch":1}', { timeout: 5_000 }),
+        await refused('a pull of generator work', () =>
+          nc.request('$JS.API.CONSUMER.MSG.NEXT.PGE_WORK.pge-generator', '{"batch":1}', { timeout: 5_000 }),
         );
         const jsm = await jetstreamManager(nc);
-        await refused("a consumer on the evaluator's requests", () =>
-          jsm.consumers.add('PGE_EVENTS', {
-            name: 'thief',
-            filter_subject: 'pge.run.*.evt.step.*.requested.evaluator',
-          }),
+        await refused('a consumer on the work queue', () =>
+          jsm.consumers.add('PGE_WORK', { name: 'thief', filter_subject: 'pge.work.evaluator' }),
         );
         await refused('deleting the persistence consumer', () =>
           jsm.consumers.delete('PGE_EVENTS', 'pge-persistence'),
@@ -257,10 +252,10 @@ describe('a deployment started from pge nats-config', () => {
 
   it("cannot have JetStream store its answers: a reply subject another role's request names stays in that role's account", async () => {
     const streams = [...PGE_STREAMS.map((s) => s.name), `KV_${LEASE_BUCKET}`];
-    // Where a stored answer would do harm: an event, a request, an evaluator's result, a lease.
+    // Where a stored answer would do harm: an event, a work item, an evaluator's result, a lease.
     const targets = [
       'pge.run.probe.evt.run.started',
-      'pge.run.probe.evt.plan.requested.planner',
+      'pge.work.planner',
       'pge.run.probe.result.evaluator',
       `$KV.${LEASE_BUCKET}.probe`,
     ];
@@ -302,16 +297,17 @@ describe('a deployment started from pge nats-config', () => {
     const adminJsm = await jetstreamManager(admin);
     const consumers = async () => {
       const names: string[] = [];
-      for await (const c of adminJsm.consumers.list('PGE_EVENTS')) names.push(`PGE_EVENTS/${c.name}`);
+      for (const stream of ['PGE_EVENTS', 'PGE_WORK'])
+        for await (const c of adminJsm.consumers.list(stream)) names.push(`${stream}/${c.name}`);
       return names.sort();
     };
     try {
       const before = await consumers();
       expect(before).toEqual([
-        'PGE_EVENTS/pge-evaluator',
-        'PGE_EVENTS/pge-generator',
         'PGE_EVENTS/pge-persistence',
-        'PGE_EVENTS/pge-planner',
+        'PGE_WORK/pge-evaluator',
+        'PGE_WORK/pge-generator',
+        'PGE_WORK/pge-planner',
       ]);
       for (const role of NATS_ROLES.filter((r) => r !== 'coordinator')) {
         const nc = await connect(nats.connectOptions(role));
@@ -330,7 +326,7 @@ describe('a deployment started from pge nats-config', () => {
             "a push consumer onto the planners' pulls": () =>
               jsm.consumers.add('PGE_EVENTS', {
                 name: `probe-${role}`,
-                deliver_subject: '$JS.API.CONSUMER.MSG.NEXT.PGE_EVENTS.pge-planner',
+                deliver_subject: '$JS.API.CONSUMER.MSG.NEXT.PGE_WORK.pge-planner',
               }),
             "a push consumer onto the coordinators' queue": () =>
               jsm.consumers.add('PGE_EVENTS', {
@@ -339,12 +335,12 @@ describe('a deployment started from pge nats-config', () => {
                 deliver_group: 'pge-coordinator',
               }),
             'its own durable, remade as a push consumer': () =>
-              jsm.consumers.add('PGE_EVENTS', {
+              jsm.consumers.add(own === 'pge-persistence' ? 'PGE_EVENTS' : 'PGE_WORK', {
                 durable_name: own,
                 deliver_subject: 'pge.runs.submit',
               }),
             'its own durable, set to go when idle': () =>
-              jsm.consumers.update('PGE_EVENTS', own, {
+              jsm.consumers.update(own === 'pge-persistence' ? 'PGE_EVENTS' : 'PGE_WORK', own, {
                 inactive_threshold: nanos(1_000),
               }),
             "persistence's durable, deleted": () => jsm.consumers.delete('PGE_EVENTS', 'pge-persistence'),
@@ -355,10 +351,10 @@ describe('a deployment started from pge nats-config', () => {
         }
       }
       expect(await consumers()).toEqual(before);
-      expect((await adminJsm.streams.info('PGE_EVENTS')).config.name).toBe('PGE_EVENTS');
+      expect((await adminJsm.streams.info('PGE_WORK')).config.name).toBe('PGE_WORK');
       // What such a consumer does, made by a user of the streams' account: each message it
       // delivers is a pull on another consumer (the test's own here), whose message then goes to
-      // nobody and waits out its ack wait, as a planner's request would.
+      // nobody and waits out its ack wait, as a planner's work item would.
       await adminJsm.streams.add({
         name: 'PROBE_WORK',
         subjects: ['probe.work'],
@@ -400,7 +396,7 @@ describe('a deployment started from pge nats-config', () => {
         const nc = await connect(nats.connectOptions(role));
         try {
           const report = {
-            subject: 'pge.run.probe.evt.plan.requested.planner',
+            subject: 'pge.work.planner',
             problem: `probe of ${role}`,
             ts: new Date().toISOString(),
           };
@@ -451,9 +447,7 @@ describe('a deployment started from pge nats-config', () => {
         js.publish('pge.run.r.result.evaluator', JSON.stringify(result)),
       );
       await refused('an event from a generator', () => js.publish('pge.run.r.evt.run.started', '{}'));
-      await refused('a request from a generator', () =>
-        js.publish('pge.run.r.evt.plan.requested.planner', '{}'),
-      );
+      await refused('work from a generator', () => js.publish('pge.work.planner', '{}'));
       await refused('a submission from a generator', () =>
         nc.request('pge.runs.submit', '{"task":"t"}', { timeout: 5_000 }),
       );
