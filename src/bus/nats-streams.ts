@@ -78,7 +78,11 @@ export const WORK_MAX_ACK_PENDING = 1000;
  * acks it (interest retention). Not work-queue retention: nats-server 2.9 removes a work-queue
  * message on an acknowledgement of its sequence through any consumer of the stream, so a worker of
  * one role could delete another role's work with an ack it makes up; with interest retention an
- * item stays until the consumer that holds it, its own role's, acknowledges it.
+ * item stays until the consumer that holds it, its own role's, acknowledges it. Nor taken from
+ * PGE_EVENTS, where the request is stored already: a SIGKILLed nats-server forgets the acks its
+ * consumers took in the moment before, and a consumer of a stream that keeps its messages then
+ * hands answered requests out again; an ack that removed an item is not forgotten
+ * (tests/nats/crash-acks.test.ts).
  */
 export const PGE_STREAMS: readonly PgeStream[] = [
   {
