@@ -29,18 +29,6 @@ const open = async (settings: Parameters<typeof NatsBus.connect>[0]): Promise<Na
   return bus;
 };
 
-/** Resolves once a flush of `bus` goes through: its connection is back, its pulls made again. */
-async function reconnected(bus: NatsBus): Promise<void> {
-  for (const deadline = Date.now() + 15_000; ; ) {
-    try {
-      return await bus.flush();
-    } catch (error) {
-      if (Date.now() > deadline) throw error;
-      await new Promise((resolve) => setTimeout(resolve, 200));
-    }
-  }
-}
-
 describe('a nats-server crash right after requests were answered', () => {
   it('hands none of them out again', async () => {
     server = await startNatsServer();
@@ -68,7 +56,16 @@ describe('a nats-server crash right after requests were answered', () => {
     await server.restart(300, { crash: true, frozenMs: 0 });
 
     // Longer than the ack wait, after the worker's reconnect: anything the server forgot comes back.
-    await reconnected(worker);
+    await until(
+      () =>
+        worker.flush().then(
+          () => true,
+          () => false,
+        ),
+      (flushed) => flushed,
+      'the worker to reconnect',
+      15_000,
+    );
     await new Promise((resolve) => setTimeout(resolve, 3_000));
     expect(handled.sort()).toEqual(Array.from({ length: total }, (_, i) => `${runId}-req-${i + 1}`).sort());
   }, 30_000);
