@@ -14,6 +14,7 @@ import {
   timed,
 } from './measure.js';
 import { MeteredModel } from './metered-model.js';
+import { chartsLoop, eventsOfTheRunIn, recordLoop } from './parts.js';
 
 /**
  * Sections 1-2: the harness's own cost per model call, beside the bare XState loop's. Whole runs
@@ -94,12 +95,29 @@ export function harness(settings: OverheadSettings, name: string, follow: boolea
   return { pge, batch };
 }
 
+/**
+ * Section 2b: two parts of pge timed alone (`parts.ts`), each beside the bare loop, sequentially;
+ * each ratio is the median of the ratios of batches run side by side.
+ */
+export interface PartsResults {
+  charts: LoopFigures;
+  record: LoopFigures;
+  bare: LoopFigures;
+  /** pge's run and step charts alone / the bare loop. */
+  chartsOverBare: number;
+  /** A run's record alone (its events through the bus into the log on disk), per model call / the bare loop. */
+  recordOverBare: number;
+  /** pge / the bare loop in the same alternation. */
+  pgeOverBare: number;
+}
+
 /** Figures of sections 1-2: the pge harness, and the bare XState loop timed beside it. */
 export interface OverheadResults {
   harness: HarnessResults;
   bare: { sequential: LoopFigures; concurrent: LoopFigures };
   /** pge's net µs per call over the bare loop's: the median of the ratios of batches run side by side. */
   pgeOverBare: { sequential: number; concurrent: number };
+  parts: PartsResults;
 }
 
 /**
@@ -136,13 +154,66 @@ export async function measureOverhead(settings: OverheadSettings): Promise<Overh
     const concurrent = await alternate(concurrency);
     const eventsPerRun = sequential.ours.events / sequential.ours.runs;
     const sequentialNoOnEvent = await median(reps, () => plain.batch(runs, 1, eventsPerRun));
+    const parts = await measureParts(settings, followed);
     return {
       harness: { sequential: sequential.ours, concurrent: concurrent.ours, sequentialNoOnEvent },
       bare: { sequential: sequential.theirs, concurrent: concurrent.theirs },
       pgeOverBare: { sequential: sequential.ratio, concurrent: concurrent.ratio },
+      parts,
     };
   } finally {
     await followed.pge.close();
     await plain.pge.close();
+  }
+}
+
+/**
+ * Section 2b: pge's charts alone and a run's record alone, each beside the bare loop, with pge
+ * itself in the same alternation (charts, record, pge, bare, …). The record is that of one run of
+ * `followed`, made in a directory of its own.
+ */
+async function measureParts(
+  settings: OverheadSettings,
+  followed: ReturnType<typeof harness>,
+): Promise<PartsResults> {
+  const { runs, reps, warmupRuns, steps } = settings;
+  const source = harness(settings, 'parts-source', false);
+  try {
+    await source.batch(1, 1);
+  } finally {
+    await source.pge.close();
+  }
+  const events = eventsOfTheRunIn(join(settings.dir, 'parts-source'));
+  const charts = chartsLoop(steps, TASK);
+  const record = recordLoop(events, join(settings.dir, 'parts-record'), callsPerRun(steps));
+  const bare = bareLoop(steps);
+  try {
+    await charts.batch(warmupRuns);
+    await record.batch(warmupRuns);
+    const figures = { charts: [] as LoopFigures[], record: [] as LoopFigures[], bare: [] as LoopFigures[] };
+    const ratios = { charts: [] as number[], record: [] as number[], pge: [] as number[] };
+    for (let i = 0; i < reps; i++) {
+      const c = await charts.batch(runs);
+      const r = await record.batch(runs);
+      const p = await followed.batch(runs, 1);
+      const b = await bare.batch(runs, 1);
+      figures.charts.push(c);
+      figures.record.push(r);
+      figures.bare.push(b);
+      ratios.charts.push(c.usPerCall / b.usPerCall);
+      ratios.record.push(r.usPerCall / b.usPerCall);
+      ratios.pge.push(p.usPerCall / b.usPerCall);
+    }
+    const middle = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
+    return {
+      charts: medianOf(figures.charts),
+      record: medianOf(figures.record),
+      bare: medianOf(figures.bare),
+      chartsOverBare: middle(ratios.charts),
+      recordOverBare: middle(ratios.record),
+      pgeOverBare: middle(ratios.pge),
+    };
+  } finally {
+    await record.close();
   }
 }

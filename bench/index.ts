@@ -171,7 +171,7 @@ async function main(): Promise<void> {
       printNatsReport({ machine, nats, totalSeconds: (performance.now() - started) / 1000 });
       return;
     }
-    const { harness, bare, pgeOverBare } = await section(
+    const { harness, bare, pgeOverBare, parts } = await section(
       '1-2/9 harness overhead (pge runs on the embedded bus, log on disk) beside the bare XState loop',
       () => measureOverhead({ dir, ...SETTINGS }),
     );
@@ -199,6 +199,7 @@ async function main(): Promise<void> {
       harness,
       bare,
       pgeOverBare,
+      parts,
       prompts,
       memory,
       nats,

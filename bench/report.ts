@@ -1,4 +1,4 @@
-import type { HarnessResults } from './harness-overhead.js';
+import type { HarnessResults, PartsResults } from './harness-overhead.js';
 import { type ImportTimeResults, importTimeLines } from './import-time.js';
 import type { LoopFigures } from './measure.js';
 import type { MemoryFigures } from './memory.js';
@@ -24,6 +24,8 @@ export interface BenchResults {
   bare: { sequential: LoopFigures; concurrent: LoopFigures };
   /** Median of the ratios of pge's and the bare loop's batches run side by side. */
   pgeOverBare: { sequential: number; concurrent: number };
+  /** Section 2b: pge's charts alone and a run's record alone, beside the bare loop. */
+  parts: PartsResults;
   prompts: PlanPromptFigures[];
   memory: MemoryFigures;
   /** Sections 5-6: scaling and bus overhead on NATS. */
@@ -75,6 +77,8 @@ export function verdicts(r: BenchResults) {
   const worstRatio = Math.max(r.pgeOverBare.sequential, r.pgeOverBare.concurrent);
   return {
     pgeOverBare: r.pgeOverBare,
+    /** pge's charts alone plus a run's record alone, each ÷ the bare loop: a floor the design sets. */
+    partsOverBare: r.parts.chartsOverBare + r.parts.recordOverBare,
     promptRatioStep200OverStep10: promptRatios,
     targets: {
       pgeOverBare: {
@@ -179,6 +183,32 @@ export function printReport(r: BenchResults): void {
   );
   out.push(
     `quoted by the issue, NOT measured here: bare XState loop ~${QUOTED.bareXStateUsPerCall} µs/call, LangGraph.js ~${QUOTED.langGraphUsPerCall} µs/call`,
+  );
+  out.push('');
+  const p = r.parts;
+  out.push('2b. Two parts of pge alone, sequential, each beside the bare loop (charts, record, pge, bare');
+  out.push(
+    `    alternating, ${r.settings.reps} batches of ${r.settings.runs} runs; ratios: median of the batches' ratios)`,
+  );
+  const parts: [string, LoopFigures | null, number][] = [
+    ["pge's run and step charts, instant call actors, nothing else", p.charts, p.chartsOverBare],
+    ["a run's record: its events validated on the bus, logged on disk", p.record, p.recordOverBare],
+    ['pge, sequential (its figures: section 1)', null, p.pgeOverBare],
+    ['bare XState, sequential', p.bare, 1],
+  ];
+  out.push(
+    table(
+      ['part', 'net µs/call', 'CPU µs/call', '÷ bare'],
+      parts.map(([name, f, ratio]) => [
+        name,
+        f === null ? '-' : fixed(f.usPerCall),
+        f === null ? '-' : fixed(f.cpuUsPerCall),
+        `${fixed(ratio, 2)}×`,
+      ]),
+    ),
+  );
+  out.push(
+    `charts + record alone: ${fixed(v.partsOverBare, 2)}× the bare loop, against the target of ≤ ${TARGETS.pgeOverBare}× for the whole of pge`,
   );
   out.push('');
   out.push('3. Prompt size (characters of all messages) against steps already run');
