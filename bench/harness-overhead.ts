@@ -10,6 +10,7 @@ import {
   loopFigures,
   median,
   medianOf,
+  medianValue,
   pool,
   timed,
 } from './measure.js';
@@ -95,20 +96,25 @@ export function harness(settings: OverheadSettings, name: string, follow: boolea
   return { pge, batch };
 }
 
-/**
- * Section 2b: two parts of pge timed alone (`parts.ts`), each beside the bare loop, sequentially;
- * each ratio is the median of the ratios of batches run side by side.
- */
+/** Ratios to the bare loop of section 2b: the median of the ratios of batches run side by side. */
+export interface PartsRatios {
+  /** pge's run and step charts alone. */
+  charts: number;
+  /** A run's record alone (its events through the bus into the log on disk), per model call. */
+  record: number;
+  /** pge itself, in the same alternation. */
+  pge: number;
+}
+
+/** Section 2b: two parts of pge timed alone (`parts.ts`), each beside the bare loop, sequentially. */
 export interface PartsResults {
   charts: LoopFigures;
   record: LoopFigures;
   bare: LoopFigures;
-  /** pge's run and step charts alone / the bare loop. */
-  chartsOverBare: number;
-  /** A run's record alone (its events through the bus into the log on disk), per model call / the bare loop. */
-  recordOverBare: number;
-  /** pge / the bare loop in the same alternation. */
-  pgeOverBare: number;
+  /** Of net µs per call. */
+  overBare: PartsRatios;
+  /** Of CPU µs per call. */
+  cpuOverBare: PartsRatios;
 }
 
 /** Figures of sections 1-2: the pge harness, and the bare XState loop timed beside it. */
@@ -141,8 +147,7 @@ export async function measureOverhead(settings: OverheadSettings): Promise<Overh
       theirs.push(await bare.batch(runs, concurrent));
       ratios.push(ours[i]!.usPerCall / theirs[i]!.usPerCall);
     }
-    ratios.sort((a, b) => a - b);
-    return { ours: medianOf(ours), theirs: medianOf(theirs), ratio: ratios[Math.floor(reps / 2)]! };
+    return { ours: medianOf(ours), theirs: medianOf(theirs), ratio: medianValue(ratios) };
   };
   try {
     for (const loop of [followed, bare]) {
@@ -154,7 +159,7 @@ export async function measureOverhead(settings: OverheadSettings): Promise<Overh
     const concurrent = await alternate(concurrency);
     const eventsPerRun = sequential.ours.events / sequential.ours.runs;
     const sequentialNoOnEvent = await median(reps, () => plain.batch(runs, 1, eventsPerRun));
-    const parts = await measureParts(settings, followed);
+    const parts = await measureParts(settings, followed, bare);
     return {
       harness: { sequential: sequential.ours, concurrent: concurrent.ours, sequentialNoOnEvent },
       bare: { sequential: sequential.theirs, concurrent: concurrent.theirs },
@@ -169,12 +174,13 @@ export async function measureOverhead(settings: OverheadSettings): Promise<Overh
 
 /**
  * Section 2b: pge's charts alone and a run's record alone, each beside the bare loop, with pge
- * itself in the same alternation (charts, record, pge, bare, …). The record is that of one run of
- * `followed`, made in a directory of its own.
+ * itself in the same alternation (charts, record, pge, bare, …); `followed` and `bare` are warm.
+ * The record is that of one run of pge, made in a directory of its own.
  */
 async function measureParts(
   settings: OverheadSettings,
   followed: ReturnType<typeof harness>,
+  bare: ReturnType<typeof bareLoop>,
 ): Promise<PartsResults> {
   const { runs, reps, warmupRuns, steps } = settings;
   const source = harness(settings, 'parts-source', false);
@@ -186,32 +192,38 @@ async function measureParts(
   const events = eventsOfTheRunIn(join(settings.dir, 'parts-source'));
   const charts = chartsLoop(steps, TASK);
   const record = recordLoop(events, join(settings.dir, 'parts-record'), callsPerRun(steps));
-  const bare = bareLoop(steps);
   try {
     await charts.batch(warmupRuns);
     await record.batch(warmupRuns);
-    const figures = { charts: [] as LoopFigures[], record: [] as LoopFigures[], bare: [] as LoopFigures[] };
-    const ratios = { charts: [] as number[], record: [] as number[], pge: [] as number[] };
+    const figures: Record<'charts' | 'record' | 'bare', LoopFigures[]> = { charts: [], record: [], bare: [] };
+    const ratios: Record<keyof PartsRatios, number[]> = { charts: [], record: [], pge: [] };
+    const cpuRatios: Record<keyof PartsRatios, number[]> = { charts: [], record: [], pge: [] };
     for (let i = 0; i < reps; i++) {
-      const c = await charts.batch(runs);
-      const r = await record.batch(runs);
-      const p = await followed.batch(runs, 1);
+      const batches = {
+        charts: await charts.batch(runs),
+        record: await record.batch(runs),
+        pge: await followed.batch(runs, 1),
+      };
       const b = await bare.batch(runs, 1);
-      figures.charts.push(c);
-      figures.record.push(r);
+      figures.charts.push(batches.charts);
+      figures.record.push(batches.record);
       figures.bare.push(b);
-      ratios.charts.push(c.usPerCall / b.usPerCall);
-      ratios.record.push(r.usPerCall / b.usPerCall);
-      ratios.pge.push(p.usPerCall / b.usPerCall);
+      for (const part of ['charts', 'record', 'pge'] as const) {
+        ratios[part].push(batches[part].usPerCall / b.usPerCall);
+        cpuRatios[part].push(batches[part].cpuUsPerCall / b.cpuUsPerCall);
+      }
     }
-    const middle = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
+    const medians = (values: Record<keyof PartsRatios, number[]>): PartsRatios => ({
+      charts: medianValue(values.charts),
+      record: medianValue(values.record),
+      pge: medianValue(values.pge),
+    });
     return {
       charts: medianOf(figures.charts),
       record: medianOf(figures.record),
       bare: medianOf(figures.bare),
-      chartsOverBare: middle(ratios.charts),
-      recordOverBare: middle(ratios.record),
-      pgeOverBare: middle(ratios.pge),
+      overBare: medians(ratios),
+      cpuOverBare: medians(cpuRatios),
     };
   } finally {
     await record.close();

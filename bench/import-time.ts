@@ -2,6 +2,7 @@ import { spawnSync } from 'node:child_process';
 import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
+import { medianValue } from './measure.js';
 
 /**
  * Section 7: how long `import('pge')` takes in a fresh `node`, beside the floor that no change to
@@ -54,13 +55,8 @@ function timeImport(specifiers: readonly string[]): number {
   return ms;
 }
 
-function median(values: readonly number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.floor(sorted.length / 2)]!;
-}
-
 function figures(values: readonly number[]): ImportFigures {
-  return { medianMs: median(values), minMs: Math.min(...values), maxMs: Math.max(...values) };
+  return { medianMs: medianValue(values), minMs: Math.min(...values), maxMs: Math.max(...values) };
 }
 
 /** Compiles `src` to `BUILD` with the project's build settings (no declarations or source maps). */
@@ -102,7 +98,7 @@ export function measureImportTime(runs: number): ImportTimeResults {
       runs,
       library: figures(library),
       floor: figures(floor),
-      libraryOverFloor: median(ratios),
+      libraryOverFloor: medianValue(ratios),
       atFirstUse: { openai: figures(openai), yaml: figures(yaml) },
     };
   } finally {

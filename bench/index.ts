@@ -172,7 +172,7 @@ async function main(): Promise<void> {
       return;
     }
     const { harness, bare, pgeOverBare, parts } = await section(
-      '1-2/9 harness overhead (pge runs on the embedded bus, log on disk) beside the bare XState loop',
+      '1-2/9 harness overhead (pge runs on the embedded bus, log on disk) beside the bare XState loop, and 2b: its charts and its record alone',
       () => measureOverhead({ dir, ...SETTINGS }),
     );
     const prompts = await section('3/9 prompt size against steps run (plans of 10, 50, 200 steps)', () =>

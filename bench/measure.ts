@@ -70,6 +70,12 @@ export function medianOf<F extends LoopFigures>(batches: readonly F[]): F {
   return sorted[Math.floor(sorted.length / 2)]!;
 }
 
+/** The median of `values` (the upper one of an even count). */
+export function medianValue(values: readonly number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.floor(sorted.length / 2)]!;
+}
+
 /** Runs `run` `count` times, keeping `concurrency` runs in flight; rejects with the first failure. */
 export async function pool(count: number, concurrency: number, run: (index: number) => Promise<void>) {
   let next = 0;

@@ -27,12 +27,15 @@ import { type LoopFigures, loopFigures, timed } from './measure.js';
  * say how much of pge's cost per call they take before anything else is done.
  * - **charts**: pge's own run and step charts (`src/machines`), with instant call actors provided
  *   the way the bare loop provides its own: no bus, no worker, no prompt, no event published.
- * - **record**: the events of one real 5-step pge run, published again under a fresh run id on the
+ * - **record**: the events of one real pge run, published again under a fresh run id on the
  *   in-process bus (each validated and frozen) to the persistence actor, which renders them into
  *   a new markdown log on disk: what recording a run costs, per model call of the run.
  */
 
 const usage = { promptTokens: 100, completionTokens: 50, costUsd: 0, calls: 1 };
+
+/** What a call actor answers, before the usage and the time it finished are added. */
+type Answer<Output> = Omit<Output, 'usage' | 'finishedAt'>;
 
 /** pge's run chart, with its step chart, and instant call actors metered like the bare loop's. */
 export function chartsLoop(steps: number, task: string): { batch: (runs: number) => Promise<LoopFigures> } {
@@ -50,25 +53,25 @@ export function chartsLoop(steps: number, task: string): { batch: (runs: number)
   const charts = runMachine.provide({
     actions: { record },
     actors: {
-      plan: answer((): Omit<PlanOutput, 'usage' | 'finishedAt'> => ({ plan: benchPlan(steps) })),
+      plan: answer((): Answer<PlanOutput> => ({ plan: benchPlan(steps) })),
       runStep: stepMachine.provide({
         actions: { record },
         actors: {
           proposeContract: answer(
-            (input: ContractInput): Omit<ProposalOutput, 'usage' | 'finishedAt'> => ({
+            (input: ContractInput): Answer<ProposalOutput> => ({
               proposal: proposalFor(input),
             }),
           ),
-          reviewContract: answer((): Omit<ReviewOutput, 'usage' | 'finishedAt'> => ({ review: reviewFor() })),
+          reviewContract: answer((): Answer<ReviewOutput> => ({ review: reviewFor() })),
           doWork: answer(
-            (input: WorkInput): Omit<WorkOutput, 'usage' | 'finishedAt'> => ({
+            (input: WorkInput): Answer<WorkOutput> => ({
               work: workFor(input),
               problem: null,
               validation: null,
             }),
           ),
           evaluateWork: answer(
-            (input: EvaluationInput): Omit<EvaluateOutput, 'usage' | 'finishedAt'> => ({
+            (input: EvaluationInput): Answer<EvaluateOutput> => ({
               evaluation: evaluationFor(input),
               problem: null,
             }),
@@ -105,7 +108,9 @@ export function chartsLoop(steps: number, task: string): { batch: (runs: number)
 /**
  * The record of a run: `events` (one run's, read from its log) published again, run after run,
  * each time under a new run id and log path in `dir`, to a persistence actor on an in-process bus.
- * Copies are made before the clock starts; a batch ends when every log is on disk and closed.
+ * Each run's copy is made just before it is published, so that a batch holds one run's events at a
+ * time as pge does; its time is taken out like the model's. A run ends when its log is on disk and
+ * closed, as `run()` does; every log of the batch is then read back and checked.
  */
 export function recordLoop(
   events: readonly RunEvent[],
@@ -119,31 +124,39 @@ export function recordLoop(
   const original = events[0]!.runId;
   const source = JSON.stringify(events);
   let next = 0;
+  const logOf = (runId: string) => join(dir, `pge_shared_state_${runId}.md`);
   /** The run's events under a fresh run id, logged in `dir`. */
   const copy = (): RunEvent[] => {
     const runId = `${original}-r${(next++).toString(36)}`;
-    const renamed = JSON.parse(source.replaceAll(original, runId)) as RunEvent[];
+    const renamed: RunEvent[] = JSON.parse(source.replaceAll(original, runId));
     const opening = renamed[0]!;
     if (opening.type !== 'run.started') throw new Error(`the record starts with ${opening.type}`);
-    opening.payload.logPath = join(dir, `pge_shared_state_${runId}.md`);
+    opening.payload.logPath = logOf(runId);
     return renamed;
   };
 
   const batch = async (runs: number): Promise<LoopFigures> => {
-    const copies = Array.from({ length: runs }, copy);
+    const runIds: string[] = [];
+    let copyMs = 0;
     const time = await timed(async () => {
-      for (const run of copies) {
+      for (let i = 0; i < runs; i++) {
+        const started = performance.now();
+        const run = copy();
+        copyMs += performance.now() - started;
+        const { runId } = run[0]!;
+        runIds.push(runId);
         await Promise.all(run.map((event) => publishEvent(bus, event)));
         await bus.flush();
-        await persistence.flushed(run[0]!.runId);
+        await persistence.flushed(runId);
       }
     });
     if (failure) throw failure;
-    const last = copies.at(-1)![0]!;
-    const written = readLog(readFileSync(join(dir, `pge_shared_state_${last.runId}.md`), 'utf8'));
-    if (written.length !== events.length)
-      throw new Error(`record alone: ${written.length} events in the log, expected ${events.length}`);
-    return loopFigures({ runs, concurrency: 1, calls: runs * calls, modelMs: 0 }, time);
+    for (const runId of runIds) {
+      const written = readLog(readFileSync(logOf(runId), 'utf8')).length;
+      if (written !== events.length)
+        throw new Error(`record alone: ${written} events in the log of ${runId}, expected ${events.length}`);
+    }
+    return loopFigures({ runs, concurrency: 1, calls: runs * calls, modelMs: copyMs }, time);
   };
   const close = async () => {
     await persistence.close();

@@ -8,6 +8,7 @@ import { createRoleWorker } from '../src/actors/role-worker.js';
 import { NatsBus } from '../src/bus/nats-bus.js';
 import { LEASE_BUCKET } from '../src/bus/run-leases.js';
 import type { RunEvent } from '../src/schemas/index.js';
+import { medianValue } from './measure.js';
 import { startBenchNatsServer } from './nats-deployment.js';
 
 /**
@@ -124,12 +125,11 @@ export async function measureTakeover(settings: TakeoverSettings): Promise<Takeo
       const replacement = `coord-${trial + 2}`;
       coordinators.set(replacement, await startCoordinator(server.url, replacement));
     }
-    const sorted = [...times].sort((a, b) => a - b);
     return {
       settings: { trials: settings.trials, workDelayMs: settings.workDelayMs },
       killToNextEventMs: times,
-      medianMs: sorted[Math.floor(sorted.length / 2)]!,
-      maxMs: sorted.at(-1)!,
+      medianMs: medianValue(times),
+      maxMs: Math.max(...times),
     };
   } finally {
     for (const child of coordinators.values()) child.kill('SIGKILL');
