@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { accessSync, constants, existsSync, mkdirSync, statSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, rmdirSync, statSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import type { Tracer } from '@opentelemetry/api';
 import { z } from 'zod';
@@ -242,7 +242,7 @@ function checkCostCanBeKept(o: z.output<typeof PgeOptionsSchema>): void {
 }
 
 /**
- * Creates the working directory one level at a time. `mkdirSync(…, { recursive: true })` never
+ * Creates the working directory one level at a time, and checks that an entry can be made in it. `mkdirSync(…, { recursive: true })` never
  * returns on a file system that refuses new directories with ENOENT (procfs: `/proc/foo`), as
  * Node retries the parent that it finds to exist; a plain mkdir fails at once with the reason.
  */
@@ -259,9 +259,13 @@ function makeWorkingDirectory(dir: string): void {
     }
   }
   if (!statSync(dir).isDirectory()) throw refuse('it is not a directory');
+  // Tried, not asked: `access` says yes to root on any directory, /proc included, where the runs'
+  // workspaces could then never be made.
+  let probe: string;
   try {
-    accessSync(dir, constants.W_OK);
+    probe = mkdtempSync(join(dir, '.pge-write-check-'));
   } catch (cause) {
-    throw refuse('it may not be written to', cause);
+    throw refuse(`nothing can be created in it (${(cause as Error).message})`, cause);
   }
+  rmdirSync(probe);
 }

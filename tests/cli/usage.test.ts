@@ -76,6 +76,16 @@ describe('flag mistakes', () => {
       `workingDirectory ${dir} is not a writable directory: it cannot be created (ENOENT`,
     );
   });
+
+  it('fails fast on a working directory that exists but takes no new entry, even for root (procfs)', async () => {
+    // `access(W_OK)` says yes to root on /proc, where the runs' workspaces could then never be made.
+    const r = await runCli(['demo', '--working-dir', '/proc'], { cwd: tmp, killAfterMs: 10_000 });
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain(
+      'workingDirectory /proc is not a writable directory: nothing can be created in it (',
+    );
+    expect(r.stdout).toBe('');
+  });
 });
 
 describe('pge worker', () => {
