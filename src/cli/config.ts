@@ -205,5 +205,10 @@ function readRubric(path: string): unknown {
       cause instanceof SyntaxError ? cause.message : ((cause as NodeJS.ErrnoException).code ?? String(cause));
     throw new ConfigurationError(`--rubric: cannot read ${path}: ${reason}`, { cause });
   }
-  return Array.isArray(json) ? json : (json as { criteria?: unknown } | null)?.criteria;
+  if (Array.isArray(json)) return json;
+  const criteria = (json as { criteria?: unknown } | null)?.criteria;
+  if (Array.isArray(criteria)) return criteria;
+  throw new ConfigurationError(
+    `--rubric: ${path} holds no criteria: give a JSON array of criteria, or an object whose "criteria" is one`,
+  );
 }

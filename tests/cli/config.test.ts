@@ -105,6 +105,17 @@ describe('flag values', () => {
     );
     writeFileSync(join(dir, 'bad.json'), JSON.stringify([{ name: 'x' }]));
     expect(() => resolveIn(['--rubric', 'bad.json'])).toThrow(ConfigurationError);
+    // A file with no array of criteria is refused, not taken as no rubric.
+    for (const [file, content] of [
+      ['object.json', { name: 'x' }],
+      ['text.json', 'hello'],
+      ['null.json', null],
+    ] as const) {
+      writeFileSync(join(dir, file), JSON.stringify(content));
+      expect(() => resolveIn(['--rubric', file])).toThrow(
+        new RegExp(`--rubric: .*${file.replace('.', '\\.')} holds no criteria`),
+      );
+    }
     // A rubric names each criterion once (names compare trimmed and in lower case).
     writeFileSync(
       join(dir, 'twice.json'),
