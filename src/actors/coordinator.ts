@@ -31,6 +31,7 @@ import type {
   Role,
   RoleRequest,
   RoleResult,
+  RunActing,
   RunEvent,
   RunEventDraft,
   RunEventOf,
@@ -72,6 +73,8 @@ export interface RunSpec extends Omit<RunInput, 'startedAt'> {
   callTimeoutMs: number;
   /** How long a gate waits for a person, and what its deadline does; null: as long as it takes. */
   approvalDeadline: { timeoutMs: number; policy: ApprovalTimeoutPolicy } | null;
+  /** The acting roles' tools and validators, when this process holds the workers (`run.started`'s `acting`). */
+  acting?: RunActing;
 }
 
 /** The options a run's settings are taken from (a subset of the API's resolved options). */
@@ -760,7 +763,14 @@ export function createCoordinator(options: CoordinatorOptions) {
       record(completeDraft(draft, calls));
     };
 
-    const { runId: _runId, models, callTimeoutMs: _callTimeoutMs, approvalDeadline, ...settings } = spec;
+    const {
+      runId: _runId,
+      models,
+      callTimeoutMs: _callTimeoutMs,
+      approvalDeadline,
+      acting,
+      ...settings
+    } = spec;
     let startedAt: number;
     if (resume === null) {
       startedAt = clock();
@@ -784,6 +794,7 @@ export function createCoordinator(options: CoordinatorOptions) {
               callTimeoutMs: spec.callTimeoutMs,
               ...(approvalDeadline === null ? {} : { approvalDeadline }),
               models,
+              ...(acting === undefined ? {} : { acting }),
             },
             ...(options.tracing ? { traceparent: options.tracing.begin(runId) } : {}),
           },

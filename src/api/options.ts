@@ -6,9 +6,9 @@ import { z } from 'zod';
 import { McpServers } from '../actors/mcp.js';
 import type { Model } from '../actors/model.js';
 import { DEFAULT_PRICES, priceOf } from '../actors/pricing.js';
-import type { Validator, ValidatorFunction } from '../actors/validators.js';
+import { type Validator, type ValidatorFunction, validatorName } from '../actors/validators.js';
 import { ConfigurationError } from '../errors.js';
-import type { Role, RunEvent } from '../schemas/index.js';
+import type { Role, RunActing, RunEvent } from '../schemas/index.js';
 import { OPTION_DEFAULTS, ROLES } from '../schemas/setting-values.js';
 import {
   FollowSettings,
@@ -182,6 +182,11 @@ export const WORKSPACES_DIR = 'workspaces';
 /** Where the generator's validators run (each run's workspace) and which they are. */
 export function validationOf(options: ResolvedOptions): { root: string; validators: readonly Validator[] } {
   return { root: join(options.workingDirectory, WORKSPACES_DIR), validators: options.validators };
+}
+
+/** What a run's acting roles have (`run.started`'s `acting`): the workspace tools, and the validators by name. */
+export function actingOf(options: ResolvedOptions): RunActing {
+  return { tools: options.tools, validators: options.validators.map(validatorName) };
 }
 
 /** Options as a user writes them. */

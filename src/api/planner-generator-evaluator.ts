@@ -15,11 +15,18 @@ import { createEmbeddedRuntime, type EmbeddedRuntime } from '../runtime/embedded
 import type { ForkSettings } from '../runtime/fork-log.js';
 import { newRunId } from '../runtime/run-id.js';
 import { checkTask } from '../runtime/task.js';
-import { ApprovalDecision, type ApprovalGate, type Role, type RunEvent } from '../schemas/index.js';
+import {
+  ApprovalDecision,
+  type ApprovalGate,
+  type Role,
+  type RunActing,
+  type RunEvent,
+} from '../schemas/index.js';
 import { otlpRequested } from '../telemetry/otlp-env.js';
 import type { RunTracing } from '../telemetry/run-tracing.js';
 import type { WorkTracing } from '../telemetry/work-tracing.js';
 import {
+  actingOf,
   type PgeOptions,
   type ResolvedOptions,
   resolveOptions,
@@ -103,7 +110,8 @@ export class PlannerGeneratorEvaluator<T extends OutputType = OutputType> {
    * charts are rebuilt from the log's events without asking any model again for an answer the log
    * holds; only a call in flight at the crash is asked again. The run keeps the settings its log
    * recorded (bounds, thresholds, budgets); the models are this instance's, and must have the names
-   * the log recorded. Time the process was dead does not count in the run's duration or against
+   * the log recorded; so must its workspace tools (on or off) and its validators (by name, in order),
+   * where the log recorded them. Time the process was dead does not count in the run's duration or against
    * `maxDurationMs`; the recorded calls count in its usage and budgets. Returns what `run` returns.
    *
    * Throws `ResumeError` (a `ConfigurationError`) before anything is asked or written when the log
@@ -136,6 +144,14 @@ export class PlannerGeneratorEvaluator<T extends OutputType = OutputType> {
         `planner ${m.planner}, generator ${m.generator}, evaluator ${m.evaluator}`;
       throw new ResumeError(
         `cannot resume ${path}: its run used the models ${named(models)}; this harness has ${named(mine)}. Resume it with the same models`,
+      );
+    }
+    const acting = recorded.started.payload.settings.acting;
+    const ours = actingOf(this.options);
+    if (acting !== undefined && !sameActing(acting, ours)) {
+      throw new ResumeError(
+        `cannot resume ${path}: its run had ${describeActing(acting)}; this harness has ${describeActing(ours)}. ` +
+          'Resume it with the same (the tools and validators options; on the command line --validate and --no-tools)',
       );
     }
     if (this.running.has(runId)) throw new ResumeError(`run ${runId} is running in this process`);
@@ -176,6 +192,7 @@ export class PlannerGeneratorEvaluator<T extends OutputType = OutputType> {
       runId,
       logPath: path,
       models: this.modelNames,
+      acting: actingOf(this.options),
       settings: options.settings ?? {},
       workspaces: join(this.options.workingDirectory, WORKSPACES_DIR),
     });
@@ -283,6 +300,7 @@ export class PlannerGeneratorEvaluator<T extends OutputType = OutputType> {
       logPath,
       ...runSettingsOf(o),
       models: this.modelNames,
+      acting: actingOf(o),
     });
     return this.finish(handle, task, logPath, () => performance.now() - started);
   }
@@ -436,4 +454,22 @@ function checkLogPath(path: string, what: string): void {
 /** One line per event for `verbose`. */
 function describe(event: RunEvent): string {
   return `[pge ${event.runId} #${event.seq}] ${event.type}`;
+}
+
+/** Whether two runs' acting roles had the same tools and the same validators, in the same order. */
+function sameActing(a: RunActing, b: RunActing): boolean {
+  return (
+    a.tools === b.tools &&
+    a.validators.length === b.validators.length &&
+    a.validators.every((name, i) => name === b.validators[i])
+  );
+}
+
+/** What a run's acting roles had, in words. */
+function describeActing({ tools, validators }: RunActing): string {
+  const named =
+    validators.length === 0
+      ? 'no validator'
+      : `the validators ${validators.map((v) => JSON.stringify(v)).join(', ')}`;
+  return `${tools ? 'the workspace tools' : 'no workspace tools'} and ${named}`;
 }

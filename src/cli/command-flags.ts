@@ -5,7 +5,15 @@ import {
   DEFAULT_WORKER_CONCURRENCY,
   ROLES,
 } from '../schemas/setting-values.js';
-import { type Command, CREDS_FLAG, DEPLOYMENT_FLAGS, FLAGS, type FlagSpec, inGroup } from './flag-table.js';
+import {
+  type Command,
+  CREDS_FLAG,
+  DEPLOYMENT_FLAGS,
+  FLAGS,
+  type FlagSpec,
+  inGroup,
+  MCP_FLAG_ROLES,
+} from './flag-table.js';
 
 /**
  * The flag table's second half: the flags of single commands (`--inspect` of `run` and `demo`,
@@ -129,6 +137,18 @@ const DASHBOARD_FLAGS = inGroup('cli', [
 /** The output flags of `resume`: a resumed run keeps its log and its recorded settings. */
 const RESUME_OUTPUT_FLAGS: readonly string[] = ['output-type', 'json', 'verbose'];
 
+/**
+ * What the acting roles of a resumed run have, which are this process's, as its models are: the
+ * log records the tools and validators its run had, and a resume must be given the same; its MCP
+ * servers are not recorded, and are given again the same way.
+ */
+const RESUME_ACTING_FLAGS: readonly string[] = [
+  'validate',
+  'no-tools',
+  'no-images',
+  ...Object.keys(MCP_FLAG_ROLES),
+];
+
 /** How `pge approvals` and `pge approve` reach a deployment. */
 const DEPLOYMENT_CLIENT_FLAGS: readonly FlagSpec[] = inGroup('nats', [NATS_SERVERS_FLAG, CREDS_FLAG]);
 
@@ -231,13 +251,15 @@ export function flagsFor(command: Command): readonly FlagSpec[] {
       // The demo's model is built in: flags that configure a model server or a config file do not apply.
       return [...FLAGS.filter((f) => ['harness', 'budget', 'output'].includes(f.group)), INSPECT_FLAG];
     case 'resume':
-      // The run's bounds, thresholds and budgets are the log's: only the models and the output are set here.
+      // The run's bounds, thresholds and budgets are the log's: only the models, the acting roles'
+      // tools and validators, and the output are set here.
       return FLAGS.filter(
         (f) =>
           f.group === 'model' ||
           f.group === 'cli' ||
           f.group === 'nats' ||
-          RESUME_OUTPUT_FLAGS.includes(f.name),
+          RESUME_OUTPUT_FLAGS.includes(f.name) ||
+          RESUME_ACTING_FLAGS.includes(f.name),
       );
     case 'batch':
     case 'config':

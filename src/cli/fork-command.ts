@@ -31,11 +31,14 @@ export async function forkCommand(line: CommandLine, io: CliIo): Promise<number>
   const settings = Object.fromEntries(
     FORK_SETTINGS.filter((name) => given[name] !== undefined).map((name) => [name, given[name]]),
   );
-  return reportRun('fork', options, line.flags.json, io, ({ pge }) =>
-    pge.fork(parent, {
+  return reportRun('fork', options, line.flags.json, io, ({ pge, progress }) => {
+    // The status line counts what the fork takes from its parent, as a resume counts its log.
+    const at = events?.findIndex((e) => e.type === 'step.started' && e.payload.stepNumber === fromStep) ?? -1;
+    if (events && at > 0) progress.resumeFrom(events.slice(0, at));
+    return pge.fork(parent, {
       fromStep,
       settings,
       ...(sharedStatePath === undefined ? {} : { logPath: sharedStatePath }),
-    }),
-  );
+    });
+  });
 }

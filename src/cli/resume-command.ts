@@ -1,6 +1,6 @@
 import { readFile } from 'node:fs/promises';
 import { resolve } from 'node:path';
-import { DemoModel } from '../actors/demo-model.js';
+import { DemoModel, titledDeliverable } from '../actors/demo-model.js';
 import type { PgeOptions } from '../api/options.js';
 import { NatsBus } from '../bus/nats-bus.js';
 import { RESUME_ANSWER_MS, subjects } from '../bus/subjects.js';
@@ -20,7 +20,9 @@ import { reportRun } from './run-command.js';
  * `pge resume <log-file>`: continues a run whose process died, from its log, in the same file
  * (`PlannerGeneratorEvaluator.resume`). The run's settings are the ones its log recorded; the
  * models are the log's too, unless a flag, the environment or a config file names them (the
- * harness then refuses other names). A run of `pge demo` resumes with the demo model.
+ * harness then refuses other names). The workspace tools and the validators are this process's
+ * (`--no-tools`, `--validate`), and must be those the log recorded. A run of `pge demo` resumes
+ * with the demo model and the demo's validator.
  */
 
 const ROLES: readonly Role[] = ['planner', 'generator', 'evaluator'];
@@ -39,11 +41,17 @@ export async function recordedEvents(path: string): Promise<RunEvent[] | null> {
   }
 }
 
-/** The options to resume with: the log's model names fill in those the configuration leaves open. */
+/**
+ * The options to resume with: the log's model names fill in those the configuration leaves open.
+ * A run of `pge demo` gets the demo model, and the demo's validator unless validators are given,
+ * as `pge demo` has them.
+ */
 export function withRecordedModels(options: PgeOptions, recorded: Record<Role, string>): PgeOptions {
   const demo = new DemoModel();
-  if (ROLES.every((role) => recorded[role] === demo.name))
-    return { ...options, plannerAgent: demo, generatorAgent: demo, evaluatorAgent: demo };
+  if (ROLES.every((role) => recorded[role] === demo.name)) {
+    const validators = options.validators?.length ? options.validators : [titledDeliverable];
+    return { ...options, plannerAgent: demo, generatorAgent: demo, evaluatorAgent: demo, validators };
+  }
   const names: PgeOptions = { ...options };
   for (const role of ROLES) names[MODEL_OPTION[role]] ??= options.modelName ?? recorded[role];
   return names;

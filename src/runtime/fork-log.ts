@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { ConfigurationError, ResumeError } from '../errors.js';
 import { readLogFile } from '../persistence/log-reader.js';
 import { renderLog } from '../persistence/markdown-log.js';
-import { type Role, RunEvent, type RunEventOf } from '../schemas/index.js';
+import { type Role, type RunActing, RunEvent, type RunEventOf } from '../schemas/index.js';
 
 /**
  * `pge fork`: the log a fork starts from. A fork is a new run that takes a recorded run's events
@@ -53,6 +53,8 @@ export interface ForkLogOptions {
   logPath: string;
   /** The fork's models, recorded in its `run.started`. */
   models: Record<Role, string>;
+  /** The fork's tools and validators, recorded in its `run.started` (the parent's may differ). */
+  acting: RunActing;
   settings: ForkSettings;
   /** Where runs' workspaces are: the parent's, if there, is copied for the fork. */
   workspaces: string;
@@ -96,6 +98,7 @@ export async function forkLog(options: ForkLogOptions): Promise<void> {
         ...bounds,
         budgets: { ...budgets, ...changedBudgets },
         models: options.models,
+        acting: options.acting,
       },
       parent: { runId: parentId, logPath: parentPath, fromStep },
     },

@@ -149,6 +149,10 @@ export const Budgets = z.strictObject({
 });
 export type Budgets = z.infer<typeof Budgets>;
 
+/** What a run's acting roles had: the workspace tools, and the generator's validators by name. */
+export const RunActing = z.strictObject({ tools: z.boolean(), validators: z.array(z.string()) });
+export type RunActing = z.infer<typeof RunActing>;
+
 export const RunStarted = event(
   'run.started',
   z.strictObject({
@@ -179,6 +183,13 @@ export const RunStarted = event(
       budgets: Budgets,
       callTimeoutMs: z.number().int().positive(),
       models: z.strictObject({ planner: z.string(), generator: z.string(), evaluator: z.string() }),
+      /**
+       * Whether the acting roles had the workspace tools, and the generator's validators by name,
+       * when the process that started the run held its workers (the embedded runtime): a resume
+       * must have the same, as it must have the same models. Absent when the run's workers were
+       * elsewhere (a run submitted over NATS), and in logs written before they were recorded.
+       */
+      acting: RunActing.optional(),
     }),
     /** A fork's parent: the run whose events before step `fromStep` this one took (`pge fork`). */
     parent: z

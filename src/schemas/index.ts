@@ -42,6 +42,7 @@ export {
   ResultRejectionReason,
   ROLE_OF_REQUEST,
   RoleRequest,
+  RunActing,
   RunEvent,
   RunStopReason,
   RunTotals,

@@ -385,6 +385,34 @@ describe('resume refuses, repairs and keeps time', () => {
     expect(other.after).toBe(renderLog(full.events.slice(0, 10)));
   });
 
+  it('refuses other workspace tools or validators than its run had, before anything; a log without them resumes', async () => {
+    const full = await uninterrupted(scenario);
+    const started = full.events[0] as RunEventOf<'run.started'>;
+    expect(started.payload.settings.acting).toEqual({ tools: true, validators: [] });
+    const cut = renderLog(full.events.slice(0, 10));
+
+    const noTools = await resumeText(cut, { tools: false });
+    expect(noTools.error).toBeInstanceOf(ResumeError);
+    expect(noTools.error?.message).toMatch(
+      /its run had the workspace tools and no validator; this harness has no workspace tools and no validator/,
+    );
+    expect(noTools.after).toBe(cut);
+    expect(noTools.calls).toBe(0);
+
+    const checked = await resumeText(cut, { validators: ['test -s /dev/stdin'] });
+    expect(checked.error).toBeInstanceOf(ResumeError);
+    expect(checked.error?.message).toMatch(
+      /this harness has the workspace tools and the validators "test -s \/dev\/stdin"/,
+    );
+    expect(checked.after).toBe(cut);
+
+    // A log written before the tools and validators were recorded: nothing to hold the resume to.
+    const { acting: _, ...settings } = started.payload.settings;
+    const older = [{ ...started, payload: { ...started.payload, settings } }, ...full.events.slice(1, 10)];
+    const resumed = await resumeText(renderLog(older as RunEvent[]), { tools: false });
+    expect(resumed.error).toBeNull();
+  });
+
   it('refuses a log that the replay does not produce again, and writes nothing', async () => {
     const full = await uninterrupted(scenario);
     const retry = full.events.findIndex((e) => e.type === 'step.retry.scheduled');

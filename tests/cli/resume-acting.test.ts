@@ -1,0 +1,76 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { readLogFile, renderLog } from '../../src/persistence/index.js';
+import type { RunEvent, RunEventOf } from '../../src/schemas/index.js';
+import { runCli } from './run-cli.js';
+
+/**
+ * `pge resume` of a run that had validators or no workspace tools: its log records them, and a
+ * resume without the same is refused before anything is asked, rather than going on unchecked (a
+ * run whose every attempt failed its validator came back passed).
+ */
+
+let tmp: string;
+beforeAll(() => {
+  tmp = mkdtempSync(join(tmpdir(), 'pge-resume-acting-'));
+});
+afterAll(() => rmSync(tmp, { recursive: true, force: true }));
+
+const FAILING = 'exit 1';
+
+/** The events of `log` up to step 2's first work request, as a crash then may leave them, in a new log. */
+async function crashedCopy(log: string, name: string): Promise<{ path: string; events: RunEvent[] }> {
+  const events = await readLogFile(log);
+  const step2 = events.findIndex((e) => e.type === 'step.started' && e.payload.stepNumber === 2);
+  const cut = events.findIndex((e, i) => i > step2 && e.type === 'step.work.requested') + 1;
+  expect(step2).toBeGreaterThan(0);
+  expect(cut).toBeGreaterThan(step2 + 1);
+  const path = join(tmp, name);
+  writeFileSync(path, renderLog(events.slice(0, cut)));
+  return { path, events: events.slice(0, cut) };
+}
+
+const closing = async (log: string) =>
+  (await readLogFile(log)).at(-1) as RunEventOf<'run.completed'> | RunEventOf<'run.failed'>;
+
+describe('pge resume holds a run to the tools and validators its log recorded', () => {
+  it('refuses a demo run resumed without its validator, and finishes it with it as it would have ended', async () => {
+    const log = join(tmp, 'validated.md');
+    const full = await runCli(['demo', '--validate', FAILING, '--log', log], { cwd: tmp });
+    // Every attempt fails the validator: no step passes.
+    expect(full.code, full.stderr).toBe(1);
+    const started = (await readLogFile(log))[0] as RunEventOf<'run.started'>;
+    expect(started.payload.settings.acting).toEqual({ tools: true, validators: [FAILING] });
+
+    const crashed = await crashedCopy(log, 'validated-crashed.md');
+    const bare = await runCli(['resume', crashed.path], { cwd: tmp });
+    expect(bare.code).toBe(2);
+    expect(bare.stderr).toContain(
+      `its run had the workspace tools and the validators "${FAILING}"; this harness has the workspace tools and the validators "titledDeliverable"`,
+    );
+    expect(await readLogFile(crashed.path)).toEqual(crashed.events);
+
+    const resumed = await runCli(['resume', crashed.path, '--validate', FAILING], { cwd: tmp });
+    expect(resumed.code, resumed.stderr).toBe(1);
+    expect((await closing(crashed.path)).payload).toMatchObject({ passed: false });
+  });
+
+  it('resumes a plain demo run with the demo validator, and refuses tools the run did not have', async () => {
+    const log = join(tmp, 'demo.md');
+    const full = await runCli(['demo', '--no-tools', '--log', log], { cwd: tmp });
+    expect(full.code, full.stderr).toBe(0);
+    const crashed = await crashedCopy(log, 'demo-crashed.md');
+
+    const withTools = await runCli(['resume', crashed.path], { cwd: tmp });
+    expect(withTools.code).toBe(2);
+    expect(withTools.stderr).toContain(
+      'its run had no workspace tools and the validators "titledDeliverable"; this harness has the workspace tools and the validators "titledDeliverable"',
+    );
+
+    const resumed = await runCli(['resume', crashed.path, '--no-tools'], { cwd: tmp });
+    expect(resumed.code, resumed.stderr).toBe(0);
+    expect((await closing(crashed.path)).payload).toMatchObject({ passed: true });
+  });
+});
