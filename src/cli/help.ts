@@ -134,7 +134,8 @@ const COMMANDS: Record<Command, { usage: string; about: string; examples: string
     usage: 'pge run "<task>" [flags]',
     about: `Plans the task, runs every step through contract, work and evaluation, and prints the
 result on stdout: the final artifact (or the transcript, with --output-type), then the summary
-line with the path of the log. With --json it prints the result object instead.`,
+line with the path of the log; with an --output-type of dict, list, json or yaml the summary goes to
+stderr, so that stdout parses. With --json it prints the result object instead.`,
     examples: [
       'pge run "Write a short guide to intermittent fasting"',
       'pge run "Summarise the causes of the 2008 crisis" --model gpt-4.1-mini --max-retries 2',

@@ -1,6 +1,6 @@
 import { DemoModel, titledDeliverable } from '../actors/demo-model.js';
 import type { PgeOptions } from '../api/options.js';
-import type { RunOutput } from '../api/output.js';
+import type { OutputType, RunOutput } from '../api/output.js';
 import type { PlannerGeneratorEvaluator } from '../api/planner-generator-evaluator.js';
 import type { HarnessResult } from '../api/result.js';
 import { ConfigurationError } from '../errors.js';
@@ -25,6 +25,9 @@ export const DEMO_NOTICE =
 export function outputText(output: RunOutput): string {
   return typeof output === 'string' ? output : JSON.stringify(output, null, 2);
 }
+
+/** Output types that print a document (JSON or YAML), which stdout must hold alone to be parsed. */
+const DOCUMENT_TYPES: ReadonlySet<string> = new Set<OutputType>(['dict', 'list', 'json', 'yaml']);
 
 /** The summary line, and the log path if the summary does not already name it. */
 export function summaryLines(result: HarnessResult): string {
@@ -125,6 +128,10 @@ export async function reportRun(
     const result = pge.lastResult!;
     if (json) {
       io.stdout.write(`${JSON.stringify(result, null, 2)}\n`);
+    } else if (DOCUMENT_TYPES.has(options.outputType ?? 'final')) {
+      // A document on stdout parses as it is: the summary goes with the progress.
+      io.stdout.write(`${outputText(output)}\n`);
+      io.stderr.write(summaryLines(result));
     } else {
       const text = outputText(output);
       io.stdout.write(`${text === '' ? '' : `${text}\n\n`}${summaryLines(result)}`);

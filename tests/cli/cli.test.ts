@@ -2,6 +2,7 @@ import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSy
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { parse as parseYaml } from 'yaml';
 import { type FakeOpenAI, startFakeOpenAI } from '../support/fake-openai-server.js';
 import { ARTIFACT, logsIn, ROOT, runCli, SECRET, type SpawnOptions, scripted } from './run-cli.js';
 
@@ -71,6 +72,20 @@ describe('pge demo', () => {
     expect(result.totalRetries).toBe(4);
     expect(result.plan.scope).toContain('Plan a picnic');
     expect(existsSync(result.outputPath)).toBe(true);
+  });
+
+  it('keeps stdout to the document alone with a document output type, the summary on stderr', async () => {
+    const json = await pge(['demo', '--working-dir', tmp, '--output-type', 'json']);
+    expect(json.code, json.stderr).toBe(0);
+    // The transcript: every message of the run, the user's task first.
+    expect(JSON.parse(json.stdout)[0]).toMatchObject({ role: 'User' });
+    expect(json.stderr).toMatch(/PGE Harness completed: 3\/3 steps passed.*Shared state: /);
+    const yaml = await pge(['demo', '--working-dir', tmp, '--output-type', 'yaml']);
+    expect(yaml.code, yaml.stderr).toBe(0);
+    expect(parseYaml(yaml.stdout)[0]).toMatchObject({ role: 'User' });
+    // The artifact is text: the summary follows it on stdout.
+    const final = await pge(['demo', '--working-dir', tmp]);
+    expect(final.stdout).toMatch(/\n\nPGE Harness completed: 3\/3 steps passed.*Shared state: /);
   });
 
   it("refuses --validate for a run on NATS: validators are the generator workers'", async () => {
