@@ -21,8 +21,8 @@ export async function forkCommand(line: CommandLine, io: CliIo): Promise<number>
     throw new ConfigurationError('pge fork needs the step to fork from, 1 or more: --from-step <n>');
   const parent = resolve(io.cwd, file);
   const config = resolveConfig({ flags: line.flags, env: io.env, cwd: io.cwd });
-  const events = await recordedEvents(parent);
-  const started = events?.[0]?.type === 'run.started' ? events[0] : null;
+  const events = await recordedEvents(parent, 'fork');
+  const started = events[0]?.type === 'run.started' ? events[0] : null;
   // --log names the fork's log, which `fork` takes; the harness's own log option is for new runs.
   const { sharedStatePath, ...options } = started
     ? withRecordedModels(config.options, started.payload.settings.models)
@@ -33,8 +33,8 @@ export async function forkCommand(line: CommandLine, io: CliIo): Promise<number>
   );
   return reportRun('fork', options, line.flags.json, io, ({ pge, progress }) => {
     // The status line counts what the fork takes from its parent, as a resume counts its log.
-    const at = events?.findIndex((e) => e.type === 'step.started' && e.payload.stepNumber === fromStep) ?? -1;
-    if (events && at > 0) progress.resumeFrom(events.slice(0, at));
+    const at = events.findIndex((e) => e.type === 'step.started' && e.payload.stepNumber === fromStep);
+    if (at > 0) progress.resumeFrom(events.slice(0, at));
     return pge.fork(parent, {
       fromStep,
       settings,

@@ -4,8 +4,8 @@ import { DemoModel, titledDeliverable } from '../actors/demo-model.js';
 import type { PgeOptions } from '../api/options.js';
 import { NatsBus } from '../bus/nats-bus.js';
 import { RESUME_ANSWER_MS, subjects } from '../bus/subjects.js';
-import { ConfigurationError, errorFromInfo } from '../errors.js';
-import { readLogTail } from '../persistence/log-reader.js';
+import { ConfigurationError, errorFromInfo, ResumeError } from '../errors.js';
+import { readLogRunId, readLogTail } from '../persistence/log-reader.js';
 import type { Role, RunEvent } from '../schemas/index.js';
 import { ID_PATTERN, OPTION_DEFAULTS } from '../schemas/setting-values.js';
 import { RunResumeReply } from '../schemas/submission.js';
@@ -32,12 +32,24 @@ const MODEL_OPTION = {
   evaluator: 'evaluatorModelName',
 } as const satisfies Record<Role, keyof PgeOptions>;
 
-/** The log's events, or null when it cannot be read: `resume` then says why, with the exit code that goes with it. */
-export async function recordedEvents(path: string): Promise<RunEvent[] | null> {
+/**
+ * The events of the log at `path`, read before the harness is built (which may refuse first for
+ * want of an API key); `ResumeError` says why it cannot be read, as `resume` and `fork` would.
+ */
+export async function recordedEvents(path: string, verb: 'resume' | 'fork'): Promise<RunEvent[]> {
+  const refuse = (why: string, cause?: unknown) =>
+    new ResumeError(`cannot ${verb} ${path}: ${why}`, cause === undefined ? undefined : { cause });
+  let text: string;
   try {
-    return readLogTail(await readFile(path, 'utf8'), path).events;
-  } catch {
-    return null;
+    text = await readFile(path, 'utf8');
+  } catch (error) {
+    throw refuse((error as Error).message, error);
+  }
+  if (readLogRunId(text) === null) throw refuse('it is not a pge log');
+  try {
+    return readLogTail(text, path).events;
+  } catch (error) {
+    throw refuse((error as Error).message, error);
   }
 }
 
@@ -107,14 +119,14 @@ export async function resumeCommand(line: CommandLine, io: CliIo): Promise<numbe
     throw new ConfigurationError('pge resume needs one log file: pge resume <log-file>');
   const path = resolve(io.cwd, file);
   const config = resolveConfig({ flags: line.flags, env: io.env, cwd: io.cwd });
-  const events = await recordedEvents(path);
-  const started = events?.[0]?.type === 'run.started' ? events[0] : null;
+  const events = await recordedEvents(path, 'resume');
+  const started = events[0]?.type === 'run.started' ? events[0] : null;
   const options = started
     ? withRecordedModels(config.options, started.payload.settings.models)
     : config.options;
   return reportRun('resume', options, line.flags.json, io, ({ pge, progress }) => {
     // The status line counts what the log already holds: its steps, tokens and cost.
-    if (events) progress.resumeFrom(events);
+    progress.resumeFrom(events);
     return pge.resume(path);
   });
 }

@@ -77,6 +77,23 @@ describe('flag mistakes', () => {
     );
   });
 
+  it('says why a log cannot be resumed or forked, before it looks for an API key', async () => {
+    writeFileSync(join(tmp, 'notes.md'), '# My notes\n');
+    const noKey = { cwd: tmp, env: { OPENAI_API_KEY: '' } };
+    const cases: [string[], string][] = [
+      [['resume', 'missing.md'], `cannot resume ${join(tmp, 'missing.md')}: ENOENT`],
+      [['resume', 'notes.md'], `cannot resume ${join(tmp, 'notes.md')}: it is not a pge log`],
+      [['resume', '.'], `cannot resume ${tmp}: EISDIR`],
+      [['fork', 'missing.md', '--from-step', '1'], `cannot fork ${join(tmp, 'missing.md')}: ENOENT`],
+    ];
+    for (const [args, message] of cases) {
+      const r = await runCli(args, noKey);
+      expect(r.code, args.join(' ')).toBe(2);
+      expect(r.stderr, args.join(' ')).toContain(message);
+      expect(r.stderr, args.join(' ')).not.toContain('OPENAI_API_KEY');
+    }
+  });
+
   it('fails fast on a working directory that exists but takes no new entry, even for root (procfs)', async () => {
     // `access(W_OK)` says yes to root on /proc, where the runs' workspaces could then never be made.
     const r = await runCli(['demo', '--working-dir', '/proc'], { cwd: tmp, killAfterMs: 10_000 });
