@@ -184,9 +184,18 @@ export function validationOf(options: ResolvedOptions): { root: string; validato
   return { root: join(options.workingDirectory, WORKSPACES_DIR), validators: options.validators };
 }
 
-/** What a run's acting roles have (`run.started`'s `acting`): the workspace tools, and the validators by name. */
-export function actingOf(options: ResolvedOptions): RunActing {
-  return { tools: options.tools, validators: options.validators.map(validatorName) };
+/** What run `runId`'s acting roles have (`run.started`'s `acting`): the tools, the validators by name, the workspace. */
+export function actingOf(options: ResolvedOptions, runId: string): RunActing {
+  return {
+    tools: options.tools,
+    validators: options.validators.map(validatorName),
+    workspace: join(options.workingDirectory, WORKSPACES_DIR, runId),
+  };
+}
+
+/** The working directory a run's workspace (`actingOf`) lies in. */
+export function workingDirectoryOf(acting: RunActing): string {
+  return dirname(dirname(acting.workspace));
 }
 
 /** Options as a user writes them. */

@@ -33,6 +33,7 @@ import {
   systemPromptsOf,
   validationOf,
   WORKSPACES_DIR,
+  workingDirectoryOf,
 } from './options.js';
 import { formatOutput, type OutputType, type RunOutput } from './output.js';
 import { buildResult, type HarnessResult } from './result.js';
@@ -147,11 +148,17 @@ export class PlannerGeneratorEvaluator<T extends OutputType = OutputType> {
       );
     }
     const acting = recorded.started.payload.settings.acting;
-    const ours = actingOf(this.options);
+    const ours = actingOf(this.options, runId);
     if (acting !== undefined && !sameActing(acting, ours)) {
       throw new ResumeError(
         `cannot resume ${path}: its run had ${describeActing(acting)}; this harness has ${describeActing(ours)}. ` +
           'Resume it with the same (the tools and validators options; on the command line --validate and --no-tools)',
+      );
+    }
+    if (acting !== undefined && acting.workspace !== ours.workspace) {
+      throw new ResumeError(
+        `cannot resume ${path}: its run's workspace is ${acting.workspace}, where this harness would look for it in ${ours.workspace}. ` +
+          `Resume it with the working directory it had, ${workingDirectoryOf(acting)} (workingDirectory; pge resume takes it from the log)`,
       );
     }
     if (this.running.has(runId)) throw new ResumeError(`run ${runId} is running in this process`);
@@ -192,7 +199,7 @@ export class PlannerGeneratorEvaluator<T extends OutputType = OutputType> {
       runId,
       logPath: path,
       models: this.modelNames,
-      acting: actingOf(this.options),
+      acting: actingOf(this.options, runId),
       settings: options.settings ?? {},
       workspaces: join(this.options.workingDirectory, WORKSPACES_DIR),
     });
@@ -300,7 +307,7 @@ export class PlannerGeneratorEvaluator<T extends OutputType = OutputType> {
       logPath,
       ...runSettingsOf(o),
       models: this.modelNames,
-      acting: actingOf(o),
+      acting: actingOf(o, runId),
     });
     return this.finish(handle, task, logPath, () => performance.now() - started);
   }

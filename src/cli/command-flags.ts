@@ -139,13 +139,15 @@ const RESUME_OUTPUT_FLAGS: readonly string[] = ['output-type', 'json', 'verbose'
 
 /**
  * What the acting roles of a resumed run have, which are this process's, as its models are: the
- * log records the tools and validators its run had, and a resume must be given the same; its MCP
- * servers are not recorded, and are given again the same way.
+ * log records the tools, validators and workspace its run had, and a resume must be given the
+ * same (the working directory is taken from the log unless given); its MCP servers are not
+ * recorded, and are given again the same way.
  */
 const RESUME_ACTING_FLAGS: readonly string[] = [
   'validate',
   'no-tools',
   'no-images',
+  'working-dir',
   ...Object.keys(MCP_FLAG_ROLES),
 ];
 

@@ -168,11 +168,12 @@ The run keeps the settings its log recorded (steps, retries, thresholds, budgets
 not taken. Its models are the log's unless a flag, the environment or a config file names one
 (another name than the log's is refused); the API key and endpoint come from the usual places.
 Give it the run's --validate, --no-tools and MCP flags again: the log records the validators and
-whether the tools were on, and other ones are refused. A run of 'pge demo' resumes with the demo
-model and, unless --validate is given, the demo's validator. The calls before the crash count in
-the run's usage and against its budgets; the time the process was dead does not count against
---max-duration. The end of a write the crash cut short is removed first. Resume a run only once its
-process has died: two processes must never write one log.
+whether the tools were on, and other ones are refused. The run's working directory, where its
+workspace is, comes from the log unless --working-dir is given. A run of 'pge demo' resumes with
+the demo model and, unless --validate is given, the demo's validator. The calls before the crash
+count in the run's usage and against its budgets; the time the process was dead does not count
+against --max-duration. The end of a write the crash cut short is removed first. Resume a run only
+once its process has died: two processes must never write one log.
 
 With --nats, asks a distributed deployment to take run <runId> over now: a coordinator rebuilds it
 from its events in the stream and drives it on, unless a live coordinator still drives it (that one

@@ -1,7 +1,7 @@
 import { readFile } from 'node:fs/promises';
 import { resolve } from 'node:path';
 import { DemoModel, titledDeliverable } from '../actors/demo-model.js';
-import type { PgeOptions } from '../api/options.js';
+import { type PgeOptions, workingDirectoryOf } from '../api/options.js';
 import { NatsBus } from '../bus/nats-bus.js';
 import { RESUME_ANSWER_MS, subjects } from '../bus/subjects.js';
 import { ConfigurationError, errorFromInfo, ResumeError } from '../errors.js';
@@ -21,8 +21,9 @@ import { reportRun } from './run-command.js';
  * (`PlannerGeneratorEvaluator.resume`). The run's settings are the ones its log recorded; the
  * models are the log's too, unless a flag, the environment or a config file names them (the
  * harness then refuses other names). The workspace tools and the validators are this process's
- * (`--no-tools`, `--validate`), and must be those the log recorded. A run of `pge demo` resumes
- * with the demo model and the demo's validator.
+ * (`--no-tools`, `--validate`), and must be those the log recorded; the working directory is the
+ * run's, from its log, unless given. A run of `pge demo` resumes with the demo model and the
+ * demo's validator.
  */
 
 const ROLES: readonly Role[] = ['planner', 'generator', 'evaluator'];
@@ -124,6 +125,9 @@ export async function resumeCommand(line: CommandLine, io: CliIo): Promise<numbe
   const options = started
     ? withRecordedModels(config.options, started.payload.settings.models)
     : config.options;
+  // The run's workspace is where its log says, unless a working directory is given.
+  const acting = started?.payload.settings.acting;
+  if (acting !== undefined) options.workingDirectory ??= workingDirectoryOf(acting);
   return reportRun('resume', options, line.flags.json, io, ({ pge, progress }) => {
     // The status line counts what the log already holds: its steps, tokens and cost.
     progress.resumeFrom(events);

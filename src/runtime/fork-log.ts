@@ -53,10 +53,10 @@ export interface ForkLogOptions {
   logPath: string;
   /** The fork's models, recorded in its `run.started`. */
   models: Record<Role, string>;
-  /** The fork's tools and validators, recorded in its `run.started` (the parent's may differ). */
+  /** The fork's tools, validators and workspace, recorded in its `run.started` (the parent's may differ); the parent's workspace is copied into it. */
   acting: RunActing;
   settings: ForkSettings;
-  /** Where runs' workspaces are: the parent's, if there, is copied for the fork. */
+  /** Where runs' workspaces are: the parent's, if its log does not say where it is. */
   workspaces: string;
 }
 
@@ -108,7 +108,8 @@ export async function forkLog(options: ForkLogOptions): Promise<void> {
   if (!checked.success)
     throw new ConfigurationError(`cannot fork ${parentPath}: ${checked.error.issues[0]?.message}`);
   await writeFile(logPath, renderLog(checked.data), { flag: 'wx' });
-  const workspace = join(options.workspaces, parentId);
+  // Where the parent's log says its workspace is; a log from before it said so, where it would be here.
+  const workspace = started.payload.settings.acting?.workspace ?? join(options.workspaces, parentId);
   if (
     await stat(workspace).then(
       (s) => s.isDirectory(),
@@ -116,5 +117,5 @@ export async function forkLog(options: ForkLogOptions): Promise<void> {
     )
   )
     // Links are copied as they are: one made absolute would lead into the parent's workspace.
-    await cp(workspace, join(options.workspaces, runId), { recursive: true, verbatimSymlinks: true });
+    await cp(workspace, options.acting.workspace, { recursive: true, verbatimSymlinks: true });
 }

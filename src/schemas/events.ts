@@ -149,8 +149,15 @@ export const Budgets = z.strictObject({
 });
 export type Budgets = z.infer<typeof Budgets>;
 
-/** What a run's acting roles had: the workspace tools, and the generator's validators by name. */
-export const RunActing = z.strictObject({ tools: z.boolean(), validators: z.array(z.string()) });
+/**
+ * What a run's acting roles had: the workspace tools, the generator's validators by name, and the
+ * run's workspace (an absolute path), where its files and its validators' runs are.
+ */
+export const RunActing = z.strictObject({
+  tools: z.boolean(),
+  validators: z.array(z.string()),
+  workspace: z.string().min(1),
+});
 export type RunActing = z.infer<typeof RunActing>;
 
 export const RunStarted = event(
@@ -184,10 +191,11 @@ export const RunStarted = event(
       callTimeoutMs: z.number().int().positive(),
       models: z.strictObject({ planner: z.string(), generator: z.string(), evaluator: z.string() }),
       /**
-       * Whether the acting roles had the workspace tools, and the generator's validators by name,
-       * when the process that started the run held its workers (the embedded runtime): a resume
-       * must have the same, as it must have the same models. Absent when the run's workers were
-       * elsewhere (a run submitted over NATS), and in logs written before they were recorded.
+       * Whether the acting roles had the workspace tools, the generator's validators by name, and
+       * the run's workspace, when the process that started the run held its workers (the embedded
+       * runtime): a resume must have the same, as it must have the same models. Absent when the
+       * run's workers were elsewhere (a run submitted over NATS), and in logs written before they
+       * were recorded.
        */
       acting: RunActing.optional(),
     }),

@@ -8,6 +8,7 @@ import { PlannerGeneratorEvaluator } from '../../src/api/planner-generator-evalu
 import { ResumeError } from '../../src/errors.js';
 import { readLogFile } from '../../src/persistence/index.js';
 import { replayLog } from '../../src/runtime/replay-log.js';
+import type { RunEventOf } from '../../src/schemas/index.js';
 import { type FakeOpenAI, type FakeStep, startFakeOpenAI } from '../support/fake-openai-server.js';
 import { answers, asksForTools, schemaOf, toolAnswers } from '../support/scripted-deployment.js';
 
@@ -66,7 +67,8 @@ describe('fork', () => {
     const parentEvents = await readLogFile(parentLog);
     const since = openai.completions().length;
 
-    const fork = harness({ generatorModelName: 'other-generator' });
+    // In a working directory of its own: the parent's workspace is found where its log says.
+    const fork = harness({ generatorModelName: 'other-generator', workingDirectory: join(dir, 'forks') });
     const forkLog = join(dir, 'fork.md');
     await fork.fork(parentLog, { fromStep: 2, logPath: forkLog, settings: { maxRetriesPerStep: 1 } });
     await fork.close();
@@ -105,7 +107,8 @@ describe('fork', () => {
     );
     expect(events.at(-1)).toMatchObject({ type: 'run.completed', payload: { passed: true, stepsPassed: 3 } });
     // Its workspace started as the parent's: step 1's file is there, written by the parent.
-    const workspace = join(dir, 'workspaces', started.runId);
+    const workspace = join(dir, 'forks', 'workspaces', started.runId);
+    expect((started as RunEventOf<'run.started'>).payload.settings.acting?.workspace).toBe(workspace);
     expect(readdirSync(workspace).sort()).toEqual(['step-1.md', 'step-2.md', 'step-3.md']);
     // A fork's log replays like any other.
     expect(await replayLog(forkLog)).toMatchObject({ identical: true, modelCalls: 0 });

@@ -385,10 +385,14 @@ describe('resume refuses, repairs and keeps time', () => {
     expect(other.after).toBe(renderLog(full.events.slice(0, 10)));
   });
 
-  it('refuses other workspace tools or validators than its run had, before anything; a log without them resumes', async () => {
+  it('refuses other workspace tools, validators or workspace than its run had, before anything; a log without them resumes', async () => {
     const full = await uninterrupted(scenario);
     const started = full.events[0] as RunEventOf<'run.started'>;
-    expect(started.payload.settings.acting).toEqual({ tools: true, validators: [] });
+    expect(started.payload.settings.acting).toEqual({
+      tools: true,
+      validators: [],
+      workspace: join(process.cwd(), 'workspaces', started.runId),
+    });
     const cut = renderLog(full.events.slice(0, 10));
 
     const noTools = await resumeText(cut, { tools: false });
@@ -405,6 +409,13 @@ describe('resume refuses, repairs and keeps time', () => {
       /this harness has the workspace tools and the validators "test -s \/dev\/stdin"/,
     );
     expect(checked.after).toBe(cut);
+
+    const elsewhere = await resumeText(cut, { workingDirectory: dir });
+    expect(elsewhere.error).toBeInstanceOf(ResumeError);
+    expect(elsewhere.error?.message).toContain(
+      `its run's workspace is ${join(process.cwd(), 'workspaces', started.runId)}, where this harness would look for it in ${join(dir, 'workspaces', started.runId)}`,
+    );
+    expect(elsewhere.after).toBe(cut);
 
     // A log written before the tools and validators were recorded: nothing to hold the resume to.
     const { acting: _, ...settings } = started.payload.settings;

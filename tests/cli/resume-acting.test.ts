@@ -1,4 +1,4 @@
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -42,7 +42,11 @@ describe('pge resume holds a run to the tools and validators its log recorded', 
     // Every attempt fails the validator: no step passes.
     expect(full.code, full.stderr).toBe(1);
     const started = (await readLogFile(log))[0] as RunEventOf<'run.started'>;
-    expect(started.payload.settings.acting).toEqual({ tools: true, validators: [FAILING] });
+    expect(started.payload.settings.acting).toEqual({
+      tools: true,
+      validators: [FAILING],
+      workspace: join(tmp, 'workspaces', started.runId),
+    });
 
     const crashed = await crashedCopy(log, 'validated-crashed.md');
     const bare = await runCli(['resume', crashed.path], { cwd: tmp });
@@ -55,6 +59,31 @@ describe('pge resume holds a run to the tools and validators its log recorded', 
     const resumed = await runCli(['resume', crashed.path, '--validate', FAILING], { cwd: tmp });
     expect(resumed.code, resumed.stderr).toBe(1);
     expect((await closing(crashed.path)).payload).toMatchObject({ passed: false });
+  });
+
+  it('finds the run in its own working directory from anywhere, and refuses another', async () => {
+    mkdirSync(join(tmp, 'elsewhere'));
+    const log = join(tmp, 'runs', 'away.md');
+    const full = await runCli(['demo', '--working-dir', 'runs', '--log', log], { cwd: tmp });
+    expect(full.code, full.stderr).toBe(0);
+    const started = (await readLogFile(log))[0] as RunEventOf<'run.started'>;
+    const workspace = join(tmp, 'runs', 'workspaces', started.runId);
+    expect(started.payload.settings.acting?.workspace).toBe(workspace);
+    const crashed = await crashedCopy(log, 'away-crashed.md');
+    const before = readdirSync(workspace);
+    expect(before.length).toBeGreaterThan(0);
+
+    // From another directory, as `pge resume --help` shows it: the workspace is the run's.
+    const resumed = await runCli(['resume', crashed.path], { cwd: join(tmp, 'elsewhere') });
+    expect(resumed.code, resumed.stderr).toBe(0);
+    expect(existsSync(join(tmp, 'elsewhere', 'workspaces'))).toBe(false);
+    expect(readdirSync(workspace)).toEqual(expect.arrayContaining(before));
+
+    const again = await crashedCopy(log, 'away-crashed-again.md');
+    const other = await runCli(['resume', again.path, '--working-dir', 'elsewhere'], { cwd: tmp });
+    expect(other.code).toBe(2);
+    expect(other.stderr).toContain(`its run's workspace is ${workspace}`);
+    expect(other.stderr).toContain(`Resume it with the working directory it had, ${join(tmp, 'runs')}`);
   });
 
   it('resumes a plain demo run with the demo validator, and refuses tools the run did not have', async () => {
