@@ -1,4 +1,4 @@
-import { existsSync, statSync } from 'node:fs';
+import { existsSync, readFileSync, statSync } from 'node:fs';
 import { readFile, rm } from 'node:fs/promises';
 import { hostname } from 'node:os';
 import { basename, dirname, extname, join, resolve } from 'node:path';
@@ -448,11 +448,12 @@ function pick<T extends Record<string, unknown>>(values: T): Partial<T> {
   return Object.fromEntries(Object.entries(values).filter(([, v]) => v !== undefined)) as Partial<T>;
 }
 
-/** A log path must be free: pge never truncates a file that holds another run. */
+/** A log path must be free: pge never truncates a file, a log of another run or anything else. */
 function checkLogPath(path: string, what: string): void {
   if (existsSync(path) && statSync(path).isFile()) {
-    const held = statSync(path).size > 0 ? 'already holds another run' : 'already exists';
-    throw new ConfigurationError(`${what} ${path} ${held}; pge never overwrites a log`);
+    const owner = statSync(path).size > 0 ? readLogRunId(readFileSync(path, 'utf8')) : null;
+    const held = owner === null ? 'already exists' : `already holds run ${owner}`;
+    throw new ConfigurationError(`${what} ${path} ${held}; pge never overwrites a file`);
   }
   if (!existsSync(dirname(path)))
     throw new ConfigurationError(`the directory of ${what} ${path} does not exist`);

@@ -62,7 +62,8 @@ export type FlagKind =
 export const FLAG_GROUPS = {
   model: 'Model',
   harness: 'Harness',
-  budget: 'Budgets (the run stops cleanly before exceeding one)',
+  budget:
+    'Budgets (checked before each request to a role: the run stops cleanly rather than make one that would break a budget)',
   output: 'Output',
   nats: 'Distributed (NATS)',
   cli: 'Command line',

@@ -330,10 +330,10 @@ as the parent left it (files of later steps included, if it got that far).`,
     about: `Prints a statechart of the harness, read from the machine definitions themselves, so it is
 the chart the code runs: the run (planning, the steps in turn, replans, budget stops, interrupt)
 or one step (contract negotiation, work, evaluation, refine and pivot retries). Edges are labelled
-with their event ("always" for eventless ones, "answer.<phase>" for the answer to a model call,
-"done: <actor>" when an invoked actor finishes) and their guard in brackets. Mermaid output renders wherever Mermaid does (GitHub markdown, the
-Mermaid live editor); DOT is for Graphviz; JSON lists the states and transitions as nodes and
-edges. Calls no model and reads no configuration.`,
+with their event ("always" for eventless ones, "done: <actor>" when an invoked call actor answers,
+"error: <actor>" when it fails) and their guard in brackets. Mermaid output renders wherever
+Mermaid does (GitHub markdown, the Mermaid live editor); DOT is for Graphviz; JSON lists the states
+and transitions as nodes and edges. Calls no model and reads no configuration.`,
     examples: [
       'pge graph',
       'pge graph --machine step --format dot | dot -Tsvg > step.svg',

@@ -83,11 +83,7 @@ export async function main(argv: string[], io: CliIo = processIo()): Promise<num
       const what = first.startsWith('-')
         ? `unknown flag ${first} (flags go after the command)`
         : `unknown command "${first}"${guess ? ` (did you mean ${guess}?)` : ''}`;
-      return usageError(
-        io,
-        `${what}; the commands are run, demo, resume, batch, config, graph, worker, dashboard, follow, nats-config`,
-        null,
-      );
+      return usageError(io, `${what}; the commands are ${Object.keys(COMMANDS).join(', ')}, help`, null);
     }
     const line = parseCommandLine(command, rest);
     if (line.help) {

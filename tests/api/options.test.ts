@@ -190,14 +190,24 @@ describe('bad options get a clear error and nothing half-done', () => {
     rejects({ streamMaxBytes: -1 }, /streamMaxBytes must be >= 0 \(0: no limit\), got -1/);
   });
 
-  it('never truncates a sharedStatePath that already holds another run', async () => {
+  it('never truncates a sharedStatePath that already holds another run, or anything', async () => {
     const path = join(dir, 'state.md');
     const before = '# PGE Harness Shared State\n\n**Run ID**: pge-other-run\n';
     writeFileSync(path, before);
     const pge = new PlannerGeneratorEvaluator({ ...agents(), sharedStatePath: path });
-    await expect(pge.run('task')).rejects.toThrow(/already holds another run/);
+    await expect(pge.run('task')).rejects.toThrow(
+      /already holds run pge-other-run; pge never overwrites a file/,
+    );
     await pge.close();
     expect(readFileSync(path, 'utf8')).toBe(before);
+    // A file that is no log is not called one.
+    writeFileSync(path, 'my notes\n');
+    const again = new PlannerGeneratorEvaluator({ ...agents(), sharedStatePath: path });
+    await expect(again.run('task')).rejects.toThrow(
+      `sharedStatePath ${path} already exists; pge never overwrites a file`,
+    );
+    await again.close();
+    expect(readFileSync(path, 'utf8')).toBe('my notes\n');
   });
 
   it('runs twice on one sharedStatePath only once: the second run refuses instead of overwriting', async () => {

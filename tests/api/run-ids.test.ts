@@ -46,7 +46,9 @@ describe('a run id used before', () => {
     const second = harness();
     const refused = second.pge.run('second');
     await expect(refused).rejects.toBeInstanceOf(ConfigurationError);
-    await expect(refused).rejects.toThrow(/the log of run pge-always-the-same .* already holds another run/);
+    await expect(refused).rejects.toThrow(
+      /the log of run pge-always-the-same .* already holds run pge-always-the-same/,
+    );
     await second.pge.close();
     expect(second.model.requests).toHaveLength(0);
     expect(readFileSync(log, 'utf8')).toBe(written);

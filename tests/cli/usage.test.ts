@@ -64,7 +64,12 @@ describe('flag mistakes', () => {
   });
 
   it('suggests the command a typo meant', async () => {
-    expect(await usageError(['rnu', 'Write a haiku'])).toContain('unknown command "rnu" (did you mean run?)');
+    const typo = await usageError(['rnu', 'Write a haiku']);
+    expect(typo).toContain('unknown command "rnu" (did you mean run?)');
+    // Every command is listed, from the same table that runs them.
+    expect(typo).toContain(
+      'the commands are run, demo, resume, batch, config, graph, replay, fork, approvals, approve, worker, dashboard, follow, nats-config, help',
+    );
   });
 
   it('fails fast on a working directory that cannot be created (procfs)', async () => {
