@@ -111,8 +111,8 @@ export class PlannerGeneratorEvaluator<T extends OutputType = OutputType> {
    * charts are rebuilt from the log's events without asking any model again for an answer the log
    * holds; only a call in flight at the crash is asked again. The run keeps the settings its log
    * recorded (bounds, thresholds, budgets); the models are this instance's, and must have the names
-   * the log recorded; so must its workspace tools (on or off) and its validators (by name, in order),
-   * where the log recorded them. Time the process was dead does not count in the run's duration or against
+   * the log recorded; so must its workspace tools (on or off), its validators (by name, in order)
+   * and its workspace while that is where the log says, where the log recorded them. Time the process was dead does not count in the run's duration or against
    * `maxDurationMs`; the recorded calls count in its usage and budgets. Returns what `run` returns.
    *
    * Throws `ResumeError` (a `ConfigurationError`) before anything is asked or written when the log
@@ -155,7 +155,14 @@ export class PlannerGeneratorEvaluator<T extends OutputType = OutputType> {
           'Resume it with the same (the tools and validators options; on the command line --validate and --no-tools)',
       );
     }
-    if (acting !== undefined && acting.workspace !== ours.workspace) {
+    // The workspace holds the run's files while it is where the log says (a run with neither tools
+    // nor validators has none to lose); once moved with its working directory, it is where it went.
+    if (
+      acting !== undefined &&
+      acting.workspace !== ours.workspace &&
+      (acting.tools || acting.validators.length > 0) &&
+      existsSync(acting.workspace)
+    ) {
       throw new ResumeError(
         `cannot resume ${path}: its run's workspace is ${acting.workspace}, where this harness would look for it in ${ours.workspace}. ` +
           `Resume it with the working directory it had, ${workingDirectoryOf(acting)} (workingDirectory; pge resume takes it from the log)`,
@@ -448,10 +455,19 @@ function pick<T extends Record<string, unknown>>(values: T): Partial<T> {
   return Object.fromEntries(Object.entries(values).filter(([, v]) => v !== undefined)) as Partial<T>;
 }
 
+/** The run whose log `path` is (`readLogRunId`); null for any other file, or one it cannot read. */
+function logOwner(path: string): string | null {
+  try {
+    return readLogRunId(readFileSync(path, 'utf8'));
+  } catch {
+    return null;
+  }
+}
+
 /** A log path must be free: pge never truncates a file, a log of another run or anything else. */
 function checkLogPath(path: string, what: string): void {
   if (existsSync(path) && statSync(path).isFile()) {
-    const owner = statSync(path).size > 0 ? readLogRunId(readFileSync(path, 'utf8')) : null;
+    const owner = logOwner(path);
     const held = owner === null ? 'already exists' : `already holds run ${owner}`;
     throw new ConfigurationError(`${what} ${path} ${held}; pge never overwrites a file`);
   }

@@ -1,10 +1,9 @@
 import { resolve } from 'node:path';
 import { ConfigurationError } from '../errors.js';
 import { FORK_SETTINGS, type ForkSettings } from '../runtime/fork-log.js';
-import { resolveConfig } from './config.js';
 import type { CommandLine } from './flags.js';
 import type { CliIo } from './io.js';
-import { recordedEvents, withRecordedModels } from './resume-command.js';
+import { optionsForRecordedRun, recordedEvents } from './resume-command.js';
 import { reportRun } from './run-command.js';
 
 /**
@@ -20,13 +19,10 @@ export async function forkCommand(line: CommandLine, io: CliIo): Promise<number>
   if (typeof fromStep !== 'number' || fromStep < 1)
     throw new ConfigurationError('pge fork needs the step to fork from, 1 or more: --from-step <n>');
   const parent = resolve(io.cwd, file);
-  const config = resolveConfig({ flags: line.flags, env: io.env, cwd: io.cwd });
   const events = await recordedEvents(parent, 'fork');
   const started = events[0]?.type === 'run.started' ? events[0] : null;
   // --log names the fork's log, which `fork` takes; the harness's own log option is for new runs.
-  const { sharedStatePath, ...options } = started
-    ? withRecordedModels(config.options, started.payload.settings.models)
-    : config.options;
+  const { sharedStatePath, ...options } = optionsForRecordedRun(line, io, started);
   const given = line.flags.options as ForkSettings;
   const settings = Object.fromEntries(
     FORK_SETTINGS.filter((name) => given[name] !== undefined).map((name) => [name, given[name]]),

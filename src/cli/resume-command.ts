@@ -1,3 +1,4 @@
+import { existsSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { resolve } from 'node:path';
 import { DemoModel, titledDeliverable } from '../actors/demo-model.js';
@@ -6,7 +7,7 @@ import { NatsBus } from '../bus/nats-bus.js';
 import { RESUME_ANSWER_MS, subjects } from '../bus/subjects.js';
 import { ConfigurationError, errorFromInfo, ResumeError } from '../errors.js';
 import { readLogRunId, readLogTail } from '../persistence/log-reader.js';
-import type { Role, RunEvent } from '../schemas/index.js';
+import type { Role, RunEvent, RunEventOf } from '../schemas/index.js';
 import { ID_PATTERN, OPTION_DEFAULTS } from '../schemas/setting-values.js';
 import { RunResumeReply } from '../schemas/submission.js';
 import { resolveConfig } from './config.js';
@@ -27,6 +28,14 @@ import { reportRun } from './run-command.js';
  */
 
 const ROLES: readonly Role[] = ['planner', 'generator', 'evaluator'];
+/** The options of a resume that are its workers' on a deployment, and their flags. */
+const WORKER_OPTIONS = {
+  validators: '--validate',
+  tools: '--no-tools',
+  images: '--no-images',
+  workingDirectory: '--working-dir',
+  mcpServers: 'the MCP flags',
+} as const;
 const MODEL_OPTION = {
   planner: 'plannerModelName',
   generator: 'generatorModelName',
@@ -55,13 +64,22 @@ export async function recordedEvents(path: string, verb: 'resume' | 'fork'): Pro
 }
 
 /**
- * The options to resume with: the log's model names fill in those the configuration leaves open.
- * A run of `pge demo` gets the demo model, and the demo's validator unless validators are given,
- * as `pge demo` has them.
+ * The options to resume (or fork) the run that `started` opened: the log's model names fill in
+ * those the configuration leaves open. A run of `pge demo` goes on as `pge demo` runs: from the
+ * flags alone (no config file, no environment), with the demo model and, unless validators are
+ * given, the demo's validator.
  */
-export function withRecordedModels(options: PgeOptions, recorded: Record<Role, string>): PgeOptions {
+export function optionsForRecordedRun(
+  line: CommandLine,
+  io: CliIo,
+  started: RunEventOf<'run.started'> | null,
+): PgeOptions {
+  const recorded = started?.payload.settings.models;
   const demo = new DemoModel();
-  if (ROLES.every((role) => recorded[role] === demo.name)) {
+  const ofDemo = recorded !== undefined && ROLES.every((role) => recorded[role] === demo.name);
+  const { options } = resolveConfig({ flags: line.flags, env: io.env, cwd: io.cwd, flagsOnly: ofDemo });
+  if (recorded === undefined) return options;
+  if (ofDemo) {
     const validators = options.validators?.length ? options.validators : [titledDeliverable];
     return { ...options, plannerAgent: demo, generatorAgent: demo, evaluatorAgent: demo, validators };
   }
@@ -114,20 +132,26 @@ export async function resumeCommand(line: CommandLine, io: CliIo): Promise<numbe
   if (line.flags.nats !== null) {
     if (file === undefined || extra.length > 0)
       throw new ConfigurationError('pge resume --nats needs one run id: pge resume --nats <url> <runId>');
+    // A deployment's run has the tools, validators and workspaces of its workers.
+    const workers = Object.entries(WORKER_OPTIONS).flatMap(([key, flag]) =>
+      line.flags.options[key as keyof typeof WORKER_OPTIONS] === undefined ? [] : [flag],
+    );
+    if (workers.length > 0)
+      throw new ConfigurationError(
+        `${workers.join(', ')}: the workers of a deployment have their own; give them to \`pge worker\`, not to \`pge resume --nats\``,
+      );
     return resumeRemote(file, line.flags.nats, line, io);
   }
   if (file === undefined || extra.length > 0)
     throw new ConfigurationError('pge resume needs one log file: pge resume <log-file>');
   const path = resolve(io.cwd, file);
-  const config = resolveConfig({ flags: line.flags, env: io.env, cwd: io.cwd });
   const events = await recordedEvents(path, 'resume');
   const started = events[0]?.type === 'run.started' ? events[0] : null;
-  const options = started
-    ? withRecordedModels(config.options, started.payload.settings.models)
-    : config.options;
-  // The run's workspace is where its log says, unless a working directory is given.
+  const options = optionsForRecordedRun(line, io, started);
+  // The run's workspace is where its log says, unless a working directory is given or it was moved.
   const acting = started?.payload.settings.acting;
-  if (acting !== undefined) options.workingDirectory ??= workingDirectoryOf(acting);
+  if (acting !== undefined && existsSync(acting.workspace))
+    options.workingDirectory ??= workingDirectoryOf(acting);
   return reportRun('resume', options, line.flags.json, io, ({ pge, progress }) => {
     // The status line counts what the log already holds: its steps, tokens and cost.
     progress.resumeFrom(events);

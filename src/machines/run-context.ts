@@ -129,25 +129,22 @@ export function stopReason(status: RunStatus): RunStopReason {
   return 'error';
 }
 
+/**
+ * Why the run stopped, in its closing event. Logs hold it and a replay compares it, so its words
+ * stay as logs have them (a budget is checked before each request, which may make several calls).
+ */
 export function stopMessage(context: RunContext): string {
   switch (context.status) {
     case 'stopped': {
       const b = context.budget;
       const limit = context.stoppedBy ? b.budgets[context.stoppedBy] : null;
-      const [amount, used] =
+      const used =
         context.stoppedBy === 'maxCostUsd'
-          ? [b.spent.costUsd, `$${b.spent.costUsd.toFixed(4)} spent`]
+          ? `$${b.spent.costUsd.toFixed(4)} spent`
           : context.stoppedBy === 'maxTokens'
-            ? [
-                b.spent.promptTokens + b.spent.completionTokens,
-                `${b.spent.promptTokens + b.spent.completionTokens} tokens used`,
-              ]
-            : [b.clock - b.startedAt, `${b.clock - b.startedAt} ms elapsed`];
-      // One request may make several model calls (repairs, tool calls), so a budget can be passed
-      // by the request that was let through; the next is not made either way.
-      const state =
-        limit !== null && amount >= limit ? 'is used up' : 'would be exceeded by the next request';
-      return `budget ${context.stoppedBy} (${limit}) ${state}: ${used}`;
+            ? `${b.spent.promptTokens + b.spent.completionTokens} tokens used`
+            : `${b.clock - b.startedAt} ms elapsed`;
+      return `budget ${context.stoppedBy} (${limit}) would be exceeded by the next model call: ${used}`;
     }
     case 'aborted':
       return context.disapproved

@@ -108,14 +108,19 @@ export async function forkLog(options: ForkLogOptions): Promise<void> {
   if (!checked.success)
     throw new ConfigurationError(`cannot fork ${parentPath}: ${checked.error.issues[0]?.message}`);
   await writeFile(logPath, renderLog(checked.data), { flag: 'wx' });
-  // Where the parent's log says its workspace is; a log from before it said so, where it would be here.
-  const workspace = started.payload.settings.acting?.workspace ?? join(options.workspaces, parentId);
-  if (
-    await stat(workspace).then(
-      (s) => s.isDirectory(),
-      () => false,
-    )
-  )
+  // Where the parent's log says its workspace is, unless it is gone from there (moved with its
+  // working directory) or the log does not say: then where it would be here.
+  const named = started.payload.settings.acting?.workspace;
+  const workspace =
+    named !== undefined && (await isDirectory(named)) ? named : join(options.workspaces, parentId);
+  if (await isDirectory(workspace))
     // Links are copied as they are: one made absolute would lead into the parent's workspace.
     await cp(workspace, options.acting.workspace, { recursive: true, verbatimSymlinks: true });
+}
+
+function isDirectory(path: string): Promise<boolean> {
+  return stat(path).then(
+    (s) => s.isDirectory(),
+    () => false,
+  );
 }

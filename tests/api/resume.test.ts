@@ -1,4 +1,4 @@
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -386,16 +386,18 @@ describe('resume refuses, repairs and keeps time', () => {
   });
 
   it('refuses other workspace tools, validators or workspace than its run had, before anything; a log without them resumes', async () => {
-    const full = await uninterrupted(scenario);
-    const started = full.events[0] as RunEventOf<'run.started'>;
-    expect(started.payload.settings.acting).toEqual({
-      tools: true,
-      validators: [],
-      workspace: join(process.cwd(), 'workspaces', started.runId),
-    });
-    const cut = renderLog(full.events.slice(0, 10));
+    const first = join(dir, 'first');
+    mkdirSync(first);
+    const log = join(dir, 'acting.md');
+    const run = harness(scenario, { sharedStatePath: log, workingDirectory: first });
+    await settle(run.pge, () => run.pge.run('Write a guide'));
+    const events = await readLogFile(log);
+    const started = events[0] as RunEventOf<'run.started'>;
+    const workspace = join(first, 'workspaces', started.runId);
+    expect(started.payload.settings.acting).toEqual({ tools: true, validators: [], workspace });
+    const cut = renderLog(events.slice(0, 10));
 
-    const noTools = await resumeText(cut, { tools: false });
+    const noTools = await resumeText(cut, { tools: false, workingDirectory: first });
     expect(noTools.error).toBeInstanceOf(ResumeError);
     expect(noTools.error?.message).toMatch(
       /its run had the workspace tools and no validator; this harness has no workspace tools and no validator/,
@@ -403,23 +405,29 @@ describe('resume refuses, repairs and keeps time', () => {
     expect(noTools.after).toBe(cut);
     expect(noTools.calls).toBe(0);
 
-    const checked = await resumeText(cut, { validators: ['test -s /dev/stdin'] });
+    const checked = await resumeText(cut, { validators: ['test -s /dev/stdin'], workingDirectory: first });
     expect(checked.error).toBeInstanceOf(ResumeError);
     expect(checked.error?.message).toMatch(
       /this harness has the workspace tools and the validators "test -s \/dev\/stdin"/,
     );
     expect(checked.after).toBe(cut);
 
+    // The run's files are in its workspace: a harness that would look elsewhere is refused.
+    mkdirSync(workspace, { recursive: true });
     const elsewhere = await resumeText(cut, { workingDirectory: dir });
     expect(elsewhere.error).toBeInstanceOf(ResumeError);
     expect(elsewhere.error?.message).toContain(
-      `its run's workspace is ${join(process.cwd(), 'workspaces', started.runId)}, where this harness would look for it in ${join(dir, 'workspaces', started.runId)}`,
+      `its run's workspace is ${workspace}, where this harness would look for it in ${join(dir, 'workspaces', started.runId)}`,
     );
     expect(elsewhere.after).toBe(cut);
+    // Moved away with its working directory, it is where the harness says.
+    rmSync(workspace, { recursive: true });
+    const moved = await resumeText(cut, { workingDirectory: dir });
+    expect(moved.error).toBeNull();
 
     // A log written before the tools and validators were recorded: nothing to hold the resume to.
     const { acting: _, ...settings } = started.payload.settings;
-    const older = [{ ...started, payload: { ...started.payload, settings } }, ...full.events.slice(1, 10)];
+    const older = [{ ...started, payload: { ...started.payload, settings } }, ...events.slice(1, 10)];
     const resumed = await resumeText(renderLog(older as RunEvent[]), { tools: false });
     expect(resumed.error).toBeNull();
   });

@@ -102,4 +102,27 @@ describe('pge resume holds a run to the tools and validators its log recorded', 
     expect(resumed.code, resumed.stderr).toBe(0);
     expect((await closing(crashed.path)).payload).toMatchObject({ passed: true });
   });
+
+  it('resumes a demo run as pge demo runs, from the flags alone: a config file here does not change its tools', async () => {
+    const dir = join(tmp, 'configured');
+    mkdirSync(dir);
+    const log = join(dir, 'demo.md');
+    writeFileSync(join(dir, 'pge.config.json'), JSON.stringify({ tools: false }));
+    const full = await runCli(['demo', '--log', log], { cwd: dir });
+    expect(full.code, full.stderr).toBe(0);
+    const crashed = await crashedCopy(log, 'configured-crashed.md');
+    const resumed = await runCli(['resume', crashed.path], { cwd: dir });
+    expect(resumed.code, resumed.stderr).toBe(0);
+  });
+
+  it("refuses the workers' flags with --nats: a deployment's workers have their own", async () => {
+    const r = await runCli(
+      ['resume', '--nats', 'nats://127.0.0.1:1', 'pge-some-run', '--validate', 'true', '--no-tools'],
+      { cwd: tmp },
+    );
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain(
+      '--validate, --no-tools: the workers of a deployment have their own; give them to `pge worker`, not to `pge resume --nats`',
+    );
+  });
 });

@@ -10,7 +10,6 @@ import {
   scoresImproving,
   weightedMeanOf,
 } from '../../src/machines/guards.js';
-import { type RunContext, stopMessage } from '../../src/machines/run-context.js';
 import type { JudgedScore, ResolvedCriterion } from '../../src/schemas/index.js';
 import { scored } from '../support/chart-fixtures.js';
 
@@ -130,27 +129,5 @@ describe('budgetExceeded', () => {
     expect(budgetExceeded({ ...none, maxTokens: 534 }, spent, 0)).toBeNull();
     expect(budgetExceeded({ ...none, maxDurationMs: 1000 }, spent, 1000)).toBe('maxDurationMs');
     expect(budgetExceeded(none, spent, 1e9)).toBeNull();
-  });
-});
-
-describe('stopMessage of a budget stop', () => {
-  const stopped = (spentTokens: number): RunContext =>
-    ({
-      status: 'stopped',
-      stoppedBy: 'maxTokens',
-      budget: {
-        budgets: { maxCostUsd: null, maxTokens: 4000, maxDurationMs: null },
-        spent: { promptTokens: spentTokens, completionTokens: 0, costUsd: 0, calls: 3 },
-        startedAt: 0,
-        clock: 0,
-      },
-    }) as RunContext;
-
-  it('says the budget would be passed by the next request, or that a request with several calls used it up', () => {
-    expect(stopMessage(stopped(3500))).toBe(
-      'budget maxTokens (4000) would be exceeded by the next request: 3500 tokens used',
-    );
-    // A request that made several model calls (a tool call, a repair) was let through under the limit.
-    expect(stopMessage(stopped(4330))).toBe('budget maxTokens (4000) is used up: 4330 tokens used');
   });
 });
