@@ -73,7 +73,7 @@ export interface RunSpec extends Omit<RunInput, 'startedAt'> {
   callTimeoutMs: number;
   /** How long a gate waits for a person, and what its deadline does; null: as long as it takes. */
   approvalDeadline: { timeoutMs: number; policy: ApprovalTimeoutPolicy } | null;
-  /** The acting roles' tools and validators, when this process holds the workers (`run.started`'s `acting`). */
+  /** The acting roles' tools, validators and workspace, when this process holds the workers (`run.started`'s `acting`). */
   acting?: RunActing;
 }
 

@@ -256,9 +256,10 @@ function checkCostCanBeKept(o: z.output<typeof PgeOptionsSchema>): void {
 }
 
 /**
- * Creates the working directory one level at a time, and checks that an entry can be made in it. `mkdirSync(…, { recursive: true })` never
- * returns on a file system that refuses new directories with ENOENT (procfs: `/proc/foo`), as
- * Node retries the parent that it finds to exist; a plain mkdir fails at once with the reason.
+ * Creates the working directory one level at a time, and checks that an entry can be made in it.
+ * `mkdirSync(…, { recursive: true })` never returns on a file system that refuses new directories
+ * with ENOENT (procfs: `/proc/foo`), as Node retries the parent that it finds to exist; a plain
+ * mkdir fails at once with the reason.
  */
 function makeWorkingDirectory(dir: string): void {
   const missing: string[] = [];

@@ -111,13 +111,16 @@ export class PlannerGeneratorEvaluator<T extends OutputType = OutputType> {
    * charts are rebuilt from the log's events without asking any model again for an answer the log
    * holds; only a call in flight at the crash is asked again. The run keeps the settings its log
    * recorded (bounds, thresholds, budgets); the models are this instance's, and must have the names
-   * the log recorded; so must its workspace tools (on or off), its validators (by name, in order)
-   * and its workspace while that is where the log says, where the log recorded them. Time the process was dead does not count in the run's duration or against
-   * `maxDurationMs`; the recorded calls count in its usage and budgets. Returns what `run` returns.
+   * the log recorded. So must its workspace tools (on or off) and its validators (by name, in
+   * order), and its workspace while that is where the log says, where the log recorded them
+   * (`run.started`'s `settings.acting`). Time the process was dead does not count in the run's
+   * duration or against `maxDurationMs`; the recorded calls count in its usage and budgets.
+   * Returns what `run` returns.
    *
    * Throws `ResumeError` (a `ConfigurationError`) before anything is asked or written when the log
-   * cannot be resumed: not a pge log, damaged beyond a torn last write, a run that has ended, or a
-   * log that this version of pge, replaying it, does not produce again. Resume a run only once its
+   * cannot be resumed: not a pge log, damaged beyond a torn last write, a run that has ended, other
+   * models, tools, validators or workspace, or a log that this version of pge, replaying it, does
+   * not produce again. Resume a run only once its
    * process is gone: two processes must never write one log.
    */
   async resume(logPath: string): Promise<RunOutput<T>> {
