@@ -120,8 +120,8 @@ export class PlannerGeneratorEvaluator<T extends OutputType = OutputType> {
    * Throws `ResumeError` (a `ConfigurationError`) before anything is asked or written when the log
    * cannot be resumed: not a pge log, damaged beyond a torn last write, a run that has ended, other
    * models, tools, validators or workspace, or a log that this version of pge, replaying it, does
-   * not produce again. Resume a run only once its
-   * process is gone: two processes must never write one log.
+   * not produce again. Resume a run only once its process is gone: two processes must never write
+   * one log.
    */
   async resume(logPath: string): Promise<RunOutput<T>> {
     const path = resolve(logPath);

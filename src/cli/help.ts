@@ -11,7 +11,7 @@ const EXIT_CODES = `Exit codes:
        a work or evaluation answer that stays invalid after repairs fails its attempt, so it ends here
   2    usage or configuration error: unknown flag, bad value, bad config file, no API key, --max-cost
        for a model without a price, a log path that is taken or whose directory is missing, a working
-       directory that cannot be created (all detected before a model is called)
+       directory that cannot be created or written in (all detected before a model is called)
   3    the run could not complete: the model server failed or refused the request (network, 5xx,
        401/403/404), a plan or contract answer stayed invalid after repairs, or the log could not
        be written while the run was going (a log that cannot be written stops the run)
@@ -27,7 +27,7 @@ const RESUME_EXIT_CODES = `Exit codes (as 'pge run'):
   2    usage or configuration error, or a log that cannot be resumed (detected before a model is
        called, and the log is left as it was): not a pge log, damaged beyond a torn last write, a run
        that has already ended, other models than the log's, or a log whose replay by this version of
-       pge disagrees with it
+       pge disagrees with it, or other tools, validators or workspace than its run had
   3    the run could not complete: the model server failed or refused the request, a plan or
        contract answer stayed invalid after repairs, or the log could not be written
   130  interrupted (Ctrl-C or SIGTERM): the run ends as "interrupted" (it can be resumed no more)`;
