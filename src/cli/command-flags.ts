@@ -33,6 +33,7 @@ const INSPECT_FLAG: FlagSpec = {
 const FROM_STEP_FLAG: FlagSpec = {
   name: 'from-step',
   kind: 'integer',
+  min: 1,
   value: '<n>',
   group: 'harness',
   help: "The step of the parent's plan (1-based) from which the fork calls models again (required)",

@@ -87,6 +87,8 @@ export interface FlagSpec {
   readonly repeatable?: boolean;
   /** A switch that turns its option off (`--no-tools`) rather than on. */
   readonly turnsOff?: true;
+  /** The least value of an `integer` flag that sets no option (default 0; an option's schema says its own). */
+  readonly min?: number;
 }
 
 /** Flags of one help section. */

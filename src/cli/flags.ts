@@ -39,11 +39,11 @@ function bad(flag: string, expected: string, raw: string): ConfigurationError {
   return new ConfigurationError(`--${flag} expects ${expected}, got "${raw}"`);
 }
 
-function toNumber(flag: string, raw: string, integer: boolean): number {
+function toNumber(flag: string, raw: string, integer: boolean, min = 0): number {
   const text = raw.trim();
   // Number() alone would read "" as 0 and "0x10" as 16; a flag value is a plain decimal.
   const value = DECIMAL.test(text) ? Number(text) : Number.NaN;
-  if (integer && !(Number.isInteger(value) && value >= 0)) throw bad(flag, 'an integer >= 0', raw);
+  if (integer && !(Number.isInteger(value) && value >= min)) throw bad(flag, `an integer >= ${min}`, raw);
   if (Number.isNaN(value)) throw bad(flag, 'a number', raw);
   return value;
 }
@@ -107,7 +107,7 @@ function convert(spec: FlagSpec, raws: readonly string[]): unknown {
     case 'mcp':
       return Object.fromEntries(raws.map((raw) => parseMcpFlag(raw, MCP_FLAG_ROLES[name] ?? [])));
     case 'integer':
-      return toNumber(name, text, true);
+      return toNumber(name, text, true, spec.min);
     case 'number':
       return toNumber(name, text, false);
     case 'duration':

@@ -115,6 +115,12 @@ describe('pge demo', () => {
     const missing = await pge(['fork', fixture]);
     expect(missing.code).toBe(2);
     expect(missing.stderr).toContain('--from-step <n>');
+    // Steps count from 1, and the flag says so whatever it is given.
+    for (const given of ['0', 'abc']) {
+      const bad = await pge(['fork', fixture, '--from-step', given]);
+      expect(bad.code).toBe(2);
+      expect(bad.stderr).toContain(`--from-step expects an integer >= 1, got "${given}"`);
+    }
   });
 
   it('refuses --approve with no terminal to ask on, and a gate it does not know', async () => {
