@@ -72,23 +72,39 @@ export function followProgress(
 }
 
 /**
- * Waits for the run's closing event and prints it as `pge run` does; returns the exit code. A
- * follower that sees no progress in time exits 3, and an interrupt 130; both say how to follow again.
+ * Ctrl-C or SIGTERM while following, from the moment this is called: `signalled` resolves, and the
+ * process is not killed (the follower says how to follow again). `dispose` removes the handlers.
  */
-export async function showToEnd(
-  runId: string,
-  closing: Promise<ClosingEvent>,
-  progress: Progress,
-  display: FollowDisplay,
-  io: CliIo,
-): Promise<number> {
-  const again = followAgain(runId, display.servers, display.credsFile);
+export function interruptions(): { signalled: Promise<null>; dispose: () => void } {
   let onSignal: () => void = () => {};
   const signalled = new Promise<null>((resolve) => {
     onSignal = () => resolve(null);
     process.once('SIGINT', onSignal);
     process.once('SIGTERM', onSignal);
   });
+  return {
+    signalled,
+    dispose: () => {
+      process.off('SIGINT', onSignal);
+      process.off('SIGTERM', onSignal);
+    },
+  };
+}
+
+/**
+ * Waits for the run's closing event and prints it as `pge run` does; returns the exit code. A
+ * follower that sees no progress in time exits 3, and an interrupt (`signalled`) 130; both say how
+ * to follow again.
+ */
+export async function showToEnd(
+  runId: string,
+  closing: Promise<ClosingEvent>,
+  signalled: Promise<null>,
+  progress: Progress,
+  display: FollowDisplay,
+  io: CliIo,
+): Promise<number> {
+  const again = followAgain(runId, display.servers, display.credsFile);
   try {
     const last = await Promise.race([closing, signalled]);
     progress.stop();
@@ -106,9 +122,6 @@ export async function showToEnd(
     );
     io.stderr.write(`pge: the run is not stopped; to follow it again: ${again}\n`);
     return ExitCode.model;
-  } finally {
-    process.off('SIGINT', onSignal);
-    process.off('SIGTERM', onSignal);
   }
 }
 
@@ -155,14 +168,19 @@ export async function followToEnd(
   io: CliIo,
 ): Promise<number> {
   const { progress, onEvent } = followProgress(io, display);
+  const interrupt = interruptions();
   const follower = followRun(bus, runId, { onEvent, idleTimeoutMs: display.timeoutMs });
-  // Everything the stream holds on the run is read by now: none at all is a wrong id.
-  await bus.flush();
-  if (follower.received() === 0) {
+  try {
+    // Everything the stream holds on the run is read by now: none at all is a wrong id.
+    await bus.flush();
+    if (follower.received() === 0)
+      throw new ConfigurationError(
+        `the stream holds no event of run ${runId}: check the id (a run older than the stream's limits is gone)`,
+      );
+    return await showToEnd(runId, follower.closing, interrupt.signalled, progress, display, io);
+  } finally {
+    // Interrupted, it stops following: its watch for the run's next event must not hold the process.
     follower.stop();
-    throw new ConfigurationError(
-      `the stream holds no event of run ${runId}: check the id (a run older than the stream's limits is gone)`,
-    );
+    interrupt.dispose();
   }
-  return await showToEnd(runId, follower.closing, progress, display, io);
 }

@@ -5,7 +5,7 @@ import { submitAndFollow } from '../runtime/services.js';
 import { checkTask } from '../runtime/task.js';
 import { OPTION_DEFAULTS } from '../schemas/setting-values.js';
 import { RunSubmissionOptions } from '../schemas/submission.js';
-import { type FollowDisplay, followProgress, showToEnd } from './follow-command.js';
+import { type FollowDisplay, followProgress, interruptions, showToEnd } from './follow-command.js';
 import type { CliIo } from './io.js';
 
 /**
@@ -44,12 +44,19 @@ export async function remoteRun(
   };
   const { progress, onEvent } = followProgress(io, display);
   const bus = await NatsBus.connect({ ...connection, servers, name: 'pge-run' });
+  const interrupt = interruptions();
   try {
-    const { runId, closing } = await submitAndFollow(bus, { task, options: submitted }, onEvent, {
+    const { runId, closing, stop } = await submitAndFollow(bus, { task, options: submitted }, onEvent, {
       idleTimeoutMs: display.timeoutMs,
     });
-    return await showToEnd(runId, closing, progress, display, io);
+    try {
+      return await showToEnd(runId, closing, interrupt.signalled, progress, display, io);
+    } finally {
+      // Interrupted, it stops following: its watch for the run's next event must not hold the process.
+      stop();
+    }
   } finally {
+    interrupt.dispose();
     progress.stop();
     await bus.close();
   }

@@ -302,7 +302,7 @@ export async function submitAndFollow(
   submission: Omit<RunSubmission, 'runId'>,
   onEvent: (event: RunEvent) => void = () => {},
   options: { timeoutMs?: number; runId?: string; idleTimeoutMs?: number } = {},
-): Promise<{ runId: string; closing: Promise<ClosingEvent> }> {
+): Promise<{ runId: string; closing: Promise<ClosingEvent>; stop: () => void }> {
   const runId = options.runId ?? newRunId();
   // Followed before it is submitted: on a bus that does not store events, nothing is missed either.
   const follower = followRun(bus, runId, {
@@ -320,7 +320,7 @@ export async function submitAndFollow(
       ),
     );
     if ('error' in reply) throw errorFromInfo(reply.error);
-    return { runId: reply.runId, closing: follower.closing };
+    return { runId: reply.runId, closing: follower.closing, stop: follower.stop };
   } catch (error) {
     follower.stop();
     throw error;

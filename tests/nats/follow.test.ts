@@ -17,6 +17,8 @@ import { seqsUpTo, storedEvents } from '../support/stored-events.js';
  */
 
 const HANGING = 'a task whose work hangs';
+/** A run that hangs too, whose followers are interrupted; it is left to go on. */
+const LEFT = 'a run left to its deployment';
 const FAILING = 'a task that scores low';
 /** Runs of many quick steps: their coordinator publishes events all the time. */
 const BUSY = 'a busy task';
@@ -32,7 +34,8 @@ beforeAll(async () => {
   openai = await startFakeOpenAI();
   openai.script((body) => {
     const schema = schemaOf(body);
-    if (schema === 'pge_work' && taskHas(body, HANGING)) return scriptedStep(answers().pge_work, 60_000);
+    if (schema === 'pge_work' && (taskHas(body, HANGING) || taskHas(body, LEFT)))
+      return scriptedStep(answers().pge_work, 60_000);
     if (taskHas(body, BUSY)) return scriptedStep(schema ? answers(9, BUSY_STEPS)[schema] : undefined, 10);
     const score = taskHas(body, FAILING) ? 3 : 9;
     return scriptedStep(schema ? answers(score)[schema] : undefined, 40);
@@ -131,6 +134,26 @@ describe('followers through faults', () => {
     );
     expect(await unknown.exited()).toBe(2);
     expect(unknown.stderr()).toMatch(/the stream holds no event of run no-such-run/);
+  }, 60_000);
+
+  it('Ctrl-C stops a follower at once with 130, while its run goes on: pge run --nats, then pge follow', async () => {
+    const run = runRemote(LEFT);
+    await run.waitFor(/contract/, 20_000);
+    const started = Date.now();
+    run.child.kill('SIGINT');
+    expect(await run.exited(), run.stderr()).toBe(130);
+    // Not after --follow-timeout (10 min by default): at once.
+    expect(Date.now() - started).toBeLessThan(5_000);
+    const runId = /no longer following run (\S+); it goes on in the deployment/.exec(run.stderr())?.[1];
+    expect(runId).toBeDefined();
+
+    const follow = startPge(['follow', runId!, '--nats', nats.url], nats.env('observer'));
+    await follow.waitFor(/contract/, 20_000);
+    const again = Date.now();
+    follow.child.kill('SIGINT');
+    expect(await follow.exited(), follow.stderr()).toBe(130);
+    expect(Date.now() - again).toBeLessThan(5_000);
+    expect(follow.stderr()).toContain(`pge: to follow it again: pge follow ${runId} --nats ${nats.url}`);
   }, 60_000);
 
   it('a follower whose coordinator is gone exits 3 after --follow-timeout, with the command to follow again', async () => {
