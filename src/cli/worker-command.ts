@@ -95,7 +95,8 @@ export function parseWorkerCommand(argv: readonly string[], io: Pick<CliIo, 'env
 
 /** `pge worker --role <role> [flags]`. Returns when the process has drained. */
 export async function workerCommand(line: CommandLine, io: CliIo): Promise<number> {
-  const { role, demo, concurrency, publishRetryMs, id, nats, options } = workerPlan(line, io);
+  const plan = workerPlan(line, io);
+  const { role, publishRetryMs, id, nats, options } = plan;
   const bus = await NatsBus.connect({
     ...nats,
     name: `pge-${id}`,
@@ -108,6 +109,46 @@ export async function workerCommand(line: CommandLine, io: CliIo): Promise<numbe
     ...(options.replicas === undefined ? {} : { replicas: options.replicas }),
   });
 
+  let stop: (hurry: boolean) => Promise<void>;
+  try {
+    stop = await startRole(plan, bus, io);
+    // "ready" means the server knows this process's subscriptions: a submission sent now is taken.
+    await bus.flush();
+  } catch (error) {
+    // A role that cannot start (no API key, say) ends the process: its connection must not hold it.
+    await bus.close().catch(() => undefined);
+    throw error;
+  }
+  io.stderr.write(`pge worker ${role} ready (${id}) on ${nats.servers ?? 'nats://127.0.0.1:4222'}\n`);
+  let hurried = false;
+  // The client reconnects through any outage; it gives up only when the server refuses it (a
+  // revoked credential, say). A worker with no connection left exits, so that its supervisor
+  // (docker's restart policy, systemd) starts it again, with the credential it has now.
+  const lost = bus.connection.closed().then((error) => error ?? new Error('closed by the server'));
+  const signalled = untilSignal(io, () => {
+    hurried = true;
+    void stop(true);
+  }).then(() => null);
+  const gone = await Promise.race([signalled, lost]);
+  if (gone !== null) {
+    io.stderr.write(`pge worker ${role} (${id}): the NATS connection is gone for good: ${gone.message}\n`);
+    await stop(true).catch(() => undefined);
+    await bus.close();
+    return ExitCode.model;
+  }
+  await stop(hurried);
+  await bus.close();
+  io.stderr.write(`pge worker ${role} (${id}) stopped\n`);
+  return 0;
+}
+
+/** Starts what `role` does on `bus`; returns how to stop it (`hurry`: abort what is under way). */
+async function startRole(
+  plan: WorkerPlan,
+  bus: NatsBus,
+  io: CliIo,
+): Promise<(hurry: boolean) => Promise<void>> {
+  const { role, demo, concurrency, publishRetryMs, id, options } = plan;
   // Spans over OTLP when the environment asks for it: a coordinator's of the runs it drives, a
   // role worker's of the requests it serves (in the trace each work item names).
   const otlp =
@@ -214,27 +255,5 @@ export async function workerCommand(line: CommandLine, io: CliIo): Promise<numbe
       await otlp?.shutdown();
     };
   }
-  // "ready" means the server knows this process's subscriptions: a submission sent now is taken.
-  await bus.flush();
-  io.stderr.write(`pge worker ${role} ready (${id}) on ${nats.servers ?? 'nats://127.0.0.1:4222'}\n`);
-  let hurried = false;
-  // The client reconnects through any outage; it gives up only when the server refuses it (a
-  // revoked credential, say). A worker with no connection left exits, so that its supervisor
-  // (docker's restart policy, systemd) starts it again, with the credential it has now.
-  const lost = bus.connection.closed().then((error) => error ?? new Error('closed by the server'));
-  const signalled = untilSignal(io, () => {
-    hurried = true;
-    void stop(true);
-  }).then(() => null);
-  const gone = await Promise.race([signalled, lost]);
-  if (gone !== null) {
-    io.stderr.write(`pge worker ${role} (${id}): the NATS connection is gone for good: ${gone.message}\n`);
-    await stop(true).catch(() => undefined);
-    await bus.close();
-    return ExitCode.model;
-  }
-  await stop(hurried);
-  await bus.close();
-  io.stderr.write(`pge worker ${role} (${id}) stopped\n`);
-  return 0;
+  return stop;
 }

@@ -171,6 +171,16 @@ describe('limits on NATS', () => {
     expect((await streamLimits())[0]).toEqual(fromFlags);
   }, 60_000);
 
+  it('ends a role worker that cannot start once connected (no API key) with exit 2, at once', async () => {
+    const started = Date.now();
+    const worker = startPge(['worker', '--role', 'planner'], { ...nats.env('planner'), OPENAI_API_KEY: '' });
+    expect(await worker.exited(), worker.stderr()).toBe(2);
+    expect(worker.stderr()).toContain('OPENAI_API_KEY is not set');
+    expect(worker.stderr()).not.toContain('ready');
+    // Its connection to the server no longer holds the process.
+    expect(Date.now() - started).toBeLessThan(15_000);
+  }, 60_000);
+
   it('refuses a task over the coordinator’s maxTaskBytes, or with a NUL, and starts no run', async () => {
     const over = await submit({ task: 'x'.repeat(3000), runId: 'too-long' });
     expect(over.error?.message).toContain('the task is 3000 bytes, more than maxTaskBytes allows (2048)');
