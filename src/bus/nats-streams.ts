@@ -153,20 +153,24 @@ export async function ensureStreams(
     ...(limits.streamMaxAgeMs === undefined ? [] : (['max_age'] as const)),
     ...(limits.streamMaxBytes === undefined ? [] : (['max_bytes'] as const)),
   ];
-  // Every stream is tried, so that one message lists everything an operator has to fix.
+  // Every stream is tried, so that one message lists everything an operator has to fix; all at
+  // once, so that a process waiting for a coordinator to make them waits STREAM_WAIT_MS in all.
   const problems: ConfigurationError[] = [];
   const republishing = new Set<string>();
-  for (const stream of PGE_STREAMS) {
-    try {
+  const outcomes = await Promise.allSettled(
+    PGE_STREAMS.map(async (stream) => {
       const wanted = streamConfig(stream, limits);
       const have = await ensureStream(jsm, wanted, enforced);
       if (limits.replicas !== undefined) checkReplicas(stream.name, have.num_replicas, limits.replicas);
       if (wanted.republish !== undefined && have.republish?.dest === wanted.republish.dest)
         republishing.add(stream.name);
-    } catch (error) {
-      problems.push(error instanceof ConfigurationError ? error : streamError(stream.name, error));
-    }
-  }
+    }),
+  );
+  outcomes.forEach((outcome, i) => {
+    if (outcome.status === 'fulfilled') return;
+    const error = outcome.reason;
+    problems.push(error instanceof ConfigurationError ? error : streamError(PGE_STREAMS[i]!.name, error));
+  });
   if (problems.length === 1) throw problems[0];
   if (problems.length > 1) {
     throw new ConfigurationError(problems.map((problem) => problem.message).join('; '), { cause: problems });
