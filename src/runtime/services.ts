@@ -11,7 +11,7 @@ import { readRecordedRun } from '../actors/replay.js';
 import type { Bus, BusSubscription } from '../bus/bus.js';
 import { answerable, subscribeApprovals, subscribeControl } from '../bus/channels.js';
 import { SUBMIT_ANSWER_MS, subjects } from '../bus/subjects.js';
-import { ConfigurationError, describeError, errorFromInfo, RunTakenOverError } from '../errors.js';
+import { BusError, ConfigurationError, describeError, errorFromInfo, RunTakenOverError } from '../errors.js';
 import type { Role, RoleResult, RunEvent } from '../schemas/index.js';
 import { isClosingEvent } from '../schemas/index.js';
 import {
@@ -323,6 +323,12 @@ export async function submitAndFollow(
     return { runId: reply.runId, closing: follower.closing, stop: follower.stop };
   } catch (error) {
     follower.stop();
+    // The request found no coordinator, or none answered in time.
+    if (error instanceof BusError)
+      throw new BusError(
+        `no coordinator answered the submission of run ${runId}: is one running? (pge worker --role coordinator; ${error.message})`,
+        { cause: error },
+      );
     throw error;
   }
 }

@@ -105,6 +105,21 @@ describe('coordinator service', () => {
     }
   });
 
+  it('says that no coordinator answered a submission, when none runs', async () => {
+    const bus = new InProcessBus();
+    try {
+      const submitted = submitAndFollow(bus, { task: 'Write a haiku' }, () => {}, {
+        runId: 'nobody-takes-it',
+      });
+      await expect(submitted).rejects.toBeInstanceOf(BusError);
+      await expect(submitted).rejects.toThrow(
+        /^no coordinator answered the submission of run nobody-takes-it: is one running\? \(pge worker --role coordinator; no responders on pge\.runs\.submit\)$/,
+      );
+    } finally {
+      await bus.close();
+    }
+  });
+
   it('rejects a submission with unknown options before any run starts', async () => {
     const d = deployment();
     try {
