@@ -70,6 +70,9 @@ export class BusError extends PgeError {
   readonly retryable = true;
 }
 
+/** A request nobody answered: no process subscribes to its subject, or none replied in time. */
+export class UnansweredRequestError extends BusError {}
+
 /**
  * Describes any thrown value as `{ name, message, retryable }` for events, results and the
  * charts' outcomes. pge's errors say whether they are retryable; an error rebuilt from another

@@ -29,6 +29,7 @@ export {
   ModelTransportError,
   PgeError,
   ResumeError,
+  UnansweredRequestError,
 } from './errors.js';
 export { runMachine } from './machines/run-machine.js';
 export { stepMachine } from './machines/step-machine.js';

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { BoundedMap } from '../bounded-map.js';
-import { BusError, ConfigurationError } from '../errors.js';
+import { BusError, ConfigurationError, UnansweredRequestError } from '../errors.js';
 import type {
   Bus,
   BusHandler,
@@ -143,7 +143,7 @@ export class InProcessBus implements Bus {
       }
       const timer = setTimeout(() => {
         this.requests.delete(token);
-        reject(new BusError(`request on ${subject} timed out after ${timeoutMs} ms`));
+        reject(new UnansweredRequestError(`request on ${subject} timed out after ${timeoutMs} ms`));
       }, timeoutMs);
       this.requests.set(token, { resolve, reject, timer });
     });
@@ -181,7 +181,7 @@ export class InProcessBus implements Bus {
     const route = this.route(subject);
     const envelope: Envelope = { subject, data: sealMessage(subject, data), reply, headers };
     if (needsResponder && route.plain.length === 0 && route.groups.length === 0) {
-      throw new BusError(`no responders on ${subject}`);
+      throw new UnansweredRequestError(`no responders on ${subject}`);
     }
     for (const subscription of route.plain) {
       this.inFlight.begin();

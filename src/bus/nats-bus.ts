@@ -3,7 +3,13 @@ import type { JetStreamClient, JetStreamManager, PubAck } from '@nats-io/jetstre
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import type { MsgHdrs, NatsConnection } from '@nats-io/transport-node';
 import { errors as natsErrors } from '@nats-io/transport-node';
-import { BusError, ConfigurationError, describeError, EventSeqTakenError } from '../errors.js';
+import {
+  BusError,
+  ConfigurationError,
+  describeError,
+  EventSeqTakenError,
+  UnansweredRequestError,
+} from '../errors.js';
 import type { RunEvent } from '../schemas/index.js';
 import { DEFAULT_PUBLISH_RETRY_MS, ID_PATTERN } from '../schemas/setting-values.js';
 import { StreamLimits } from '../schemas/settings.js';
@@ -518,9 +524,12 @@ export class NatsBus implements Bus, StoredMessages {
     try {
       reply = await this.connection.request(subject, bytes, { timeout: timeoutMs });
     } catch (error) {
-      if (hasCause(error, natsErrors.NoRespondersError)) throw new BusError(`no responders on ${subject}`);
+      if (hasCause(error, natsErrors.NoRespondersError))
+        throw new UnansweredRequestError(`no responders on ${subject}`);
       if (hasCause(error, natsErrors.TimeoutError)) {
-        throw new BusError(`request on ${subject} timed out after ${timeoutMs} ms`, { cause: error });
+        throw new UnansweredRequestError(`request on ${subject} timed out after ${timeoutMs} ms`, {
+          cause: error,
+        });
       }
       throw busError(error, `request on ${subject} failed`);
     }

@@ -11,7 +11,13 @@ import { readRecordedRun } from '../actors/replay.js';
 import type { Bus, BusSubscription } from '../bus/bus.js';
 import { answerable, subscribeApprovals, subscribeControl } from '../bus/channels.js';
 import { SUBMIT_ANSWER_MS, subjects } from '../bus/subjects.js';
-import { BusError, ConfigurationError, describeError, errorFromInfo, RunTakenOverError } from '../errors.js';
+import {
+  ConfigurationError,
+  describeError,
+  errorFromInfo,
+  RunTakenOverError,
+  UnansweredRequestError,
+} from '../errors.js';
 import type { Role, RoleResult, RunEvent } from '../schemas/index.js';
 import { isClosingEvent } from '../schemas/index.js';
 import {
@@ -324,8 +330,8 @@ export async function submitAndFollow(
   } catch (error) {
     follower.stop();
     // The request found no coordinator, or none answered in time.
-    if (error instanceof BusError)
-      throw new BusError(
+    if (error instanceof UnansweredRequestError)
+      throw new UnansweredRequestError(
         `no coordinator answered the submission of run ${runId}: is one running? (pge worker --role coordinator; ${error.message})`,
         { cause: error },
       );
