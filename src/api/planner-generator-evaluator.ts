@@ -1,5 +1,5 @@
 import { existsSync, readFileSync, statSync } from 'node:fs';
-import { readFile, rm } from 'node:fs/promises';
+import { rm } from 'node:fs/promises';
 import { hostname } from 'node:os';
 import { basename, dirname, extname, join, resolve } from 'node:path';
 import type { InspectionEvent } from 'xstate';
@@ -10,7 +10,8 @@ import { ReplayDivergence, readRecordedRun } from '../actors/replay.js';
 import { subscribeEvents } from '../bus/channels.js';
 import { ConfigurationError, errorFromInfo, type LogWriteError, ResumeError } from '../errors.js';
 import type { RunOutcome } from '../machines/run-machine.js';
-import { readLogRunId, readLogTail } from '../persistence/log-reader.js';
+import { readLogRunId } from '../persistence/log-reader.js';
+import { readCrashedLog } from '../runtime/crashed-log.js';
 import { createEmbeddedRuntime, type EmbeddedRuntime } from '../runtime/embedded.js';
 import type { ForkSettings } from '../runtime/fork-log.js';
 import { newRunId } from '../runtime/run-id.js';
@@ -125,20 +126,7 @@ export class PlannerGeneratorEvaluator<T extends OutputType = OutputType> {
    */
   async resume(logPath: string): Promise<RunOutput<T>> {
     const path = resolve(logPath);
-    let bytes: Buffer;
-    try {
-      bytes = await readFile(path);
-    } catch (error) {
-      throw new ResumeError(`cannot resume ${path}: ${(error as Error).message}`, { cause: error });
-    }
-    const text = bytes.toString('utf8');
-    if (readLogRunId(text) === null) throw new ResumeError(`cannot resume ${path}: it is not a pge log`);
-    let tail: ReturnType<typeof readLogTail>;
-    try {
-      tail = readLogTail(text, path);
-    } catch (error) {
-      throw new ResumeError(`cannot resume ${path}: ${(error as Error).message}`, { cause: error });
-    }
+    const { bytes, text, tail } = await readCrashedLog(path, 'resume');
     const recorded = readRecordedRun(tail.events, path);
     const { runId } = recorded;
     const models = recorded.started.payload.settings.models;

@@ -144,7 +144,7 @@ const RESUME_OUTPUT_FLAGS: readonly string[] = ['output-type', 'json', 'verbose'
  * same (the working directory is taken from the log unless given); its MCP servers are not
  * recorded, and are given again the same way.
  */
-const RESUME_ACTING_FLAGS: readonly string[] = [
+export const RESUME_ACTING_FLAGS: readonly string[] = [
   'validate',
   'no-tools',
   'no-images',

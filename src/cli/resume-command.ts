@@ -1,16 +1,17 @@
 import { existsSync } from 'node:fs';
-import { readFile } from 'node:fs/promises';
 import { resolve } from 'node:path';
 import { DemoModel, titledDeliverable } from '../actors/demo-model.js';
 import { type PgeOptions, workingDirectoryOf } from '../api/options.js';
 import { NatsBus } from '../bus/nats-bus.js';
 import { RESUME_ANSWER_MS, subjects } from '../bus/subjects.js';
-import { ConfigurationError, errorFromInfo, ResumeError } from '../errors.js';
-import { readLogRunId, readLogTail } from '../persistence/log-reader.js';
+import { ConfigurationError, errorFromInfo } from '../errors.js';
+import { readCrashedLog } from '../runtime/crashed-log.js';
 import type { Role, RunEvent, RunEventOf } from '../schemas/index.js';
 import { ID_PATTERN, OPTION_DEFAULTS } from '../schemas/setting-values.js';
 import { RunResumeReply } from '../schemas/submission.js';
+import { RESUME_ACTING_FLAGS } from './command-flags.js';
 import { resolveConfig } from './config.js';
+import { FLAGS } from './flag-table.js';
 import type { CommandLine } from './flags.js';
 import { followToEnd } from './follow-command.js';
 import type { CliIo } from './io.js';
@@ -28,14 +29,6 @@ import { reportRun } from './run-command.js';
  */
 
 const ROLES: readonly Role[] = ['planner', 'generator', 'evaluator'];
-/** The options of a resume that are its workers' on a deployment, and their flags. */
-const WORKER_OPTIONS = {
-  validators: '--validate',
-  tools: '--no-tools',
-  images: '--no-images',
-  workingDirectory: '--working-dir',
-  mcpServers: 'the MCP flags',
-} as const;
 const MODEL_OPTION = {
   planner: 'plannerModelName',
   generator: 'generatorModelName',
@@ -44,23 +37,10 @@ const MODEL_OPTION = {
 
 /**
  * The events of the log at `path`, read before the harness is built (which may refuse first for
- * want of an API key); `ResumeError` says why it cannot be read, as `resume` and `fork` would.
+ * want of an API key): `ResumeError` says why it cannot be read, as `resume` and `fork` would.
  */
 export async function recordedEvents(path: string, verb: 'resume' | 'fork'): Promise<RunEvent[]> {
-  const refuse = (why: string, cause?: unknown) =>
-    new ResumeError(`cannot ${verb} ${path}: ${why}`, cause === undefined ? undefined : { cause });
-  let text: string;
-  try {
-    text = await readFile(path, 'utf8');
-  } catch (error) {
-    throw refuse((error as Error).message, error);
-  }
-  if (readLogRunId(text) === null) throw refuse('it is not a pge log');
-  try {
-    return readLogTail(text, path).events;
-  } catch (error) {
-    throw refuse((error as Error).message, error);
-  }
+  return (await readCrashedLog(path, verb)).tail.events;
 }
 
 /**
@@ -132,10 +112,15 @@ export async function resumeCommand(line: CommandLine, io: CliIo): Promise<numbe
   if (line.flags.nats !== null) {
     if (file === undefined || extra.length > 0)
       throw new ConfigurationError('pge resume --nats needs one run id: pge resume --nats <url> <runId>');
-    // A deployment's run has the tools, validators and workspaces of its workers.
-    const workers = Object.entries(WORKER_OPTIONS).flatMap(([key, flag]) =>
-      line.flags.options[key as keyof typeof WORKER_OPTIONS] === undefined ? [] : [flag],
-    );
+    // A deployment's run has the tools, validators and workspaces of its workers: the flags that
+    // give a local resume its own are refused (one named per option: the MCP flags share theirs).
+    const workers = [
+      ...new Map(
+        FLAGS.filter((f) => RESUME_ACTING_FLAGS.includes(f.name))
+          .filter((f) => f.option !== undefined && line.flags.options[f.option] !== undefined)
+          .map((f) => [f.option, `--${f.name}`]),
+      ).values(),
+    ];
     if (workers.length > 0)
       throw new ConfigurationError(
         `${workers.join(', ')}: the workers of a deployment have their own; give them to \`pge worker\`, not to \`pge resume --nats\``,

@@ -110,12 +110,12 @@ export async function forkLog(options: ForkLogOptions): Promise<void> {
   await writeFile(logPath, renderLog(checked.data), { flag: 'wx' });
   // Where the parent's log says its workspace is, unless it is gone from there (moved with its
   // working directory) or the log does not say: then where it would be here.
-  const named = started.payload.settings.acting?.workspace;
-  const workspace =
-    named !== undefined && (await isDirectory(named)) ? named : join(options.workspaces, parentId);
-  if (await isDirectory(workspace))
+  for (const workspace of [started.payload.settings.acting?.workspace, join(options.workspaces, parentId)]) {
+    if (workspace === undefined || !(await isDirectory(workspace))) continue;
     // Links are copied as they are: one made absolute would lead into the parent's workspace.
     await cp(workspace, options.acting.workspace, { recursive: true, verbatimSymlinks: true });
+    return;
+  }
 }
 
 function isDirectory(path: string): Promise<boolean> {
