@@ -1,5 +1,5 @@
 import { ResumeError } from '../errors.js';
-import { interruptReasonOf } from '../machines/run-context.js';
+import { INTERRUPTED } from '../machines/run-context.js';
 import type {
   ApprovalDecision,
   RoleRequest,
@@ -288,7 +288,7 @@ export class Replay {
     while (this.#next < events.length && facts.has(this.#next + 1)) this.#onFact(events[this.#next++]!);
     const recorded = events[this.#next];
     if (recorded === undefined) return null;
-    const problem = difference(draft, recorded);
+    const problem = difference(draft, withLegacyInterruptReason(recorded));
     if (problem !== null) throw this.#disagree(recorded.seq, problem);
     this.#next++;
     return recorded;
@@ -337,13 +337,33 @@ export class Replay {
     while (next < events.length && facts.has(next + 1)) next++;
     const closing = events[next];
     if (next !== events.length - 1 || closing?.type !== 'run.failed') return undefined;
-    return closing.payload.reason === 'interrupted' ? interruptReasonOf(closing.payload.message) : undefined;
+    const { reason, interruptReason } = withLegacyInterruptReason(closing).payload;
+    return reason === 'interrupted' ? interruptReason : undefined;
   }
 
   /** True once every recorded event was handed out. */
   get done(): boolean {
     return this.#next >= this.recorded.events.length;
   }
+}
+
+/**
+ * Exists only for logs written before `run.failed` carried `interruptReason`: the closing event of
+ * such a log's interrupted run, given the field as pge records it now, read back from its message
+ * (`the run was interrupted: <reason>`, or no reason). Every other event is returned as it is, so
+ * a log with the field is read from the field alone.
+ */
+function withLegacyInterruptReason<E extends RunEvent>(event: E): E {
+  if (event.type !== 'run.failed') return event;
+  const { payload } = event as RunEventOf<'run.failed'>;
+  if (payload.reason !== 'interrupted' || payload.interruptReason !== undefined) return event;
+  const reason =
+    payload.message === INTERRUPTED
+      ? null
+      : payload.message.startsWith(`${INTERRUPTED}: `)
+        ? payload.message.slice(INTERRUPTED.length + 2)
+        : undefined;
+  return reason === undefined ? event : { ...event, payload: { ...payload, interruptReason: reason } };
 }
 
 /** Where a produced draft differs from the recorded event, in words, or null when it does not. */

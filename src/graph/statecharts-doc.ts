@@ -19,7 +19,7 @@ const RUN_NOTES: Record<string, string> = {
   'planning.planned':
     'With the plan gate on (`planGateOn`: `--approve plan`): `awaitingApproval`. Otherwise stepping starts at the first step.',
   'planning.awaitingApproval':
-    "Waits for a person's decision on the plan (invokes `awaitApproval`, recorded as `approval.requested`; the decision as `approval.decided`), for as long as it takes: on the terminal, through the API's `approve`, or `pge approve` on NATS. Approved (`approved`): stepping starts. Rejected: back to the planner with the reason (`replan.reason: disapproved`) while `replansLeft`, else `aborted`. A run waiting here survives a restart of its process: it is waiting again once resumed.",
+    "Waits for a person's decision on the plan (invokes `awaitApproval`, recorded as `approval.requested`; the decision as `approval.decided`), for as long as it takes: on the terminal, through the API's `approve`, or `pge approve` on NATS. Approved (`approved`): stepping starts. Rejected: back to the planner with the reason (`replan.reason: disapproved`) while `replansLeft`, else `disapproved`. A run waiting here survives a restart of its process: it is waiting again once resumed.",
   stepping: "The plan's steps in order, each run to its end by the step machine before the next starts.",
   'stepping.next':
     "Chooses what comes next: no steps left, `completed`; the step's first model call would break a budget, `stopped`; a step whose id already passed (before a replan) is skipped; otherwise the step runs.",
@@ -29,12 +29,14 @@ const RUN_NOTES: Record<string, string> = {
     'Every step has run. The run passed if every step passed (under `advance` an exhausted step does not stop the run, but the run does not pass). Records `run.completed`.',
   aborted:
     'A step exhausted its attempts under `onStepExhausted: "abort"`. Records `run.failed` (reason `aborted`).',
+  disapproved:
+    'A person rejected the plan at its gate when no replan was left (`maxReplans`). Records `run.failed` (reason `aborted`): the run aborted.',
   stopped:
     'A budget check (here or in the step) found that the next model call would break a budget. Records `run.failed` (reason `budget`) naming the budget.',
   failed:
     'A call or the step machine failed: the model server or transport, an answer that stayed invalid after repairs, or the log. Records `run.failed` (reason `error`).',
   interrupted:
-    'The `interrupt` event (Ctrl-C or SIGTERM in the CLI) is taken in any state until the run has ended. Records `run.failed` (reason `interrupted`). Leaving the running state stops the call actor in flight, which cancels its request: the worker aborts the HTTP request to the model (`request.cancelled` is recorded before the closing event).',
+    'The `interrupt` event (Ctrl-C or SIGTERM in the CLI) is taken in any state until the run has ended. Records `run.failed` (reason `interrupted`, with the reason the interrupt gave in `interruptReason`). Leaving the running state stops the call actor in flight, which cancels its request: the worker aborts the HTTP request to the model (`request.cancelled` is recorded before the closing event).',
 };
 
 /** What happens in each state of the step machine, by path below the root. */
@@ -140,7 +142,8 @@ ${section(runMachine, RUN_NOTES)}
 
 The step machine ends \`exhausted\` when no attempt passed within \`maxRetriesPerStep\` retries.
 The run then follows \`onStepExhausted\`, the \`done: runStep\` edges out of
-\`stepping.running\` under \`policyIsAbort\` and \`and(policyIsReplan, replansLeft)\`:
+\`stepping.running\` under \`policyIsAbort\` and \`policyIsReplan\` (which holds only while a
+replan is left):
 
 - \`advance\` (the default): the step is recorded as failed and the run goes on with the next
   step; the run completes but does not pass.

@@ -3,6 +3,7 @@ import type {
   Criterion,
   CriterionWeight,
   Evaluation,
+  ExhaustionPolicy,
   JudgedScore,
   ResolvedCriterion,
   Usage,
@@ -75,6 +76,15 @@ export function weightedMeanOf(scores: readonly JudgedScore[]): number | null {
     weights += WEIGHT_VALUE[s.weight];
   }
   return weights === 0 ? null : sum / weights;
+}
+
+/**
+ * Guard data for an exhausted step: the policy that applies to it. `replan` holds only while a
+ * replan is left (`maxReplans`); after that the step is treated as under `advance`. The run's
+ * `policyIs…` guards and the step's recorded `policy` both read it, so they cannot disagree.
+ */
+export function exhaustionPolicy(policy: ExhaustionPolicy, replansLeft: number): ExhaustionPolicy {
+  return policy === 'replan' && replansLeft <= 0 ? 'advance' : policy;
 }
 
 /** Guard: attempt `attempt` (1-based) may be followed by another (at most `maxRetriesPerStep + 1`). */

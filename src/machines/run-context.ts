@@ -17,7 +17,8 @@ import type { BudgetState, RecordParams, StepOutcome } from './types.js';
 
 /**
  * The run machine's input, context and outcome, and the pure functions its transitions build from
- * them: the step's dependencies, the plan outline, the closing totals and event. No XState here:
+ * them: the step's dependencies, the plan outline, the outcome and closing event of each final
+ * state. No XState here:
  * `run-machine.ts` wires them into the chart.
  */
 
@@ -65,14 +66,16 @@ export interface RunContext {
   criteria: ResolvedCriterion[];
   replans: number;
   replan: ReplanContext | null;
-  /** A person rejected the plan when no replan was left: the run aborted. */
-  disapproved: boolean;
   index: number;
   outcomes: StepOutcome[];
   budget: BudgetState;
-  status: RunStatus;
   stoppedBy: BudgetName | null;
   error: ErrorInfo | null;
+}
+
+/** The replans the run has left (`maxReplans` less those made). */
+export function replansLeft(context: RunContext): number {
+  return context.input.maxReplans - context.replans;
 }
 
 /** The latest outcome of a step id, if it ran. */
@@ -101,17 +104,15 @@ function passedStepIds(context: RunContext): string[] {
     .map((s) => s.id);
 }
 
-/** Totals and the one-line summary, in the reference's words. */
-export function runTotals(context: RunContext): RunTotals {
+/** Totals and the one-line summary, in the reference's words, of a run that ended `status`. */
+export function runTotals(context: RunContext, status: RunStatus): RunTotals {
   const steps = context.plan?.steps ?? [];
   const stepsPassed = passedStepIds(context).length;
   const totalRetries = context.outcomes.reduce((n, o) => n + Math.max(0, o.attempts.length - 1), 0);
   const durationMs = Math.max(0, context.budget.clock - context.input.startedAt);
-  const passed = context.status === 'completed' && steps.length > 0 && stepsPassed === steps.length;
+  const passed = status === 'completed' && steps.length > 0 && stepsPassed === steps.length;
   const head =
-    context.status === 'completed'
-      ? 'PGE Harness completed'
-      : `PGE Harness stopped (${stopReason(context.status)})`;
+    status === 'completed' ? 'PGE Harness completed' : `PGE Harness stopped (${STOP_REASON[status]})`;
   return {
     passed,
     stepsPassed,
@@ -123,61 +124,82 @@ export function runTotals(context: RunContext): RunTotals {
   };
 }
 
-export function stopReason(status: RunStatus): RunStopReason {
-  if (status === 'stopped') return 'budget';
-  if (status === 'aborted' || status === 'interrupted') return status;
-  return 'error';
+/** The closing event's `reason` of each way a run stops. */
+const STOP_REASON: Record<Exclude<RunStatus, 'completed'>, RunStopReason> = {
+  aborted: 'aborted',
+  stopped: 'budget',
+  failed: 'error',
+  interrupted: 'interrupted',
+};
+
+/** The run's output, given by the final state it reached, which names its `status`. */
+export function runOutcome(context: RunContext, status: RunStatus): RunOutcome {
+  return {
+    status,
+    plan: context.plan,
+    criteria: context.criteria,
+    outcomes: context.outcomes,
+    replans: context.replans,
+    totals: runTotals(context, status),
+    stoppedBy: context.stoppedBy,
+    error: context.error,
+  };
+}
+
+/** The closing event of the final state `completed`. */
+export function completedEvent(context: RunContext): RecordParams {
+  return { type: 'run.completed', payload: runTotals(context, 'completed') };
 }
 
 /**
- * Why the run stopped, in its closing event. Logs hold it and a replay compares it, so its words
- * stay as logs have them (a budget is checked before each request, which may make several calls).
+ * The closing event of a final state that stopped the run, with its `message`. Logs hold the
+ * message and a replay compares it, so each final state's words stay as logs have them.
  */
-export function stopMessage(context: RunContext): string {
-  switch (context.status) {
-    case 'stopped': {
-      const b = context.budget;
-      const limit = context.stoppedBy ? b.budgets[context.stoppedBy] : null;
-      const used =
-        context.stoppedBy === 'maxCostUsd'
-          ? `$${b.spent.costUsd.toFixed(4)} spent`
-          : context.stoppedBy === 'maxTokens'
-            ? `${b.spent.promptTokens + b.spent.completionTokens} tokens used`
-            : `${b.clock - b.startedAt} ms elapsed`;
-      return `budget ${context.stoppedBy} (${limit}) would be exceeded by the next model call: ${used}`;
-    }
-    case 'aborted':
-      return context.disapproved
-        ? 'a person rejected the plan and no replan is left (maxReplans)'
-        : `step ${context.outcomes.at(-1)?.stepId} exhausted its attempts and onStepExhausted is "abort"`;
-    case 'interrupted':
-      return context.interruptReason ? `${INTERRUPTED}: ${context.interruptReason}` : INTERRUPTED;
-    default:
-      return context.error ? `${context.error.name}: ${context.error.message}` : 'the run failed';
-  }
+export function failedEvent(
+  context: RunContext,
+  status: Exclude<RunStatus, 'completed'>,
+  message: string,
+): Extract<RecordParams, { type: 'run.failed' }> {
+  return {
+    type: 'run.failed',
+    payload: { ...runTotals(context, status), reason: STOP_REASON[status], message },
+  };
 }
 
-const INTERRUPTED = 'the run was interrupted';
+/** Why a budget stopped the run (a budget is checked before each request, which may make several calls). */
+export function budgetMessage(context: RunContext): string {
+  const b = context.budget;
+  const limit = context.stoppedBy ? b.budgets[context.stoppedBy] : null;
+  const used =
+    context.stoppedBy === 'maxCostUsd'
+      ? `$${b.spent.costUsd.toFixed(4)} spent`
+      : context.stoppedBy === 'maxTokens'
+        ? `${b.spent.promptTokens + b.spent.completionTokens} tokens used`
+        : `${b.clock - b.startedAt} ms elapsed`;
+  return `budget ${context.stoppedBy} (${limit}) would be exceeded by the next model call: ${used}`;
+}
+
+/** Why a failed call or step failed the run. */
+export function errorMessage(context: RunContext): string {
+  return context.error ? `${context.error.name}: ${context.error.message}` : 'the run failed';
+}
 
 /**
- * The reason an interrupted run's closing message gives (`null` when it gives none), read back by
- * a replay that interrupts the run again as it was; undefined for another message.
+ * The closing event of the final state `interrupted`: the reason travels in its own field
+ * (`interruptReason`, null when none was given), and in the message for a person to read.
  */
-export function interruptReasonOf(message: string): string | null | undefined {
-  if (message === INTERRUPTED) return null;
-  return message.startsWith(`${INTERRUPTED}: `) ? message.slice(INTERRUPTED.length + 2) : undefined;
+export function interruptedEvent(context: RunContext): RecordParams {
+  const closing = failedEvent(context, 'interrupted', interruptMessage(context.interruptReason));
+  return { ...closing, payload: { ...closing.payload, interruptReason: context.interruptReason } };
 }
 
-/** The closing event of a run that ended with `context.status`. */
-export function closingEvent(context: RunContext): RecordParams {
-  const totals = runTotals(context);
-  return context.status === 'completed'
-    ? { type: 'run.completed', payload: totals }
-    : {
-        type: 'run.failed',
-        payload: { ...totals, reason: stopReason(context.status), message: stopMessage(context) },
-      };
+/** The message of an interrupted run's closing event, as logs have it. */
+export function interruptMessage(reason: string | null): string {
+  return reason === null ? INTERRUPTED : `${INTERRUPTED}: ${reason}`;
 }
+
+/** The message of an interrupted run's closing event when the interrupt gave no reason. */
+export const INTERRUPTED = 'the run was interrupted';
 
 /**
  * The replan after the last step: `step_exhausted` tells the planner the findings of the step's

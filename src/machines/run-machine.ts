@@ -1,11 +1,15 @@
-import { and, assign, setup } from 'xstate';
+import { assign, setup } from 'xstate';
 import { describeError } from '../errors.js';
 import { addUsage, ZERO_USAGE } from '../schemas/index.js';
 import { type CallLogic, notProvided } from './calls.js';
-import { budgetBroken, resolveCriteria } from './guards.js';
+import { budgetBroken, exhaustionPolicy, resolveCriteria } from './guards.js';
 import {
-  closingEvent,
+  budgetMessage,
+  completedEvent,
   dependencies,
+  errorMessage,
+  failedEvent,
+  interruptedEvent,
   latest,
   outline,
   planSummary,
@@ -14,7 +18,8 @@ import {
   type RunOutcome,
   replanAfter,
   replanDisapproved,
-  runTotals,
+  replansLeft,
+  runOutcome,
   store,
 } from './run-context.js';
 import { stepMachine } from './step-machine.js';
@@ -62,10 +67,12 @@ export const runMachine = setup({
     /** The step ended on a failure the evaluator found to be the plan's (it had a replan left). */
     stepRejectedPlan: (_, step: StepOutcome) => step.status === 'plan_rejected',
     /** `onStepExhausted: 'abort'`: an exhausted step fails the run. */
-    policyIsAbort: ({ context }) => context.input.onStepExhausted === 'abort',
-    /** `onStepExhausted: 'replan'`: an exhausted step sends the run back to the planner. */
-    policyIsReplan: ({ context }) => context.input.onStepExhausted === 'replan',
-    replansLeft: ({ context }) => context.replans < context.input.maxReplans,
+    policyIsAbort: ({ context }) =>
+      exhaustionPolicy(context.input.onStepExhausted, replansLeft(context)) === 'abort',
+    /** `onStepExhausted: 'replan'` with a replan left: an exhausted step sends the run back to the planner. */
+    policyIsReplan: ({ context }) =>
+      exhaustionPolicy(context.input.onStepExhausted, replansLeft(context)) === 'replan',
+    replansLeft: ({ context }) => replansLeft(context) > 0,
     /** A person approves the plan before any step starts (`approve` includes `plan`). */
     planGateOn: ({ context }) => context.input.approve.includes('plan'),
     /** The person's decision at the gate was to approve. */
@@ -97,30 +104,21 @@ export const runMachine = setup({
     criteria: [],
     replans: 0,
     replan: null,
-    disapproved: false,
     index: 0,
     outcomes: [],
     budget: { budgets: input.budgets, spent: ZERO_USAGE, startedAt: input.startedAt, clock: input.startedAt },
-    status: 'failed',
     stoppedBy: null,
     error: null,
     interruptReason: null,
   }),
   initial: 'planning',
-  output: ({ context }) => ({
-    status: context.status,
-    plan: context.plan,
-    criteria: context.criteria,
-    outcomes: context.outcomes,
-    replans: context.replans,
-    totals: runTotals(context),
-    stoppedBy: context.stoppedBy,
-    error: context.error,
-  }),
+  // The outcome is the final state's: each gives its own (XState 5 types it as unknown).
+  output: ({ event }) => event.output as RunOutcome,
   on: {
     interrupt: {
       target: '.interrupted',
-      actions: assign({ interruptReason: ({ event }) => event.reason ?? null }),
+      // An empty reason is none: the closing message then says no more than that.
+      actions: assign({ interruptReason: ({ event }) => event.reason || null }),
     },
   },
   states: {
@@ -199,7 +197,7 @@ export const runMachine = setup({
                 target: 'gate',
                 actions: assign(({ context, event }) => replanDisapproved(context, event.output.reason)),
               },
-              { target: '#run.aborted', actions: assign({ disapproved: true }) },
+              { target: '#run.disapproved' },
             ],
             onError: { target: '#run.failed', actions: 'noteError' },
           },
@@ -245,12 +243,9 @@ export const runMachine = setup({
               dependencies: dependencies(context, context.plan!.steps[context.index]!.dependsOn),
               maxContractRounds: context.input.maxContractRounds,
               maxRetriesPerStep: context.input.maxRetriesPerStep,
-              // What will happen if this step is exhausted: a spent replan budget means advance.
-              onStepExhausted:
-                context.input.onStepExhausted === 'replan' && context.replans >= context.input.maxReplans
-                  ? 'advance'
-                  : context.input.onStepExhausted,
-              replansLeft: context.input.maxReplans - context.replans,
+              // What will happen if this step is exhausted, as the `policyIs…` guards decide it.
+              onStepExhausted: exhaustionPolicy(context.input.onStepExhausted, replansLeft(context)),
+              replansLeft: replansLeft(context),
               approve: context.input.approve,
               budget: context.budget,
             }),
@@ -291,7 +286,7 @@ export const runMachine = setup({
                 actions: assign(({ context, event }) => store(context, event.output, false)),
               },
               {
-                guard: and(['policyIsReplan', 'replansLeft']),
+                guard: 'policyIsReplan',
                 target: '#run.planning',
                 actions: [
                   assign(({ context, event }) => store(context, event.output, false)),
@@ -307,38 +302,51 @@ export const runMachine = setup({
     },
     completed: {
       type: 'final',
-      entry: [
-        assign({ status: 'completed' }),
-        { type: 'record', params: ({ context }) => closingEvent(context) },
-      ],
+      entry: { type: 'record', params: ({ context }) => completedEvent(context) },
+      output: ({ context }) => runOutcome(context, 'completed'),
     },
     aborted: {
       type: 'final',
-      entry: [
-        assign({ status: 'aborted' }),
-        { type: 'record', params: ({ context }) => closingEvent(context) },
-      ],
+      entry: {
+        type: 'record',
+        params: ({ context }) =>
+          failedEvent(
+            context,
+            'aborted',
+            `step ${context.outcomes.at(-1)?.stepId} exhausted its attempts and onStepExhausted is "abort"`,
+          ),
+      },
+      output: ({ context }) => runOutcome(context, 'aborted'),
+    },
+    disapproved: {
+      type: 'final',
+      entry: {
+        type: 'record',
+        params: ({ context }) =>
+          failedEvent(context, 'aborted', 'a person rejected the plan and no replan is left (maxReplans)'),
+      },
+      output: ({ context }) => runOutcome(context, 'aborted'),
     },
     stopped: {
       type: 'final',
-      entry: [
-        assign({ status: 'stopped' }),
-        { type: 'record', params: ({ context }) => closingEvent(context) },
-      ],
+      entry: {
+        type: 'record',
+        params: ({ context }) => failedEvent(context, 'stopped', budgetMessage(context)),
+      },
+      output: ({ context }) => runOutcome(context, 'stopped'),
     },
     failed: {
       type: 'final',
-      entry: [
-        assign({ status: 'failed' }),
-        { type: 'record', params: ({ context }) => closingEvent(context) },
-      ],
+      entry: {
+        type: 'record',
+        params: ({ context }) => failedEvent(context, 'failed', errorMessage(context)),
+      },
+      output: ({ context }) => runOutcome(context, 'failed'),
     },
     interrupted: {
       type: 'final',
-      entry: [
-        assign({ status: 'interrupted' }),
-        { type: 'record', params: ({ context }) => closingEvent(context) },
-      ],
+      entry: { type: 'record', params: ({ context }) => interruptedEvent(context) },
+      output: ({ context }) => runOutcome(context, 'interrupted'),
     },
   },
 });

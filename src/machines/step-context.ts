@@ -2,7 +2,9 @@ import type {
   Contract,
   ContractProposal,
   ErrorInfo,
+  Evaluation,
   RetryContext,
+  RetrySignal,
   Usage,
   ValidatorRun,
   Verdict,
@@ -18,13 +20,14 @@ import type {
   StepInput,
   StepOutcome,
   StepStatus,
+  WorkInput,
   WorkOutput,
 } from './types.js';
 
 /**
  * The step machine's context and the pure functions its transitions build from it: spending a
- * call's usage, the current round and step, the retry context a generator gets, the scored attempt
- * and its record, and the step's outcome. No XState here: `step-machine.ts` wires them into the chart.
+ * call's usage, the current round and step, the input and retry context a generator gets, the
+ * scored attempt and its record, and the step's outcome. No XState here: `step-machine.ts` wires them into the chart.
  */
 
 /**
@@ -47,7 +50,6 @@ export interface StepContext {
   scored: ScoredAttempt | null;
   attempts: AttemptRecord[];
   usage: Usage;
-  status: StepStatus;
   stoppedBy: StepOutcome['stoppedBy'];
   error: ErrorInfo | null;
 }
@@ -95,15 +97,28 @@ export function step(context: StepContext) {
   return context.input.plan.steps[context.input.stepNumber - 1]!;
 }
 
-export function retryContext(context: StepContext): RetryContext | null {
-  if (context.attempt === 1) return null;
+/** What every role is told of the step it works on: the task, the step and the rubric. */
+export function stepBrief(context: StepContext) {
+  return {
+    task: context.input.task,
+    stepNumber: context.input.stepNumber,
+    step: step(context),
+    criteria: context.input.criteria,
+  };
+}
+
+/**
+ * What the generator is told on a retry with `signal`, the signal of the retry state that calls it
+ * (`executing.refining`, `executing.pivoting`): the last attempt's scores and their change, and its feedback.
+ */
+export function retryContext(context: StepContext, signal: RetrySignal): RetryContext {
   const last = context.attempts[context.attempts.length - 1]!;
   const previous = context.attempts
     .slice(0, -1)
     .reverse()
     .find((a) => a.weightedMean !== null);
   return {
-    signal: context.signal === 'pivot' ? 'pivot' : 'refine',
+    signal,
     scores: last.scores.map((s) => {
       const before = previous?.scores.find((p) => p.criterion === s.criterion)?.score ?? null;
       return {
@@ -127,8 +142,21 @@ export function retryContext(context: StepContext): RetryContext | null {
   };
 }
 
-export function outcome(context: StepContext): StepOutcome {
-  const best = bestAttemptIndex(
+/** What the generator is asked for the current attempt; `retry` is null on the first. */
+export function workInput(context: StepContext, retry: RetryContext | null): WorkInput {
+  return {
+    ...stepBrief(context),
+    plan: context.input.outline,
+    contract: context.contract!,
+    attempt: context.attempt,
+    dependencies: context.input.dependencies,
+    retry,
+  };
+}
+
+/** Index of the attempt the step keeps (DESIGN 6), or -1. */
+export function bestAttempt(context: StepContext): number {
+  return bestAttemptIndex(
     context.attempts.map((a) => ({
       verdict: a.verdict,
       // A result a person rejected ranks below every evaluated one, whatever its scores.
@@ -136,15 +164,19 @@ export function outcome(context: StepContext): StepOutcome {
       hasWork: a.work !== null,
     })),
   );
+}
+
+/** The step's output, from the final state it reached: that state gives `status`. */
+export function outcome(context: StepContext, status: StepStatus): StepOutcome {
   return {
-    status: context.status,
+    status,
     stepId: step(context).id,
     stepNumber: context.input.stepNumber,
     title: step(context).title,
     contract: context.contract,
     rounds: context.rounds,
     attempts: context.attempts,
-    best,
+    best: bestAttempt(context),
     usage: context.usage,
     budget: context.budget,
     stoppedBy: context.stoppedBy,
@@ -159,38 +191,61 @@ export function budgetAfter(context: StepContext, report: CallReport | null): St
 }
 
 /**
- * Scores the current attempt from its work and its evaluation (either may be missing: invalid
- * work is never evaluated, an invalid evaluation has no scores).
+ * The current attempt scored against the rubric. Each transition that scores an attempt says what
+ * it found, through one of the four functions below: the chart's guards decided it, so nothing
+ * here decides it again.
  */
-export function scoredAttempt(
+function attemptOf(
+  context: StepContext,
+  work: WorkOutput['work'],
+  evaluation: Evaluation | null,
+  invalid: ScoredAttempt['invalid'],
+  problem: string | null,
+): ScoredAttempt {
+  const scoring: Scoring = scoreAttempt(context.input.criteria, evaluation);
+  return { attempt: context.attempt, signal: context.signal, work, evaluation, problem, invalid, ...scoring };
+}
+
+/** Work that never validated (`workInvalid`): it is not evaluated, so it has no scores. */
+export function invalidWorkAttempt(context: StepContext, worked: WorkOutput): ScoredAttempt {
+  return attemptOf(context, null, null, 'invalid_work', worked.problem);
+}
+
+/** Work a validator failed (`aValidatorFailed`): not evaluated; the problem is what the validators printed. */
+export function failedValidationAttempt(context: StepContext, worked: WorkOutput): ScoredAttempt {
+  return attemptOf(
+    context,
+    worked.work,
+    null,
+    'failed_validation',
+    validationProblem(failedValidators(worked)),
+  );
+}
+
+/** Work whose evaluation never validated (`evaluationInvalid`): it has no scores (fail closed). */
+export function invalidEvaluationAttempt(
   context: StepContext,
   worked: WorkOutput,
-  evaluated: EvaluateOutput | null,
+  evaluated: EvaluateOutput,
 ): ScoredAttempt {
-  const work = worked.work;
-  const evaluation = evaluated?.evaluation ?? null;
-  const scoring: Scoring = scoreAttempt(context.input.criteria, evaluation);
-  const failed = failedValidators(worked);
+  return attemptOf(context, worked.work, null, 'invalid_evaluation', evaluated.problem);
+}
+
+/** Work with a valid evaluation, scored; its verdict is the chart's, in `judging`. */
+export function evaluatedAttempt(
+  context: StepContext,
+  worked: WorkOutput,
+  evaluated: EvaluateOutput,
+): ScoredAttempt {
+  return attemptOf(context, worked.work, evaluated.evaluation, null, evaluated.problem);
+}
+
+/** The attempt a person rejected at the step's gate (`approved` did not hold), with their reason. */
+export function rejectedAttempt(scored: ScoredAttempt, reason: string | null): ScoredAttempt {
   return {
-    attempt: context.attempt,
-    signal: context.signal,
-    work,
-    evaluation,
-    problem:
-      work === null
-        ? worked.problem
-        : failed.length > 0
-          ? validationProblem(failed)
-          : (evaluated?.problem ?? null),
-    invalid:
-      work === null
-        ? 'invalid_work'
-        : failed.length > 0
-          ? 'failed_validation'
-          : evaluation === null
-            ? 'invalid_evaluation'
-            : null,
-    ...scoring,
+    ...scored,
+    invalid: 'rejected',
+    problem: `a person rejected the result${reason === null ? '' : `: ${reason}`}`,
   };
 }
 

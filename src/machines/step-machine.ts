@@ -11,19 +11,26 @@ import {
   scoresImproving,
 } from './guards.js';
 import {
+  bestAttempt,
   budgetAfter,
   contractFrom,
   contractSummary,
+  evaluatedAttempt,
+  failedValidationAttempt,
   failedValidators,
+  invalidEvaluationAttempt,
+  invalidWorkAttempt,
   lastRound,
   meansSoFar,
   outcome,
+  rejectedAttempt,
   retryContext,
   type StepContext,
-  scoredAttempt,
   settled,
   spend,
   step,
+  stepBrief,
+  workInput,
 } from './step-context.js';
 import type {
   ApprovalInput,
@@ -31,6 +38,7 @@ import type {
   CallReport,
   ContractInput,
   ContractReviewInput,
+  EvaluateOutput,
   EvaluationInput,
   RecordParams,
   StepInput,
@@ -91,6 +99,43 @@ const retryWith = (signal: RetrySignal) =>
     },
   ] as const;
 
+const workOutput = ({ event }: { event: { output: WorkOutput } }) => event.output;
+
+/**
+ * The generator's call for the current attempt, invoked by the attempt's state (`firstAttempt`,
+ * `refining`, `pivoting`): the state gives the input, so the signal the generator is told is the
+ * state it works in. The answer is handled alike in each.
+ */
+function work(input: (args: { context: StepContext }) => WorkInput) {
+  return {
+    src: 'doWork',
+    input,
+    onDone: [
+      {
+        guard: { type: 'workInvalid', params: workOutput },
+        target: '#step.judging',
+        actions: [
+          { type: 'spend', params: workOutput },
+          { type: 'scoreInvalidWork', params: workOutput },
+        ],
+      },
+      {
+        guard: { type: 'overBudgetAfterAnswer', params: workOutput },
+        target: '#step.stopped',
+        actions: [{ type: 'spend', params: workOutput }, 'noteBudget'],
+      },
+      {
+        target: '#step.validating',
+        actions: [
+          { type: 'spend', params: workOutput },
+          { type: 'keepWork', params: workOutput },
+        ],
+      },
+    ],
+    onError: { target: '#step.failed', actions: 'noteError' },
+  } as const;
+}
+
 /** The step statechart. Provide the actors `proposeContract`, `reviewContract`, `doWork`, `evaluateWork`, and `record`. */
 export const stepMachine = setup({
   types: {
@@ -114,6 +159,8 @@ export const stepMachine = setup({
     roundsLeft: ({ context }) => context.round < context.input.maxContractRounds,
     /** The work never validated: the attempt is judged failed without calling the evaluator. */
     workInvalid: (_, output: WorkOutput) => output.work === null,
+    /** The evaluation never validated: the attempt has no scores and fails (fail closed). */
+    evaluationInvalid: (_, output: EvaluateOutput) => output.evaluation === null,
     /** Every validator of the work passed (or it had none). */
     allValidatorsPass: ({ context }) => failedValidators(context.pendingWork!).length === 0,
     /** At least one validator of the work failed: it is judged without the evaluator. */
@@ -149,6 +196,14 @@ export const stepMachine = setup({
       const report = reportOfError(error);
       return { error: describeError(error), ...(report ? spend(context, report) : {}) };
     }),
+    /** Adds a call's reported usage and clock (its answer's `CallReport`). */
+    spend: assign(({ context }, report: CallReport) => spend(context, report)),
+    /** Scores work that never validated (`workInvalid`). */
+    scoreInvalidWork: assign(({ context }, worked: WorkOutput) => ({
+      scored: invalidWorkAttempt(context, worked),
+    })),
+    /** Keeps valid work for the validators' verdict and the evaluation. */
+    keepWork: assign((_, worked: WorkOutput) => ({ pendingWork: worked })),
     /** Keeps the attempt being judged, with the verdict of the transition the chart took. */
     settle: assign(({ context }, verdict: Verdict) => ({
       attempts: [...context.attempts, settled(context.scored!, verdict)],
@@ -175,12 +230,12 @@ export const stepMachine = setup({
     scored: null,
     attempts: [],
     usage: ZERO_USAGE,
-    status: 'failed',
     stoppedBy: null,
     error: null,
   }),
   initial: 'negotiating',
-  output: ({ context }) => outcome(context),
+  // The outcome is the final state's: each gives its own (XState 5 types it as unknown).
+  output: ({ event }) => event.output as StepOutcome,
   states: {
     negotiating: {
       initial: 'proposing',
@@ -191,10 +246,7 @@ export const stepMachine = setup({
             input: ({ context }): ContractInput => {
               const last = context.rounds[context.rounds.length - 1];
               return {
-                task: context.input.task,
-                stepNumber: context.input.stepNumber,
-                step: step(context),
-                criteria: context.input.criteria,
+                ...stepBrief(context),
                 plan: context.input.outline,
                 round: context.round,
                 previous: last
@@ -234,10 +286,7 @@ export const stepMachine = setup({
           invoke: {
             src: 'reviewContract',
             input: ({ context }): ContractReviewInput => ({
-              task: context.input.task,
-              stepNumber: context.input.stepNumber,
-              step: step(context),
-              criteria: context.input.criteria,
+              ...stepBrief(context),
               round: context.round,
               maxRounds: context.input.maxContractRounds,
               proposal: lastRound(context).proposal,
@@ -361,48 +410,9 @@ export const stepMachine = setup({
     executing: {
       initial: 'firstAttempt',
       states: {
-        firstAttempt: {},
-        /** The scores rose (or there is nothing to compare yet): the generator improves its last attempt. */
-        refining: {},
-        /** The scores were flat or fell: the generator tries a different approach. */
-        pivoting: {},
-      },
-      invoke: {
-        src: 'doWork',
-        input: ({ context }): WorkInput => ({
-          task: context.input.task,
-          stepNumber: context.input.stepNumber,
-          step: step(context),
-          criteria: context.input.criteria,
-          plan: context.input.outline,
-          contract: context.contract!,
-          attempt: context.attempt,
-          dependencies: context.input.dependencies,
-          retry: retryContext(context),
-        }),
-        onDone: [
-          {
-            guard: { type: 'workInvalid', params: ({ event }) => event.output },
-            target: '#step.judging',
-            actions: assign(({ context, event }) => ({
-              ...spend(context, event.output),
-              scored: scoredAttempt(context, event.output, null),
-            })),
-          },
-          {
-            guard: { type: 'overBudgetAfterAnswer', params: ({ event }) => event.output },
-            target: '#step.stopped',
-            actions: [assign(({ context, event }) => spend(context, event.output)), 'noteBudget'],
-          },
-          {
-            target: '#step.validating',
-            actions: assign(({ context, event }) => ({
-              ...spend(context, event.output),
-              pendingWork: event.output,
-            })),
-          },
-        ],
-        onError: { target: '#step.failed', actions: 'noteError' },
+        firstAttempt: { invoke: work(({ context }) => workInput(context, null)) },
+        refining: { invoke: work(({ context }) => workInput(context, retryContext(context, 'refine'))) },
+        pivoting: { invoke: work(({ context }) => workInput(context, retryContext(context, 'pivot'))) },
       },
     },
     /**
@@ -418,7 +428,7 @@ export const stepMachine = setup({
           guard: 'aValidatorFailed',
           target: 'judging',
           actions: assign(({ context }) => ({
-            scored: scoredAttempt(context, context.pendingWork!, null),
+            scored: failedValidationAttempt(context, context.pendingWork!),
             pendingWork: null,
           })),
         },
@@ -428,22 +438,30 @@ export const stepMachine = setup({
       invoke: {
         src: 'evaluateWork',
         input: ({ context }): EvaluationInput => ({
-          task: context.input.task,
-          stepNumber: context.input.stepNumber,
-          step: step(context),
-          criteria: context.input.criteria,
+          ...stepBrief(context),
           contract: context.contract!,
           attempt: context.attempt,
           artifact: context.pendingWork!.work!.output,
         }),
-        onDone: {
-          target: '#step.judging',
-          actions: assign(({ context, event }) => ({
-            ...spend(context, event.output),
-            scored: scoredAttempt(context, context.pendingWork!, event.output),
-            pendingWork: null,
-          })),
-        },
+        onDone: [
+          {
+            guard: { type: 'evaluationInvalid', params: ({ event }) => event.output },
+            target: '#step.judging',
+            actions: assign(({ context, event }) => ({
+              ...spend(context, event.output),
+              scored: invalidEvaluationAttempt(context, context.pendingWork!, event.output),
+              pendingWork: null,
+            })),
+          },
+          {
+            target: '#step.judging',
+            actions: assign(({ context, event }) => ({
+              ...spend(context, event.output),
+              scored: evaluatedAttempt(context, context.pendingWork!, event.output),
+              pendingWork: null,
+            })),
+          },
+        ],
         onError: { target: '#step.failed', actions: 'noteError' },
       },
     },
@@ -503,11 +521,7 @@ export const stepMachine = setup({
           {
             target: 'judging',
             actions: assign(({ context, event }) => ({
-              scored: {
-                ...context.scored!,
-                invalid: 'rejected' as const,
-                problem: `a person rejected the result${event.output.reason === null ? '' : `: ${event.output.reason}`}`,
-              },
+              scored: rejectedAttempt(context.scored!, event.output.reason),
             })),
           },
         ],
@@ -516,8 +530,8 @@ export const stepMachine = setup({
     },
     passed: {
       type: 'final',
+      output: ({ context }) => outcome(context, 'passed'),
       entry: [
-        assign({ status: 'passed' }),
         {
           type: 'record',
           params: ({ context }) => ({
@@ -526,7 +540,7 @@ export const stepMachine = setup({
               stepId: step(context).id,
               stepNumber: context.input.stepNumber,
               attempt: context.attempt,
-              bestAttempt: outcome(context).best + 1,
+              bestAttempt: bestAttempt(context) + 1,
             },
           }),
         },
@@ -534,12 +548,12 @@ export const stepMachine = setup({
     },
     exhausted: {
       type: 'final',
+      output: ({ context }) => outcome(context, 'exhausted'),
       entry: [
-        assign({ status: 'exhausted' }),
         {
           type: 'record',
           params: ({ context }) => {
-            const best = outcome(context).best;
+            const best = bestAttempt(context);
             return {
               type: 'step.failed',
               payload: {
@@ -557,8 +571,8 @@ export const stepMachine = setup({
     /** The step cannot pass as planned: the run chart sends the run back to the planner. */
     planRejected: {
       type: 'final',
+      output: ({ context }) => outcome(context, 'plan_rejected'),
       entry: [
-        assign({ status: 'plan_rejected' }),
         {
           type: 'record',
           params: ({ context }) => ({
@@ -572,7 +586,7 @@ export const stepMachine = setup({
         },
       ],
     },
-    stopped: { type: 'final', entry: assign({ status: 'stopped' }) },
-    failed: { type: 'final', entry: assign({ status: 'failed' }) },
+    stopped: { type: 'final', output: ({ context }) => outcome(context, 'stopped') },
+    failed: { type: 'final', output: ({ context }) => outcome(context, 'failed') },
   },
 });

@@ -420,9 +420,25 @@ export const ResultRejected = event(
   z.strictObject({ requestId: z.string(), worker: z.string(), reason: ResultRejectionReason }),
 );
 export const RunCompleted = event('run.completed', z.strictObject(ClosingTotals));
+/**
+ * A run that stopped before completing: `reason` says how, `message` why, in words. An interrupted
+ * run carries the reason its interrupt gave in `interruptReason` (null for none), which a replay
+ * gives the run again; the field is absent for every other reason, and in logs written before it
+ * existed (a replay reads those through `interruptReasonOfLegacyLog`).
+ */
 export const RunFailed = event(
   'run.failed',
-  z.strictObject({ ...ClosingTotals, reason: RunStopReason, message: z.string() }),
+  z
+    .strictObject({
+      ...ClosingTotals,
+      reason: RunStopReason,
+      message: z.string(),
+      interruptReason: z.string().min(1).nullable().optional(),
+    })
+    .refine((p) => p.interruptReason === undefined || p.reason === 'interrupted', {
+      message: 'interruptReason is given only when the run was interrupted',
+      path: ['interruptReason'],
+    }),
 );
 
 /** Every event of a run. */

@@ -202,6 +202,43 @@ describe('pge replay', () => {
     expect(report.events).toBe(events.length);
   });
 
+  it('replays a log written before run.failed carried interruptReason, reading the reason from its message', async () => {
+    const interrupt = { run: (_reason?: string) => {} };
+    for (const reason of ['the reviewer has seen enough', undefined]) {
+      const scripted = new ScriptedModel({ plan: [{ json: planOf(1) }], contract: [proposal] });
+      // The contract's review never answers: the run is interrupted while it waits.
+      const model: Model = {
+        name: 'scripted-then-stuck',
+        complete: (request) => {
+          if (request.phase !== 'contract_review') return scripted.complete(request);
+          interrupt.run(reason);
+          return new Promise((_, reject) =>
+            request.signal?.addEventListener('abort', () => reject(request.signal?.reason), { once: true }),
+          );
+        },
+      };
+      const log = await recordedRun(model, {}, interrupt);
+      expect((await readLogFile(log)).at(-1)!.payload).toMatchObject({ interruptReason: reason ?? null });
+      // The same log as a pge that did not record the field wrote it.
+      const text = readFileSync(log, 'utf8');
+      const older = text.replace(/,"interruptReason":(null|"[^"]*")/, '');
+      expect(older).not.toBe(text);
+      writeFileSync(log, older);
+      const closing = (await readLogFile(log)).at(-1)!;
+      expect(closing.payload).not.toHaveProperty('interruptReason');
+      expect(closing.payload).toMatchObject({
+        message: reason ? `the run was interrupted: ${reason}` : 'the run was interrupted',
+      });
+      expect(await replayLog(log)).toMatchObject({ identical: true, modelCalls: 0, firstDifference: null });
+      // A log whose field disagrees with the interrupt the replay gives is found out.
+      writeFileSync(
+        log,
+        text.replace(/"interruptReason":(null|"[^"]*")/, '"interruptReason":"another reason"'),
+      );
+      expect((await replayLog(log)).identical).toBe(false);
+    }
+  });
+
   it('replays a run interrupted at an approval gate, through its interruption', async () => {
     const interrupt = { run: (_reason?: string) => {} };
     const log = await recordedRun(

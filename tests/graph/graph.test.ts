@@ -131,7 +131,8 @@ describe('the run chart', () => {
       'stepping_running --> stopped : done: runStep [stepStopped]',
       'stepping_running --> failed : done: runStep [stepFailed]',
       'stepping_running --> aborted : done: runStep [policyIsAbort]',
-      'stepping_running --> planning : done: runStep [and(policyIsReplan, replansLeft)]',
+      // Replan only while a replan is left: `policyIsReplan` says so, as the step's recorded policy does.
+      'stepping_running --> planning : done: runStep [policyIsReplan]',
       'stepping_running --> stepping_next : done: runStep\n', // advance, or no replans left
       'stepping_running --> failed : error: runStep',
     ])
@@ -149,6 +150,7 @@ describe('the run chart', () => {
       'planning_planned --> stepping : always',
       'planning_awaitingApproval --> stepping : done: awaitApproval [approved]',
       'planning_awaitingApproval --> planning_gate : done: awaitApproval [replansLeft]',
+      'planning_awaitingApproval --> disapproved : done: awaitApproval\n',
       'planning_calling --> failed : error: plan',
       'stepping_next --> completed : always [noMoreSteps]',
       'stepping_next --> stepping_next : always [stepAlreadyPassed]',
@@ -158,7 +160,9 @@ describe('the run chart', () => {
       'stepping_running : invoke: runStep',
     ])
       expect(source).toContain(line);
-    expect(source).not.toMatch(/^\s*(completed|aborted|stopped|failed|interrupted) --> interrupted/m);
+    expect(source).not.toMatch(
+      /^\s*(completed|aborted|disapproved|stopped|failed|interrupted) --> interrupted/m,
+    );
   });
 });
 
@@ -178,7 +182,6 @@ describe('the step chart', () => {
       'awaitingApproval --> judging : done: awaitApproval',
       'negotiating_proposing --> stopped : done: proposeContract [overBudgetAfterAnswer]',
       'negotiating_decided --> stopped : always [overBudget]',
-      'executing --> stopped : done: doWork [overBudgetAfterAnswer]',
       'passed --> [*]',
       'exhausted --> [*]',
       'stopped --> [*]',
@@ -194,18 +197,29 @@ describe('the step chart', () => {
       'negotiating_awaitingApproval --> negotiating_proposing : done: awaitApproval [roundsLeft]',
       'negotiating_proposing --> negotiating_reviewing : done: proposeContract\n',
       'negotiating_reviewing --> negotiating_decided : done: reviewContract',
-      'executing --> judging : done: doWork [workInvalid]',
-      'executing --> validating : done: doWork\n',
       'validating --> evaluating : always [allValidatorsPass]',
       'validating --> judging : always [aValidatorFailed]',
-      'evaluating --> judging : done: evaluateWork',
+      'evaluating --> judging : done: evaluateWork [evaluationInvalid]',
+      'evaluating --> judging : done: evaluateWork\n',
       'evaluating --> failed : error: evaluateWork',
       'negotiating_proposing : invoke: proposeContract',
       'negotiating_reviewing : invoke: reviewContract',
-      'state "executing (invoke: doWork)" as executing {',
       'evaluating : invoke: evaluateWork',
     ])
       expect(source).toContain(line);
+  });
+
+  it('has each attempt state call the generator itself, with the signal it stands for', () => {
+    expect(source).toContain('state "executing" as executing {');
+    for (const attempt of ['executing_firstAttempt', 'executing_refining', 'executing_pivoting'])
+      for (const line of [
+        `${attempt} : invoke: doWork`,
+        `${attempt} --> judging : done: doWork [workInvalid]`,
+        `${attempt} --> stopped : done: doWork [overBudgetAfterAnswer]`,
+        `${attempt} --> validating : done: doWork\n`,
+        `${attempt} --> failed : error: doWork`,
+      ])
+        expect(source).toContain(line);
   });
 });
 

@@ -3,6 +3,7 @@ import {
   allCriteriaPass,
   bestAttemptIndex,
   budgetExceeded,
+  exhaustionPolicy,
   noTrajectoryYet,
   resolveCriteria,
   retriesLeft,
@@ -10,6 +11,9 @@ import {
   scoresImproving,
   weightedMeanOf,
 } from '../../src/machines/guards.js';
+import { runMachine } from '../../src/machines/run-machine.js';
+import { stepMachine } from '../../src/machines/step-machine.js';
+import type { EvaluateOutput } from '../../src/machines/types.js';
 import type { JudgedScore, ResolvedCriterion } from '../../src/schemas/index.js';
 import { scored } from '../support/chart-fixtures.js';
 
@@ -129,5 +133,52 @@ describe('budgetExceeded', () => {
     expect(budgetExceeded({ ...none, maxTokens: 534 }, spent, 0)).toBeNull();
     expect(budgetExceeded({ ...none, maxDurationMs: 1000 }, spent, 1000)).toBe('maxDurationMs');
     expect(budgetExceeded(none, spent, 1e9)).toBeNull();
+  });
+});
+
+describe('exhaustionPolicy', () => {
+  it('keeps abort and advance; replan holds only while a replan is left, then advances', () => {
+    expect(exhaustionPolicy('abort', 0)).toBe('abort');
+    expect(exhaustionPolicy('advance', 2)).toBe('advance');
+    expect(exhaustionPolicy('replan', 1)).toBe('replan');
+    expect(exhaustionPolicy('replan', 0)).toBe('advance');
+  });
+});
+
+/** A guard of a machine as the chart calls it: its arguments (here only `context`) and its params. */
+type Guard = (args: { context: unknown }, params?: unknown) => boolean;
+const guardOf = (machine: typeof runMachine | typeof stepMachine, name: string) =>
+  (machine.implementations.guards as unknown as Record<string, Guard>)[name]!;
+
+describe("the run chart's exhaustion guards", () => {
+  const context = (onStepExhausted: 'abort' | 'advance' | 'replan', replans: number) => ({
+    context: { input: { onStepExhausted, maxReplans: 1 }, replans },
+  });
+  const policyIsReplan = guardOf(runMachine, 'policyIsReplan');
+  const policyIsAbort = guardOf(runMachine, 'policyIsAbort');
+
+  it('policyIsReplan holds under replan while a replan is left, and never after', () => {
+    expect(policyIsReplan(context('replan', 0))).toBe(true);
+    expect(policyIsReplan(context('replan', 1))).toBe(false);
+    expect(policyIsReplan(context('advance', 0))).toBe(false);
+  });
+  it('policyIsAbort holds under abort alone', () => {
+    expect(policyIsAbort(context('abort', 1))).toBe(true);
+    expect(policyIsAbort(context('replan', 1))).toBe(false);
+    expect(policyIsAbort(context('advance', 0))).toBe(false);
+  });
+});
+
+describe("the step chart's evaluationInvalid guard", () => {
+  const evaluationInvalid = guardOf(stepMachine, 'evaluationInvalid');
+  const answer = (evaluation: EvaluateOutput['evaluation']): EvaluateOutput => ({
+    evaluation,
+    problem: evaluation ? null : 'criterion "clarity" has no score',
+    usage: { promptTokens: 1, completionTokens: 1, costUsd: 0, calls: 1 },
+    finishedAt: 0,
+  });
+  it('holds for an evaluation that never validated, not for a valid one', () => {
+    expect(evaluationInvalid({ context: {} }, answer(null))).toBe(true);
+    expect(evaluationInvalid({ context: {} }, answer(scored(2, 2)))).toBe(false);
   });
 });

@@ -1,8 +1,17 @@
 import { describe, expect, it } from 'vitest';
-import { createActor, fromPromise } from 'xstate';
+import { createActor, fromPromise, toPromise } from 'xstate';
 import { runMachine } from '../../src/machines/run-machine.js';
-import type { PlanInput, PlanOutput } from '../../src/machines/types.js';
-import { amend, makePlan, runChart, runInput, scored, types } from '../support/chart-fixtures.js';
+import type {
+  ApprovalInput,
+  ApprovalOutput,
+  PlanInput,
+  PlanOutput,
+  RecordParams,
+} from '../../src/machines/types.js';
+import { amend, CALL_USAGE, makePlan, runChart, runInput, scored, types } from '../support/chart-fixtures.js';
+
+/** What a fake call reports besides its answer. */
+const CALL_REPORT = { usage: CALL_USAGE, finishedAt: 1_001_000 };
 
 /** Every path of the step chart, driven through the run chart with scripted actors. */
 
@@ -358,5 +367,63 @@ describe('interruption', () => {
     expect(actor.getSnapshot().status).toBe('done');
     expect(actor.getSnapshot().output?.status).toBe('interrupted');
     expect(events).toEqual(['run.failed']);
+  });
+
+  it("the interrupt's reason travels in the closing event's own field, beside its message", () => {
+    const closing: RecordParams[] = [];
+    const machine = runMachine.provide({
+      actors: { plan: fromPromise<PlanOutput, PlanInput>(() => new Promise(() => {})) },
+      actions: { record: (_, p: RecordParams) => void closing.push(p) },
+    });
+    const interrupted = (reason?: string) => {
+      closing.length = 0;
+      const actor = createActor(machine, { input: runInput() }).start();
+      actor.send(reason === undefined ? { type: 'interrupt' } : { type: 'interrupt', reason });
+      expect(actor.getSnapshot().value).toBe('interrupted');
+      return closing[0]!;
+    };
+    expect(interrupted('the operator').payload).toMatchObject({
+      reason: 'interrupted',
+      message: 'the run was interrupted: the operator',
+      interruptReason: 'the operator',
+    });
+    expect(interrupted().payload).toMatchObject({
+      message: 'the run was interrupted',
+      interruptReason: null,
+    });
+    expect(interrupted('').payload).toMatchObject({
+      message: 'the run was interrupted',
+      interruptReason: null,
+    });
+  });
+});
+
+describe('the outcome is the final state reached', () => {
+  it('a plan a person rejects with no replan left ends in disapproved: the run aborted, so saying', async () => {
+    const events: RecordParams[] = [];
+    const machine = runMachine.provide({
+      actors: {
+        plan: fromPromise<PlanOutput, PlanInput>(async () => ({ plan: makePlan(), ...CALL_REPORT })),
+        awaitApproval: fromPromise<ApprovalOutput, ApprovalInput>(async () => ({
+          decision: 'reject',
+          reason: 'too broad',
+          by: 'a person',
+        })),
+      },
+      actions: { record: (_, p: RecordParams) => void events.push(p) },
+    });
+    const actor = createActor(machine, { input: runInput({ approve: ['plan'], maxReplans: 0 }) }).start();
+    const outcome = await toPromise(actor);
+    expect(actor.getSnapshot().value).toBe('disapproved');
+    expect(outcome.status).toBe('aborted');
+    expect(events.at(-1)).toMatchObject({
+      type: 'run.failed',
+      payload: {
+        reason: 'aborted',
+        message: 'a person rejected the plan and no replan is left (maxReplans)',
+        summary: expect.stringMatching(/^PGE Harness stopped \(aborted\)/),
+      },
+    });
+    expect(events.at(-1)!.payload).not.toHaveProperty('interruptReason');
   });
 });
