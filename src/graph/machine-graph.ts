@@ -4,7 +4,7 @@ import { type DirectedGraphNode, toDirectedGraph } from 'xstate/graph';
 /**
  * A statechart as plain data, read from the machine definition itself: xstate's `toDirectedGraph`
  * gives the state tree and the event transitions; the eventless (`always`) transitions, initial
- * states and invoked actors (model calls among them) come from the same `StateNode`s. The Mermaid, DOT and JSON exports
+ * states, invoked actors (model calls among them) and descriptions come from the same `StateNode`s. The Mermaid, DOT and JSON exports
  * are renderings of this one structure, so they cannot disagree about the chart.
  */
 
@@ -23,6 +23,8 @@ export interface GraphNode {
   initial: string | null;
   /** The actors this state invokes while it is active, by `src` (see `invokeName`): model calls included. */
   invokes: string[];
+  /** What happens in the state, in words: its `description` in the machine; null when it has none. */
+  description: string | null;
 }
 
 /** What a reader is told inside a state's box: `invoke: runStep`, `invoke: doWork`. */
@@ -116,6 +118,7 @@ function nodeOf(node: AnyStateNode): GraphNode {
     type: node.type,
     initial,
     invokes: node.invoke.map(invokeName),
+    description: node.description ?? null,
   };
 }
 

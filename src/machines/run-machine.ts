@@ -123,15 +123,21 @@ export const runMachine = setup({
   },
   states: {
     planning: {
+      description:
+        'The **planner** turns the task into a plan: a scope, at most `maxSteps` steps (each with its dependencies) and a graded rubric of criteria. The harness, not the planner, owns the thresholds: the plan\'s own, else `defaultThresholds`, else `fallbackThreshold`. After a failed step under `onStepExhausted: "replan"` the planner gets the previous plan, the failed step, the findings and feedback of its best attempt and the steps already done.',
       initial: 'gate',
       states: {
         gate: {
+          description:
+            'Budget check before the planner is called (`overBudget`); a call that would break a budget is never made.',
           always: [
             { guard: 'overBudget', target: '#run.stopped', actions: 'noteBudget' },
             { target: 'calling' },
           ],
         },
         calling: {
+          description:
+            'Invokes `plan`, the call to the planner role, and waits for it. Done (`done: plan`): the plan is recorded (`plan.created`) and goes to `planned`. Failed (`error: plan`): `failed`.',
           invoke: {
             src: 'plan',
             input: ({ context }): PlanInput => ({
@@ -172,15 +178,14 @@ export const runMachine = setup({
             onError: { target: '#run.failed', actions: 'noteError' },
           },
         },
-        /** The plan is in: with the plan gate on, a person approves it before any step starts. */
         planned: {
+          description:
+            'With the plan gate on (`planGateOn`: `--approve plan`): `awaitingApproval`. Otherwise stepping starts at the first step.',
           always: [{ guard: 'planGateOn', target: 'awaitingApproval' }, { target: '#run.stepping' }],
         },
-        /**
-         * Waits for a person's decision on the plan. Approved: the steps start. Rejected: back to
-         * the planner with the reason while a replan is left (`maxReplans`), else the run aborts.
-         */
         awaitingApproval: {
+          description:
+            "Waits for a person's decision on the plan (invokes `awaitApproval`, recorded as `approval.requested`; the decision as `approval.decided`), for as long as it takes: on the terminal, through the API's `approve`, or `pge approve` on NATS. Approved (`approved`): stepping starts. Rejected: back to the planner with the reason (`replan.reason: disapproved`) while `replansLeft`, else `disapproved`. A run waiting here survives a restart of its process: it is waiting again once resumed.",
           invoke: {
             src: 'awaitApproval',
             input: ({ context }): ApprovalInput => ({
@@ -205,9 +210,13 @@ export const runMachine = setup({
       },
     },
     stepping: {
+      description:
+        "The plan's steps in order, each run to its end by the step machine before the next starts.",
       initial: 'next',
       states: {
         next: {
+          description:
+            "Chooses what comes next: no steps left, `completed`; the step's first model call would break a budget, `stopped`; a step whose id already passed (before a replan) is skipped; otherwise the step runs.",
           always: [
             { guard: 'noMoreSteps', target: '#run.completed' },
             // A step starts with a model call: the budget guard of DESIGN 9 comes first.
@@ -222,6 +231,8 @@ export const runMachine = setup({
           ],
         },
         running: {
+          description:
+            "Records `step.started` and invokes `runStep`, the step machine, with the step, the outputs of the steps it depends on and the budget spent so far. On its outcome, in this order: `stepPassed`, the next step; `stepStopped`, `stopped`; `stepFailed`, `failed`; `stepRejectedPlan` (the evaluator found the failure to be the plan's), back to `planning` with the evaluation's findings (`replan.reason: plan_rejected`); exhausted, the exhaustion policy: `policyIsAbort` goes to `aborted`, `policyIsReplan` (`replan` with a replan left, `maxReplans`) goes back to `planning`, and otherwise (`advance`, or no replans left) the step stays failed and the run goes on with the next step.",
           entry: {
             type: 'record',
             params: ({ context }) => {
@@ -301,11 +312,15 @@ export const runMachine = setup({
       },
     },
     completed: {
+      description:
+        'Every step has run. The run passed if every step passed (under `advance` an exhausted step does not stop the run, but the run does not pass). Records `run.completed`.',
       type: 'final',
       entry: { type: 'record', params: ({ context }) => completedEvent(context) },
       output: ({ context }) => runOutcome(context, 'completed'),
     },
     aborted: {
+      description:
+        'A step exhausted its attempts under `onStepExhausted: "abort"`. Records `run.failed` (reason `aborted`).',
       type: 'final',
       entry: {
         type: 'record',
@@ -319,6 +334,8 @@ export const runMachine = setup({
       output: ({ context }) => runOutcome(context, 'aborted'),
     },
     disapproved: {
+      description:
+        'A person rejected the plan at its gate when no replan was left (`maxReplans`). Records `run.failed` (reason `aborted`): the run aborted.',
       type: 'final',
       entry: {
         type: 'record',
@@ -328,6 +345,8 @@ export const runMachine = setup({
       output: ({ context }) => runOutcome(context, 'aborted'),
     },
     stopped: {
+      description:
+        'A budget check (here or in the step) found that the next model call would break a budget. Records `run.failed` (reason `budget`) naming the budget.',
       type: 'final',
       entry: {
         type: 'record',
@@ -336,6 +355,8 @@ export const runMachine = setup({
       output: ({ context }) => runOutcome(context, 'stopped'),
     },
     failed: {
+      description:
+        'A call or the step machine failed: the model server or transport, an answer that stayed invalid after repairs, or the log. Records `run.failed` (reason `error`).',
       type: 'final',
       entry: {
         type: 'record',
@@ -344,6 +365,8 @@ export const runMachine = setup({
       output: ({ context }) => runOutcome(context, 'failed'),
     },
     interrupted: {
+      description:
+        'The `interrupt` event (Ctrl-C or SIGTERM in the CLI) is taken in any state until the run has ended. Records `run.failed` (reason `interrupted`, with the reason the interrupt gave in `interruptReason`). Leaving the running state stops the call actor in flight, which cancels its request: the worker aborts the HTTP request to the model (`request.cancelled` is recorded before the closing event).',
       type: 'final',
       entry: { type: 'record', params: ({ context }) => interruptedEvent(context) },
       output: ({ context }) => runOutcome(context, 'interrupted'),

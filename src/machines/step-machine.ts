@@ -238,9 +238,13 @@ export const stepMachine = setup({
   output: ({ event }) => event.output as StepOutcome,
   states: {
     negotiating: {
+      description:
+        'Before any work, the generator and the evaluator agree a contract for the step: what will be delivered, its acceptance criteria and how they will be checked.',
       initial: 'proposing',
       states: {
         proposing: {
+          description:
+            "The **generator** proposes the contract (invokes `proposeContract`); from round 2 on it revises its last proposal with the evaluator's amendments. Done: to the review, unless the spend so far means the review would break a budget (`overBudgetAfterAnswer`), then `stopped`. Failed: `failed`.",
           invoke: {
             src: 'proposeContract',
             input: ({ context }): ContractInput => {
@@ -283,6 +287,8 @@ export const stepMachine = setup({
           },
         },
         reviewing: {
+          description:
+            'The **evaluator** reviews the proposal (invokes `reviewContract`): it approves it, or asks for amendments. Failed: `failed`.',
           invoke: {
             src: 'reviewContract',
             input: ({ context }): ContractReviewInput => ({
@@ -305,6 +311,8 @@ export const stepMachine = setup({
           },
         },
         decided: {
+          description:
+            'Over budget (`overBudget`): `stopped`. Approved (`contractApproved`): the contract is agreed (`step.contract.agreed`). Amendments with rounds left (`roundsLeft`, `maxContractRounds`): another round. Amendments in the last round: the proposal is taken with the amendments added to its criteria, and the contract is imposed (`step.contract.imposed`). Either way: `agreed`.',
           always: [
             { guard: 'overBudget', target: '#step.stopped', actions: 'noteBudget' },
             {
@@ -359,19 +367,17 @@ export const stepMachine = setup({
             },
           ],
         },
-        /** The contract stands: with the contract gate on, a person approves it before the work. */
         agreed: {
+          description:
+            'With the contract gate on (`contractGateOn`: `--approve contract`): `awaitingApproval`. Otherwise the work starts.',
           always: [
             { guard: 'contractGateOn', target: 'awaitingApproval' },
             { target: '#step.executing.firstAttempt' },
           ],
         },
-        /**
-         * Waits for a person's decision on the contract. Approved: the work starts. Rejected: the
-         * generator proposes again with the reason as an amendment while rounds are left
-         * (`maxContractRounds`), else the step is exhausted.
-         */
         awaitingApproval: {
+          description:
+            "Waits for a person's decision on the contract (invokes `awaitApproval`). Approved (`approved`): the work starts. Rejected with rounds left (`roundsLeft`): the generator proposes again, told the reason as an amendment. Rejected in the last round: `exhausted`.",
           invoke: {
             src: 'awaitApproval',
             input: ({ context }): ApprovalInput => ({
@@ -402,26 +408,31 @@ export const stepMachine = setup({
         },
       },
     },
-    /**
-     * The generator works on the current attempt. Which attempt is the child state: the first,
-     * or a retry that refines or pivots — the signal the generator is given is the state the
-     * chart is in while it works.
-     */
     executing: {
+      description:
+        'The **generator** does the work of the current attempt against the contract, given the outputs of the steps this one depends on. Which attempt is the child state, and the child state calls the generator (invokes `doWork`): the signal the generator is told is the state it works in. On its answer, in order: work that stayed invalid after repairs (`workInvalid`) skips the evaluation and is judged at once as a failed attempt (`invalid_work`); an evaluation that would break a budget is not made (`overBudgetAfterAnswer`: `stopped`); otherwise the work goes to `validating`. Failed: `failed`.',
       initial: 'firstAttempt',
       states: {
-        firstAttempt: { invoke: work(({ context }) => workInput(context, null)) },
-        refining: { invoke: work(({ context }) => workInput(context, retryContext(context, 'refine'))) },
-        pivoting: { invoke: work(({ context }) => workInput(context, retryContext(context, 'pivot'))) },
+        firstAttempt: {
+          description:
+            'The first attempt at the step: the generator works from the contract alone (invokes `doWork` with no retry context).',
+          invoke: work(({ context }) => workInput(context, null)),
+        },
+        refining: {
+          description:
+            "A retry with the **refine** signal: the generator improves its last attempt, told the scores, their change since the previous attempt and the evaluator's feedback (invokes `doWork` with the signal `refine`).",
+          invoke: work(({ context }) => workInput(context, retryContext(context, 'refine'))),
+        },
+        pivoting: {
+          description:
+            'A retry with the **pivot** signal: the scores were flat or falling, so the generator tries a different approach, told the same scores and feedback (invokes `doWork` with the signal `pivot`).',
+          invoke: work(({ context }) => workInput(context, retryContext(context, 'pivot'))),
+        },
       },
     },
-    /**
-     * The validators' verdict on the work. They ran on the generator's worker, in the run's
-     * workspace, as the last part of the work call (so they see the files as the work left them);
-     * the evaluator is asked only when every one passed, else the attempt is judged failed with
-     * their output as the generator's feedback.
-     */
     validating: {
+      description:
+        "The validators' verdict (`--validate`, `validators`): they ran on the generator's worker, in the run's workspace, as the last part of the work call, so they see the files exactly as the work left them (`step.work.completed` records each one's result). Every one passed, or there are none (`allValidatorsPass`): `evaluating`. When one failed (`aValidatorFailed`) the evaluator is not asked: the attempt is judged failed (`failed_validation`) and the retry's feedback is what the failed validators printed. A decision that takes no time, like `judging`.",
       always: [
         { guard: 'allValidatorsPass', target: 'evaluating' },
         {
@@ -435,6 +446,8 @@ export const stepMachine = setup({
       ],
     },
     evaluating: {
+      description:
+        "The **evaluator** scores the artifact against every criterion of the rubric and the contract (invokes `evaluateWork`), with evidence, findings and actionable feedback. It sees the artifact, not the generator's notes or self-assessment. An evaluation that stayed invalid after repairs (`evaluationInvalid`) fails the attempt (`invalid_evaluation`): the harness fails closed. Failed: `failed`.",
       invoke: {
         src: 'evaluateWork',
         input: ({ context }): EvaluationInput => ({
@@ -466,6 +479,8 @@ export const stepMachine = setup({
       },
     },
     judging: {
+      description:
+        "The chart, not a model, decides the verdict, and records it (`step.attempt.judged`) on the transition it takes. `allCriteriaPass` (every criterion has a score at or above its threshold, and no person rejected the result): `passed`, or first `awaitingApproval` with the step gate on (`stepGateOn`). A failure the evaluator found to be the plan's (`planAtFault`: `failureKind: plan`) while the run has a replan left (`replansLeft`, `maxReplans`): `planRejected`, whatever retries are left. Otherwise, with retries left (`retriesLeft`: at most `maxRetriesPerStep` retries): `stopped` if the retry would break a budget (`overBudget`); `executing.refining` when there is no trajectory yet (`noTrajectoryYet`: fewer than two scored attempts, as at the first retry) or the weighted mean rose (`scoresImproving`); `executing.pivoting` when it was flat or fell. The transition into a retry starts the next attempt with that signal (`step.retry.scheduled`); the contract stays as agreed. No retries left: `exhausted`. `judging` is a decision that takes no time: it passes within one step of the machine, so an inspector shows the transition it takes rather than the state.",
       always: [
         { guard: and(['allCriteriaPass', 'stepGateOn']), target: 'awaitingApproval' },
         {
@@ -497,12 +512,9 @@ export const stepMachine = setup({
         { target: 'exhausted', actions: [{ type: 'settle', params: 'fail' }, recordJudgement] },
       ],
     },
-    /**
-     * The result passed its evaluation; with the step gate on, a person approves it. Approved: the
-     * step passes. Rejected: the attempt is judged failed (`rejected`) and retried with the reason
-     * as feedback, like any failed attempt (`judging`).
-     */
     awaitingApproval: {
+      description:
+        "With the step gate on (`stepGateOn`: `--approve step`), a result that passed its evaluation waits here for a person's decision (invokes `awaitApproval`) before the step passes. Approved (`approved`): `passed`, the verdict recorded. Rejected: back to `judging` with the attempt marked `rejected`, so it is judged failed and retried (refine or pivot, bounded by `retriesLeft`) with the reason as the generator's feedback.",
       invoke: {
         src: 'awaitApproval',
         input: ({ context }): ApprovalInput => ({
@@ -529,6 +541,7 @@ export const stepMachine = setup({
       },
     },
     passed: {
+      description: 'The step passed. Records `step.passed` with the passing attempt.',
       type: 'final',
       output: ({ context }) => outcome(context, 'passed'),
       entry: [
@@ -547,6 +560,8 @@ export const stepMachine = setup({
       ],
     },
     exhausted: {
+      description:
+        'No attempt passed and no retries are left. Records `step.failed` with the best attempt and the policy; the run machine then applies `onStepExhausted`.',
       type: 'final',
       output: ({ context }) => outcome(context, 'exhausted'),
       entry: [
@@ -568,8 +583,9 @@ export const stepMachine = setup({
         },
       ],
     },
-    /** The step cannot pass as planned: the run chart sends the run back to the planner. */
     planRejected: {
+      description:
+        'The step cannot pass as planned. Records `step.plan.rejected`; the run machine sends the run back to the planner with the evaluation that said so (a replan, counted against `maxReplans`). Without a replan left, such a failure is retried like any other.',
       type: 'final',
       output: ({ context }) => outcome(context, 'plan_rejected'),
       entry: [
@@ -586,7 +602,15 @@ export const stepMachine = setup({
         },
       ],
     },
-    stopped: { type: 'final', output: ({ context }) => outcome(context, 'stopped') },
-    failed: { type: 'final', output: ({ context }) => outcome(context, 'failed') },
+    stopped: {
+      description: 'The next model call would have broken a budget; the run machine goes to `stopped`.',
+      type: 'final',
+      output: ({ context }) => outcome(context, 'stopped'),
+    },
+    failed: {
+      description: 'A call failed; the run machine goes to `failed`.',
+      type: 'final',
+      output: ({ context }) => outcome(context, 'failed'),
+    },
   },
 });

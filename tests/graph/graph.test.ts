@@ -5,6 +5,7 @@ import { type AnyStateMachine, and, createMachine, fromPromise, not } from 'xsta
 import { DIAGRAM_FILES, REGENERATE } from '../../src/graph/diagram-files.js';
 import { exportGraph } from '../../src/graph/export-graph.js';
 import { type MachineGraph, machineGraph, nodeNotes, toJson } from '../../src/graph/machine-graph.js';
+import { statechartsDoc } from '../../src/graph/statecharts-doc.js';
 import { toDot } from '../../src/graph/to-dot.js';
 import { toMermaid } from '../../src/graph/to-mermaid.js';
 import { runMachine } from '../../src/machines/run-machine.js';
@@ -79,6 +80,25 @@ describe('the committed diagrams', () => {
   });
 });
 
+describe('the notes of docs/statecharts.md', () => {
+  it("are the states' descriptions, and a state without one is refused", () => {
+    const doc = DIAGRAM_FILES['docs/statecharts.md']!();
+    for (const [, machine] of MACHINES) {
+      const graph = machineGraph(machine);
+      for (const node of graph.nodes.slice(1))
+        expect(doc).toContain(`| \`${node.id.slice(graph.id.length + 1)}\` | ${node.description} |\n`);
+    }
+    const bare = createMachine({
+      id: 'bare',
+      initial: 'a',
+      states: { a: { description: 'Waits.', on: { GO: 'b' } }, b: { states: { c: {} }, initial: 'c' } },
+    });
+    expect(() => statechartsDoc(bare, stepMachine)).toThrow(
+      /every state of the bare machine needs a description, its note in docs\/statecharts\.md: none for b, b\.c/,
+    );
+  });
+});
+
 describe.each(MACHINES)('the %s machine', (_name, machine) => {
   const graph = machineGraph(machine);
 
@@ -116,6 +136,11 @@ describe.each(MACHINES)('the %s machine', (_name, machine) => {
     const json = JSON.parse(toJson(machine)) as MachineGraph;
     expect(json.nodes.map((n) => n.id)).toEqual(graph.nodes.map((n) => n.id));
     expect(json.edges.length).toBe(graph.edges.length);
+    // Each state's prose is its description in the machine, the same that docs/statecharts.md shows.
+    for (const node of json.nodes.slice(1)) {
+      expect(node.description).toBe(machine.getStateNodeById(node.id).description);
+      expect(node.description).toMatch(/\S/);
+    }
     expect(exportGraph(machine, 'json')).toBe(toJson(machine));
     expect(exportGraph(machine, 'dot')).toBe(toDot(machine));
     expect(exportGraph(machine, 'mermaid')).toBe(toMermaid(machine));
