@@ -18,8 +18,7 @@ import type { BudgetState, RecordParams, StepOutcome } from './types.js';
 /**
  * The run machine's input, context and outcome, and the pure functions its transitions build from
  * them: the step's dependencies, the plan outline, the outcome and closing event of each final
- * state. No XState here:
- * `run-machine.ts` wires them into the chart.
+ * state. No XState here: `run-machine.ts` wires them into the chart.
  */
 
 /** Input of the run machine: the task and the resolved settings of the run. */

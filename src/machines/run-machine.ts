@@ -37,9 +37,11 @@ export type { RunInput, RunOutcome, RunStatus } from './run-context.js';
 
 /**
  * The run: planning → one step machine per plan step → summary, with the replan loop (bounded by
- * `maxReplans`) of `onStepExhausted: 'replan'` and of a failure the evaluator found to be the plan's, budget gates before every model call, and
- * an `interrupt` event for a clean stop. How a step ended and the exhaustion policy are named
- * guards. Free of I/O like the step machine.
+ * `maxReplans`) of `onStepExhausted: 'replan'` and of a failure the evaluator found to be the
+ * plan's, budget gates before every model call, and an `interrupt` event for a clean stop. How a
+ * step ended and the exhaustion policy are named guards; how the run ended is the final state it
+ * reached, which records its closing event and gives the run's output. Free of I/O like the step
+ * machine.
  */
 
 /** The run statechart. Provide the `plan` actor (see `calls.ts`), `runStep` (the step machine with its calls) and `record`. */

@@ -51,11 +51,14 @@ import { reportOfError } from './types.js';
 /**
  * The lifecycle of one step (DESIGN semantics 3–9): contract negotiation in bounded rounds, then
  * attempts of work → evaluation → judgement, retried with a refine or pivot signal until the step
- * passes or its attempts are spent. Every decision is a named guard: the validators' verdict
- * (`allValidatorsPass`), the evaluation's (`allCriteriaPass`), refine or pivot (`noTrajectoryYet`, `scoresImproving`), the bounds
- * (`retriesLeft`, `roundsLeft`) and the budgets (`overBudget`, `overBudgetAfterAnswer`). Every model
- * call is an invoked actor (`calls.ts`), stopped — and so cancelled — when its state is left. The
- * machine does no I/O: the calls and the `record` action are provided at the composition root.
+ * passes or its attempts are spent. Every decision is a named guard: invalid answers
+ * (`workInvalid`, `evaluationInvalid`), the validators' verdict (`allValidatorsPass`), the
+ * evaluation's (`allCriteriaPass`), refine or pivot (`noTrajectoryYet`, `scoresImproving`), the
+ * bounds (`retriesLeft`, `roundsLeft`) and the budgets (`overBudget`, `overBudgetAfterAnswer`); each
+ * transition carries its own outcome, and how the step ended is the final state it reached, whose
+ * output is the step's. Every model call is an invoked actor (`calls.ts`), stopped — and so
+ * cancelled — when its state is left. The machine does no I/O: the calls and the `record` action
+ * are provided at the composition root.
  */
 
 /** Records the verdict on the attempt just settled (`step.attempt.judged`). */

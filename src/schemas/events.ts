@@ -424,7 +424,7 @@ export const RunCompleted = event('run.completed', z.strictObject(ClosingTotals)
  * A run that stopped before completing: `reason` says how, `message` why, in words. An interrupted
  * run carries the reason its interrupt gave in `interruptReason` (null for none), which a replay
  * gives the run again; the field is absent for every other reason, and in logs written before it
- * existed (a replay reads those through `interruptReasonOfLegacyLog`).
+ * existed (a replay reads those through `withLegacyInterruptReason`).
  */
 export const RunFailed = event(
   'run.failed',
