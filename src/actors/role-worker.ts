@@ -1,6 +1,6 @@
 import { join, resolve } from 'node:path';
+import { LRUCache } from 'lru-cache';
 import { z } from 'zod';
-import { BoundedMap } from '../bounded-map.js';
 import type { Bus } from '../bus/bus.js';
 import { publishRejection, publishResult, serveWork, subscribeCancels } from '../bus/channels.js';
 import { assertSubjectToken, subjects } from '../bus/subjects.js';
@@ -426,7 +426,7 @@ function liveRunCheck(
   now: () => number = () => performance.now(),
 ): (runId: string) => Promise<boolean> {
   /** Until when each run is taken for live without asking. */
-  const liveUntil = new BoundedMap<string, number>(LIVE_RUNS_REMEMBERED);
+  const liveUntil = new LRUCache<string, number>({ max: LIVE_RUNS_REMEMBERED });
   return async (runId) => {
     if ((liveUntil.get(runId) ?? Number.NEGATIVE_INFINITY) > now()) return true;
     const isLive = await isLiveRun(runId);
@@ -452,7 +452,7 @@ export function createRoleWorker(options: RoleWorkerOptions): RoleWorker {
   const id = options.workerId ?? `${role}-${Math.random().toString(36).slice(2, 8)}`;
   /** The requests in flight, by id, with the controller that aborts each one's model call. */
   const inFlight = new Map<string, { controller: AbortController; job: Promise<unknown> }>();
-  const cancelled = new BoundedMap<string, true>(CANCELS_REMEMBERED);
+  const cancelled = new LRUCache<string, true>({ max: CANCELS_REMEMBERED });
   const live = options.isLiveRun === undefined ? null : liveRunCheck(options.isLiveRun, options.now);
   /** Set by `stop`: a request taken before it and not begun yet goes back to the queue. */
   let stopping: WorkerStoppedError | null = null;

@@ -1,4 +1,4 @@
-import { BoundedMap } from '../bounded-map.js';
+import { LRUCache } from 'lru-cache';
 import { LogWriteError } from '../errors.js';
 import type { LogWriter } from '../persistence/index.js';
 import type { RunEvent, RunEventOf } from '../schemas/index.js';
@@ -34,7 +34,7 @@ const ORPHANS_KEPT = 10_000;
  */
 export function createStreamPlacement(options: StreamPlacementOptions): (event: RunEvent) => Promise<void> {
   const { logs, read, gapWaitMs, serial, reject } = options;
-  const orphans = new BoundedMap<string, true>(ORPHANS_KEPT);
+  const orphans = new LRUCache<string, true>({ max: ORPHANS_KEPT });
 
   /** Opens the log of a run first seen midway (or of no run at all): its start is in the stream. */
   const join = async (event: RunEvent): Promise<RunLog | undefined> => {
