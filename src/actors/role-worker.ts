@@ -33,7 +33,7 @@ import type { TracedWork, WorkTracing } from '../telemetry/work-tracing.js';
 import { connectMcp, type McpConnection, type McpServers, mcpServersOf } from './mcp.js';
 import type { ChatMessage, Model } from './model.js';
 import { buildMessages, repairMessages } from './prompts.js';
-import { responseSchemaFor } from './response-schemas.js';
+import { answerSchemaFor, responseSchemaFor } from './response-schemas.js';
 import {
   DEFAULT_TOOL_LIMITS,
   refusedToolCall,
@@ -91,7 +91,7 @@ function validate(request: RoleRequest, raw: string | null, refusal: string | nu
   } catch (error) {
     return { problem: `the answer is not valid JSON (${(error as Error).message})` } as const;
   }
-  const parsed = responseSchemaFor(phaseOf(request)).schema.safeParse(json);
+  const parsed = answerSchemaFor(phaseOf(request)).safeParse(json);
   if (!parsed.success)
     return { problem: `the answer does not follow the schema: ${z.prettifyError(parsed.error)}` } as const;
   const problems = contextualProblems(request, parsed.data);
@@ -133,7 +133,7 @@ export async function answerRequest(
   const { toolbox } = settings;
   const role = ROLE_OF_REQUEST[request.type];
   const phase = phaseOf(request);
-  const { name, jsonSchema } = responseSchemaFor(phase);
+  const { name, jsonSchema } = await responseSchemaFor(phase);
   const calls: ModelCall[] = [];
   let messages = buildMessages(role, phase, request.payload.input, settings.systemPrompt);
   if (toolbox?.context !== undefined) messages = [...messages, toolbox.context];

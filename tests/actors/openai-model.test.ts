@@ -36,13 +36,14 @@ function modelFor(options: Partial<OpenAIModelOptions> = {}): OpenAIModel {
   });
 }
 
+const { name: EVALUATION_NAME, jsonSchema: EVALUATION_SCHEMA } = await responseSchemaFor('evaluation');
+
 function evaluationRequest(overrides: Partial<ModelRequest> = {}): ModelRequest {
-  const { name, jsonSchema } = responseSchemaFor('evaluation');
   return {
     role: 'evaluator',
     phase: 'evaluation',
-    schemaName: name,
-    jsonSchema,
+    schemaName: EVALUATION_NAME,
+    jsonSchema: EVALUATION_SCHEMA,
     messages: [
       { role: 'system', content: 'You are the evaluator.' },
       { role: 'user', content: 'Score the artifact.' },
@@ -133,7 +134,7 @@ describe('OpenAIModel with a scripted server', () => {
     };
     server.script((body) => ({ content: answers[body.response_format.json_schema.name] ?? EVALUATION }));
     const model = modelFor();
-    const review = responseSchemaFor('contract_review');
+    const review = await responseSchemaFor('contract_review');
     const reviewed = await model.complete(
       evaluationRequest({
         role: 'evaluator',
@@ -145,10 +146,12 @@ describe('OpenAIModel with a scripted server', () => {
     expect(review.schema.parse(JSON.parse(reviewed.content ?? ''))).toMatchObject({ status: 'approved' });
     const evaluated = await model.complete(evaluationRequest());
     // An answer without failureKind (a model that ignored it) reads as null: no fault named.
-    expect(responseSchemaFor('evaluation').schema.parse(JSON.parse(evaluated.content ?? ''))).toEqual({
-      ...EVALUATION,
-      failureKind: null,
-    });
+    expect((await responseSchemaFor('evaluation')).schema.parse(JSON.parse(evaluated.content ?? ''))).toEqual(
+      {
+        ...EVALUATION,
+        failureKind: null,
+      },
+    );
     expect(server.completions().map((r) => r.body.response_format.json_schema.name)).toEqual([
       'pge_contract_review',
       'pge_evaluation',
