@@ -11,6 +11,7 @@ import {
   InvalidOutputError,
   WorkerStoppedError,
 } from '../errors.js';
+import { raceAbort } from '../race-abort.js';
 import type {
   Evaluation,
   ModelCall,
@@ -247,16 +248,6 @@ const UNTRACED: TracedWork = {
 
 /** A signal that never aborts, for tools of a call that has none. */
 const NEVER = new AbortController().signal;
-
-/** Settles with `call`, or rejects as soon as `signal` aborts. */
-function raceAbort<T>(call: Promise<T>, signal: AbortSignal): Promise<T> {
-  if (signal.aborted) return Promise.reject(signal.reason);
-  return new Promise<T>((resolve, reject) => {
-    const onAbort = () => reject(signal.reason);
-    signal.addEventListener('abort', onAbort, { once: true });
-    call.then(resolve, reject).finally(() => signal.removeEventListener('abort', onAbort));
-  });
-}
 
 /** How many cancelled request ids a worker remembers, to skip one it takes from the queue later. */
 const CANCELS_REMEMBERED = 10_000;
