@@ -416,7 +416,10 @@ function liveRunCheck(
   isLiveRun: (runId: string) => Promise<boolean>,
   now: () => number = () => performance.now(),
 ): (runId: string) => Promise<boolean> {
-  /** Until when each run is taken for live without asking. */
+  /**
+   * Until when each run is taken for live without asking. The expiry is kept here, not by
+   * lru-cache's `ttl`: that one takes a start of 0 on an injected clock (a test's) for no start.
+   */
   const liveUntil = new LRUCache<string, number>({ max: LIVE_RUNS_REMEMBERED });
   return async (runId) => {
     if ((liveUntil.get(runId) ?? Number.NEGATIVE_INFINITY) > now()) return true;
