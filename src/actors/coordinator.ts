@@ -1,5 +1,5 @@
+import { LRUCache } from 'lru-cache';
 import { createActor, type InspectionEvent, toPromise } from 'xstate';
-import { BoundedMap } from '../bounded-map.js';
 import { type Bus, type MessageHeaders, TRACEPARENT_HEADER } from '../bus/bus.js';
 import {
   enqueueWork,
@@ -284,7 +284,7 @@ export function createCoordinator(options: CoordinatorOptions) {
   const timestamp = isoTimestamps(clock);
   const pending = new Map<string, PendingCall>();
   const active = new Map<string, RunState>();
-  const ended = new BoundedMap<string, true>(ENDED_RUNS_REMEMBERED);
+  const ended = new LRUCache<string, true>({ max: ENDED_RUNS_REMEMBERED });
 
   /**
    * Reports a result that is not applied: none of the run's calls waits for it, or it names a

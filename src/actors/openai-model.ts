@@ -1,4 +1,3 @@
-import { AsyncLocalStorage } from 'node:async_hooks';
 import type { APIError, ClientOptions, OpenAI } from 'openai';
 import type {
   ChatCompletion,
@@ -16,17 +15,21 @@ import {
   type StructuredOutputMode,
 } from '../schemas/settings.js';
 import type { ChatMessage, Model, ModelAnswer, ModelRequest } from './model.js';
+import {
+  isQuotaExhausted,
+  MAX_RETRY_WAIT_MS,
+  retryAfterMs,
+  retryDelayMs,
+  withRetries,
+} from './openai-retries.js';
 import { costOf, DEFAULT_PRICES } from './pricing.js';
 
 /**
  * The model client for OpenAI and OpenAI-compatible servers (vLLM, llama.cpp, Ollama, LM Studio,
- * proxies), on the official SDK. Retries are the SDK's: it retries connection errors, timeouts,
- * 408, 409, 429 and 5xx up to `maxRetries` times, waits what `retry-after-ms` / `retry-after` ask,
- * else backs off exponentially (0.5 s doubling to 8 s, minus up to 25 % jitter). pge adds two
- * refusals to retry: a wait longer than a minute (a daily quota, say) and OpenAI's
- * `insufficient_quota`, which no wait fixes. Errors that remain are mapped to `ModelTransportError`
- * (worth trying again later) or `ModelRequestError` (the user must change something), with
- * messages that never contain the API key.
+ * proxies), on the official SDK. A failed call is tried again up to `maxRetries` times, by the
+ * SDK's rules plus pge's two refusals (`openai-retries.ts`). Errors that remain are mapped to
+ * `ModelTransportError` (worth trying again later) or `ModelRequestError` (the user must change
+ * something), with messages that never contain the API key.
  */
 
 /**
@@ -46,9 +49,6 @@ export type OpenAIModelOptions = z.input<typeof OpenAIModelOptions>;
 const DEFAULT_BASE_URL = 'https://api.openai.com/v1';
 // The SDK refuses to start without a key; a local server ignores it.
 const LOCAL_DUMMY_KEY = 'not-needed';
-/** Longest `retry-after` pge waits for; a longer one ends the call at once. */
-export const MAX_RETRY_WAIT_MS = 60_000;
-
 /** A base URL without credentials, query or trailing slash: safe for messages and logs. */
 export function describeEndpoint(baseURL: string): string {
   try {
@@ -71,50 +71,6 @@ let sdk: Promise<Sdk> | undefined;
 function loadSdk(): Promise<Sdk> {
   sdk ??= import('openai');
   return sdk;
-}
-
-/** What one `complete` call saw on the wire; fetch runs inside the call's async context. */
-interface CallRecord {
-  attempts: number;
-  refusedWaitMs: number | null;
-  quotaExhausted: boolean;
-}
-const callContext = new AsyncLocalStorage<CallRecord>();
-
-function retryAfterMs(headers: Headers): number | null {
-  const ms = Number.parseFloat(headers.get('retry-after-ms') ?? '');
-  if (!Number.isNaN(ms)) return ms;
-  const value = headers.get('retry-after');
-  if (!value) return null;
-  const seconds = Number.parseFloat(value);
-  return Number.isNaN(seconds) ? Date.parse(value) - Date.now() : seconds * 1000;
-}
-
-async function isQuotaExhausted(response: Response): Promise<boolean> {
-  try {
-    const body = JSON.parse(await response.clone().text()) as { error?: { code?: unknown; type?: unknown } };
-    return body.error?.code === 'insufficient_quota' || body.error?.type === 'insufficient_quota';
-  } catch {
-    return false;
-  }
-}
-
-/**
- * Counts attempts, and turns a retry the SDK would make pointlessly (an over-long wait, no quota)
- * into `x-should-retry: false`, the header the SDK obeys before its own rules.
- */
-async function observingFetch(input: string | URL | Request, init?: RequestInit): Promise<Response> {
-  const call = callContext.getStore();
-  if (call) call.attempts += 1;
-  const response = await fetch(input, init);
-  if (!call || response.ok) return response;
-  const wait = retryAfterMs(response.headers);
-  if (wait !== null && wait > MAX_RETRY_WAIT_MS) call.refusedWaitMs = wait;
-  if (response.status === 429 && (await isQuotaExhausted(response))) call.quotaExhausted = true;
-  if (call.refusedWaitMs === null && !call.quotaExhausted) return response;
-  const headers = new Headers(response.headers);
-  headers.set('x-should-retry', 'false');
-  return new Response(response.body, { status: response.status, statusText: response.statusText, headers });
 }
 
 const FENCED = /^\s*```[a-z]*\s*\n([\s\S]*?)\n?\s*```\s*$/i;
@@ -211,9 +167,9 @@ export class OpenAIModel implements Model {
     this.#clientOptions = {
       apiKey: apiKey ?? LOCAL_DUMMY_KEY,
       baseURL,
-      maxRetries: parsed.data.maxRetries,
+      // `withRetries` retries instead: the SDK cannot be told to refuse a retry (see openai-retries.ts).
+      maxRetries: 0,
       timeout: parsed.data.timeoutMs,
-      fetch: observingFetch,
     };
   }
 
@@ -223,20 +179,20 @@ export class OpenAIModel implements Model {
    * the signal's reason when `request.signal` aborts the call.
    */
   async complete(request: ModelRequest): Promise<ModelAnswer> {
-    const call: CallRecord = { attempts: 0, refusedWaitMs: null, quotaExhausted: false };
     const openai = await loadSdk();
     this.#client ??= new openai.OpenAI(this.#clientOptions);
     const client = this.#client;
-    let completion: ChatCompletion;
-    try {
-      completion = await callContext.run(call, () =>
-        client.chat.completions.create(this.#params(request), { signal: request.signal }),
-      );
-    } catch (error) {
-      if (error instanceof openai.APIUserAbortError && request.signal?.aborted)
-        throw request.signal.reason ?? error;
-      throw this.#mapError(error, call, openai);
-    }
+    const params = this.#params(request);
+    const { signal } = request;
+    const completion = await withRetries(() => client.chat.completions.create(params, { signal }), {
+      maxRetries: this.#options.maxRetries,
+      delayOf: (error, retry) => retryDelayMs(error, retry, openai),
+      giveUp: (error, attempts) =>
+        error instanceof openai.APIUserAbortError && signal?.aborted
+          ? (signal.reason ?? error)
+          : this.#mapError(error, attempts, openai),
+      signal,
+    });
     return this.#answer(completion);
   }
 
@@ -321,9 +277,9 @@ export class OpenAIModel implements Model {
     return copy;
   }
 
-  #mapError(error: unknown, call: CallRecord, openai: Sdk): Error {
+  #mapError(error: unknown, attempts: number, openai: Sdk): Error {
     const [where, model] = [this.endpoint, this.name];
-    const tries = `${call.attempts} attempt${call.attempts === 1 ? '' : 's'}`;
+    const tries = `${attempts} attempt${attempts === 1 ? '' : 's'}`;
     const cause = this.#scrubbed(error);
     const transport = (text: string) => new ModelTransportError(this.#scrub(text), { cause });
     const refused = (text: string, status: number) =>
@@ -350,14 +306,15 @@ export class OpenAIModel implements Model {
     const status = error.status;
     const body = error.error as { message?: unknown } | undefined;
     const said = this.#scrub(typeof body?.message === 'string' ? body.message : error.message);
-    if (call.quotaExhausted) {
+    if (isQuotaExhausted(error)) {
       return refused(
         `the account of the API key has no quota left (429 insufficient_quota) at ${where}: ${said}`,
         status,
       );
     }
-    if (call.refusedWaitMs !== null) {
-      const seconds = Math.ceil(call.refusedWaitMs / 1000);
+    const asked = retryAfterMs(error.headers);
+    if (asked !== null && asked > MAX_RETRY_WAIT_MS) {
+      const seconds = Math.ceil(asked / 1000);
       return transport(
         `the model server at ${where} answered ${status} and asked to wait ${seconds} s, longer than the ` +
           `${MAX_RETRY_WAIT_MS / 1000} s pge waits; gave up after ${tries}: ${said}`,

@@ -1,9 +1,10 @@
+import pLimit from 'p-limit';
 import type { Bus, BusSubscription } from '../bus/bus.js';
 import { subscribeEvents } from '../bus/channels.js';
 import type { MessageRejection } from '../bus/codec.js';
 import type { LogWriteError } from '../errors.js';
 import type { RunEvent, RunOpening } from '../schemas/index.js';
-import { createRejecter, Serial } from './persistence-support.js';
+import { createRejecter } from './persistence-support.js';
 import { RunLogs } from './run-logs.js';
 import { createStreamPlacement } from './stream-placement.js';
 
@@ -69,7 +70,7 @@ export function createPersistenceActor(options: PersistenceActorOptions): Persis
   const logs = new RunLogs({ resolvePath: options.resolvePath, onError: options.onError, reject });
   // Deliveries, and the checks of gaps, are handled one at a time: a join reads the stream while
   // later events of the run may already be on their way.
-  const serial = new Serial();
+  const serial = pLimit(1);
 
   /**
    * The in-process path: events of a run arrive in order, and wait for its `run.started` (or, for
@@ -100,7 +101,7 @@ export function createPersistenceActor(options: PersistenceActorOptions): Persis
       serial,
       reject,
     });
-    handler = (event) => serial.run(() => place(event));
+    handler = (event) => serial(() => place(event));
   }
   const subscription = subscribe(handler);
 
@@ -108,7 +109,8 @@ export function createPersistenceActor(options: PersistenceActorOptions): Persis
     flushed: (runId) => logs.flushed(runId),
     async close(): Promise<void> {
       subscription.unsubscribe();
-      await serial.idle();
+      // Queued last, this runs once every placement and gap check before it has settled.
+      await serial(() => undefined);
       await logs.close();
     },
   };

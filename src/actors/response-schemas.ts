@@ -5,10 +5,11 @@ import { ContractProposal, ContractReview, Evaluation, Plan, Work } from '../sch
 
 /**
  * The schema each phase's answer must follow, as zod (what the role validates with) and as the
- * JSON Schema sent to the model. The JSON Schema is generated from the zod schema, never written by
- * hand, and rewritten into the subset OpenAI accepts with `strict: true`: an object at the root,
- * every object closed (`additionalProperties: false`) with every property required, and only the
- * keywords the Structured Outputs guide lists. Whatever is dropped is still enforced by zod.
+ * JSON Schema sent to the model. The JSON Schema is made strict by the openai SDK's own helper
+ * (`standardResponseFormat`): an object at the root, every object closed with every property
+ * required, and `.optional()` without `.nullable()`, records, tuples and `allOf` refused. pge then
+ * only narrows it to the keywords the Structured Outputs guide lists. Whatever is dropped is still
+ * enforced by zod.
  */
 
 const ZOD_SCHEMAS = {
@@ -31,15 +32,21 @@ export interface ResponseSchema<P extends Phase = Phase> {
 
 type JsonObject = Record<string, unknown>;
 
-// Keywords OpenAI strict mode documents as supported, kept as zod emits them.
-const KEPT = new Set([
+// Keywords the Structured Outputs guide lists as supported ("Supported schemas"), kept as they are.
+const LISTED = new Set([
   'type',
+  'properties',
+  'required',
+  'additionalProperties',
+  'items',
+  'anyOf',
   'enum',
   'const',
   'description',
   '$ref',
+  '$defs',
+  'definitions',
   'pattern',
-  'format',
   'minimum',
   'maximum',
   'exclusiveMinimum',
@@ -48,9 +55,9 @@ const KEPT = new Set([
   'minItems',
   'maxItems',
 ]);
-// Pure annotations: dropping them changes nothing the model must do.
-const ANNOTATIONS = new Set(['title', 'default', 'examples', '$comment', 'readOnly', 'writeOnly', '$id']);
-// The string formats the Structured Outputs guide lists; any other would be refused.
+// Root metadata and annotations, which the SDK keeps: dropping them changes nothing the model must do.
+const ANNOTATIONS = new Set(['$schema', 'title', 'default', 'examples', '$comment', 'readOnly', 'writeOnly']);
+// The string formats the guide lists; the SDK passes any other, which the API would refuse.
 const FORMATS = new Set([
   'date-time',
   'time',
@@ -62,51 +69,39 @@ const FORMATS = new Set([
   'ipv6',
   'uuid',
 ]);
+const SUBSCHEMA_MAPS = new Set(['properties', '$defs', 'definitions']);
 
 function isObject(value: unknown): value is JsonObject {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
-/** Rewrites one JSON Schema node (and its children) into the strict subset; throws on what it cannot keep. */
-function strictify(node: unknown, path: string): JsonObject {
+/**
+ * Narrows one node of the SDK's strict schema (and its children) to the listed keywords. The SDK
+ * refuses the keywords it knows strict mode lacks but passes any other through, string lengths
+ * included: lengths become words in the description, so that the model still aims for them.
+ */
+function narrow(node: unknown, path: string): JsonObject {
   if (!isObject(node)) throw new Error(`${path}: expected a schema object, got ${JSON.stringify(node)}`);
-  if (isObject(node.additionalProperties)) {
-    throw new Error(`${path}: records (additionalProperties with a schema) are not supported by strict mode`);
-  }
   const out: JsonObject = {};
   const hints: string[] = [];
   for (const [key, value] of Object.entries(node)) {
-    if (key === 'properties') {
-      if (!isObject(value)) throw new Error(`${path}/properties is not an object`);
-      out.properties = Object.fromEntries(
-        Object.entries(value).map(([name, child]) => [name, strictify(child, `${path}/properties/${name}`)]),
+    if (SUBSCHEMA_MAPS.has(key) && isObject(value)) {
+      out[key] = Object.fromEntries(
+        Object.entries(value).map(([name, child]) => [name, narrow(child, `${path}/${key}/${name}`)]),
       );
     } else if (key === 'items') {
-      if (!isObject(value)) throw new Error(`${path}/items: tuples are not supported by strict mode`);
-      out.items = strictify(value, `${path}/items`);
-    } else if (key === 'anyOf' || key === 'oneOf') {
-      // Strict mode has no oneOf; zod still rejects an answer that matches two branches.
-      if (!Array.isArray(value)) throw new Error(`${path}/${key} is not an array`);
-      out.anyOf = value.map((child, i) => strictify(child, `${path}/anyOf/${i}`));
-    } else if (key === '$defs' || key === 'definitions') {
-      if (!isObject(value)) throw new Error(`${path}/${key} is not an object`);
-      out.$defs = Object.fromEntries(
-        Object.entries(value).map(([name, child]) => [name, strictify(child, `${path}/$defs/${name}`)]),
-      );
-    } else if (key === 'additionalProperties' || key === 'required') {
-      // Rebuilt below from `properties`, which is the only source of truth for an object.
-    } else if (key === 'minLength' || key === 'maxLength') {
-      // Not in strict mode's list; say it in words so the model still aims for it.
-      if (key === 'maxLength') hints.push(`at most ${String(value)} characters long`);
-      else if (value === 1) hints.push('non-empty');
-      else hints.push(`at least ${String(value)} characters long`);
+      out.items = narrow(value, `${path}/items`);
+    } else if (key === 'anyOf' && Array.isArray(value)) {
+      out.anyOf = value.map((child, i) => narrow(child, `${path}/anyOf/${i}`));
+    } else if (key === 'minLength') {
+      hints.push(value === 1 ? 'non-empty' : `at least ${String(value)} characters long`);
+    } else if (key === 'maxLength') {
+      hints.push(`at most ${String(value)} characters long`);
     } else if (key === 'format') {
       if (typeof value === 'string' && FORMATS.has(value)) out.format = value;
-    } else if (KEPT.has(key)) {
+    } else if (LISTED.has(key)) {
       out[key] = value;
-    } else if (!ANNOTATIONS.has(key) && key !== '$schema') {
-      // allOf, not, if/then/else, patternProperties, prefixItems, …: dropping them would change the
-      // shape the model aims for, so the schema must be changed instead.
+    } else if (!ANNOTATIONS.has(key)) {
       throw new Error(`${path}: keyword "${key}" is not supported by OpenAI strict structured outputs`);
     }
   }
@@ -114,63 +109,56 @@ function strictify(node: unknown, path: string): JsonObject {
     const said = typeof out.description === 'string' ? `${out.description} ` : '';
     out.description = `${said}Must be ${hints.join(' and ')}.`;
   }
-  if (out.type === 'object' || 'properties' in out) closeObject(node, out, path);
   return out;
 }
 
-/** Makes an object node strict: closed, and every property required. */
-function closeObject(source: JsonObject, out: JsonObject, path: string): void {
-  const properties = isObject(out.properties) ? out.properties : {};
-  const required = new Set(Array.isArray(source.required) ? source.required : []);
-  const names = Object.keys(properties);
-  const given = isObject(source.properties) ? source.properties : {};
-  for (const name of names) {
-    // A property with a default is asked of the model like any other; zod fills it in where an
-    // answer recorded before it existed lacks it.
-    const child = given[name];
-    const defaulted = isObject(child) && 'default' in child;
-    if (!required.has(name) && !defaulted) {
-      throw new Error(
-        `${path}/properties/${name} is optional; strict mode needs every property required: use .nullable(), not .optional()`,
-      );
-    }
-  }
-  out.type = 'object';
-  out.properties = properties;
-  out.required = names;
-  out.additionalProperties = false;
-}
+type StandardSchemaHelpers = typeof import('openai/helpers/standard-schema');
+let helpers: Promise<StandardSchemaHelpers> | undefined;
 
 /**
- * Converts a zod schema into a JSON Schema that OpenAI accepts with `strict: true`. The input side
- * is used (`io: 'input'`) because that is what the model writes; transforms such as criterion-name
- * normalisation run when zod parses the answer. Throws when the schema cannot be made strict
- * (optional properties, records, tuples, `allOf` …) rather than send a schema the API refuses.
+ * Converts a zod schema into a JSON Schema that OpenAI accepts with `strict: true`. Rejects when
+ * the schema cannot be made strict, rather than send one the API refuses. The SDK's helper is
+ * loaded here, at the first role call, not with the library; `standardResponseFormat` and not
+ * `zodResponseFormat` because it converts the input side, which is what the model writes
+ * (transforms such as criterion-name normalisation run when zod parses the answer).
  */
-export function toStrictJsonSchema(schema: z.ZodType): Record<string, unknown> {
-  const strict = strictify(z.toJSONSchema(schema, { io: 'input', target: 'draft-2020-12' }), '#');
-  if (strict.type !== 'object') throw new Error('#: strict structured outputs need an object at the root');
-  return strict;
+export async function toStrictJsonSchema(schema: z.ZodType): Promise<Record<string, unknown>> {
+  helpers ??= import('openai/helpers/standard-schema');
+  const { standardResponseFormat } = await helpers;
+  return narrow(standardResponseFormat(schema, 'pge').json_schema.schema, '#');
 }
 
-const cache = new Map<Phase, ResponseSchema>();
+const compiledSchemas = new Map<Phase, z.ZodType>();
+
+/**
+ * The zod schema an answer of `phase` is validated with, compiled once (same results and errors as
+ * the schema, a generated fast path).
+ */
+export function answerSchemaFor<P extends Phase>(phase: P): (typeof ZOD_SCHEMAS)[P] {
+  let schema = compiledSchemas.get(phase);
+  if (!schema) {
+    schema = z.compile(ZOD_SCHEMAS[phase]);
+    compiledSchemas.set(phase, schema);
+  }
+  return schema as (typeof ZOD_SCHEMAS)[P];
+}
+
+const cache = new Map<Phase, Promise<ResponseSchema>>();
 
 /**
  * The answer schema of a phase: name `pge_<phase>`, the zod schema the role validates with, and the
  * strict JSON Schema for `response_format`. Generated once per phase and cached.
  */
-export function responseSchemaFor<P extends Phase>(phase: P): ResponseSchema<P> {
+export function responseSchemaFor<P extends Phase>(phase: P): Promise<ResponseSchema<P>> {
   let entry = cache.get(phase);
   if (!entry) {
-    const schema = ZOD_SCHEMAS[phase];
-    // Only the JSON Schema is frozen: zod schemas keep lazy caches of their own. Answers are
-    // checked with the compiled clone (same results and errors, a generated fast path).
-    entry = {
+    // Only the JSON Schema is frozen: zod schemas keep lazy caches of their own.
+    entry = toStrictJsonSchema(ZOD_SCHEMAS[phase]).then((jsonSchema) => ({
       name: `pge_${phase}` as const,
-      schema: z.compile(schema),
-      jsonSchema: deepFreeze(toStrictJsonSchema(schema)),
-    };
+      schema: answerSchemaFor(phase),
+      jsonSchema: deepFreeze(jsonSchema),
+    }));
     cache.set(phase, entry);
   }
-  return entry as ResponseSchema<P>;
+  return entry as Promise<ResponseSchema<P>>;
 }

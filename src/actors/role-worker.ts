@@ -1,6 +1,6 @@
 import { join, resolve } from 'node:path';
+import { LRUCache } from 'lru-cache';
 import { z } from 'zod';
-import { BoundedMap } from '../bounded-map.js';
 import type { Bus } from '../bus/bus.js';
 import { publishRejection, publishResult, serveWork, subscribeCancels } from '../bus/channels.js';
 import { assertSubjectToken, subjects } from '../bus/subjects.js';
@@ -11,6 +11,7 @@ import {
   InvalidOutputError,
   WorkerStoppedError,
 } from '../errors.js';
+import { raceAbort } from '../race-abort.js';
 import type {
   Evaluation,
   ModelCall,
@@ -33,7 +34,7 @@ import type { TracedWork, WorkTracing } from '../telemetry/work-tracing.js';
 import { connectMcp, type McpConnection, type McpServers, mcpServersOf } from './mcp.js';
 import type { ChatMessage, Model } from './model.js';
 import { buildMessages, repairMessages } from './prompts.js';
-import { responseSchemaFor } from './response-schemas.js';
+import { answerSchemaFor, responseSchemaFor } from './response-schemas.js';
 import {
   DEFAULT_TOOL_LIMITS,
   refusedToolCall,
@@ -91,7 +92,7 @@ function validate(request: RoleRequest, raw: string | null, refusal: string | nu
   } catch (error) {
     return { problem: `the answer is not valid JSON (${(error as Error).message})` } as const;
   }
-  const parsed = responseSchemaFor(phaseOf(request)).schema.safeParse(json);
+  const parsed = answerSchemaFor(phaseOf(request)).safeParse(json);
   if (!parsed.success)
     return { problem: `the answer does not follow the schema: ${z.prettifyError(parsed.error)}` } as const;
   const problems = contextualProblems(request, parsed.data);
@@ -133,7 +134,7 @@ export async function answerRequest(
   const { toolbox } = settings;
   const role = ROLE_OF_REQUEST[request.type];
   const phase = phaseOf(request);
-  const { name, jsonSchema } = responseSchemaFor(phase);
+  const { name, jsonSchema } = await responseSchemaFor(phase);
   const calls: ModelCall[] = [];
   let messages = buildMessages(role, phase, request.payload.input, settings.systemPrompt);
   if (toolbox?.context !== undefined) messages = [...messages, toolbox.context];
@@ -247,16 +248,6 @@ const UNTRACED: TracedWork = {
 
 /** A signal that never aborts, for tools of a call that has none. */
 const NEVER = new AbortController().signal;
-
-/** Settles with `call`, or rejects as soon as `signal` aborts. */
-function raceAbort<T>(call: Promise<T>, signal: AbortSignal): Promise<T> {
-  if (signal.aborted) return Promise.reject(signal.reason);
-  return new Promise<T>((resolve, reject) => {
-    const onAbort = () => reject(signal.reason);
-    signal.addEventListener('abort', onAbort, { once: true });
-    call.then(resolve, reject).finally(() => signal.removeEventListener('abort', onAbort));
-  });
-}
 
 /** How many cancelled request ids a worker remembers, to skip one it takes from the queue later. */
 const CANCELS_REMEMBERED = 10_000;
@@ -425,8 +416,11 @@ function liveRunCheck(
   isLiveRun: (runId: string) => Promise<boolean>,
   now: () => number = () => performance.now(),
 ): (runId: string) => Promise<boolean> {
-  /** Until when each run is taken for live without asking. */
-  const liveUntil = new BoundedMap<string, number>(LIVE_RUNS_REMEMBERED);
+  /**
+   * Until when each run is taken for live without asking. The expiry is kept here, not by
+   * lru-cache's `ttl`: that one takes a start of 0 on an injected clock (a test's) for no start.
+   */
+  const liveUntil = new LRUCache<string, number>({ max: LIVE_RUNS_REMEMBERED });
   return async (runId) => {
     if ((liveUntil.get(runId) ?? Number.NEGATIVE_INFINITY) > now()) return true;
     const isLive = await isLiveRun(runId);
@@ -452,7 +446,7 @@ export function createRoleWorker(options: RoleWorkerOptions): RoleWorker {
   const id = options.workerId ?? `${role}-${Math.random().toString(36).slice(2, 8)}`;
   /** The requests in flight, by id, with the controller that aborts each one's model call. */
   const inFlight = new Map<string, { controller: AbortController; job: Promise<unknown> }>();
-  const cancelled = new BoundedMap<string, true>(CANCELS_REMEMBERED);
+  const cancelled = new LRUCache<string, true>({ max: CANCELS_REMEMBERED });
   const live = options.isLiveRun === undefined ? null : liveRunCheck(options.isLiveRun, options.now);
   /** Set by `stop`: a request taken before it and not begun yet goes back to the queue. */
   let stopping: WorkerStoppedError | null = null;

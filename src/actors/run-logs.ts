@@ -1,4 +1,4 @@
-import { BoundedMap } from '../bounded-map.js';
+import { LRUCache } from 'lru-cache';
 import { LogWriteError } from '../errors.js';
 import { LogWriter } from '../persistence/index.js';
 import { isClosingEvent, type RunEvent, type RunOpening } from '../schemas/index.js';
@@ -44,7 +44,7 @@ const CLOSED_RUNS_KEPT = 10_000;
 export class RunLogs {
   readonly #options: RunLogsOptions;
   readonly #runs = new Map<string, RunLog>();
-  readonly #closed = new BoundedMap<string, number>(CLOSED_RUNS_KEPT);
+  readonly #closed = new LRUCache<string, number>({ max: CLOSED_RUNS_KEPT });
 
   constructor(options: RunLogsOptions) {
     this.#options = options;

@@ -1,8 +1,8 @@
-import { BoundedMap } from '../bounded-map.js';
+import { LRUCache } from 'lru-cache';
+import type { LimitFunction } from 'p-limit';
 import { LogWriteError } from '../errors.js';
 import type { LogWriter } from '../persistence/index.js';
 import type { RunEvent, RunEventOf } from '../schemas/index.js';
-import type { Serial } from './persistence-support.js';
 import type { RunLog, RunLogs } from './run-logs.js';
 
 /**
@@ -19,8 +19,8 @@ export interface StreamPlacementOptions {
   read: (runId: string) => Promise<readonly RunEvent[]>;
   /** How long a gap the stream cannot fill may last before the run's log fails. */
   gapWaitMs: number;
-  /** Runs placements and gap checks one at a time. */
-  serial: Serial;
+  /** Runs placements and gap checks one at a time (a limit of 1). */
+  serial: LimitFunction;
   reject: (event: RunEvent, problem: string) => void;
 }
 
@@ -34,7 +34,7 @@ const ORPHANS_KEPT = 10_000;
  */
 export function createStreamPlacement(options: StreamPlacementOptions): (event: RunEvent) => Promise<void> {
   const { logs, read, gapWaitMs, serial, reject } = options;
-  const orphans = new BoundedMap<string, true>(ORPHANS_KEPT);
+  const orphans = new LRUCache<string, true>({ max: ORPHANS_KEPT });
 
   /** Opens the log of a run first seen midway (or of no run at all): its start is in the stream. */
   const join = async (event: RunEvent): Promise<RunLog | undefined> => {
@@ -78,7 +78,7 @@ export function createStreamPlacement(options: StreamPlacementOptions): (event: 
     const missing = writer.missingSeq;
     run.gapTimer = setTimeout(() => {
       run.gapTimer = null;
-      const check = serial.run(async () => {
+      const check = serial(async () => {
         if (run.failure !== null || writer.missingSeq === null) return;
         await fill(run, writer);
         if (run.failure !== null || writer.missingSeq === null) return;

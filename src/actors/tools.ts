@@ -1,6 +1,7 @@
 import { readdirSync, statSync } from 'node:fs';
 import { lstat, mkdir, readFile, realpath, writeFile } from 'node:fs/promises';
 import { dirname, extname, isAbsolute, join, resolve, sep } from 'node:path';
+import { raceAbort } from '../race-abort.js';
 import type { ChatImage, ToolCallRequest, ToolDefinition } from './model.js';
 
 /**
@@ -75,18 +76,10 @@ export async function runToolCall(
     signal.throwIfAborted();
     const timeout = AbortSignal.timeout(limits.timeoutMs);
     const both = AbortSignal.any([signal, timeout]);
-    answer = await new Promise<string>((resolvePromise, reject) => {
-      const onAbort = () =>
-        reject(
-          signal.aborted
-            ? signal.reason
-            : new ToolError(`${call.name} took longer than ${limits.timeoutMs} ms`),
-        );
-      both.addEventListener('abort', onAbort, { once: true });
-      tool
-        .run(args, both)
-        .then(resolvePromise, reject)
-        .finally(() => both.removeEventListener('abort', onAbort));
+    answer = await raceAbort(tool.run(args, both), both).catch((error: unknown) => {
+      throw !signal.aborted && timeout.aborted
+        ? new ToolError(`${call.name} took longer than ${limits.timeoutMs} ms`)
+        : error;
     });
     // A tool that ignores the signal may finish after its call was cancelled: that is no answer.
     signal.throwIfAborted();

@@ -1,5 +1,6 @@
 import { spawn } from 'node:child_process';
 import { mkdir } from 'node:fs/promises';
+import { raceAbort } from '../race-abort.js';
 import type { ValidatorRun } from '../schemas/index.js';
 
 /**
@@ -108,13 +109,7 @@ type Verdict = { passed: boolean; exitCode: number | null; output: string };
 
 async function runFunction(validator: ValidatorFunction, context: ValidatorContext): Promise<Verdict> {
   try {
-    const verdict = await Promise.race([
-      validator(context),
-      new Promise<never>((_, reject) => {
-        if (context.signal.aborted) reject(context.signal.reason);
-        context.signal.addEventListener('abort', () => reject(context.signal.reason), { once: true });
-      }),
-    ]);
+    const verdict = await raceAbort(Promise.resolve(validator(context)), context.signal);
     return { passed: verdict.passed === true, exitCode: null, output: verdict.output ?? '' };
   } catch (error) {
     return {

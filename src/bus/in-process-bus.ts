@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { BoundedMap } from '../bounded-map.js';
+import { LRUCache } from 'lru-cache';
 import { BusError, ConfigurationError, UnansweredRequestError } from '../errors.js';
 import type {
   Bus,
@@ -74,7 +74,7 @@ export class InProcessBus implements Bus {
   /** One process plays every role. */
   readonly reporter = 'pge';
   private readonly subscriptions = new Set<Subscription>();
-  private readonly routes = new BoundedMap<string, Route>(ROUTE_CACHE_LIMIT);
+  private readonly routes = new LRUCache<string, Route>({ max: ROUTE_CACHE_LIMIT });
   private readonly cursors = new Map<string, { next: number }>();
   private readonly requests = new Map<string, PendingRequest>();
   private readonly inbox = `${INBOX}${randomUUID()}.`;

@@ -1,4 +1,4 @@
-import { BoundedMap } from '../bounded-map.js';
+import { LRUCache } from 'lru-cache';
 import type { BusSubscription } from '../bus/bus.js';
 import { readEvents } from '../bus/channels.js';
 import { NatsBus, type NatsBusOptions } from '../bus/nats-bus.js';
@@ -31,7 +31,7 @@ export async function followNats(options: NatsBusOptions, store: RunStore): Prom
     ...options,
     onHandlerError: (error, subject) => store.problem(`${subject}: ${String(error)}`),
   });
-  const seen = new BoundedMap<string, true>(RUNS_REMEMBERED);
+  const seen = new LRUCache<string, true>({ max: RUNS_REMEMBERED });
   const earlier = new Set<BusSubscription>();
   /** Reads run `runId` from its first event up to `first`, the first one the live reading had. */
   const readBack = (runId: string, first: number) => {

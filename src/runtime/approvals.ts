@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { Bus, StoredMessages } from '../bus/bus.js';
 import { publishApproval, readRunEvents } from '../bus/channels.js';
 import { subjects } from '../bus/subjects.js';
@@ -98,6 +99,6 @@ export async function decide(
       throw new DecisionNotAppliedError(
         `no coordinator recorded the decision for run ${runId} within ${timeoutMs} ms: is one running? (the run waits at its ${at.gate} still; decide again once one is)`,
       );
-    await new Promise((resolve) => setTimeout(resolve, 100));
+    await sleep(100);
   }
 }

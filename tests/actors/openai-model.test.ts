@@ -1,6 +1,7 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import type { ModelRequest } from '../../src/actors/model.js';
 import { OpenAIModel, type OpenAIModelOptions } from '../../src/actors/openai-model.js';
+import { retryDelayMs } from '../../src/actors/openai-retries.js';
 import { costOf, priceOf } from '../../src/actors/pricing.js';
 import { responseSchemaFor } from '../../src/actors/response-schemas.js';
 import { ConfigurationError, ModelRequestError, ModelTransportError } from '../../src/errors.js';
@@ -35,13 +36,14 @@ function modelFor(options: Partial<OpenAIModelOptions> = {}): OpenAIModel {
   });
 }
 
+const { name: EVALUATION_NAME, jsonSchema: EVALUATION_SCHEMA } = await responseSchemaFor('evaluation');
+
 function evaluationRequest(overrides: Partial<ModelRequest> = {}): ModelRequest {
-  const { name, jsonSchema } = responseSchemaFor('evaluation');
   return {
     role: 'evaluator',
     phase: 'evaluation',
-    schemaName: name,
-    jsonSchema,
+    schemaName: EVALUATION_NAME,
+    jsonSchema: EVALUATION_SCHEMA,
     messages: [
       { role: 'system', content: 'You are the evaluator.' },
       { role: 'user', content: 'Score the artifact.' },
@@ -132,7 +134,7 @@ describe('OpenAIModel with a scripted server', () => {
     };
     server.script((body) => ({ content: answers[body.response_format.json_schema.name] ?? EVALUATION }));
     const model = modelFor();
-    const review = responseSchemaFor('contract_review');
+    const review = await responseSchemaFor('contract_review');
     const reviewed = await model.complete(
       evaluationRequest({
         role: 'evaluator',
@@ -144,10 +146,12 @@ describe('OpenAIModel with a scripted server', () => {
     expect(review.schema.parse(JSON.parse(reviewed.content ?? ''))).toMatchObject({ status: 'approved' });
     const evaluated = await model.complete(evaluationRequest());
     // An answer without failureKind (a model that ignored it) reads as null: no fault named.
-    expect(responseSchemaFor('evaluation').schema.parse(JSON.parse(evaluated.content ?? ''))).toEqual({
-      ...EVALUATION,
-      failureKind: null,
-    });
+    expect((await responseSchemaFor('evaluation')).schema.parse(JSON.parse(evaluated.content ?? ''))).toEqual(
+      {
+        ...EVALUATION,
+        failureKind: null,
+      },
+    );
     expect(server.completions().map((r) => r.body.response_format.json_schema.name)).toEqual([
       'pge_contract_review',
       'pge_evaluation',
@@ -227,7 +231,7 @@ describe('OpenAIModel answers', () => {
   });
 });
 
-describe('OpenAIModel retries (done by the SDK)', () => {
+describe('OpenAIModel retries (the SDK’s rules, and two refusals of its own)', () => {
   it('waits what retry-after asks after a 429, then answers', async () => {
     server.enqueue(
       { status: 429, headers: { 'retry-after': '1' }, error: { message: 'slow down' } },
@@ -312,6 +316,77 @@ describe('OpenAIModel retries (done by the SDK)', () => {
     setTimeout(() => controller.abort(reason), 100);
     const error = await rejection(modelFor().complete(evaluationRequest({ signal: controller.signal })));
     expect(error).toBe(reason);
+    // The HTTP request itself was aborted, not left to run to its end.
+    await vi.waitFor(() => expect(server.completions()[0]?.abortedAt).not.toBeNull());
+  });
+
+  it('stops waiting between attempts when the caller aborts', async () => {
+    server.enqueue({ status: 503, headers: { 'retry-after': '30' }, error: { message: 'busy' } });
+    const controller = new AbortController();
+    const reason = new Error('run stopped: cancelled');
+    setTimeout(() => controller.abort(reason), 200);
+    const started = Date.now();
+    const model = modelFor({ maxRetries: 3 });
+    const error = await rejection(model.complete(evaluationRequest({ signal: controller.signal })));
+    expect(error).toBe(reason);
+    expect(Date.now() - started).toBeLessThan(5000);
+    expect(server.completions()).toHaveLength(1);
+  });
+
+  it('obeys the server’s x-should-retry over the status', async () => {
+    server.enqueue(
+      {
+        status: 400,
+        headers: { 'x-should-retry': 'true', 'retry-after-ms': '10' },
+        error: { message: 'flaky' },
+      },
+      { content: EVALUATION },
+    );
+    const answer = await modelFor({ maxRetries: 1 }).complete(evaluationRequest());
+    expect(JSON.parse(answer.content ?? '')).toEqual(EVALUATION);
+    expect(server.completions()).toHaveLength(2);
+
+    server.reset();
+    server.enqueue({
+      status: 503,
+      headers: { 'x-should-retry': 'false' },
+      error: { message: 'gone for good' },
+    });
+    const error = await rejection(modelFor({ maxRetries: 3 }).complete(evaluationRequest()));
+    expect(error.message).toMatch(/failed \(503\) after 1 attempt: gone for good/);
+    expect(server.completions()).toHaveLength(1);
+  });
+});
+
+describe('retryDelayMs', () => {
+  it('backs off as the SDK does: 0.5 s doubling to 8 s, minus up to 25 % jitter', async () => {
+    const sdk = await import('openai');
+    const failure = new sdk.APIConnectionError({ message: 'socket hang up' });
+    for (const [retry, most] of [
+      [0, 500],
+      [1, 1000],
+      [4, 8000],
+      [9, 8000],
+    ] as const) {
+      const wait = retryDelayMs(failure, retry, sdk) ?? -1;
+      expect(wait).toBeGreaterThanOrEqual(most * 0.75);
+      expect(wait).toBeLessThanOrEqual(most);
+    }
+  });
+
+  it('gives up on what is not worth another try', async () => {
+    const sdk = await import('openai');
+    const status = (code: number, headers: Record<string, string> = {}, body: object = {}) =>
+      sdk.APIError.generate(code, { error: body }, undefined, new Headers(headers));
+    expect(retryDelayMs(status(400), 0, sdk)).toBeNull();
+    expect(retryDelayMs(status(401), 0, sdk)).toBeNull();
+    expect(retryDelayMs(status(429, { 'retry-after': '61' }), 0, sdk)).toBeNull();
+    expect(retryDelayMs(status(429, {}, { code: 'insufficient_quota' }), 0, sdk)).toBeNull();
+    expect(retryDelayMs(new sdk.APIUserAbortError(), 0, sdk)).toBeNull();
+    expect(retryDelayMs(new Error('not the SDK’s'), 0, sdk)).toBeNull();
+    expect(retryDelayMs(status(429, { 'retry-after': '60' }), 0, sdk)).toBe(60_000);
+    expect(retryDelayMs(status(409, { 'retry-after-ms': '250' }), 0, sdk)).toBe(250);
+    expect(retryDelayMs(status(502, { 'retry-after': 'not a date' }), 0, sdk)).toBeLessThanOrEqual(500);
   });
 });
 

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { responseSchemaFor, toStrictJsonSchema } from '../../src/actors/response-schemas.js';
+import { answerSchemaFor, responseSchemaFor, toStrictJsonSchema } from '../../src/actors/response-schemas.js';
 import { Phase, Plan } from '../../src/schemas/index.js';
 
 // The subset OpenAI documents for `strict: true` (Structured Outputs guide, "Supported schemas").
@@ -116,25 +116,27 @@ const SAMPLES: Record<Phase, unknown> = {
 };
 
 describe('responseSchemaFor', () => {
-  it.each(Phase.options)('gives %s a strict-mode JSON Schema named pge_<phase>', (phase) => {
-    const { name, jsonSchema } = responseSchemaFor(phase);
+  it.each(Phase.options)('gives %s a strict-mode JSON Schema named pge_<phase>', async (phase) => {
+    const { name, jsonSchema } = await responseSchemaFor(phase);
     expect(name).toBe(`pge_${phase}`);
     expect(strictViolations(jsonSchema)).toEqual([]);
     expect(JSON.stringify(jsonSchema)).not.toContain('$schema');
   });
 
-  it.each(Phase.options)('gives %s a zod schema that parses a valid answer', (phase) => {
-    expect(responseSchemaFor(phase).schema.safeParse(SAMPLES[phase]).success).toBe(true);
+  it.each(Phase.options)('gives %s a zod schema that parses a valid answer', async (phase) => {
+    const { schema } = await responseSchemaFor(phase);
+    expect(schema.safeParse(SAMPLES[phase]).success).toBe(true);
+    expect(schema).toBe(answerSchemaFor(phase));
   });
 
-  it('keeps zod as the judge of what JSON Schema cannot say', () => {
-    const { schema } = responseSchemaFor('plan');
+  it('keeps zod as the judge of what JSON Schema cannot say', async () => {
+    const schema = answerSchemaFor('plan');
     const plan = SAMPLES.plan as z.input<typeof Plan>;
     const backwards = { ...plan, steps: [plan.steps[1], plan.steps[0]] };
     expect(schema.safeParse(backwards).success).toBe(false);
     expect(schema.parse(plan).criteria[0]?.name).toBe('correctness');
     expect(
-      responseSchemaFor('contract_review').schema.safeParse({
+      answerSchemaFor('contract_review').safeParse({
         status: 'amendments_required',
         amendments: [],
         rationale: '',
@@ -142,15 +144,15 @@ describe('responseSchemaFor', () => {
     ).toBe(false);
   });
 
-  it('caches one frozen JSON Schema per phase', () => {
-    const first = responseSchemaFor('work');
-    expect(responseSchemaFor('work')).toBe(first);
+  it('caches one frozen JSON Schema per phase', async () => {
+    const first = await responseSchemaFor('work');
+    expect(await responseSchemaFor('work')).toBe(first);
     expect(Object.isFrozen(first.jsonSchema)).toBe(true);
     expect(Object.isFrozen((first.jsonSchema.properties as Record<string, unknown>).output)).toBe(true);
   });
 
-  it('keeps documented constraints and turns string lengths into words', () => {
-    const plan = responseSchemaFor('plan').jsonSchema as {
+  it('keeps documented constraints and turns string lengths into words', async () => {
+    const plan = (await responseSchemaFor('plan')).jsonSchema as {
       properties: {
         steps: { minItems: number; items: { properties: Record<string, Record<string, unknown>> } };
       };
@@ -160,7 +162,7 @@ describe('responseSchemaFor', () => {
     expect(id).toMatchObject({ type: 'string', pattern: '^[A-Za-z0-9_-]+$' });
     expect(id).not.toHaveProperty('minLength');
     expect(id?.description).toBe('Must be non-empty and at most 128 characters long.');
-    const score = responseSchemaFor('evaluation').jsonSchema as {
+    const score = (await responseSchemaFor('evaluation')).jsonSchema as {
       properties: { scores: { items: { properties: { score: unknown } } } };
     };
     expect(score.properties.scores.items.properties.score).toEqual({
@@ -179,22 +181,44 @@ describe('the strict-mode checker and converter', () => {
     );
   });
 
-  it('refuses schemas strict mode cannot express', () => {
-    expect(() => toStrictJsonSchema(z.object({ a: z.string().optional() }))).toThrow(
-      /\.nullable\(\), not \.optional\(\)/,
+  it('refuses, through the SDK, schemas strict mode cannot express', async () => {
+    const refusal = (schema: z.ZodType) => toStrictJsonSchema(schema).then(() => 'accepted', String);
+    expect(await refusal(z.object({ a: z.string().optional() }))).toMatch(
+      /properties\/a` uses `\.optional\(\)` without `\.nullable\(\)`/,
     );
-    expect(() => toStrictJsonSchema(z.object({ a: z.record(z.string(), z.number()) }))).toThrow(/records/);
-    expect(() => toStrictJsonSchema(z.array(z.string()))).toThrow(/object at the root/);
-    expect(() => toStrictJsonSchema(z.object({ a: z.string().and(z.number()) }))).toThrow(
-      /"allOf" is not supported/,
+    expect(await refusal(z.object({ a: z.record(z.string(), z.number()) }))).toMatch(
+      /properties\/a` must set `additionalProperties: false`/,
     );
-    expect(() => toStrictJsonSchema(z.object({ a: z.tuple([z.string(), z.number()]) }))).toThrow(
-      /prefixItems|tuples/,
+    expect(await refusal(z.array(z.string()))).toMatch(/Root schema must have type: 'object'/);
+    expect(await refusal(z.object({ a: z.string().and(z.number()) }))).toMatch(/unsupported keyword `allOf`/);
+    expect(await refusal(z.object({ a: z.tuple([z.string(), z.number()]) }))).toMatch(/tuple-form `items`/);
+    expect(await refusal(z.object({ a: z.date() }))).toMatch(/Date cannot be represented/);
+  });
+
+  it('refuses a keyword the SDK lets through but strict mode does not list', async () => {
+    await expect(toStrictJsonSchema(z.object({ a: z.string().meta({ deprecated: true }) }))).rejects.toThrow(
+      '#/properties/a: keyword "deprecated" is not supported by OpenAI strict structured outputs',
     );
   });
 
-  it('accepts nullable fields, the strict-mode way to say optional', () => {
-    const schema = toStrictJsonSchema(
+  it('drops annotations and formats strict mode does not list, and keeps the listed ones', async () => {
+    const schema = await toStrictJsonSchema(
+      z.object({
+        site: z.url().meta({ title: 'Site', examples: ['https://example.com'] }),
+        mail: z.email(),
+      }),
+    );
+    expect(strictViolations(schema)).toEqual([]);
+    expect(schema.properties).toMatchObject({
+      site: { type: 'string' },
+      mail: { type: 'string', format: 'email' },
+    });
+    expect(schema.properties).not.toHaveProperty('site.format');
+    expect(schema.properties).not.toHaveProperty('site.title');
+  });
+
+  it('accepts nullable fields, the strict-mode way to say optional', async () => {
+    const schema = await toStrictJsonSchema(
       z.object({ a: z.string().nullable(), b: z.number().min(0).nullable() }),
     );
     expect(strictViolations(schema)).toEqual([]);
