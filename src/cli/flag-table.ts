@@ -415,7 +415,7 @@ export const DEPLOYMENT_FLAGS: readonly FlagSpec[] = inGroup('nats', [
     kind: 'integer',
     option: 'replicas',
     value: '<n>',
-    help: 'Servers of a JetStream cluster that keep each pge stream and the run-lease bucket: 1, 3 or 5 (also: PGE_REPLICAS); an existing stream with another count is refused',
+    help: 'Servers of a JetStream cluster that keep each pge stream and the run-lease bucket: 1, 3 or 5; an existing stream with another count is refused',
   },
 ]);
 

@@ -1,0 +1,133 @@
+import { Command as CommanderCommand, Help, Option } from 'commander';
+import { OPTION_DEFAULTS } from '../schemas/setting-values.js';
+import { flagsFor } from './command-flags.js';
+import { CLI_DEFAULTS, ENV_VARS } from './defaults.js';
+import { type Command, FLAG_GROUPS, type FlagSpec } from './flag-table.js';
+import { flagValue } from './flag-values.js';
+import { afterFlags, COMMAND_HELP } from './help.js';
+import { formatDuration, formatSize } from './units.js';
+
+/**
+ * The commands of `pge` as commander declares them: each command's options come from the flag
+ * table, with their argument parsers, defaults and help sections, and commander parses the command
+ * line and writes the help. Nothing here prints or exits: `exitOverride` turns commander's exits
+ * into errors, which `flags.ts` words as pge words them.
+ */
+
+/** The order of the commands, as `pge` lists them. */
+export const COMMAND_NAMES: readonly Command[] = [
+  'run',
+  'demo',
+  'resume',
+  'batch',
+  'config',
+  'graph',
+  'replay',
+  'fork',
+  'approvals',
+  'approve',
+  'worker',
+  'dashboard',
+  'follow',
+  'nats-config',
+];
+
+/** An option declared from a row of the flag table, which it keeps for the help. */
+export class FlagOption extends Option {
+  readonly spec: FlagSpec;
+  constructor(spec: FlagSpec) {
+    const placeholder = spec.value ?? `<${spec.choices?.join('|') ?? 'value'}>`;
+    super(`--${spec.name}${spec.kind === 'switch' ? '' : ` ${placeholder}`}`, spec.help);
+    this.spec = spec;
+    this.helpGroup(`${FLAG_GROUPS[spec.group]}:`);
+    if (spec.kind === 'switch') return;
+    if (spec.kind === 'choice' && spec.choices) this.choices(spec.choices);
+    // After `choices`, whose own parser would word a wrong choice in commander's terms.
+    this.argParser((raw: string, before: unknown) => flagValue(spec, raw, before));
+    if (spec.default !== undefined) this.default(spec.default);
+  }
+}
+
+/** The default a flag's help names: the CLI's and the library's when they differ. */
+function defaultOf(f: FlagSpec): string {
+  const library = f.option ? (OPTION_DEFAULTS as Record<string, unknown>)[f.option] : f.default;
+  const cli = f.option ? CLI_DEFAULTS[f.option] : undefined;
+  if (cli !== undefined && cli !== library) return ` (default ${cli}; the library's: ${library})`;
+  if (typeof library === 'number' && f.kind === 'duration') return ` (default ${formatDuration(library)})`;
+  if (typeof library === 'number' && f.kind === 'size') return ` (default ${formatSize(library)})`;
+  return library === undefined ? '' : ` (default ${library})`;
+}
+
+const envOf = (f: FlagSpec): string => {
+  const variable = ENV_VARS.find(([, key]) => key === f.option)?.[0];
+  return variable ? ` (env: ${variable})` : '';
+};
+
+/** A term wider than this gets a line of its own, so that the descriptions keep a wide column. */
+const TERM_WIDTH = 30;
+
+/** Commander's help, in pge's words: choices in the term, the default, variable and option after the text. */
+const LAYOUT: Partial<Help> = {
+  helpWidth: 100,
+  optionTerm: (option) =>
+    option instanceof FlagOption && option.spec.choices
+      ? `${option.long} ${option.spec.choices.join(option.spec.kind === 'choices' ? ',' : '|')}`
+      : option.flags,
+  optionDescription: (option) => {
+    if (!(option instanceof FlagOption)) return option.description;
+    const f = option.spec;
+    return `${f.help}${defaultOf(f)}${envOf(f)}${f.option ? ` [${f.option}]` : ''}`;
+  },
+  padWidth: (cmd, helper) => Math.min(TERM_WIDTH, Help.prototype.padWidth.call(helper, cmd, helper)),
+  formatItem: (term, termWidth, description, helper) =>
+    term.length <= termWidth
+      ? Help.prototype.formatItem.call(helper, term, termWidth, description, helper)
+      : `  ${term}\n${Help.prototype.formatItem.call(helper, '', termWidth, description, helper)}`,
+};
+
+const groupIndex = (f: FlagSpec) => Object.keys(FLAG_GROUPS).indexOf(f.group);
+
+function declare(name: Command): CommanderCommand {
+  const { usage, about } = COMMAND_HELP[name];
+  const command = new CommanderCommand(name)
+    .usage(usage)
+    .description(about)
+    // Each command checks its own arguments, with a message that says what it takes.
+    .allowExcessArguments()
+    .exitOverride()
+    .configureOutput({ writeOut: () => {}, writeErr: () => {}, outputError: () => {} })
+    .configureHelp(LAYOUT)
+    .addHelpText('after', `\n${afterFlags(name)}`);
+  const flags = [...flagsFor(name)].sort((a, b) => groupIndex(a) - groupIndex(b));
+  for (const flag of flags) command.addOption(new FlagOption(flag));
+  command.addHelpOption(new Option('-h, --help', 'Show this help').helpGroup(`${FLAG_GROUPS.cli}:`));
+  return command;
+}
+
+/** `pge` and its commands, declared; nothing is parsed yet. */
+export function program(): CommanderCommand {
+  const pge = new CommanderCommand('pge')
+    .helpCommand(false)
+    .exitOverride()
+    .configureOutput({ writeOut: () => {}, writeErr: () => {}, outputError: () => {} });
+  for (const name of COMMAND_NAMES) pge.addCommand(declare(name));
+  return pge;
+}
+
+/** One command of `pge`, declared. */
+export function commandOf(name: Command): CommanderCommand {
+  return program().commands.find((command) => command.name() === name)!;
+}
+
+/** The help of one command, as `pge <command> --help` prints it. */
+export function commandHelp(name: Command): string {
+  let text = '';
+  commandOf(name)
+    .configureOutput({
+      writeOut: (chunk) => {
+        text += chunk;
+      },
+    })
+    .outputHelp();
+  return text.trimEnd();
+}
