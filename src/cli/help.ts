@@ -79,36 +79,14 @@ const CONFIGURATION = `Configuration, highest precedence first:
   4. defaults
   'pge config' shows the result and where each value came from.`;
 
-const TOP = `pge: a Planner-Generator-Evaluator harness. A planner turns a task into steps and a graded
+/** What the help of `pge` says before its commands. */
+export const INTRO = `pge: a Planner-Generator-Evaluator harness. A planner turns a task into steps and a graded
 rubric; for each step a generator and an evaluator agree a contract, the generator does the work,
 the evaluator scores it against hard thresholds, and failed attempts are retried (refine or pivot).
-Every event is recorded in a markdown log.
+Every event is recorded in a markdown log.`;
 
-Usage:
-  pge run "<task>" [flags]      run a task with an OpenAI-compatible model
-  pge demo ["<task>"] [flags]   run the whole loop offline with a built-in demo model (not an AI)
-  pge resume <log> [flags]      continue a run whose process died, from its log, in the same file
-                                (--nats <url> <runId>: have a deployment take a run over now)
-  pge batch <file> [flags]      run one task per line of a file, each with its own log
-  pge config [flags]            show the resolved configuration and where each value came from
-  pge graph [flags]             print the run or step statechart as Mermaid, DOT or JSON
-  pge replay <log> [--json]     re-run a recorded run's charts from its log, with no model call,
-                                and check that they produce the recorded events
-  pge fork <log> --from-step N  a new run that reuses a recorded run up to step N and calls models
-                                from there (other models, retries, budgets: any run flag)
-  pge approvals --nats <url>    list the gates runs of a deployment wait at (--approve)
-  pge approve <runId> [flags]   approve, or --reject "<reason>", the gate a run waits at
-  pge worker --role <role>      one process of a distributed deployment on NATS
-  pge dashboard [flags]         a local web page that shows runs live, from a log or NATS
-  pge follow <runId> [flags]    show a run of a NATS deployment, from its start, to its end
-  pge nats-config --dir <dir>   write a nats-server config and one credential per role
-  pge help [<command>]          show the help of a command (or: pge <command> --help)
-
-Flags:
-  -h, --help                    show help
-  --version                     print the version
-
-Progress goes to stderr; stdout carries only the result, so 'pge run … > out.md' keeps the artifact.
+/** What the help of `pge` says after its commands and flags. */
+export const AFTER_COMMANDS = `Progress goes to stderr; stdout carries only the result, so 'pge run … > out.md' keeps the artifact.
 
 ${CONFIGURATION}
 
@@ -131,9 +109,23 @@ Examples:
   pge nats-config --dir nats && nats-server -c nats/nats-server.conf
   pge dashboard --log pge_shared_state_<runId>.md`;
 
-/** What the help of each command says around its flags; `usage` follows `pge <command> `. */
-export const COMMAND_HELP: Record<Command, { usage: string; about: string; examples: string[] }> = {
+/** What the help says of each command. */
+export interface CommandHelp {
+  /** Its line in the list of `pge --help`. */
+  summary: string;
+  /** What follows `pge <command> ` in that list, when shorter than `usage`. */
+  synopsis?: string;
+  /** What follows `pge <command> ` in its own help. */
+  usage: string;
+  /** Its own help's text before the flags. */
+  about: string;
+  examples: string[];
+}
+
+/** What the help of each command says around its flags. */
+export const COMMAND_HELP: Record<Command, CommandHelp> = {
   run: {
+    summary: 'run a task with an OpenAI-compatible model',
     usage: '"<task>" [flags]',
     about: `Plans the task, runs every step through contract, work and evaluation, and prints the
 result on stdout: the final artifact (or the transcript, with --output-type), then the summary
@@ -148,6 +140,7 @@ stderr, so that stdout parses. With --json it prints the result object instead.`
     ],
   },
   demo: {
+    summary: 'run the whole loop offline with a built-in demo model (not an AI)',
     usage: '["<task>"] [flags]',
     about: `Runs the whole loop offline with a built-in demo model: scripted templates, not an AI. It
 needs no API key and sends nothing anywhere. Its script shows a contract amendment, a failed
@@ -162,6 +155,9 @@ Default task: "${DEMO_TASK}".`,
     ],
   },
   resume: {
+    summary:
+      'continue a run whose process died, from its log, in the same file (--nats <url> <runId>: have a deployment take a run over now)',
+    synopsis: '<log> [flags]',
     usage: '<log-file> [flags]   |   pge resume --nats <url> <runId>',
     about: `Continues a run whose process died (killed, a power loss) from its markdown log, in the same
 file. The run is rebuilt from the log's events without asking any model again for an answer the log
@@ -190,6 +186,7 @@ was down, or its lease was lost).`,
     ],
   },
   batch: {
+    summary: 'run one task per line of a file, each with its own log',
     usage: '<file> [flags]',
     about: `Runs one task per non-empty line of <file> (lines starting with # are comments), one after
 another, each with its own run id and log (with --log, the run id is added to the file name).
@@ -202,6 +199,7 @@ would fail the same way. The exit code is the worst of the tasks'.`,
     ],
   },
   config: {
+    summary: 'show the resolved configuration and where each value came from',
     usage: '[flags]',
     about: `Prints every option with its resolved value and where it came from: flag, env, config file
 or default. The API key is never printed: it shows as (set) or (not set). Takes the flags of
@@ -213,6 +211,8 @@ or default. The API key is never printed: it shows as (set) or (not set). Takes 
     ],
   },
   worker: {
+    summary: 'one process of a distributed deployment on NATS',
+    synopsis: '--role <role>',
     usage: '--role planner|generator|evaluator|persistence|coordinator [flags]',
     about: `Starts one process of a distributed deployment on NATS (JetStream). Role workers take their
 role's work from a shared durable queue, so a role scales by starting more of them; the
@@ -232,6 +232,8 @@ for another worker), then the connection closes.`,
     ],
   },
   dashboard: {
+    summary: 'a local web page that shows runs live, from a log or NATS',
+    synopsis: '[flags]',
     usage: '[--log <file>]... [--nats <url>] [--port <n>] [--host <addr>]',
     about: `Serves a read-only web page that shows runs as they go, and after: the run and step
 statecharts with the active state highlighted, the plan, each attempt's score per criterion
@@ -249,6 +251,8 @@ output are visible to anyone who can reach the port. It runs until Ctrl-C.`,
     ],
   },
   follow: {
+    summary: 'show a run of a NATS deployment, from its start, to its end',
+    synopsis: '<runId> [flags]',
     usage: '<runId> [--nats <url>] [--from-seq <n>] [flags]',
     about: `Shows a run of a distributed deployment as 'pge run --nats' shows it: its progress lines
 from its first event (or from --from-seq), read from the JetStream stream, so a run that ended
@@ -263,6 +267,8 @@ exits 3; the run is not touched. 'pge run --nats' prints this command when it st
     ],
   },
   'nats-config': {
+    summary: 'write a nats-server config and one credential per role',
+    synopsis: '--dir <dir>',
     usage: '--dir <dir> [--port <n>] [--host <addr>] [--store-dir <dir>] [--rotate]',
     about: `Writes what a secured deployment needs: <dir>/nats-server.conf (JetStream on, operator mode
 with its accounts preloaded) and one credential per role, <dir>/<role>.creds, for coordinator,
@@ -281,6 +287,8 @@ their owner only. Run again, it keeps the keys and the credentials it issued bef
     ],
   },
   replay: {
+    summary:
+      "re-run a recorded run's charts from its log, with no model call, and check that they produce the recorded events",
     usage: '<log> [--json]',
     about: `Runs the charts of an ended run again with every model call answered from its log (no
 model is called: the replay has no workers, and counts the requests that would have gone to one),
@@ -296,6 +304,8 @@ where the log says, with the reason its closing event records.`,
     ],
   },
   approvals: {
+    summary: 'list the gates runs of a deployment wait at (--approve)',
+    synopsis: '--nats <url>',
     usage: '[--nats <url>] [--json]',
     about: `Lists the gates the runs of a distributed deployment wait at (runs started with --approve,
 or approve in a submission): each run's id, the gate, the step and attempt, since when, and what
@@ -303,6 +313,8 @@ is to be approved. Read from the events stream: a run whose coordinator restarte
     examples: ['pge approvals --nats nats://127.0.0.1:4222', 'NATS_CREDS=client.creds pge approvals --json'],
   },
   approve: {
+    summary: 'approve, or --reject "<reason>", the gate a run waits at',
+    synopsis: '<runId> [flags]',
     usage: '<runId> [--gate plan|contract|step] [--reject "<reason>"] [--nats <url>]',
     about: `Decides the gate a run of a distributed deployment waits at: approves it, or with --reject
 sends the plan back to the planner, the contract back to negotiation or the result back to the
@@ -314,6 +326,9 @@ the command waits until the coordinator has recorded it (approval.decided) and p
     ],
   },
   fork: {
+    summary:
+      'a new run that reuses a recorded run up to step N and calls models from there (other models, retries, budgets: any run flag)',
+    synopsis: '<log> --from-step N',
     usage: '<log> --from-step <n> [--log <new-log>] [flags]',
     about: `Starts a new run (its own id and log) from a recorded one: the parent's plan and every event
 before step <n> started are taken from its log and replayed, so no model is asked again for any
@@ -329,6 +344,7 @@ as the parent left it (files of later steps included, if it got that far).`,
     ],
   },
   graph: {
+    summary: 'print the run or step statechart as Mermaid, DOT or JSON',
     usage: '[flags]',
     about: `Prints a statechart of the harness, read from the machine definitions themselves, so it is
 the chart the code runs: the run (planning, the steps in turn, replans, budget stops, interrupt)
@@ -344,11 +360,6 @@ and transitions as nodes and edges. Calls no model and reads no configuration.`,
     ],
   },
 };
-
-/** The help of `pge` itself. */
-export function topHelp(): string {
-  return TOP;
-}
 
 const EXITS: Record<Command, string> = {
   run: EXIT_CODES,

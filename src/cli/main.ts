@@ -3,9 +3,9 @@ import { PgeError } from '../errors.js';
 import { ExitCode, errorMessage, exitCodeOfError } from './exit-codes.js';
 import type { Command } from './flag-table.js';
 import { type CommandLine, commandMeant, parseCommandLine } from './flags.js';
-import { helpHint, topHelp } from './help.js';
+import { helpHint } from './help.js';
 import { type CliIo, processIo } from './io.js';
-import { commandHelp } from './program.js';
+import { commandHelp, topHelp } from './program.js';
 
 /**
  * The `pge` command line: `run`, `demo`, `resume`, `batch`, `config`, `graph`, `replay`, `fork`, `approvals`, `approve`, `worker`,

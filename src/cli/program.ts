@@ -4,7 +4,7 @@ import { flagsFor } from './command-flags.js';
 import { CLI_DEFAULTS, ENV_VARS } from './defaults.js';
 import { type Command, FLAG_GROUPS, type FlagSpec } from './flag-table.js';
 import { flagValue } from './flag-values.js';
-import { afterFlags, COMMAND_HELP } from './help.js';
+import { AFTER_COMMANDS, afterFlags, COMMAND_HELP, INTRO } from './help.js';
 import { formatDuration, formatSize } from './units.js';
 
 /**
@@ -83,6 +83,9 @@ const LAYOUT: Partial<Help> = {
     term.length <= termWidth
       ? Help.prototype.formatItem.call(helper, term, termWidth, description, helper)
       : `  ${term}\n${Help.prototype.formatItem.call(helper, '', termWidth, description, helper)}`,
+  // In the list of `pge --help`, each command as it is typed.
+  subcommandTerm: (command) =>
+    `pge ${command.name()} ${COMMAND_HELP[command.name() as Command]?.synopsis ?? command.usage()}`,
 };
 
 const groupIndex = (f: FlagSpec) => Object.keys(FLAG_GROUPS).indexOf(f.group);
@@ -91,6 +94,7 @@ function declare(name: Command): CommanderCommand {
   const { usage, about } = COMMAND_HELP[name];
   const command = new CommanderCommand(name)
     .usage(usage)
+    .summary(COMMAND_HELP[name].summary)
     .description(about)
     // Each command checks its own arguments, with a message that says what it takes.
     .allowExcessArguments()
@@ -107,11 +111,23 @@ function declare(name: Command): CommanderCommand {
 /** `pge` and its commands, declared; nothing is parsed yet. */
 export function program(): CommanderCommand {
   const pge = new CommanderCommand('pge')
-    .helpCommand(false)
+    .usage('<command> [flags]')
     .exitOverride()
-    .configureOutput({ writeOut: () => {}, writeErr: () => {}, outputError: () => {} });
+    .configureOutput({ writeOut: () => {}, writeErr: () => {}, outputError: () => {} })
+    .configureHelp(LAYOUT)
+    .addHelpText('before', `${INTRO}\n`)
+    .addHelpText('after', `\n${AFTER_COMMANDS}`)
+    // `main` answers `pge help` and `pge --version` itself; declared here for the help and suggestions.
+    .helpCommand('help [<command>]', 'show the help of a command (or: pge <command> --help)')
+    .addOption(new Option('--version', 'print the version').helpGroup('Flags:'))
+    .addHelpOption(new Option('-h, --help', 'show help').helpGroup('Flags:'));
   for (const name of COMMAND_NAMES) pge.addCommand(declare(name));
   return pge;
+}
+
+/** The help of `pge` itself. */
+export function topHelp(): string {
+  return helpOf(program());
 }
 
 /** One command of `pge`, declared. */
@@ -121,8 +137,13 @@ export function commandOf(name: Command): CommanderCommand {
 
 /** The help of one command, as `pge <command> --help` prints it. */
 export function commandHelp(name: Command): string {
+  return helpOf(commandOf(name));
+}
+
+/** A command's help as commander writes it, with the texts added before and after. */
+function helpOf(command: CommanderCommand): string {
   let text = '';
-  commandOf(name)
+  command
     .configureOutput({
       writeOut: (chunk) => {
         text += chunk;
