@@ -130,9 +130,11 @@ export function topHelp(): string {
   return helpOf(program());
 }
 
-/** One command of `pge`, declared. */
+/** One command of `pge`, declared, under a `pge` of its own (whose name its usage starts with). */
 export function commandOf(name: Command): CommanderCommand {
-  return program().commands.find((command) => command.name() === name)!;
+  const command = declare(name);
+  new CommanderCommand('pge').addCommand(command);
+  return command;
 }
 
 /** The help of one command, as `pge <command> --help` prints it. */
