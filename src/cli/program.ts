@@ -15,7 +15,7 @@ import { formatDuration, formatSize } from './units.js';
  */
 
 /** The order of the commands, as `pge` lists them. */
-export const COMMAND_NAMES: readonly Command[] = [
+const COMMAND_NAMES: readonly Command[] = [
   'run',
   'demo',
   'resume',
@@ -33,7 +33,7 @@ export const COMMAND_NAMES: readonly Command[] = [
 ];
 
 /** An option declared from a row of the flag table, which it keeps for the help. */
-export class FlagOption extends Option {
+class FlagOption extends Option {
   readonly spec: FlagSpec;
   constructor(spec: FlagSpec) {
     const placeholder = spec.value ?? `<${spec.choices?.join('|') ?? 'value'}>`;
@@ -41,8 +41,9 @@ export class FlagOption extends Option {
     this.spec = spec;
     this.helpGroup(`${FLAG_GROUPS[spec.group]}:`);
     if (spec.kind === 'switch') return;
-    if (spec.kind === 'choice' && spec.choices) this.choices(spec.choices);
-    // After `choices`, whose own parser would word a wrong choice in commander's terms.
+    if (spec.choices) this.choices(spec.choices);
+    // After `choices`, whose own parser would word a wrong choice in commander's terms (and cannot
+    // take the comma-separated list of a `choices` flag).
     this.argParser((raw: string, before: unknown) => flagValue(spec, raw, before));
     if (spec.default !== undefined) this.default(spec.default);
   }
@@ -70,8 +71,8 @@ const TERM_WIDTH = 30;
 const LAYOUT: Partial<Help> = {
   helpWidth: 100,
   optionTerm: (option) =>
-    option instanceof FlagOption && option.spec.choices
-      ? `${option.long} ${option.spec.choices.join(option.spec.kind === 'choices' ? ',' : '|')}`
+    option.argChoices
+      ? `${option.long} ${option.argChoices.join(option instanceof FlagOption && option.spec.kind === 'choices' ? ',' : '|')}`
       : option.flags,
   optionDescription: (option) => {
     if (!(option instanceof FlagOption)) return option.description;
