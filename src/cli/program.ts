@@ -91,14 +91,26 @@ const LAYOUT: Partial<Help> = {
 
 const groupIndex = (f: FlagSpec) => Object.keys(FLAG_GROUPS).indexOf(f.group);
 
+/** The commands that take arguments; each checks its own, with a message that says what it takes. */
+const TAKE_ARGUMENTS: readonly Command[] = [
+  'run',
+  'demo',
+  'resume',
+  'batch',
+  'replay',
+  'fork',
+  'approve',
+  'follow',
+];
+
 function declare(name: Command): CommanderCommand {
   const { usage, about } = COMMAND_HELP[name];
   const command = new CommanderCommand(name)
     .usage(usage)
     .summary(COMMAND_HELP[name].summary)
     .description(about)
-    // Each command checks its own arguments, with a message that says what it takes.
-    .allowExcessArguments()
+    // The others take none, and commander refuses any.
+    .allowExcessArguments(TAKE_ARGUMENTS.includes(name))
     .exitOverride()
     .configureOutput({ writeOut: () => {}, writeErr: () => {}, outputError: () => {} })
     .configureHelp(LAYOUT)
