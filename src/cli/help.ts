@@ -122,7 +122,7 @@ export interface CommandHelp {
   examples: string[];
 }
 
-/** What the help of each command says around its flags. */
+/** What the help of each command says around its flags, in the order `pge --help` lists them. */
 export const COMMAND_HELP: Record<Command, CommandHelp> = {
   run: {
     summary: 'run a task with an OpenAI-compatible model',
@@ -210,6 +210,79 @@ or default. The API key is never printed: it shows as (set) or (not set). Takes 
       'PGE_MODEL=gpt-4.1-mini pge config --config team.json',
     ],
   },
+  graph: {
+    summary: 'print the run or step statechart as Mermaid, DOT or JSON',
+    usage: '[flags]',
+    about: `Prints a statechart of the harness, read from the machine definitions themselves, so it is
+the chart the code runs: the run (planning, the steps in turn, replans, budget stops, interrupt)
+or one step (contract negotiation, work, evaluation, refine and pivot retries). Edges are labelled
+with their event ("always" for eventless ones, "done: <actor>" when an invoked call actor answers,
+"error: <actor>" when it fails) and their guard in brackets. Mermaid output renders wherever
+Mermaid does (GitHub markdown, the Mermaid live editor); DOT is for Graphviz; JSON lists the states
+and transitions as nodes and edges. Calls no model and reads no configuration.`,
+    examples: [
+      'pge graph',
+      'pge graph --machine step --format dot | dot -Tsvg > step.svg',
+      'pge graph --machine run --format json > run.json',
+    ],
+  },
+  replay: {
+    summary:
+      "re-run a recorded run's charts from its log, with no model call, and check that they produce the recorded events",
+    usage: '<log> [--json]',
+    about: `Runs the charts of an ended run again with every model call answered from its log (no
+model is called: the replay has no workers, and counts the requests that would have gone to one),
+and checks that they produce the recorded events, one by one, and nothing else. A log replays
+identically unless the charts changed since it was written: use recorded runs as regression
+fixtures. Prints the verdict, or the first event where the replay and the log part; --json prints
+{"runId", "identical", "events", "modelCalls", "firstDifference": {"seq", "problem"} | null}.
+A run interrupted by a person replays through its interruption: the replay interrupts it again
+where the log says, with the reason its closing event records.`,
+    examples: [
+      'pge replay pge_shared_state_<runId>.md',
+      'pge replay pge_shared_state_<runId>.md --json | jq .identical',
+    ],
+  },
+  fork: {
+    summary:
+      'a new run that reuses a recorded run up to step N and calls models from there (other models, retries, budgets: any run flag)',
+    synopsis: '<log> --from-step N',
+    usage: '<log> --from-step <n> [--log <new-log>] [flags]',
+    about: `Starts a new run (its own id and log) from a recorded one: the parent's plan and every event
+before step <n> started are taken from its log and replayed, so no model is asked again for any
+of them, and models are called from step <n> on. The new log's first section names its parent.
+The fork's models are the flags', the environment's or the config file's, else the parent's; the
+bounds, thresholds, budgets and call deadline given as flags replace the parent's, which stand
+for the rest. A flag that would change what happened before step <n> is refused with the first
+difference, before any model is called. The fork's workspace starts as a copy of the parent's,
+as the parent left it (files of later steps included, if it got that far).`,
+    examples: [
+      'pge fork pge_shared_state_<runId>.md --from-step 2 --generator-model gpt-4.1',
+      'pge fork pge_shared_state_<runId>.md --from-step 3 --max-retries 5 --log retry-more.md',
+    ],
+  },
+  approvals: {
+    summary: 'list the gates runs of a deployment wait at (--approve)',
+    synopsis: '--nats <url>',
+    usage: '[--nats <url>] [--json]',
+    about: `Lists the gates the runs of a distributed deployment wait at (runs started with --approve,
+or approve in a submission): each run's id, the gate, the step and attempt, since when, and what
+is to be approved. Read from the events stream: a run whose coordinator restarted is listed still.`,
+    examples: ['pge approvals --nats nats://127.0.0.1:4222', 'NATS_CREDS=client.creds pge approvals --json'],
+  },
+  approve: {
+    summary: 'approve, or --reject "<reason>", the gate a run waits at',
+    synopsis: '<runId> [flags]',
+    usage: '<runId> [--gate plan|contract|step] [--reject "<reason>"] [--nats <url>]',
+    about: `Decides the gate a run of a distributed deployment waits at: approves it, or with --reject
+sends the plan back to the planner, the contract back to negotiation or the result back to the
+generator, with the reason. The decision goes to the run's coordinator on its control subject;
+the command waits until the coordinator has recorded it (approval.decided) and prints it.`,
+    examples: [
+      'pge approve pge-20260301-101500-3f2a9c1e --nats nats://127.0.0.1:4222',
+      'pge approve pge-20260301-101500-3f2a9c1e --gate plan --reject "add a step on safety"',
+    ],
+  },
   worker: {
     summary: 'one process of a distributed deployment on NATS',
     synopsis: '--role <role>',
@@ -284,79 +357,6 @@ their owner only. Run again, it keeps the keys and the credentials it issued bef
       'pge worker --role generator --creds ./nats/generator.creds --nats nats://127.0.0.1:4222',
       'NATS_CREDS=./nats/client.creds pge run "Write a haiku" --nats nats://127.0.0.1:4222',
       'pge nats-config --dir ./nats --rotate && nats-server --signal reload',
-    ],
-  },
-  replay: {
-    summary:
-      "re-run a recorded run's charts from its log, with no model call, and check that they produce the recorded events",
-    usage: '<log> [--json]',
-    about: `Runs the charts of an ended run again with every model call answered from its log (no
-model is called: the replay has no workers, and counts the requests that would have gone to one),
-and checks that they produce the recorded events, one by one, and nothing else. A log replays
-identically unless the charts changed since it was written: use recorded runs as regression
-fixtures. Prints the verdict, or the first event where the replay and the log part; --json prints
-{"runId", "identical", "events", "modelCalls", "firstDifference": {"seq", "problem"} | null}.
-A run interrupted by a person replays through its interruption: the replay interrupts it again
-where the log says, with the reason its closing event records.`,
-    examples: [
-      'pge replay pge_shared_state_<runId>.md',
-      'pge replay pge_shared_state_<runId>.md --json | jq .identical',
-    ],
-  },
-  approvals: {
-    summary: 'list the gates runs of a deployment wait at (--approve)',
-    synopsis: '--nats <url>',
-    usage: '[--nats <url>] [--json]',
-    about: `Lists the gates the runs of a distributed deployment wait at (runs started with --approve,
-or approve in a submission): each run's id, the gate, the step and attempt, since when, and what
-is to be approved. Read from the events stream: a run whose coordinator restarted is listed still.`,
-    examples: ['pge approvals --nats nats://127.0.0.1:4222', 'NATS_CREDS=client.creds pge approvals --json'],
-  },
-  approve: {
-    summary: 'approve, or --reject "<reason>", the gate a run waits at',
-    synopsis: '<runId> [flags]',
-    usage: '<runId> [--gate plan|contract|step] [--reject "<reason>"] [--nats <url>]',
-    about: `Decides the gate a run of a distributed deployment waits at: approves it, or with --reject
-sends the plan back to the planner, the contract back to negotiation or the result back to the
-generator, with the reason. The decision goes to the run's coordinator on its control subject;
-the command waits until the coordinator has recorded it (approval.decided) and prints it.`,
-    examples: [
-      'pge approve pge-20260301-101500-3f2a9c1e --nats nats://127.0.0.1:4222',
-      'pge approve pge-20260301-101500-3f2a9c1e --gate plan --reject "add a step on safety"',
-    ],
-  },
-  fork: {
-    summary:
-      'a new run that reuses a recorded run up to step N and calls models from there (other models, retries, budgets: any run flag)',
-    synopsis: '<log> --from-step N',
-    usage: '<log> --from-step <n> [--log <new-log>] [flags]',
-    about: `Starts a new run (its own id and log) from a recorded one: the parent's plan and every event
-before step <n> started are taken from its log and replayed, so no model is asked again for any
-of them, and models are called from step <n> on. The new log's first section names its parent.
-The fork's models are the flags', the environment's or the config file's, else the parent's; the
-bounds, thresholds, budgets and call deadline given as flags replace the parent's, which stand
-for the rest. A flag that would change what happened before step <n> is refused with the first
-difference, before any model is called. The fork's workspace starts as a copy of the parent's,
-as the parent left it (files of later steps included, if it got that far).`,
-    examples: [
-      'pge fork pge_shared_state_<runId>.md --from-step 2 --generator-model gpt-4.1',
-      'pge fork pge_shared_state_<runId>.md --from-step 3 --max-retries 5 --log retry-more.md',
-    ],
-  },
-  graph: {
-    summary: 'print the run or step statechart as Mermaid, DOT or JSON',
-    usage: '[flags]',
-    about: `Prints a statechart of the harness, read from the machine definitions themselves, so it is
-the chart the code runs: the run (planning, the steps in turn, replans, budget stops, interrupt)
-or one step (contract negotiation, work, evaluation, refine and pivot retries). Edges are labelled
-with their event ("always" for eventless ones, "done: <actor>" when an invoked call actor answers,
-"error: <actor>" when it fails) and their guard in brackets. Mermaid output renders wherever
-Mermaid does (GitHub markdown, the Mermaid live editor); DOT is for Graphviz; JSON lists the states
-and transitions as nodes and edges. Calls no model and reads no configuration.`,
-    examples: [
-      'pge graph',
-      'pge graph --machine step --format dot | dot -Tsvg > step.svg',
-      'pge graph --machine run --format json > run.json',
     ],
   },
 };

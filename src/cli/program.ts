@@ -14,24 +14,6 @@ import { formatDuration, formatSize } from './units.js';
  * into errors, which `flags.ts` words as pge words them.
  */
 
-/** The order of the commands, as `pge` lists them. */
-const COMMAND_NAMES: readonly Command[] = [
-  'run',
-  'demo',
-  'resume',
-  'batch',
-  'config',
-  'graph',
-  'replay',
-  'fork',
-  'approvals',
-  'approve',
-  'worker',
-  'dashboard',
-  'follow',
-  'nats-config',
-];
-
 /** An option declared from a row of the flag table, which it keeps for the help. */
 class FlagOption extends Option {
   readonly spec: FlagSpec;
@@ -134,7 +116,7 @@ export function program(): CommanderCommand {
     .helpCommand('help [<command>]', 'show the help of a command (or: pge <command> --help)')
     .addOption(new Option('--version', 'print the version').helpGroup('Flags:'))
     .addHelpOption(new Option('-h, --help', 'show help').helpGroup('Flags:'));
-  for (const name of COMMAND_NAMES) pge.addCommand(declare(name));
+  for (const name of Object.keys(COMMAND_HELP) as Command[]) pge.addCommand(declare(name));
   return pge;
 }
 
