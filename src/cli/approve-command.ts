@@ -27,7 +27,6 @@ function whoAmI(io: CliIo): string {
 
 /** `pge approvals`: one line per gate a run waits at (or the list as JSON). */
 export async function approvalsCommand(line: CommandLine, io: CliIo): Promise<number> {
-  if (line.positionals.length > 0) throw new ConfigurationError('pge approvals takes no arguments');
   const bus = await connect(line, io, 'pge-approvals');
   try {
     const pending = await pendingApprovals(bus);

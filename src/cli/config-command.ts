@@ -1,4 +1,3 @@
-import { ConfigurationError } from '../errors.js';
 import { describeConfig, resolveConfig, showLine } from './config.js';
 import { CONFIG_FILE_NAME, ENV_VARS } from './defaults.js';
 import type { CommandLine } from './flags.js';
@@ -11,8 +10,6 @@ import type { CliIo } from './io.js';
 
 /** `pge config [flags]`. */
 export async function configCommand(line: CommandLine, io: CliIo): Promise<number> {
-  if (line.positionals.length > 0)
-    throw new ConfigurationError(`pge config takes no arguments, got "${line.positionals.join(' ')}"`);
   const config = resolveConfig({ flags: line.flags, env: io.env, cwd: io.cwd });
   const lines = describeConfig(config, io.cwd);
   if (line.flags.json) {

@@ -122,6 +122,8 @@ export function resolveConfig(input: ConfigInput): ResolvedConfig {
   };
   for (const [key, value] of Object.entries(file?.values ?? {})) set(key as ConfigKey, value, 'config file');
   if (!input.flagsOnly) {
+    // Not commander's `Option.env`: it reads `process.env`, where this reads the environment it is
+    // handed (a test's, or none for `pge demo`), and it has no config-file layer under the variables.
     for (const [name, key] of ENV_VARS) {
       const value = env[name];
       // An empty variable is unset, as the OpenAI SDK reads it.

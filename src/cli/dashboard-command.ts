@@ -20,8 +20,6 @@ interface DashboardCommand {
 
 /** The sources and address of a dashboard command line; the flag table supplies the defaults. */
 function dashboardOf(line: CommandLine, io: CliIo): DashboardCommand {
-  if (line.positionals.length > 0)
-    throw new ConfigurationError(`pge dashboard takes no arguments, got "${line.positionals.join(' ')}"`);
   const values = line.flags.values;
   const logs = (values.log as string[] | undefined) ?? [];
   const nats = line.flags.nats ?? (logs.length === 0 ? io.env.NATS_URL?.trim() : undefined);

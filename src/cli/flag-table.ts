@@ -9,9 +9,9 @@ import {
 } from '../schemas/setting-values.js';
 
 /**
- * The flags of the CLI, declared once: parsing, the conversion of a flag's text into a value and
- * the help all come from this table (and its second half, the flags of single commands in
- * `command-flags.ts`), so a flag cannot be parsed without being documented, or documented without
+ * The flags of the CLI, declared once: each command's commander options are declared from this
+ * table (and its second half, the flags of single commands in `command-flags.ts`; see
+ * `program.ts`), so a flag cannot be parsed without being documented, or documented without
  * being parsed. Choices and defaults come from the settings of `src/schemas` (their zod-free half,
  * so that the help loads fast).
  */
@@ -415,7 +415,7 @@ export const DEPLOYMENT_FLAGS: readonly FlagSpec[] = inGroup('nats', [
     kind: 'integer',
     option: 'replicas',
     value: '<n>',
-    help: 'Servers of a JetStream cluster that keep each pge stream and the run-lease bucket: 1, 3 or 5 (also: PGE_REPLICAS); an existing stream with another count is refused',
+    help: 'Servers of a JetStream cluster that keep each pge stream and the run-lease bucket: 1, 3 or 5; an existing stream with another count is refused',
   },
 ]);
 

@@ -1,9 +1,11 @@
-import { OPTION_DEFAULTS } from '../schemas/setting-values.js';
-import { flagsFor } from './command-flags.js';
-import { CLI_DEFAULTS, CONFIG_FILE_NAME, DEMO_TASK } from './defaults.js';
-import { type Command, FLAG_GROUPS, type FlagSpec } from './flag-table.js';
+import { CONFIG_FILE_NAME, DEMO_TASK } from './defaults.js';
+import type { Command } from './flag-table.js';
 
-/** The help texts: one per command, the flag lists generated from the flag table. */
+/**
+ * The prose of the help: pge's own, and each command's usage, description, exit codes and
+ * examples. The flag lists between them are commander's, generated from each command's declared
+ * options (`program.ts`).
+ */
 
 const EXIT_CODES = `Exit codes:
   0    every step passed
@@ -77,36 +79,14 @@ const CONFIGURATION = `Configuration, highest precedence first:
   4. defaults
   'pge config' shows the result and where each value came from.`;
 
-const TOP = `pge: a Planner-Generator-Evaluator harness. A planner turns a task into steps and a graded
+/** What the help of `pge` says before its commands. */
+export const INTRO = `pge: a Planner-Generator-Evaluator harness. A planner turns a task into steps and a graded
 rubric; for each step a generator and an evaluator agree a contract, the generator does the work,
 the evaluator scores it against hard thresholds, and failed attempts are retried (refine or pivot).
-Every event is recorded in a markdown log.
+Every event is recorded in a markdown log.`;
 
-Usage:
-  pge run "<task>" [flags]      run a task with an OpenAI-compatible model
-  pge demo ["<task>"] [flags]   run the whole loop offline with a built-in demo model (not an AI)
-  pge resume <log> [flags]      continue a run whose process died, from its log, in the same file
-                                (--nats <url> <runId>: have a deployment take a run over now)
-  pge batch <file> [flags]      run one task per line of a file, each with its own log
-  pge config [flags]            show the resolved configuration and where each value came from
-  pge graph [flags]             print the run or step statechart as Mermaid, DOT or JSON
-  pge replay <log> [--json]     re-run a recorded run's charts from its log, with no model call,
-                                and check that they produce the recorded events
-  pge fork <log> --from-step N  a new run that reuses a recorded run up to step N and calls models
-                                from there (other models, retries, budgets: any run flag)
-  pge approvals --nats <url>    list the gates runs of a deployment wait at (--approve)
-  pge approve <runId> [flags]   approve, or --reject "<reason>", the gate a run waits at
-  pge worker --role <role>      one process of a distributed deployment on NATS
-  pge dashboard [flags]         a local web page that shows runs live, from a log or NATS
-  pge follow <runId> [flags]    show a run of a NATS deployment, from its start, to its end
-  pge nats-config --dir <dir>   write a nats-server config and one credential per role
-  pge help [<command>]          show the help of a command (or: pge <command> --help)
-
-Flags:
-  -h, --help                    show help
-  --version                     print the version
-
-Progress goes to stderr; stdout carries only the result, so 'pge run … > out.md' keeps the artifact.
+/** What the help of `pge` says after its commands and flags. */
+export const AFTER_COMMANDS = `Progress goes to stderr; stdout carries only the result, so 'pge run … > out.md' keeps the artifact.
 
 ${CONFIGURATION}
 
@@ -129,9 +109,24 @@ Examples:
   pge nats-config --dir nats && nats-server -c nats/nats-server.conf
   pge dashboard --log pge_shared_state_<runId>.md`;
 
-const COMMANDS: Record<Command, { usage: string; about: string; examples: string[] }> = {
+/** What the help says of each command. */
+export interface CommandHelp {
+  /** Its line in the list of `pge --help`. */
+  summary: string;
+  /** What follows `pge <command> ` in that list, when shorter than `usage`. */
+  synopsis?: string;
+  /** What follows `pge <command> ` in its own help. */
+  usage: string;
+  /** Its own help's text before the flags. */
+  about: string;
+  examples: string[];
+}
+
+/** What the help of each command says around its flags, in the order `pge --help` lists them. */
+export const COMMAND_HELP: Record<Command, CommandHelp> = {
   run: {
-    usage: 'pge run "<task>" [flags]',
+    summary: 'run a task with an OpenAI-compatible model',
+    usage: '"<task>" [flags]',
     about: `Plans the task, runs every step through contract, work and evaluation, and prints the
 result on stdout: the final artifact (or the transcript, with --output-type), then the summary
 line with the path of the log; with an --output-type of dict, list, json or yaml the summary goes to
@@ -145,7 +140,8 @@ stderr, so that stdout parses. With --json it prints the result object instead.`
     ],
   },
   demo: {
-    usage: 'pge demo ["<task>"] [flags]',
+    summary: 'run the whole loop offline with a built-in demo model (not an AI)',
+    usage: '["<task>"] [flags]',
     about: `Runs the whole loop offline with a built-in demo model: scripted templates, not an AI. It
 needs no API key and sends nothing anywhere. Its script shows a contract amendment, a failed
 attempt, a refine and a pivot; every step passes in the end. It reads neither the environment
@@ -159,7 +155,10 @@ Default task: "${DEMO_TASK}".`,
     ],
   },
   resume: {
-    usage: 'pge resume <log-file> [flags]   |   pge resume --nats <url> <runId>',
+    summary:
+      'continue a run whose process died, from its log, in the same file (--nats <url> <runId>: have a deployment take a run over now)',
+    synopsis: '<log> [flags]',
+    usage: '<log-file> [flags]   |   pge resume --nats <url> <runId>',
     about: `Continues a run whose process died (killed, a power loss) from its markdown log, in the same
 file. The run is rebuilt from the log's events without asking any model again for an answer the log
 holds; only a call in flight at the crash is asked again. A "RUN RESUMED" section marks where it
@@ -187,7 +186,8 @@ was down, or its lease was lost).`,
     ],
   },
   batch: {
-    usage: 'pge batch <file> [flags]',
+    summary: 'run one task per line of a file, each with its own log',
+    usage: '<file> [flags]',
     about: `Runs one task per non-empty line of <file> (lines starting with # are comments), one after
 another, each with its own run id and log (with --log, the run id is added to the file name).
 Prints one summary line per task on stdout (with --json, an array of results). After a model
@@ -199,7 +199,8 @@ would fail the same way. The exit code is the worst of the tasks'.`,
     ],
   },
   config: {
-    usage: 'pge config [flags]',
+    summary: 'show the resolved configuration and where each value came from',
+    usage: '[flags]',
     about: `Prints every option with its resolved value and where it came from: flag, env, config file
 or default. The API key is never printed: it shows as (set) or (not set). Takes the flags of
 'pge run', so you can check what a command line would do. With --json it prints the same as JSON.`,
@@ -209,8 +210,83 @@ or default. The API key is never printed: it shows as (set) or (not set). Takes 
       'PGE_MODEL=gpt-4.1-mini pge config --config team.json',
     ],
   },
+  graph: {
+    summary: 'print the run or step statechart as Mermaid, DOT or JSON',
+    usage: '[flags]',
+    about: `Prints a statechart of the harness, read from the machine definitions themselves, so it is
+the chart the code runs: the run (planning, the steps in turn, replans, budget stops, interrupt)
+or one step (contract negotiation, work, evaluation, refine and pivot retries). Edges are labelled
+with their event ("always" for eventless ones, "done: <actor>" when an invoked call actor answers,
+"error: <actor>" when it fails) and their guard in brackets. Mermaid output renders wherever
+Mermaid does (GitHub markdown, the Mermaid live editor); DOT is for Graphviz; JSON lists the states
+and transitions as nodes and edges. Calls no model and reads no configuration.`,
+    examples: [
+      'pge graph',
+      'pge graph --machine step --format dot | dot -Tsvg > step.svg',
+      'pge graph --machine run --format json > run.json',
+    ],
+  },
+  replay: {
+    summary:
+      "re-run a recorded run's charts from its log, with no model call, and check that they produce the recorded events",
+    usage: '<log> [--json]',
+    about: `Runs the charts of an ended run again with every model call answered from its log (no
+model is called: the replay has no workers, and counts the requests that would have gone to one),
+and checks that they produce the recorded events, one by one, and nothing else. A log replays
+identically unless the charts changed since it was written: use recorded runs as regression
+fixtures. Prints the verdict, or the first event where the replay and the log part; --json prints
+{"runId", "identical", "events", "modelCalls", "firstDifference": {"seq", "problem"} | null}.
+A run interrupted by a person replays through its interruption: the replay interrupts it again
+where the log says, with the reason its closing event records.`,
+    examples: [
+      'pge replay pge_shared_state_<runId>.md',
+      'pge replay pge_shared_state_<runId>.md --json | jq .identical',
+    ],
+  },
+  fork: {
+    summary:
+      'a new run that reuses a recorded run up to step N and calls models from there (other models, retries, budgets: any run flag)',
+    synopsis: '<log> --from-step N',
+    usage: '<log> --from-step <n> [--log <new-log>] [flags]',
+    about: `Starts a new run (its own id and log) from a recorded one: the parent's plan and every event
+before step <n> started are taken from its log and replayed, so no model is asked again for any
+of them, and models are called from step <n> on. The new log's first section names its parent.
+The fork's models are the flags', the environment's or the config file's, else the parent's; the
+bounds, thresholds, budgets and call deadline given as flags replace the parent's, which stand
+for the rest. A flag that would change what happened before step <n> is refused with the first
+difference, before any model is called. The fork's workspace starts as a copy of the parent's,
+as the parent left it (files of later steps included, if it got that far).`,
+    examples: [
+      'pge fork pge_shared_state_<runId>.md --from-step 2 --generator-model gpt-4.1',
+      'pge fork pge_shared_state_<runId>.md --from-step 3 --max-retries 5 --log retry-more.md',
+    ],
+  },
+  approvals: {
+    summary: 'list the gates runs of a deployment wait at (--approve)',
+    synopsis: '--nats <url>',
+    usage: '[--nats <url>] [--json]',
+    about: `Lists the gates the runs of a distributed deployment wait at (runs started with --approve,
+or approve in a submission): each run's id, the gate, the step and attempt, since when, and what
+is to be approved. Read from the events stream: a run whose coordinator restarted is listed still.`,
+    examples: ['pge approvals --nats nats://127.0.0.1:4222', 'NATS_CREDS=client.creds pge approvals --json'],
+  },
+  approve: {
+    summary: 'approve, or --reject "<reason>", the gate a run waits at',
+    synopsis: '<runId> [flags]',
+    usage: '<runId> [--gate plan|contract|step] [--reject "<reason>"] [--nats <url>]',
+    about: `Decides the gate a run of a distributed deployment waits at: approves it, or with --reject
+sends the plan back to the planner, the contract back to negotiation or the result back to the
+generator, with the reason. The decision goes to the run's coordinator on its control subject;
+the command waits until the coordinator has recorded it (approval.decided) and prints it.`,
+    examples: [
+      'pge approve pge-20260301-101500-3f2a9c1e --nats nats://127.0.0.1:4222',
+      'pge approve pge-20260301-101500-3f2a9c1e --gate plan --reject "add a step on safety"',
+    ],
+  },
   worker: {
-    usage: 'pge worker --role planner|generator|evaluator|persistence|coordinator [flags]',
+    summary: 'one process of a distributed deployment on NATS',
+    synopsis: '--role <role>',
+    usage: '--role planner|generator|evaluator|persistence|coordinator [flags]',
     about: `Starts one process of a distributed deployment on NATS (JetStream). Role workers take their
 role's work from a shared durable queue, so a role scales by starting more of them; the
 persistence worker writes every run's log (to --working-dir) from a durable consumer; a
@@ -229,7 +305,9 @@ for another worker), then the connection closes.`,
     ],
   },
   dashboard: {
-    usage: 'pge dashboard [--log <file>]... [--nats <url>] [--port <n>] [--host <addr>]',
+    summary: 'a local web page that shows runs live, from a log or NATS',
+    synopsis: '[flags]',
+    usage: '[--log <file>]... [--nats <url>] [--port <n>] [--host <addr>]',
     about: `Serves a read-only web page that shows runs as they go, and after: the run and step
 statecharts with the active state highlighted, the plan, each attempt's score per criterion
 against its threshold, the contract rounds, the refine and pivot decisions, tokens, cost and time
@@ -246,7 +324,9 @@ output are visible to anyone who can reach the port. It runs until Ctrl-C.`,
     ],
   },
   follow: {
-    usage: 'pge follow <runId> [--nats <url>] [--from-seq <n>] [flags]',
+    summary: 'show a run of a NATS deployment, from its start, to its end',
+    synopsis: '<runId> [flags]',
+    usage: '<runId> [--nats <url>] [--from-seq <n>] [flags]',
     about: `Shows a run of a distributed deployment as 'pge run --nats' shows it: its progress lines
 from its first event (or from --from-seq), read from the JetStream stream, so a run that ended
 long ago shows the same lines as one still going, and a reconnect or a server restart loses
@@ -260,7 +340,9 @@ exits 3; the run is not touched. 'pge run --nats' prints this command when it st
     ],
   },
   'nats-config': {
-    usage: 'pge nats-config --dir <dir> [--port <n>] [--host <addr>] [--store-dir <dir>] [--rotate]',
+    summary: 'write a nats-server config and one credential per role',
+    synopsis: '--dir <dir>',
+    usage: '--dir <dir> [--port <n>] [--host <addr>] [--store-dir <dir>] [--rotate]',
     about: `Writes what a secured deployment needs: <dir>/nats-server.conf (JetStream on, operator mode
 with its accounts preloaded) and one credential per role, <dir>/<role>.creds, for coordinator,
 planner, generator, evaluator, persistence, client (submits runs, follows them, sends control) and
@@ -277,129 +359,7 @@ their owner only. Run again, it keeps the keys and the credentials it issued bef
       'pge nats-config --dir ./nats --rotate && nats-server --signal reload',
     ],
   },
-  replay: {
-    usage: 'pge replay <log> [--json]',
-    about: `Runs the charts of an ended run again with every model call answered from its log (no
-model is called: the replay has no workers, and counts the requests that would have gone to one),
-and checks that they produce the recorded events, one by one, and nothing else. A log replays
-identically unless the charts changed since it was written: use recorded runs as regression
-fixtures. Prints the verdict, or the first event where the replay and the log part; --json prints
-{"runId", "identical", "events", "modelCalls", "firstDifference": {"seq", "problem"} | null}.
-A run interrupted by a person replays through its interruption: the replay interrupts it again
-where the log says, with the reason its closing event records.`,
-    examples: [
-      'pge replay pge_shared_state_<runId>.md',
-      'pge replay pge_shared_state_<runId>.md --json | jq .identical',
-    ],
-  },
-  approvals: {
-    usage: 'pge approvals [--nats <url>] [--json]',
-    about: `Lists the gates the runs of a distributed deployment wait at (runs started with --approve,
-or approve in a submission): each run's id, the gate, the step and attempt, since when, and what
-is to be approved. Read from the events stream: a run whose coordinator restarted is listed still.`,
-    examples: ['pge approvals --nats nats://127.0.0.1:4222', 'NATS_CREDS=client.creds pge approvals --json'],
-  },
-  approve: {
-    usage: 'pge approve <runId> [--gate plan|contract|step] [--reject "<reason>"] [--nats <url>]',
-    about: `Decides the gate a run of a distributed deployment waits at: approves it, or with --reject
-sends the plan back to the planner, the contract back to negotiation or the result back to the
-generator, with the reason. The decision goes to the run's coordinator on its control subject;
-the command waits until the coordinator has recorded it (approval.decided) and prints it.`,
-    examples: [
-      'pge approve pge-20260301-101500-3f2a9c1e --nats nats://127.0.0.1:4222',
-      'pge approve pge-20260301-101500-3f2a9c1e --gate plan --reject "add a step on safety"',
-    ],
-  },
-  fork: {
-    usage: 'pge fork <log> --from-step <n> [--log <new-log>] [flags]',
-    about: `Starts a new run (its own id and log) from a recorded one: the parent's plan and every event
-before step <n> started are taken from its log and replayed, so no model is asked again for any
-of them, and models are called from step <n> on. The new log's first section names its parent.
-The fork's models are the flags', the environment's or the config file's, else the parent's; the
-bounds, thresholds, budgets and call deadline given as flags replace the parent's, which stand
-for the rest. A flag that would change what happened before step <n> is refused with the first
-difference, before any model is called. The fork's workspace starts as a copy of the parent's,
-as the parent left it (files of later steps included, if it got that far).`,
-    examples: [
-      'pge fork pge_shared_state_<runId>.md --from-step 2 --generator-model gpt-4.1',
-      'pge fork pge_shared_state_<runId>.md --from-step 3 --max-retries 5 --log retry-more.md',
-    ],
-  },
-  graph: {
-    usage: 'pge graph [flags]',
-    about: `Prints a statechart of the harness, read from the machine definitions themselves, so it is
-the chart the code runs: the run (planning, the steps in turn, replans, budget stops, interrupt)
-or one step (contract negotiation, work, evaluation, refine and pivot retries). Edges are labelled
-with their event ("always" for eventless ones, "done: <actor>" when an invoked call actor answers,
-"error: <actor>" when it fails) and their guard in brackets. Mermaid output renders wherever
-Mermaid does (GitHub markdown, the Mermaid live editor); DOT is for Graphviz; JSON lists the states
-and transitions as nodes and edges. Calls no model and reads no configuration.`,
-    examples: [
-      'pge graph',
-      'pge graph --machine step --format dot | dot -Tsvg > step.svg',
-      'pge graph --machine run --format json > run.json',
-    ],
-  },
 };
-
-/** A number of milliseconds or bytes in the largest unit it is a whole number of, as the flag takes it. */
-function inUnits(value: number, units: readonly (readonly [string, number])[]): string {
-  const [name, size] = units.find(([, size]) => value !== 0 && value % size === 0) ?? units.at(-1)!;
-  return `${value / size}${name}`;
-}
-
-const TIME_UNITS = [
-  ['d', 86_400_000],
-  ['h', 3_600_000],
-  ['m', 60_000],
-  ['s', 1000],
-  ['ms', 1],
-] as const;
-const SIZE_UNITS = [
-  ['G', 1024 ** 3],
-  ['M', 1024 ** 2],
-  ['K', 1024],
-  ['', 1],
-] as const;
-
-/** The default a flag's help names: the CLI's and the library's when they differ. */
-function defaultOf(f: FlagSpec): string {
-  const library = f.option ? (OPTION_DEFAULTS as Record<string, unknown>)[f.option] : f.default;
-  const cli = f.option ? CLI_DEFAULTS[f.option] : undefined;
-  if (cli !== undefined && cli !== library) return ` (default ${cli}; the library's: ${library})`;
-  if (typeof library === 'number' && (f.kind === 'duration' || f.kind === 'size'))
-    return ` (default ${inUnits(library, f.kind === 'duration' ? TIME_UNITS : SIZE_UNITS)})`;
-  return library === undefined ? '' : ` (default ${library})`;
-}
-
-function flagLines(flags: readonly FlagSpec[]): string {
-  const label = (f: FlagSpec) =>
-    `--${f.name}${f.choices ? ` ${f.choices.join(f.kind === 'choices' ? ',' : '|')}` : f.value ? ` ${f.value}` : ''}`;
-  // The help fits 100 columns: a label longer than its column gets a line of its own, and the
-  // text wraps at word boundaries under its column.
-  const width = 30;
-  const indent = `\n  ${' '.repeat(width)}`;
-  const wrap = (text: string) =>
-    text
-      .replace(new RegExp(`(.{1,${100 - width - 2}})(?: +|$)`, 'g'), `$1${indent}`)
-      .slice(0, -indent.length);
-  const row = (name: string, text: string) =>
-    `  ${name}${name.length >= width ? indent : ' '.repeat(width - name.length)}${wrap(text)}`;
-  const sections = Object.entries(FLAG_GROUPS).flatMap(([group, title]) => {
-    const inGroup = flags.filter((f) => f.group === group);
-    if (inGroup.length === 0) return [];
-    const rows = inGroup.map((f) =>
-      row(label(f), `${f.help}${defaultOf(f)}${f.option ? ` [${f.option}]` : ''}`),
-    );
-    return [`${title}:\n${rows.join('\n')}`];
-  });
-  return `${sections.join('\n\n')}\n${row('-h, --help', 'Show this help')}`;
-}
-
-/** The help of `pge` itself. */
-export function topHelp(): string {
-  return TOP;
-}
 
 const EXITS: Record<Command, string> = {
   run: EXIT_CODES,
@@ -418,23 +378,14 @@ const EXITS: Record<Command, string> = {
   'nats-config': NATS_CONFIG_EXIT_CODES,
 };
 
-/** The help of one command. */
-export function commandHelp(command: Command): string {
-  const { usage, about, examples } = COMMANDS[command];
+/** What the help of a command says after its flags: configuration, exit codes and examples. */
+export function afterFlags(command: Command): string {
   // Only the commands that read the environment and a config file explain them.
   const configuration = ['run', 'resume', 'fork', 'batch', 'config', 'worker', 'follow'].includes(command)
-    ? `\n\n${CONFIGURATION}`
+    ? `${CONFIGURATION}\n\n`
     : '';
-  return `Usage: ${usage}
-
-${about}
-
-${flagLines(flagsFor(command))}${configuration}
-
-${EXITS[command]}
-
-Examples:
-${examples.map((e) => `  ${e}`).join('\n')}`;
+  const examples = COMMAND_HELP[command].examples.map((e) => `  ${e}`).join('\n');
+  return `${configuration}${EXITS[command]}\n\nExamples:\n${examples}`;
 }
 
 /** The line that follows a usage error. */

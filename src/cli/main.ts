@@ -2,16 +2,17 @@ import { readFileSync } from 'node:fs';
 import { PgeError } from '../errors.js';
 import { ExitCode, errorMessage, exitCodeOfError } from './exit-codes.js';
 import type { Command } from './flag-table.js';
-import { type CommandLine, closest, parseCommandLine } from './flags.js';
-import { commandHelp, helpHint, topHelp } from './help.js';
+import { type CommandLine, commandMeant, parseCommandLine } from './flags.js';
+import { helpHint } from './help.js';
 import { type CliIo, processIo } from './io.js';
+import { commandHelp, topHelp } from './program.js';
 
 /**
  * The `pge` command line: `run`, `demo`, `resume`, `batch`, `config`, `graph`, `replay`, `fork`, `approvals`, `approve`, `worker`,
  * `dashboard`, `follow`, `help`.
  * `bin/pge.js` calls `main` and exits with the code it returns; `main` closes everything it opened,
- * so nothing else is needed. Every command's line is parsed here, from the flag table, and only
- * then is the command's module loaded.
+ * so nothing else is needed. Every command's line is parsed here, by commander against the options
+ * the command declares (`program.ts`), and only then is the command's module loaded.
  */
 
 type RunsCommandLine = (line: CommandLine, io: CliIo) => Promise<number>;
@@ -79,7 +80,7 @@ export async function main(argv: string[], io: CliIo = processIo()): Promise<num
       return ExitCode.passed;
     }
     if (command === null) {
-      const guess = closest(first, Object.keys(COMMANDS));
+      const guess = first.startsWith('-') ? undefined : commandMeant(first);
       const what = first.startsWith('-')
         ? `unknown flag ${first} (flags go after the command)`
         : `unknown command "${first}"${guess ? ` (did you mean ${guess}?)` : ''}`;

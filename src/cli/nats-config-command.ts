@@ -11,8 +11,6 @@ import type { CliIo } from './io.js';
  */
 export async function natsConfigCommand(line: CommandLine, io: CliIo): Promise<number> {
   const { values } = line.flags;
-  if (line.positionals.length > 0)
-    throw new ConfigurationError(`pge nats-config takes no arguments, got "${line.positionals.join(' ')}"`);
   if (typeof values.dir !== 'string' || values.dir === '')
     throw new ConfigurationError('pge nats-config needs --dir <dir>');
   const dir = values.dir;

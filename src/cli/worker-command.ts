@@ -66,8 +66,6 @@ export interface WorkerPlan {
  */
 export function workerPlan(line: CommandLine, io: Pick<CliIo, 'env' | 'cwd'>): WorkerPlan {
   const { values } = line.flags;
-  if (line.positionals.length > 0)
-    throw new ConfigurationError(`pge worker takes no arguments, got "${line.positionals.join(' ')}"`);
   if (values.role === undefined)
     throw new ConfigurationError(`pge worker needs --role ${WORKER_ROLES.join('|')}`);
   const role = values.role as WorkerRole;

@@ -153,6 +153,30 @@ describe('flag values', () => {
     expect(parseCommandLine('run', ['--max-steps', 'many', '--help']).help).toBe(true);
   });
 
+  it('takes a value that starts with "-" only after "=", and nothing after "--" as a flag', () => {
+    expect(flags('--model=-odd', '--temperature', '-0.5').options).toEqual({
+      modelName: '-odd',
+      temperature: -0.5,
+    });
+    expect(() => flags('--model', '-odd')).toThrow(
+      '--model needs a value: --model <name>; a value that starts with "-" goes after "=": --model=-odd',
+    );
+    expect(() => flags('--max-steps')).toThrow('--max-steps needs a value: --max-steps <n>');
+    expect(() => flags('--json=yes')).toThrow('--json takes no value');
+    const line = parseCommandLine('run', ['--json', '--', '--help', '--max-steps']);
+    expect(line.help).toBe(false);
+    expect(line.positionals).toEqual(['--help', '--max-steps']);
+    expect(line.flags.json).toBe(true);
+  });
+
+  it('suggests the flag a typo meant among the command’s own, and names a flag of another command', () => {
+    expect(() => flags('--max-retires', '2')).toThrow(
+      /^unknown flag --max-retires; did you mean --max-retries\?$/,
+    );
+    expect(() => parseCommandLine('graph', ['--nats', 'x'])).toThrow(/^pge graph does not take --nats$/);
+    expect(() => flags('--zzzzzzzz')).toThrow(/^unknown flag --zzzzzzzz$/);
+  });
+
   it('gives pge demo no flag that configures a model server', () => {
     expect(() => parseCommandLine('demo', ['--base-url', 'http://x'])).toThrow(
       /pge demo does not take --base-url/,

@@ -72,6 +72,15 @@ describe('flag mistakes', () => {
     );
   });
 
+  it.each(['config', 'graph', 'approvals', 'worker', 'dashboard', 'nats-config'])(
+    'says pge %s takes no arguments, before it reads anything else',
+    async (command) => {
+      expect(await usageError([command, 'extra', 'words'])).toBe(
+        `pge: pge ${command} takes no arguments, got "extra words"\nRun 'pge ${command} --help' for usage.\n`,
+      );
+    },
+  );
+
   it('fails fast on a working directory that cannot be created (procfs)', async () => {
     // A recursive mkdir under /proc never returns: the file system answers ENOENT for ever.
     const dir = `/proc/pge-${process.pid}/logs`;

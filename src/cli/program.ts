@@ -1,0 +1,151 @@
+import { Command as CommanderCommand, Help, Option } from 'commander';
+import { OPTION_DEFAULTS } from '../schemas/setting-values.js';
+import { flagsFor } from './command-flags.js';
+import { CLI_DEFAULTS, ENV_VARS } from './defaults.js';
+import { type Command, FLAG_GROUPS, type FlagSpec } from './flag-table.js';
+import { flagValue } from './flag-values.js';
+import { AFTER_COMMANDS, afterFlags, COMMAND_HELP, INTRO } from './help.js';
+import { formatDuration, formatSize } from './units.js';
+
+/**
+ * The commands of `pge` as commander declares them: each command's options come from the flag
+ * table, with their argument parsers, defaults and help sections, and commander parses the command
+ * line and writes the help. Nothing here prints or exits: `exitOverride` turns commander's exits
+ * into errors, which `flags.ts` words as pge words them.
+ */
+
+/** An option declared from a row of the flag table, which it keeps for the help. */
+class FlagOption extends Option {
+  readonly spec: FlagSpec;
+  constructor(spec: FlagSpec) {
+    const placeholder = spec.value ?? `<${spec.choices?.join('|') ?? 'value'}>`;
+    super(`--${spec.name}${spec.kind === 'switch' ? '' : ` ${placeholder}`}`, spec.help);
+    this.spec = spec;
+    this.helpGroup(`${FLAG_GROUPS[spec.group]}:`);
+    if (spec.kind === 'switch') return;
+    if (spec.choices) this.choices(spec.choices);
+    // After `choices`, whose own parser would word a wrong choice in commander's terms (and cannot
+    // take the comma-separated list of a `choices` flag).
+    this.argParser((raw: string, before: unknown) => flagValue(spec, raw, before));
+    if (spec.default !== undefined) this.default(spec.default);
+  }
+}
+
+/** The default a flag's help names: the CLI's and the library's when they differ. */
+function defaultOf(f: FlagSpec): string {
+  const library = f.option ? (OPTION_DEFAULTS as Record<string, unknown>)[f.option] : f.default;
+  const cli = f.option ? CLI_DEFAULTS[f.option] : undefined;
+  if (cli !== undefined && cli !== library) return ` (default ${cli}; the library's: ${library})`;
+  if (typeof library === 'number' && f.kind === 'duration') return ` (default ${formatDuration(library)})`;
+  if (typeof library === 'number' && f.kind === 'size') return ` (default ${formatSize(library)})`;
+  return library === undefined ? '' : ` (default ${library})`;
+}
+
+const envOf = (f: FlagSpec): string => {
+  const variable = ENV_VARS.find(([, key]) => key === f.option)?.[0];
+  return variable ? ` (env: ${variable})` : '';
+};
+
+/** A term wider than this gets a line of its own, so that the descriptions keep a wide column. */
+const TERM_WIDTH = 30;
+
+/** Commander's help, in pge's words: choices in the term, the default, variable and option after the text. */
+const LAYOUT: Partial<Help> = {
+  helpWidth: 100,
+  optionTerm: (option) =>
+    option.argChoices
+      ? `${option.long} ${option.argChoices.join(option instanceof FlagOption && option.spec.kind === 'choices' ? ',' : '|')}`
+      : option.flags,
+  optionDescription: (option) => {
+    if (!(option instanceof FlagOption)) return option.description;
+    const f = option.spec;
+    return `${f.help}${defaultOf(f)}${envOf(f)}${f.option ? ` [${f.option}]` : ''}`;
+  },
+  padWidth: (cmd, helper) => Math.min(TERM_WIDTH, Help.prototype.padWidth.call(helper, cmd, helper)),
+  formatItem: (term, termWidth, description, helper) =>
+    term.length <= termWidth
+      ? Help.prototype.formatItem.call(helper, term, termWidth, description, helper)
+      : `  ${term}\n${Help.prototype.formatItem.call(helper, '', termWidth, description, helper)}`,
+  // In the list of `pge --help`, each command as it is typed.
+  subcommandTerm: (command) =>
+    `pge ${command.name()} ${COMMAND_HELP[command.name() as Command]?.synopsis ?? command.usage()}`,
+};
+
+const groupIndex = (f: FlagSpec) => Object.keys(FLAG_GROUPS).indexOf(f.group);
+
+/** The commands that take arguments; each checks its own, with a message that says what it takes. */
+const TAKE_ARGUMENTS: readonly Command[] = [
+  'run',
+  'demo',
+  'resume',
+  'batch',
+  'replay',
+  'fork',
+  'approve',
+  'follow',
+];
+
+function declare(name: Command): CommanderCommand {
+  const { usage, about } = COMMAND_HELP[name];
+  const command = new CommanderCommand(name)
+    .usage(usage)
+    .summary(COMMAND_HELP[name].summary)
+    .description(about)
+    // The others take none, and commander refuses any.
+    .allowExcessArguments(TAKE_ARGUMENTS.includes(name))
+    .exitOverride()
+    .configureOutput({ writeOut: () => {}, writeErr: () => {}, outputError: () => {} })
+    .configureHelp(LAYOUT)
+    .addHelpText('after', `\n${afterFlags(name)}`);
+  const flags = [...flagsFor(name)].sort((a, b) => groupIndex(a) - groupIndex(b));
+  for (const flag of flags) command.addOption(new FlagOption(flag));
+  command.addHelpOption(new Option('-h, --help', 'Show this help').helpGroup(`${FLAG_GROUPS.cli}:`));
+  return command;
+}
+
+/** `pge` and its commands, declared; nothing is parsed yet. */
+export function program(): CommanderCommand {
+  const pge = new CommanderCommand('pge')
+    .usage('<command> [flags]')
+    .exitOverride()
+    .configureOutput({ writeOut: () => {}, writeErr: () => {}, outputError: () => {} })
+    .configureHelp(LAYOUT)
+    .addHelpText('before', `${INTRO}\n`)
+    .addHelpText('after', `\n${AFTER_COMMANDS}`)
+    // `main` answers `pge help` and `pge --version` itself; declared here for the help and suggestions.
+    .helpCommand('help [<command>]', 'show the help of a command (or: pge <command> --help)')
+    .addOption(new Option('--version', 'print the version').helpGroup('Flags:'))
+    .addHelpOption(new Option('-h, --help', 'show help').helpGroup('Flags:'));
+  for (const name of Object.keys(COMMAND_HELP) as Command[]) pge.addCommand(declare(name));
+  return pge;
+}
+
+/** The help of `pge` itself. */
+export function topHelp(): string {
+  return helpOf(program());
+}
+
+/** One command of `pge`, declared, under a `pge` of its own (whose name its usage starts with). */
+export function commandOf(name: Command): CommanderCommand {
+  const command = declare(name);
+  new CommanderCommand('pge').addCommand(command);
+  return command;
+}
+
+/** The help of one command, as `pge <command> --help` prints it. */
+export function commandHelp(name: Command): string {
+  return helpOf(commandOf(name));
+}
+
+/** A command's help as commander writes it, with the texts added before and after. */
+function helpOf(command: CommanderCommand): string {
+  let text = '';
+  command
+    .configureOutput({
+      writeOut: (chunk) => {
+        text += chunk;
+      },
+    })
+    .outputHelp();
+  return text.trimEnd();
+}
