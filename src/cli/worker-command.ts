@@ -1,19 +1,17 @@
-import { basename, join } from 'node:path';
+import { join } from 'node:path';
 import { DemoModel } from '../actors/demo-model.js';
-import { createRoleWorker } from '../actors/role-worker.js';
 import { resolveOptions, systemPromptsOf, validationOf, WORKSPACES_DIR } from '../api/options.js';
 import { buildRoleModel } from '../api/planner-generator-evaluator.js';
-import { answerAbandonedWork } from '../bus/abandoned-work.js';
-import { publishControl } from '../bus/channels.js';
 import { NatsBus } from '../bus/nats-bus.js';
 import type { NatsConnectionOptions } from '../bus/nats-connection.js';
 import { MAX_PUBLISH_RETRY_MS } from '../bus/nats-publish.js';
-import { RunLeases, readRunLeases } from '../bus/run-leases.js';
-import { subjects } from '../bus/subjects.js';
 import { ConfigurationError } from '../errors.js';
-import { natsRunOwnership } from '../runtime/nats-ownership.js';
-import { startNatsPersistence } from '../runtime/nats-persistence.js';
-import { type CoordinatorService, startCoordinatorService } from '../runtime/services.js';
+import {
+  type StopRole,
+  startCoordinatorProcess,
+  startPersistenceProcess,
+  startRoleWorkerProcess,
+} from '../runtime/distributed.js';
 import type { Role } from '../schemas/index.js';
 import { otlpRequested } from '../telemetry/otlp-env.js';
 import { WORKER_ROLES, type WorkerRole } from './command-flags.js';
@@ -24,12 +22,9 @@ import type { CliIo } from './io.js';
 import { natsOptionsOf } from './nats-options.js';
 
 /**
- * `pge worker --role <role>`: one process of the distributed deployment on NATS. Role workers
- * (planner, generator, evaluator) share their role's work queue, so a role scales by starting
- * more of them, and serve only the work of runs that hold a lease (`readRunLeases`); the persistence worker writes every run's log from a durable consumer
- * (`startNatsPersistence`: a run it joins midway is read from the stream's start); a
- * coordinator takes runs submitted on `pge.runs.submit` and drives their statecharts. Streams
- * and consumers are created by the processes themselves. SIGINT/SIGTERM drains: requests in
+ * `pge worker --role <role>`: one process of the distributed deployment on NATS. This file is its
+ * command line: it checks the flags, connects, starts the role with the distributed composition
+ * root (`src/runtime/distributed.ts`) and drains on a signal. SIGINT/SIGTERM drains: requests in
  * flight finish (a second signal hands them back to the queue), then the connection closes.
  */
 
@@ -140,68 +135,20 @@ export async function workerCommand(line: CommandLine, io: CliIo): Promise<numbe
   return 0;
 }
 
-/** Starts what `role` does on `bus`; returns how to stop it (`hurry`: abort what is under way). */
-async function startRole(
-  plan: WorkerPlan,
-  bus: NatsBus,
-  io: CliIo,
-): Promise<(hurry: boolean) => Promise<void>> {
+/** Starts what `role` does on `bus` (`src/runtime/distributed.ts`); returns how to stop it. */
+async function startRole(plan: WorkerPlan, bus: NatsBus, io: CliIo): Promise<StopRole> {
   const { role, demo, concurrency, publishRetryMs, id, options } = plan;
+  const log = (line: string) => io.stderr.write(`${line}\n`);
   // Spans over OTLP when the environment asks for it: a coordinator's of the runs it drives, a
   // role worker's of the requests it serves (in the trace each work item names).
   const otlp =
     otlpRequested(io.env) && role !== 'persistence'
       ? (await import('../telemetry/otlp.js')).otlpTracer()
       : null;
-  let stop: (hurry: boolean) => Promise<void>;
-  if (role === 'planner' || role === 'generator' || role === 'evaluator') {
-    const model = demo ? new DemoModel() : buildRoleModel(options, role as Role);
-    const systemPrompt = systemPromptsOf(options)[role];
-    const worker = createRoleWorker({
-      bus,
-      role,
-      model,
-      concurrency,
-      workerId: id,
-      maxRepairs: options.maxRepairs,
-      // Work items of a run no coordinator holds a lease for are refused before any model call.
-      isLiveRun: await readRunLeases(bus.connection, publishRetryMs),
-      // A tool runs where its role's worker runs: the workspaces are on this machine.
-      ...(options.tools
-        ? { workspaces: { root: join(options.workingDirectory, WORKSPACES_DIR), images: options.images } }
-        : {}),
-      mcpServers: options.mcpServers,
-      ...(systemPrompt === undefined ? {} : { systemPrompt }),
-      ...(role === 'generator' ? { validation: validationOf(options) } : {}),
-      ...(otlp ? { tracing: (await import('../telemetry/work-tracing.js')).traceWork(otlp.tracer) } : {}),
-    });
-    stop = async (hurry) => {
-      await worker.stop(hurry ? 'abort' : 'finish');
-      await otlp?.shutdown();
-    };
-  } else if (role === 'persistence') {
-    const persistence = startNatsPersistence({
-      bus,
-      // Logs go to this process's working directory, under the name the coordinator chose.
-      resolvePath: (event) => join(options.workingDirectory, basename(event.payload.logPath)),
-      onRejected: (rejection, unpublished) =>
-        io.stderr.write(
-          `pge persistence: rejected ${rejection.subject}: ${rejection.problem}${
-            unpublished === undefined ? '' : ` (not reported on the bus: ${String(unpublished)})`
-          }\n`,
-        ),
-      onError: (runId, error) => {
-        io.stderr.write(`pge persistence: the log of run ${runId} failed: ${error.message}\n`);
-        // The log is not best-effort: the run's coordinator stops the run.
-        const reason = `its log could not be written: ${error.message}`;
-        publishControl(bus, { runId, action: 'interrupt', reason, ts: new Date().toISOString() }).catch(
-          (e: unknown) =>
-            io.stderr.write(`pge persistence: could not ask to stop run ${runId}: ${String(e)}\n`),
-        );
-      },
-    });
-    stop = () => persistence.close();
-  } else {
+  const base = { bus, id, log, otlp };
+  if (role === 'persistence')
+    return startPersistenceProcess({ ...base, workingDirectory: options.workingDirectory });
+  if (role === 'coordinator') {
     const name = (r: Role) =>
       demo
         ? new DemoModel().name
@@ -210,48 +157,27 @@ async function startRole(
             generator: options.generatorModelName,
             evaluator: options.evaluatorModelName,
           }[r] ?? options.modelName);
-    // Runs are shared through leases: a run whose coordinator dies is taken over by another.
-    let service: CoordinatorService | null = null;
-    const leases = await RunLeases.open(bus.connection, {
-      owner: id,
-      ...(options.replicas === undefined ? {} : { replicas: options.replicas }),
-      onExpired: (runId, owner) => {
-        service?.takeOver(runId).then(
-          (taken) => {
-            if (taken) io.stderr.write(`pge coordinator: took over run ${runId} from ${owner}\n`);
-          },
-          (error: unknown) =>
-            io.stderr.write(`pge coordinator: cannot take over run ${runId}: ${String(error)}\n`),
-        );
-      },
-      onLost: (runId, owner) => {
-        io.stderr.write(`pge coordinator: run ${runId} was taken over by ${owner}\n`);
-        service?.lose(runId, owner);
-      },
-      onError: (error) => io.stderr.write(`pge coordinator: run leases: ${String(error)}\n`),
-    });
-    const runTracing = otlp && (await import('../telemetry/run-tracing.js')).traceRuns(otlp.tracer);
-    service = startCoordinatorService({
-      bus,
-      ...(runTracing ? { tracing: runTracing } : {}),
-      options,
+    return startCoordinatorProcess({
+      ...base,
+      settings: options,
       models: { planner: name('planner'), generator: name('generator'), evaluator: name('evaluator') },
-      onRun: (runId, task) =>
-        io.stderr.write(`pge coordinator: run ${runId} started: ${task.slice(0, 80)}\n`),
-      runExists: (runId) => bus.hasStored(subjects.events(runId)),
-      ownership: natsRunOwnership(bus, leases),
+      ...(options.replicas === undefined ? {} : { replicas: options.replicas }),
     });
-    const running = service;
-    // A request every worker died or failed holding is answered as failed, not left to its deadline.
-    const abandoned = answerAbandonedWork(bus, (error, subject) =>
-      io.stderr.write(`pge coordinator: cannot answer abandoned work (${subject}): ${String(error)}\n`),
-    );
-    stop = async (hurry) => {
-      await running.stop(hurry ? 'interrupt' : 'finish');
-      abandoned.stop();
-      leases.stop();
-      await otlp?.shutdown();
-    };
   }
-  return stop;
+  const systemPrompt = systemPromptsOf(options)[role];
+  return startRoleWorkerProcess({
+    ...base,
+    role,
+    model: demo ? new DemoModel() : buildRoleModel(options, role),
+    concurrency,
+    maxRepairs: options.maxRepairs,
+    publishRetryMs,
+    // A tool runs where its role's worker runs: the workspaces are on this machine.
+    ...(options.tools
+      ? { workspaces: { root: join(options.workingDirectory, WORKSPACES_DIR), images: options.images } }
+      : {}),
+    mcpServers: options.mcpServers,
+    ...(systemPrompt === undefined ? {} : { systemPrompt }),
+    ...(role === 'generator' ? { validation: validationOf(options) } : {}),
+  });
 }

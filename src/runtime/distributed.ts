@@ -1,0 +1,153 @@
+import { basename, join } from 'node:path';
+import type { Tracer } from '@opentelemetry/api';
+import type { McpServers } from '../actors/mcp.js';
+import type { Model } from '../actors/model.js';
+import { createRoleWorker, type RoleWorkerOptions } from '../actors/role-worker.js';
+import { answerAbandonedWork } from '../bus/abandoned-work.js';
+import { publishControl } from '../bus/channels.js';
+import type { NatsBus } from '../bus/nats-bus.js';
+import { RunLeases, readRunLeases } from '../bus/run-leases.js';
+import { subjects } from '../bus/subjects.js';
+import type { Role } from '../schemas/index.js';
+import { natsRunOwnership } from './nats-ownership.js';
+import { startNatsPersistence } from './nats-persistence.js';
+import { type CoordinatorService, type CoordinatorSettings, startCoordinatorService } from './services.js';
+
+/**
+ * The distributed composition root: what one process of a NATS deployment runs, by role. The
+ * embedded root (`embedded.ts`) wires the same pieces to the in-process bus in one process; here
+ * each role is a process of its own (`pge worker --role <role>`), which the CLI connects, starts
+ * with these functions and drains on a signal. Role workers share their role's work queue and serve
+ * only runs that hold a lease; the persistence worker writes every run's log; coordinators take
+ * submitted runs and share them through leases, taking over a run whose owner died.
+ */
+
+/** Stops what a role started; `hurry` aborts what is under way instead of finishing it. */
+export type StopRole = (hurry: boolean) => Promise<void>;
+
+/** What every role's process has: its bus, its name, and where its messages for a person go. */
+export interface RoleProcessBase {
+  bus: NatsBus;
+  /** The worker's id (`--worker-id`), its name in results and leases. */
+  id: string;
+  /** A line for the operator (stderr in the CLI). */
+  log: (line: string) => void;
+  /** Spans over OTLP (`otlpTracer`), when the environment asks for them. */
+  otlp?: { tracer: Tracer; shutdown(): Promise<void> } | null;
+}
+
+/** Options of `startRoleWorkerProcess`: the role's model and what its worker is given. */
+export interface RoleWorkerProcessOptions extends RoleProcessBase {
+  role: Role;
+  model: Model;
+  concurrency: number;
+  maxRepairs: number;
+  /** The bus's publish retry: how long a lease read may be retried. */
+  publishRetryMs: number;
+  workspaces?: { root: string; images: boolean };
+  mcpServers?: McpServers;
+  systemPrompt?: string;
+  validation?: RoleWorkerOptions['validation'];
+}
+
+/** Starts a role worker (planner, generator or evaluator) on the role's work queue. */
+export async function startRoleWorkerProcess(o: RoleWorkerProcessOptions): Promise<StopRole> {
+  const worker = createRoleWorker({
+    bus: o.bus,
+    role: o.role,
+    model: o.model,
+    concurrency: o.concurrency,
+    workerId: o.id,
+    maxRepairs: o.maxRepairs,
+    // Work items of a run no coordinator holds a lease for are refused before any model call.
+    isLiveRun: await readRunLeases(o.bus.connection, o.publishRetryMs),
+    ...(o.workspaces === undefined ? {} : { workspaces: o.workspaces }),
+    ...(o.mcpServers === undefined ? {} : { mcpServers: o.mcpServers }),
+    ...(o.systemPrompt === undefined ? {} : { systemPrompt: o.systemPrompt }),
+    ...(o.validation === undefined ? {} : { validation: o.validation }),
+    ...(o.otlp ? { tracing: (await import('../telemetry/work-tracing.js')).traceWork(o.otlp.tracer) } : {}),
+  });
+  return async (hurry) => {
+    await worker.stop(hurry ? 'abort' : 'finish');
+    await o.otlp?.shutdown();
+  };
+}
+
+/** Starts the persistence worker: every run's log, under `workingDirectory`. */
+export function startPersistenceProcess(o: RoleProcessBase & { workingDirectory: string }): StopRole {
+  const { bus, log } = o;
+  const persistence = startNatsPersistence({
+    bus,
+    // Logs go to this process's working directory, under the name the coordinator chose.
+    resolvePath: (event) => join(o.workingDirectory, basename(event.payload.logPath)),
+    onRejected: (rejection, unpublished) =>
+      log(
+        `pge persistence: rejected ${rejection.subject}: ${rejection.problem}${
+          unpublished === undefined ? '' : ` (not reported on the bus: ${String(unpublished)})`
+        }`,
+      ),
+    onError: (runId, error) => {
+      log(`pge persistence: the log of run ${runId} failed: ${error.message}`);
+      // The log is not best-effort: the run's coordinator stops the run.
+      const reason = `its log could not be written: ${error.message}`;
+      publishControl(bus, { runId, action: 'interrupt', reason, ts: new Date().toISOString() }).catch(
+        (e: unknown) => log(`pge persistence: could not ask to stop run ${runId}: ${String(e)}`),
+      );
+    },
+  });
+  return () => persistence.close();
+}
+
+/** Options of `startCoordinatorProcess`. */
+export interface CoordinatorProcessOptions extends RoleProcessBase {
+  settings: CoordinatorSettings;
+  /** The model names `run.started` reports for each role. */
+  models: Record<Role, string>;
+  /** The replicas of the lease bucket (`--replicas`), if not the server's default. */
+  replicas?: number;
+}
+
+/** Starts a coordinator: it takes submitted runs, shares them through leases and takes over orphans. */
+export async function startCoordinatorProcess(o: CoordinatorProcessOptions): Promise<StopRole> {
+  const { bus, log } = o;
+  // Runs are shared through leases: a run whose coordinator dies is taken over by another.
+  let service: CoordinatorService | null = null;
+  const leases = await RunLeases.open(bus.connection, {
+    owner: o.id,
+    ...(o.replicas === undefined ? {} : { replicas: o.replicas }),
+    onExpired: (runId, owner) => {
+      service?.takeOver(runId).then(
+        (taken) => {
+          if (taken) log(`pge coordinator: took over run ${runId} from ${owner}`);
+        },
+        (error: unknown) => log(`pge coordinator: cannot take over run ${runId}: ${String(error)}`),
+      );
+    },
+    onLost: (runId, owner) => {
+      log(`pge coordinator: run ${runId} was taken over by ${owner}`);
+      service?.lose(runId, owner);
+    },
+    onError: (error) => log(`pge coordinator: run leases: ${String(error)}`),
+  });
+  const runTracing = o.otlp && (await import('../telemetry/run-tracing.js')).traceRuns(o.otlp.tracer);
+  const running = startCoordinatorService({
+    bus,
+    ...(runTracing ? { tracing: runTracing } : {}),
+    options: o.settings,
+    models: o.models,
+    onRun: (runId, task) => log(`pge coordinator: run ${runId} started: ${task.slice(0, 80)}`),
+    runExists: (runId) => bus.hasStored(subjects.events(runId)),
+    ownership: natsRunOwnership(bus, leases),
+  });
+  service = running;
+  // A request every worker died or failed holding is answered as failed, not left to its deadline.
+  const abandoned = answerAbandonedWork(bus, (error, subject) =>
+    log(`pge coordinator: cannot answer abandoned work (${subject}): ${String(error)}`),
+  );
+  return async (hurry) => {
+    await running.stop(hurry ? 'interrupt' : 'finish');
+    abandoned.stop();
+    leases.stop();
+    await o.otlp?.shutdown();
+  };
+}
