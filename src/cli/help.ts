@@ -328,7 +328,8 @@ as the parent left it (files of later steps included, if it got that far).`,
   graph: {
     usage: 'pge graph [flags]',
     about: `Prints a statechart of the harness, read from the machine definitions themselves, so it is
-the chart the code runs: the run (planning, the steps in turn, replans, budget stops, interrupt)
+the chart the code runs: the session around a run (replay, calls and gates waiting with their
+deadlines, takeover), the run (planning, the steps in turn, replans, budget stops, interrupt)
 or one step (contract negotiation, work, evaluation, refine and pivot retries). Edges are labelled
 with their event ("always" for eventless ones, "done: <actor>" when an invoked call actor answers,
 "error: <actor>" when it fails) and their guard in brackets. Mermaid output renders wherever
