@@ -1,4 +1,5 @@
 import { afterEach, describe, expect, it } from 'vitest';
+import type { InspectionEvent } from 'xstate';
 import { createCoordinator } from '../../src/actors/coordinator.js';
 import { createRoleWorker, type RoleWorker } from '../../src/actors/role-worker.js';
 import type { Bus } from '../../src/bus/bus.js';
@@ -161,6 +162,41 @@ describe('coordinator on a bus with promises of its own', () => {
     // The random parts differ within a run too: no id tells the next one.
     const tails = first.events.map((e) => e.id.slice(e.id.lastIndexOf('-') + 1));
     expect(new Set(tails).size).toBe(tails.length);
+  });
+});
+
+describe('the session chart of each run', () => {
+  it('is the actor the inspector sees, with the run and step charts as its descendants', async () => {
+    const inner = new InProcessBus();
+    const model = new ScriptedModel(passingScript(1));
+    const workers = (['planner', 'generator', 'evaluator'] as const).map((role) =>
+      createRoleWorker({ bus: inner, role, model, workerId: role }),
+    );
+    const seen: InspectionEvent[] = [];
+    const coordinator = createCoordinator({ bus: inner, inspect: (e) => void seen.push(e) });
+    cleanup.push(async () => {
+      await Promise.all(workers.map((w) => w.stop('abort')));
+      coordinator.close();
+      await inner.close();
+    });
+    const outcome = await coordinator.startRun(runSpec('run-inspected')).done;
+    expect(outcome.status).toBe('completed');
+    const actors = seen.filter((e) => e.type === '@xstate.actor');
+    const idOf = (e: InspectionEvent) => (e.actorRef as { logic?: { id?: string } }).logic?.id;
+    const session = actors.find((e) => idOf(e) === 'session')!;
+    expect(session.actorRef.sessionId).toBe(session.rootId);
+    // One actor system: the run and the step charts (and every call) are the session's descendants.
+    expect(new Set(actors.map((e) => e.rootId))).toEqual(new Set([session.rootId]));
+    const parentOf = (e: InspectionEvent) =>
+      (e.actorRef as { _parent?: { sessionId: string } })._parent?.sessionId;
+    const run = actors.find((e) => idOf(e) === 'run')!;
+    expect(parentOf(run)).toBe(session.actorRef.sessionId);
+    expect(parentOf(actors.find((e) => idOf(e) === 'step')!)).toBe(run.actorRef.sessionId);
+    const values = seen
+      .filter((e) => e.type === '@xstate.snapshot' && e.actorRef === session.actorRef)
+      .map((e) => JSON.stringify((e as unknown as { snapshot: { value: unknown } }).snapshot.value));
+    expect(values).toContain(JSON.stringify({ open: { live: 'calling' } }));
+    expect(values.at(-1)).toBe(JSON.stringify('closed'));
   });
 });
 
