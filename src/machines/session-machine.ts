@@ -52,8 +52,8 @@ export const sessionMachine = setup({
     diverging: ({ context }) => context.error !== null,
     /** A resumed run: its recorded events are replayed first. */
     resumed: ({ context }) => context.replaying,
-    /** The result answers the call the session waits for. */
-    answersTheCall: ({ context, event }) => 'requestId' in event && event.requestId === context.call,
+    /** The event (a result, the call's actor stopped) is about the call the session waits for. */
+    isTheCall: ({ context, event }) => 'requestId' in event && event.requestId === context.call,
     /** The decision is for the gate the session waits at (and its request, when it names one). */
     decisionFits: ({ context, event }) =>
       event.type === 'decide' &&
@@ -159,7 +159,7 @@ export const sessionMachine = setup({
             },
             calling: {
               description:
-                "A request is on its role's work queue and its result is waited for. The result (`call.answered`, `answersTheCall`) goes back to the call, which records its model calls. None within `callTimeoutMs` (`after callDeadline`): the request is cancelled and the call fails with a `CallTimeoutError`, as if its worker had given up. The call's state left (`call.left`, the run interrupted): the request is cancelled.",
+                "A request is on its role's work queue and its result is waited for. The result (`call.answered`, `isTheCall`) goes back to the call, which records its model calls. None within `callTimeoutMs` (`after callDeadline`): the request is cancelled and the call fails with a `CallTimeoutError`, as if its worker had given up. The call's state left (`call.left`, the run interrupted): the request is cancelled.",
               after: {
                 callDeadline: {
                   target: 'working',
@@ -168,14 +168,14 @@ export const sessionMachine = setup({
               },
               on: {
                 'call.answered': {
-                  guard: 'answersTheCall',
+                  guard: 'isTheCall',
                   target: 'working',
                   actions: {
                     type: 'answerCall',
                     params: ({ event }) => ({ requestId: event.requestId, result: event.result }),
                   },
                 },
-                'call.left': { guard: 'answersTheCall', target: 'working' },
+                'call.left': { guard: 'isTheCall', target: 'working' },
               },
             },
             awaitingDecision: {

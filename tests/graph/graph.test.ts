@@ -249,7 +249,7 @@ describe('the session chart', () => {
     expect(edges).toEqual(
       expect.arrayContaining([
         edge('open.live.working', 'open.live.calling', 'call.asked'),
-        edge('open.live.calling', 'open.live.working', 'call.answered', 'answersTheCall'),
+        edge('open.live.calling', 'open.live.working', 'call.answered', 'isTheCall'),
         edge('open.live.calling', 'open.live.working', 'after callDeadline'),
         edge('open.live.working', gate, 'approval.requested'),
         edge(`${gate}.timed`, 'open.live.working', 'decide', 'decisionFits'),
