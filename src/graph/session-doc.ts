@@ -55,10 +55,10 @@ export const SESSION_INTRO = `## The session
 From \`src/machines/session-machine.ts\`. The life of one run on its coordinator, around the run
 chart it invokes (\`invoke: run\`): a resumed run's replay, the calls and gates it waits for with
 their deadlines, and how it ends. The deadlines are \`after\` transitions (\`callDeadline\`:
-\`callTimeoutMs\`; \`approvalDeadline\`: \`approvalTimeoutMs\` from the gate's recorded request);
+\`callTimeoutMs\`; \`approvalDeadline\`: \`approvalTimeoutMs\` from the gate's recorded request):
 an edge \`after callDeadline\` is taken once its state has lasted that long, and leaving the state
 cancels it. A result, a person's decision, a lost lease, a failed publish and an interrupt are
-events. Each
-final state gives the session's output: the run's outcome (\`closed\`) or the error that ended it.
-The session does no I/O either: recording, publishing, cancelling and answering the calls are
-actions and actors the coordinator provides. The notes are the states' own \`description\`s.`;
+events. Each final state gives the session's output: the run's outcome (\`closed\`) or the error
+that ended it. The session does no I/O either: recording, publishing, cancelling and answering
+the calls are actions and actors the coordinator provides. The notes are the states' own
+\`description\`s.`;
