@@ -97,7 +97,10 @@ export class RunSession implements RunScope {
 
   constructor(deps: SessionDeps, spec: RunSpec, resume: Resumption | null) {
     this.recorder = new RunRecorder(deps, spec, resume);
-    const send = (event: SessionEvent) => this.actor.send(event);
+    // A session that has ended takes no more events: the calls it stopped say so on their way out.
+    const send = (event: SessionEvent) => {
+      if (this.actor.getSnapshot().status === 'active') this.actor.send(event);
+    };
     this.calls = new RunCalls(deps, this.recorder, {
       send,
       accepts: (event) => this.actor.getSnapshot().can(event),

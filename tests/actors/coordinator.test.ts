@@ -249,6 +249,26 @@ const CONTRACT: RoleResult['result'] = {
   output: { title: 't', acceptanceCriteria: ['a'], expectedOutput: 'o', verificationMethod: 'v' },
 };
 
+describe('a run let go (abandon: its lease was taken)', () => {
+  it('stops recording and sending: no cancel of the call in flight, no closing event, a later result not judged', async () => {
+    const runId = 'run-abandoned';
+    const { bus, events, cancels, rejections, held, handle, answer, until } = byHand(runId);
+    await until(() => held.length === 1);
+    const before = events.length;
+    handle.abandon('coordinator-2');
+    await expect(handle.done).rejects.toThrow(
+      new RunTakenOverError(`run ${runId} was taken over by coordinator-2`),
+    );
+    expect(handle.waitingAt()).toBeNull();
+    // Its new owner waits for the result: the call is not cancelled, and this coordinator judges no result of it.
+    await answer(held[0]!, { status: 'ok', phase: 'plan', output: { plan: planOf(1), truncation: null } });
+    await bus.flush();
+    expect(events.length).toBe(before);
+    expect(cancels).toEqual([]);
+    expect(rejections).toEqual([]);
+  });
+});
+
 describe('results that no call waits for', () => {
   it('applies the first answer only; a duplicate, a late and an unknown one are reported, never applied', async () => {
     const runId = 'run-answers';
