@@ -25,9 +25,12 @@ import { RunSession, type SessionDeps } from './run-session.js';
 export { phaseTotals } from './run-session.js';
 
 /**
- * The coordinator owns a run's statechart. It is the only writer of the run's events: it stamps
- * each one with `seq`, id and time and publishes it; it turns every call actor of the chart into a
- * request on the role's work queue and the worker's result into events and the actor's output.
+ * The coordinator owns its runs' statecharts: each run is a session chart
+ * (`src/machines/session-machine.ts`) that invokes the run chart, which invokes the step chart;
+ * the session's actors are wired here (`run-session.ts`, `run-recorder.ts`, `run-calls.ts`). It
+ * is the only writer of the run's events: it stamps each one with `seq`, id and time and publishes
+ * it; it turns every call actor of the chart into a request on the role's work queue and the
+ * worker's result into an event of the session, then events and the actor's output.
  * Event ids are `<runId>-<seq>-<random>`: the random part (64 bits) keeps outsiders from
  * predicting them, since a request's id is its work item's `Nats-Msg-Id` (a forgery published
  * first under the next id would have JetStream drop the real one as a duplicate) and names the

@@ -1,26 +1,16 @@
 import { publishCancel } from '../bus/channels.js';
 import { CallTimeoutError, describeError } from '../errors.js';
 import type { SessionEvent } from '../machines/session-machine.js';
-import type { ApprovalInput, ApprovalOutput, CallReport } from '../machines/types.js';
-import type {
-  ApprovalDecision,
-  Phase,
-  Role,
-  RoleRequest,
-  RoleResult,
-  RunEventDraft,
-  Usage,
-} from '../schemas/index.js';
+import type { CallReport } from '../machines/types.js';
+import type { Phase, Role, RoleRequest, RoleResult, RunEventDraft, Usage } from '../schemas/index.js';
 import { addUsage, ROLE_OF_REQUEST, ZERO_USAGE } from '../schemas/index.js';
 import type { RequestDraft, RoleReply } from './run-charts.js';
 import type { RecorderDeps, RunRecorder } from './run-recorder.js';
 
 /**
- * One run's calls and gates, as its session waits for them: a call is a request recorded and
- * sent, whose result the coordinator routes here (`call.answered`) and whose deadline is the
- * session's (`timeOutCall`); a gate is an `approval.requested` recorded, settled by a person's
- * decision or its deadline (`settleDecision`). A resumed run's calls and gates are answered from
- * its recorded events while it replays.
+ * One run's calls, as its session waits for them: a call is a request recorded and sent, whose
+ * result the coordinator routes here (`call.answered`) and whose deadline is the session's
+ * (`timeOutCall`). A resumed run's calls are answered from its recorded events while it replays.
  */
 
 /** What the coordinator knows of a run it owns, to judge a result no call was waiting for. */
@@ -72,14 +62,13 @@ export interface SessionPort {
   accepts(event: SessionEvent): boolean;
 }
 
-/** One run's calls and gates. */
+/** One run's calls. */
 export class RunCalls {
   readonly answered = new Set<string>();
   readonly cancelled = new Map<string, string>();
   /** Requests of this run still waiting for their result, with their phase. */
   readonly asked = new Map<string, Phase>();
   readonly #asking = new Map<string, Asking>();
-  readonly #gates = new Map<string, (decision: ApprovalDecision) => void>();
 
   constructor(
     private readonly deps: CallDeps,
@@ -153,7 +142,7 @@ export class RunCalls {
       // cost are recorded, and count.
       carried = resume.recorded.usage.get(request.id) ?? ZERO_USAGE;
       const missing = `${request.type} ${request.id} has no recorded answer`;
-      if (this.#goLive(missing, [request.id])) return this.#interruptedAsRecorded(signal);
+      if (this.recorder.reachLogEnd(missing, [request.id])) return untilStopped(signal);
       if (resume.options.resend !== false) this.recorder.enqueueAgain(request);
       stored = resume.options.storedResult;
     }
@@ -220,87 +209,6 @@ export class RunCalls {
     });
   }
 
-  /**
-   * Records `approval.requested` and waits for a person's decision (the session's
-   * `settleDecision`), recorded as `approval.decided`. A replay takes the recorded decision; one
-   * the log does not hold (the run was waiting when its process died) is waited for again.
-   */
-  awaitDecision(input: ApprovalInput, signal: AbortSignal): Promise<ApprovalOutput> {
-    signal.throwIfAborted();
-    const request = this.recorder.record({ type: 'approval.requested', payload: input });
-    const decided = (decision: ApprovalDecision): ApprovalDecision => {
-      const payload = { requestId: request.id, gate: input.gate, ...decision };
-      this.recorder.record({ type: 'approval.decided', payload });
-      return decision;
-    };
-    const { replay, resume } = this.recorder;
-    if (replay !== null && resume !== null) {
-      const decision = resume.recorded.decisions.get(request.id);
-      if (decision !== undefined) return Promise.resolve(decided(decision));
-      if (this.#goLive(`approval ${request.id} has no recorded decision`, []))
-        return this.#interruptedAsRecorded(signal);
-    }
-    const promise = new Promise<ApprovalOutput>((resolve, reject) => {
-      const onAbort = () => {
-        this.#gates.delete(request.id);
-        this.session.send({ type: 'approval.left', requestId: request.id });
-        reject(signal.reason);
-      };
-      signal.addEventListener('abort', onAbort, { once: true });
-      this.#gates.set(request.id, (decision) => {
-        signal.removeEventListener('abort', onAbort);
-        this.#gates.delete(request.id);
-        resolve(decided(decision));
-      });
-    });
-    // A wall-clock deadline from the request: a restart of the process that waited does not reset it.
-    const [requestedAt, now] = [Date.parse(request.ts), this.deps.clock()];
-    this.session.send({
-      type: 'approval.requested',
-      gate: input.gate,
-      requestId: request.id,
-      requestedAt,
-      now,
-    });
-    return promise;
-  }
-
-  /** The session's `settleDecision`: the gate of `requestId` takes the decision. */
-  settleDecision(requestId: string, decision: ApprovalDecision): void {
-    this.#gates.get(requestId)?.(decision);
-  }
-
-  /**
-   * A replay at a call or gate its log does not answer (`missing`): a live resume goes live here
-   * (false); a replay-only one, if the log says the run was interrupted there, is interrupted again
-   * with the same reason (true: the call waits for the stop, its cancellation in the log already),
-   * and else it has parted from its log (throws).
-   */
-  #goLive(missing: string, repeated: string[]): boolean {
-    const replay = this.recorder.replay!;
-    try {
-      if (!this.recorder.resume!.options.replayOnly) {
-        this.recorder.goLive(repeated);
-        return false;
-      }
-      const reason = replay.interruption();
-      if (reason === undefined) throw replay.beyond(missing);
-      // Sent once the call's actor has started: the chart takes it like a person's interrupt.
-      queueMicrotask(() =>
-        this.session.send(reason === null ? { type: 'interrupt' } : { type: 'interrupt', reason }),
-      );
-      return true;
-    } catch (error) {
-      throw this.recorder.diverged(error);
-    }
-  }
-
-  #interruptedAsRecorded<T>(signal: AbortSignal): Promise<T> {
-    return new Promise<T>((_, reject) => {
-      signal.addEventListener('abort', () => reject(signal.reason), { once: true });
-    });
-  }
-
   /** The run as the coordinator's result routing sees it. */
   readonly #state: RunState = {
     isOpen: () => !this.recorder.closed,
@@ -327,6 +235,16 @@ const answered = (result: RoleResult): SessionEvent => ({
   requestId: result.requestId,
   result,
 });
+
+/**
+ * The promise of a call a replay-only run is interrupted at (`reachLogEnd`): it rejects when the
+ * interrupt stops the call's actor.
+ */
+export function untilStopped<T>(signal: AbortSignal): Promise<T> {
+  return new Promise<T>((_, reject) => {
+    signal.addEventListener('abort', () => reject(signal.reason), { once: true });
+  });
+}
 
 /** Why a call's actor was stopped, in words for its cancel. */
 function abortReason(signal: AbortSignal): string {

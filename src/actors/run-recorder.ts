@@ -147,6 +147,31 @@ export class RunRecorder {
     this.notify({ type: 'replay.ended' });
   }
 
+  /**
+   * A replay at a call or gate its log does not answer (`missing`): a live resume goes live here
+   * (false); a replay-only one, if the log says the run was interrupted there, is interrupted again
+   * with the same reason (true: the call waits for the stop, its cancellation in the log already),
+   * and else it has parted from its log (throws).
+   */
+  reachLogEnd(missing: string, repeated: string[]): boolean {
+    const replay = this.replay!;
+    try {
+      if (!this.resume!.options.replayOnly) {
+        this.goLive(repeated);
+        return false;
+      }
+      const reason = replay.interruption();
+      if (reason === undefined) throw replay.beyond(missing);
+      // Sent once the call's actor has started: the chart takes it like a person's interrupt.
+      queueMicrotask(() =>
+        this.notify(reason === null ? { type: 'interrupt' } : { type: 'interrupt', reason }),
+      );
+      return true;
+    } catch (error) {
+      throw this.diverged(error);
+    }
+  }
+
   /** A replay that disagrees with the log ends the run at once: nothing more is recorded. */
   diverged(error: unknown): unknown {
     if (error instanceof ResumeError) {

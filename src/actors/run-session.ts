@@ -13,8 +13,9 @@ import type {
 } from '../schemas/index.js';
 import { PHASES } from '../schemas/index.js';
 import type { RunHandle, RunSpec } from './coordinator.js';
-import { type CallDeps, RunCalls, type RunState } from './run-calls.js';
+import { type CallDeps, RunCalls, type RunState, type SessionPort } from './run-calls.js';
 import type { AnyActorSystem, RequestDraft, RoleReply, RunScope } from './run-charts.js';
+import { RunGates } from './run-gates.js';
 import { type Resumption, RunRecorder } from './run-recorder.js';
 
 /**
@@ -93,6 +94,7 @@ function startedDraft(
 export class RunSession implements RunScope {
   readonly recorder: RunRecorder;
   readonly calls: RunCalls;
+  readonly gates: RunGates;
   readonly actor: Actor<typeof sessionMachine>;
 
   constructor(deps: SessionDeps, spec: RunSpec, resume: Resumption | null) {
@@ -101,10 +103,9 @@ export class RunSession implements RunScope {
     const send = (event: SessionEvent) => {
       if (this.actor.getSnapshot().status === 'active') this.actor.send(event);
     };
-    this.calls = new RunCalls(deps, this.recorder, {
-      send,
-      accepts: (event) => this.actor.getSnapshot().can(event),
-    });
+    const port: SessionPort = { send, accepts: (event) => this.actor.getSnapshot().can(event) };
+    this.calls = new RunCalls(deps, this.recorder, port);
+    this.gates = new RunGates(deps.clock, this.recorder, port);
     this.recorder.notify = send;
     let startedAt: number;
     if (resume === null) {
@@ -151,7 +152,7 @@ export class RunSession implements RunScope {
   }
 
   awaitDecision(input: ApprovalInput, signal: AbortSignal): Promise<ApprovalOutput> {
-    return this.calls.awaitDecision(input, signal);
+    return this.gates.awaitDecision(input, signal);
   }
 
   answerCall(requestId: string, result: RoleResult): void {
@@ -163,7 +164,7 @@ export class RunSession implements RunScope {
   }
 
   settleDecision(requestId: string, decision: ApprovalDecision): void {
-    this.calls.settleDecision(requestId, decision);
+    this.gates.settleDecision(requestId, decision);
   }
 
   letGo(owner: string, error: Error): void {
