@@ -3,7 +3,7 @@ import { dirname, join, resolve } from 'node:path';
 import { DIAGRAM_FILES } from '../src/graph/diagram-files.js';
 
 /**
- * Writes the statecharts generated from the machines: docs/diagrams/{run,step}-machine.{mmd,dot}
+ * Writes the statecharts generated from the machines: docs/diagrams/{session,run,step}-machine.{mmd,dot}
  * and docs/statecharts.md. Run it after changing a machine: `npx tsx scripts/gen-diagrams.ts`.
  */
 

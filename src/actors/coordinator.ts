@@ -1,60 +1,36 @@
 import { LRUCache } from 'lru-cache';
-import { createActor, type InspectionEvent, toPromise } from 'xstate';
-import { type Bus, type MessageHeaders, TRACEPARENT_HEADER } from '../bus/bus.js';
-import {
-  enqueueWork,
-  publishCancel,
-  publishEvent,
-  publishRejection,
-  publishRequest,
-  subscribeResults,
-} from '../bus/channels.js';
+import type { InspectionEvent } from 'xstate';
+import type { Bus } from '../bus/bus.js';
+import { publishRejection, subscribeResults } from '../bus/channels.js';
 import { subjects } from '../bus/subjects.js';
-import {
-  CallTimeoutError,
-  ConfigurationError,
-  describeError,
-  EventSeqTakenError,
-  ResumeError,
-  RunTakenOverError,
-} from '../errors.js';
+import { ConfigurationError, ResumeError } from '../errors.js';
 import type { RunInput, RunOutcome } from '../machines/run-machine.js';
-import type { ApprovalInput, ApprovalOutput, CallReport, RecordParams } from '../machines/types.js';
 import type {
   ApprovalDecision,
   ApprovalGate,
   ApprovalTimeoutPolicy,
   ModelCall,
-  Phase,
-  PhaseTotals,
   ResultRejectionReason,
-  Role,
-  RoleRequest,
   RoleResult,
   RunActing,
-  RunEvent,
-  RunEventDraft,
-  RunEventOf,
-  Usage,
 } from '../schemas/index.js';
-import { addUsage, OPTION_DEFAULTS, PHASES, ROLE_OF_REQUEST, ZERO_USAGE } from '../schemas/index.js';
+import { OPTION_DEFAULTS } from '../schemas/index.js';
 import type { RunTracing } from '../telemetry/run-tracing.js';
-import { traceSafely } from '../telemetry/trace-safely.js';
-import { unguessableId } from '../unguessable-id.js';
-import { type RecordedRun, Replay } from './replay.js';
-import {
-  type AnyActorSystem,
-  provideCharts,
-  type RequestDraft,
-  type RoleReply,
-  RunClosedError,
-  type RunScope,
-} from './run-charts.js';
+import type { RecordedRun } from './replay.js';
+import type { PendingCall, RunState } from './run-calls.js';
+import { type AnyActorSystem, provideSession, type RunScope } from './run-charts.js';
+import type { Resumption } from './run-recorder.js';
+import { RunSession, type SessionDeps } from './run-session.js';
+
+export { phaseTotals } from './run-session.js';
 
 /**
- * The coordinator owns a run's statechart. It is the only writer of the run's events: it stamps
- * each one with `seq`, id and time and publishes it; it turns every call actor of the chart into a
- * request on the role's work queue and the worker's result into events and the actor's output.
+ * The coordinator owns its runs' statecharts: each run is a session chart
+ * (`src/machines/session-machine.ts`) that invokes the run chart, which invokes the step chart;
+ * the session's actors are wired here (`run-session.ts`, `run-recorder.ts`, `run-calls.ts`). It
+ * is the only writer of the run's events: it stamps each one with `seq`, id and time and publishes
+ * it; it turns every call actor of the chart into a request on the role's work queue and the
+ * worker's result into an event of the session, then events and the actor's output.
  * Event ids are `<runId>-<seq>-<random>`: the random part (64 bits) keeps outsiders from
  * predicting them, since a request's id is its work item's `Nats-Msg-Id` (a forgery published
  * first under the next id would have JetStream drop the real one as a duplicate) and names the
@@ -121,30 +97,6 @@ export function runSettingsOf(o: RunSettingsSource): Omit<RunSpec, 'runId' | 'ta
         ? null
         : { timeoutMs: o.approvalTimeoutMs, policy: o.onApprovalTimeout ?? 'stop' },
   };
-}
-
-/** Calls, tokens, cost and model time per phase, in phase order, over `calls`. */
-export function phaseTotals(calls: readonly ModelCall[]): PhaseTotals[] {
-  return PHASES.map((phase) => {
-    const of = calls.filter((c) => c.phase === phase);
-    return {
-      phase,
-      calls: of.length,
-      promptTokens: of.reduce((n, c) => n + c.promptTokens, 0),
-      completionTokens: of.reduce((n, c) => n + c.completionTokens, 0),
-      costUsd: of.reduce((n, c) => n + c.costUsd, 0),
-      latencyMs: of.reduce((n, c) => n + c.latencyMs, 0),
-    };
-  });
-}
-
-/** A chart's event, completed with what only the coordinator knows: the per-phase table. */
-function completeDraft(draft: RecordParams, calls: readonly ModelCall[]): RunEventDraft {
-  if (draft.type === 'run.completed')
-    return { type: draft.type, payload: { ...draft.payload, byPhase: phaseTotals(calls) } };
-  if (draft.type === 'run.failed')
-    return { type: draft.type, payload: { ...draft.payload, byPhase: phaseTotals(calls) } };
-  return draft;
 }
 
 /** A run in progress. */
@@ -238,16 +190,6 @@ export interface CoordinatorOptions {
 /** How many ended runs a coordinator remembers, to tell a late result of its own from another coordinator's. */
 const ENDED_RUNS_REMEMBERED = 10_000;
 
-/** A call waiting for its result. */
-interface PendingCall {
-  run: RunState;
-  /** The run that asked: a result must name it. */
-  runId: string;
-  /** The role that serves the request (`ROLE_OF_REQUEST`): a result must come from it. */
-  role: Role;
-  resolve: (result: RoleResult) => void;
-}
-
 /** Why `result` may not answer `call` although it names the call's request, or null when it may. */
 function mismatch(call: PendingCall, result: RoleResult): ResultRejectionReason | null {
   if (result.runId !== call.runId) return 'wrong-run';
@@ -265,27 +207,23 @@ function rejectionProblem(result: RoleResult, reason: ResultRejectionReason, cal
   return `${of}: no call waits for it`;
 }
 
-/** What the coordinator knows of a run it owns, to judge a result no call was waiting for. */
-interface RunState {
-  /** False once the run's closing event is recorded. */
-  isOpen(): boolean;
-  /** Records an event of the run, unless it has ended. */
-  recordIfOpen(draft: RunEventDraft): void;
-  /** Requests answered already. */
-  answered: Set<string>;
-  /** Requests cancelled, with the reason recorded. */
-  cancelled: Map<string, string>;
+/** What the coordinator's result routing works with. */
+interface RoutingDeps {
+  bus: Bus;
+  timestamp: () => string;
+  /** Every run's calls waiting for results, by request id: request ids are unique across runs. */
+  pending: Map<string, PendingCall>;
+  /** The runs this coordinator owns, by id. */
+  active: Map<string, RunState>;
+  /** Runs of this coordinator that have ended (not those taken over). */
+  ended: LRUCache<string, true>;
 }
 
-/** Creates a coordinator on `bus`; one coordinator runs any number of runs at once. */
-export function createCoordinator(options: CoordinatorOptions) {
-  const { bus } = options;
-  const clock = options.clock ?? Date.now;
-  const timestamp = isoTimestamps(clock);
-  const pending = new Map<string, PendingCall>();
-  const active = new Map<string, RunState>();
-  const ended = new LRUCache<string, true>({ max: ENDED_RUNS_REMEMBERED });
-
+/**
+ * The coordinator's one subscription to the results of every run: each result is applied to the
+ * call waiting for it, once, or reported (`result.rejected` and `pge.errors.rejected.<reporter>`).
+ */
+function routeResults({ bus, timestamp, pending, active, ended }: RoutingDeps) {
   /**
    * Reports a result that is not applied: none of the run's calls waits for it, or it names a
    * waiting call but not that call's run or role (`call`). Never applied, always said.
@@ -316,10 +254,10 @@ export function createCoordinator(options: CoordinatorOptions) {
   const applyResult = (result: RoleResult): boolean => {
     const call = pending.get(result.requestId);
     // A call of a run that has just closed is not answered any more: its actor is being stopped.
-    if (!call?.run.isOpen() || mismatch(call, result) !== null) return false;
+    if (!call?.run.isOpen() || mismatch(call, result) !== null || !call.run.awaits(result)) return false;
     pending.delete(result.requestId);
     call.run.answered.add(result.requestId);
-    call.resolve(result);
+    call.run.answer(result);
     return true;
   };
 
@@ -336,8 +274,7 @@ export function createCoordinator(options: CoordinatorOptions) {
     return true;
   };
 
-  // One subscription for the results of every run: request ids are unique across runs.
-  const results = subscribeResults(bus, '*', (result) => {
+  const subscription = subscribeResults(bus, '*', (result) => {
     if (applyResult(result) || rejectMismatch(result)) return;
     const run = active.get(result.runId);
     if (run !== undefined) {
@@ -350,11 +287,48 @@ export function createCoordinator(options: CoordinatorOptions) {
     } else if (ended.get(result.runId)) reject(result, null, 'late');
     // Otherwise the run is another coordinator's: its results are not ours to judge.
   });
+  const applyStored = (result: RoleResult): void => {
+    if (!applyResult(result)) rejectMismatch(result);
+  };
+  return { subscription, applyStored };
+}
 
-  // The charts are provided once per coordinator, not per run (see `provideCharts`); each run's
+/** Creates a coordinator on `bus`; one coordinator runs any number of runs at once. */
+export function createCoordinator(options: CoordinatorOptions) {
+  const { bus } = options;
+  const clock = options.clock ?? Date.now;
+  const timestamp = isoTimestamps(clock);
+  const pending = new Map<string, PendingCall>();
+  const active = new Map<string, RunState>();
+  const ended = new LRUCache<string, true>({ max: ENDED_RUNS_REMEMBERED });
+  const results = routeResults({ bus, timestamp, pending, active, ended });
+
+  // The session is provided once per coordinator, not per run (see `provideSession`); each run's
   // actors reach their run through the actor system they belong to.
   const scopes = new WeakMap<AnyActorSystem, RunScope>();
-  const machine = provideCharts((system) => scopes.get(system));
+  const deps: SessionDeps = {
+    bus,
+    clock,
+    timestamp,
+    tracing: options.tracing,
+    pending,
+    applyStored: results.applyStored,
+    machine: provideSession((system) => scopes.get(system)),
+    scopes,
+    inspect: options.inspect,
+  };
+
+  /** Opens a run's session and starts it; the run is this coordinator's until it ends. */
+  function open(spec: RunSpec, resume: Resumption | null): RunHandle {
+    const session = new RunSession(deps, spec, resume);
+    active.set(spec.runId, session.state);
+    return session.start((takenBy) => {
+      scopes.delete(session.actor.system);
+      active.delete(spec.runId);
+      // Results of a run taken over are its new owner's to judge.
+      if (takenBy === null) ended.set(spec.runId, true);
+    });
+  }
 
   /**
    * Starts a run. Throws `ConfigurationError` when this coordinator has a run of that id, or had
@@ -362,7 +336,7 @@ export function createCoordinator(options: CoordinatorOptions) {
    */
   function startRun(spec: RunSpec): RunHandle {
     if (active.has(spec.runId) || ended.get(spec.runId)) throw runIdTaken(spec.runId);
-    return drive(spec, null);
+    return open(spec, null);
   }
 
   /**
@@ -376,478 +350,7 @@ export function createCoordinator(options: CoordinatorOptions) {
   function resumeRun(recorded: RecordedRun, options: ResumeOptions): RunHandle {
     if (active.has(recorded.runId))
       throw new ResumeError(`run ${recorded.runId} is running on this coordinator`);
-    return drive(resumedSpec(recorded, options), { recorded, options });
-  }
-
-  function drive(spec: RunSpec, resume: { recorded: RecordedRun; options: ResumeOptions } | null): RunHandle {
-    const { runId } = spec;
-    let seq = 0;
-    const calls: ModelCall[] = [];
-    const publishing: Promise<void>[] = [];
-    let publishFailure: unknown = null;
-    let closed = false;
-    /** Requests of this run still waiting for their result, with their phase. */
-    const asked = new Map<string, Phase>();
-    /**
-     * The run's time is epoch ms less the time it spent paused: a resumed run does not count the
-     * time its process was dead, in its duration or against `maxDurationMs`.
-     */
-    let pausedMs = 0;
-    /** A resumed run's replay, until the recorded events run out. */
-    let replay: Replay | null =
-      resume &&
-      new Replay(resume.recorded, (fact) => {
-        seq = fact.seq;
-        if (fact.type === 'model.call.completed') {
-          const { requestId: _, worker: __, ...call } = fact.payload;
-          calls.push(call);
-        }
-      });
-    let rejectDiverged: (error: ResumeError) => void = () => {};
-    const divergence = new Promise<never>((_, reject) => {
-      rejectDiverged = reject;
-    });
-    divergence.catch(() => undefined); // observed through `done`
-    /** A replay that disagrees with the log ends the run at once: nothing more is recorded. */
-    const diverged = (error: unknown): unknown => {
-      if (error instanceof ResumeError) {
-        closed = true;
-        rejectDiverged(error);
-      }
-      return error;
-    };
-    /** The coordinator that took the run over from this one, once it has. */
-    let takenBy: string | null = null;
-    let rejectTaken: (error: RunTakenOverError) => void = () => {};
-    const taken = new Promise<never>((_, reject) => {
-      rejectTaken = reject;
-    });
-    taken.catch(() => undefined); // observed through `done`
-    /** Aborted when the run is let go: its events and work items not yet stored are not sent. */
-    const sending = new AbortController();
-    /** Stops driving the run, which `owner` records from here on: `done` rejects with `error`. */
-    const letGo = (owner: string, error: RunTakenOverError): void => {
-      takenBy ??= owner;
-      sending.abort(error);
-      if (closed) return;
-      closed = true;
-      rejectTaken(error);
-      actor.stop();
-    };
-    const publishFailed = (error: unknown): void => {
-      if (error instanceof EventSeqTakenError) {
-        // Another coordinator recorded an event of this seq: the run's record is theirs to go on
-        // with, even past this coordinator's closing event.
-        const lost = new RunTakenOverError(error.message, { cause: error });
-        publishFailure = lost;
-        letGo('another coordinator', lost);
-        return;
-      }
-      // Not sent because the run was let go: its record is another coordinator's.
-      if (sending.signal.aborted) return;
-      // A run whose events cannot be published has no record: stop it rather than go on unrecorded.
-      publishFailure ??= error;
-      actor.send({ type: 'interrupt', reason: `its events could not be published: ${String(error)}` });
-    };
-
-    const { tracing } = options;
-    /** Where the run is traced, what its work items carry: the span a worker's spans go under. */
-    const traceHeaders = (): MessageHeaders | undefined => {
-      const traceparent = tracing && traceSafely(`run ${runId}`, () => tracing.traceparent(runId));
-      return traceparent === undefined ? undefined : { [TRACEPARENT_HEADER]: traceparent };
-    };
-    const publishRecorded = (event: RunEvent): Promise<void> =>
-      Object.hasOwn(ROLE_OF_REQUEST, event.type)
-        ? publishRequest(bus, event as RoleRequest, traceHeaders(), sending.signal)
-        : publishEvent(bus, event, sending.signal);
-    /** Stamps and publishes an event; `at` is its time when the caller read the clock for it. */
-    const record = <T extends RunEventDraft>(draft: T, at?: number): RunEventOf<T['type']> => {
-      // After the closing event nothing more belongs to the run: a call that was in flight when
-      // the run was interrupted answers into the void rather than behind the log's last section.
-      if (closed) throw new RunClosedError(`run ${runId} has ended`);
-      if (replay !== null) {
-        const recorded = replayed(draft);
-        if (recorded !== null) return recorded as RunEventOf<T['type']>;
-      }
-      if (draft.type === 'run.completed' || draft.type === 'run.failed') closed = true;
-      seq += 1;
-      const id = `${runId}-${seq}-${unguessableId()}`;
-      const event = { id, runId, seq, ts: timestamp(at), ...draft } as RunEvent;
-      // Observed first: a request's span (its attempt's, say) is open before its work item is sent.
-      if (tracing) traceSafely(`run ${runId}`, () => tracing.observe(event));
-      publishing.push(publishRecorded(event).catch(publishFailed));
-      return event as RunEventOf<T['type']>;
-    };
-    /** During a replay, the recorded event `draft` produces again; null when they have run out (the run is live now). */
-    const replayed = (draft: RunEventDraft): RunEvent | null => {
-      try {
-        const event = replay!.match(draft);
-        if (event !== null) {
-          seq = event.seq;
-          return event;
-        }
-        if (resume!.options.replayOnly)
-          throw replay!.beyond(`the log has ended, the replay goes on with ${draft.type}`);
-        goLive([]);
-        return null;
-      } catch (error) {
-        throw diverged(error);
-      }
-    };
-    /**
-     * A replay-only run at a call or a gate its log does not answer (`missing`): if the log says
-     * the run was interrupted there, it is interrupted again with the same reason, and the call
-     * waits for the stop (its cancellation is in the log already); else the replay parted from it.
-     */
-    const interruptedAsRecorded = <T>(missing: string, signal: AbortSignal): Promise<T> => {
-      const reason = replay!.interruption();
-      if (reason === undefined) throw replay!.beyond(missing);
-      // Sent once the call's actor has started: the chart takes it like a person's interrupt.
-      queueMicrotask(() =>
-        actor.send(reason === null ? { type: 'interrupt' } : { type: 'interrupt', reason }),
-      );
-      return new Promise<T>((_, reject) => {
-        signal.addEventListener('abort', () => reject(signal.reason), { once: true });
-      });
-    };
-    /** Ends the replay: the remaining recorded facts are taken, and `run.resumed` is recorded. */
-    const goLive = (repeated: string[]): void => {
-      const { recorded, options: resumed } = resume!;
-      replay!.finish();
-      replay = null;
-      seq = recorded.events.length;
-      const now = clock();
-      const paused = Math.max(0, now - recorded.lastAt);
-      pausedMs = recorded.pausedMs + paused;
-      options.tracing?.resume(runId, recorded.started.payload.traceparent);
-      record(
-        {
-          type: 'run.resumed',
-          payload: {
-            owner: resumed.owner,
-            fromSeq: seq,
-            logPath: spec.logPath,
-            repeated,
-            pausedMs: paused,
-            discardedBytes: resumed.discardedBytes ?? 0,
-          },
-        },
-        now,
-      );
-    };
-    const state: RunState = {
-      isOpen: () => !closed,
-      recordIfOpen: (draft) => {
-        if (!closed) record(draft);
-      },
-      answered: new Set(),
-      cancelled: new Map(),
-    };
-
-    /** Records that the run stopped waiting for a request, and why. */
-    const markCancelled = (requestId: string, phase: Phase, reason: string): void => {
-      state.cancelled.set(requestId, reason);
-      state.recordIfOpen({ type: 'request.cancelled', payload: { requestId, phase, reason } });
-    };
-
-    /**
-     * Stops waiting for a request and tells the workers to drop it. The chart records its closing
-     * event before XState stops the call actors, so the calls still asked at the close are
-     * recorded as cancelled just before it (`recordChart`); here the event is recorded only for a
-     * call cancelled while the run goes on.
-     */
-    const cancel = (requestId: string, stopped: string): void => {
-      pending.delete(requestId);
-      const phase = asked.get(requestId);
-      if (phase === undefined) return;
-      asked.delete(requestId);
-      // A run taken over is not this coordinator's to cancel: its new owner waits for the result.
-      if (takenBy !== null) return;
-      const reason = state.cancelled.get(requestId) ?? stopped;
-      if (!state.cancelled.has(requestId)) markCancelled(requestId, phase, reason);
-      publishCancel(bus, { runId, requestId, reason, ts: timestamp() }).catch(() => {
-        // A worker that misses the cancel finishes the call; its result is then rejected as late.
-      });
-    };
-
-    /**
-     * Records the model calls a result reports, stamped with the time it arrived (which a replay
-     * reads back as the answer's time), and what they cost on top of `carried`.
-     */
-    const spent = (request: RoleRequest, result: RoleResult, carried: Usage, now: number): CallReport => {
-      let usage = carried;
-      for (const call of result.calls) {
-        usage = addUsage(usage, {
-          promptTokens: call.promptTokens,
-          completionTokens: call.completionTokens,
-          costUsd: call.costUsd,
-          calls: 1,
-        });
-        calls.push(call);
-        record(
-          {
-            type: 'model.call.completed',
-            payload: { requestId: request.id, worker: result.worker, ...call },
-          },
-          now,
-        );
-      }
-      return { usage, finishedAt: now - pausedMs };
-    };
-
-    /** The gate the run waits at, and how to settle it. */
-    let waiting: {
-      gate: ApprovalGate;
-      requestId: string;
-      settle: (decision: ApprovalDecision) => void;
-    } | null = null;
-
-    /**
-     * Records `approval.requested` and waits for a person's decision, recorded as
-     * `approval.decided`. A replay takes the recorded decision; one the log does not hold (the run
-     * was waiting when its process died) is waited for again.
-     */
-    function awaitDecision(input: ApprovalInput, signal: AbortSignal): Promise<ApprovalOutput> {
-      signal.throwIfAborted();
-      const request = record({ type: 'approval.requested', payload: input });
-      const decided = (decision: ApprovalDecision): ApprovalDecision => {
-        record({
-          type: 'approval.decided',
-          payload: { requestId: request.id, gate: input.gate, ...decision },
-        });
-        return decision;
-      };
-      if (replay !== null) {
-        const { recorded, options } = resume!;
-        const decision = recorded.decisions.get(request.id);
-        if (decision !== undefined) return Promise.resolve(decided(decision));
-        try {
-          if (options.replayOnly)
-            return interruptedAsRecorded(`approval ${request.id} has no recorded decision`, signal);
-          goLive([]);
-        } catch (error) {
-          throw diverged(error);
-        }
-      }
-      return new Promise<ApprovalOutput>((resolve, reject) => {
-        // A wall-clock deadline from the request: a restart of the process that waited does not reset it.
-        const deadline = spec.approvalDeadline;
-        const timer =
-          deadline === null
-            ? undefined
-            : setTimeout(
-                () => {
-                  const why = `no decision within ${deadline.timeoutMs} ms`;
-                  if (deadline.policy === 'stop')
-                    actor.send({ type: 'interrupt', reason: `the ${input.gate} gate had ${why}` });
-                  else waiting?.settle({ decision: deadline.policy, reason: why, by: 'deadline' });
-                },
-                Math.max(0, Date.parse(request.ts) + deadline.timeoutMs - clock()),
-              );
-        const onAbort = () => {
-          clearTimeout(timer);
-          waiting = null;
-          reject(signal.reason);
-        };
-        signal.addEventListener('abort', onAbort, { once: true });
-        waiting = {
-          gate: input.gate,
-          requestId: request.id,
-          settle: (decision) => {
-            clearTimeout(timer);
-            signal.removeEventListener('abort', onAbort);
-            waiting = null;
-            resolve(decided(decision));
-          },
-        };
-      });
-    }
-
-    /**
-     * Sends a request and waits for its result; records the calls it cost. A request with no
-     * result within the run's `callTimeoutMs` is cancelled and answered with a failure, as if its
-     * worker had given up: the chart then goes on as it does after any failed call.
-     */
-    function ask(draft: RequestDraft, signal: AbortSignal): Promise<RoleReply> {
-      signal.throwIfAborted();
-      const request = record(draft as RunEventDraft) as RoleRequest;
-      // Still replaying: the request is a recorded one.
-      let carried = ZERO_USAGE;
-      let stored: ResumeOptions['storedResult'];
-      if (replay !== null) {
-        const { recorded, options } = resume!;
-        const answer = recorded.answers.get(request.id);
-        if (answer !== undefined) {
-          state.answered.add(request.id);
-          const report = { usage: answer.usage, finishedAt: answer.finishedAt };
-          return Promise.resolve({ request, result: answer.result, report, receivedAt: answer.receivedAt });
-        }
-        // In flight at the crash: its answer was lost, so it is asked again; the calls it had
-        // cost are recorded, and count.
-        carried = recorded.usage.get(request.id) ?? ZERO_USAGE;
-        try {
-          if (options.replayOnly)
-            return interruptedAsRecorded(`${request.type} ${request.id} has no recorded answer`, signal);
-          goLive([request.id]);
-        } catch (error) {
-          throw diverged(error);
-        }
-        if (options.resend !== false)
-          publishing.push(enqueueWork(bus, request, traceHeaders(), sending.signal).catch(publishFailed));
-        stored = options.storedResult;
-      }
-      // `record` published the request both as an event and on the role's work queue.
-      const { phase } = request.payload;
-      asked.set(request.id, phase);
-      return new Promise<RoleReply>((resolve, reject) => {
-        const settled = () => {
-          signal.removeEventListener('abort', onAbort);
-          clearTimeout(deadline);
-          asked.delete(request.id);
-        };
-        const onAbort = () => {
-          clearTimeout(deadline);
-          cancel(request.id, abortReason(signal));
-          reject(signal.reason);
-        };
-        const deadline = setTimeout(() => {
-          const timeout = new CallTimeoutError(
-            `no answer to ${request.type} ${request.id} within ${spec.callTimeoutMs} ms`,
-          );
-          cancel(request.id, timeout.message);
-          settled();
-          const now = clock();
-          resolve({
-            request,
-            result: { status: 'error', phase, error: describeError(timeout), raw: null },
-            report: { usage: carried, finishedAt: now - pausedMs },
-            receivedAt: now,
-          });
-        }, spec.callTimeoutMs);
-        signal.addEventListener('abort', onAbort, { once: true });
-        pending.set(request.id, {
-          run: state,
-          runId,
-          role: ROLE_OF_REQUEST[request.type],
-          // Taken in the same tick as the result arrives: an interrupt handled right after it
-          // finds the call answered and its cost recorded, not a request still asked.
-          resolve: (result) => {
-            settled();
-            const now = clock();
-            resolve({
-              request,
-              result: result.result,
-              report: spent(request, result, carried, now),
-              receivedAt: now,
-            });
-          },
-        });
-        // Asked again after a crash: a worker may have answered after the last owner died.
-        if (stored !== undefined) {
-          stored(request.id).then(
-            (result) => result !== null && (applyResult(result) || rejectMismatch(result)),
-            () => {
-              // Not found is the usual case; the request was queued again and will be answered.
-            },
-          );
-        }
-      });
-    }
-
-    /** Records a chart's event; before a closing one, the calls still asked are recorded as cancelled. */
-    const recordChart = (draft: RecordParams): void => {
-      if (draft.type === 'run.completed' || draft.type === 'run.failed') {
-        const reason = draft.type === 'run.failed' ? draft.payload.message : 'the run ended';
-        for (const [requestId, phase] of asked) markCancelled(requestId, phase, reason);
-      }
-      record(completeDraft(draft, calls));
-    };
-
-    const {
-      runId: _runId,
-      models,
-      callTimeoutMs: _callTimeoutMs,
-      approvalDeadline,
-      acting,
-      ...settings
-    } = spec;
-    let startedAt: number;
-    if (resume === null) {
-      startedAt = clock();
-      record(
-        {
-          type: 'run.started',
-          payload: {
-            task: spec.task,
-            logPath: spec.logPath,
-            settings: {
-              maxSteps: settings.maxSteps,
-              maxRetriesPerStep: settings.maxRetriesPerStep,
-              maxContractRounds: settings.maxContractRounds,
-              onStepExhausted: settings.onStepExhausted,
-              maxReplans: settings.maxReplans,
-              defaultThresholds: settings.defaultThresholds,
-              fallbackThreshold: settings.fallbackThreshold,
-              ...(settings.criteria === null ? {} : { criteria: settings.criteria }),
-              ...(settings.approve.length === 0 ? {} : { approve: settings.approve }),
-              budgets: settings.budgets,
-              callTimeoutMs: spec.callTimeoutMs,
-              ...(approvalDeadline === null ? {} : { approvalDeadline }),
-              models,
-              ...(acting === undefined ? {} : { acting }),
-            },
-            ...(options.tracing ? { traceparent: options.tracing.begin(runId) } : {}),
-          },
-        },
-        // The run's start is its first event's time, so that a replay reads it back exactly.
-        startedAt,
-      );
-    } else {
-      startedAt = Date.parse(resume.recorded.started.ts);
-      seq = 1;
-    }
-    const actor = createActor(machine, {
-      input: { ...settings, startedAt },
-      ...(options.inspect ? { inspect: options.inspect } : {}),
-    });
-    scopes.set(actor.system, { record, recordChart, ask, awaitDecision });
-    active.set(runId, state);
-    // Observed before the start: a replay that disagrees may end the chart in the first ticks.
-    const finished = toPromise(actor);
-    actor.start();
-
-    const done = (async () => {
-      try {
-        const outcome = await Promise.race([finished, divergence, taken]);
-        await Promise.all(publishing);
-        if (publishFailure) throw publishFailure;
-        return outcome;
-      } finally {
-        actor.stop();
-        scopes.delete(actor.system);
-        active.delete(runId);
-        // Results of a run taken over are its new owner's to judge.
-        if (takenBy === null) ended.set(runId, true);
-      }
-    })();
-
-    return {
-      runId,
-      done,
-      calls,
-      interrupt: (reason?: string) =>
-        actor.send(reason ? { type: 'interrupt', reason } : { type: 'interrupt' }),
-      decide: (gate, decision, requestId) => {
-        if (waiting === null || waiting.gate !== gate || closed) return false;
-        if (requestId !== undefined && requestId !== waiting.requestId) return false;
-        waiting.settle(decision);
-        return true;
-      },
-      waitingAt: () => (waiting === null ? null : { gate: waiting.gate, requestId: waiting.requestId }),
-      abandon: (owner: string) => {
-        if (!closed) letGo(owner, new RunTakenOverError(`run ${runId} was taken over by ${owner}`));
-      },
-    };
+    return open(resumedSpec(recorded, options), { recorded, options });
   }
 
   return {
@@ -855,7 +358,7 @@ export function createCoordinator(options: CoordinatorOptions) {
     resumeRun,
     /** Stops taking results; runs still going will not finish. */
     close(): void {
-      results.unsubscribe();
+      results.subscription.unsubscribe();
     },
   };
 }
@@ -881,13 +384,6 @@ function isoTimestamps(clock: () => number): (ms?: number) => string {
     }
     return last;
   };
-}
-
-/** Why a call's actor was stopped, in words for its cancel. */
-function abortReason(signal: AbortSignal): string {
-  const reason: unknown = signal.reason;
-  if (reason instanceof Error && reason.name !== 'AbortError') return reason.message;
-  return 'the state that made the call was left';
 }
 
 /** A coordinator as `createCoordinator` returns it. */

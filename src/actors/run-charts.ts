@@ -3,9 +3,11 @@ import { fromPromise } from 'xstate';
 import { PgeError } from '../errors.js';
 import type { CallName, Calls } from '../machines/calls.js';
 import { runMachine } from '../machines/run-machine.js';
+import { sessionMachine } from '../machines/session-machine.js';
 import { stepMachine } from '../machines/step-machine.js';
 import type { ApprovalInput, ApprovalOutput, CallReport, RecordParams } from '../machines/types.js';
 import type {
+  ApprovalDecision,
   ErrorInfo,
   RoleRequest,
   RoleResult,
@@ -41,6 +43,14 @@ export interface RunScope {
    * `approval.decided`; rejects when `signal` aborts (the run left the gate: interrupted).
    */
   awaitDecision(input: ApprovalInput, signal: AbortSignal): Promise<ApprovalOutput>;
+  /** The session's `answerCall`: hands the call of `requestId` its result. */
+  answerCall(requestId: string, result: RoleResult): void;
+  /** The session's `timeOutCall`: cancels the call of `requestId` and fails it with a timeout. */
+  timeOutCall(requestId: string): void;
+  /** The session's `settleDecision`: the gate of `requestId` takes `decision`. */
+  settleDecision(requestId: string, decision: ApprovalDecision): void;
+  /** The session's `letGo`: nothing more of the run is recorded or sent; `owner` has it. */
+  letGo(owner: string, error: Error): void;
 }
 
 /** Thrown into a call answered after its run ended; the stopped chart never sees it. */
@@ -132,16 +142,8 @@ function invalidAnswer(
   return result.error.message;
 }
 
-/**
- * The run machine with everything provided; `scopeOf` finds the scope of the run an actor
- * belongs to (undefined once the run has ended).
- */
-export function provideCharts(scopeOf: (system: AnyActorSystem) => RunScope | undefined): typeof runMachine {
-  const scope = (system: AnyActorSystem): RunScope => {
-    const found = scopeOf(system);
-    if (found === undefined) throw new RunClosedError('an actor of a run that has ended');
-    return found;
-  };
+/** The run machine with its calls and `record` action provided; `scope` finds an actor's run. */
+function provideCharts(scope: (system: AnyActorSystem) => RunScope): typeof runMachine {
   const recordAction = ({ system }: { system: AnyActorSystem }, draft: RecordParams): void =>
     scope(system).recordChart(draft);
   /** The promise actor of call `C`: `answer` gets the input, the run's scope and the actor's signal. */
@@ -229,5 +231,30 @@ export function provideCharts(scopeOf: (system: AnyActorSystem) => RunScope | un
         return { plan, ...reply.report };
       }),
     },
+  });
+}
+
+/**
+ * The session machine with all its I/O provided, at this one place: its actions (`answerCall`,
+ * `timeOutCall`, `settleDecision`, `letGo`) and its `run` actor, the run chart with its calls.
+ * `scopeOf` finds the scope of the run an actor belongs to (undefined once the run has ended).
+ */
+export function provideSession(
+  scopeOf: (system: AnyActorSystem) => RunScope | undefined,
+): typeof sessionMachine {
+  const scope = (system: AnyActorSystem): RunScope => {
+    const found = scopeOf(system);
+    if (found === undefined) throw new RunClosedError('an actor of a run that has ended');
+    return found;
+  };
+  return sessionMachine.provide({
+    actions: {
+      answerCall: ({ system }, { requestId, result }) => scope(system).answerCall(requestId, result),
+      timeOutCall: ({ system }, { requestId }) => scope(system).timeOutCall(requestId),
+      settleDecision: ({ system }, { requestId, decision }) =>
+        scope(system).settleDecision(requestId, decision),
+      letGo: ({ system }, { owner, error }) => scope(system).letGo(owner, error),
+    },
+    actors: { run: provideCharts(scope) },
   });
 }

@@ -89,7 +89,7 @@ const GRAPH_FLAGS = inGroup('output', [
     kind: 'choice',
     choices: MACHINE_NAMES,
     default: 'run',
-    help: 'The chart of a whole run, or of one step of the plan',
+    help: 'The chart of the session around a run, of a whole run, or of one step of the plan',
   },
   {
     name: 'format',

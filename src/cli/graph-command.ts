@@ -6,13 +6,14 @@ import type { CommandLine } from './flags.js';
 import type { CliIo } from './io.js';
 
 /**
- * `pge graph [--machine run|step] [--format mermaid|dot|json]`: prints a statechart, read from
+ * `pge graph [--machine session|run|step] [--format mermaid|dot|json]`: prints a statechart, read from
  * the machine definition itself. It calls no model and reads neither the environment nor a
  * config file, so the same command prints the same chart everywhere.
  */
 
 // The machines and xstate's graph utilities load only once the flags are known to be good.
 const MACHINES: Record<MachineName, () => Promise<AnyStateMachine>> = {
+  session: async () => (await import('../machines/session-machine.js')).sessionMachine,
   run: async () => (await import('../machines/run-machine.js')).runMachine,
   step: async () => (await import('../machines/step-machine.js')).stepMachine,
 };

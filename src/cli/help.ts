@@ -214,7 +214,8 @@ or default. The API key is never printed: it shows as (set) or (not set). Takes 
     summary: 'print the run or step statechart as Mermaid, DOT or JSON',
     usage: '[flags]',
     about: `Prints a statechart of the harness, read from the machine definitions themselves, so it is
-the chart the code runs: the run (planning, the steps in turn, replans, budget stops, interrupt)
+the chart the code runs: the session around a run (replay, calls and gates waiting with their
+deadlines, takeover), the run (planning, the steps in turn, replans, budget stops, interrupt)
 or one step (contract negotiation, work, evaluation, refine and pivot retries). Edges are labelled
 with their event ("always" for eventless ones, "done: <actor>" when an invoked call actor answers,
 "error: <actor>" when it fails) and their guard in brackets. Mermaid output renders wherever

@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { runMachine } from '../machines/run-machine.js';
+import { sessionMachine } from '../machines/session-machine.js';
 import { stepMachine } from '../machines/step-machine.js';
 import { statechartsDoc } from './statecharts-doc.js';
 import { toDot } from './to-dot.js';
@@ -31,7 +32,9 @@ export const DIAGRAM_FILES: Readonly<Record<string, () => string>> = {
   'docs/diagrams/run-machine.dot': () => `${DOT_HEADER}\n${toDot(runMachine)}`,
   'docs/diagrams/step-machine.mmd': () => withMermaidHeader(toMermaid(stepMachine)),
   'docs/diagrams/step-machine.dot': () => `${DOT_HEADER}\n${toDot(stepMachine)}`,
-  'docs/statecharts.md': () => statechartsDoc(runMachine, stepMachine),
+  'docs/diagrams/session-machine.mmd': () => withMermaidHeader(toMermaid(sessionMachine)),
+  'docs/diagrams/session-machine.dot': () => `${DOT_HEADER}\n${toDot(sessionMachine)}`,
+  'docs/statecharts.md': () => statechartsDoc(runMachine, stepMachine, sessionMachine),
   'README.md': () => withChartsIn(readFileSync(new URL('../../README.md', import.meta.url), 'utf8')),
 };
 

@@ -3,8 +3,11 @@
  * loading the machines.
  */
 
-/** The statecharts that can be exported: the run and the step it invokes once per plan step. */
-export const MACHINE_NAMES = ['run', 'step'] as const;
+/**
+ * The statecharts that can be exported: the session (a run's life on its coordinator), the run it
+ * invokes, and the step the run invokes once per plan step.
+ */
+export const MACHINE_NAMES = ['session', 'run', 'step'] as const;
 /** A statechart by name. */
 export type MachineName = (typeof MACHINE_NAMES)[number];
 

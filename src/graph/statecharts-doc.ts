@@ -1,9 +1,10 @@
 import type { AnyStateMachine } from 'xstate';
 import { machineGraph } from './machine-graph.js';
+import { OWNERSHIP, SESSION_INTRO } from './session-doc.js';
 import { toMermaid } from './to-mermaid.js';
 
 /**
- * The text of `docs/statecharts.md`: both charts, as Mermaid generated from the machines, and a
+ * The text of `docs/statecharts.md`: the three charts, as Mermaid generated from the machines, and a
  * note on every state, which is the state's `description` in the machine (as `pge graph --format
  * json` and an inspector show it). A state without one is an error, so the document cannot fall
  * behind the machines unnoticed.
@@ -35,14 +36,20 @@ function section(machine: AnyStateMachine): string {
   ].join('\n');
 }
 
-/** The markdown of `docs/statecharts.md` for the given run and step machines. */
-export function statechartsDoc(runMachine: AnyStateMachine, stepMachine: AnyStateMachine): string {
+/** The markdown of `docs/statecharts.md` for the given run, step and session machines. */
+export function statechartsDoc(
+  runMachine: AnyStateMachine,
+  stepMachine: AnyStateMachine,
+  sessionMachine: AnyStateMachine,
+): string {
   return `# Statecharts
 
 <!-- Generated from src/machines by \`npx tsx scripts/gen-diagrams.ts\`; edit the machines (each
 state's note is its \`description\`) or src/graph/statecharts-doc.ts, then regenerate. tests/graph/graph.test.ts fails when this is stale. -->
 
-The harness is two XState statecharts. The **run machine** plans the task and runs the plan's
+The harness is three XState statecharts. The **session machine** is a run's life on the
+coordinator that owns it (replay, the calls and gates it waits for, takeover) and invokes the run
+machine. The **run machine** plans the task and runs the plan's
 steps one after another; for each step it invokes the **step machine**, which negotiates a
 contract, has the work done and evaluated, and retries until the step passes or its attempts run
 out. The machines do no I/O: a state that needs the planner, the generator or the evaluator
@@ -63,6 +70,11 @@ call must stay within \`maxCostUsd\` and \`maxTokens\`, and \`maxDurationMs\` mu
 A call that would break a budget is never made; the machine goes to \`stopped\` instead, and so
 does the run. The edges into \`stopped\` are these checks: \`overBudget\` before a call, and
 \`overBudgetAfterAnswer\` on the \`done\` edges whose next state would make a call.
+
+${OWNERSHIP}
+${SESSION_INTRO}
+
+${section(sessionMachine)}
 
 ## The run
 

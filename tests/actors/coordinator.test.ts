@@ -1,4 +1,5 @@
 import { afterEach, describe, expect, it } from 'vitest';
+import type { InspectionEvent } from 'xstate';
 import { createCoordinator } from '../../src/actors/coordinator.js';
 import { createRoleWorker, type RoleWorker } from '../../src/actors/role-worker.js';
 import type { Bus } from '../../src/bus/bus.js';
@@ -164,6 +165,41 @@ describe('coordinator on a bus with promises of its own', () => {
   });
 });
 
+describe('the session chart of each run', () => {
+  it('is the actor the inspector sees, with the run and step charts as its descendants', async () => {
+    const inner = new InProcessBus();
+    const model = new ScriptedModel(passingScript(1));
+    const workers = (['planner', 'generator', 'evaluator'] as const).map((role) =>
+      createRoleWorker({ bus: inner, role, model, workerId: role }),
+    );
+    const seen: InspectionEvent[] = [];
+    const coordinator = createCoordinator({ bus: inner, inspect: (e) => void seen.push(e) });
+    cleanup.push(async () => {
+      await Promise.all(workers.map((w) => w.stop('abort')));
+      coordinator.close();
+      await inner.close();
+    });
+    const outcome = await coordinator.startRun(runSpec('run-inspected')).done;
+    expect(outcome.status).toBe('completed');
+    const actors = seen.filter((e) => e.type === '@xstate.actor');
+    const idOf = (e: InspectionEvent) => (e.actorRef as { logic?: { id?: string } }).logic?.id;
+    const session = actors.find((e) => idOf(e) === 'session')!;
+    expect(session.actorRef.sessionId).toBe(session.rootId);
+    // One actor system: the run and the step charts (and every call) are the session's descendants.
+    expect(new Set(actors.map((e) => e.rootId))).toEqual(new Set([session.rootId]));
+    const parentOf = (e: InspectionEvent) =>
+      (e.actorRef as { _parent?: { sessionId: string } })._parent?.sessionId;
+    const run = actors.find((e) => idOf(e) === 'run')!;
+    expect(parentOf(run)).toBe(session.actorRef.sessionId);
+    expect(parentOf(actors.find((e) => idOf(e) === 'step')!)).toBe(run.actorRef.sessionId);
+    const values = seen
+      .filter((e) => e.type === '@xstate.snapshot' && e.actorRef === session.actorRef)
+      .map((e) => JSON.stringify((e as unknown as { snapshot: { value: unknown } }).snapshot.value));
+    expect(values).toContain(JSON.stringify({ open: { live: 'calling' } }));
+    expect(values.at(-1)).toBe(JSON.stringify('closed'));
+  });
+});
+
 /**
  * A coordinator whose planner and generator are the test's own hands: it sees each request and
  * answers it when and as often as it likes.
@@ -212,6 +248,26 @@ const CONTRACT: RoleResult['result'] = {
   phase: 'contract',
   output: { title: 't', acceptanceCriteria: ['a'], expectedOutput: 'o', verificationMethod: 'v' },
 };
+
+describe('a run let go (abandon: its lease was taken)', () => {
+  it('stops recording and sending: no cancel of the call in flight, no closing event, a later result not judged', async () => {
+    const runId = 'run-abandoned';
+    const { bus, events, cancels, rejections, held, handle, answer, until } = byHand(runId);
+    await until(() => held.length === 1);
+    const before = events.length;
+    handle.abandon('coordinator-2');
+    await expect(handle.done).rejects.toThrow(
+      new RunTakenOverError(`run ${runId} was taken over by coordinator-2`),
+    );
+    expect(handle.waitingAt()).toBeNull();
+    // Its new owner waits for the result: the call is not cancelled, and this coordinator judges no result of it.
+    await answer(held[0]!, { status: 'ok', phase: 'plan', output: { plan: planOf(1), truncation: null } });
+    await bus.flush();
+    expect(events.length).toBe(before);
+    expect(cancels).toEqual([]);
+    expect(rejections).toEqual([]);
+  });
+});
 
 describe('results that no call waits for', () => {
   it('applies the first answer only; a duplicate, a late and an unknown one are reported, never applied', async () => {

@@ -9,6 +9,7 @@ import { statechartsDoc } from '../../src/graph/statecharts-doc.js';
 import { toDot } from '../../src/graph/to-dot.js';
 import { toMermaid } from '../../src/graph/to-mermaid.js';
 import { runMachine } from '../../src/machines/run-machine.js';
+import { sessionMachine } from '../../src/machines/session-machine.js';
 import { stepMachine } from '../../src/machines/step-machine.js';
 import { ROOT, runCli } from '../cli/run-cli.js';
 
@@ -19,6 +20,7 @@ import { ROOT, runCli } from '../cli/run-cli.js';
  */
 
 const MACHINES: [string, AnyStateMachine][] = [
+  ['session', sessionMachine],
   ['run', runMachine],
   ['step', stepMachine],
 ];
@@ -68,10 +70,10 @@ describe('the committed diagrams', () => {
     expect(committed, `${path} is stale or missing: run \`${REGENERATE}\``).toBe(DIAGRAM_FILES[path]!());
   });
 
-  it('docs/statecharts.md embeds both Mermaid charts and a note on every state', () => {
+  it('docs/statecharts.md embeds the three Mermaid charts and a note on every state', () => {
     const doc = DIAGRAM_FILES['docs/statecharts.md']!();
     const blocks = [...doc.matchAll(/```mermaid\n([\s\S]*?)```/g)].map((m) => m[1]);
-    expect(blocks).toEqual([toMermaid(runMachine), toMermaid(stepMachine)]);
+    expect(blocks).toEqual([toMermaid(sessionMachine), toMermaid(runMachine), toMermaid(stepMachine)]);
     for (const [, machine] of MACHINES) {
       const graph = machineGraph(machine);
       for (const node of graph.nodes.slice(1))
@@ -93,7 +95,7 @@ describe('the notes of docs/statecharts.md', () => {
       initial: 'a',
       states: { a: { description: 'Waits.', on: { GO: 'b' } }, b: { states: { c: {} }, initial: 'c' } },
     });
-    expect(() => statechartsDoc(bare, stepMachine)).toThrow(
+    expect(() => statechartsDoc(bare, stepMachine, sessionMachine)).toThrow(
       /every state of the bare machine needs a description, its note in docs\/statecharts\.md: none for b, b\.c/,
     );
   });
@@ -248,8 +250,71 @@ describe('the step chart', () => {
   });
 });
 
-describe('both charts', () => {
+describe('the session chart', () => {
+  const graph = machineGraph(sessionMachine);
+  const edge = (source: string, target: string, label: string, guard: string | null = null) => ({
+    source: `session.${source}`,
+    target: `session.${target}`,
+    label,
+    guard,
+  });
+  const edges = graph.edges.map(({ source, target, label, guard }) => ({ source, target, label, guard }));
+
+  it('invokes the run chart, replays before it is live, and ends in a final state for each outcome', () => {
+    expect(graph.nodes.find((n) => n.id === 'session.open')?.invokes).toEqual(['run']);
+    expect(graph.nodes.filter((n) => n.type === 'final').map((n) => n.key)).toEqual([
+      'closed',
+      'takenOver',
+      'diverged',
+      'failed',
+    ]);
+    expect(edges).toEqual(
+      expect.arrayContaining([
+        edge('open.opening', 'open.replaying', 'always', 'resumed'),
+        edge('open.opening', 'open.live', 'always'),
+        edge('open.replaying', 'open.live', 'replay.ended'),
+        edge('open', 'closed', 'done: run'),
+        edge('open', 'failed', 'error: run'),
+        edge('open', 'takenOver', 'abandon'),
+        edge('open', 'open.diverging', 'diverged'),
+        edge('open', 'diverged', 'error: run', 'diverging'),
+      ]),
+    );
+  });
+
+  it('draws the call and approval deadlines as after transitions, and results and decisions as events', () => {
+    const gate = 'open.live.awaitingDecision';
+    expect(edges).toEqual(
+      expect.arrayContaining([
+        edge('open.live.working', 'open.live.calling', 'call.asked'),
+        edge('open.live.calling', 'open.live.working', 'call.answered', 'isTheCall'),
+        edge('open.live.calling', 'open.live.working', 'after callDeadline'),
+        edge('open.live.working', gate, 'approval.requested'),
+        edge(`${gate}.timed`, 'open.live.working', 'decide', 'decisionFits'),
+        edge(`${gate}.untimed`, 'open.live.working', 'decide', 'decisionFits'),
+        edge(`${gate}.timed`, `${gate}.expired`, 'after approvalDeadline', 'deadlineStopsRun'),
+        edge(`${gate}.timed`, 'open.live.working', 'after approvalDeadline'),
+      ]),
+    );
+  });
+
+  it("takes docs/statecharts.md's notes from the states' descriptions, and refuses a state without one", () => {
+    const doc = DIAGRAM_FILES['docs/statecharts.md']!();
+    const calling = sessionMachine.root.states.open!.states.live!.states.calling!;
+    expect(doc).toContain(`| \`open.live.calling\` | ${calling.description} |`);
+    expect(doc).toContain(
+      '| coordinator (embedded, or `pge worker --role coordinator`) | session → run → step |',
+    );
+    const bare = createMachine({ id: 'bare', initial: 'a', states: { a: { description: 'A.' }, b: {} } });
+    expect(() => statechartsDoc(runMachine, stepMachine, bare)).toThrow(
+      /every state of the bare machine needs a description, its note in docs\/statecharts\.md: none for b/,
+    );
+  });
+});
+
+describe('every chart', () => {
   it.each([
+    ['session', sessionMachine],
     ['run', runMachine],
     ['step', stepMachine],
   ])('the %s chart has no anonymous guard', (_, chart) => {
@@ -383,6 +448,13 @@ describe('pge graph', () => {
     });
   });
 
+  it('prints the session chart', async () => {
+    const r = await pge(['graph', '--machine', 'session']);
+    expect(r.code).toBe(0);
+    expect(r.stdout).toBe(toMermaid(sessionMachine));
+    expect(r.stdout).toContain('open_live_calling --> open_live_working : after callDeadline');
+  });
+
   it('prints the run chart as Mermaid by default, and DOT on request', async () => {
     const mermaid = await pge(['graph']);
     expect(mermaid.code).toBe(0);
@@ -392,7 +464,7 @@ describe('pge graph', () => {
   });
 
   it.each([
-    [['graph', '--machine', 'walk'], /--machine expects one of run, step, got "walk"/],
+    [['graph', '--machine', 'walk'], /--machine expects one of session, run, step, got "walk"/],
     [['graph', '--format', 'svg'], /--format expects one of mermaid, dot, json, got "svg"/],
     [['graph', '--colour'], /unknown flag --colour/],
     [['graph', 'run'], /pge graph takes no arguments/],
@@ -408,7 +480,7 @@ describe('pge graph', () => {
     const r = await pge(['graph', '--help']);
     expect(r.code).toBe(0);
     expect(r.stdout).toContain('Usage: pge graph [flags]');
-    expect(r.stdout).toContain('--machine run|step');
+    expect(r.stdout).toContain('--machine session|run|step');
     expect(r.stdout).toContain('--format mermaid|dot|json');
     expect(r.stdout).toMatch(/Examples:\n {2}pge graph/);
     expect((await pge(['--help'])).stdout).toContain('pge graph [flags]');

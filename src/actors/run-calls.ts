@@ -1,0 +1,254 @@
+import { publishCancel } from '../bus/channels.js';
+import { CallTimeoutError, describeError } from '../errors.js';
+import type { SessionEvent } from '../machines/session-machine.js';
+import type { CallReport } from '../machines/types.js';
+import type { Phase, Role, RoleRequest, RoleResult, RunEventDraft, Usage } from '../schemas/index.js';
+import { addUsage, ROLE_OF_REQUEST, ZERO_USAGE } from '../schemas/index.js';
+import type { RequestDraft, RoleReply } from './run-charts.js';
+import type { RecorderDeps, RunRecorder } from './run-recorder.js';
+
+/**
+ * One run's calls, as its session waits for them: a call is a request recorded and sent, whose
+ * result the coordinator routes here (`call.answered`) and whose deadline is the session's
+ * (`timeOutCall`). A resumed run's calls are answered from its recorded events while it replays.
+ */
+
+/** What the coordinator knows of a run it owns, to judge a result no call was waiting for. */
+export interface RunState {
+  /** False once the run's closing event is recorded. */
+  isOpen(): boolean;
+  /** Records an event of the run, unless it has ended. */
+  recordIfOpen(draft: RunEventDraft): void;
+  /** Whether the run's session waits for `result` (the answer to the call it waits for). */
+  awaits(result: RoleResult): boolean;
+  /** Hands a result the session waits for to its call. */
+  answer(result: RoleResult): void;
+  /** Requests answered already. */
+  answered: Set<string>;
+  /** Requests cancelled, with the reason recorded. */
+  cancelled: Map<string, string>;
+}
+
+/** A call waiting for its result, in the coordinator's table of every run's calls. */
+export interface PendingCall {
+  run: RunState;
+  /** The run that asked: a result must name it. */
+  runId: string;
+  /** The role that serves the request (`ROLE_OF_REQUEST`): a result must come from it. */
+  role: Role;
+}
+
+/** What a run's calls need of their coordinator. */
+export interface CallDeps extends RecorderDeps {
+  /** Every run's calls waiting for results, by request id. */
+  pending: Map<string, PendingCall>;
+  /** Applies a result a worker stored for a request asked again, or reports it. */
+  applyStored: (result: RoleResult) => void;
+}
+
+/** A call of this run waiting for its result. */
+interface Asking {
+  request: RoleRequest;
+  /** What the request had cost before a crash, counted in its report. */
+  carried: Usage;
+  /** Resolves the call (the abort listener removed). */
+  resolve: (reply: RoleReply) => void;
+}
+
+/** The run's session, as its calls tell it what happens. */
+export interface SessionPort {
+  send(event: SessionEvent): void;
+  /** Whether the session, as it is now, takes `event`. */
+  accepts(event: SessionEvent): boolean;
+}
+
+/** One run's calls. */
+export class RunCalls {
+  readonly answered = new Set<string>();
+  readonly cancelled = new Map<string, string>();
+  /** Requests of this run still waiting for their result, with their phase. */
+  readonly asked = new Map<string, Phase>();
+  readonly #asking = new Map<string, Asking>();
+
+  constructor(
+    private readonly deps: CallDeps,
+    private readonly recorder: RunRecorder,
+    private readonly session: SessionPort,
+  ) {}
+
+  /** Records that the run stopped waiting for a request, and why. */
+  markCancelled(requestId: string, phase: Phase, reason: string): void {
+    this.cancelled.set(requestId, reason);
+    if (!this.recorder.closed)
+      this.recorder.record({ type: 'request.cancelled', payload: { requestId, phase, reason } });
+  }
+
+  /**
+   * Stops waiting for a request and tells the workers to drop it. The chart records its closing
+   * event before XState stops the call actors, so the calls still asked at the close are
+   * recorded as cancelled just before it (`recordChart`); here the event is recorded only for a
+   * call cancelled while the run goes on.
+   */
+  cancel(requestId: string, stopped: string): void {
+    this.deps.pending.delete(requestId);
+    const phase = this.asked.get(requestId);
+    if (phase === undefined) return;
+    this.asked.delete(requestId);
+    // A run taken over is not this coordinator's to cancel: its new owner waits for the result.
+    if (this.recorder.takenBy !== null) return;
+    const reason = this.cancelled.get(requestId) ?? stopped;
+    if (!this.cancelled.has(requestId)) this.markCancelled(requestId, phase, reason);
+    const { runId } = this.recorder.spec;
+    publishCancel(this.deps.bus, { runId, requestId, reason, ts: this.deps.timestamp() }).catch(() => {
+      // A worker that misses the cancel finishes the call; its result is then rejected as late.
+    });
+  }
+
+  /**
+   * Records the model calls a result reports, stamped with the time it arrived (which a replay
+   * reads back as the answer's time), and what they cost on top of `carried`.
+   */
+  #spent(request: RoleRequest, result: RoleResult, carried: Usage, now: number): CallReport {
+    let usage = carried;
+    for (const call of result.calls) {
+      const { promptTokens, completionTokens, costUsd } = call;
+      usage = addUsage(usage, { promptTokens, completionTokens, costUsd, calls: 1 });
+      this.recorder.calls.push(call);
+      const payload = { requestId: request.id, worker: result.worker, ...call };
+      this.recorder.record({ type: 'model.call.completed', payload }, now);
+    }
+    return { usage, finishedAt: now - this.recorder.pausedMs };
+  }
+
+  /**
+   * Sends a request and waits for its result; records the calls it cost. The session answers it
+   * (`answerCall`), or times it out (`timeOutCall`) after the run's `callTimeoutMs`.
+   */
+  ask(draft: RequestDraft, signal: AbortSignal): Promise<RoleReply> {
+    signal.throwIfAborted();
+    const request = this.recorder.record(draft as RunEventDraft) as RoleRequest;
+    let carried = ZERO_USAGE;
+    let stored: ((requestId: string) => Promise<RoleResult | null>) | undefined;
+    const { replay, resume } = this.recorder;
+    // Still replaying: the request is a recorded one.
+    if (replay !== null && resume !== null) {
+      const answer = resume.recorded.answers.get(request.id);
+      if (answer !== undefined) {
+        this.answered.add(request.id);
+        const report = { usage: answer.usage, finishedAt: answer.finishedAt };
+        return Promise.resolve({ request, result: answer.result, report, receivedAt: answer.receivedAt });
+      }
+      // In flight at the crash: its answer was lost, so it is asked again; the calls it had
+      // cost are recorded, and count.
+      carried = resume.recorded.usage.get(request.id) ?? ZERO_USAGE;
+      const missing = `${request.type} ${request.id} has no recorded answer`;
+      if (this.recorder.reachLogEnd(missing, [request.id])) return untilStopped(signal);
+      if (resume.options.resend !== false) this.recorder.enqueueAgain(request);
+      stored = resume.options.storedResult;
+    }
+    // `record` published the request both as an event and on the role's work queue.
+    this.asked.set(request.id, request.payload.phase);
+    const promise = new Promise<RoleReply>((resolve, reject) => {
+      const onAbort = () => {
+        this.#asking.delete(request.id);
+        this.cancel(request.id, abortReason(signal));
+        this.session.send({ type: 'call.left', requestId: request.id });
+        reject(signal.reason);
+      };
+      signal.addEventListener('abort', onAbort, { once: true });
+      const done = (reply: RoleReply) => {
+        signal.removeEventListener('abort', onAbort);
+        this.#asking.delete(request.id);
+        this.asked.delete(request.id);
+        resolve(reply);
+      };
+      this.#asking.set(request.id, { request, carried, resolve: done });
+    });
+    const { runId } = this.recorder.spec;
+    this.deps.pending.set(request.id, { run: this.#state, runId, role: ROLE_OF_REQUEST[request.type] });
+    this.session.send({ type: 'call.asked', requestId: request.id });
+    // Asked again after a crash: a worker may have answered after the last owner died.
+    stored?.(request.id).then(
+      (result) => result !== null && this.deps.applyStored(result),
+      () => {
+        // Not found is the usual case; the request was queued again and will be answered.
+      },
+    );
+    return promise;
+  }
+
+  /** The session's `answerCall`: the result goes to its call, in the tick it arrived. */
+  answerCall(requestId: string, result: RoleResult): void {
+    const call = this.#asking.get(requestId);
+    if (call === undefined) return;
+    const now = this.deps.clock();
+    const report = this.#spent(call.request, result, call.carried, now);
+    call.resolve({ request: call.request, result: result.result, report, receivedAt: now });
+  }
+
+  /**
+   * The session's `timeOutCall`: a request with no result within the run's `callTimeoutMs` is
+   * cancelled and answered with a failure, as if its worker had given up: the chart then goes on
+   * as it does after any failed call.
+   */
+  timeOutCall(requestId: string): void {
+    const call = this.#asking.get(requestId);
+    if (call === undefined) return;
+    const { request, carried } = call;
+    const timeout = new CallTimeoutError(
+      `no answer to ${request.type} ${request.id} within ${this.recorder.spec.callTimeoutMs} ms`,
+    );
+    this.cancel(request.id, timeout.message);
+    const now = this.deps.clock();
+    const { phase } = request.payload;
+    call.resolve({
+      request,
+      result: { status: 'error', phase, error: describeError(timeout), raw: null },
+      report: { usage: carried, finishedAt: now - this.recorder.pausedMs },
+      receivedAt: now,
+    });
+  }
+
+  /** The run as the coordinator's result routing sees it. */
+  readonly #state: RunState = {
+    isOpen: () => !this.recorder.closed,
+    recordIfOpen: (draft) => {
+      if (!this.recorder.closed) this.recorder.record(draft);
+    },
+    // Taken in the same tick as the result arrives: an interrupt handled right after it finds
+    // the call answered and its cost recorded, not a request still asked.
+    awaits: (result) => this.session.accepts(answered(result)),
+    answer: (result) => this.session.send(answered(result)),
+    answered: this.answered,
+    cancelled: this.cancelled,
+  };
+
+  /** The run as the coordinator's result routing sees it. */
+  get state(): RunState {
+    return this.#state;
+  }
+}
+
+/** The session's event for a result that answers its call. */
+const answered = (result: RoleResult): SessionEvent => ({
+  type: 'call.answered',
+  requestId: result.requestId,
+  result,
+});
+
+/**
+ * The promise of a call a replay-only run is interrupted at (`reachLogEnd`): it rejects when the
+ * interrupt stops the call's actor.
+ */
+export function untilStopped<T>(signal: AbortSignal): Promise<T> {
+  return new Promise<T>((_, reject) => {
+    signal.addEventListener('abort', () => reject(signal.reason), { once: true });
+  });
+}
+
+/** Why a call's actor was stopped, in words for its cancel. */
+function abortReason(signal: AbortSignal): string {
+  const reason: unknown = signal.reason;
+  if (reason instanceof Error && reason.name !== 'AbortError') return reason.message;
+  return 'the state that made the call was left';
+}

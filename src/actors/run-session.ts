@@ -1,0 +1,227 @@
+import { type Actor, createActor, type InspectionEvent, toPromise } from 'xstate';
+import { RunTakenOverError } from '../errors.js';
+import type { RunOutcome } from '../machines/run-machine.js';
+import type { SessionEvent, SessionInput, sessionMachine } from '../machines/session-machine.js';
+import type { ApprovalInput, ApprovalOutput, RecordParams } from '../machines/types.js';
+import type {
+  ApprovalDecision,
+  ModelCall,
+  PhaseTotals,
+  RoleResult,
+  RunEventDraft,
+  RunEventOf,
+} from '../schemas/index.js';
+import { PHASES } from '../schemas/index.js';
+import type { RunHandle, RunSpec } from './coordinator.js';
+import { type CallDeps, RunCalls, type RunState, type SessionPort } from './run-calls.js';
+import type { AnyActorSystem, RequestDraft, RoleReply, RunScope } from './run-charts.js';
+import { RunGates } from './run-gates.js';
+import { type Resumption, RunRecorder } from './run-recorder.js';
+
+/**
+ * One run on its coordinator: the session chart (`src/machines/session-machine.ts`) as an actor,
+ * with the recorder that stamps and publishes its events and the calls and gates it waits for.
+ * This is what the session's provided actions and the charts' call actors reach through their
+ * actor system (`RunScope`), and what the run's handle sends its events to.
+ */
+
+/** What a session needs of its coordinator. */
+export interface SessionDeps extends CallDeps {
+  /** The session machine with its I/O provided (`provideSession`). */
+  machine: typeof sessionMachine;
+  /** Where the provided actors find a run's scope, by the run's actor system. */
+  scopes: WeakMap<AnyActorSystem, RunScope>;
+  inspect?: ((event: InspectionEvent) => void) | undefined;
+}
+
+/** Calls, tokens, cost and model time per phase, in phase order, over `calls`. */
+export function phaseTotals(calls: readonly ModelCall[]): PhaseTotals[] {
+  return PHASES.map((phase) => {
+    const of = calls.filter((c) => c.phase === phase);
+    return {
+      phase,
+      calls: of.length,
+      promptTokens: of.reduce((n, c) => n + c.promptTokens, 0),
+      completionTokens: of.reduce((n, c) => n + c.completionTokens, 0),
+      costUsd: of.reduce((n, c) => n + c.costUsd, 0),
+      latencyMs: of.reduce((n, c) => n + c.latencyMs, 0),
+    };
+  });
+}
+
+/** A chart's event, completed with what only the coordinator knows: the per-phase table. */
+function completeDraft(draft: RecordParams, calls: readonly ModelCall[]): RunEventDraft {
+  if (draft.type === 'run.completed')
+    return { type: draft.type, payload: { ...draft.payload, byPhase: phaseTotals(calls) } };
+  if (draft.type === 'run.failed')
+    return { type: draft.type, payload: { ...draft.payload, byPhase: phaseTotals(calls) } };
+  return draft;
+}
+
+/** The `run.started` of a new run: its task, log and the settings a resume reads back. */
+function startedDraft(
+  spec: RunSpec,
+  traceparent: string | undefined,
+): Extract<RunEventDraft, { type: 'run.started' }> {
+  const { runId: _, models, callTimeoutMs, approvalDeadline, acting, task, logPath, ...settings } = spec;
+  return {
+    type: 'run.started',
+    payload: {
+      task,
+      logPath,
+      settings: {
+        maxSteps: settings.maxSteps,
+        maxRetriesPerStep: settings.maxRetriesPerStep,
+        maxContractRounds: settings.maxContractRounds,
+        onStepExhausted: settings.onStepExhausted,
+        maxReplans: settings.maxReplans,
+        defaultThresholds: settings.defaultThresholds,
+        fallbackThreshold: settings.fallbackThreshold,
+        ...(settings.criteria === null ? {} : { criteria: settings.criteria }),
+        ...(settings.approve.length === 0 ? {} : { approve: settings.approve }),
+        budgets: settings.budgets,
+        callTimeoutMs,
+        ...(approvalDeadline === null ? {} : { approvalDeadline }),
+        models,
+        ...(acting === undefined ? {} : { acting }),
+      },
+      ...(traceparent === undefined ? {} : { traceparent }),
+    },
+  };
+}
+
+/** One run's session: its actor, recorder, calls and gates. */
+export class RunSession implements RunScope {
+  readonly recorder: RunRecorder;
+  readonly calls: RunCalls;
+  readonly gates: RunGates;
+  readonly actor: Actor<typeof sessionMachine>;
+
+  constructor(deps: SessionDeps, spec: RunSpec, resume: Resumption | null) {
+    this.recorder = new RunRecorder(deps, spec, resume);
+    // A session that has ended takes no more events: the calls it stopped say so on their way out.
+    const send = (event: SessionEvent) => {
+      if (this.actor.getSnapshot().status === 'active') this.actor.send(event);
+    };
+    const port: SessionPort = { send, accepts: (event) => this.actor.getSnapshot().can(event) };
+    this.calls = new RunCalls(deps, this.recorder, port);
+    this.gates = new RunGates(deps.clock, this.recorder, port);
+    this.recorder.notify = send;
+    let startedAt: number;
+    if (resume === null) {
+      startedAt = deps.clock();
+      const traceparent = deps.tracing?.begin(spec.runId);
+      // The run's start is its first event's time, so that a replay reads it back exactly.
+      this.recorder.record(startedDraft(spec, traceparent), startedAt);
+    } else {
+      startedAt = Date.parse(resume.recorded.started.ts);
+      this.recorder.seq = 1;
+    }
+    const { runId, models: _, callTimeoutMs, approvalDeadline, acting: __, ...run } = spec;
+    const input: SessionInput = {
+      runId,
+      run: { ...run, startedAt },
+      replaying: resume !== null,
+      callTimeoutMs,
+      approvalDeadline,
+    };
+    this.actor = createActor(deps.machine, { input, ...(deps.inspect ? { inspect: deps.inspect } : {}) });
+    deps.scopes.set(this.actor.system, this);
+  }
+
+  /** The run as the coordinator's result routing sees it. */
+  get state(): RunState {
+    return this.calls.state;
+  }
+
+  record<T extends RunEventDraft>(draft: T, at?: number): RunEventOf<T['type']> {
+    return this.recorder.record(draft, at);
+  }
+
+  /** Records a chart's event; before a closing one, the calls still asked are recorded as cancelled. */
+  recordChart(draft: RecordParams): void {
+    if (draft.type === 'run.completed' || draft.type === 'run.failed') {
+      const reason = draft.type === 'run.failed' ? draft.payload.message : 'the run ended';
+      for (const [requestId, phase] of this.calls.asked) this.calls.markCancelled(requestId, phase, reason);
+    }
+    this.recorder.record(completeDraft(draft, this.recorder.calls));
+  }
+
+  ask(draft: RequestDraft, signal: AbortSignal): Promise<RoleReply> {
+    return this.calls.ask(draft, signal);
+  }
+
+  awaitDecision(input: ApprovalInput, signal: AbortSignal): Promise<ApprovalOutput> {
+    return this.gates.awaitDecision(input, signal);
+  }
+
+  answerCall(requestId: string, result: RoleResult): void {
+    this.calls.answerCall(requestId, result);
+  }
+
+  timeOutCall(requestId: string): void {
+    this.calls.timeOutCall(requestId);
+  }
+
+  settleDecision(requestId: string, decision: ApprovalDecision): void {
+    this.gates.settleDecision(requestId, decision);
+  }
+
+  letGo(owner: string, error: Error): void {
+    this.recorder.letGo(owner, error);
+  }
+
+  /**
+   * Starts the session; `done` settles with its final state's output once every event is
+   * published, and `onEnd` is told then (with who took the run over, if anyone did).
+   */
+  start(onEnd: (takenBy: string | null) => void): RunHandle {
+    const { actor, recorder } = this;
+    const { runId } = recorder.spec;
+    // Observed before the start: a replay that disagrees may end the session in the first ticks.
+    const finished = toPromise(actor);
+    actor.start();
+    const done = (async (): Promise<RunOutcome> => {
+      try {
+        const output = await finished;
+        if (output.outcome === undefined) throw output.error;
+        await Promise.all(recorder.publishing);
+        if (recorder.publishFailure) throw recorder.publishFailure;
+        return output.outcome;
+      } finally {
+        actor.stop();
+        onEnd(recorder.takenBy);
+      }
+    })();
+    return {
+      runId,
+      done,
+      calls: recorder.calls,
+      interrupt: (reason?: string) =>
+        actor.send(reason ? { type: 'interrupt', reason } : { type: 'interrupt' }),
+      decide: (gate, decision, requestId) => {
+        const event: SessionEvent = {
+          type: 'decide',
+          gate,
+          decision,
+          ...(requestId === undefined ? {} : { requestId }),
+        };
+        if (recorder.closed || !actor.getSnapshot().can(event)) return false;
+        actor.send(event);
+        return true;
+      },
+      waitingAt: () => {
+        const snapshot = actor.getSnapshot();
+        const { gate } = snapshot.context;
+        return snapshot.hasTag('waiting') && gate !== null
+          ? { gate: gate.gate, requestId: gate.requestId }
+          : null;
+      },
+      abandon: (owner: string) => {
+        if (recorder.closed) return;
+        const error = new RunTakenOverError(`run ${runId} was taken over by ${owner}`);
+        actor.send({ type: 'abandon', owner, error });
+      },
+    };
+  }
+}

@@ -1,0 +1,88 @@
+import type { ApprovalDecision, ApprovalGate, ApprovalTimeoutPolicy, RoleResult } from '../schemas/index.js';
+import type { RunInput, RunOutcome } from './run-context.js';
+
+/**
+ * The data of the session chart (`session-machine.ts`): what it is started with, what it keeps,
+ * the events the coordinator sends it and the output its final states give.
+ */
+
+/** What a session is started with: the run chart's input and the deadlines the session keeps. */
+export interface SessionInput {
+  runId: string;
+  /** The run chart's input. */
+  run: RunInput;
+  /** True for a resumed run: its recorded events are replayed before it goes live. */
+  replaying: boolean;
+  /** Milliseconds a call may wait for its result before it is answered with a timeout. */
+  callTimeoutMs: number;
+  /** How long a gate waits for a person, and what its deadline does; null: as long as it takes. */
+  approvalDeadline: { timeoutMs: number; policy: ApprovalTimeoutPolicy } | null;
+}
+
+/** The gate a session waits at: its request, when it was recorded and when the wait began (epoch ms). */
+export interface OpenGate {
+  gate: ApprovalGate;
+  requestId: string;
+  /** The time of the gate's `approval.requested` (a resumed gate: the recorded one). */
+  requestedAt: number;
+  /** When this process began to wait: the deadline is `requestedAt + timeoutMs`, counted from here. */
+  waitingSince: number;
+}
+
+/** The session's context. */
+export interface SessionContext extends SessionInput {
+  /** The request whose result the session waits for, while `live.calling`. */
+  call: string | null;
+  /** The gate the session waits at, while `live.awaitingDecision`. */
+  gate: OpenGate | null;
+  /** Why the session ended without the run's outcome. */
+  error: unknown;
+  outcome: RunOutcome | null;
+}
+
+/** How a session ended: the run's outcome, or the error that ended it (taken over, diverged, failed). */
+export type SessionOutput =
+  | { outcome: RunOutcome; error?: undefined }
+  | { outcome?: undefined; error: unknown };
+
+/** The events a session takes: from the coordinator, its call actors and a person. */
+export type SessionEvent =
+  /** Stop the run: forwarded to the run chart, which records its closing event. */
+  | { type: 'interrupt'; reason?: string }
+  /** The replay handed out the last recorded event; `run.resumed` is recorded. */
+  | { type: 'replay.ended' }
+  /** The replay and its log disagree (a `ResumeError`): nothing more is recorded. */
+  | { type: 'diverged'; error: unknown }
+  /** A call's request was recorded and sent; its result is waited for. */
+  | { type: 'call.asked'; requestId: string }
+  /** The result of a call, judged by the coordinator to be the answer to `requestId`. */
+  | { type: 'call.answered'; requestId: string; result: RoleResult }
+  /** The call's actor was stopped before its result came (its state was left). */
+  | { type: 'call.left'; requestId: string }
+  /** A gate's `approval.requested` was recorded: a person is waited for. */
+  | { type: 'approval.requested'; gate: ApprovalGate; requestId: string; requestedAt: number; now: number }
+  /** A person's decision; `requestId`, when given, must name the gate's request. */
+  | { type: 'decide'; gate: ApprovalGate; decision: ApprovalDecision; requestId?: string }
+  /** The gate's actor was stopped before a decision came (the run was interrupted). */
+  | { type: 'approval.left'; requestId: string }
+  /** The run was taken over by `owner` (a lost lease, or another coordinator's event of a seq). */
+  | { type: 'abandon'; owner: string; error: Error }
+  /** An event or work item of the run could not be published: the run is stopped. */
+  | { type: 'publish.failed'; error: unknown };
+
+/** The interrupt a failed publish sends the run, its reason naming the failure. */
+export function publishFailedInterrupt(error: unknown): { type: 'interrupt'; reason: string } {
+  return { type: 'interrupt', reason: `its events could not be published: ${String(error)}` };
+}
+
+/** Milliseconds left until the open gate's deadline, from when the session began to wait. */
+export function approvalDelay(context: SessionContext): number {
+  const { gate, approvalDeadline } = context;
+  if (gate === null || approvalDeadline === null) return 0;
+  return Math.max(0, gate.requestedAt + approvalDeadline.timeoutMs - gate.waitingSince);
+}
+
+/** The words of a gate's deadline: `no decision within <ms> ms`. */
+export function noDecisionWithin(context: SessionContext): string {
+  return `no decision within ${context.approvalDeadline?.timeoutMs} ms`;
+}

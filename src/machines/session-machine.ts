@@ -1,0 +1,264 @@
+import { assign, sendTo, setup } from 'xstate';
+import type { ApprovalDecision, RoleResult } from '../schemas/index.js';
+import { runMachine } from './run-machine.js';
+import {
+  approvalDelay,
+  noDecisionWithin,
+  publishFailedInterrupt,
+  type SessionContext,
+  type SessionEvent,
+  type SessionInput,
+  type SessionOutput,
+} from './session-context.js';
+
+export type { OpenGate, SessionEvent, SessionInput, SessionOutput } from './session-context.js';
+
+/**
+ * The run session: the life of one run on the coordinator that owns it. It invokes the run chart
+ * (which invokes the step chart) and keeps what lies around it: a resumed run replays its
+ * recorded events before it goes live; a call waits for its result at most `callTimeoutMs`, a
+ * gate for a person until its deadline (both `after` transitions); a person's decision, a result,
+ * a lost lease, a failed publish and an interrupt arrive as events. It ends with the run's
+ * outcome (`closed`) or with the error that ended it (`takenOver`, `diverged`, `failed`), as its
+ * final states' output. Free of I/O like the charts it owns: the coordinator provides the actions
+ * that answer a call, time it out, settle a gate and let the run go (`src/actors/run-charts.ts`).
+ */
+
+/** Transitions to the gate being decided: a fitting decision settles it, the run works on. */
+const decide = {
+  guard: 'decisionFits',
+  target: '#session.open.live.working',
+  actions: {
+    type: 'settleDecision',
+    params: ({ context, event }: { context: SessionContext; event: SessionEvent }) => ({
+      requestId: context.gate!.requestId,
+      decision: (event as Extract<SessionEvent, { type: 'decide' }>).decision,
+    }),
+  },
+} as const;
+
+/** The session statechart. Provide `answerCall`, `timeOutCall`, `settleDecision`, `letGo` and `run` (the run chart with its calls). */
+export const sessionMachine = setup({
+  types: {
+    context: {} as SessionContext,
+    input: {} as SessionInput,
+    output: {} as SessionOutput,
+    events: {} as SessionEvent,
+    children: {} as { run: 'run' },
+  },
+  actors: { run: runMachine },
+  guards: {
+    /** The replay parted from its log: the run chart's end is the divergence's. */
+    diverging: ({ context }) => context.error !== null,
+    /** A resumed run: its recorded events are replayed first. */
+    resumed: ({ context }) => context.replaying,
+    /** The event (a result, the call's actor stopped) is about the call the session waits for. */
+    isTheCall: ({ context, event }) => 'requestId' in event && event.requestId === context.call,
+    /** The decision is for the gate the session waits at (and its request, when it names one). */
+    decisionFits: ({ context, event }) =>
+      event.type === 'decide' &&
+      context.gate !== null &&
+      event.gate === context.gate.gate &&
+      (event.requestId === undefined || event.requestId === context.gate.requestId),
+    /** The run has an approval deadline (`approvalTimeoutMs`). */
+    hasApprovalDeadline: ({ context }) => context.approvalDeadline !== null,
+    /** The deadline's policy is `stop`: the run is interrupted rather than decided for. */
+    deadlineStopsRun: ({ context }) => context.approvalDeadline?.policy === 'stop',
+  },
+  actions: {
+    /** Hands a call its result (the coordinator records its cost and resolves the call). */
+    answerCall: (_, _params: { requestId: string; result: RoleResult }) => {},
+    /** Cancels a call that had no result in time and answers it with a `CallTimeoutError`. */
+    timeOutCall: (_, _params: { requestId: string }) => {},
+    /** Settles a gate with a decision (the coordinator records `approval.decided`). */
+    settleDecision: (_, _params: { requestId: string; decision: ApprovalDecision }) => {},
+    /** Lets the run go to `owner`: nothing more is recorded or sent. */
+    letGo: (_, _params: { owner: string; error: Error }) => {},
+  },
+  delays: {
+    callDeadline: ({ context }) => context.callTimeoutMs,
+    approvalDeadline: ({ context }) => approvalDelay(context),
+  },
+}).createMachine({
+  id: 'session',
+  description: 'The life of one run on the coordinator that owns it, around the run chart it invokes.',
+  context: ({ input }) => ({ ...input, call: null, gate: null, error: null, outcome: null }),
+  initial: 'open',
+  output: ({ event }) => event.output as SessionOutput,
+  states: {
+    open: {
+      description:
+        'The run chart (`invoke: run`) runs, and the step chart under it. `interrupt` is passed to the run chart, which records its closing event; a failed publish interrupts it the same way, the failure named in the reason. A lost lease (`abandon`) goes to `takenOver`.',
+      invoke: {
+        id: 'run',
+        systemId: 'run',
+        src: 'run',
+        input: ({ context }) => context.run,
+        onDone: [
+          { guard: 'diverging', target: 'diverged' },
+          { target: 'closed', actions: assign({ outcome: ({ event }) => event.output }) },
+        ],
+        onError: [
+          { guard: 'diverging', target: 'diverged' },
+          { target: 'failed', actions: assign({ error: ({ event }) => event.error }) },
+        ],
+      },
+      on: {
+        interrupt: { actions: sendTo('run', ({ event }) => event) },
+        'publish.failed': { actions: sendTo('run', ({ event }) => publishFailedInterrupt(event.error)) },
+        abandon: {
+          target: 'takenOver',
+          actions: [
+            assign({ error: ({ event }) => event.error }),
+            { type: 'letGo', params: ({ event }) => ({ owner: event.owner, error: event.error }) },
+          ],
+        },
+        diverged: { target: '.diverging', actions: assign({ error: ({ event }) => event.error }) },
+      },
+      initial: 'opening',
+      states: {
+        opening: {
+          description:
+            'Chooses where the session starts: a resumed run replays (`resumed`), a new one is live.',
+          always: [{ guard: 'resumed', target: 'replaying' }, { target: 'live' }],
+        },
+        replaying: {
+          description:
+            'A resumed run: every call is answered and every decision taken from the recorded events, and each event the charts produce again must equal the recorded one (else `diverged`); nothing is published. When the recorded events run out (`replay.ended`: a call or gate the log does not answer, or an event past its end) `run.resumed` is recorded and the run is live. A replay-only run (`pge replay`) never goes live: where the log ends it is `diverged`, unless the log says the run was interrupted there.',
+          on: { 'replay.ended': 'live' },
+        },
+        diverging: {
+          description:
+            'The replay and its log disagree (`diverged`): nothing more is recorded, so the run chart fails at its next event; its end, whatever it is, goes to `diverged`.',
+        },
+        live: {
+          description:
+            'Every event is stamped with the next seq and published; calls go to the role workers.',
+          initial: 'working',
+          states: {
+            working: {
+              description: 'The charts decide and record; no call or gate is open.',
+              entry: assign({ call: null, gate: null }),
+              on: {
+                'call.asked': {
+                  target: 'calling',
+                  actions: assign(({ event }) => ({ call: event.requestId })),
+                },
+                'approval.requested': {
+                  target: 'awaitingDecision',
+                  actions: assign({
+                    gate: ({ event }) => ({
+                      gate: event.gate,
+                      requestId: event.requestId,
+                      requestedAt: event.requestedAt,
+                      waitingSince: event.now,
+                    }),
+                  }),
+                },
+              },
+            },
+            calling: {
+              description:
+                "A request is on its role's work queue and its result is waited for. The result (`call.answered`, `isTheCall`) goes back to the call, which records its model calls. None within `callTimeoutMs` (`after callDeadline`): the request is cancelled and the call fails with a `CallTimeoutError`, as if its worker had given up. The call's state left (`call.left`, the run interrupted): the request is cancelled.",
+              after: {
+                callDeadline: {
+                  target: 'working',
+                  actions: { type: 'timeOutCall', params: ({ context }) => ({ requestId: context.call! }) },
+                },
+              },
+              on: {
+                'call.answered': {
+                  guard: 'isTheCall',
+                  target: 'working',
+                  actions: {
+                    type: 'answerCall',
+                    params: ({ event }) => ({ requestId: event.requestId, result: event.result }),
+                  },
+                },
+                'call.left': { guard: 'isTheCall', target: 'working' },
+              },
+            },
+            awaitingDecision: {
+              description:
+                "A gate's `approval.requested` is recorded and a person is waited for (`waitingAt`). A decision for this gate (`decide`, `decisionFits`) is recorded as `approval.decided` and the run goes on. The gate left (`approval.left`, the run interrupted): back to working.",
+              on: { 'approval.left': 'working' },
+              initial: 'deadline',
+              states: {
+                deadline: {
+                  description:
+                    'With `approvalTimeoutMs` (`hasApprovalDeadline`) the wait is timed; otherwise it is not.',
+                  always: [{ guard: 'hasApprovalDeadline', target: 'timed' }, { target: 'untimed' }],
+                },
+                untimed: {
+                  description: 'No deadline: the gate waits as long as it takes, across restarts.',
+                  tags: ['waiting'],
+                  on: { decide },
+                },
+                timed: {
+                  description:
+                    "Waits until the deadline, counted from the request's recorded time so that a restart does not reset it (`after approvalDeadline`). At the deadline, `onApprovalTimeout`: `stop` (`deadlineStopsRun`) interrupts the run, the gate named in the reason; `approve` or `reject` settles the gate with that decision, `by: deadline`.",
+                  tags: ['waiting'],
+                  on: { decide },
+                  after: {
+                    approvalDeadline: [
+                      {
+                        guard: 'deadlineStopsRun',
+                        target: 'expired',
+                        actions: sendTo('run', ({ context }) => ({
+                          type: 'interrupt' as const,
+                          reason: `the ${context.gate!.gate} gate had ${noDecisionWithin(context)}`,
+                        })),
+                      },
+                      {
+                        target: '#session.open.live.working',
+                        actions: {
+                          type: 'settleDecision',
+                          params: ({ context }) => ({
+                            requestId: context.gate!.requestId,
+                            decision: {
+                              decision: context.approvalDeadline!.policy as 'approve' | 'reject',
+                              reason: noDecisionWithin(context),
+                              by: 'deadline',
+                            },
+                          }),
+                        },
+                      },
+                    ],
+                  },
+                },
+                expired: {
+                  description:
+                    'The deadline stopped the run: no decision is taken any more; the run is being interrupted.',
+                },
+              },
+            },
+          },
+        },
+      },
+    },
+    closed: {
+      type: 'final',
+      description:
+        "The run chart reached a final state and recorded its closing event: the output is the run's outcome.",
+      output: ({ context }) => ({ outcome: context.outcome! }),
+    },
+    takenOver: {
+      type: 'final',
+      description:
+        'The run was let go: its lease went to another coordinator (`abandon`), or another coordinator recorded an event of a seq this one recorded. Nothing more is recorded or published, and a call in flight is not cancelled (its new owner waits for the result). The output is a `RunTakenOverError`.',
+      output: ({ context }) => ({ error: context.error }),
+    },
+    diverged: {
+      type: 'final',
+      description:
+        'The replay and the log disagree, or a replay-only run went past its log: nothing more is recorded. The output is the `ReplayDivergence`.',
+      output: ({ context }) => ({ error: context.error }),
+    },
+    failed: {
+      type: 'final',
+      description:
+        'The run chart failed (an action threw, the log could not be written): the output is its error.',
+      output: ({ context }) => ({ error: context.error }),
+    },
+  },
+});
