@@ -22,8 +22,6 @@ import { type AnyActorSystem, provideSession, type RunScope } from './run-charts
 import type { Resumption } from './run-recorder.js';
 import { RunSession, type SessionDeps } from './run-session.js';
 
-export { phaseTotals } from './run-session.js';
-
 /**
  * The coordinator owns its runs' statecharts: each run is a session chart
  * (`src/machines/session-machine.ts`) that invokes the run chart, which invokes the step chart;

@@ -3,15 +3,8 @@ import { RunTakenOverError } from '../errors.js';
 import type { RunOutcome } from '../machines/run-machine.js';
 import type { SessionEvent, SessionInput, sessionMachine } from '../machines/session-machine.js';
 import type { ApprovalInput, ApprovalOutput, RecordParams } from '../machines/types.js';
-import type {
-  ApprovalDecision,
-  ModelCall,
-  PhaseTotals,
-  RoleResult,
-  RunEventDraft,
-  RunEventOf,
-} from '../schemas/index.js';
-import { PHASES } from '../schemas/index.js';
+import type { ApprovalDecision, ModelCall, RoleResult, RunEventDraft, RunEventOf } from '../schemas/index.js';
+import { phaseTotals } from '../schemas/index.js';
 import type { RunHandle, RunSpec } from './coordinator.js';
 import { type CallDeps, RunCalls, type RunState, type SessionPort } from './run-calls.js';
 import type { AnyActorSystem, RequestDraft, RoleReply, RunScope } from './run-charts.js';
@@ -32,21 +25,6 @@ export interface SessionDeps extends CallDeps {
   /** Where the provided actors find a run's scope, by the run's actor system. */
   scopes: WeakMap<AnyActorSystem, RunScope>;
   inspect?: ((event: InspectionEvent) => void) | undefined;
-}
-
-/** Calls, tokens, cost and model time per phase, in phase order, over `calls`. */
-export function phaseTotals(calls: readonly ModelCall[]): PhaseTotals[] {
-  return PHASES.map((phase) => {
-    const of = calls.filter((c) => c.phase === phase);
-    return {
-      phase,
-      calls: of.length,
-      promptTokens: of.reduce((n, c) => n + c.promptTokens, 0),
-      completionTokens: of.reduce((n, c) => n + c.completionTokens, 0),
-      costUsd: of.reduce((n, c) => n + c.costUsd, 0),
-      latencyMs: of.reduce((n, c) => n + c.latencyMs, 0),
-    };
-  });
 }
 
 /** A chart's event, completed with what only the coordinator knows: the per-phase table. */

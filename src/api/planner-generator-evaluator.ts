@@ -3,10 +3,8 @@ import { rm } from 'node:fs/promises';
 import { hostname } from 'node:os';
 import { basename, dirname, extname, join, resolve } from 'node:path';
 import type { InspectionEvent } from 'xstate';
-import { type RunHandle, runSettingsOf } from '../actors/coordinator.js';
 import type { Model } from '../actors/model.js';
 import { OpenAIModel } from '../actors/openai-model.js';
-import { ReplayDivergence, readRecordedRun } from '../actors/replay.js';
 import { subscribeEvents } from '../bus/channels.js';
 import { ConfigurationError, errorFromInfo, type LogWriteError, ResumeError } from '../errors.js';
 import type { RunOutcome } from '../machines/run-machine.js';
@@ -15,6 +13,7 @@ import { readCrashedLog } from '../runtime/crashed-log.js';
 import { createEmbeddedRuntime, type EmbeddedRuntime } from '../runtime/embedded.js';
 import type { ForkSettings } from '../runtime/fork-log.js';
 import { newRunId } from '../runtime/run-id.js';
+import { ReplayDivergence, type RunHandle, readRecordedRun, runSettingsOf } from '../runtime/runs.js';
 import { checkTask } from '../runtime/task.js';
 import {
   ApprovalDecision,
@@ -163,7 +162,7 @@ export class PlannerGeneratorEvaluator<T extends OutputType = OutputType> {
     await this.prepareTracing();
     const runtime = this.ensureRuntime();
     const o = this.options;
-    const handle = runtime.coordinator.resumeRun(recorded, {
+    const handle = runtime.resumeRun(recorded, {
       owner: `${hostname()}:${process.pid}`,
       logPath: path,
       // The torn end is cut by the log's writer when it opens the file, once the replay agreed.
@@ -299,7 +298,7 @@ export class PlannerGeneratorEvaluator<T extends OutputType = OutputType> {
     const runtime = this.ensureRuntime();
     const started = performance.now();
     const o = this.options;
-    const handle = runtime.coordinator.startRun({
+    const handle = runtime.startRun({
       runId,
       task,
       logPath,

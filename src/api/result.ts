@@ -1,4 +1,3 @@
-import { phaseTotals } from '../actors/coordinator.js';
 import type { RunOutcome, RunStatus } from '../machines/run-machine.js';
 import type { AttemptRecord, ContractRound, StepOutcome } from '../machines/types.js';
 import type {
@@ -10,6 +9,7 @@ import type {
   ResolvedCriterion,
   Usage,
 } from '../schemas/index.js';
+import { phaseTotals } from '../schemas/index.js';
 
 /**
  * `lastResult`: the reference's `HarnessResult` fields (outputPath, plan, stepLogs, totalDuration,

@@ -9,6 +9,7 @@ import { type LogWriteError, WorkerStoppedError } from '../errors.js';
 import type { Role } from '../schemas/index.js';
 import type { RunTracing } from '../telemetry/run-tracing.js';
 import type { WorkTracing } from '../telemetry/work-tracing.js';
+import type { RecordedRun, ResumeOptions, RunHandle, RunSpec } from './runs.js';
 
 /**
  * The embedded composition root: the coordinator, one worker per role, and the persistence actor,
@@ -76,6 +77,11 @@ export function createEmbeddedRuntime(options: EmbeddedRuntimeOptions) {
     bus,
     coordinator,
     persistence,
+    /** Starts a run (`Coordinator.startRun`). */
+    startRun: (spec: RunSpec): RunHandle => coordinator.startRun(spec),
+    /** Continues a recorded run from its events (`Coordinator.resumeRun`). */
+    resumeRun: (recorded: RecordedRun, resume: ResumeOptions): RunHandle =>
+      coordinator.resumeRun(recorded, resume),
     /**
      * Stops the workers, drains the bus and closes every log. Calls still in flight belong to
      * interrupted runs (a finished run has none), so they are aborted rather than awaited.

@@ -25,6 +25,7 @@ import {
   RetrySignal,
   WorkInput,
 } from './inputs.js';
+import { PHASES } from './setting-values.js';
 import { ApprovalGate, ApprovalTimeoutPolicy, ExhaustionPolicy } from './settings.js';
 
 /**
@@ -125,6 +126,21 @@ export const PhaseTotals = z.strictObject({
   latencyMs: z.number().min(0),
 });
 export type PhaseTotals = z.infer<typeof PhaseTotals>;
+
+/** Calls, tokens, cost and model time per phase, in phase order, over `calls`. */
+export function phaseTotals(calls: readonly ModelCall[]): PhaseTotals[] {
+  return PHASES.map((phase) => {
+    const of = calls.filter((c) => c.phase === phase);
+    return {
+      phase,
+      calls: of.length,
+      promptTokens: of.reduce((n, c) => n + c.promptTokens, 0),
+      completionTokens: of.reduce((n, c) => n + c.completionTokens, 0),
+      costUsd: of.reduce((n, c) => n + c.costUsd, 0),
+      latencyMs: of.reduce((n, c) => n + c.latencyMs, 0),
+    };
+  });
+}
 
 /** The run's closing figures, as the run chart computes them. */
 export const RunTotals = z.strictObject({

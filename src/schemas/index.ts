@@ -39,6 +39,7 @@ export {
   JudgedScore,
   ModelCall,
   PhaseTotals,
+  phaseTotals,
   ResultRejectionReason,
   ROLE_OF_REQUEST,
   RoleRequest,
