@@ -153,22 +153,23 @@ export const APP_SCRIPT = `"use strict";
     return layout.edges.filter((e) => box.path.includes(e.source)).map((e) => \`\${e.labels.join(" | ")} → \${e.target}\`);
   }
   function renderCharts(charts2, view) {
-    drawChart(byId("run-chart"), charts2.run, view.active.run);
-    const step = view.active.stepNumber === null ? void 0 : view.steps.filter((s) => s.stepNumber === view.active.stepNumber).pop();
+    const active = view.active ?? { run: null, step: null, stepNumber: null };
+    drawChart(byId("run-chart"), charts2.run, active.run);
+    const step = active.stepNumber === null ? void 0 : view.steps.filter((s) => s.stepNumber === active.stepNumber).pop();
     byId("step-chart-title").textContent = step ? \`Step \${step.stepNumber} statechart: \${step.title}\` : "Step statechart (no step yet)";
-    drawChart(byId("step-chart"), charts2.step, view.active.step);
-    const run = transitionsFrom(charts2.run, view.active.run);
-    const st = view.active.step ? transitionsFrom(charts2.step, view.active.step) : [];
+    drawChart(byId("step-chart"), charts2.step, active.step);
+    const run = active.run ? transitionsFrom(charts2.run, active.run) : [];
+    const st = active.step ? transitionsFrom(charts2.step, active.step) : [];
     byId("next-transitions").replaceChildren(
       el(
         "div",
         "active-states",
-        \`Active: \${view.active.run}\${view.active.step ? \` · \${view.active.step}\` : ""}\`
+        active.run ? \`Active: \${active.run}\${active.step ? \` · \${active.step}\` : ""}\` : ""
       ),
       el(
         "div",
         "call-in-flight",
-        view.call ? \`Call in flight: \${view.call.actor} (child actor of \${view.active.step ?? view.active.run}), served by the \${view.call.role}, request \${view.call.requestId} since \${view.call.since}\` : ""
+        view.call ? \`Call in flight: \${view.call.actor} (child actor of \${active.step ?? active.run ?? "the run"}), served by the \${view.call.role}, request \${view.call.requestId} since \${view.call.since}\` : ""
       ),
       el("div", null, run.length ? \`Run can go: \${run.join("; ")}\` : ""),
       el("div", null, st.length ? \`Step can go: \${st.join("; ")}\` : "")
