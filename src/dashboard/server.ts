@@ -2,7 +2,7 @@ import { createServer, type IncomingMessage, type ServerResponse } from 'node:ht
 import type { AddressInfo } from 'node:net';
 import { runMachine } from '../machines/run-machine.js';
 import { stepMachine } from '../machines/step-machine.js';
-import { APP_SCRIPT } from './assets/app-script.js';
+import { loadAppScript } from './app-bundle.js';
 import { APP_STYLE, PAGE_HTML } from './assets/page.js';
 import { type ChartLayout, layoutChart } from './chart-layout.js';
 import {
@@ -63,6 +63,7 @@ export async function startDashboard(options: DashboardOptions): Promise<Dashboa
   const host = options.host ?? '127.0.0.1';
   const debounceMs = options.debounceMs ?? 100;
   const layouts = charts();
+  const script = await loadAppScript();
   const streams = new Set<() => void>();
   const csp = DASHBOARD_CSP;
   const runList = (): RunList => ({ runs: store.list(), problems: store.problems });
@@ -109,7 +110,7 @@ export async function startDashboard(options: DashboardOptions): Promise<Dashboa
   const files = new Map([
     ['/', ['text/html', PAGE_HTML]],
     ['/index.html', ['text/html', PAGE_HTML]],
-    ['/app.js', ['text/javascript', APP_SCRIPT]],
+    ['/app.js', ['text/javascript', script]],
     ['/app.css', ['text/css', APP_STYLE]],
   ] as const);
 
