@@ -38,7 +38,7 @@ const STEP = 'step';
  * The id of the deepest active state in `value`, as `machineGraph` names its nodes
  * (`run.stepping.running`). The charts have no parallel states, so one path leads down.
  */
-export function stateIdOf(machineId: string, value: StateValue): string {
+function stateIdOf(machineId: string, value: StateValue): string {
   if (typeof value === 'string') return `${machineId}.${value}`;
   const [entry] = Object.entries(value);
   return entry === undefined ? machineId : stateIdOf(`${machineId}.${entry[0]}`, entry[1] as StateValue);
