@@ -10,6 +10,8 @@ COPY package.json package-lock.json ./
 RUN npm ci --no-audit --no-fund --ignore-scripts
 COPY tsconfig.json tsconfig.build.json ./
 COPY src ./src
+# The build's second half bundles the dashboard's page script into dist (src/dashboard/browser).
+COPY scripts/gen-dashboard-script.ts ./scripts/
 RUN npm run build
 
 FROM node:20-bookworm-slim

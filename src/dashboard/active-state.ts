@@ -1,145 +1,135 @@
-import type { RunEvent } from '../schemas/index.js';
+import type { ActorRefLike, AnyMachineSnapshot, InspectionEvent, StateValue } from 'xstate';
+import { createCoordinator } from '../actors/coordinator.js';
+import { ReplayDivergence, readRecordedRun } from '../actors/replay.js';
+import { InProcessBus } from '../bus/in-process-bus.js';
+import { ResumeError } from '../errors.js';
+import type { StepContext } from '../machines/step-context.js';
+import { isClosingEvent, type RunEvent } from '../schemas/index.js';
+import { OPTION_DEFAULTS } from '../schemas/setting-values.js';
+import type { ActiveStates } from './run-view-types.js';
 
 /**
- * Where a run's statecharts stand, read from its events alone. The dashboard has no machine to ask:
- * it follows a log or the bus, so the state each event implies is written down here, once. The ids
- * are xstate's state ids in `machineGraph(runMachine)` and `machineGraph(stepMachine)`; a test
- * checks each one against the graphs, so renaming a state in a machine fails it instead of
- * silently un-highlighting the dashboard.
+ * Where a run's statecharts stand, asked of the charts themselves: the run's events are replayed
+ * as `pge replay` replays a log (`resumeRun` with `replayOnly`: every call answered from the
+ * events, nothing asked of a model), and XState's inspection reports each chart's state as it
+ * moves. A run still going is a log that ends mid-run: the replay stops where the events end (it
+ * parts from them with a `ReplayDivergence`), and where the charts stood then is where the run
+ * stands. So the dashboard holds no table of what each event means, and a chart that changes
+ * moves the highlight with it.
  */
 
-/** The states a run is in after its latest event: the run chart's and the current step's. */
-export interface ActiveStates {
-  /** The deepest active state of the run machine (`run.stepping.running`). */
-  run: string;
-  /** The deepest active state of the current step's machine, or null before the first step. */
-  step: string | null;
-  /** The plan position of the step that `step` belongs to. */
-  stepNumber: number | null;
+/** What replaying a run's events found. */
+export interface ReplayedStates {
+  /** Null when the events cannot be replayed: they do not start with `run.started` (seen from the middle). */
+  active: ActiveStates | null;
+  /**
+   * Why the charts part from a run's events before their end, for a run that has ended (its
+   * closing event is in them); null when they agree, or when the run has not ended, whose replay
+   * always parts where its events stop.
+   */
+  problem: string | null;
 }
 
-/** The run machine's state after each event that moves it; other events leave it where it was. */
-const RUN_STATE: Partial<Record<RunEvent['type'], string>> = {
-  'run.started': 'run.planning.gate',
-  'plan.requested': 'run.planning.calling',
-  'plan.created': 'run.stepping.next',
-  'step.started': 'run.stepping.running',
-  'step.passed': 'run.stepping.next',
-  'step.failed': 'run.stepping.next',
-  'step.plan.rejected': 'run.planning.gate',
-  'run.completed': 'run.completed',
-};
+/** The machines whose states the dashboard draws, by their ids. */
+const RUN = 'run';
+const STEP = 'step';
 
-/** The step machine's state after each event that moves it. */
-const STEP_STATE: Partial<Record<RunEvent['type'], string>> = {
-  'step.started': 'step.negotiating.proposing',
-  'step.contract.requested': 'step.negotiating.proposing',
-  'step.contract.proposed': 'step.negotiating.reviewing',
-  'step.review.requested': 'step.negotiating.reviewing',
-  'step.contract.reviewed': 'step.negotiating.decided',
-  'step.contract.agreed': 'step.executing.firstAttempt',
-  'step.contract.imposed': 'step.executing.firstAttempt',
-  // Through `step.validating`, which decides at once; a failed validator goes to `step.judging` (below).
-  'step.work.completed': 'step.evaluating',
-  'step.work.invalid': 'step.judging',
-  'step.evaluation.requested': 'step.evaluating',
-  'step.evaluation.completed': 'step.judging',
-  'step.evaluation.invalid': 'step.judging',
-  'step.attempt.judged': 'step.judging',
-  // `step.retry.scheduled` goes to `step.executing.refining` or `.pivoting`, by its signal (below);
-  // `step.work.requested` leaves the step in the executing state it is in.
-  'step.passed': 'step.passed',
-  'step.failed': 'step.exhausted',
-  'step.plan.rejected': 'step.planRejected',
-};
-
-/** Where a run waits for a person, by gate: the plan's in the run chart, the others in the step's. */
-const APPROVAL_STATE = {
-  plan: { run: 'run.planning.awaitingApproval', step: null },
-  contract: { run: null, step: 'step.negotiating.awaitingApproval' },
-  step: { run: null, step: 'step.awaitingApproval' },
-} as const;
-
-/** Work a validator failed goes from `step.validating` to judgement, never to the evaluator. */
-const VALIDATION_FAILED_STATE = 'step.judging';
-
-/** The retry state the chart entered, named by the signal it gave the generator. */
-const RETRY_STATE = { refine: 'step.executing.refining', pivot: 'step.executing.pivoting' } as const;
-
-/** `run.failed` names its reason; each reason is a final state of the run chart. */
-const FAILED_RUN_STATE = {
-  aborted: 'run.aborted',
-  budget: 'run.stopped',
-  error: 'run.failed',
-  interrupted: 'run.interrupted',
-} as const;
-
-/** A step still running when the run failed ends in the step chart's matching final state. */
-const FAILED_STEP_STATE: Partial<Record<keyof typeof FAILED_RUN_STATE, string>> = {
-  budget: 'step.stopped',
-  error: 'step.failed',
-};
-
-/** Every state id this module can name, for the test that holds it to the machines. */
-export const NAMED_STATES: readonly string[] = [
-  ...new Set([
-    ...Object.values(RUN_STATE),
-    ...Object.values(STEP_STATE),
-    ...Object.values(FAILED_RUN_STATE),
-    ...Object.values(FAILED_STEP_STATE),
-    ...Object.values(RETRY_STATE),
-    VALIDATION_FAILED_STATE,
-    ...Object.values(APPROVAL_STATE).flatMap((s) => [s.run, s.step].filter((id) => id !== null)),
-  ]),
-];
-
-const isFinalStep = (state: string | null) =>
-  state === 'step.passed' ||
-  state === 'step.planRejected' ||
-  state === 'step.exhausted' ||
-  state === 'step.stopped' ||
-  state === 'step.failed';
-
-/** The step number an event is about, where it says. */
-function stepNumberOf(event: RunEvent): number | null {
-  const payload = event.payload as { stepNumber?: unknown; input?: { stepNumber?: unknown } };
-  if (typeof payload.stepNumber === 'number') return payload.stepNumber;
-  if (typeof payload.input?.stepNumber === 'number') return payload.input.stepNumber;
-  return null;
+/**
+ * The id of the deepest active state in `value`, as `machineGraph` names its nodes
+ * (`run.stepping.running`). The charts have no parallel states, so one path leads down.
+ */
+function stateIdOf(machineId: string, value: StateValue): string {
+  if (typeof value === 'string') return `${machineId}.${value}`;
+  const [entry] = Object.entries(value);
+  return entry === undefined ? machineId : stateIdOf(`${machineId}.${entry[0]}`, entry[1] as StateValue);
 }
 
-/** Moves `states` by one event. */
-export function nextActiveStates(states: ActiveStates, event: RunEvent): ActiveStates {
-  if (event.type === 'run.failed') {
-    const reason = event.payload.reason;
-    const running = states.step !== null && !isFinalStep(states.step);
-    const step = running ? (FAILED_STEP_STATE[reason] ?? states.step) : states.step;
-    return { ...states, run: FAILED_RUN_STATE[reason], step };
-  }
-  if (event.type === 'approval.requested') {
-    const waits = APPROVAL_STATE[event.payload.gate];
-    return waits.run !== null
-      ? { ...states, run: waits.run }
-      : { ...states, step: waits.step, stepNumber: event.payload.stepNumber ?? states.stepNumber };
-  }
-  const run = RUN_STATE[event.type] ?? states.run;
-  const step =
-    event.type === 'step.retry.scheduled'
-      ? RETRY_STATE[event.payload.signal]
-      : event.type === 'step.work.completed' && event.payload.validation?.some((v) => !v.passed)
-        ? VALIDATION_FAILED_STATE
-        : STEP_STATE[event.type];
-  if (step === undefined) return { ...states, run };
-  return { run, step, stepNumber: stepNumberOf(event) ?? states.stepNumber };
+/** True when an inspected event or snapshot carries the error that ends a replay. */
+function endsReplay(event: InspectionEvent): boolean {
+  const carried =
+    event.type === '@xstate.event'
+      ? (event.event as { error?: unknown }).error
+      : event.type === '@xstate.snapshot'
+        ? (event.snapshot as { error?: unknown }).error
+        : undefined;
+  return carried instanceof ResumeError;
 }
 
 /**
- * The active states after a sequence of events. A run seen from the middle (a dashboard that
- * joined the bus late) starts from its first event seen, so the picture is right from the next
- * state-changing event on.
+ * Follows the charts of one replay through XState's inspection. Each state is taken after every
+ * microstep (a transition that records an event completes one, even when the next one stops at
+ * the end of the events) and from each snapshot (a new step chart's first state comes as one).
+ * The step chart is the newest step actor's: an ended step's last snapshot may be reported after
+ * the next step's first. Once the replay has parted from the events, nothing more is taken: the
+ * charts then only fail or stop, which says nothing of the run.
  */
-export function activeStates(events: readonly RunEvent[]): ActiveStates {
-  let states: ActiveStates = { run: 'run.planning.gate', step: null, stepNumber: null };
-  for (const event of events) states = nextActiveStates(states, event);
-  return states;
+class ChartWatch {
+  run: string | null = null;
+  step: string | null = null;
+  stepNumber: number | null = null;
+  readonly #seen = new WeakSet<ActorRefLike>();
+  #stepActor: ActorRefLike | null = null;
+  #ended = false;
+
+  readonly inspect = (event: InspectionEvent): void => {
+    if (this.#ended) return;
+    if (endsReplay(event)) {
+      this.#ended = true;
+      return;
+    }
+    if (event.type !== '@xstate.microstep' && event.type !== '@xstate.snapshot') return;
+    const snapshot = event.snapshot as AnyMachineSnapshot;
+    if (snapshot.status === 'error' || snapshot.status === 'stopped') return;
+    const id = snapshot.machine?.id;
+    if (id === RUN) this.run = stateIdOf(RUN, snapshot.value);
+    if (id !== STEP) return;
+    if (!this.#seen.has(event.actorRef)) {
+      this.#seen.add(event.actorRef);
+      this.#stepActor = event.actorRef;
+    }
+    if (event.actorRef !== this.#stepActor) return;
+    this.step = stateIdOf(STEP, snapshot.value);
+    this.stepNumber = (snapshot.context as StepContext).input.stepNumber;
+  };
+
+  get states(): ActiveStates | null {
+    return this.run === null ? null : { run: this.run, step: this.step, stepNumber: this.stepNumber };
+  }
+}
+
+/**
+ * Replays a run's events (in seq order, from its first) with its charts and says where they
+ * stand after the last one. Never rejects for the events' sake: events that cannot be replayed
+ * give no states.
+ */
+export async function replayActiveStates(events: readonly RunEvent[]): Promise<ReplayedStates> {
+  const last = events.at(-1);
+  const ended = last !== undefined && isClosingEvent(last);
+  let recorded: ReturnType<typeof readRecordedRun>;
+  try {
+    recorded = readRecordedRun(events, `run ${events[0]?.runId}`, { ended });
+  } catch (error) {
+    if (error instanceof ResumeError) return { active: null, problem: null };
+    throw error;
+  }
+  const bus = new InProcessBus();
+  const watch = new ChartWatch();
+  const coordinator = createCoordinator({ bus, inspect: watch.inspect });
+  let problem: string | null = null;
+  try {
+    await coordinator.resumeRun(recorded, {
+      owner: 'pge dashboard',
+      replayOnly: true,
+      // A log written before run.started recorded its thresholds replays with the defaults, as `pge replay` does.
+      defaults: { defaultThresholds: {}, fallbackThreshold: OPTION_DEFAULTS.fallbackThreshold },
+    }).done;
+  } catch (error) {
+    if (!(error instanceof ReplayDivergence)) throw error;
+    if (ended)
+      problem = `run ${recorded.runId}: its charts part from its events at seq ${error.seq}: ${error.problem}`;
+  } finally {
+    coordinator.close();
+    await bus.close();
+  }
+  return { active: watch.states, problem };
 }

@@ -1,15 +1,34 @@
 import type { RunEvent } from '../schemas/index.js';
+import { replayActiveStates } from './active-state.js';
 import { afterClosingProblem, buildRunView, summarize } from './run-view.js';
 import type { RunSummary, RunView } from './run-view-types.js';
 
 /**
  * The runs the dashboard knows, as event sequences, from whichever source feeds them (a log being
- * followed, the bus). Views are built on demand and cached until the run's events change;
- * listeners are told which run changed, so a page that shows another run is not redrawn.
+ * followed, the bus). A run's view is built when its events change, once its charts have been
+ * replayed over them to say where it stands (`replayActiveStates`): the events that arrive within
+ * `replayDelayMs` are replayed together, and one replay of a run runs at a time, so a live run
+ * costs one replay of its events per batch of new ones. Listeners are told which run's view
+ * changed, so a page that shows another run is not redrawn.
  */
 
-/** Told when a run's events change (`runId`), or when the list of problems does (`null`). */
+/** Told when a run's view changes (`runId`), or when the list of problems does (`null`). */
 export type StoreListener = (runId: string | null) => void;
+
+/** Options of a `RunStore`. */
+export interface RunStoreOptions {
+  /** Milliseconds to gather a run's new events before replaying them (default 50). */
+  replayDelayMs?: number;
+}
+
+/**
+ * The longest run of events from seq 1 without a gap: what can be replayed while a run seen
+ * midway on the bus is still being read back from its start.
+ */
+function fromTheStart(events: readonly RunEvent[]): readonly RunEvent[] {
+  const gap = events.findIndex((e, i) => e.seq !== i + 1);
+  return gap === -1 ? events : events.slice(0, gap);
+}
 
 /** The events of every run seen, and what went wrong reading them. */
 export class RunStore {
@@ -17,6 +36,18 @@ export class RunStore {
   private readonly views = new Map<string, RunView>();
   private readonly listeners = new Set<StoreListener>();
   private readonly problemList: string[] = [];
+  /** How many times each run's events changed, and how many of those changes its view shows. */
+  private readonly changes = new Map<string, number>();
+  private readonly shown = new Map<string, number>();
+  /** Runs being replayed: one replay per run at a time, which picks up what changed meanwhile. */
+  private readonly replaying = new Set<string>();
+  /** Callers of `settled`, each with the changes it waits for. */
+  private readonly waiters = new Set<{ wanted: Map<string, number>; resolve: () => void }>();
+  private readonly replayDelayMs: number;
+
+  constructor(options: RunStoreOptions = {}) {
+    this.replayDelayMs = options.replayDelayMs ?? 50;
+  }
 
   /**
    * Adds one event as the bus delivers it. A redelivered event (same seq) is dropped; a run seen
@@ -58,22 +89,27 @@ export class RunStore {
     return this.problemList;
   }
 
-  /** The view of a run, or undefined for a run never seen. */
+  /** The view of a run as of its latest replay, or undefined for a run not replayed yet. */
   view(runId: string): RunView | undefined {
-    const cached = this.views.get(runId);
-    if (cached) return cached;
-    const events = this.runs.get(runId);
-    if (!events) return undefined;
-    const view = buildRunView(runId, events);
-    this.views.set(runId, view);
-    return view;
+    return this.views.get(runId);
   }
 
-  /** Every run, the most recently updated first. */
+  /** Every run replayed so far, the most recently updated first. */
   list(): RunSummary[] {
-    return [...this.runs.keys()]
-      .map((runId) => summarize(this.view(runId)!))
+    return [...this.views.values()]
+      .map(summarize)
       .sort((a, b) => (b.updatedAt ?? '').localeCompare(a.updatedAt ?? ''));
+  }
+
+  /** Resolves once every run's view shows the events that had arrived when it was called. */
+  settled(): Promise<void> {
+    const wanted = new Map(this.changes);
+    if (this.shows(wanted)) return Promise.resolve();
+    return new Promise((resolve) => this.waiters.add({ wanted, resolve }));
+  }
+
+  private shows(wanted: ReadonlyMap<string, number>): boolean {
+    return [...wanted].every(([runId, n]) => (this.shown.get(runId) ?? 0) >= n);
   }
 
   /** Calls `listener` on every change until the returned function is called. */
@@ -83,7 +119,33 @@ export class RunStore {
   }
 
   private changed(runId: string): void {
-    this.views.delete(runId);
-    for (const listener of this.listeners) listener(runId);
+    this.changes.set(runId, (this.changes.get(runId) ?? 0) + 1);
+    if (this.replaying.has(runId)) return;
+    this.replaying.add(runId);
+    void this.settle(runId).finally(() => this.replaying.delete(runId));
+  }
+
+  /** Replays the run until its view shows every event it has, telling the listeners after each. */
+  private async settle(runId: string): Promise<void> {
+    while ((this.shown.get(runId) ?? 0) < (this.changes.get(runId) ?? 0)) {
+      await new Promise((resolve) => setTimeout(resolve, this.replayDelayMs));
+      const version = this.changes.get(runId) ?? 0;
+      const events = [...(this.runs.get(runId) ?? [])];
+      try {
+        const { active, problem } = await replayActiveStates(fromTheStart(events));
+        this.views.set(runId, buildRunView(runId, events, active));
+        if (problem !== null) this.problem(problem);
+      } catch (error) {
+        // A defect in replaying or viewing one run must not stop the dashboard for the others.
+        this.problem(`run ${runId}: cannot be shown: ${String(error)}`);
+      }
+      this.shown.set(runId, version);
+      for (const listener of this.listeners) listener(runId);
+      for (const waiter of this.waiters) {
+        if (!this.shows(waiter.wanted)) continue;
+        this.waiters.delete(waiter);
+        waiter.resolve();
+      }
+    }
   }
 }

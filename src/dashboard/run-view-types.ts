@@ -8,13 +8,22 @@ import type {
   RunEvent,
   Verdict,
 } from '../schemas/index.js';
-import type { ActiveStates } from './active-state.js';
 
 /**
  * The shape of what the dashboard shows of a run: `buildRunView` folds a run's events into a
  * `RunView`, the server sends it as JSON, and the page renders it. Every string in it is data,
  * which the page shows as text.
  */
+
+/** The states a run is in after its latest event: the run chart's and the current step's. */
+export interface ActiveStates {
+  /** The deepest active state of the run machine (`run.stepping.running`). */
+  run: string;
+  /** The deepest active state of the current step's machine, or null before the first step. */
+  step: string | null;
+  /** The plan position of the step that `step` belongs to. */
+  stepNumber: number | null;
+}
 
 /** A plan step as the plan lists it, with how far it got. */
 export interface PlanStepView {
@@ -116,7 +125,8 @@ export interface RunView {
   updatedAt: string | null;
   durationMs: number | null;
   models: { planner: string; generator: string; evaluator: string } | null;
-  active: ActiveStates;
+  /** Where the run's charts stand, from a replay of its events; null when they cannot be replayed (seen midway). */
+  active: ActiveStates | null;
   /** The call in flight, shown as the active state's child actor; null between calls. */
   call: CallView | null;
   plan: { scope: string; replan: number; steps: PlanStepView[]; criteria: ResolvedCriterion[] } | null;

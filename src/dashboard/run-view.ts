@@ -1,9 +1,8 @@
 import type { RoleRequest, RunEvent } from '../schemas/index.js';
 import { isClosingEvent, ROLE_OF_REQUEST } from '../schemas/index.js';
 import { PHASES } from '../schemas/setting-values.js';
-import { activeStates } from './active-state.js';
 import { describeEvent } from './event-text.js';
-import type { AttemptView, CallView, RunSummary, RunView, StepView } from './run-view-types.js';
+import type { ActiveStates, AttemptView, CallView, RunSummary, RunView, StepView } from './run-view-types.js';
 
 /**
  * What the dashboard shows of one run, folded from its events. The page only renders this object,
@@ -66,10 +65,15 @@ export function afterClosingProblem(events: readonly RunEvent[], event: RunEvent
 }
 
 /**
- * The view of a run from its events so far, in seq order. The view ends with the run's closing
- * event: anything after it is not part of the run (`afterClosingProblem` says why).
+ * The view of a run from its events so far, in seq order, and where its charts stand after them
+ * (`replayActiveStates`; null when unknown). The view ends with the run's closing event: anything
+ * after it is not part of the run (`afterClosingProblem` says why).
  */
-export function buildRunView(runId: string, all: readonly RunEvent[]): RunView {
+export function buildRunView(
+  runId: string,
+  all: readonly RunEvent[],
+  active: ActiveStates | null = null,
+): RunView {
   const end = all.findIndex(isClosingEvent);
   const events = end === -1 ? all : all.slice(0, end + 1);
   const view: RunView = {
@@ -81,7 +85,7 @@ export function buildRunView(runId: string, all: readonly RunEvent[]): RunView {
     updatedAt: events.at(-1)?.ts ?? null,
     durationMs: null,
     models: null,
-    active: activeStates(events),
+    active,
     call: callInFlight(events),
     plan: null,
     steps: [],

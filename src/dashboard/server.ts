@@ -2,7 +2,7 @@ import { createServer, type IncomingMessage, type ServerResponse } from 'node:ht
 import type { AddressInfo } from 'node:net';
 import { runMachine } from '../machines/run-machine.js';
 import { stepMachine } from '../machines/step-machine.js';
-import { APP_SCRIPT } from './assets/app-script.js';
+import { loadAppScript } from './app-bundle.js';
 import { APP_STYLE, PAGE_HTML } from './assets/page.js';
 import { type ChartLayout, layoutChart } from './chart-layout.js';
 import {
@@ -63,6 +63,7 @@ export async function startDashboard(options: DashboardOptions): Promise<Dashboa
   const host = options.host ?? '127.0.0.1';
   const debounceMs = options.debounceMs ?? 100;
   const layouts = charts();
+  const script = await loadAppScript();
   const streams = new Set<() => void>();
   const csp = DASHBOARD_CSP;
   const runList = (): RunList => ({ runs: store.list(), problems: store.problems });
@@ -109,11 +110,11 @@ export async function startDashboard(options: DashboardOptions): Promise<Dashboa
   const files = new Map([
     ['/', ['text/html', PAGE_HTML]],
     ['/index.html', ['text/html', PAGE_HTML]],
-    ['/app.js', ['text/javascript', APP_SCRIPT]],
+    ['/app.js', ['text/javascript', script]],
     ['/app.css', ['text/css', APP_STYLE]],
   ] as const);
 
-  function route(req: IncomingMessage, res: ServerResponse): void {
+  async function route(req: IncomingMessage, res: ServerResponse): Promise<void> {
     if (!admit(req, res, host, csp)) return;
     const url = new URL(req.url ?? '/', 'http://dashboard.invalid');
     const path = url.pathname;
@@ -123,8 +124,11 @@ export async function startDashboard(options: DashboardOptions): Promise<Dashboa
     } else if (path === '/api/charts') {
       sendJson(res, 200, layouts, csp);
     } else if (path === '/api/runs') {
+      // Answered once the runs' charts have been replayed over every event that has arrived.
+      await store.settled();
       sendJson(res, 200, runList(), csp);
     } else if (path.startsWith('/api/runs/')) {
+      await store.settled();
       const view = store.view(decodeOr(path.slice('/api/runs/'.length)));
       if (view) sendJson(res, 200, view, csp);
       else sendJson(res, 404, { error: 'no such run' }, csp);
@@ -139,13 +143,11 @@ export async function startDashboard(options: DashboardOptions): Promise<Dashboa
   }
 
   const server = createServer((req, res) => {
-    try {
-      route(req, res);
-    } catch (error) {
+    route(req, res).catch((error: unknown) => {
       // A defect in building a view must not take the dashboard down for the other runs.
       if (!res.headersSent) send(res, 500, 'text/plain', `Internal error: ${String(error)}\n`, csp);
       else res.end();
-    }
+    });
   });
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);

@@ -1,5 +1,4 @@
 import { beforeAll, describe, expect, it } from 'vitest';
-import { activeStates, NAMED_STATES } from '../../src/dashboard/active-state.js';
 import { layoutChart } from '../../src/dashboard/chart-layout.js';
 import { parseLogPrefix } from '../../src/dashboard/log-follower.js';
 import { RunStore } from '../../src/dashboard/run-store.js';
@@ -12,8 +11,8 @@ import type { RunEvent } from '../../src/schemas/index.js';
 import { type RecordedRun, recordRun } from './support.js';
 
 /**
- * What the dashboard makes of events, without a browser: the active states, the run view, the
- * tolerant log prefix and the chart layout, on a real demo run.
+ * What the dashboard makes of events, without a browser: the run view, the tolerant log prefix
+ * and the chart layout, on a real demo run (the active states: active-state.test.ts).
  */
 
 let demo: RecordedRun;
@@ -28,36 +27,7 @@ function upTo(events: readonly RunEvent[], type: RunEvent['type'], from = 0): Ru
   return events.slice(0, at + 1);
 }
 
-describe('active states', () => {
-  it('names only states that exist in the machines', () => {
-    const ids = new Set(
-      [...machineGraph(runMachine).nodes, ...machineGraph(stepMachine).nodes].map((n) => n.id),
-    );
-    for (const state of NAMED_STATES) expect(ids, state).toContain(state);
-  });
-
-  it('follows a run through planning, each step phase and completion', () => {
-    const e = demo.events;
-    expect(activeStates(upTo(e, 'plan.requested')).run).toBe('run.planning.calling');
-    expect(activeStates(upTo(e, 'step.contract.requested'))).toEqual({
-      run: 'run.stepping.running',
-      step: 'step.negotiating.proposing',
-      stepNumber: 1,
-    });
-    expect(activeStates(upTo(e, 'step.review.requested')).step).toBe('step.negotiating.reviewing');
-    expect(activeStates(upTo(e, 'step.work.requested')).step).toBe('step.executing.firstAttempt');
-    expect(activeStates(upTo(e, 'step.evaluation.requested')).step).toBe('step.evaluating');
-    expect(activeStates(upTo(e, 'step.attempt.judged')).step).toBe('step.judging');
-    expect(activeStates(upTo(e, 'step.retry.scheduled')).step).toBe('step.executing.refining');
-    expect(activeStates(upTo(e, 'step.passed'))).toMatchObject({
-      run: 'run.stepping.next',
-      step: 'step.passed',
-    });
-    const second = upTo(e, 'step.started', upTo(e, 'step.passed').length);
-    expect(activeStates(second)).toMatchObject({ step: 'step.negotiating.proposing', stepNumber: 2 });
-    expect(activeStates(e)).toMatchObject({ run: 'run.completed', step: 'step.passed', stepNumber: 3 });
-  });
-
+describe('run view', () => {
   it('shows the call in flight as the child actor of the active state, until the next event', () => {
     const e = demo.events;
     const asked = upTo(e, 'step.work.requested');
@@ -103,27 +73,6 @@ describe('active states', () => {
     expect(buildRunView(request.runId, [...answered, resumed([])]).call).toBeNull();
   });
 
-  it('ends in the final state that a failed run names', () => {
-    const last = demo.events.at(-1) as Extract<RunEvent, { type: 'run.completed' }>;
-    const midStep = upTo(demo.events, 'step.work.requested');
-    const failed = (reason: 'budget' | 'interrupted') =>
-      ({
-        ...last,
-        type: 'run.failed',
-        payload: { ...last.payload, passed: false, reason, message: reason },
-      }) as RunEvent;
-    expect(activeStates([...midStep, failed('budget')])).toMatchObject({
-      run: 'run.stopped',
-      step: 'step.stopped',
-    });
-    expect(activeStates([...midStep, failed('interrupted')])).toMatchObject({
-      run: 'run.interrupted',
-      step: 'step.executing.firstAttempt',
-    });
-  });
-});
-
-describe('run view', () => {
   it('holds the plan, every attempt with its scores, the decisions and the usage', () => {
     const view = buildRunView(demo.events[0]!.runId, demo.events);
     expect(view.status).toBe('passed');
@@ -149,7 +98,7 @@ describe('run view', () => {
     expect(view.timeline).toHaveLength(demo.events.length);
   });
 
-  it('ends with the closing event: the store reports an event after it as a problem and shows it nowhere', () => {
+  it('ends with the closing event: the store reports an event after it as a problem and shows it nowhere', async () => {
     const closing = demo.events.at(-1)!;
     const after = {
       id: `${closing.runId}-after`,
@@ -167,6 +116,7 @@ describe('run view', () => {
     expect(view).toEqual(buildRunView(closing.runId, demo.events));
     const store = new RunStore();
     for (const event of [...demo.events, after]) store.add(event);
+    await store.settled();
     expect(store.problems).toEqual([afterClosingProblem(demo.events, after)]);
     expect(store.view(closing.runId)!.timeline.map((t) => t.seq)).toEqual(demo.events.map((e) => e.seq));
     expect(store.view(closing.runId)!.steps.map((s) => s.stepNumber)).not.toContain(9);

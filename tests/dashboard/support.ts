@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { type BrowserContext, chromium, type Page } from 'playwright-core';
 import { DemoModel } from '../../src/actors/demo-model.js';
 import type { Model, ModelRequest } from '../../src/actors/model.js';
+import type { PgeOptions } from '../../src/api/options.js';
 import { PlannerGeneratorEvaluator } from '../../src/api/planner-generator-evaluator.js';
 import { readLog } from '../../src/persistence/index.js';
 import type { RunEvent } from '../../src/schemas/index.js';
@@ -27,14 +28,25 @@ export interface RecordedRun {
   events: RunEvent[];
 }
 
-/** Runs `task` to its end with `model` in every role (the demo model by default) and reads its log. */
-export async function recordRun(task: string, model: Model = new DemoModel()): Promise<RecordedRun> {
+/**
+ * Runs `task` to its end with `model` in every role (the demo model by default) and reads its log.
+ * `options` adds to the run's options; `onEvent` sees each event with the run's `pge`, to interrupt
+ * it or decide at its gates as a person would.
+ */
+export async function recordRun(
+  task: string,
+  model: Model = new DemoModel(),
+  options: Omit<PgeOptions, 'onEvent'> = {},
+  onEvent?: (event: RunEvent, pge: PlannerGeneratorEvaluator) => void,
+): Promise<RecordedRun> {
   const dir = mkdtempSync(join(tmpdir(), 'pge-dashboard-'));
-  const pge = new PlannerGeneratorEvaluator({
+  const pge: PlannerGeneratorEvaluator = new PlannerGeneratorEvaluator({
     plannerAgent: model,
     generatorAgent: model,
     evaluatorAgent: model,
     workingDirectory: dir,
+    ...options,
+    ...(onEvent ? { onEvent: (event: RunEvent) => onEvent(event, pge) } : {}),
   });
   try {
     await pge.run(task);

@@ -5,10 +5,10 @@ import { renderOverview, renderPhases, renderPlan, renderRuns, renderTimeline } 
 import { renderSteps } from './steps.js';
 
 /**
- * The dashboard's browser script, served as `/app.js` (bundled by scripts/gen-dashboard-script.ts
- * into assets/app-script.ts). It renders the `RunView` objects the server pushes over server-sent
- * events and the chart layouts from `/api/charts`; all the meaning of events is worked out on the
- * server (`run-view.ts`).
+ * The dashboard's browser script, served as `/app.js` (bundled into dist/dashboard/app.js by
+ * `npm run build`, or in memory when pge runs from its sources: `app-bundle.ts`). It renders the
+ * `RunView` objects the server pushes over server-sent events and the chart layouts from
+ * `/api/charts`; all the meaning of events is worked out on the server (`run-view.ts`).
  */
 
 let charts: Charts | null = null;

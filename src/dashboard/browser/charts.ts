@@ -88,28 +88,30 @@ function transitionsFrom(layout: ChartLayout, active: string): string[] {
 
 /** Both charts for `view`, with the step chart of the current step and where each chart can go next. */
 export function renderCharts(charts: Charts, view: RunView): void {
-  drawChart(byId('run-chart'), charts.run, view.active.run);
+  // Null while the run's charts cannot be replayed (its first events are still to come): nothing is highlighted.
+  const active = view.active ?? { run: null, step: null, stepNumber: null };
+  drawChart(byId('run-chart'), charts.run, active.run);
   const step =
-    view.active.stepNumber === null
+    active.stepNumber === null
       ? undefined
-      : view.steps.filter((s) => s.stepNumber === view.active.stepNumber).pop();
+      : view.steps.filter((s) => s.stepNumber === active.stepNumber).pop();
   byId('step-chart-title').textContent = step
     ? `Step ${step.stepNumber} statechart: ${step.title}`
     : 'Step statechart (no step yet)';
-  drawChart(byId('step-chart'), charts.step, view.active.step);
-  const run = transitionsFrom(charts.run, view.active.run);
-  const st = view.active.step ? transitionsFrom(charts.step, view.active.step) : [];
+  drawChart(byId('step-chart'), charts.step, active.step);
+  const run = active.run ? transitionsFrom(charts.run, active.run) : [];
+  const st = active.step ? transitionsFrom(charts.step, active.step) : [];
   byId('next-transitions').replaceChildren(
     el(
       'div',
       'active-states',
-      `Active: ${view.active.run}${view.active.step ? ` · ${view.active.step}` : ''}`,
+      active.run ? `Active: ${active.run}${active.step ? ` · ${active.step}` : ''}` : '',
     ),
     el(
       'div',
       'call-in-flight',
       view.call
-        ? `Call in flight: ${view.call.actor} (child actor of ${view.active.step ?? view.active.run}), served by the ${view.call.role}, request ${view.call.requestId} since ${view.call.since}`
+        ? `Call in flight: ${view.call.actor} (child actor of ${active.step ?? active.run ?? 'the run'}), served by the ${view.call.role}, request ${view.call.requestId} since ${view.call.since}`
         : '',
     ),
     el('div', null, run.length ? `Run can go: ${run.join('; ')}` : ''),
