@@ -44,11 +44,18 @@ function stateIdOf(machineId: string, value: StateValue): string {
   return entry === undefined ? machineId : stateIdOf(`${machineId}.${entry[0]}`, entry[1] as StateValue);
 }
 
-/** True when an inspected event or snapshot carries the error that ends a replay. */
+/**
+ * True when an inspected event or snapshot carries the error that ends a replay: a chart failing
+ * with it. The session's own `diverged` event is not the end yet: it comes as the charts make the
+ * first request past the events, and the step chart that made it is still to report the state it
+ * waits in (the charts fail only at their next event, `session-machine.ts`).
+ */
 function endsReplay(event: InspectionEvent): boolean {
   const carried =
     event.type === '@xstate.event'
-      ? (event.event as { error?: unknown }).error
+      ? event.event.type === 'diverged'
+        ? undefined
+        : (event.event as { error?: unknown }).error
       : event.type === '@xstate.snapshot'
         ? (event.snapshot as { error?: unknown }).error
         : undefined;
