@@ -23,3 +23,20 @@ describe('raceAbort', () => {
     await expect(raceAbort(new Promise<never>(() => {}), AbortSignal.abort(reason))).rejects.toBe(reason);
   });
 });
+
+describe('raceAbort with a call that fails after its signal aborted', () => {
+  it('leaves no unhandled rejection behind (the call rejects with the same abort)', async () => {
+    const reason = new Error('cancelled');
+    const unhandled: unknown[] = [];
+    const onUnhandled = (error: unknown) => unhandled.push(error);
+    process.on('unhandledRejection', onUnhandled);
+    try {
+      const call = new Promise<never>((_, reject) => setTimeout(() => reject(reason), 5));
+      await expect(raceAbort(call, AbortSignal.abort(reason))).rejects.toBe(reason);
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      expect(unhandled).toEqual([]);
+    } finally {
+      process.off('unhandledRejection', onUnhandled);
+    }
+  });
+});
