@@ -1,5 +1,5 @@
-import type { Model, ModelAnswer, ModelRequest } from '../src/actors/model.js';
-import { inputOf } from '../src/actors/prompts.js';
+import type { Model, ModelAnswer, ModelRequest } from '../src/roles/model.js';
+import { inputOf } from '../src/roles/prompts.js';
 import type {
   ContractInput,
   ContractProposal,

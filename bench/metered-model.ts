@@ -1,4 +1,4 @@
-import type { Model, ModelAnswer, ModelRequest } from '../src/actors/model.js';
+import type { Model, ModelAnswer, ModelRequest } from '../src/roles/model.js';
 import type { Phase } from '../src/schemas/index.js';
 
 /**

@@ -1,14 +1,14 @@
 import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { jetstreamManager } from '@nats-io/jetstream';
-import type { Model } from '../src/actors/model.js';
-import { createPersistenceActor, type PersistenceActor } from '../src/actors/persistence-actor.js';
-import { createRoleWorker, type RoleWorker } from '../src/actors/role-worker.js';
 import { resolveOptions } from '../src/api/options.js';
 import type { Bus } from '../src/bus/bus.js';
 import { NatsBus } from '../src/bus/nats-bus.js';
 import { PERSISTENCE_CONSUMER } from '../src/bus/nats-streams.js';
 import { WorkerStoppedError } from '../src/errors.js';
+import { createPersistenceActor, type PersistenceActor } from '../src/persistence/persistence-actor.js';
+import type { Model } from '../src/roles/model.js';
+import { createRoleWorker, type RoleWorker } from '../src/roles/role-worker.js';
 import { startNatsPersistence } from '../src/runtime/nats-persistence.js';
 import { type CoordinatorService, startCoordinatorService } from '../src/runtime/services.js';
 import type { Role } from '../src/schemas/index.js';

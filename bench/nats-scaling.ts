@@ -1,8 +1,8 @@
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
-import { DemoModel } from '../src/actors/demo-model.js';
-import type { Model, ModelAnswer, ModelRequest } from '../src/actors/model.js';
+import { DemoModel } from '../src/roles/demo-model.js';
+import type { Model, ModelAnswer, ModelRequest } from '../src/roles/model.js';
 import { submitAndFollow } from '../src/runtime/services.js';
 import type { Role, RunEvent } from '../src/schemas/index.js';
 import { sleep } from './measure.js';

@@ -1,7 +1,6 @@
 import { mkdirSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { createActor, fromPromise, toPromise } from 'xstate';
-import { createPersistenceActor } from '../src/actors/persistence-actor.js';
 import { publishEvent } from '../src/bus/channels.js';
 import { InProcessBus } from '../src/bus/in-process-bus.js';
 import { runMachine } from '../src/machines/run-machine.js';
@@ -17,6 +16,7 @@ import type {
   WorkOutput,
 } from '../src/machines/types.js';
 import { readLog } from '../src/persistence/log-reader.js';
+import { createPersistenceActor } from '../src/persistence/persistence-actor.js';
 import type { RunEvent } from '../src/schemas/index.js';
 import { runInput } from '../tests/support/chart-fixtures.js';
 import { benchPlan, callsPerRun, evaluationFor, proposalFor, reviewFor, workFor } from './instant-model.js';

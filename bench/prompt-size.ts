@@ -1,7 +1,7 @@
 import { mkdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
-import { inputOf } from '../src/actors/prompts.js';
 import { PlannerGeneratorEvaluator } from '../src/api/planner-generator-evaluator.js';
+import { inputOf } from '../src/roles/prompts.js';
 import { InstantModel } from './instant-model.js';
 import { MeteredModel, promptChars } from './metered-model.js';
 

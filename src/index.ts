@@ -1,17 +1,5 @@
 /** pge: a Planner–Generator–Evaluator harness. The library entry point. */
 
-export { createCoordinator } from './actors/coordinator.js';
-export { DemoModel } from './actors/demo-model.js';
-export type { ChatMessage, Model, ModelAnswer, ModelRequest } from './actors/model.js';
-export { OpenAIModel } from './actors/openai-model.js';
-export { createPersistenceActor } from './actors/persistence-actor.js';
-export { createRoleWorker } from './actors/role-worker.js';
-export type {
-  Validator,
-  ValidatorContext,
-  ValidatorFunction,
-  ValidatorVerdict,
-} from './actors/validators.js';
 export type { PgeOptions, ResolvedOptions, RoleModelSettings } from './api/options.js';
 export type { OutputType, RunOutput, TranscriptMessage } from './api/output.js';
 export { PlannerGeneratorEvaluator } from './api/planner-generator-evaluator.js';
@@ -19,6 +7,7 @@ export type { AttemptLog, HarnessResult, PhaseUsage, SelfEvaluationBias, StepLog
 export type { Bus, BusHandler, BusMessage, BusSubscription } from './bus/bus.js';
 export { InProcessBus } from './bus/in-process-bus.js';
 export { subjects } from './bus/subjects.js';
+export { createCoordinator } from './conductor/coordinator.js';
 export {
   BusError,
   ConfigurationError,
@@ -36,5 +25,16 @@ export { stepMachine } from './machines/step-machine.js';
 // From the reader itself, not the persistence barrel: the writer's declarations name Node's `Buffer`,
 // and the published types must compile without Node's types (tests/package/published-types.test.ts).
 export { readLog, readLogFile } from './persistence/log-reader.js';
+export { createPersistenceActor } from './persistence/persistence-actor.js';
+export { DemoModel } from './roles/demo-model.js';
+export type { ChatMessage, Model, ModelAnswer, ModelRequest } from './roles/model.js';
+export { OpenAIModel } from './roles/openai-model.js';
+export { createRoleWorker } from './roles/role-worker.js';
 export { newRunId } from './runtime/run-id.js';
 export type { RunEvent, RunEventType } from './schemas/index.js';
+export type {
+  Validator,
+  ValidatorContext,
+  ValidatorFunction,
+  ValidatorVerdict,
+} from './tools/validators.js';

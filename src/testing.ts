@@ -3,5 +3,5 @@
  * model server while the library's main entry exports only what a run in production uses.
  */
 
-export type { Script, ScriptedAnswer } from './actors/scripted-model.js';
-export { ScriptedModel } from './actors/scripted-model.js';
+export type { Script, ScriptedAnswer } from './roles/scripted-model.js';
+export { ScriptedModel } from './roles/scripted-model.js';

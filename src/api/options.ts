@@ -3,11 +3,9 @@ import { existsSync, mkdirSync, mkdtempSync, rmdirSync, statSync } from 'node:fs
 import { dirname, join, resolve } from 'node:path';
 import type { Tracer } from '@opentelemetry/api';
 import { z } from 'zod';
-import { McpServers } from '../actors/mcp.js';
-import type { Model } from '../actors/model.js';
-import { DEFAULT_PRICES, priceOf } from '../actors/pricing.js';
-import { type Validator, type ValidatorFunction, validatorName } from '../actors/validators.js';
 import { ConfigurationError } from '../errors.js';
+import type { Model } from '../roles/model.js';
+import { DEFAULT_PRICES, priceOf } from '../roles/pricing.js';
 import type { Role, RunActing, RunEvent } from '../schemas/index.js';
 import { OPTION_DEFAULTS, ROLES } from '../schemas/setting-values.js';
 import {
@@ -18,6 +16,8 @@ import {
   RunSettings,
   StreamLimits,
 } from '../schemas/settings.js';
+import { McpServers } from '../tools/mcp.js';
+import { type Validator, type ValidatorFunction, validatorName } from '../tools/validators.js';
 
 export type { RoleModelSettings } from '../schemas/settings.js';
 

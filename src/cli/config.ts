@@ -1,9 +1,9 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import type { z } from 'zod';
-import { describeEndpoint } from '../actors/openai-model.js';
 import { type PgeOptions, PgeOptionsSchema } from '../api/options.js';
 import { ConfigurationError } from '../errors.js';
+import { describeEndpoint } from '../roles/openai-model.js';
 import { CLI_DEFAULTS, CONFIG_FILE_NAME, ENV_VARS } from './defaults.js';
 import { type ConfigKey, OPTION_FLAGS } from './flag-table.js';
 import type { ParsedFlags } from './flags.js';

@@ -1,5 +1,5 @@
-import { parseMcpFlag } from '../actors/mcp.js';
 import { ConfigurationError } from '../errors.js';
+import { parseMcpFlag } from '../tools/mcp.js';
 import { type FlagSpec, MCP_FLAG_ROLES } from './flag-table.js';
 import { parseDuration, parseSize } from './units.js';
 

@@ -1,10 +1,10 @@
 import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
-import { DemoModel, titledDeliverable } from '../actors/demo-model.js';
 import { type PgeOptions, workingDirectoryOf } from '../api/options.js';
 import { NatsBus } from '../bus/nats-bus.js';
 import { RESUME_ANSWER_MS, subjects } from '../bus/subjects.js';
 import { ConfigurationError, errorFromInfo } from '../errors.js';
+import { DemoModel, titledDeliverable } from '../roles/demo-model.js';
 import { readCrashedLog } from '../runtime/crashed-log.js';
 import type { Role, RunEvent, RunEventOf } from '../schemas/index.js';
 import { ID_PATTERN, OPTION_DEFAULTS } from '../schemas/setting-values.js';

@@ -1,9 +1,9 @@
-import { DemoModel, titledDeliverable } from '../actors/demo-model.js';
 import type { PgeOptions } from '../api/options.js';
 import type { OutputType, RunOutput } from '../api/output.js';
 import type { PlannerGeneratorEvaluator } from '../api/planner-generator-evaluator.js';
 import type { HarnessResult } from '../api/result.js';
 import { ConfigurationError } from '../errors.js';
+import { DemoModel, titledDeliverable } from '../roles/demo-model.js';
 import { resolveConfig } from './config.js';
 import { DEMO_TASK } from './defaults.js';
 import { ExitCode, errorMessage, exitCodeOfError, exitCodeOfResult } from './exit-codes.js';

@@ -1,11 +1,11 @@
 import { join } from 'node:path';
-import { DemoModel } from '../actors/demo-model.js';
 import { resolveOptions, systemPromptsOf, validationOf, WORKSPACES_DIR } from '../api/options.js';
 import { buildRoleModel } from '../api/planner-generator-evaluator.js';
 import { NatsBus } from '../bus/nats-bus.js';
 import type { NatsConnectionOptions } from '../bus/nats-connection.js';
 import { MAX_PUBLISH_RETRY_MS } from '../bus/nats-publish.js';
 import { ConfigurationError } from '../errors.js';
+import { DemoModel } from '../roles/demo-model.js';
 import {
   type StopRole,
   startCoordinatorProcess,

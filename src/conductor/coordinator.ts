@@ -1,5 +1,6 @@
 import { LRUCache } from 'lru-cache';
 import type { InspectionEvent } from 'xstate';
+import { type AnyActorSystem, provideSession, type RunScope } from '../actors/run-charts.js';
 import type { Bus } from '../bus/bus.js';
 import { publishRejection, subscribeResults } from '../bus/channels.js';
 import { subjects } from '../bus/subjects.js';
@@ -18,7 +19,6 @@ import { OPTION_DEFAULTS } from '../schemas/index.js';
 import type { RunTracing } from '../telemetry/run-tracing.js';
 import type { RecordedRun } from './replay.js';
 import type { PendingCall, RunState } from './run-calls.js';
-import { type AnyActorSystem, provideSession, type RunScope } from './run-charts.js';
 import type { Resumption } from './run-recorder.js';
 import { RunSession, type SessionDeps } from './run-session.js';
 

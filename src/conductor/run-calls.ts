@@ -1,10 +1,10 @@
+import type { RequestDraft, RoleReply } from '../actors/run-charts.js';
 import { publishCancel } from '../bus/channels.js';
 import { CallTimeoutError, describeError } from '../errors.js';
 import type { SessionEvent } from '../machines/session-machine.js';
 import type { CallReport } from '../machines/types.js';
 import type { Phase, Role, RoleRequest, RoleResult, RunEventDraft, Usage } from '../schemas/index.js';
 import { addUsage, ROLE_OF_REQUEST, ZERO_USAGE } from '../schemas/index.js';
-import type { RequestDraft, RoleReply } from './run-charts.js';
 import type { RecorderDeps, RunRecorder } from './run-recorder.js';
 
 /**

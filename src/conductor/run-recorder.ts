@@ -1,3 +1,4 @@
+import { RunClosedError } from '../actors/run-charts.js';
 import { type Bus, type MessageHeaders, TRACEPARENT_HEADER } from '../bus/bus.js';
 import { enqueueWork, publishEvent, publishRequest } from '../bus/channels.js';
 import { EventSeqTakenError, ResumeError, RunTakenOverError } from '../errors.js';
@@ -9,7 +10,6 @@ import { traceSafely } from '../telemetry/trace-safely.js';
 import { unguessableId } from '../unguessable-id.js';
 import type { ResumeOptions, RunSpec } from './coordinator.js';
 import { type RecordedRun, Replay } from './replay.js';
-import { RunClosedError } from './run-charts.js';
 
 /**
  * The writer of one run's events: stamps each with `seq`, id and time and publishes it (a request

@@ -1,4 +1,5 @@
 import { type Actor, createActor, type InspectionEvent, toPromise } from 'xstate';
+import type { AnyActorSystem, RequestDraft, RoleReply, RunScope } from '../actors/run-charts.js';
 import { RunTakenOverError } from '../errors.js';
 import type { RunOutcome } from '../machines/run-machine.js';
 import type { SessionEvent, SessionInput, sessionMachine } from '../machines/session-machine.js';
@@ -7,7 +8,6 @@ import type { ApprovalDecision, ModelCall, RoleResult, RunEventDraft, RunEventOf
 import { phaseTotals } from '../schemas/index.js';
 import type { RunHandle, RunSpec } from './coordinator.js';
 import { type CallDeps, RunCalls, type RunState, type SessionPort } from './run-calls.js';
-import type { AnyActorSystem, RequestDraft, RoleReply, RunScope } from './run-charts.js';
 import { RunGates } from './run-gates.js';
 import { type Resumption, RunRecorder } from './run-recorder.js';
 

@@ -1,7 +1,7 @@
 import type { ActorRefLike, AnyMachineSnapshot, InspectionEvent, StateValue } from 'xstate';
-import { createCoordinator } from '../actors/coordinator.js';
-import { ReplayDivergence, readRecordedRun } from '../actors/replay.js';
 import { InProcessBus } from '../bus/in-process-bus.js';
+import { createCoordinator } from '../conductor/coordinator.js';
+import { ReplayDivergence, readRecordedRun } from '../conductor/replay.js';
 import { ResumeError } from '../errors.js';
 import type { StepContext } from '../machines/step-context.js';
 import { isClosingEvent, type RunEvent } from '../schemas/index.js';

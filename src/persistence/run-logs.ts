@@ -1,7 +1,7 @@
 import { LRUCache } from 'lru-cache';
 import { LogWriteError } from '../errors.js';
-import { LogWriter } from '../persistence/index.js';
 import { isClosingEvent, type RunEvent, type RunOpening } from '../schemas/index.js';
+import { LogWriter } from './index.js';
 
 /**
  * The open logs of the persistence actor, one per run, and what is remembered of closed ones: the

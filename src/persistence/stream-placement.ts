@@ -1,8 +1,8 @@
 import { LRUCache } from 'lru-cache';
 import type { LimitFunction } from 'p-limit';
 import { LogWriteError } from '../errors.js';
-import type { LogWriter } from '../persistence/index.js';
 import type { RunEvent, RunEventOf } from '../schemas/index.js';
+import type { LogWriter } from './index.js';
 import type { RunLog, RunLogs } from './run-logs.js';
 
 /**

@@ -10,9 +10,9 @@ import type {
   Work,
   WorkInput,
 } from '../schemas/index.js';
+import type { ValidatorContext, ValidatorVerdict } from '../tools/validators.js';
 import type { Model, ModelAnswer, ModelRequest, ToolCallRequest } from './model.js';
 import { inputOf } from './prompts.js';
-import type { ValidatorContext, ValidatorVerdict } from './validators.js';
 
 /**
  * The demo model: a deterministic stand-in for a real model, so that `pge demo` shows the whole

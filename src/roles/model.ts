@@ -1,4 +1,7 @@
 import type { Phase, Role } from '../schemas/index.js';
+import type { ChatImage, ToolCallRequest, ToolDefinition } from '../tools/tool-calls.js';
+
+export type { ChatImage, ToolCallRequest, ToolDefinition } from '../tools/tool-calls.js';
 
 /** One message of a chat conversation, as OpenAI-compatible servers take it. */
 export interface ChatMessage {
@@ -10,27 +13,6 @@ export interface ChatMessage {
   toolCallId?: string;
   /** A user's message: images that go with its text (the evaluator's view of rendered work). */
   images?: readonly ChatImage[];
-}
-
-/** An image in a message, as a data URL's parts. */
-export interface ChatImage {
-  /** `image/png`, `image/jpeg` or `image/webp`. */
-  mediaType: string;
-  base64: string;
-}
-
-/** A tool a model may call: a function with a JSON Schema for its arguments. */
-export interface ToolDefinition {
-  name: string;
-  description: string;
-  parameters: Record<string, unknown>;
-}
-
-/** A call of a tool, as the model asked for it: `arguments` is the model's JSON text, unchecked. */
-export interface ToolCallRequest {
-  id: string;
-  name: string;
-  arguments: string;
 }
 
 /**

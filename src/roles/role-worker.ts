@@ -31,10 +31,7 @@ import {
 } from '../schemas/index.js';
 import { traceSafely } from '../telemetry/trace-safely.js';
 import type { TracedWork, WorkTracing } from '../telemetry/work-tracing.js';
-import { connectMcp, type McpConnection, type McpServers, mcpServersOf } from './mcp.js';
-import type { ChatMessage, Model } from './model.js';
-import { buildMessages, repairMessages } from './prompts.js';
-import { answerSchemaFor, responseSchemaFor } from './response-schemas.js';
+import { connectMcp, type McpConnection, type McpServers, mcpServersOf } from '../tools/mcp.js';
 import {
   DEFAULT_TOOL_LIMITS,
   refusedToolCall,
@@ -44,13 +41,16 @@ import {
   type ToolLimits,
   Workspace,
   workspaceTools,
-} from './tools.js';
+} from '../tools/tools.js';
 import {
   DEFAULT_VALIDATOR_LIMITS,
   runValidators,
   type Validator,
   type ValidatorLimits,
-} from './validators.js';
+} from '../tools/validators.js';
+import type { ChatMessage, Model } from './model.js';
+import { buildMessages, repairMessages } from './prompts.js';
+import { answerSchemaFor, responseSchemaFor } from './response-schemas.js';
 
 /**
  * A role worker: takes a request of its role from the bus, builds a fresh conversation from the

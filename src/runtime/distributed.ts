@@ -1,14 +1,14 @@
 import { basename, join } from 'node:path';
 import type { Tracer } from '@opentelemetry/api';
-import type { McpServers } from '../actors/mcp.js';
-import type { Model } from '../actors/model.js';
-import { createRoleWorker, type RoleWorkerOptions } from '../actors/role-worker.js';
 import { answerAbandonedWork } from '../bus/abandoned-work.js';
 import { publishControl } from '../bus/channels.js';
 import type { NatsBus } from '../bus/nats-bus.js';
 import { RunLeases, readRunLeases } from '../bus/run-leases.js';
 import { subjects } from '../bus/subjects.js';
+import type { Model } from '../roles/model.js';
+import { createRoleWorker, type RoleWorkerOptions } from '../roles/role-worker.js';
 import type { Role } from '../schemas/index.js';
+import type { McpServers } from '../tools/mcp.js';
 import { natsRunOwnership } from './nats-ownership.js';
 import { startNatsPersistence } from './nats-persistence.js';
 import { type CoordinatorService, type CoordinatorSettings, startCoordinatorService } from './services.js';

@@ -1,14 +1,14 @@
 import type { InspectionEvent } from 'xstate';
-import { createCoordinator } from '../actors/coordinator.js';
-import type { McpServers } from '../actors/mcp.js';
-import type { Model } from '../actors/model.js';
-import { createPersistenceActor } from '../actors/persistence-actor.js';
-import { createRoleWorker, type RoleWorker, type RoleWorkerOptions } from '../actors/role-worker.js';
 import { InProcessBus } from '../bus/in-process-bus.js';
+import { createCoordinator } from '../conductor/coordinator.js';
 import { type LogWriteError, WorkerStoppedError } from '../errors.js';
+import { createPersistenceActor } from '../persistence/persistence-actor.js';
+import type { Model } from '../roles/model.js';
+import { createRoleWorker, type RoleWorker, type RoleWorkerOptions } from '../roles/role-worker.js';
 import type { Role } from '../schemas/index.js';
 import type { RunTracing } from '../telemetry/run-tracing.js';
 import type { WorkTracing } from '../telemetry/work-tracing.js';
+import type { McpServers } from '../tools/mcp.js';
 import type { RecordedRun, ResumeOptions, RunHandle, RunSpec } from './runs.js';
 
 /**

@@ -1,12 +1,12 @@
-import {
-  createPersistenceActor,
-  type PersistenceActor,
-  type PersistenceActorOptions,
-} from '../actors/persistence-actor.js';
 import { readRunEvents } from '../bus/channels.js';
 import type { NatsBus } from '../bus/nats-bus.js';
 import { PERSISTENCE_CONSUMER, PERSISTENCE_READING } from '../bus/nats-streams.js';
 import { subjects } from '../bus/subjects.js';
+import {
+  createPersistenceActor,
+  type PersistenceActor,
+  type PersistenceActorOptions,
+} from '../persistence/persistence-actor.js';
 import type { RunEvent } from '../schemas/index.js';
 
 /**

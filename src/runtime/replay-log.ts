@@ -1,7 +1,7 @@
-import { createCoordinator } from '../actors/coordinator.js';
-import { ReplayDivergence, readRecordedRun } from '../actors/replay.js';
 import { InProcessBus } from '../bus/in-process-bus.js';
 import { subjects } from '../bus/subjects.js';
+import { createCoordinator } from '../conductor/coordinator.js';
+import { ReplayDivergence, readRecordedRun } from '../conductor/replay.js';
 import { ResumeError } from '../errors.js';
 import { readLogFile } from '../persistence/log-reader.js';
 import { OPTION_DEFAULTS, ROLES } from '../schemas/setting-values.js';

@@ -9,5 +9,5 @@ export {
   type RunHandle,
   type RunSpec,
   runSettingsOf,
-} from '../actors/coordinator.js';
-export { type RecordedRun, ReplayDivergence, readRecordedRun } from '../actors/replay.js';
+} from '../conductor/coordinator.js';
+export { type RecordedRun, ReplayDivergence, readRecordedRun } from '../conductor/replay.js';

@@ -1,4 +1,7 @@
 import { join } from 'node:path';
+import type { Bus, BusSubscription } from '../bus/bus.js';
+import { answerable, subscribeApprovals, subscribeControl } from '../bus/channels.js';
+import { SUBMIT_ANSWER_MS, subjects } from '../bus/subjects.js';
 import {
   createCoordinator,
   type RunHandle,
@@ -6,11 +9,8 @@ import {
   type RunSpec,
   runIdTaken,
   runSettingsOf,
-} from '../actors/coordinator.js';
-import { readRecordedRun } from '../actors/replay.js';
-import type { Bus, BusSubscription } from '../bus/bus.js';
-import { answerable, subscribeApprovals, subscribeControl } from '../bus/channels.js';
-import { SUBMIT_ANSWER_MS, subjects } from '../bus/subjects.js';
+} from '../conductor/coordinator.js';
+import { readRecordedRun } from '../conductor/replay.js';
 import {
   ConfigurationError,
   describeError,

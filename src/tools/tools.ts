@@ -2,7 +2,7 @@ import { readdirSync, statSync } from 'node:fs';
 import { lstat, mkdir, readFile, realpath, writeFile } from 'node:fs/promises';
 import { dirname, extname, isAbsolute, join, resolve, sep } from 'node:path';
 import { raceAbort } from '../race-abort.js';
-import type { ChatImage, ToolCallRequest, ToolDefinition } from './model.js';
+import type { ChatImage, ToolCallRequest, ToolDefinition } from './tool-calls.js';
 
 /**
  * Tools a role's model may call (OpenAI function calling), run where the role's worker runs, and

@@ -2,11 +2,11 @@ import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { inputOf } from '../../src/actors/prompts.js';
 import type { PgeOptions } from '../../src/api/options.js';
 import { PlannerGeneratorEvaluator } from '../../src/api/planner-generator-evaluator.js';
 import { ResumeError } from '../../src/errors.js';
 import { readLogFile } from '../../src/persistence/index.js';
+import { inputOf } from '../../src/roles/prompts.js';
 import { replayLog } from '../../src/runtime/replay-log.js';
 import type { RunEventOf } from '../../src/schemas/index.js';
 import { type FakeOpenAI, type FakeStep, startFakeOpenAI } from '../support/fake-openai-server.js';

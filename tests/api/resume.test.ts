@@ -2,11 +2,11 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'nod
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import type { ModelRequest } from '../../src/actors/model.js';
 import type { PgeOptions } from '../../src/api/options.js';
 import { PlannerGeneratorEvaluator } from '../../src/api/planner-generator-evaluator.js';
 import { ResumeError } from '../../src/errors.js';
 import { readLogFile, renderEvent, renderLog } from '../../src/persistence/index.js';
+import type { ModelRequest } from '../../src/roles/model.js';
 import type {
   ContractReviewInput,
   EvaluationInput,

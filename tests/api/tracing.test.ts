@@ -12,11 +12,11 @@ import {
   TracerProvider,
 } from '@opentelemetry/sdk-trace';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { createRoleWorker } from '../../src/actors/role-worker.js';
 import { PlannerGeneratorEvaluator } from '../../src/api/planner-generator-evaluator.js';
 import { enqueueWork, subscribeResults } from '../../src/bus/channels.js';
 import { InProcessBus } from '../../src/bus/in-process-bus.js';
 import { readLogFile, renderLog } from '../../src/persistence/index.js';
+import { createRoleWorker } from '../../src/roles/role-worker.js';
 import type { RunEventOf } from '../../src/schemas/index.js';
 import { traceWork } from '../../src/telemetry/work-tracing.js';
 import { ScriptedModel } from '../../src/testing.js';

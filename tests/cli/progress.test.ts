@@ -2,10 +2,10 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { DemoModel } from '../../src/actors/demo-model.js';
 import { PlannerGeneratorEvaluator } from '../../src/api/planner-generator-evaluator.js';
 import { describeEvent, newRunState } from '../../src/cli/event-lines.js';
 import { Progress } from '../../src/cli/progress.js';
+import { DemoModel } from '../../src/roles/demo-model.js';
 import type { RunEvent } from '../../src/schemas/index.js';
 
 /**

@@ -1,7 +1,5 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import type { InspectionEvent } from 'xstate';
-import { createCoordinator } from '../../src/actors/coordinator.js';
-import { createRoleWorker, type RoleWorker } from '../../src/actors/role-worker.js';
 import type { Bus } from '../../src/bus/bus.js';
 import {
   publishResult,
@@ -13,7 +11,9 @@ import {
 } from '../../src/bus/channels.js';
 import type { MessageRejection } from '../../src/bus/codec.js';
 import { InProcessBus } from '../../src/bus/in-process-bus.js';
+import { createCoordinator } from '../../src/conductor/coordinator.js';
 import { EventSeqTakenError, RunTakenOverError } from '../../src/errors.js';
+import { createRoleWorker, type RoleWorker } from '../../src/roles/role-worker.js';
 import type { CallCancel } from '../../src/schemas/control.js';
 import type { ModelCall, RoleRequest, RoleResult, RunEvent } from '../../src/schemas/index.js';
 import { ID_PATTERN, ROLE_OF_REQUEST } from '../../src/schemas/index.js';

@@ -3,10 +3,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { InspectionEvent } from 'xstate';
-import { DemoModel } from '../../src/actors/demo-model.js';
 import { PlannerGeneratorEvaluator } from '../../src/api/planner-generator-evaluator.js';
 import { startInspectorBridge } from '../../src/dashboard/inspector-bridge.js';
 import { ConfigurationError } from '../../src/errors.js';
+import { DemoModel } from '../../src/roles/demo-model.js';
 import { artifact, type Browser, launchBrowser, openPage, startCli } from './support.js';
 
 /**

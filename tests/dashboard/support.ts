@@ -3,11 +3,11 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { type BrowserContext, chromium, type Page } from 'playwright-core';
-import { DemoModel } from '../../src/actors/demo-model.js';
-import type { Model, ModelRequest } from '../../src/actors/model.js';
 import type { PgeOptions } from '../../src/api/options.js';
 import { PlannerGeneratorEvaluator } from '../../src/api/planner-generator-evaluator.js';
 import { readLog } from '../../src/persistence/index.js';
+import { DemoModel } from '../../src/roles/demo-model.js';
+import type { Model, ModelRequest } from '../../src/roles/model.js';
 import type { RunEvent } from '../../src/schemas/index.js';
 import { watchOutput } from '../support/diagnostics.js';
 

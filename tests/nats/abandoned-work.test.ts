@@ -1,14 +1,14 @@
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { DemoModel } from '../../src/actors/demo-model.js';
-import { createRoleWorker } from '../../src/actors/role-worker.js';
 import { resolveOptions } from '../../src/api/options.js';
 import { answerAbandonedWork } from '../../src/bus/abandoned-work.js';
 import { subscribeEvents } from '../../src/bus/channels.js';
 import { NatsBus } from '../../src/bus/nats-bus.js';
 import { ensurePullConsumer, WORK_MAX_ACK_PENDING, WORK_STREAM } from '../../src/bus/nats-streams.js';
 import { subjects, workerQueue } from '../../src/bus/subjects.js';
+import { DemoModel } from '../../src/roles/demo-model.js';
+import { createRoleWorker } from '../../src/roles/role-worker.js';
 import { startCoordinatorService } from '../../src/runtime/services.js';
 import type { RunEvent } from '../../src/schemas/index.js';
 import { type SecuredNatsServer, startSecuredNatsServer } from '../support/nats-server.js';

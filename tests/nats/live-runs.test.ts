@@ -1,7 +1,6 @@
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { createRoleWorker, type RoleWorker } from '../../src/actors/role-worker.js';
 import { resolveOptions } from '../../src/api/options.js';
 import { subscribeEvents, subscribeRejections } from '../../src/bus/channels.js';
 import type { MessageRejection } from '../../src/bus/codec.js';
@@ -9,6 +8,7 @@ import { NatsBus } from '../../src/bus/nats-bus.js';
 import { WORK_STREAM } from '../../src/bus/nats-streams.js';
 import { RunLeases, readRunLeases } from '../../src/bus/run-leases.js';
 import { subjects } from '../../src/bus/subjects.js';
+import { createRoleWorker, type RoleWorker } from '../../src/roles/role-worker.js';
 import { natsRunOwnership } from '../../src/runtime/nats-ownership.js';
 import { startCoordinatorService } from '../../src/runtime/services.js';
 import type { RoleRequest, RunEvent } from '../../src/schemas/index.js';

@@ -2,12 +2,12 @@ import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { createPersistenceActor } from '../../src/actors/persistence-actor.js';
 import { publishEvent, subscribeRejections } from '../../src/bus/channels.js';
 import type { MessageRejection } from '../../src/bus/codec.js';
 import { InProcessBus } from '../../src/bus/in-process-bus.js';
 import type { LogWriteError } from '../../src/errors.js';
 import { readLogFile, renderLog } from '../../src/persistence/index.js';
+import { createPersistenceActor } from '../../src/persistence/persistence-actor.js';
 import type { RunEvent } from '../../src/schemas/index.js';
 import { fullRun, makeEvent } from './fixtures.js';
 

@@ -1,10 +1,10 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import type { ModelRequest } from '../../src/actors/model.js';
-import { OpenAIModel, type OpenAIModelOptions } from '../../src/actors/openai-model.js';
-import { retryDelayMs } from '../../src/actors/openai-retries.js';
-import { costOf, priceOf } from '../../src/actors/pricing.js';
-import { responseSchemaFor } from '../../src/actors/response-schemas.js';
 import { ConfigurationError, ModelRequestError, ModelTransportError } from '../../src/errors.js';
+import type { ModelRequest } from '../../src/roles/model.js';
+import { OpenAIModel, type OpenAIModelOptions } from '../../src/roles/openai-model.js';
+import { retryDelayMs } from '../../src/roles/openai-retries.js';
+import { costOf, priceOf } from '../../src/roles/pricing.js';
+import { responseSchemaFor } from '../../src/roles/response-schemas.js';
 import { type FakeOpenAI, startFakeOpenAI } from '../support/fake-openai-server.js';
 
 // Everything below goes through the real SDK over real HTTP to a scripted local server.

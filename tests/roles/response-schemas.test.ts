@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { answerSchemaFor, responseSchemaFor, toStrictJsonSchema } from '../../src/actors/response-schemas.js';
+import { answerSchemaFor, responseSchemaFor, toStrictJsonSchema } from '../../src/roles/response-schemas.js';
 import { Phase, Plan } from '../../src/schemas/index.js';
 
 // The subset OpenAI documents for `strict: true` (Structured Outputs guide, "Supported schemas").

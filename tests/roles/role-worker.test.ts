@@ -1,6 +1,4 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { createCoordinator } from '../../src/actors/coordinator.js';
-import { createRoleWorker, LIVE_RUN_CACHE_MS } from '../../src/actors/role-worker.js';
 import {
   enqueueWork,
   subscribeEvents,
@@ -9,6 +7,8 @@ import {
 } from '../../src/bus/channels.js';
 import type { MessageRejection } from '../../src/bus/codec.js';
 import { InProcessBus } from '../../src/bus/in-process-bus.js';
+import { createCoordinator } from '../../src/conductor/coordinator.js';
+import { createRoleWorker, LIVE_RUN_CACHE_MS } from '../../src/roles/role-worker.js';
 import type { RoleRequest, RoleResult, RunEvent } from '../../src/schemas/index.js';
 import { ScriptedModel } from '../../src/testing.js';
 import { runSpec } from '../support/chart-fixtures.js';

@@ -11,9 +11,10 @@ import {
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { toolNameOf } from '../../src/actors/mcp.js';
-import type { Model } from '../../src/actors/model.js';
-import { answerRequest } from '../../src/actors/role-worker.js';
+import type { Model } from '../../src/roles/model.js';
+import { answerRequest } from '../../src/roles/role-worker.js';
+import type { RoleRequest } from '../../src/schemas/index.js';
+import { toolNameOf } from '../../src/tools/mcp.js';
 import {
   MAX_IMAGE_BYTES,
   MAX_IMAGES,
@@ -21,8 +22,7 @@ import {
   type Tool,
   Workspace,
   workspaceTools,
-} from '../../src/actors/tools.js';
-import type { RoleRequest } from '../../src/schemas/index.js';
+} from '../../src/tools/tools.js';
 import { fullRun } from '../persistence/fixtures.js';
 
 /** The workspace tools stay in their workspace, and a tool call is bounded and never throws at the model. */

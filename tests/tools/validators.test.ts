@@ -2,7 +2,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { runValidators } from '../../src/actors/validators.js';
+import { runValidators } from '../../src/tools/validators.js';
 
 /** The validators' own bounds: time, output, a function that throws, a call cancelled mid-run. */
 
