@@ -38,6 +38,7 @@ import { connectNats, credentialRoleOf, describeNatsServers, serversOf } from '.
 import { busError, hasCause, Reconnects, ServerMove, toNatsHeaders, within } from './nats-helpers.js';
 import { OrderedSubscription } from './nats-ordered-subscription.js';
 import { MAX_PUBLISH_RETRY_MS, type StorePolicy, storeUntilAcknowledged } from './nats-publish.js';
+import { PullSubscription } from './nats-pull-subscription.js';
 import { readStored, StoredSubscription } from './nats-stored.js';
 import type { StreamLimitSettings } from './nats-streams.js';
 import {
@@ -51,7 +52,7 @@ import {
   whileUnanswered,
 } from './nats-streams.js';
 import type { NatsHost, NatsSubscription, PullTimings } from './nats-subscriptions.js';
-import { CoreSubscription, PullSubscription } from './nats-subscriptions.js';
+import { CoreSubscription } from './nats-subscriptions.js';
 import { assertSubjectToken, checkSubject, republishedOn, subjectMatches, subjects } from './subjects.js';
 
 /**

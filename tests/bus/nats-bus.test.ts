@@ -270,7 +270,7 @@ describe('NatsBus on JetStream', () => {
     for (const got of handled) expect(got.length).toBeGreaterThan(0);
   });
 
-  it('serves a work queue with concurrency: a pull asks for as many items as are free, and no more are in flight', async () => {
+  it('serves a work queue with concurrency: one pull of one item per free handler, and no more are in flight or held', async () => {
     const producer = await open();
     const worker = await open();
     const runId = freshRunId();
@@ -301,13 +301,17 @@ describe('NatsBus on JetStream', () => {
       },
       3,
     );
-    await waitFor('the first pull', () => pulls.length > 0);
-    expect(pulls[0]).toBe(3);
+    await waitFor('a pull per handler', () => pulls.length >= 3);
+    expect(pulls.slice(0, 3)).toEqual([1, 1, 1]);
     for (let n = 1; n <= 5; n++)
       await enqueueWork(producer, requestOf('step.evaluation.requested', runId, n));
     await waitFor('three requests in flight', () => inFlight === 3);
     await sleep(300);
     expect(inFlight).toBe(3);
+    // A busy worker holds only what it handles: the other two items wait for a worker with room.
+    const consumer = await (await jetstreamManager(nc)).consumers.info('PGE_WORK', workerQueue('evaluator'));
+    expect([consumer.num_ack_pending, consumer.num_pending]).toEqual([3, 2]);
+    expect(pulls.every((batch) => batch === 1)).toBe(true);
     release();
     await waitFor('every request', () => handled.length === 5);
     expect(most).toBe(3);
