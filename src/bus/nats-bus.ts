@@ -362,7 +362,10 @@ export class NatsBus implements Bus, StoredMessages {
    * An event acknowledged as a duplicate of the one stored at `seq`, under its run and seq: this
    * event sent again, or another coordinator's event of that seq. Rejects with `EventSeqTakenError`
    * for the latter, which the stream keeps in its place, and when the stored one cannot be read:
-   * the run is then taken over from what the stream holds, rather than gone on with unsure.
+   * the run is then taken over from what the stream holds, rather than gone on with unsure. Read
+   * back by one lookup: a duplicate's PubAck names only the sequence of the copy stored, and
+   * nats-server 2.9 cannot refuse another coordinator's event at the publish (its expected last
+   * sequence is per subject, and a run's events have a subject per type).
    */
   private async checkStoredEvent(seq: number, { id, runId, seq: eventSeq }: RunEvent): Promise<void> {
     let stored: unknown;

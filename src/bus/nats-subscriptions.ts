@@ -220,7 +220,9 @@ function offSubject(subject: string, subscribed: string): BusError {
  * Resolves once JetStream has nothing left to hand the consumer `current()` returns (null: the
  * subscription stopped), and the messages it already sent are taken in: each is counted as under
  * way within the microtasks that follow its arrival, so one macrotask later the bus's idle count
- * covers it. A failure to ask is reported, and ends the wait.
+ * covers it. A failure to ask is reported, and ends the wait. Polled (every `CAUGHT_UP_POLL_MS`):
+ * nats-server 2.9 tells what a consumer has left to deliver only when asked (consumer info's
+ * `num_pending`), and consume's heartbeats do not say it.
  */
 export async function drained(
   current: () => Consumer | null,
