@@ -51,7 +51,6 @@ export class PullSubscription implements NatsSubscription {
   /** The pulls open at the server: ended on stop, so that none captures a message nobody handles. */
   private readonly open = new Set<ConsumerMessages>();
   private readonly ready: Promise<void>;
-  private readonly durable: string;
   /**
    * A reader on an `AckPolicy.All` consumer: its acks, and the stream sequence up to which every
    * message of its filter was handled (or given up). Null on an explicit consumer, and for a queue.
@@ -74,7 +73,6 @@ export class PullSubscription implements NatsSubscription {
     private readonly host: NatsHost,
     private readonly timings: PullSettings,
   ) {
-    this.durable = settings.durable;
     this.stream = settings.stream;
     this.ackWaitMs = timings.ackWaitMs;
     this.health = new PullHealth(host, `${subject} as ${settings.durable}`, subject);
@@ -199,10 +197,7 @@ export class PullSubscription implements NatsSubscription {
         if (!this.busy) this.health.unanswered(status.type.replace('_', ' '));
       } else if (status.type === 'consumer_deleted' || status.type === 'consumer_not_found') {
         this.health.failed(new Error(status.type.replace('_', ' ')), Date.now());
-        await consumer.info().then(
-          (info) => this.follow(info),
-          () => undefined, // still gone: the failure is what is reported
-        );
+        await this.readConfiguration(consumer);
       }
     }
   }
@@ -244,16 +239,20 @@ export class PullSubscription implements NatsSubscription {
 
   /**
    * A pull (or a consume) that began at `pulledAt` failed: a reconnect or a server restart cut it,
-   * or the consumer is gone. It is told (`PullHealth`) and made again after a pause, once the
-   * consumer's configuration was read again (a coordinator may have replaced it meanwhile).
+   * or the consumer is gone. It is told (`PullHealth`) and made again after a pause.
    */
   private async pullFailed(consumer: Consumer, error: unknown, pulledAt: number): Promise<void> {
     this.health.failed(error, pulledAt);
+    await this.readConfiguration(consumer);
+    await sleep(PULL_RETRY_MS);
+  }
+
+  /** After a failure: the consumer may have been replaced meanwhile (a coordinator of another ack policy). */
+  private async readConfiguration(consumer: Consumer): Promise<void> {
     await consumer.info().then(
       (info) => this.follow(info),
-      () => undefined, // the pull's failure is what is reported
+      () => undefined, // the failure that led here is what is reported
     );
-    await sleep(PULL_RETRY_MS);
   }
 
   private async take(msg: JsMsg): Promise<void> {
