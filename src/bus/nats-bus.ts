@@ -394,7 +394,7 @@ export class NatsBus implements Bus, StoredMessages {
     checkSubject(subject, true);
     const { queue, concurrency } = subscribeOptions(options);
     if (queue !== null && subjectMatches(WORK_SUBJECT, subject)) {
-      // Workers of a role take items in parallel, each as many as it has free (see PullSubscription).
+      // Workers of a role take items in parallel, each one per free handler (see PullSubscription).
       return this.pull(subject, queue, queue, handler, WORK_MAX_ACK_PENDING, { concurrency });
     }
     const member = (): CoreSubscription => {
@@ -415,7 +415,7 @@ export class NatsBus implements Bus, StoredMessages {
    * one message at a time in stream order, acknowledging each after its handler resolved: a reader
    * that restarts under the same name goes on where it stopped and misses nothing. A handler that
    * throws gets the message again (after `nakDelayMs`, up to `maxDeliver` times): before any later
-   * one, or with `options.batch` above 1 (that many taken per pull), after the rest of its batch;
+   * one, or with `options.batch` above 1 (that many asked for at once), after the rest of its batch;
    * with `options.ackAll`, in place, before any later one (see `DurableOptions`).
    */
   subscribeDurable(
@@ -626,9 +626,9 @@ export class NatsBus implements Bus, StoredMessages {
       maxAckPending,
       ackAll: how.ackAll === true,
     };
-    // A worker of a queue pulls as many items as it has free: it holds only what it is handling,
-    // and leaves the next item to an idle worker. A reader of its own takes up to its
-    // unacknowledged limit per pull, and handles them in order.
+    // A worker of a queue pulls an item for each handler that is free: it holds only what it is
+    // handling, and leaves the next item to an idle worker. A reader of its own asks for up to its
+    // unacknowledged limit at once, and handles them in order.
     const subscription = new PullSubscription(
       this.js,
       this.jsm,

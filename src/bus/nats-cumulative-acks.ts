@@ -9,7 +9,8 @@ const ACK_ALL_DELAY_MS = 50;
 
 /**
  * The acks of a reader of an `AckPolicy.All` consumer, which handles its messages in order: one
- * ack of the last message handled covers every one before it. It goes out once `every` messages
+ * ack of the last message handled covers every one before it. Held here because nats.js sends
+ * each `ack()` at once, and has no batching of its own for the server's cumulative acks. It goes out once `every` messages
  * are handled, when asked (`flush`) or the subscription stops, and at most `ACK_ALL_DELAY_MS` after a
  * message was handled.
  */

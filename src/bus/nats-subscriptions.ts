@@ -47,9 +47,9 @@ export interface PullTimings {
 
 /** How a pull subscription pulls, besides its timings. */
 export interface PullSettings extends PullTimings {
-  /** A reader of its own: messages it asks for in one pull, then handles in order. */
+  /** A reader of its own: messages it asks for at once (consume's `max_messages`), handled in order. */
   readonly batch: number;
-  /** A member of a queue: messages its handler takes at once; a pull asks for as many as are free. */
+  /** A member of a queue: messages its handler takes at once, each pulled when a handler is free. */
   readonly concurrency: number;
 }
 
