@@ -1,4 +1,3 @@
-import { BusError } from '../errors.js';
 import { busError, isUnservedPull, UNSERVED_MOVE_MS } from './nats-helpers.js';
 import { type NatsHost, PULL_EXPIRES_MS } from './nats-subscriptions.js';
 
@@ -54,7 +53,7 @@ export class PullHealth {
     // nats.js counts missed heartbeats from the last message, while the reader may have been in
     // its handler since, asking nothing: silence counts from when it asked again.
     if (Date.now() - this.heardAt < PULL_EXPIRES_MS) return;
-    this.failed(new BusError(what), this.heardAt, true);
+    this.failed(new Error(what), this.heardAt, true);
   }
 
   /** A pull that began at `pulledAt` failed; `unserved` when nothing served it (`isUnservedPull`). */

@@ -194,9 +194,9 @@ export class PullSubscription implements NatsSubscription {
     for await (const status of messages.status()) {
       if (status.type === 'heartbeat') this.health.served();
       else if (status.type === 'heartbeats_missed' || status.type === 'no_responders') {
-        if (!this.busy) this.health.unanswered(status.type.replace('_', ' '));
+        if (!this.busy) this.health.unanswered(status.type.replaceAll('_', ' '));
       } else if (status.type === 'consumer_deleted' || status.type === 'consumer_not_found') {
-        this.health.failed(new Error(status.type.replace('_', ' ')), Date.now());
+        this.health.failed(new Error(status.type.replaceAll('_', ' ')), Date.now());
         await this.readConfiguration(consumer);
       }
     }

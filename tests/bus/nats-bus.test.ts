@@ -834,29 +834,49 @@ describe('NatsBus.hasStored', () => {
 });
 
 describe('NatsBus through an outage', () => {
-  it('reports pulls that keep failing (its consumer deleted under it), so a worker is never stuck in silence', async () => {
+  /**
+   * The first failure a bus on a fresh server reports once the durable `durable` of `stream`, which
+   * `subscribe` reads, is deleted under it (within 20 s).
+   */
+  async function firstReportAfterDeleting(
+    subscribe: (bus: NatsBus) => void,
+    stream: string,
+    durable: string,
+  ): Promise<unknown> {
     const server = await startNatsServer();
     const errors: unknown[] = [];
-    const worker = await NatsBus.connect({
-      servers: server.url,
-      onHandlerError: (error) => errors.push(error),
-    });
+    const bus = await NatsBus.connect({ servers: server.url, onHandlerError: (error) => errors.push(error) });
     const admin = await connect({ servers: server.url });
     try {
-      serveWork(worker, 'planner', async () => {});
-      await worker.flush();
-      await (await jetstreamManager(admin)).consumers.delete('PGE_WORK', 'pge-planner');
+      subscribe(bus);
+      await bus.flush();
+      await (await jetstreamManager(admin)).consumers.delete(stream, durable);
       const deadline = Date.now() + 20_000;
       while (errors.length === 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
-      expect(String(errors[0])).toMatch(
-        /cannot pull pge\.work\.planner as pge-planner \(failing for 1\d s\)/,
-      );
-      expect(errors[0]).toBeInstanceOf(BusError);
+      return errors[0];
     } finally {
       await admin.close();
-      await worker.close();
+      await bus.close();
       await server.stop();
     }
+  }
+
+  it('reports pulls that keep failing (its consumer deleted under it), so a worker is never stuck in silence', async () => {
+    const worker = (bus: NatsBus) => void serveWork(bus, 'planner', async () => {});
+    const error = await firstReportAfterDeleting(worker, 'PGE_WORK', 'pge-planner');
+    expect(String(error)).toMatch(/cannot pull pge\.work\.planner as pge-planner \(failing for 1\d s\)/);
+    expect(error).toBeInstanceOf(BusError);
+  }, 30_000);
+
+  it('reports a reader of its own whose consume keeps failing (its consumer deleted under it)', async () => {
+    const reader = (bus: NatsBus) =>
+      void bus.subscribeDurable(subjects.events('*'), 'gone-reader', async () => {}, {
+        ackAll: true,
+        batch: 8,
+      });
+    const error = await firstReportAfterDeleting(reader, 'PGE_EVENTS', 'gone-reader');
+    expect(String(error)).toMatch(/cannot pull pge\.run\.\*\.evt\.> as gone-reader \(failing for 1\d s\)/);
+    expect(error).toBeInstanceOf(BusError);
   }, 30_000);
 
   it('stays on a lone server that leaves its publishes unserved: there is no other server to move to', async () => {
