@@ -38,6 +38,7 @@ import { connectNats, credentialRoleOf, describeNatsServers, serversOf } from '.
 import { busError, hasCause, Reconnects, ServerMove, toNatsHeaders, within } from './nats-helpers.js';
 import { OrderedSubscription } from './nats-ordered-subscription.js';
 import { MAX_PUBLISH_RETRY_MS, type StorePolicy, storeUntilAcknowledged } from './nats-publish.js';
+import { PullSubscription } from './nats-pull-subscription.js';
 import { readStored, StoredSubscription } from './nats-stored.js';
 import type { StreamLimitSettings } from './nats-streams.js';
 import {
@@ -51,7 +52,7 @@ import {
   whileUnanswered,
 } from './nats-streams.js';
 import type { NatsHost, NatsSubscription, PullTimings } from './nats-subscriptions.js';
-import { CoreSubscription, PullSubscription } from './nats-subscriptions.js';
+import { CoreSubscription } from './nats-subscriptions.js';
 import { assertSubjectToken, checkSubject, republishedOn, subjectMatches, subjects } from './subjects.js';
 
 /**
@@ -361,7 +362,10 @@ export class NatsBus implements Bus, StoredMessages {
    * An event acknowledged as a duplicate of the one stored at `seq`, under its run and seq: this
    * event sent again, or another coordinator's event of that seq. Rejects with `EventSeqTakenError`
    * for the latter, which the stream keeps in its place, and when the stored one cannot be read:
-   * the run is then taken over from what the stream holds, rather than gone on with unsure.
+   * the run is then taken over from what the stream holds, rather than gone on with unsure. Read
+   * back by one lookup: a duplicate's PubAck names only the sequence of the copy stored, and
+   * nats-server 2.9 cannot refuse another coordinator's event at the publish (its expected last
+   * sequence is per subject, and a run's events have a subject per type).
    */
   private async checkStoredEvent(seq: number, { id, runId, seq: eventSeq }: RunEvent): Promise<void> {
     let stored: unknown;
@@ -390,7 +394,7 @@ export class NatsBus implements Bus, StoredMessages {
     checkSubject(subject, true);
     const { queue, concurrency } = subscribeOptions(options);
     if (queue !== null && subjectMatches(WORK_SUBJECT, subject)) {
-      // Workers of a role take items in parallel, each as many as it has free (see PullSubscription).
+      // Workers of a role take items in parallel, each one per free handler (see PullSubscription).
       return this.pull(subject, queue, queue, handler, WORK_MAX_ACK_PENDING, { concurrency });
     }
     const member = (): CoreSubscription => {
@@ -411,7 +415,7 @@ export class NatsBus implements Bus, StoredMessages {
    * one message at a time in stream order, acknowledging each after its handler resolved: a reader
    * that restarts under the same name goes on where it stopped and misses nothing. A handler that
    * throws gets the message again (after `nakDelayMs`, up to `maxDeliver` times): before any later
-   * one, or with `options.batch` above 1 (that many taken per pull), after the rest of its batch;
+   * one, or with `options.batch` above 1 (that many asked for at once), after the rest of its batch;
    * with `options.ackAll`, in place, before any later one (see `DurableOptions`).
    */
   subscribeDurable(
@@ -622,9 +626,9 @@ export class NatsBus implements Bus, StoredMessages {
       maxAckPending,
       ackAll: how.ackAll === true,
     };
-    // A worker of a queue pulls as many items as it has free: it holds only what it is handling,
-    // and leaves the next item to an idle worker. A reader of its own takes up to its
-    // unacknowledged limit per pull, and handles them in order.
+    // A worker of a queue pulls an item for each handler that is free: it holds only what it is
+    // handling, and leaves the next item to an idle worker. A reader of its own asks for up to its
+    // unacknowledged limit at once, and handles them in order.
     const subscription = new PullSubscription(
       this.js,
       this.jsm,

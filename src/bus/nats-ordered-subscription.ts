@@ -12,18 +12,22 @@ import {
   drained,
   type NatsHost,
   type NatsSubscription,
+  PULL_EXPIRES_MS,
   type SerialDelivery,
   storedReading,
 } from './nats-subscriptions.js';
 
 /**
- * Reading what a stream stores on a subject, in stream order, through a JetStream ordered consumer:
- * ephemeral, unacknowledged, leaving nothing behind on the server. nats.js recreates the consumer
- * from the last message it delivered when it misses one; after a reconnect (the consumer, kept in
- * the server's memory, is gone if the server restarted) or when nats.js gives up, this
- * subscription starts a new one from the stream sequence after the last message it received, at
- * once rather than when nats.js notices (its checks back off for up to 30 s while JetStream
- * recovers). So a reader misses nothing and sees nothing twice across outages.
+ * Reading what a stream stores on a subject, in stream order, through nats.js's ordered consumer
+ * (`consume()`): ephemeral, unacknowledged, leaving nothing behind on the server. nats.js recreates
+ * the consumer from the last message it delivered when it misses one. What is added here is a
+ * client limit's: after a reconnect (the consumer, kept in the server's memory, is gone if the
+ * server restarted), after heartbeats missed (on a cluster, the consumer lost with its server while
+ * the client stays on another) or when nats.js gives up, a new one is started from the stream
+ * sequence after the last message received at once, where nats.js's own checks back off by the
+ * pull's expiry, and for up to 30 s while JetStream elects. Its pulls expire after
+ * `PULL_EXPIRES_MS` (with nats.js's 30 s, a run waited as long for its results). So a reader misses
+ * nothing and sees nothing twice across outages.
  */
 
 /** Where an ordered reading starts. */
@@ -34,13 +38,6 @@ export interface OrderedStart {
 
 /** Pause before a new consumer is tried after one could not be created or stopped. */
 const RETRY_MS = 1_000;
-/**
- * How long each pull of the consumer waits at the server. The server sends a heartbeat every half
- * of it, and two missed tell that the consumer is gone (`watch`): on a cluster, where a consumer is
- * lost with its server while the client stays connected to another, that is noticed within this
- * (with nats.js's default, 30 s, a run waited for its results as long).
- */
-const PULL_EXPIRES_MS = 5_000;
 const CAUGHT_UP_POLL_MS = 10;
 
 /** A subscription of the NATS bus that reads a stream subject through an ordered consumer. */

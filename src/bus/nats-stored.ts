@@ -1,5 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import { type JetStreamManager, RepublishHeaders } from '@nats-io/jetstream';
+import { type JetStreamManager, RepublishHeaders, type StoredMsg } from '@nats-io/jetstream';
 import type { Msg, MsgHdrs, NatsConnection, Subscription } from '@nats-io/transport-node';
 import type { BusHandler } from './bus.js';
 import { busError, type OutageReport } from './nats-helpers.js';
@@ -15,10 +15,14 @@ import { subjectMatches } from './subjects.js';
 /**
  * Reading what a stream stores on a subject without a consumer: message by message, each asked of
  * the stream's leader (`$JS.API.STREAM.MSG.GET.<stream>` with `next_by_subj`, `storedAfter`),
- * which changes nothing on the server and which every reader's credential may use. Making
- * consumers is the coordinator's alone: a consumer's configuration names where the server delivers
- * its messages, in the account that holds the streams, where no subject permission of the
- * creator's applies (see permissions.ts). Only features of nats-server 2.9 are used.
+ * which changes nothing on the server and which every reader's credential may use; then live, as
+ * the stream's RePublish puts each message it stores on a subject of its own. Hand-written for two
+ * limits of nats-server 2.9: a reader may not make a consumer, whose configuration names where the
+ * server delivers, in the account that holds the streams, past every permission of the reader's
+ * (see permissions.ts; making consumers is the coordinator's alone), and there is no batched read
+ * (a direct get's `batch` came with 2.11), so one lookup per message. A PGE_EVENTS made before pge
+ * set its RePublish (2.9 cannot add it in place) is read by a lookup at each core message on the
+ * subject, and every `POLL_MS` for a sign that was lost.
  */
 
 /** A message as the stream stored it. */
@@ -41,14 +45,26 @@ export async function readStored(
 ): Promise<StoredMessage[]> {
   const messages: StoredMessage[] = [];
   try {
-    for (let msg = await storedAfter(jsm, stream.name, filter, 1); msg !== null; ) {
+    for await (const msg of storedFrom(jsm, stream.name, filter, 1))
       messages.push({ subject: msg.subject, data: msg.data, seq: msg.seq });
-      msg = await storedAfter(jsm, stream.name, filter, msg.seq + 1);
-    }
   } catch (error) {
     throw busError(error, `cannot read ${filter} from ${stream.name}`);
   }
   return messages;
+}
+
+/** What `stream` stores on `filter` from stream sequence `from` on, oldest first: a lookup each. */
+async function* storedFrom(
+  jsm: JetStreamManager,
+  stream: string,
+  filter: string,
+  from: number,
+): AsyncGenerator<StoredMsg> {
+  let msg = await storedAfter(jsm, stream, filter, from);
+  while (msg !== null) {
+    yield msg;
+    msg = await storedAfter(jsm, stream, filter, msg.seq + 1);
+  }
 }
 
 /** Where a reading starts, and how it learns what is stored next. */
@@ -226,9 +242,10 @@ export class StoredSubscription implements NatsSubscription {
   /** Hands on every message stored from `next` on; true when there was any. */
   private async readForward(): Promise<boolean> {
     let found = false;
-    while (this.active && this.next !== null) {
-      const msg = await storedAfter(this.jsm, this.stream, this.subject, this.next);
-      if (msg === null || !this.active) break;
+    if (this.next === null) return found;
+    // Nothing else hands a message on meanwhile (republished ones are held): each follows the last.
+    for await (const msg of storedFrom(this.jsm, this.stream, this.subject, this.next)) {
+      if (!this.active) break;
       found = true;
       this.handOn({ subject: msg.subject, data: msg.data, seq: msg.seq, headers: msg.header });
     }

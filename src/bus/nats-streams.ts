@@ -57,8 +57,8 @@ export const PERSISTENCE_CONSUMER = 'pge-persistence';
  */
 export const PERSISTENCE_ACK_WAIT_MS = 5_000;
 /**
- * Events a persistence worker takes in one pull and holds unacknowledged: one pull per batch
- * rather than per event. Each is written within milliseconds, so a batch is written long before
+ * Events a persistence worker asks for at once and holds unacknowledged: not one pull per
+ * event. Each is written within milliseconds, so a batch is written long before
  * the ack wait sends its last event elsewhere.
  */
 export const PERSISTENCE_BATCH = 64;

@@ -270,7 +270,7 @@ describe('NatsBus on JetStream', () => {
     for (const got of handled) expect(got.length).toBeGreaterThan(0);
   });
 
-  it('serves a work queue with concurrency: a pull asks for as many items as are free, and no more are in flight', async () => {
+  it('serves a work queue with concurrency: one pull of one item per free handler, and no more are in flight or held', async () => {
     const producer = await open();
     const worker = await open();
     const runId = freshRunId();
@@ -301,13 +301,17 @@ describe('NatsBus on JetStream', () => {
       },
       3,
     );
-    await waitFor('the first pull', () => pulls.length > 0);
-    expect(pulls[0]).toBe(3);
+    await waitFor('a pull per handler', () => pulls.length >= 3);
+    expect(pulls.slice(0, 3)).toEqual([1, 1, 1]);
     for (let n = 1; n <= 5; n++)
       await enqueueWork(producer, requestOf('step.evaluation.requested', runId, n));
     await waitFor('three requests in flight', () => inFlight === 3);
     await sleep(300);
     expect(inFlight).toBe(3);
+    // A busy worker holds only what it handles: the other two items wait for a worker with room.
+    const consumer = await (await jetstreamManager(nc)).consumers.info('PGE_WORK', workerQueue('evaluator'));
+    expect([consumer.num_ack_pending, consumer.num_pending]).toEqual([3, 2]);
+    expect(pulls.every((batch) => batch === 1)).toBe(true);
     release();
     await waitFor('every request', () => handled.length === 5);
     expect(most).toBe(3);
@@ -830,29 +834,49 @@ describe('NatsBus.hasStored', () => {
 });
 
 describe('NatsBus through an outage', () => {
-  it('reports pulls that keep failing (its consumer deleted under it), so a worker is never stuck in silence', async () => {
+  /**
+   * The first failure a bus on a fresh server reports once the durable `durable` of `stream`, which
+   * `subscribe` reads, is deleted under it (within 20 s).
+   */
+  async function firstReportAfterDeleting(
+    subscribe: (bus: NatsBus) => void,
+    stream: string,
+    durable: string,
+  ): Promise<unknown> {
     const server = await startNatsServer();
     const errors: unknown[] = [];
-    const worker = await NatsBus.connect({
-      servers: server.url,
-      onHandlerError: (error) => errors.push(error),
-    });
+    const bus = await NatsBus.connect({ servers: server.url, onHandlerError: (error) => errors.push(error) });
     const admin = await connect({ servers: server.url });
     try {
-      serveWork(worker, 'planner', async () => {});
-      await worker.flush();
-      await (await jetstreamManager(admin)).consumers.delete('PGE_WORK', 'pge-planner');
+      subscribe(bus);
+      await bus.flush();
+      await (await jetstreamManager(admin)).consumers.delete(stream, durable);
       const deadline = Date.now() + 20_000;
       while (errors.length === 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
-      expect(String(errors[0])).toMatch(
-        /cannot pull pge\.work\.planner as pge-planner \(failing for 1\d s\)/,
-      );
-      expect(errors[0]).toBeInstanceOf(BusError);
+      return errors[0];
     } finally {
       await admin.close();
-      await worker.close();
+      await bus.close();
       await server.stop();
     }
+  }
+
+  it('reports pulls that keep failing (its consumer deleted under it), so a worker is never stuck in silence', async () => {
+    const worker = (bus: NatsBus) => void serveWork(bus, 'planner', async () => {});
+    const error = await firstReportAfterDeleting(worker, 'PGE_WORK', 'pge-planner');
+    expect(String(error)).toMatch(/cannot pull pge\.work\.planner as pge-planner \(failing for 1\d s\)/);
+    expect(error).toBeInstanceOf(BusError);
+  }, 30_000);
+
+  it('reports a reader of its own whose consume keeps failing (its consumer deleted under it)', async () => {
+    const reader = (bus: NatsBus) =>
+      void bus.subscribeDurable(subjects.events('*'), 'gone-reader', async () => {}, {
+        ackAll: true,
+        batch: 8,
+      });
+    const error = await firstReportAfterDeleting(reader, 'PGE_EVENTS', 'gone-reader');
+    expect(String(error)).toMatch(/cannot pull pge\.run\.\*\.evt\.> as gone-reader \(failing for 1\d s\)/);
+    expect(error).toBeInstanceOf(BusError);
   }, 30_000);
 
   it('stays on a lone server that leaves its publishes unserved: there is no other server to move to', async () => {
