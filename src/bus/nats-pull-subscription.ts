@@ -39,11 +39,13 @@ const PULL_RETRY_MS = 1_000;
  * stream and handled before any later one is acknowledged (`fillGap`).
  *
  * A reader of its own reads through nats.js's `consume()`, each message handled before it takes
- * the next, so that consume's refills follow its pace. A member of a queue keeps one `fetch` of
- * one message open per free handler (its `concurrency`), not a `consume()`: consume counts a
- * message as taken when it arrives, not when its handler ends, so it would pull work items a busy
- * worker cannot start (the next item is for a worker with room), and its heartbeat watch takes a
- * worker whose handlers are all busy, with no pull open, for one whose server serves it nothing.
+ * the next, so that consume's refills follow its pace. A member of a queue keeps one `fetch` open
+ * at a time, for as many items as it has free handlers (of its `concurrency`), and none while all
+ * are busy: one waiting pull per worker, however many handlers (the server refuses pulls past a
+ * consumer's `max_waiting`, 512 by default). Not a `consume()`: consume counts a message as taken
+ * when it arrives, not when its handler ends, so it would pull work items a busy worker cannot
+ * start (the next item is for a worker with room), and its heartbeat watch takes a worker whose
+ * handlers are all busy, with no pull open, for one whose server serves it nothing.
  */
 export class PullSubscription implements NatsSubscription {
   private active = true;
@@ -147,8 +149,7 @@ export class PullSubscription implements NatsSubscription {
     const consumer = this.consumer;
     if (consumer === null) return;
     if (this.queue === null) return this.readAlone(consumer);
-    const handlers = Array.from({ length: this.timings.concurrency }, () => this.serveOne(consumer));
-    await Promise.all(handlers);
+    return this.serveQueue(consumer);
   }
 
   /** A reader of its own: one `consume()`, made again only when nats.js gives it up. */
@@ -202,36 +203,50 @@ export class PullSubscription implements NatsSubscription {
     }
   }
 
-  /** One handler of a queue member: takes one work item when it is free, as `consumer.next()` does. */
-  private async serveOne(consumer: Consumer): Promise<void> {
+  /**
+   * A queue member: one pull at a time, for as many work items as it has free handlers, each item
+   * handed to a handler as it arrives. With every handler busy it asks for nothing until one ends.
+   */
+  private async serveQueue(consumer: Consumer): Promise<void> {
+    const handling = new Set<Promise<void>>();
     while (this.active) {
+      const free = this.timings.concurrency - handling.size;
+      if (free === 0) {
+        await Promise.race(handling);
+        continue;
+      }
       const pulledAt = Date.now();
-      let msg: JsMsg | null;
       try {
-        msg = await this.pullOne(consumer);
+        const took = await this.pull(consumer, free, (msg) => {
+          const handled = this.take(msg)
+            .catch((error: unknown) => this.host.report(error, msg.subject))
+            .finally(() => handling.delete(handled));
+          handling.add(handled);
+        });
+        if (took === 0) this.health.expired();
       } catch (error) {
         if (!this.active) break;
         await this.pullFailed(consumer, error, pulledAt);
-        continue;
       }
-      if (msg === null) {
-        this.health.expired();
-        continue;
-      }
-      this.health.served();
-      const { subject } = msg;
-      await this.take(msg).catch((error: unknown) => this.host.report(error, subject));
     }
   }
 
-  /** `consumer.next()`, with its pull kept in `open` for `stop` to end. */
-  private async pullOne(consumer: Consumer): Promise<JsMsg | null> {
-    const pull = await consumer.fetch({ max_messages: 1, expires: PULL_EXPIRES_MS });
+  /**
+   * A `fetch` of up to `wanted` messages, kept in `open` for `stop` to end: each is handed to
+   * `hand` as it arrives. Resolves with how many came once the server filled it or it expired.
+   */
+  private async pull(consumer: Consumer, wanted: number, hand: (msg: JsMsg) => void): Promise<number> {
+    const pull = await consumer.fetch({ max_messages: wanted, expires: PULL_EXPIRES_MS });
     this.open.add(pull);
+    let took = 0;
     try {
       if (!this.active) await pull.close();
-      for await (const msg of pull) return msg;
-      return null;
+      for await (const msg of pull) {
+        took++;
+        this.health.served();
+        hand(msg);
+      }
+      return took;
     } finally {
       this.open.delete(pull);
     }

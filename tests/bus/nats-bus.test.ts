@@ -270,7 +270,7 @@ describe('NatsBus on JetStream', () => {
     for (const got of handled) expect(got.length).toBeGreaterThan(0);
   });
 
-  it('serves a work queue with concurrency: one pull of one item per free handler, and no more are in flight or held', async () => {
+  it('serves a work queue with concurrency: one pull at a time for its free handlers, and no more are in flight or held', async () => {
     const producer = await open();
     const worker = await open();
     const runId = freshRunId();
@@ -281,13 +281,12 @@ describe('NatsBus on JetStream', () => {
       },
     });
     await nc.flush();
+    const queue = () => jsm.consumers.info('PGE_WORK', workerQueue('evaluator'));
     let inFlight = 0;
     let most = 0;
     const handled: string[] = [];
-    let release = () => {};
-    const gate = new Promise<void>((resolve) => {
-      release = resolve;
-    });
+    const releases: (() => void)[] = [];
+    const releaseOne = () => releases.shift()?.();
     serveWork(
       worker,
       'evaluator',
@@ -295,28 +294,98 @@ describe('NatsBus on JetStream', () => {
         if (request.runId !== runId) return;
         inFlight++;
         most = Math.max(most, inFlight);
-        await gate;
+        await new Promise<void>((resolve) => releases.push(resolve));
         handled.push(request.id);
         inFlight--;
       },
       3,
     );
-    await waitFor('a pull per handler', () => pulls.length >= 3);
-    expect(pulls.slice(0, 3)).toEqual([1, 1, 1]);
+    // Idle: one pull, for all three handlers, and only one waits at the server.
+    await waitFor('a pull', () => pulls.length >= 1);
+    await sleep(300);
+    expect(pulls).toEqual([3]);
+    expect((await queue()).num_waiting).toBe(1);
     for (let n = 1; n <= 5; n++)
       await enqueueWork(producer, requestOf('step.evaluation.requested', runId, n));
     await waitFor('three requests in flight', () => inFlight === 3);
     await sleep(300);
     expect(inFlight).toBe(3);
-    // A busy worker holds only what it handles: the other two items wait for a worker with room.
-    const consumer = await (await jetstreamManager(nc)).consumers.info('PGE_WORK', workerQueue('evaluator'));
-    expect([consumer.num_ack_pending, consumer.num_pending]).toEqual([3, 2]);
-    expect(pulls.every((batch) => batch === 1)).toBe(true);
-    release();
-    await waitFor('every request', () => handled.length === 5);
+    // A busy worker holds only what it handles, and asks for nothing: the other two items wait
+    // for a worker with room.
+    const busy = await queue();
+    expect([busy.num_ack_pending, busy.num_pending, busy.num_waiting]).toEqual([3, 2, 0]);
+    expect(pulls).toEqual([3]);
+    // A handler ends: the next pull asks for the one handler free.
+    releaseOne();
+    await waitFor('a fourth request in flight', () => handled.length === 1 && inFlight === 3);
+    expect(pulls).toEqual([3, 1]);
+    while (handled.length < 5) {
+      releaseOne();
+      await sleep(10);
+    }
     expect(most).toBe(3);
+    expect(pulls.every((batch) => batch >= 1 && batch <= 3)).toBe(true);
     expect(handled.sort()).toEqual(Array.from({ length: 5 }, (_, i) => `${runId}-req-${i + 1}`).sort());
   });
+
+  it('keeps one waiting pull per worker: workers × concurrency past the consumer’s max_waiting all get work', async () => {
+    // A server of its own: its generator queue lets 4 pulls wait, fewer than the 3 × 4 handlers.
+    const server = await startNatsServer();
+    const errors: unknown[] = [];
+    const connectTo = (options: Parameters<typeof NatsBus.connect>[0] = {}) =>
+      NatsBus.connect({ servers: server.url, onHandlerError: (error) => errors.push(error), ...options });
+    const coordinator = await connectTo({ reporter: 'coordinator' });
+    const own = await connect({ servers: server.url });
+    const workers: NatsBus[] = [];
+    try {
+      const ownJsm = await jetstreamManager(own);
+      const { config } = await ownJsm.consumers.info('PGE_WORK', workerQueue('generator'));
+      await ownJsm.consumers.delete('PGE_WORK', workerQueue('generator'));
+      await ownJsm.consumers.add('PGE_WORK', { ...config, max_waiting: 4 });
+      let pulls = 0;
+      own.subscribe(`$JS.API.CONSUMER.MSG.NEXT.PGE_WORK.${workerQueue('generator')}`, {
+        callback: () => void pulls++,
+      });
+      await own.flush();
+      const runId = freshRunId();
+      const inFlight = [0, 0, 0];
+      const handled: string[] = [];
+      let release = () => {};
+      const gate = new Promise<void>((resolve) => {
+        release = resolve;
+      });
+      for (const i of [0, 1, 2]) {
+        const worker = await connectTo();
+        workers.push(worker);
+        serveWork(
+          worker,
+          'generator',
+          async (request) => {
+            inFlight[i]!++;
+            await gate;
+            handled.push(request.id);
+          },
+          4,
+        );
+      }
+      // One pull each, none refused and made again: the server holds one waiting pull per worker.
+      await waitFor('a pull per worker', () => pulls >= 3);
+      await sleep(1_500);
+      expect(pulls).toBe(3);
+      expect((await ownJsm.consumers.info('PGE_WORK', workerQueue('generator'))).num_waiting).toBe(3);
+      for (let n = 1; n <= 12; n++)
+        await enqueueWork(coordinator, requestOf('step.work.requested', runId, n));
+      await waitFor('every handler busy', () => inFlight.every((count) => count === 4));
+      release();
+      await waitFor('every request', () => handled.length === 12);
+      expect(handled.sort()).toEqual(Array.from({ length: 12 }, (_, i) => `${runId}-req-${i + 1}`).sort());
+      expect(errors).toEqual([]);
+    } finally {
+      await Promise.all([...workers, coordinator].map((bus) => bus.close()));
+      await own.close();
+      await server.stop();
+    }
+  }, 20_000);
 
   it('rejects raw messages that are not JSON or fail the schema, and the worker goes on serving', async () => {
     const worker = await open();
