@@ -2,7 +2,9 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { COMMAND_HELP } from '../../src/cli/help.js';
 import { parseWorkerCommand } from '../../src/cli/worker-command.js';
+import { MACHINE_NAMES } from '../../src/graph/graph-choices.js';
 import { DEFAULT_WORKER_CONCURRENCY } from '../../src/schemas/index.js';
 import { runCli } from './run-cli.js';
 
@@ -212,5 +214,16 @@ describe('following a run on NATS', () => {
     expect(await usageError(['worker', '--role', 'planner', '--publish-retry', '5m'])).toContain(
       "--publish-retry must be between 1ms and 118s (within the streams' duplicate window)",
     );
+  });
+});
+
+describe('help', () => {
+  it('names every chart pge graph prints, in its summary and its help', async () => {
+    const { summary, examples } = COMMAND_HELP.graph;
+    expect(summary).toBe('print the session, run or step statechart as Mermaid, DOT or JSON');
+    for (const machine of MACHINE_NAMES) expect(summary).toContain(machine);
+    expect(examples).toContain('pge graph --machine session');
+    const help = await pge(['--help']);
+    expect(help.stdout).toMatch(/pge graph \[flags\] +print the session, run or step statechart/);
   });
 });
