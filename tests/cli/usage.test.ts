@@ -44,6 +44,15 @@ describe('flag mistakes', () => {
     expect(stderr).not.toMatch(/ambiguous/);
   });
 
+  it("refuses a --call-timeout or --approval-timeout past Node's longest timer (24.8 days)", async () => {
+    expect(await usageError(['run', 'Write a haiku', '--call-timeout', '30d'])).toContain(
+      '--call-timeout: callTimeoutMs must be at most 2147483647 (24.8 days)',
+    );
+    expect(await usageError(['run', 'Write a haiku', '--approval-timeout', '25d'])).toContain(
+      '--approval-timeout: approvalTimeoutMs must be at most 2147483647 (24.8 days)',
+    );
+  });
+
   it('says a flag needs its value rather than reading the next flag as one', async () => {
     const stderr = await usageError(['run', 'Write a haiku', '--model', '--json']);
     expect(stderr).toContain('--model needs a value: --model <name>');
