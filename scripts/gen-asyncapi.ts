@@ -139,7 +139,8 @@ const EVENT_SUMMARIES: Record<RunEventType, string> = {
   'result.rejected':
     'A result no pending call waited for (a duplicate, a late answer to a cancelled request, or an unknown request id), or one naming a waiting call with the wrong run or from the wrong role: reported, never applied.',
   'run.completed': 'The run ran to its end; `passed` says whether every step passed.',
-  'run.failed': 'The run stopped early: aborted by policy, over budget, an error, or interrupted.',
+  'run.failed':
+    'The run stopped early: aborted by policy, over budget, an error, or interrupted. `interruptReason` is newer than the rest: an earlier pge refuses a run.failed that carries it, so readers are upgraded before coordinators (docs/distributed.md).',
 };
 
 /** `step.contract.proposed` → `StepContractProposed`: the name of its message and payload schema. */

@@ -211,7 +211,7 @@ or default. The API key is never printed: it shows as (set) or (not set). Takes 
     ],
   },
   graph: {
-    summary: 'print the run or step statechart as Mermaid, DOT or JSON',
+    summary: 'print the session, run or step statechart as Mermaid, DOT or JSON',
     usage: '[flags]',
     about: `Prints a statechart of the harness, read from the machine definitions themselves, so it is
 the chart the code runs: the session around a run (replay, calls and gates waiting with their
@@ -223,6 +223,7 @@ Mermaid does (GitHub markdown, the Mermaid live editor); DOT is for Graphviz; JS
 and transitions as nodes and edges. Calls no model and reads no configuration.`,
     examples: [
       'pge graph',
+      'pge graph --machine session',
       'pge graph --machine step --format dot | dot -Tsvg > step.svg',
       'pge graph --machine run --format json > run.json',
     ],

@@ -123,7 +123,14 @@ let helpers: Promise<StandardSchemaHelpers> | undefined;
  * (transforms such as criterion-name normalisation run when zod parses the answer).
  */
 export async function toStrictJsonSchema(schema: z.ZodType): Promise<Record<string, unknown>> {
-  helpers ??= import('openai/helpers/standard-schema');
+  if (!helpers) {
+    const loading = import('openai/helpers/standard-schema');
+    helpers = loading;
+    // Only a loaded module is kept: a failed load is tried again at the next call.
+    loading.catch(() => {
+      if (helpers === loading) helpers = undefined;
+    });
+  }
   const { standardResponseFormat } = await helpers;
   return narrow(standardResponseFormat(schema, 'pge').json_schema.schema, '#');
 }
@@ -147,7 +154,8 @@ const cache = new Map<Phase, Promise<ResponseSchema>>();
 
 /**
  * The answer schema of a phase: name `pge_<phase>`, the zod schema the role validates with, and the
- * strict JSON Schema for `response_format`. Generated once per phase and cached.
+ * strict JSON Schema for `response_format`. Generated once per phase and cached; a failure is not
+ * cached, so the next call tries again.
  */
 export function responseSchemaFor<P extends Phase>(phase: P): Promise<ResponseSchema<P>> {
   let entry = cache.get(phase);
@@ -159,6 +167,11 @@ export function responseSchemaFor<P extends Phase>(phase: P): Promise<ResponseSc
       jsonSchema: deepFreeze(jsonSchema),
     }));
     cache.set(phase, entry);
+    const settled = entry;
+    // Only a schema is kept: after a failure the next call generates it again.
+    settled.catch(() => {
+      if (cache.get(phase) === settled) cache.delete(phase);
+    });
   }
   return entry as Promise<ResponseSchema<P>>;
 }

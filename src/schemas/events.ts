@@ -440,7 +440,9 @@ export const RunCompleted = event('run.completed', z.strictObject(ClosingTotals)
  * A run that stopped before completing: `reason` says how, `message` why, in words. An interrupted
  * run carries the reason its interrupt gave in `interruptReason` (null for none), which a replay
  * gives the run again; the field is absent for every other reason, and in logs written before it
- * existed (a replay reads those through `withLegacyInterruptReason`).
+ * existed (a replay reads those through `withLegacyInterruptReason`). An earlier pge reads this
+ * payload as a closed object and refuses it when the field is there: readers are upgraded before
+ * coordinators (docs/distributed.md).
  */
 export const RunFailed = event(
   'run.failed',

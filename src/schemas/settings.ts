@@ -42,6 +42,9 @@ export type StructuredOutputMode = z.infer<typeof StructuredOutputMode>;
 export const OutputType = z.enum(OUTPUT_TYPES);
 export type OutputType = z.infer<typeof OutputType>;
 
+// A timer's longest delay in Node; a longer one fires at once (with a warning) instead.
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
 const isHttpUrl = (text: string) => URL.canParse(text) && /^https?:$/.test(new URL(text).protocol);
 
 /**
@@ -132,7 +135,9 @@ export const RunSettings = z.strictObject({
   callTimeoutMs: z
     .number()
     .int({ error: 'callTimeoutMs must be a whole number of milliseconds' })
-    .positive({ error: 'callTimeoutMs must be > 0' }),
+    .positive({ error: 'callTimeoutMs must be > 0' })
+    // Past the timer's limit every call would time out at once.
+    .max(MAX_TIMER_MS, { error: 'callTimeoutMs must be at most 2147483647 (24.8 days)' }),
   /**
    * A fixed, hand-authored rubric (`--rubric rubric.json`): the criteria every step is judged by,
    * which the planner may not change. Null: the planner writes the rubric.
@@ -158,8 +163,7 @@ export const RunSettings = z.strictObject({
     .number()
     .int({ error: 'approvalTimeoutMs must be a whole number of milliseconds' })
     .positive({ error: 'approvalTimeoutMs must be > 0' })
-    // A timer's longest delay in Node; a longer one would fire at once.
-    .max(2 ** 31 - 1, { error: 'approvalTimeoutMs must be at most 2147483647 (24.8 days)' })
+    .max(MAX_TIMER_MS, { error: 'approvalTimeoutMs must be at most 2147483647 (24.8 days)' })
     .nullable(),
   onApprovalTimeout: ApprovalTimeoutPolicy,
 });

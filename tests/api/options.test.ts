@@ -73,6 +73,13 @@ describe('bad options get a clear error and nothing half-done', () => {
     rejects({ maxCostUsd: 0 }, /maxCostUsd must be > 0/);
   });
 
+  it("rejects a call or gate deadline past Node's longest timer, which would fire at once", () => {
+    const tooLong = 2 ** 31;
+    rejects({ callTimeoutMs: tooLong }, /callTimeoutMs must be at most 2147483647 \(24\.8 days\)/);
+    rejects({ approvalTimeoutMs: tooLong }, /approvalTimeoutMs must be at most 2147483647 \(24\.8 days\)/);
+    expect(() => harness({ callTimeoutMs: tooLong - 1, approvalTimeoutMs: tooLong - 1 })).not.toThrow();
+  });
+
   it('keeps the API key out of the public options', () => {
     const pge = new PlannerGeneratorEvaluator({
       ...agents(),

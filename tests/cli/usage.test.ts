@@ -2,7 +2,9 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { COMMAND_HELP } from '../../src/cli/help.js';
 import { parseWorkerCommand } from '../../src/cli/worker-command.js';
+import { MACHINE_NAMES } from '../../src/graph/graph-choices.js';
 import { DEFAULT_WORKER_CONCURRENCY } from '../../src/schemas/index.js';
 import { runCli } from './run-cli.js';
 
@@ -40,6 +42,15 @@ describe('flag mistakes', () => {
     const stderr = await usageError(['run', 'Write a haiku', '--max-retries', '-1']);
     expect(stderr).toContain('--max-retries expects an integer >= 0, got "-1"');
     expect(stderr).not.toMatch(/ambiguous/);
+  });
+
+  it("refuses a --call-timeout or --approval-timeout past Node's longest timer (24.8 days)", async () => {
+    expect(await usageError(['run', 'Write a haiku', '--call-timeout', '30d'])).toContain(
+      '--call-timeout: callTimeoutMs must be at most 2147483647 (24.8 days)',
+    );
+    expect(await usageError(['run', 'Write a haiku', '--approval-timeout', '25d'])).toContain(
+      '--approval-timeout: approvalTimeoutMs must be at most 2147483647 (24.8 days)',
+    );
   });
 
   it('says a flag needs its value rather than reading the next flag as one', async () => {
@@ -212,5 +223,16 @@ describe('following a run on NATS', () => {
     expect(await usageError(['worker', '--role', 'planner', '--publish-retry', '5m'])).toContain(
       "--publish-retry must be between 1ms and 118s (within the streams' duplicate window)",
     );
+  });
+});
+
+describe('help', () => {
+  it('names every chart pge graph prints, in its summary and its help', async () => {
+    const { summary, examples } = COMMAND_HELP.graph;
+    expect(summary).toBe('print the session, run or step statechart as Mermaid, DOT or JSON');
+    for (const machine of MACHINE_NAMES) expect(summary).toContain(machine);
+    expect(examples).toContain('pge graph --machine session');
+    const help = await pge(['--help']);
+    expect(help.stdout).toMatch(/pge graph \[flags\] +print the session, run or step statechart/);
   });
 });

@@ -1,4 +1,4 @@
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { z } from 'zod';
 import { answerSchemaFor, responseSchemaFor, toStrictJsonSchema } from '../../src/roles/response-schemas.js';
 import { Phase, Plan } from '../../src/schemas/index.js';
@@ -142,6 +142,31 @@ describe('responseSchemaFor', () => {
         rationale: '',
       }).success,
     ).toBe(false);
+  });
+
+  it('tries the SDK helper again after it failed to load, instead of caching the failure', async () => {
+    let loads = 0;
+    vi.resetModules();
+    vi.doMock('openai/helpers/standard-schema', async (importOriginal) => {
+      loads += 1;
+      if (loads === 1) throw new Error('helper unavailable');
+      return importOriginal();
+    });
+    try {
+      // A fresh copy of the module: its caches are empty whatever the other tests loaded.
+      const fresh = await import('../../src/roles/response-schemas.js');
+      // vitest wraps the factory's error in one of its own; that the call rejects is what counts.
+      await expect(fresh.responseSchemaFor('plan')).rejects.toThrow();
+      expect(loads).toBe(1);
+      const schema = await fresh.responseSchemaFor('plan');
+      expect(schema.name).toBe('pge_plan');
+      expect(schema.jsonSchema.type).toBe('object');
+      expect(await fresh.responseSchemaFor('plan')).toBe(schema);
+      expect(loads).toBe(2);
+    } finally {
+      vi.doUnmock('openai/helpers/standard-schema');
+      vi.resetModules();
+    }
   });
 
   it('caches one frozen JSON Schema per phase', async () => {
