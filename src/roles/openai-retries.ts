@@ -5,8 +5,7 @@ import type { APIError } from 'openai';
  * When a model call is tried again. The rules are the SDK's (its README, "Retries"): connection
  * errors and timeouts, 408, 409, 429 and 5xx, or whatever the server's `x-should-retry` says; the
  * wait is what `retry-after-ms` / `retry-after` ask, else 0.5 s doubling to 8 s minus up to 25 %
- * jitter; a negative wait (a date already past) counts as none asked, as the SDK's `0 <= ms` check
- * had it. pge adds two refusals: a wait longer than a minute (a daily quota, say) and OpenAI's
+ * jitter. pge adds two refusals: a wait longer than a minute (a daily quota, say) and OpenAI's
  * `insufficient_quota`, which no wait fixes. The SDK's own retries are switched off
  * (`maxRetries: 0`) because it has no hook to refuse one: only the server's header can.
  */
@@ -48,8 +47,7 @@ export function retryDelayMs(error: unknown, retry: number, sdk: Sdk): number | 
   if (told !== 'true' && !RETRIED_STATUSES.has(error.status) && error.status < 500) return null;
   const asked = retryAfterMs(error.headers);
   if (asked !== null && asked > MAX_RETRY_WAIT_MS) return null;
-  // A date in the past (or a skewed clock) says nothing about when to retry: back off instead.
-  return asked !== null && asked >= 0 ? asked : backoffMs(retry);
+  return Math.max(0, asked ?? backoffMs(retry));
 }
 
 /** How `withRetries` tries: at most `maxRetries` retries, each after `delayOf`'s wait. */
