@@ -2,20 +2,26 @@ import type { ActorRefLike, AnyMachineSnapshot, InspectionEvent, StateValue } fr
 import { InProcessBus } from '../bus/in-process-bus.js';
 import { createCoordinator } from '../conductor/coordinator.js';
 import { ReplayDivergence, readRecordedRun } from '../conductor/replay.js';
-import { ResumeError } from '../errors.js';
+import { ResumeError, RunTakenOverError } from '../errors.js';
 import type { StepContext } from '../machines/step-context.js';
 import { isClosingEvent, type RunEvent } from '../schemas/index.js';
 import { OPTION_DEFAULTS } from '../schemas/setting-values.js';
+import type { RunTracing } from '../telemetry/run-tracing.js';
 import type { ActiveStates } from './run-view-types.js';
 
 /**
- * Where a run's statecharts stand, asked of the charts themselves: the run's events are replayed
- * as `pge replay` replays a log (`resumeRun` with `replayOnly`: every call answered from the
- * events, nothing asked of a model), and XState's inspection reports each chart's state as it
- * moves. A run still going is a log that ends mid-run: the replay stops where the events end (it
- * parts from them with a `ReplayDivergence`), and where the charts stood then is where the run
- * stands. So the dashboard holds no table of what each event means, and a chart that changes
- * moves the highlight with it.
+ * Where a run's statecharts stand, asked of the charts themselves: the session chart, the run
+ * chart it invokes and the step chart under that, fed the run's events by a coordinator of its
+ * own, and followed through XState's inspection. A run that has ended is replayed as `pge replay`
+ * replays its log (`replayOnly`), to its closing event. A run still going is resumed as a
+ * coordinator taking it over would resume it, on a private in-process bus where no worker listens
+ * and nothing is written: its events are replayed, and where they run out the session goes live
+ * (it records `run.resumed` and waits for the call, or at the gate, the events leave open), so it
+ * stands where the real run's session does. The states are read there and the run is let go
+ * (`abandon`, which records nothing), its deadlines cancelled with the states that set them; what
+ * the resume recorded goes nowhere but its private bus, and the view is built from the real events
+ * only. So the dashboard holds no table of what each event means, and a chart that changes moves
+ * the highlight with it.
  */
 
 /** What replaying a run's events found. */
@@ -24,15 +30,18 @@ export interface ReplayedStates {
   active: ActiveStates | null;
   /**
    * Why the charts part from a run's events before their end, for a run that has ended (its
-   * closing event is in them); null when they agree, or when the run has not ended, whose replay
-   * always parts where its events stop.
+   * closing event is in them); null when they agree, or when the run has not ended.
    */
   problem: string | null;
 }
 
 /** The machines whose states the dashboard draws, by their ids. */
+const SESSION = 'session';
 const RUN = 'run';
 const STEP = 'step';
+
+/** Who resumes the run, in the `run.resumed` that only the private bus sees. */
+const OWNER = 'pge dashboard';
 
 /**
  * The id of the deepest active state in `value`, as `machineGraph` names its nodes
@@ -64,50 +73,102 @@ function endsReplay(event: InspectionEvent): boolean {
 
 /**
  * Follows the charts of one replay through XState's inspection. Each state is taken after every
- * microstep (a transition that records an event completes one, even when the next one stops at
- * the end of the events) and from each snapshot (a new step chart's first state comes as one).
- * The step chart is the newest step actor's: an ended step's last snapshot may be reported after
- * the next step's first. Once the replay has parted from the events, nothing more is taken: the
- * charts then only fail or stop, which says nothing of the run.
+ * microstep (a transition that records an event completes one) and from each snapshot (a new step
+ * chart's first state comes as one). The step chart is the newest step actor's: an ended step's
+ * last snapshot may be reported after the next step's first. The watch ends where the replay parts
+ * from the events, and once the events have run out (a tick after the first event the resume
+ * records itself): what the charts do past the events says nothing of the run.
  */
 class ChartWatch {
+  session: string | null = null;
   run: string | null = null;
   step: string | null = null;
   stepNumber: number | null = null;
+  /** Resolves when the watch ends. */
+  readonly ended: Promise<void>;
   readonly #seen = new WeakSet<ActorRefLike>();
   #stepActor: ActorRefLike | null = null;
-  #ended = false;
+  #over = false;
+  #end!: () => void;
+  /** Set once the charts record an event past the run's (not `run.resumed`): a state it leads to is not the run's. */
+  #pastEvents = false;
+  /** The events sent to an actor before the charts went past the run's events. */
+  readonly #before = new WeakSet<object>();
+
+  constructor() {
+    this.ended = new Promise((resolve) => {
+      this.#end = () => {
+        this.#over = true;
+        resolve();
+      };
+    });
+  }
+
+  /**
+   * The coordinator's `tracing` is told every event it records itself and none that a replay takes
+   * from the events: so the first it is told is `run.resumed`, where the events ran out, and any
+   * other goes past them. The watch ends a tick later: the step chart whose call or gate the events
+   * leave open reports its state, and the session the call or gate it waits for, in that tick.
+   */
+  readonly recorded: RunTracing = {
+    begin: () => '',
+    resume: () => {},
+    observe: (event) => {
+      if (event.type !== 'run.resumed') this.#pastEvents = true;
+      queueMicrotask(this.#end);
+    },
+    traceparent: () => undefined,
+  };
 
   readonly inspect = (event: InspectionEvent): void => {
-    if (this.#ended) return;
+    if (this.#over) return;
     if (endsReplay(event)) {
-      this.#ended = true;
+      this.#end();
       return;
     }
+    if (event.type === '@xstate.event' && !this.#pastEvents) this.#before.add(event.event);
     if (event.type !== '@xstate.microstep' && event.type !== '@xstate.snapshot') return;
     const snapshot = event.snapshot as AnyMachineSnapshot;
     if (snapshot.status === 'error' || snapshot.status === 'stopped') return;
     const id = snapshot.machine?.id;
-    if (id === RUN) this.run = stateIdOf(RUN, snapshot.value);
-    if (id !== STEP) return;
-    if (!this.#seen.has(event.actorRef)) {
-      this.#seen.add(event.actorRef);
-      this.#stepActor = event.actorRef;
-    }
-    if (event.actorRef !== this.#stepActor) return;
-    this.step = stateIdOf(STEP, snapshot.value);
-    this.stepNumber = (snapshot.context as StepContext).input.stepNumber;
+    if (id === SESSION) this.#takeSession(event, snapshot);
+    else if (this.#pastEvents && event.type === '@xstate.microstep') {
+      // A transition past the events, which `pge replay` would have failed: where it leads is not
+      // the run's. A new step chart's first state (a snapshot) is, though the request it makes is not.
+      this.#end();
+    } else if (id === RUN) this.run = stateIdOf(RUN, snapshot.value);
+    else if (id === STEP) this.#takeStep(event.actorRef, snapshot);
   };
 
+  /**
+   * Past the events the session still takes what it was told before them (`replay.ended`, queued
+   * while the run chart that went past them ran), and nothing more.
+   */
+  #takeSession(event: InspectionEvent, snapshot: AnyMachineSnapshot): void {
+    if (!this.#pastEvents || (event.type === '@xstate.microstep' && this.#before.has(event.event)))
+      this.session = stateIdOf(SESSION, snapshot.value);
+  }
+
+  #takeStep(actor: ActorRefLike, snapshot: AnyMachineSnapshot): void {
+    if (!this.#seen.has(actor)) {
+      this.#seen.add(actor);
+      this.#stepActor = actor;
+    }
+    if (actor !== this.#stepActor) return;
+    this.step = stateIdOf(STEP, snapshot.value);
+    this.stepNumber = (snapshot.context as StepContext).input.stepNumber;
+  }
+
   get states(): ActiveStates | null {
-    return this.run === null ? null : { run: this.run, step: this.step, stepNumber: this.stepNumber };
+    const { session, run, step, stepNumber } = this;
+    return session === null || run === null ? null : { session, run, step, stepNumber };
   }
 }
 
 /**
  * Replays a run's events (in seq order, from its first) with its charts and says where they
  * stand after the last one. Never rejects for the events' sake: events that cannot be replayed
- * give no states.
+ * give no states. Leaves nothing behind: no actor, timer or subscription outlives the call.
  */
 export async function replayActiveStates(events: readonly RunEvent[]): Promise<ReplayedStates> {
   const last = events.at(-1);
@@ -121,19 +182,33 @@ export async function replayActiveStates(events: readonly RunEvent[]): Promise<R
   }
   const bus = new InProcessBus();
   const watch = new ChartWatch();
-  const coordinator = createCoordinator({ bus, inspect: watch.inspect });
+  const coordinator = createCoordinator({
+    bus,
+    inspect: watch.inspect,
+    // The run's time stands at its last event: a gate's deadline counts from there, as it did then.
+    clock: () => recorded.lastAt,
+    tracing: watch.recorded,
+  });
   let problem: string | null = null;
   try {
-    await coordinator.resumeRun(recorded, {
-      owner: 'pge dashboard',
-      replayOnly: true,
+    const run = coordinator.resumeRun(recorded, {
+      owner: OWNER,
+      replayOnly: ended,
+      resend: false,
       // A log written before run.started recorded its thresholds replays with the defaults, as `pge replay` does.
       defaults: { defaultThresholds: {}, fallbackThreshold: OPTION_DEFAULTS.fallbackThreshold },
-    }).done;
+    });
+    // A replay of an ended run ends with the run; a resumed one waits where the events leave it.
+    if (!ended) {
+      await Promise.race([run.done, watch.ended]);
+      run.abandon(OWNER);
+    }
+    await run.done;
   } catch (error) {
-    if (!(error instanceof ReplayDivergence)) throw error;
-    if (ended)
-      problem = `run ${recorded.runId}: its charts part from its events at seq ${error.seq}: ${error.problem}`;
+    if (error instanceof ReplayDivergence) {
+      if (ended)
+        problem = `run ${recorded.runId}: its charts part from its events at seq ${error.seq}: ${error.problem}`;
+    } else if (!(error instanceof RunTakenOverError)) throw error;
   } finally {
     coordinator.close();
     await bus.close();

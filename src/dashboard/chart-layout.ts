@@ -67,6 +67,9 @@ interface Size {
   h: number;
 }
 
+/** Where a compound state's children start below its top: under its name, and its notes (the session's `open` invokes the run). */
+const headerOf = (node: GraphNode): number => HEADER + (nodeNotes(node).length > 0 ? INVOKE_H : 0);
+
 /** Lays out the statechart of `machine`. */
 export function layoutChart(machine: AnyStateMachine): ChartLayout {
   return layoutGraph(machineGraph(machine));
@@ -87,7 +90,7 @@ export function layoutGraph(graph: MachineGraph): ChartLayout {
         ? { w: Math.max(92, label), h: LEAF_H + (notes.length > 0 ? INVOKE_H : 0) }
         : {
             w: Math.max(label, inner.reduce((w, s) => w + s.w, 0) + GAP * (inner.length - 1) + 2 * PAD),
-            h: HEADER + Math.max(...inner.map((s) => s.h)) + PAD,
+            h: headerOf(node) + Math.max(...inner.map((s) => s.h)) + PAD,
           };
     sizes.set(node.id, size);
     return size;
@@ -108,7 +111,7 @@ export function layoutGraph(graph: MachineGraph): ChartLayout {
     });
     let cx = x + PAD;
     for (const child of kids(node)) {
-      place(child, cx, y + HEADER, own);
+      place(child, cx, y + headerOf(node), own);
       cx += sizes.get(child.id)!.w + GAP;
     }
   };

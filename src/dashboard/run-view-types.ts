@@ -15,8 +15,13 @@ import type {
  * which the page shows as text.
  */
 
-/** The states a run is in after its latest event: the run chart's and the current step's. */
+/** The states a run is in after its latest event: its session's, its run chart's and the current step's. */
 export interface ActiveStates {
+  /**
+   * The deepest active state of the run's session on the coordinator that owns it
+   * (`session.open.live.calling`; `session.closed` once the run has ended).
+   */
+  session: string;
   /** The deepest active state of the run machine (`run.stepping.running`). */
   run: string;
   /** The deepest active state of the current step's machine, or null before the first step. */

@@ -1,6 +1,7 @@
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { runMachine } from '../machines/run-machine.js';
+import { sessionMachine } from '../machines/session-machine.js';
 import { stepMachine } from '../machines/step-machine.js';
 import { loadAppScript } from './app-bundle.js';
 import { APP_STYLE, PAGE_HTML } from './assets/page.js';
@@ -43,9 +44,13 @@ export interface Dashboard {
   close(): Promise<void>;
 }
 
-/** Both charts, laid out once: the machines do not change while the server runs. */
-function charts(): { run: ChartLayout; step: ChartLayout } {
-  return { run: layoutChart(runMachine), step: layoutChart(stepMachine) };
+/** The session, run and step charts, laid out once: the machines do not change while the server runs. */
+function charts(): { session: ChartLayout; run: ChartLayout; step: ChartLayout } {
+  return {
+    session: layoutChart(sessionMachine),
+    run: layoutChart(runMachine),
+    step: layoutChart(stepMachine),
+  };
 }
 
 /** A path segment decoded; a malformed escape names no run rather than failing the request. */

@@ -1,20 +1,22 @@
 import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it, vi } from 'vitest';
 import { replayActiveStates } from '../../src/dashboard/active-state.js';
 import { RunStore } from '../../src/dashboard/run-store.js';
 import type { ActiveStates } from '../../src/dashboard/run-view-types.js';
 import { machineGraph } from '../../src/graph/machine-graph.js';
 import { runMachine } from '../../src/machines/run-machine.js';
+import { sessionMachine } from '../../src/machines/session-machine.js';
 import { stepMachine } from '../../src/machines/step-machine.js';
 import { readLogFile } from '../../src/persistence/index.js';
-import type { RunEvent } from '../../src/schemas/index.js';
+import { isClosingEvent, ROLE_OF_REQUEST, type RunEvent } from '../../src/schemas/index.js';
 import { type RecordedRun, ROOT, recordRun } from './support.js';
 
 /**
  * Where the dashboard says a run stands: asked of the charts, by replaying the run's events as
- * `pge replay` does, on real runs of the demo model (passed, stopped by its budget, interrupted,
- * held at every gate) and on the logs kept as fixtures.
+ * `pge replay` does (an ended run) or resuming them as a coordinator taking the run over would (a
+ * run still going), on real runs of the demo model (passed, stopped by its budget, interrupted,
+ * held at every gate, with and without a deadline) and on the logs kept as fixtures.
  */
 
 const FIXTURES = join(ROOT, 'tests', 'fixtures', 'logs');
@@ -22,6 +24,7 @@ let demo: RecordedRun;
 let budget: RecordedRun;
 let interrupted: RecordedRun;
 let gated: RecordedRun;
+let timed: RecordedRun;
 beforeAll(async () => {
   demo = await recordRun('Write a short guide to brewing green tea');
   budget = await recordRun('Write a short guide', undefined, { maxTokens: 3000 });
@@ -32,6 +35,15 @@ beforeAll(async () => {
     'Write a short guide',
     undefined,
     { approve: ['plan', 'contract', 'step'] },
+    (e, pge) => {
+      if (e.type !== 'approval.requested') return;
+      setTimeout(() => pge.approve(e.runId, e.payload.gate, { decision: 'approve', by: 'tester' }), 5);
+    },
+  );
+  timed = await recordRun(
+    'Write a short guide',
+    undefined,
+    { approve: ['plan'], approvalTimeoutMs: 60_000 },
     (e, pge) => {
       if (e.type !== 'approval.requested') return;
       setTimeout(() => pge.approve(e.runId, e.payload.gate, { decision: 'approve', by: 'tester' }), 5);
@@ -53,21 +65,33 @@ async function statesAfter(events: readonly RunEvent[]): Promise<ActiveStates | 
   return active;
 }
 
+/** The session's state, as a coordinator that took the run over after `event` would hold it. */
+function sessionAfter(event: RunEvent): RegExp {
+  if (isClosingEvent(event)) return /^session\.closed$/;
+  if (Object.hasOwn(ROLE_OF_REQUEST, event.type)) return /^session\.open\.live\.calling$/;
+  if (event.type === 'approval.requested') return /^session\.open\.live\.awaitingDecision\.(un)?timed$/;
+  // Between a request and its answer (its model calls, a rejected result) or between calls.
+  return /^session\.open\.live\.(working|calling)$/;
+}
+
 describe('active states', () => {
   it('are states of the charts, of the latest step, after every event of every run', async () => {
+    const sessionIds = new Set(machineGraph(sessionMachine).nodes.map((n) => n.id));
     const runIds = new Set(machineGraph(runMachine).nodes.map((n) => n.id));
     const stepIds = new Set(machineGraph(stepMachine).nodes.map((n) => n.id));
     const fixtures = readdirSync(FIXTURES).filter((f) => f.endsWith('.md'));
     expect(fixtures.length).toBeGreaterThan(0);
     const logs = [
       ...(await Promise.all(fixtures.map((f) => readLogFile(join(FIXTURES, f))))),
-      ...[demo, budget, interrupted, gated].map((r) => r.events),
+      ...[demo, budget, interrupted, gated, timed].map((r) => r.events),
     ];
     for (const events of logs) {
       for (let n = 1; n <= events.length; n++) {
         const states = await statesAfter(events.slice(0, n));
         const at = `${events[0]!.runId} after seq ${n} (${events[n - 1]!.type})`;
         expect(states, at).not.toBeNull();
+        expect(sessionIds, at).toContain(states!.session);
+        expect(states!.session, at).toMatch(sessionAfter(events[n - 1]!));
         expect(runIds, at).toContain(states!.run);
         const started = events.slice(0, n).findLast((e) => e.type === 'step.started');
         expect(states!.stepNumber, at).toBe(started?.payload.stepNumber ?? null);
@@ -81,6 +105,7 @@ describe('active states', () => {
     const e = demo.events;
     expect((await statesAfter(upTo(e, 'plan.requested')))?.run).toBe('run.planning.calling');
     expect(await statesAfter(upTo(e, 'step.contract.requested'))).toEqual({
+      session: 'session.open.live.calling',
       run: 'run.stepping.running',
       step: 'step.negotiating.proposing',
       stepNumber: 1,
@@ -141,6 +166,49 @@ describe('active states', () => {
   });
 });
 
+describe('the session', () => {
+  it('stands where a coordinator that took the run over would: at a call, at a gate, between, closed', async () => {
+    const session = async (events: readonly RunEvent[]) => (await statesAfter(events))?.session;
+    const e = demo.events;
+    expect(await session(upTo(e, 'plan.requested'))).toBe('session.open.live.calling');
+    expect(await session(upTo(e, 'plan.created'))).toBe('session.open.live.working');
+    expect(await session(upTo(e, 'step.work.requested'))).toBe('session.open.live.calling');
+    expect(await session(upTo(e, 'step.attempt.judged'))).toBe('session.open.live.working');
+    expect(await session(e)).toBe('session.closed');
+    expect(await session(upTo(gated.events, 'approval.requested'))).toBe(
+      'session.open.live.awaitingDecision.untimed',
+    );
+    expect(await session(upTo(gated.events, 'approval.decided'))).toBe('session.open.live.working');
+    expect(await session(upTo(timed.events, 'approval.requested'))).toBe(
+      'session.open.live.awaitingDecision.timed',
+    );
+    expect(await session(budget.events)).toBe('session.closed');
+    expect(await session(interrupted.events)).toBe('session.closed');
+  });
+
+  it('leaves no timer behind, and nothing it recorded reaches the view', async () => {
+    const calling = upTo(demo.events, 'step.work.requested');
+    // Every timer set while it replays is counted: a call waits for its result (`after
+    // callDeadline`), a timed gate for a person (`after approvalDeadline`), until the run is let go.
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'setInterval', 'clearInterval'] });
+    try {
+      expect((await statesAfter(calling))?.session).toBe('session.open.live.calling');
+      expect((await statesAfter(upTo(timed.events, 'approval.requested')))?.session).toMatch(/timed$/);
+      expect(vi.getTimerCount()).toBe(0);
+    } finally {
+      vi.useRealTimers();
+    }
+
+    const store = new RunStore({ replayDelayMs: 0 });
+    for (const event of calling) store.add(event);
+    await store.settled();
+    const view = store.view(demo.events[0]!.runId)!;
+    expect(view.active?.session).toBe('session.open.live.calling');
+    expect(view.timeline.map((t) => t.seq)).toEqual(calling.map((c) => c.seq));
+    expect(view.timeline.map((t) => t.type)).not.toContain('run.resumed');
+  });
+});
+
 describe('the store', () => {
   it('replays a burst of events once, and shows a run only with where its charts stand', async () => {
     const store = new RunStore();
@@ -152,7 +220,9 @@ describe('the store', () => {
     for (const event of demo.events) store.add(event);
     expect(store.view(runId)).toBeUndefined();
     await store.settled();
-    expect(seen).toEqual([{ run: 'run.completed', step: 'step.passed', stepNumber: 3 }]);
+    expect(seen).toEqual([
+      { session: 'session.closed', run: 'run.completed', step: 'step.passed', stepNumber: 3 },
+    ]);
     expect(store.view(runId)!.timeline).toHaveLength(demo.events.length);
     expect(store.problems).toEqual([]);
   });

@@ -9,6 +9,7 @@ import { followLog } from '../../src/dashboard/log-follower.js';
 import { followNats } from '../../src/dashboard/nats-source.js';
 import { RunStore } from '../../src/dashboard/run-store.js';
 import { startDashboard } from '../../src/dashboard/server.js';
+import { renderLog } from '../../src/persistence/index.js';
 import type { RunEvent } from '../../src/schemas/index.js';
 import {
   artifact,
@@ -57,9 +58,19 @@ async function dashboardFor(path: string): Promise<string> {
 }
 
 /** The text of the highlighted state in a chart, or '' when none is. */
-async function activeState(page: Page, chart: 'run-chart' | 'step-chart'): Promise<string> {
+async function activeState(page: Page, chart: 'session-chart' | 'run-chart' | 'step-chart'): Promise<string> {
   const active = page.locator(`#${chart} .state.active text.label`);
   return (await active.count()) === 0 ? '' : ((await active.first().textContent()) ?? '');
+}
+
+/** The ids of the states highlighted in a chart: the active one and its ancestors. */
+async function highlighted(
+  page: Page,
+  chart: 'session-chart' | 'run-chart' | 'step-chart',
+): Promise<string[]> {
+  return page
+    .locator(`#${chart} .state.active, #${chart} .state.on-path`)
+    .evaluateAll((boxes) => boxes.map((b) => b.getAttribute('data-state') ?? ''));
 }
 
 function judged(events: readonly RunEvent[]) {
@@ -103,6 +114,8 @@ describe('dashboard in a browser', () => {
     }
     expect(await page.locator('body').getAttribute('data-status')).toBe('running');
     expect(second).not.toBe(first);
+    // The session of a run going on is live: between calls, or waiting for one's result.
+    expect(await highlighted(page, 'session-chart')).toContain('session.open.live');
     await writing;
 
     await page.locator('body[data-status="passed"]').waitFor({ timeout: 10_000 });
@@ -110,8 +123,45 @@ describe('dashboard in a browser', () => {
     const titles = await page.locator('#plan .step-title').allTextContents();
     expect(titles).toEqual(plan.payload.plan.steps.map((s) => s.title));
     expect(await activeState(page, 'run-chart')).toBe('completed');
+    expect(await activeState(page, 'session-chart')).toBe('closed');
     expect(await page.locator('#problems').isHidden()).toBe(true);
     await page.screenshot({ path: artifact('dashboard-live.png'), fullPage: true });
+    expect(errors).toEqual([]);
+  });
+
+  it('highlights the session where the run stands: waiting at a gate, for a result, closed', async () => {
+    const gated = await recordRun('Write a short guide', undefined, { approve: ['plan'] }, (e, pge) => {
+      if (e.type !== 'approval.requested') return;
+      setTimeout(() => pge.approve(e.runId, e.payload.gate, { decision: 'approve', by: 'tester' }), 5);
+    });
+    const upTo = (type: RunEvent['type']) =>
+      gated.events.slice(0, gated.events.findIndex((e) => e.type === type) + 1);
+    const path = join(mkdtempSync(join(tmpdir(), 'pge-session-')), 'gated.md');
+    writeFileSync(path, renderLog(upTo('approval.requested')));
+    const url = await dashboardFor(path);
+    const { page, errors } = await openPage(browser, url);
+    const session = page.locator('#session-chart .state.active');
+    await expect
+      .poll(() => session.getAttribute('data-state'))
+      .toBe('session.open.live.awaitingDecision.untimed');
+    expect(await highlighted(page, 'session-chart')).toEqual([
+      'session.open',
+      'session.open.live',
+      'session.open.live.awaitingDecision',
+      'session.open.live.awaitingDecision.untimed',
+    ]);
+    expect(await activeState(page, 'run-chart')).toBe('awaitingApproval');
+    expect(await page.locator('#next-transitions .active-states').textContent()).toBe(
+      'Active: session.open.live.awaitingDecision.untimed · run.planning.awaitingApproval',
+    );
+    await page.screenshot({ path: artifact('dashboard-gate.png'), fullPage: true });
+
+    writeFileSync(path, renderLog(upTo('step.work.requested')));
+    await expect.poll(() => session.getAttribute('data-state')).toBe('session.open.live.calling');
+    expect(await activeState(page, 'step-chart')).toBe('firstAttempt');
+    writeFileSync(path, gated.text);
+    await expect.poll(() => session.getAttribute('data-state')).toBe('session.closed');
+    expect(await page.locator('body').getAttribute('data-status')).toBe('passed');
     expect(errors).toEqual([]);
   });
 
@@ -133,6 +183,7 @@ describe('dashboard in a browser', () => {
     expect(decisions.join('\n')).toMatch(/^refine → attempt 2/m);
     expect(decisions.join('\n')).toMatch(/^pivot → attempt 3/m);
     expect(await page.locator('#phases td').first().textContent()).toBe('plan');
+    expect(await activeState(page, 'session-chart')).toBe('closed');
     expect(await page.locator('#timeline li').count()).toBe(demo.events.length);
     await page.screenshot({ path: artifact('dashboard-finished.png'), fullPage: true });
     if (process.env.PGE_UPDATE_SCREENSHOTS === '1') {

@@ -5,6 +5,7 @@ import { RunStore } from '../../src/dashboard/run-store.js';
 import { afterClosingProblem, buildRunView } from '../../src/dashboard/run-view.js';
 import { machineGraph } from '../../src/graph/machine-graph.js';
 import { runMachine } from '../../src/machines/run-machine.js';
+import { sessionMachine } from '../../src/machines/session-machine.js';
 import { stepMachine } from '../../src/machines/step-machine.js';
 import { renderEvent } from '../../src/persistence/index.js';
 import type { RunEvent } from '../../src/schemas/index.js';
@@ -161,7 +162,7 @@ describe('log prefix', () => {
 
 describe('chart layout', () => {
   it('draws every state once, each child inside its parent', () => {
-    for (const machine of [runMachine, stepMachine]) {
+    for (const machine of [sessionMachine, runMachine, stepMachine]) {
       const graph = machineGraph(machine);
       const layout = layoutChart(machine);
       const states = graph.nodes.slice(1);
@@ -177,6 +178,8 @@ describe('chart layout', () => {
         expect(box.y).toBeGreaterThan(parent.y);
         expect(box.x + box.w).toBeLessThan(parent.x + parent.w);
         expect(box.y + box.h).toBeLessThan(parent.y + parent.h);
+        // Below the parent's name and notes (`open`: invoke: run), which are drawn down to y + 28.
+        if (parent.notes.length > 0) expect(box.y).toBeGreaterThan(parent.y + 30);
       }
       expect(layout.edges.length).toBeGreaterThan(5);
     }

@@ -25,6 +25,7 @@ export const PAGE_HTML = `<!doctype html>
   <p id="empty">Waiting for a run… (a log that does not exist yet is waited for; on NATS, start a run).</p>
   <section id="overview"></section>
   <section id="charts">
+    <div class="chart"><h2>Session statechart</h2><div id="session-chart"></div></div>
     <div class="chart"><h2>Run statechart</h2><div id="run-chart"></div></div>
     <div class="chart"><h2 id="step-chart-title">Step statechart</h2><div id="step-chart"></div></div>
     <div id="next-transitions"></div>

@@ -3,12 +3,14 @@ import type { RunView } from '../run-view-types.js';
 import { byId, el, svg, svgText } from './dom.js';
 
 /**
- * The run and step statecharts, drawn from the layouts the server computed (`/api/charts`): boxes,
- * labels and arrows only, with the active state and the path to it highlighted.
+ * The session, run and step statecharts, drawn from the layouts the server computed
+ * (`/api/charts`): boxes, labels and arrows only, with the active state and the path to it
+ * highlighted.
  */
 
-/** Both layouts, as `/api/charts` sends them. */
+/** The three layouts, as `/api/charts` sends them. */
 export interface Charts {
+  session: ChartLayout;
   run: ChartLayout;
   step: ChartLayout;
 }
@@ -86,10 +88,11 @@ function transitionsFrom(layout: ChartLayout, active: string): string[] {
     .map((e) => `${e.labels.join(' | ')} → ${e.target}`);
 }
 
-/** Both charts for `view`, with the step chart of the current step and where each chart can go next. */
+/** The three charts for `view`, with the step chart of the current step and where each chart can go next. */
 export function renderCharts(charts: Charts, view: RunView): void {
   // Null while the run's charts cannot be replayed (its first events are still to come): nothing is highlighted.
-  const active = view.active ?? { run: null, step: null, stepNumber: null };
+  const active = view.active ?? { session: null, run: null, step: null, stepNumber: null };
+  drawChart(byId('session-chart'), charts.session, active.session);
   drawChart(byId('run-chart'), charts.run, active.run);
   const step =
     active.stepNumber === null
@@ -99,14 +102,12 @@ export function renderCharts(charts: Charts, view: RunView): void {
     ? `Step ${step.stepNumber} statechart: ${step.title}`
     : 'Step statechart (no step yet)';
   drawChart(byId('step-chart'), charts.step, active.step);
+  const session = active.session ? transitionsFrom(charts.session, active.session) : [];
   const run = active.run ? transitionsFrom(charts.run, active.run) : [];
   const st = active.step ? transitionsFrom(charts.step, active.step) : [];
+  const states = [active.session, active.run, active.step].filter((s) => s !== null);
   byId('next-transitions').replaceChildren(
-    el(
-      'div',
-      'active-states',
-      active.run ? `Active: ${active.run}${active.step ? ` · ${active.step}` : ''}` : '',
-    ),
+    el('div', 'active-states', states.length ? `Active: ${states.join(' · ')}` : ''),
     el(
       'div',
       'call-in-flight',
@@ -114,6 +115,7 @@ export function renderCharts(charts: Charts, view: RunView): void {
         ? `Call in flight: ${view.call.actor} (child actor of ${active.step ?? active.run ?? 'the run'}), served by the ${view.call.role}, request ${view.call.requestId} since ${view.call.since}`
         : '',
     ),
+    el('div', null, session.length ? `Session can go: ${session.join('; ')}` : ''),
     el('div', null, run.length ? `Run can go: ${run.join('; ')}` : ''),
     el('div', null, st.length ? `Step can go: ${st.join('; ')}` : ''),
   );
