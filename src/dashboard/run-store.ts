@@ -1,7 +1,7 @@
 import type { RunEvent } from '../schemas/index.js';
 import { replayActiveStates } from './active-state.js';
 import { afterClosingProblem, buildRunView, summarize } from './run-view.js';
-import type { RunSummary, RunView } from './run-view-types.js';
+import type { ActiveStates, RunSummary, RunView } from './run-view-types.js';
 
 /**
  * The runs the dashboard knows, as event sequences, from whichever source feeds them (a log being
@@ -81,7 +81,7 @@ export class RunStore {
   problem(message: string): void {
     if (this.problemList.includes(message)) return;
     this.problemList.push(message);
-    for (const listener of this.listeners) listener(null);
+    this.tell(null);
   }
 
   /** The problems so far, oldest first. */
@@ -101,11 +101,22 @@ export class RunStore {
       .sort((a, b) => (b.updatedAt ?? '').localeCompare(a.updatedAt ?? ''));
   }
 
-  /** Resolves once every run's view shows the events that had arrived when it was called. */
-  settled(): Promise<void> {
+  /**
+   * Resolves once every run's view shows the events that had arrived when it was called, or after
+   * `maxWaitMs` (when given) with the views as they are: a page is never held by a slow replay.
+   */
+  settled(maxWaitMs?: number): Promise<void> {
     const wanted = new Map(this.changes);
     if (this.shows(wanted)) return Promise.resolve();
-    return new Promise((resolve) => this.waiters.add({ wanted, resolve }));
+    return new Promise((resolve) => {
+      const waiter = { wanted, resolve };
+      this.waiters.add(waiter);
+      if (maxWaitMs === undefined) return;
+      setTimeout(() => {
+        this.waiters.delete(waiter);
+        resolve();
+      }, maxWaitMs).unref();
+    });
   }
 
   private shows(wanted: ReadonlyMap<string, number>): boolean {
@@ -116,6 +127,17 @@ export class RunStore {
   subscribe(listener: StoreListener): () => void {
     this.listeners.add(listener);
     return () => void this.listeners.delete(listener);
+  }
+
+  /** Tells every listener; one that throws is reported on the console, and the others are still told. */
+  private tell(runId: string | null): void {
+    for (const listener of this.listeners) {
+      try {
+        listener(runId);
+      } catch (error) {
+        console.error('pge dashboard: a run store listener failed:', error);
+      }
+    }
   }
 
   private changed(runId: string): void {
@@ -131,16 +153,22 @@ export class RunStore {
       await new Promise((resolve) => setTimeout(resolve, this.replayDelayMs));
       const version = this.changes.get(runId) ?? 0;
       const events = [...(this.runs.get(runId) ?? [])];
+      let active: ActiveStates | null = null;
       try {
-        const { active, problem } = await replayActiveStates(fromTheStart(events));
-        this.views.set(runId, buildRunView(runId, events, active));
-        if (problem !== null) this.problem(problem);
+        const replayed = await replayActiveStates(fromTheStart(events));
+        active = replayed.active;
+        if (replayed.problem !== null) this.problem(replayed.problem);
       } catch (error) {
-        // A defect in replaying or viewing one run must not stop the dashboard for the others.
+        // A defect in replaying one run must not hide it, nor stop the dashboard for the others.
+        this.problem(`run ${runId}: where its charts stand cannot be told: ${String(error)}`);
+      }
+      try {
+        this.views.set(runId, buildRunView(runId, events, active));
+      } catch (error) {
         this.problem(`run ${runId}: cannot be shown: ${String(error)}`);
       }
       this.shown.set(runId, version);
-      for (const listener of this.listeners) listener(runId);
+      this.tell(runId);
       for (const waiter of this.waiters) {
         if (!this.shows(waiter.wanted)) continue;
         this.waiters.delete(waiter);

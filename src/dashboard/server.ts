@@ -24,6 +24,13 @@ import type { RunList } from './run-view-types.js';
  * no network at all. It only reads: every method but GET and HEAD is refused.
  */
 
+/**
+ * How long an API request waits for the runs' charts to be replayed over the events that have
+ * arrived: a long backlog (a deployment's runs read back at start) answers with what is replayed so
+ * far, and the page is updated as the rest comes.
+ */
+const SETTLE_WAIT_MS = 2_000;
+
 /** Options of `startDashboard`. */
 export interface DashboardOptions {
   store: RunStore;
@@ -129,11 +136,11 @@ export async function startDashboard(options: DashboardOptions): Promise<Dashboa
     } else if (path === '/api/charts') {
       sendJson(res, 200, layouts, csp);
     } else if (path === '/api/runs') {
-      // Answered once the runs' charts have been replayed over every event that has arrived.
-      await store.settled();
+      // Answered once the runs' charts have been replayed over every event that has arrived (or 2 s).
+      await store.settled(SETTLE_WAIT_MS);
       sendJson(res, 200, runList(), csp);
     } else if (path.startsWith('/api/runs/')) {
-      await store.settled();
+      await store.settled(SETTLE_WAIT_MS);
       const view = store.view(decodeOr(path.slice('/api/runs/'.length)));
       if (view) sendJson(res, 200, view, csp);
       else sendJson(res, 404, { error: 'no such run' }, csp);
