@@ -24,6 +24,11 @@ export class ConfigurationError extends PgeError {
  */
 export class ResumeError extends ConfigurationError {}
 
+/** Thrown into a call answered after its run ended, or by an actor of a run that has ended; the stopped chart never sees it. */
+export class RunClosedError extends PgeError {
+  readonly retryable = false;
+}
+
 /** A model answer that never validated (bad JSON, schema violation, refusal, cut off), after repairs. */
 export class InvalidOutputError extends PgeError {
   readonly retryable = false;

@@ -21,6 +21,7 @@ export {
   UnansweredRequestError,
 } from './errors.js';
 export { runMachine } from './machines/run-machine.js';
+export { sessionMachine } from './machines/session-machine.js';
 export { stepMachine } from './machines/step-machine.js';
 // From the reader itself, not the persistence barrel: the writer's declarations name Node's `Buffer`,
 // and the published types must compile without Node's types (tests/package/published-types.test.ts).

@@ -1,6 +1,6 @@
 import type { ActorSystem } from 'xstate';
 import { fromPromise } from 'xstate';
-import { PgeError } from '../errors.js';
+import { PgeError, RunClosedError } from '../errors.js';
 import type { CallName, Calls } from '../machines/calls.js';
 import { runMachine } from '../machines/run-machine.js';
 import { sessionMachine } from '../machines/session-machine.js';
@@ -51,11 +51,6 @@ export interface RunScope {
   settleDecision(requestId: string, decision: ApprovalDecision): void;
   /** The session's `letGo`: nothing more of the run is recorded or sent; `owner` has it. */
   letGo(owner: string, error: Error): void;
-}
-
-/** Thrown into a call answered after its run ended; the stopped chart never sees it. */
-export class RunClosedError extends PgeError {
-  readonly retryable = false;
 }
 
 /**

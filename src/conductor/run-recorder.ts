@@ -1,7 +1,6 @@
-import { RunClosedError } from '../actors/run-charts.js';
 import { type Bus, type MessageHeaders, TRACEPARENT_HEADER } from '../bus/bus.js';
 import { enqueueWork, publishEvent, publishRequest } from '../bus/channels.js';
-import { EventSeqTakenError, ResumeError, RunTakenOverError } from '../errors.js';
+import { EventSeqTakenError, ResumeError, RunClosedError, RunTakenOverError } from '../errors.js';
 import type { SessionEvent } from '../machines/session-machine.js';
 import type { ModelCall, RoleRequest, RunEvent, RunEventDraft, RunEventOf } from '../schemas/index.js';
 import { ROLE_OF_REQUEST } from '../schemas/index.js';
