@@ -170,8 +170,11 @@ export interface DurableOptions {
 
 /** A transport that keeps what was published on some subjects (NATS JetStream), and reads it back. */
 export interface StoredMessages {
-  /** Every message kept on `subject` (a subject or pattern), oldest first, each validated. */
-  stored(subject: string): Promise<unknown[]>;
+  /**
+   * Every message kept on `subject` (a subject or pattern), oldest first, each validated; with
+   * `consumer`, read as `subscribeOrdered` reads with it (the coordinator's alone).
+   */
+  stored(subject: string, options?: Pick<OrderedOptions, 'consumer'>): Promise<unknown[]>;
 }
 
 /** Options of `subscribeOrdered`. */

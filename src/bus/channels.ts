@@ -53,15 +53,23 @@ export function subscribeEvents(
 
 /**
  * Every event the transport keeps of one run, in the order it stored them (NATS: PGE_EVENTS): how
- * a reader that joined a run midway reads it from its start.
+ * a reader that joined a run midway reads it from its start. `options.consumer`: see `stored`.
  */
-export async function readRunEvents(source: StoredMessages, runId: string): Promise<RunEvent[]> {
-  return (await source.stored(subjects.events(runId))) as RunEvent[];
+export async function readRunEvents(
+  source: StoredMessages,
+  runId: string,
+  options?: Pick<OrderedOptions, 'consumer'>,
+): Promise<RunEvent[]> {
+  return (await source.stored(subjects.events(runId), options)) as RunEvent[];
 }
 
 /** Every result the transport keeps of one run (NATS: PGE_RESULTS), in the order it stored them. */
-export async function readRunResults(source: StoredMessages, runId: string): Promise<RoleResult[]> {
-  return (await source.stored(subjects.result(runId))) as RoleResult[];
+export async function readRunResults(
+  source: StoredMessages,
+  runId: string,
+  options?: Pick<OrderedOptions, 'consumer'>,
+): Promise<RoleResult[]> {
+  return (await source.stored(subjects.result(runId), options)) as RoleResult[];
 }
 
 /**

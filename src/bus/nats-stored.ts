@@ -1,8 +1,14 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import { type JetStreamManager, RepublishHeaders, type StoredMsg } from '@nats-io/jetstream';
+import {
+  type JetStreamClient,
+  type JetStreamManager,
+  RepublishHeaders,
+  type StoredMsg,
+} from '@nats-io/jetstream';
 import type { Msg, MsgHdrs, NatsConnection, Subscription } from '@nats-io/transport-node';
 import type { BusHandler } from './bus.js';
 import { busError, type OutageReport } from './nats-helpers.js';
+import { consumeStored } from './nats-stored-consumer.js';
 import { type PgeStream, storedAfter } from './nats-streams.js';
 import {
   type NatsHost,
@@ -16,11 +22,13 @@ import { subjectMatches } from './subjects.js';
  * Reading what a stream stores on a subject without a consumer: message by message, each asked of
  * the stream's leader (`$JS.API.STREAM.MSG.GET.<stream>` with `next_by_subj`, `storedAfter`),
  * which changes nothing on the server and which every reader's credential may use; then live, as
- * the stream's RePublish puts each message it stores on a subject of its own. Hand-written for two
- * limits of nats-server 2.9: a reader may not make a consumer, whose configuration names where the
- * server delivers, in the account that holds the streams, past every permission of the reader's
- * (see permissions.ts; making consumers is the coordinator's alone), and there is no batched read
- * (a direct get's `batch` came with 2.11), so one lookup per message. A PGE_EVENTS made before pge
+ * the stream's RePublish puts each message it stores on a subject of its own. Hand-written for the
+ * processes whose credential may not make a consumer (clients, observers, persistence: see
+ * permissions.ts), under two limits of nats-server 2.9: a consumer's configuration names where the
+ * server delivers, in the account that holds the streams, past every permission of the reader's,
+ * so making one is the coordinator's alone; and there is no batched read (a direct get's `batch`
+ * came with 2.11), so one lookup per message. The coordinator reads through an ordered consumer
+ * instead (`readStored` with `consumer`, `subscribeOrdered` with `consumer`). A PGE_EVENTS made before pge
  * set its RePublish (2.9 cannot add it in place) is read by a lookup at each core message on the
  * subject, and every `POLL_MS` for a sign that was lost.
  */
@@ -36,17 +44,22 @@ export interface StoredMessage {
 /**
  * Every message `stream` holds on `filter` (a subject or a filter within the stream) from its
  * first, oldest first: how a reader that joined late (a restarted persistence worker, a resumed
- * run) gets what it never received. Rejects with `BusError` when the server does not answer.
+ * run) gets what it never received. With `consumer`, the client of a process that may make
+ * consumers, through an ordered consumer up to the last message (`consumeStored`), then by
+ * lookups. Rejects with `BusError` when the server does not answer.
  */
 export async function readStored(
   jsm: JetStreamManager,
   stream: PgeStream,
   filter: string,
+  consumer?: JetStreamClient,
 ): Promise<StoredMessage[]> {
   const messages: StoredMessage[] = [];
+  const take = (msg: StoredMessage) =>
+    void messages.push({ subject: msg.subject, data: msg.data, seq: msg.seq });
   try {
-    for await (const msg of storedFrom(jsm, stream.name, filter, 1))
-      messages.push({ subject: msg.subject, data: msg.data, seq: msg.seq });
+    const from = consumer === undefined ? 1 : await consumeStored(consumer, jsm, stream.name, filter, take);
+    for await (const msg of storedFrom(jsm, stream.name, filter, from)) take(msg);
   } catch (error) {
     throw busError(error, `cannot read ${filter} from ${stream.name}`);
   }

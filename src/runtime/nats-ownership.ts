@@ -4,6 +4,8 @@ import type { RunLeases } from '../bus/run-leases.js';
 import type { RunEvent } from '../schemas/index.js';
 import type { RunOwnership } from './services.js';
 
+const BY_CONSUMER = { consumer: true } as const;
+
 /**
  * Run ownership as the NATS deployment shares it between coordinators: the leases of the KV
  * bucket (`RunLeases`) say who owns a run, `PGE_EVENTS` holds what a run recorded, and
@@ -18,9 +20,12 @@ export function natsRunOwnership(bus: NatsBus, leases: RunLeases): RunOwnership 
     letExpire: (runId) => leases.letExpire(runId),
     takeOver: (runId) => leases.takeOver(runId),
     takeOverNow: (runId) => leases.takeOverNow(runId),
-    events: async (runId) => bySeq(await readRunEvents(bus, runId)),
+    // Only coordinators own runs, and they may make consumers: a run taken over is read in a few
+    // round trips rather than one per event.
+    events: async (runId) => bySeq(await readRunEvents(bus, runId, BY_CONSUMER)),
     storedResult: async (runId, requestId) =>
-      (await readRunResults(bus, runId)).find((result) => result.requestId === requestId) ?? null,
+      (await readRunResults(bus, runId, BY_CONSUMER)).find((result) => result.requestId === requestId) ??
+      null,
   };
 }
 

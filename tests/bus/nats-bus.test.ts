@@ -87,6 +87,13 @@ describe('NatsBus on JetStream', () => {
   afterEach(async () => {
     await Promise.all(buses.splice(0).map((bus) => bus.close()));
   });
+  /** The names of the consumers of PGE_EVENTS that are not durable. */
+  const throwaway = async () => {
+    const found: string[] = [];
+    for await (const info of jsm.consumers.list('PGE_EVENTS'))
+      if (info.config.durable_name === undefined) found.push(info.name);
+    return found;
+  };
   afterAll(async () => {
     await nc?.close();
     await server?.stop();
@@ -694,15 +701,44 @@ describe('NatsBus on JetStream', () => {
     expect(await readRunEvents(bus, runId)).toEqual(events.slice(0, 7));
     await waitFor('the rejection', () => rejections.length === 1);
     expect(rejections[0]?.subject).toBe(subjects.event(runId, 'step.started'));
+    // Through an ordered consumer (a coordinator's read): the same events, the same rejection.
+    expect(await readRunEvents(bus, runId, { consumer: true })).toEqual(events.slice(0, 7));
+    await waitFor('the second rejection', () => rejections.length === 2);
+    expect(rejections[1]?.subject).toBe(subjects.event(runId, 'step.started'));
     expect(await readRunEvents(bus, freshRunId())).toEqual([]);
+    expect(await readRunEvents(bus, freshRunId(), { consumer: true })).toEqual([]);
     await expect(bus.stored('pge.runs.submit')).rejects.toThrow(TypeError);
+    await expect(bus.stored('pge.runs.submit', { consumer: true })).rejects.toThrow(TypeError);
     // The reads leave no consumer behind: only the durable ones of other tests remain.
-    const throwaway = async () => {
-      const found: string[] = [];
-      for await (const info of jsm.consumers.list('PGE_EVENTS'))
-        if (info.config.durable_name === undefined) found.push(info.name);
-      return found;
-    };
+    await expect.poll(throwaway).toEqual([]);
+  });
+
+  it('reads a long run through an ordered consumer across its pulls, and what was stored meanwhile', async () => {
+    const bus = await open({ reporter: 'coordinator' });
+    const runId = freshRunId();
+    const other = freshRunId();
+    const js = jetstream(nc);
+    const events = [runStarted(runId), ...Array.from({ length: 599 }, (_, i) => stepStarted(runId, i + 2))];
+    // Interleaved with another run's events, so the filter skips stream sequences.
+    await Promise.all(
+      events.flatMap((event, i) => [
+        js.publish(subjects.event(runId, event.type), JSON.stringify(event)),
+        ...(i % 50 === 0
+          ? [js.publish(subjects.event(other, 'run.started'), JSON.stringify(runStarted(other, i + 1)))]
+          : []),
+      ]),
+    );
+    // The lookups it makes: the last message on the subject, and one after the last read.
+    let lookups = 0;
+    const watch = nc.subscribe('$JS.API.STREAM.MSG.GET.PGE_EVENTS', { callback: () => void lookups++ });
+    await nc.flush();
+    const read = await readRunEvents(bus, runId, { consumer: true });
+    await nc.flush();
+    watch.unsubscribe();
+    expect(read.map((event) => event.seq)).toEqual(events.map((event) => event.seq));
+    expect(lookups).toBe(2);
+    expect(read).toEqual(await readRunEvents(bus, runId));
+    // The consumer is deleted once read.
     await expect.poll(throwaway).toEqual([]);
   });
 
