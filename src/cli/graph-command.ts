@@ -1,5 +1,4 @@
 import type { AnyStateMachine } from 'xstate';
-import { ConfigurationError } from '../errors.js';
 import type { GraphFormat, MachineName } from '../graph/graph-choices.js';
 import { ExitCode } from './exit-codes.js';
 import type { CommandLine } from './flags.js';
@@ -20,11 +19,9 @@ const MACHINES: Record<MachineName, () => Promise<AnyStateMachine>> = {
 
 /**
  * `pge graph`: writes the chart to stdout and returns exit code 0. The flag table checks the
- * choices and supplies the defaults; an argument is a `ConfigurationError` (exit code 2).
+ * choices and supplies the defaults; the parser refuses an argument (`ConfigurationError`, exit 2).
  */
 export async function graphCommand(line: CommandLine, io: CliIo): Promise<number> {
-  if (line.positionals.length > 0)
-    throw new ConfigurationError(`pge graph takes no arguments, got "${line.positionals.join(' ')}"`);
   const machine = line.flags.values.machine as MachineName;
   const format = line.flags.values.format as GraphFormat;
   const { exportGraph } = await import('../graph/export-graph.js');
