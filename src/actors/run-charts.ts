@@ -34,19 +34,18 @@ export interface RunScope {
   /** Records an event the chart asked for (`record` action), completed with what the coordinator knows. */
   recordChart(draft: RecordParams): void;
   /**
-   * Sends a request and waits for its result; records the calls it cost. When `signal` aborts
-   * (the call's actor was stopped), the request is cancelled and the promise rejects.
+   * Sends a request for the call actor `caller` and waits for its result; records the calls it
+   * cost. When the actor's `signal` aborts (it was stopped), the request is cancelled and the
+   * promise rejects.
    */
-  ask(draft: RequestDraft, signal: AbortSignal): Promise<RoleReply>;
+  ask(draft: RequestDraft, caller: Caller): Promise<RoleReply>;
   /**
    * Records `approval.requested` and waits for a person's decision, which it records as
    * `approval.decided`; rejects when `signal` aborts (the run left the gate: interrupted).
    */
   awaitDecision(input: ApprovalInput, signal: AbortSignal): Promise<ApprovalOutput>;
-  /** The session's `answerCall`: hands the call of `requestId` its result. */
-  answerCall(requestId: string, result: RoleResult): void;
-  /** The session's `timeOutCall`: cancels the call of `requestId` and fails it with a timeout. */
-  timeOutCall(requestId: string): void;
+  /** The charts' `timeOutCall`: cancels the request of call actor `caller` and fails it with a timeout. */
+  timeOutCall(caller: object): void;
   /** The session's `settleDecision`: the gate of `requestId` takes `decision`. */
   settleDecision(requestId: string, decision: ApprovalDecision): void;
   /** The session's `letGo`: nothing more of the run is recorded or sent; `owner` has it. */
@@ -76,6 +75,12 @@ export type RequestDraft = RoleRequest extends infer R
     ? Pick<R, 'type' | 'payload'>
     : never
   : never;
+
+/** The call actor a request is made for, and its signal (aborted when the actor is stopped). */
+export interface Caller {
+  self: object;
+  signal: AbortSignal;
+}
 
 /** A request, the result its worker sent back, and what the call cost. */
 export interface RoleReply {
@@ -141,23 +146,34 @@ function invalidAnswer(
 function provideCharts(scope: (system: AnyActorSystem) => RunScope): typeof runMachine {
   const recordAction = ({ system }: { system: AnyActorSystem }, draft: RecordParams): void =>
     scope(system).recordChart(draft);
-  /** The promise actor of call `C`: `answer` gets the input, the run's scope and the actor's signal. */
+  /** The promise actor of call `C`: `answer` gets the input, the run's scope and the actor. */
   const call = <C extends CallName>(
-    answer: (input: Calls[C]['input'], run: RunScope, signal: AbortSignal) => Promise<Calls[C]['output']>,
+    answer: (input: Calls[C]['input'], run: RunScope, caller: Caller) => Promise<Calls[C]['output']>,
   ) =>
-    fromPromise<Calls[C]['output'], Calls[C]['input']>(({ input, system, signal }) =>
-      answer(input, scope(system), signal),
+    fromPromise<Calls[C]['output'], Calls[C]['input']>(({ input, system, signal, self }) =>
+      answer(input, scope(system), { self, signal }),
     );
+  /** The charts' `timeOutCall`: the call the state invoked as `call`, among the actor's children. */
+  const timeOutCall = (
+    {
+      self,
+      system,
+    }: { self: { getSnapshot(): { children: Record<string, unknown> } }; system: AnyActorSystem },
+    { call: name }: { call: CallName },
+  ): void => {
+    const caller = self.getSnapshot().children[name];
+    if (caller !== undefined) scope(system).timeOutCall(caller as object);
+  };
 
-  const awaitApproval = call<'awaitApproval'>((input, run, signal) => run.awaitDecision(input, signal));
+  const awaitApproval = call<'awaitApproval'>((input, run, { signal }) => run.awaitDecision(input, signal));
   const steps = stepMachine.provide({
-    actions: { record: recordAction },
+    actions: { record: recordAction, timeOutCall },
     actors: {
       awaitApproval,
-      proposeContract: call<'proposeContract'>(async (input, run, signal) => {
+      proposeContract: call<'proposeContract'>(async (input, run, caller) => {
         const reply = await run.ask(
           { type: 'step.contract.requested', payload: { phase: 'contract', input } },
-          signal,
+          caller,
         );
         const proposal = ok(run, reply, 'contract', 'generator');
         run.record({
@@ -166,10 +182,10 @@ function provideCharts(scope: (system: AnyActorSystem) => RunScope): typeof runM
         });
         return { proposal, ...reply.report };
       }),
-      reviewContract: call<'reviewContract'>(async (input, run, signal) => {
+      reviewContract: call<'reviewContract'>(async (input, run, caller) => {
         const reply = await run.ask(
           { type: 'step.review.requested', payload: { phase: 'contract_review', input } },
-          signal,
+          caller,
         );
         const review = ok(run, reply, 'contract_review', 'evaluator');
         run.record({
@@ -178,10 +194,10 @@ function provideCharts(scope: (system: AnyActorSystem) => RunScope): typeof runM
         });
         return { review, ...reply.report };
       }),
-      doWork: call<'doWork'>(async (input, run, signal) => {
+      doWork: call<'doWork'>(async (input, run, caller) => {
         const reply = await run.ask(
           { type: 'step.work.requested', payload: { phase: 'work', input } },
-          signal,
+          caller,
         );
         const ref = attemptRef(input);
         const problem = invalidAnswer(run, reply, 'step.work.invalid', ref);
@@ -195,10 +211,10 @@ function provideCharts(scope: (system: AnyActorSystem) => RunScope): typeof runM
         });
         return { work, problem: null, validation: validation ?? null, ...reply.report };
       }),
-      evaluateWork: call<'evaluateWork'>(async (input, run, signal) => {
+      evaluateWork: call<'evaluateWork'>(async (input, run, caller) => {
         const reply = await run.ask(
           { type: 'step.evaluation.requested', payload: { phase: 'evaluation', input } },
-          signal,
+          caller,
         );
         const ref = attemptRef(input);
         const problem = invalidAnswer(run, reply, 'step.evaluation.invalid', ref);
@@ -211,12 +227,12 @@ function provideCharts(scope: (system: AnyActorSystem) => RunScope): typeof runM
   });
 
   return runMachine.provide({
-    actions: { record: recordAction },
+    actions: { record: recordAction, timeOutCall },
     actors: {
       runStep: steps,
       awaitApproval,
-      plan: call<'plan'>(async (input, run, signal) => {
-        const reply = await run.ask({ type: 'plan.requested', payload: { phase: 'plan', input } }, signal);
+      plan: call<'plan'>(async (input, run, caller) => {
+        const reply = await run.ask({ type: 'plan.requested', payload: { phase: 'plan', input } }, caller);
         const answered = ok(run, reply, 'plan', 'planner');
         // Cut here too: a planner written in another language may not (DESIGN 1 is the harness's).
         const cut = answered.truncation ? answered : truncatePlan(answered.plan, input.maxSteps);
@@ -230,8 +246,8 @@ function provideCharts(scope: (system: AnyActorSystem) => RunScope): typeof runM
 }
 
 /**
- * The session machine with all its I/O provided, at this one place: its actions (`answerCall`,
- * `timeOutCall`, `settleDecision`, `letGo`) and its `run` actor, the run chart with its calls.
+ * The session machine with all its I/O provided, at this one place: its actions
+ * (`settleDecision`, `letGo`) and its `run` actor, the run chart with its calls.
  * `scopeOf` finds the scope of the run an actor belongs to (undefined once the run has ended).
  */
 export function provideSession(
@@ -244,8 +260,6 @@ export function provideSession(
   };
   return sessionMachine.provide({
     actions: {
-      answerCall: ({ system }, { requestId, result }) => scope(system).answerCall(requestId, result),
-      timeOutCall: ({ system }, { requestId }) => scope(system).timeOutCall(requestId),
       settleDecision: ({ system }, { requestId, decision }) =>
         scope(system).settleDecision(requestId, decision),
       letGo: ({ system }, { owner, error }) => scope(system).letGo(owner, error),

@@ -1,15 +1,14 @@
-import type { RequestDraft, RoleReply } from '../actors/run-charts.js';
+import type { Caller, RequestDraft, RoleReply } from '../actors/run-charts.js';
 import { publishCancel } from '../bus/channels.js';
 import { CallTimeoutError, describeError } from '../errors.js';
-import type { SessionEvent } from '../machines/session-machine.js';
 import type { CallReport } from '../machines/types.js';
 import type { Phase, Role, RoleRequest, RoleResult, RunEventDraft, Usage } from '../schemas/index.js';
 import { addUsage, ROLE_OF_REQUEST, ZERO_USAGE } from '../schemas/index.js';
 import type { RecorderDeps, RunRecorder } from './run-recorder.js';
 
 /**
- * One run's calls, as its session waits for them: a call is a request recorded and sent, whose
- * result the coordinator routes here (`call.answered`) and whose deadline is the session's
+ * One run's calls: a call is a request recorded and sent, whose result the coordinator routes
+ * here (`answer`) and whose deadline is the `after` of the chart state that made it
  * (`timeOutCall`). A resumed run's calls are answered from its recorded events while it replays.
  */
 
@@ -19,9 +18,9 @@ export interface RunState {
   isOpen(): boolean;
   /** Records an event of the run, unless it has ended. */
   recordIfOpen(draft: RunEventDraft): void;
-  /** Whether the run's session waits for `result` (the answer to the call it waits for). */
+  /** Whether a call of the run waits for `result` (the answer to its request). */
   awaits(result: RoleResult): boolean;
-  /** Hands a result the session waits for to its call. */
+  /** Hands a result a call waits for to that call. */
   answer(result: RoleResult): void;
   /** Requests answered already. */
   answered: Set<string>;
@@ -55,13 +54,6 @@ interface Asking {
   resolve: (reply: RoleReply) => void;
 }
 
-/** The run's session, as its calls tell it what happens. */
-export interface SessionPort {
-  send(event: SessionEvent): void;
-  /** Whether the session, as it is now, takes `event`. */
-  accepts(event: SessionEvent): boolean;
-}
-
 /** One run's calls. */
 export class RunCalls {
   readonly answered = new Set<string>();
@@ -69,11 +61,12 @@ export class RunCalls {
   /** Requests of this run still waiting for their result, with their phase. */
   readonly asked = new Map<string, Phase>();
   readonly #asking = new Map<string, Asking>();
+  /** The request each call actor waits for, for its deadline (`timeOutCall`). */
+  readonly #requestOf = new WeakMap<object, string>();
 
   constructor(
     private readonly deps: CallDeps,
     private readonly recorder: RunRecorder,
-    private readonly session: SessionPort,
   ) {}
 
   /** Records that the run stopped waiting for a request, and why. */
@@ -121,10 +114,11 @@ export class RunCalls {
   }
 
   /**
-   * Sends a request and waits for its result; records the calls it cost. The session answers it
-   * (`answerCall`), or times it out (`timeOutCall`) after the run's `callTimeoutMs`.
+   * Sends a request for the call actor `caller` and waits for its result; records the calls it
+   * cost. The result's routing answers it (`answerCall`), or the chart state's deadline times
+   * it out (`timeOutCall`).
    */
-  ask(draft: RequestDraft, signal: AbortSignal): Promise<RoleReply> {
+  ask(draft: RequestDraft, { self: caller, signal }: Caller): Promise<RoleReply> {
     signal.throwIfAborted();
     const request = this.recorder.record(draft as RunEventDraft) as RoleRequest;
     let carried = ZERO_USAGE;
@@ -152,7 +146,6 @@ export class RunCalls {
       const onAbort = () => {
         this.#asking.delete(request.id);
         this.cancel(request.id, abortReason(signal));
-        this.session.send({ type: 'call.left', requestId: request.id });
         reject(signal.reason);
       };
       signal.addEventListener('abort', onAbort, { once: true });
@@ -166,7 +159,7 @@ export class RunCalls {
     });
     const { runId } = this.recorder.spec;
     this.deps.pending.set(request.id, { run: this.#state, runId, role: ROLE_OF_REQUEST[request.type] });
-    this.session.send({ type: 'call.asked', requestId: request.id });
+    this.#requestOf.set(caller, request.id);
     // Asked again after a crash: a worker may have answered after the last owner died.
     stored?.(request.id).then(
       (result) => result !== null && this.deps.applyStored(result),
@@ -177,7 +170,7 @@ export class RunCalls {
     return promise;
   }
 
-  /** The session's `answerCall`: the result goes to its call, in the tick it arrived. */
+  /** The result goes to its call, in the tick it arrived. */
   answerCall(requestId: string, result: RoleResult): void {
     const call = this.#asking.get(requestId);
     if (call === undefined) return;
@@ -187,12 +180,14 @@ export class RunCalls {
   }
 
   /**
-   * The session's `timeOutCall`: a request with no result within the run's `callTimeoutMs` is
-   * cancelled and answered with a failure, as if its worker had given up: the chart then goes on
-   * as it does after any failed call.
+   * The charts' `timeOutCall`: the request of `caller` (a call actor), with no result within the
+   * run's `callTimeoutMs`, is cancelled and answered with a failure, as if its worker had given
+   * up: the chart then goes on as it does after any failed call. A call answered from the
+   * recorded events of a replay has no request waiting, and nothing to time out.
    */
-  timeOutCall(requestId: string): void {
-    const call = this.#asking.get(requestId);
+  timeOutCall(caller: object): void {
+    const requestId = this.#requestOf.get(caller);
+    const call = requestId === undefined ? undefined : this.#asking.get(requestId);
     if (call === undefined) return;
     const { request, carried } = call;
     const timeout = new CallTimeoutError(
@@ -217,8 +212,8 @@ export class RunCalls {
     },
     // Taken in the same tick as the result arrives: an interrupt handled right after it finds
     // the call answered and its cost recorded, not a request still asked.
-    awaits: (result) => this.session.accepts(answered(result)),
-    answer: (result) => this.session.send(answered(result)),
+    awaits: (result) => this.#asking.has(result.requestId),
+    answer: (result) => this.answerCall(result.requestId, result),
     answered: this.answered,
     cancelled: this.cancelled,
   };
@@ -228,13 +223,6 @@ export class RunCalls {
     return this.#state;
   }
 }
-
-/** The session's event for a result that answers its call. */
-const answered = (result: RoleResult): SessionEvent => ({
-  type: 'call.answered',
-  requestId: result.requestId,
-  result,
-});
 
 /**
  * The promise of a call a replay-only run is interrupted at (`reachLogEnd`): it rejects when the

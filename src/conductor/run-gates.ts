@@ -1,6 +1,7 @@
+import type { SessionEvent } from '../machines/session-machine.js';
 import type { ApprovalInput, ApprovalOutput } from '../machines/types.js';
 import type { ApprovalDecision } from '../schemas/index.js';
-import { type SessionPort, untilStopped } from './run-calls.js';
+import { untilStopped } from './run-calls.js';
 import type { RunRecorder } from './run-recorder.js';
 
 /**
@@ -14,7 +15,7 @@ export class RunGates {
   constructor(
     private readonly clock: () => number,
     private readonly recorder: RunRecorder,
-    private readonly session: SessionPort,
+    private readonly session: { send(event: SessionEvent): void },
   ) {}
 
   /**

@@ -1,13 +1,13 @@
 import { type Actor, createActor, type InspectionEvent, toPromise } from 'xstate';
-import type { AnyActorSystem, RequestDraft, RoleReply, RunScope } from '../actors/run-charts.js';
+import type { AnyActorSystem, Caller, RequestDraft, RoleReply, RunScope } from '../actors/run-charts.js';
 import { RunTakenOverError } from '../errors.js';
 import type { RunOutcome } from '../machines/run-machine.js';
 import type { SessionEvent, SessionInput, sessionMachine } from '../machines/session-machine.js';
 import type { ApprovalInput, ApprovalOutput, RecordParams } from '../machines/types.js';
-import type { ApprovalDecision, ModelCall, RoleResult, RunEventDraft, RunEventOf } from '../schemas/index.js';
+import type { ApprovalDecision, ModelCall, RunEventDraft, RunEventOf } from '../schemas/index.js';
 import { phaseTotals } from '../schemas/index.js';
 import type { RunHandle, RunSpec } from './coordinator.js';
-import { type CallDeps, RunCalls, type RunState, type SessionPort } from './run-calls.js';
+import { type CallDeps, RunCalls, type RunState } from './run-calls.js';
 import { RunGates } from './run-gates.js';
 import { type Resumption, RunRecorder } from './run-recorder.js';
 
@@ -81,9 +81,8 @@ export class RunSession implements RunScope {
     const send = (event: SessionEvent) => {
       if (this.actor.getSnapshot().status === 'active') this.actor.send(event);
     };
-    const port: SessionPort = { send, accepts: (event) => this.actor.getSnapshot().can(event) };
-    this.calls = new RunCalls(deps, this.recorder, port);
-    this.gates = new RunGates(deps.clock, this.recorder, port);
+    this.calls = new RunCalls(deps, this.recorder);
+    this.gates = new RunGates(deps.clock, this.recorder, { send });
     this.recorder.notify = send;
     let startedAt: number;
     if (resume === null) {
@@ -95,12 +94,11 @@ export class RunSession implements RunScope {
       startedAt = Date.parse(resume.recorded.started.ts);
       this.recorder.seq = 1;
     }
-    const { runId, models: _, callTimeoutMs, approvalDeadline, acting: __, ...run } = spec;
+    const { runId, models: _, approvalDeadline, acting: __, ...run } = spec;
     const input: SessionInput = {
       runId,
       run: { ...run, startedAt },
       replaying: resume !== null,
-      callTimeoutMs,
       approvalDeadline,
     };
     this.actor = createActor(deps.machine, { input, ...(deps.inspect ? { inspect: deps.inspect } : {}) });
@@ -125,20 +123,16 @@ export class RunSession implements RunScope {
     this.recorder.record(completeDraft(draft, this.recorder.calls));
   }
 
-  ask(draft: RequestDraft, signal: AbortSignal): Promise<RoleReply> {
-    return this.calls.ask(draft, signal);
+  ask(draft: RequestDraft, caller: Caller): Promise<RoleReply> {
+    return this.calls.ask(draft, caller);
   }
 
   awaitDecision(input: ApprovalInput, signal: AbortSignal): Promise<ApprovalOutput> {
     return this.gates.awaitDecision(input, signal);
   }
 
-  answerCall(requestId: string, result: RoleResult): void {
-    this.calls.answerCall(requestId, result);
-  }
-
-  timeOutCall(requestId: string): void {
-    this.calls.timeOutCall(requestId);
+  timeOutCall(caller: object): void {
+    this.calls.timeOutCall(caller);
   }
 
   settleDecision(requestId: string, decision: ApprovalDecision): void {

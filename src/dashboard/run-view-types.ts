@@ -19,7 +19,7 @@ import type {
 export interface ActiveStates {
   /**
    * The deepest active state of the run's session on the coordinator that owns it
-   * (`session.open.live.calling`; `session.closed` once the run has ended).
+   * (`session.open.live.working`; `session.closed` once the run has ended).
    */
   session: string;
   /** The deepest active state of the run machine (`run.stepping.running`). */

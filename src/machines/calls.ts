@@ -51,3 +51,14 @@ export function notProvided<C extends CallName>(name: C): CallLogic<C> {
     throw new Error(`the call actor "${name}" must be provided at the composition root`);
   });
 }
+
+/**
+ * The deadline of a state that makes a model call (`after: callDeadline(name)`): when the call has
+ * had no answer within the run's `callTimeoutMs`, `timeOutCall` cancels its request and fails it
+ * with a `CallTimeoutError`, as if its worker had given up; the invoke's `onError` then goes on as
+ * after any failed call. The state invokes the call with `id: name`, so the action finds it among
+ * the actor's children. Leaving the state first cancels the deadline.
+ */
+export function callDeadline<C extends Exclude<CallName, 'awaitApproval'>>(name: C) {
+  return { callDeadline: { actions: { type: 'timeOutCall', params: { call: name } } } } as const;
+}

@@ -37,6 +37,8 @@ export interface RunInput {
   /** Gates where the run waits for a person's decision (`awaitApproval`). */
   approve: ApprovalGate[];
   budgets: Budgets;
+  /** Milliseconds each model call may wait for its answer (`after callDeadline`). */
+  callTimeoutMs: number;
   /** Epoch ms the run started (the machine reads no clock). */
   startedAt: number;
 }

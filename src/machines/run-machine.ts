@@ -1,7 +1,7 @@
 import { assign, setup } from 'xstate';
 import { describeError } from '../errors.js';
 import { addUsage, ZERO_USAGE } from '../schemas/index.js';
-import { type CallLogic, notProvided } from './calls.js';
+import { type CallLogic, type CallName, callDeadline, notProvided } from './calls.js';
 import { budgetBroken, exhaustionPolicy, resolveCriteria } from './guards.js';
 import {
   budgetMessage,
@@ -58,6 +58,9 @@ export const runMachine = setup({
     awaitApproval: notProvided('awaitApproval') as CallLogic<'awaitApproval'>,
     runStep: stepMachine,
   },
+  delays: {
+    callDeadline: ({ context }) => context.input.callTimeoutMs,
+  },
   guards: {
     overBudget: ({ context }) => budgetBroken(context.budget) !== null,
     noMoreSteps: ({ context }) => context.index >= context.plan!.steps.length,
@@ -82,6 +85,8 @@ export const runMachine = setup({
   },
   actions: {
     record: (_, _params: RecordParams) => {},
+    /** Cancels the call the state invoked as `call` and fails it with a `CallTimeoutError` (`calls.ts`). */
+    timeOutCall: (_, _params: { call: CallName }) => {},
     noteBudget: assign(({ context }) => ({
       stoppedBy: budgetBroken(context.budget),
     })),
@@ -140,7 +145,9 @@ export const runMachine = setup({
         calling: {
           description:
             'Invokes `plan`, the call to the planner role, and waits for it. Done (`done: plan`): the plan is recorded (`plan.created`) and goes to `planned`. Failed (`error: plan`): `failed`.',
+          after: callDeadline('plan'),
           invoke: {
+            id: 'plan',
             src: 'plan',
             input: ({ context }): PlanInput => ({
               task: context.input.task,
@@ -261,6 +268,7 @@ export const runMachine = setup({
               replansLeft: replansLeft(context),
               approve: context.input.approve,
               budget: context.budget,
+              callTimeoutMs: context.input.callTimeoutMs,
             }),
             onDone: [
               {

@@ -1,4 +1,4 @@
-import type { ApprovalDecision, ApprovalGate, ApprovalTimeoutPolicy, RoleResult } from '../schemas/index.js';
+import type { ApprovalDecision, ApprovalGate, ApprovalTimeoutPolicy } from '../schemas/index.js';
 import type { RunInput, RunOutcome } from './run-context.js';
 
 /**
@@ -6,15 +6,13 @@ import type { RunInput, RunOutcome } from './run-context.js';
  * the events the coordinator sends it and the output its final states give.
  */
 
-/** What a session is started with: the run chart's input and the deadlines the session keeps. */
+/** What a session is started with: the run chart's input and the gates' deadline. */
 export interface SessionInput {
   runId: string;
   /** The run chart's input. */
   run: RunInput;
   /** True for a resumed run: its recorded events are replayed before it goes live. */
   replaying: boolean;
-  /** Milliseconds a call may wait for its result before it is answered with a timeout. */
-  callTimeoutMs: number;
   /** How long a gate waits for a person, and what its deadline does; null: as long as it takes. */
   approvalDeadline: { timeoutMs: number; policy: ApprovalTimeoutPolicy } | null;
 }
@@ -31,8 +29,6 @@ export interface OpenGate {
 
 /** The session's context. */
 export interface SessionContext extends SessionInput {
-  /** The request whose result the session waits for, while `live.calling`. */
-  call: string | null;
   /** The gate the session waits at, while `live.awaitingDecision`. */
   gate: OpenGate | null;
   /** Why the session ended without the run's outcome. */
@@ -45,7 +41,7 @@ export type SessionOutput =
   | { outcome: RunOutcome; error?: undefined }
   | { outcome?: undefined; error: unknown };
 
-/** The events a session takes: from the coordinator, its call actors and a person. */
+/** The events a session takes: from the coordinator, its gates and a person. */
 export type SessionEvent =
   /** Stop the run: forwarded to the run chart, which records its closing event. */
   | { type: 'interrupt'; reason?: string }
@@ -53,12 +49,6 @@ export type SessionEvent =
   | { type: 'replay.ended' }
   /** The replay and its log disagree (a `ResumeError`): nothing more is recorded. */
   | { type: 'diverged'; error: unknown }
-  /** A call's request was recorded and sent; its result is waited for. */
-  | { type: 'call.asked'; requestId: string }
-  /** The result of a call, judged by the coordinator to be the answer to `requestId`. */
-  | { type: 'call.answered'; requestId: string; result: RoleResult }
-  /** The call's actor was stopped before its result came (its state was left). */
-  | { type: 'call.left'; requestId: string }
   /** A gate's `approval.requested` was recorded: a person is waited for. */
   | { type: 'approval.requested'; gate: ApprovalGate; requestId: string; requestedAt: number; now: number }
   /** A person's decision; `requestId`, when given, must name the gate's request. */

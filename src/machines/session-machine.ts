@@ -1,5 +1,5 @@
 import { assign, sendTo, setup } from 'xstate';
-import type { ApprovalDecision, RoleResult } from '../schemas/index.js';
+import type { ApprovalDecision } from '../schemas/index.js';
 import { runMachine } from './run-machine.js';
 import {
   approvalDelay,
@@ -16,12 +16,12 @@ export type { OpenGate, SessionEvent, SessionInput, SessionOutput } from './sess
 /**
  * The run session: the life of one run on the coordinator that owns it. It invokes the run chart
  * (which invokes the step chart) and keeps what lies around it: a resumed run replays its
- * recorded events before it goes live; a call waits for its result at most `callTimeoutMs`, a
- * gate for a person until its deadline (both `after` transitions); a person's decision, a result,
- * a lost lease, a failed publish and an interrupt arrive as events. It ends with the run's
+ * recorded events before it goes live; a gate waits for a person until its deadline (an `after`
+ * transition; each call's deadline is the `after` of the chart state that makes it); a person's
+ * decision, a lost lease, a failed publish and an interrupt arrive as events. It ends with the run's
  * outcome (`closed`) or with the error that ended it (`takenOver`, `diverged`, `failed`), as its
  * final states' output. Free of I/O like the charts it owns: the coordinator provides the actions
- * that answer a call, time it out, settle a gate and let the run go (`src/actors/run-charts.ts`).
+ * that settle a gate and let the run go (`src/actors/run-charts.ts`).
  */
 
 /** Transitions to the gate being decided: a fitting decision settles it, the run works on. */
@@ -37,7 +37,7 @@ const decide = {
   },
 } as const;
 
-/** The session statechart. Provide `answerCall`, `timeOutCall`, `settleDecision`, `letGo` and `run` (the run chart with its calls). */
+/** The session statechart. Provide `settleDecision`, `letGo` and `run` (the run chart with its calls). */
 export const sessionMachine = setup({
   types: {
     context: {} as SessionContext,
@@ -52,8 +52,6 @@ export const sessionMachine = setup({
     diverging: ({ context }) => context.error !== null,
     /** A resumed run: its recorded events are replayed first. */
     resumed: ({ context }) => context.replaying,
-    /** The event (a result, the call's actor stopped) is about the call the session waits for. */
-    isTheCall: ({ context, event }) => 'requestId' in event && event.requestId === context.call,
     /** The decision is for the gate the session waits at (and its request, when it names one). */
     decisionFits: ({ context, event }) =>
       event.type === 'decide' &&
@@ -66,23 +64,18 @@ export const sessionMachine = setup({
     deadlineStopsRun: ({ context }) => context.approvalDeadline?.policy === 'stop',
   },
   actions: {
-    /** Hands a call its result (the coordinator records its cost and resolves the call). */
-    answerCall: (_, _params: { requestId: string; result: RoleResult }) => {},
-    /** Cancels a call that had no result in time and answers it with a `CallTimeoutError`. */
-    timeOutCall: (_, _params: { requestId: string }) => {},
     /** Settles a gate with a decision (the coordinator records `approval.decided`). */
     settleDecision: (_, _params: { requestId: string; decision: ApprovalDecision }) => {},
     /** Lets the run go to `owner`: nothing more is recorded or sent. */
     letGo: (_, _params: { owner: string; error: Error }) => {},
   },
   delays: {
-    callDeadline: ({ context }) => context.callTimeoutMs,
     approvalDeadline: ({ context }) => approvalDelay(context),
   },
 }).createMachine({
   id: 'session',
   description: 'The life of one run on the coordinator that owns it, around the run chart it invokes.',
-  context: ({ input }) => ({ ...input, call: null, gate: null, error: null, outcome: null }),
+  context: ({ input }) => ({ ...input, gate: null, error: null, outcome: null }),
   initial: 'open',
   output: ({ event }) => event.output as SessionOutput,
   states: {
@@ -133,17 +126,13 @@ export const sessionMachine = setup({
         },
         live: {
           description:
-            'Every event is stamped with the next seq and published; calls go to the role workers.',
+            'Every event is stamped with the next seq and published; calls go to the role workers, each waited for by the chart state that makes it (`after callDeadline`).',
           initial: 'working',
           states: {
             working: {
-              description: 'The charts decide and record; no call or gate is open.',
-              entry: assign({ call: null, gate: null }),
+              description: 'The charts decide, record and call the roles; no gate is open.',
+              entry: assign({ gate: null }),
               on: {
-                'call.asked': {
-                  target: 'calling',
-                  actions: assign(({ event }) => ({ call: event.requestId })),
-                },
                 'approval.requested': {
                   target: 'awaitingDecision',
                   actions: assign({
@@ -155,27 +144,6 @@ export const sessionMachine = setup({
                     }),
                   }),
                 },
-              },
-            },
-            calling: {
-              description:
-                "A request is on its role's work queue and its result is waited for. The result (`call.answered`, `isTheCall`) goes back to the call, which records its model calls. None within `callTimeoutMs` (`after callDeadline`): the request is cancelled and the call fails with a `CallTimeoutError`, as if its worker had given up. The call's state left (`call.left`, the run interrupted): the request is cancelled.",
-              after: {
-                callDeadline: {
-                  target: 'working',
-                  actions: { type: 'timeOutCall', params: ({ context }) => ({ requestId: context.call! }) },
-                },
-              },
-              on: {
-                'call.answered': {
-                  guard: 'isTheCall',
-                  target: 'working',
-                  actions: {
-                    type: 'answerCall',
-                    params: ({ event }) => ({ requestId: event.requestId, result: event.result }),
-                  },
-                },
-                'call.left': { guard: 'isTheCall', target: 'working' },
               },
             },
             awaitingDecision: {

@@ -1,7 +1,7 @@
 import { and, assign, or, setup } from 'xstate';
 import { describeError } from '../errors.js';
 import { type RetrySignal, type Verdict, ZERO_USAGE } from '../schemas/index.js';
-import { type CallLogic, notProvided } from './calls.js';
+import { type CallLogic, type CallName, callDeadline, notProvided } from './calls.js';
 import {
   allCriteriaPass,
   budgetBroken,
@@ -111,6 +111,7 @@ const workOutput = ({ event }: { event: { output: WorkOutput } }) => event.outpu
  */
 function work(input: (args: { context: StepContext }) => WorkInput) {
   return {
+    id: 'doWork',
     src: 'doWork',
     input,
     onDone: [
@@ -153,6 +154,9 @@ export const stepMachine = setup({
     evaluateWork: notProvided('evaluateWork') as CallLogic<'evaluateWork'>,
     awaitApproval: notProvided('awaitApproval') as CallLogic<'awaitApproval'>,
   },
+  delays: {
+    callDeadline: ({ context }) => context.input.callTimeoutMs,
+  },
   guards: {
     /** The next model call would break a budget (DESIGN 9). */
     overBudget: ({ context }) => budgetBroken(context.budget) !== null,
@@ -190,6 +194,8 @@ export const stepMachine = setup({
   },
   actions: {
     record: (_, _params: RecordParams) => {},
+    /** Cancels the call the state invoked as `call` and fails it with a `CallTimeoutError` (`calls.ts`). */
+    timeOutCall: (_, _params: { call: CallName }) => {},
     noteBudget: assign(({ context }) => ({
       stoppedBy: budgetBroken(context.budget),
     })),
@@ -248,7 +254,9 @@ export const stepMachine = setup({
         proposing: {
           description:
             "The **generator** proposes the contract (invokes `proposeContract`); from round 2 on it revises its last proposal with the evaluator's amendments. Done: to the review, unless the spend so far means the review would break a budget (`overBudgetAfterAnswer`), then `stopped`. Failed: `failed`.",
+          after: callDeadline('proposeContract'),
           invoke: {
+            id: 'proposeContract',
             src: 'proposeContract',
             input: ({ context }): ContractInput => {
               const last = context.rounds[context.rounds.length - 1];
@@ -292,7 +300,9 @@ export const stepMachine = setup({
         reviewing: {
           description:
             'The **evaluator** reviews the proposal (invokes `reviewContract`): it approves it, or asks for amendments. Failed: `failed`.',
+          after: callDeadline('reviewContract'),
           invoke: {
+            id: 'reviewContract',
             src: 'reviewContract',
             input: ({ context }): ContractReviewInput => ({
               ...stepBrief(context),
@@ -420,16 +430,19 @@ export const stepMachine = setup({
           description:
             'The first attempt at the step: the generator works from the contract alone (invokes `doWork` with no retry context).',
           invoke: work(({ context }) => workInput(context, null)),
+          after: callDeadline('doWork'),
         },
         refining: {
           description:
             "A retry with the **refine** signal: the generator improves its last attempt, told the scores, their change since the previous attempt and the evaluator's feedback (invokes `doWork` with the signal `refine`).",
           invoke: work(({ context }) => workInput(context, retryContext(context, 'refine'))),
+          after: callDeadline('doWork'),
         },
         pivoting: {
           description:
             'A retry with the **pivot** signal: the scores were flat or falling, so the generator tries a different approach, told the same scores and feedback (invokes `doWork` with the signal `pivot`).',
           invoke: work(({ context }) => workInput(context, retryContext(context, 'pivot'))),
+          after: callDeadline('doWork'),
         },
       },
     },
@@ -451,7 +464,9 @@ export const stepMachine = setup({
     evaluating: {
       description:
         "The **evaluator** scores the artifact against every criterion of the rubric and the contract (invokes `evaluateWork`), with evidence, findings and actionable feedback. It sees the artifact, not the generator's notes or self-assessment. An evaluation that stayed invalid after repairs (`evaluationInvalid`) fails the attempt (`invalid_evaluation`): the harness fails closed. Failed: `failed`.",
+      after: callDeadline('evaluateWork'),
       invoke: {
+        id: 'evaluateWork',
         src: 'evaluateWork',
         input: ({ context }): EvaluationInput => ({
           ...stepBrief(context),

@@ -120,6 +120,8 @@ export interface StepInput {
   /** Gates where the run waits for a person (`contract`, `step` apply to a step). */
   approve: ApprovalGate[];
   budget: BudgetState;
+  /** Milliseconds each model call may wait for its answer (`after callDeadline`). */
+  callTimeoutMs: number;
 }
 
 /** How a step ended. */

@@ -9,7 +9,7 @@ import { runMachine } from '../../src/machines/run-machine.js';
 import { sessionMachine } from '../../src/machines/session-machine.js';
 import { stepMachine } from '../../src/machines/step-machine.js';
 import { readLogFile } from '../../src/persistence/index.js';
-import { isClosingEvent, ROLE_OF_REQUEST, type RunEvent } from '../../src/schemas/index.js';
+import { isClosingEvent, type RunEvent } from '../../src/schemas/index.js';
 import { type RecordedRun, ROOT, recordRun } from './support.js';
 
 /**
@@ -68,10 +68,9 @@ async function statesAfter(events: readonly RunEvent[]): Promise<ActiveStates | 
 /** The session's state, as a coordinator that took the run over after `event` would hold it. */
 function sessionAfter(event: RunEvent): RegExp {
   if (isClosingEvent(event)) return /^session\.closed$/;
-  if (Object.hasOwn(ROLE_OF_REQUEST, event.type)) return /^session\.open\.live\.calling$/;
   if (event.type === 'approval.requested') return /^session\.open\.live\.awaitingDecision\.(un)?timed$/;
-  // Between a request and its answer (its model calls, a rejected result) or between calls.
-  return /^session\.open\.live\.(working|calling)$/;
+  // At a call (its deadline is the calling chart state's), between calls, or after a decision.
+  return /^session\.open\.live\.working$/;
 }
 
 describe('active states', () => {
@@ -105,7 +104,7 @@ describe('active states', () => {
     const e = demo.events;
     expect((await statesAfter(upTo(e, 'plan.requested')))?.run).toBe('run.planning.calling');
     expect(await statesAfter(upTo(e, 'step.contract.requested'))).toEqual({
-      session: 'session.open.live.calling',
+      session: 'session.open.live.working',
       run: 'run.stepping.running',
       step: 'step.negotiating.proposing',
       stepNumber: 1,
@@ -168,11 +167,19 @@ describe('active states', () => {
 
 describe('the session', () => {
   it('stands where a coordinator that took the run over would: at a call, at a gate, between, closed', async () => {
+    const states = async (events: readonly RunEvent[]) => await statesAfter(events);
     const session = async (events: readonly RunEvent[]) => (await statesAfter(events))?.session;
     const e = demo.events;
-    expect(await session(upTo(e, 'plan.requested'))).toBe('session.open.live.calling');
+    // At a call the session works on; the chart state that made the call waits for it.
+    expect(await states(upTo(e, 'plan.requested'))).toMatchObject({
+      session: 'session.open.live.working',
+      run: 'run.planning.calling',
+    });
     expect(await session(upTo(e, 'plan.created'))).toBe('session.open.live.working');
-    expect(await session(upTo(e, 'step.work.requested'))).toBe('session.open.live.calling');
+    expect(await states(upTo(e, 'step.work.requested'))).toMatchObject({
+      session: 'session.open.live.working',
+      step: 'step.executing.firstAttempt',
+    });
     expect(await session(upTo(e, 'step.attempt.judged'))).toBe('session.open.live.working');
     expect(await session(e)).toBe('session.closed');
     expect(await session(upTo(gated.events, 'approval.requested'))).toBe(
@@ -192,7 +199,7 @@ describe('the session', () => {
     // callDeadline`), a timed gate for a person (`after approvalDeadline`), until the run is let go.
     vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'setInterval', 'clearInterval'] });
     try {
-      expect((await statesAfter(calling))?.session).toBe('session.open.live.calling');
+      expect((await statesAfter(calling))?.step).toBe('step.executing.firstAttempt');
       expect((await statesAfter(upTo(timed.events, 'approval.requested')))?.session).toMatch(/timed$/);
       expect(vi.getTimerCount()).toBe(0);
     } finally {
@@ -203,7 +210,7 @@ describe('the session', () => {
     for (const event of calling) store.add(event);
     await store.settled();
     const view = store.view(demo.events[0]!.runId)!;
-    expect(view.active?.session).toBe('session.open.live.calling');
+    expect(view.active?.step).toBe('step.executing.firstAttempt');
     expect(view.timeline.map((t) => t.seq)).toEqual(calling.map((c) => c.seq));
     expect(view.timeline.map((t) => t.type)).not.toContain('run.resumed');
   });

@@ -157,8 +157,8 @@ describe('dashboard in a browser', () => {
     await page.screenshot({ path: artifact('dashboard-gate.png'), fullPage: true });
 
     writeFileSync(path, renderLog(upTo('step.work.requested')));
-    await expect.poll(() => session.getAttribute('data-state')).toBe('session.open.live.calling');
-    expect(await activeState(page, 'step-chart')).toBe('firstAttempt');
+    await expect.poll(() => activeState(page, 'step-chart')).toBe('firstAttempt');
+    expect(await session.getAttribute('data-state')).toBe('session.open.live.working');
     writeFileSync(path, gated.text);
     await expect.poll(() => session.getAttribute('data-state')).toBe('session.closed');
     expect(await page.locator('body').getAttribute('data-status')).toBe('passed');

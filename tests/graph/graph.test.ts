@@ -245,8 +245,16 @@ describe('the step chart', () => {
         `${attempt} --> stopped : done: doWork [overBudgetAfterAnswer]`,
         `${attempt} --> validating : done: doWork\n`,
         `${attempt} --> failed : error: doWork`,
+        `${attempt} --> ${attempt} : after callDeadline`,
       ])
         expect(source).toContain(line);
+  });
+
+  it("draws each call's deadline on the state that makes the call, as an after transition", () => {
+    const step = toMermaid(stepMachine);
+    for (const state of ['negotiating_proposing', 'negotiating_reviewing', 'evaluating'])
+      expect(step).toContain(`${state} --> ${state} : after callDeadline`);
+    expect(toMermaid(runMachine)).toContain('planning_calling --> planning_calling : after callDeadline');
   });
 });
 
@@ -282,13 +290,10 @@ describe('the session chart', () => {
     );
   });
 
-  it('draws the call and approval deadlines as after transitions, and results and decisions as events', () => {
+  it('draws the approval deadline as an after transition, and decisions as events', () => {
     const gate = 'open.live.awaitingDecision';
     expect(edges).toEqual(
       expect.arrayContaining([
-        edge('open.live.working', 'open.live.calling', 'call.asked'),
-        edge('open.live.calling', 'open.live.working', 'call.answered', 'isTheCall'),
-        edge('open.live.calling', 'open.live.working', 'after callDeadline'),
         edge('open.live.working', gate, 'approval.requested'),
         edge(`${gate}.timed`, 'open.live.working', 'decide', 'decisionFits'),
         edge(`${gate}.untimed`, 'open.live.working', 'decide', 'decisionFits'),
@@ -300,8 +305,8 @@ describe('the session chart', () => {
 
   it("takes docs/statecharts.md's notes from the states' descriptions, and refuses a state without one", () => {
     const doc = DIAGRAM_FILES['docs/statecharts.md']!();
-    const calling = sessionMachine.root.states.open!.states.live!.states.calling!;
-    expect(doc).toContain(`| \`open.live.calling\` | ${calling.description} |`);
+    const working = sessionMachine.root.states.open!.states.live!.states.working!;
+    expect(doc).toContain(`| \`open.live.working\` | ${working.description} |`);
     expect(doc).toContain(
       '| coordinator (embedded, or `pge worker --role coordinator`) | session → run → step |',
     );
@@ -452,7 +457,9 @@ describe('pge graph', () => {
     const r = await pge(['graph', '--machine', 'session']);
     expect(r.code).toBe(0);
     expect(r.stdout).toBe(toMermaid(sessionMachine));
-    expect(r.stdout).toContain('open_live_calling --> open_live_working : after callDeadline');
+    expect(r.stdout).toContain(
+      'open_live_awaitingDecision_timed --> open_live_working : after approvalDeadline',
+    );
   });
 
   it('prints the run chart as Mermaid by default, and DOT on request', async () => {

@@ -3,7 +3,7 @@ import { assign, createActor, createMachine, toPromise } from 'xstate';
 import { ResumeError, RunTakenOverError } from '../../src/errors.js';
 import type { RunOutcome, runMachine } from '../../src/machines/run-machine.js';
 import { type SessionInput, sessionMachine } from '../../src/machines/session-machine.js';
-import type { ApprovalDecision, RoleResult } from '../../src/schemas/index.js';
+import type { ApprovalDecision } from '../../src/schemas/index.js';
 import { runInput } from '../support/chart-fixtures.js';
 
 /**
@@ -53,8 +53,6 @@ function session(input: Partial<SessionInput> = {}) {
   const note = (name: string) => (_: unknown, params: unknown) => void calls.push([name, params]);
   const machine = sessionMachine.provide({
     actions: {
-      answerCall: note('answerCall'),
-      timeOutCall: note('timeOutCall'),
       settleDecision: note('settleDecision'),
       letGo: note('letGo'),
     },
@@ -65,7 +63,6 @@ function session(input: Partial<SessionInput> = {}) {
       runId: 'run-1',
       run: { ...runInput(), startedAt: 0 },
       replaying: false,
-      callTimeoutMs: 1_000,
       approvalDeadline: null,
       ...input,
     },
@@ -77,7 +74,6 @@ function session(input: Partial<SessionInput> = {}) {
   return { actor, calls, runEvents, output, value, runChild };
 }
 
-const RESULT = { requestId: 'r-1', runId: 'run-1' } as RoleResult;
 const APPROVE: ApprovalDecision = { decision: 'approve', reason: null, by: 'ana' };
 
 beforeEach(() => {
@@ -99,51 +95,17 @@ describe('the session chart', () => {
   it('replays a resumed run until the recorded events run out, then is live', () => {
     const s = session({ replaying: true });
     expect(s.value()).toEqual({ open: 'replaying' });
-    // No call is waited for while replaying: the log answers them.
-    expect(s.actor.getSnapshot().can({ type: 'call.asked', requestId: 'r-1' })).toBe(false);
+    // No gate is waited at while replaying: the log decides them.
+    const gate = {
+      type: 'approval.requested',
+      gate: 'plan',
+      requestId: 'r-1',
+      requestedAt: 0,
+      now: 0,
+    } as const;
+    expect(s.actor.getSnapshot().can(gate)).toBe(false);
     s.actor.send({ type: 'replay.ended' });
     expect(s.value()).toEqual({ open: { live: 'working' } });
-  });
-
-  it('hands a call its result, and only the call it waits for', () => {
-    const s = session();
-    s.actor.send({ type: 'call.asked', requestId: 'r-1' });
-    expect(s.value()).toEqual({ open: { live: 'calling' } });
-    const other = {
-      type: 'call.answered',
-      requestId: 'r-2',
-      result: { ...RESULT, requestId: 'r-2' },
-    } as const;
-    expect(s.actor.getSnapshot().can(other)).toBe(false);
-    s.actor.send({ type: 'call.answered', requestId: 'r-1', result: RESULT });
-    expect(s.calls).toEqual([['answerCall', { requestId: 'r-1', result: RESULT }]]);
-    expect(s.value()).toEqual({ open: { live: 'working' } });
-    // The deadline left with the state: nothing times out later.
-    vi.advanceTimersByTime(5_000);
-    expect(s.calls).toHaveLength(1);
-  });
-
-  it('times a call out after callTimeoutMs (an after transition), not a moment before', () => {
-    const s = session({ callTimeoutMs: 1_000 });
-    s.actor.send({ type: 'call.asked', requestId: 'r-1' });
-    vi.advanceTimersByTime(999);
-    expect(s.calls).toEqual([]);
-    vi.advanceTimersByTime(1);
-    expect(s.calls).toEqual([['timeOutCall', { requestId: 'r-1' }]]);
-    expect(s.value()).toEqual({ open: { live: 'working' } });
-    // A result after the deadline answers no call.
-    expect(s.actor.getSnapshot().can({ type: 'call.answered', requestId: 'r-1', result: RESULT })).toBe(
-      false,
-    );
-  });
-
-  it('stops waiting for a call whose actor was stopped', () => {
-    const s = session();
-    s.actor.send({ type: 'call.asked', requestId: 'r-1' });
-    s.actor.send({ type: 'call.left', requestId: 'r-1' });
-    expect(s.value()).toEqual({ open: { live: 'working' } });
-    vi.advanceTimersByTime(5_000);
-    expect(s.calls).toEqual([]);
   });
 
   it("takes a person's decision as an event, for the gate it waits at only", () => {
@@ -216,16 +178,12 @@ describe('the session chart', () => {
   it('lets the run go when its lease is lost: letGo, the run chart stopped, the error as output', async () => {
     const s = session();
     const child = s.runChild()!;
-    s.actor.send({ type: 'call.asked', requestId: 'r-1' });
     const error = new RunTakenOverError('run run-1 was taken over by c2');
     s.actor.send({ type: 'abandon', owner: 'c2', error });
     expect(s.actor.getSnapshot().value).toBe('takenOver');
     expect(s.calls).toEqual([['letGo', { owner: 'c2', error }]]);
     expect(child.getSnapshot().status).toBe('stopped');
     expect(await s.output).toEqual({ error });
-    // The call's deadline went with the session: nothing is timed out for a run let go.
-    vi.advanceTimersByTime(5_000);
-    expect(s.calls).toHaveLength(1);
   });
 
   it('ends diverged, with the divergence as output, once the run chart has failed on it', async () => {

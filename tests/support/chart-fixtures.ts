@@ -108,6 +108,7 @@ export function runInput(overrides: Partial<RunInput> = {}): RunInput {
     fallbackThreshold: 6,
     approve: [],
     budgets: { maxCostUsd: null, maxTokens: null, maxDurationMs: null },
+    callTimeoutMs: 30 * 60_000,
     startedAt: 1_000_000,
     ...overrides,
   };
