@@ -39,7 +39,6 @@ import {
   type Tool,
   type ToolCallRecord,
   type ToolLimits,
-  Workspace,
   workspaceTools,
 } from '../tools/tools.js';
 import {
@@ -48,6 +47,8 @@ import {
   type Validator,
   type ValidatorLimits,
 } from '../tools/validators.js';
+import { Workspace } from '../tools/workspace.js';
+import type { WorkspaceWriter } from '../tools/workspace-claims.js';
 import type { ChatMessage, Model } from './model.js';
 import { buildMessages, repairMessages } from './prompts.js';
 import { answerSchemaFor, responseSchemaFor } from './response-schemas.js';
@@ -317,9 +318,26 @@ export interface RoleWorkerOptions {
 }
 
 /**
+ * The step a work request writes for: its id and title, the steps it builds on and the plan's
+ * steps, which decide the paths it may write (`WorkspaceClaims`). Null for any other request: the
+ * generator writes only in its work, not while it proposes a contract, and the evaluator never.
+ */
+function writerOf(request: RoleRequest): WorkspaceWriter | null {
+  if (request.type !== 'step.work.requested') return null;
+  const { step, plan } = request.payload.input;
+  return {
+    stepId: step.id,
+    title: step.title,
+    dependsOn: step.dependsOn,
+    planStepIds: plan.steps.map((s) => s.id),
+  };
+}
+
+/**
  * The toolbox of one request of `role`: the workspace tools on its run's workspace, with a message
  * that shows the model what the workspace holds, and the tools of the role's MCP servers. None
- * when there is no tool. The planner has none: it plans, it does not act.
+ * when there is no tool. The planner has none: it plans, it does not act. Only a work request
+ * writes (`writerOf`).
  */
 async function toolboxFor(
   role: Role,
@@ -331,12 +349,19 @@ async function toolboxFor(
   if (role === 'planner' || (workspaces === undefined && mcpTools.length === 0)) return undefined;
   const limits = { ...DEFAULT_TOOL_LIMITS, ...workspaces?.limits };
   if (workspaces === undefined) return { tools: mcpTools.map(traced), limits };
-  const workspace = new Workspace(join(workspaces.root, assertSubjectToken('run id', request.runId)));
+  const writer = writerOf(request);
+  const dir = join(workspaces.root, assertSubjectToken('run id', request.runId));
+  const workspace = new Workspace(dir, ...(writer === null ? [] : [writer]));
+  await workspace.recordWriter();
   const files = workspace.list();
   const listing = files.length === 0 ? '(empty)' : files.map((file) => `- ${file}`).join('\n');
-  const tools = [...workspaceTools(workspace, role === 'generator'), ...mcpTools].map(traced);
+  const tools = [...workspaceTools(workspace, writer !== null), ...mcpTools].map(traced);
   if (role === 'generator') {
-    const text = `WORKSPACE: the run's files, which earlier steps left and later steps build on. Read them with read_file, write the files of your deliverable with write_file (they are part of it, beside your answer), list them with list_files. It holds:\n${listing}`;
+    const write =
+      writer === null
+        ? 'Read them with read_file and list them with list_files; you write files when you do the work, not now.'
+        : 'Read them with read_file, write the files of your deliverable with write_file (they are part of it, beside your answer), list them with list_files. Steps may run at the same time: a file another step wrote is refused to you unless your step builds on that step, so give your files paths of their own.';
+    const text = `WORKSPACE: the run's files, which earlier steps left and later steps build on. ${write} It holds:\n${listing}`;
     return { tools, limits, context: { role: 'user', content: text } };
   }
   // The evaluator sees the images the work left (rendered by a tool, a validator or an MCP server).

@@ -2,7 +2,8 @@ import { createHash } from 'node:crypto';
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { z } from 'zod';
 import { ConfigurationError } from '../errors.js';
-import { type Tool, ToolError } from './tools.js';
+import { ToolError } from './tool-error.js';
+import type { Tool } from './tools.js';
 
 /**
  * MCP servers as tool sources (the official TypeScript SDK): a server started as a command and

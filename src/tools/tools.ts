@@ -1,8 +1,7 @@
-import { readdirSync, statSync } from 'node:fs';
-import { lstat, mkdir, readFile, realpath, writeFile } from 'node:fs/promises';
-import { dirname, extname, isAbsolute, join, resolve, sep } from 'node:path';
 import { raceAbort } from '../race-abort.js';
-import type { ChatImage, ToolCallRequest, ToolDefinition } from './tool-calls.js';
+import type { ToolCallRequest, ToolDefinition } from './tool-calls.js';
+import { ToolError } from './tool-error.js';
+import type { Workspace } from './workspace.js';
 
 /**
  * Tools a role's model may call (OpenAI function calling), run where the role's worker runs, and
@@ -15,11 +14,6 @@ export interface Tool {
   readonly definition: ToolDefinition;
   /** Runs the tool on the model's arguments (parsed JSON); resolves with the text the model reads. */
   run(args: Record<string, unknown>, signal: AbortSignal): Promise<string>;
-}
-
-/** A refusal or failure the model is told of, as the tool's answer. */
-export class ToolError extends Error {
-  override readonly name = 'ToolError';
 }
 
 /** Bounds of one role call's tool use. */
@@ -138,131 +132,6 @@ function stringArg(args: Record<string, unknown>, name: string): string {
   return value;
 }
 
-/** Images of the workspace an evaluator is shown at most, the latest first, and their size. */
-export const MAX_IMAGES = 4;
-export const MAX_IMAGE_BYTES = 4 * 1024 * 1024;
-const IMAGE_TYPES: Readonly<Record<string, string>> = {
-  '.png': 'image/png',
-  '.jpg': 'image/jpeg',
-  '.jpeg': 'image/jpeg',
-  '.webp': 'image/webp',
-};
-
-/** Files listed at most, so that a listing stays readable, and directories read at most. */
-const MAX_LISTED = 500;
-/** Bytes of a file `read_file` reads at most. */
-const MAX_READ_BYTES = 1_000_000;
-
-/**
- * A run's workspace: a directory the tools may read and write, and nothing outside it. A path is
- * relative to the workspace; an absolute path, one that climbs out (`..`), and one that reaches
- * out through a symbolic link are refused, never followed.
- */
-export class Workspace {
-  constructor(readonly dir: string) {}
-
-  /**
-   * The workspace's files, relative paths with `/`, sorted. Listed synchronously: a listing is
-   * small (at most `MAX_LISTED` files, from at most `MAX_LISTED` directories) and taken before every
-   * acting call, where a trip through Node's thread pool per directory would cost more than the
-   * listing itself.
-   */
-  list(): string[] {
-    // The workspace is made by the first file written in it: a run that wrote none has none.
-    if (statSync(this.dir, { throwIfNoEntry: false }) === undefined) return [];
-    const files: string[] = [];
-    let directories = 0;
-    const walk = (at: string): void => {
-      if (++directories > MAX_LISTED) return;
-      for (const entry of readdirSync(join(this.dir, at), { withFileTypes: true })) {
-        if (files.length >= MAX_LISTED) return;
-        const path = at === '' ? entry.name : `${at}/${entry.name}`;
-        if (entry.isDirectory()) walk(path);
-        else if (entry.isFile()) files.push(path);
-      }
-    };
-    walk('');
-    return files.sort();
-  }
-
-  async read(path: string): Promise<string> {
-    return withoutHostPaths(path, () => this.readInside(path));
-  }
-
-  /**
-   * The images of the workspace (png, jpeg, webp), the most recently written first: at most
-   * `MAX_IMAGES`, each at most `MAX_IMAGE_BYTES` (a larger one is left out), with their paths.
-   * `files` is the workspace's listing, when the caller has just made it (`list`).
-   */
-  async images(files?: readonly string[]): Promise<{ path: string; image: ChatImage }[]> {
-    const found: { path: string; mtime: number; size: number }[] = [];
-    for (const path of files ?? this.list()) {
-      if (IMAGE_TYPES[extname(path).toLowerCase()] === undefined) continue;
-      const info = await lstat(join(this.dir, path));
-      if (info.isFile() && info.size <= MAX_IMAGE_BYTES)
-        found.push({ path, mtime: info.mtimeMs, size: info.size });
-    }
-    found.sort((a, b) => b.mtime - a.mtime || a.path.localeCompare(b.path));
-    return Promise.all(
-      found.slice(0, MAX_IMAGES).map(async ({ path }) => ({
-        path,
-        image: {
-          mediaType: IMAGE_TYPES[extname(path).toLowerCase()]!,
-          base64: (await readFile(join(this.dir, path))).toString('base64'),
-        },
-      })),
-    );
-  }
-
-  async write(path: string, content: string): Promise<string> {
-    return withoutHostPaths(path, () => this.writeInside(path, content));
-  }
-
-  private async readInside(path: string): Promise<string> {
-    const target = await this.inside(path, false);
-    const info = await lstat(target).catch(() => null);
-    if (info === null || !info.isFile()) throw new ToolError(`no file ${path} in the workspace`);
-    if (info.size > MAX_READ_BYTES)
-      throw new ToolError(`${path} has ${info.size} bytes; at most ${MAX_READ_BYTES} are read`);
-    return readFile(target, 'utf8');
-  }
-
-  private async writeInside(path: string, content: string): Promise<string> {
-    const target = await this.inside(path, true);
-    await writeFile(target, content, 'utf8');
-    return `wrote ${Buffer.byteLength(content)} bytes to ${path}`;
-  }
-
-  /**
-   * The absolute path of `path` in the workspace, after checking that it stays inside: no `..`
-   * out of it, and its deepest existing part resolved through any links is in it. With `create`,
-   * the directories that lead to it are made.
-   */
-  private async inside(path: string, create: boolean): Promise<string> {
-    if (path === '' || isAbsolute(path) || path.includes('\0'))
-      throw new ToolError(`${JSON.stringify(path)} is not a path in the workspace (give one relative to it)`);
-    if (!create && !(await exists(this.dir)))
-      throw new ToolError(`no file ${path} in the workspace (it is empty)`);
-    await mkdir(this.dir, { recursive: true });
-    const root = await realpath(this.dir);
-    const target = resolve(root, path);
-    const within = (p: string) => p === root || p.startsWith(root + sep);
-    if (!within(target) || target === root) throw new ToolError(`${path} is outside the workspace`);
-    // The deepest part that exists (the file itself, if it does), resolved through links, must be
-    // inside too; a link that leads nowhere resolves to nothing and is refused.
-    let existing = target;
-    while (!(await exists(existing))) existing = dirname(existing);
-    const real = await realpath(existing).catch(() => null);
-    if (real === null || !within(real)) throw new ToolError(`${path} leads outside the workspace`);
-    if (create) {
-      const parent = dirname(target);
-      await mkdir(parent, { recursive: true });
-      if (!within(await realpath(parent))) throw new ToolError(`${path} leads outside the workspace`);
-    }
-    return target;
-  }
-}
-
 /**
  * The workspace tools: `list_files` and `read_file`, and with `write` also `write_file`. The
  * generator has all three; the evaluator reads only.
@@ -299,7 +168,7 @@ export function workspaceTools(workspace: Workspace, write: boolean): Tool[] {
       definition: {
         name: 'write_file',
         description:
-          'Writes a text file in the workspace, making its directories; replaces a file of that path.',
+          'Writes a text file in the workspace, making its directories; replaces a file of that path. A path another step holds is refused, unless this step builds on that step.',
         parameters: {
           type: 'object',
           properties: {
@@ -310,29 +179,8 @@ export function workspaceTools(workspace: Workspace, write: boolean): Tool[] {
           additionalProperties: false,
         },
       },
-      run: (args) => workspace.write(stringArg(args, 'path'), stringArg(args, 'content')),
+      run: (args, signal) => workspace.write(stringArg(args, 'path'), stringArg(args, 'content'), signal),
     });
   }
   return tools;
-}
-
-function exists(path: string): Promise<boolean> {
-  return lstat(path).then(
-    () => true,
-    () => false,
-  );
-}
-
-/**
- * Runs a file operation on `path`, turning a failure of the file system (its message names the
- * host's absolute paths) into a `ToolError` that names only the workspace's.
- */
-async function withoutHostPaths<T>(path: string, operation: () => Promise<T>): Promise<T> {
-  try {
-    return await operation();
-  } catch (error) {
-    if (error instanceof ToolError) throw error;
-    const code = (error as NodeJS.ErrnoException).code ?? 'failed';
-    throw new ToolError(`cannot use ${path} in the workspace (${code})`);
-  }
 }

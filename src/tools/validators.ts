@@ -2,13 +2,16 @@ import { spawn } from 'node:child_process';
 import { mkdir } from 'node:fs/promises';
 import { raceAbort } from '../race-abort.js';
 import type { ValidatorRun } from '../schemas/index.js';
+import { workspaceLock } from './workspace.js';
+import { holding } from './workspace-lock.js';
 
 /**
  * Deterministic validators: checks that run in the run's workspace after the generator's work and
  * before the evaluator (a build, a test suite, a linter, a renderer). A failing one fails the
  * attempt with its output as the generator's feedback, and the evaluator is not asked. They run on
  * the generator's worker, where the workspace is, as part of the work call, so they see the files
- * exactly as the work left them.
+ * exactly as the work left them: they hold the workspace's lock exclusive, so no other step that
+ * runs beside this one writes while they run (`workspace-lock.ts`).
  */
 
 /** What a validator is given. */
@@ -71,7 +74,9 @@ export function validatorName(validator: Validator, index: number): string {
 
 /**
  * Runs every validator in order on one attempt's work (all of them, so that the generator learns
- * every failure at once) and reports each. Rejects only when `signal` aborts.
+ * every failure at once) and reports each. They run holding the workspace's lock exclusive: the
+ * writes in flight end first, and no write begins until the last validator is done. Rejects only
+ * when `signal` aborts.
  */
 export async function runValidators(
   validators: readonly Validator[],
@@ -80,6 +85,17 @@ export async function runValidators(
   limits: ValidatorLimits = DEFAULT_VALIDATOR_LIMITS,
 ): Promise<ValidatorRun[]> {
   await mkdir(context.workspace, { recursive: true });
+  return holding(workspaceLock(context.workspace).exclusive(signal), () =>
+    runInOrder(validators, context, signal, limits),
+  );
+}
+
+async function runInOrder(
+  validators: readonly Validator[],
+  context: Omit<ValidatorContext, 'signal'>,
+  signal: AbortSignal,
+  limits: ValidatorLimits,
+): Promise<ValidatorRun[]> {
   const runs: ValidatorRun[] = [];
   for (const [index, validator] of validators.entries()) {
     signal.throwIfAborted();

@@ -91,6 +91,9 @@ describe('workspace tools', () => {
     const works = requests.filter((b) => schemaOf(b) === 'pge_work');
     expect(works).toHaveLength(2);
     expect(offeredTools(works[0])).toEqual(['list_files', 'read_file', 'write_file']);
+    // A contract is proposed, not worked: the generator reads then, and writes in its work.
+    const contracts = requests.filter((b) => schemaOf(b) === 'pge_contract');
+    expect(contracts.map(offeredTools)).toEqual([['list_files', 'read_file']]);
     expect(toolAnswers(works[1]).map((m: Body) => [m.tool_call_id, m.content])).toEqual([
       ['call_1', 'wrote 15 bytes to src/hello.py'],
       ['call_2', expect.stringMatching(/^error: .* is outside the workspace$/)],

@@ -15,14 +15,8 @@ import type { Model } from '../../src/roles/model.js';
 import { answerRequest } from '../../src/roles/role-worker.js';
 import type { RoleRequest } from '../../src/schemas/index.js';
 import { toolNameOf } from '../../src/tools/mcp.js';
-import {
-  MAX_IMAGE_BYTES,
-  MAX_IMAGES,
-  runToolCall,
-  type Tool,
-  Workspace,
-  workspaceTools,
-} from '../../src/tools/tools.js';
+import { runToolCall, type Tool, workspaceTools } from '../../src/tools/tools.js';
+import { MAX_IMAGE_BYTES, MAX_IMAGES, Workspace } from '../../src/tools/workspace.js';
 import { fullRun } from '../persistence/fixtures.js';
 
 /** The workspace tools stay in their workspace, and a tool call is bounded and never throws at the model. */
