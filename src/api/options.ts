@@ -118,6 +118,7 @@ export const PgeOptionsSchema = z.strictObject({
   maxContractRounds: run.maxContractRounds.default(D.maxContractRounds),
   onStepExhausted: run.onStepExhausted.default(D.onStepExhausted),
   maxReplans: run.maxReplans.default(D.maxReplans),
+  maxParallelSteps: run.maxParallelSteps.default(D.maxParallelSteps),
   fallbackThreshold: run.fallbackThreshold.default(D.fallbackThreshold),
   maxCostUsd: run.maxCostUsd.optional(),
   maxTokens: run.maxTokens.optional(),

@@ -266,6 +266,13 @@ const HARNESS_FLAGS = inGroup('harness', [
     help: "Replans allowed: of a step exhausted under --on-exhausted replan, or of one the evaluator finds the plan's fault",
   },
   {
+    name: 'parallel',
+    kind: 'integer',
+    option: 'maxParallelSteps',
+    value: '<n>',
+    help: "Steps that may run side by side, along the plan's dependencies (1: one at a time, in plan order)",
+  },
+  {
     name: 'threshold',
     kind: 'threshold',
     option: 'defaultThresholds',

@@ -59,6 +59,7 @@ export type RunSettingsSource = Pick<
   | 'maxContractRounds'
   | 'onStepExhausted'
   | 'maxReplans'
+  | 'maxParallelSteps'
   | 'defaultThresholds'
   | 'fallbackThreshold'
 > & {
@@ -80,6 +81,7 @@ export function runSettingsOf(o: RunSettingsSource): Omit<RunSpec, 'runId' | 'ta
     maxContractRounds: o.maxContractRounds,
     onStepExhausted: o.onStepExhausted,
     maxReplans: o.maxReplans,
+    maxParallelSteps: o.maxParallelSteps,
     defaultThresholds: o.defaultThresholds,
     fallbackThreshold: o.fallbackThreshold,
     criteria: o.criteria ?? null,
@@ -153,8 +155,16 @@ export interface ResumeOptions {
 /** The settings of a resumed run: those its `run.started` recorded. */
 export function resumedSpec({ runId, started }: RecordedRun, options: ResumeOptions): RunSpec {
   const { task, logPath, settings } = started.payload;
-  const { models, defaultThresholds, fallbackThreshold, criteria, approve, approvalDeadline, ...rest } =
-    settings;
+  const {
+    models,
+    defaultThresholds,
+    fallbackThreshold,
+    criteria,
+    approve,
+    approvalDeadline,
+    maxParallelSteps,
+    ...rest
+  } = settings;
   return {
     runId,
     task,
@@ -163,6 +173,8 @@ export function resumedSpec({ runId, started }: RecordedRun, options: ResumeOpti
     criteria: criteria ?? null,
     approve: approve ?? [],
     approvalDeadline: approvalDeadline ?? null,
+    // A log written before steps could run side by side ran them one at a time.
+    maxParallelSteps: maxParallelSteps ?? 1,
     defaultThresholds: defaultThresholds ?? options.defaults?.defaultThresholds ?? {},
     fallbackThreshold:
       fallbackThreshold ?? options.defaults?.fallbackThreshold ?? OPTION_DEFAULTS.fallbackThreshold,

@@ -53,6 +53,7 @@ function startedDraft(
         maxContractRounds: settings.maxContractRounds,
         onStepExhausted: settings.onStepExhausted,
         maxReplans: settings.maxReplans,
+        maxParallelSteps: settings.maxParallelSteps,
         defaultThresholds: settings.defaultThresholds,
         fallbackThreshold: settings.fallbackThreshold,
         ...(settings.criteria === null ? {} : { criteria: settings.criteria }),

@@ -7,13 +7,15 @@ import type {
   ExhaustionPolicy,
   Plan,
   PlanOutline,
+  PlanStep,
   ReplanContext,
   ResolvedCriterion,
   RunStopReason,
   RunTotals,
 } from '../schemas/index.js';
-import type { BudgetName } from './guards.js';
-import type { BudgetState, RecordParams, StepOutcome } from './types.js';
+import { addUsage } from '../schemas/index.js';
+import { type BudgetName, exhaustionPolicy } from './guards.js';
+import type { BudgetState, RecordParams, StepInput, StepOutcome, StepSpentEvent } from './types.js';
 
 /**
  * The run machine's input, context and outcome, and the pure functions its transitions build from
@@ -39,6 +41,8 @@ export interface RunInput {
   budgets: Budgets;
   /** Milliseconds each model call may wait for its answer (`after callDeadline`). */
   callTimeoutMs: number;
+  /** Steps that may run side by side (`--parallel`); 1: one at a time, in plan order. */
+  maxParallelSteps: number;
   /** Epoch ms the run started (the machine reads no clock). */
   startedAt: number;
 }
@@ -67,7 +71,14 @@ export interface RunContext {
   criteria: ResolvedCriterion[];
   replans: number;
   replan: ReplanContext | null;
-  index: number;
+  /** Ids of the current plan's steps started (or skipped, passed before a replan), in that order. */
+  scheduled: string[];
+  /** Ids of the steps running now (each a `runStep` child actor, `step-<id>`), in start order. */
+  running: string[];
+  /** Ids of the steps that ran beside another: they report their spend as they go (`step.spent`). */
+  company: string[];
+  /** A replan a step asked for while others ran: it waits until they have ended. */
+  pendingReplan: { reason: ReplanContext['reason']; stepId: string } | null;
   outcomes: StepOutcome[];
   budget: BudgetState;
   stoppedBy: BudgetName | null;
@@ -77,6 +88,11 @@ export interface RunContext {
 /** The replans the run has left (`maxReplans` less those made). */
 export function replansLeft(context: RunContext): number {
   return context.input.maxReplans - context.replans;
+}
+
+/** What an exhausted step leads to now: `onStepExhausted`, `advance` once no replan is left. */
+export function exhaustionPolicyOf(context: RunContext): ExhaustionPolicy {
+  return exhaustionPolicy(context.input.onStepExhausted, replansLeft(context));
 }
 
 /** The latest outcome of a step id, if it ran. */
@@ -209,12 +225,14 @@ export const INTERRUPTED = 'the run was interrupted';
 export function replanAfter(
   context: RunContext,
   reason: ReplanContext['reason'],
-): Pick<RunContext, 'replans' | 'replan'> {
-  const failed = context.outcomes.at(-1)!;
+  stepId: string,
+): Pick<RunContext, 'replans' | 'replan' | 'pendingReplan'> {
+  const failed = latest(context, stepId)!;
   const judged = reason === 'plan_rejected' ? failed.attempts.length - 1 : failed.best;
   const evaluation = judged >= 0 ? failed.attempts[judged]!.evaluation : null;
   return {
     replans: context.replans + 1,
+    pendingReplan: null,
     replan: {
       reason,
       previousPlan: context.plan!,
@@ -249,11 +267,93 @@ export function planSummary(plan: Plan): string {
   return [plan.scope, ...plan.steps.map((s, i) => `${i + 1}. ${s.title}`)].join('\n');
 }
 
-/** Appends a finished step's outcome and takes over its spend. */
-export function store(context: RunContext, o: StepOutcome, advance: boolean): Partial<RunContext> {
+/** The actor id of a running step's chart. */
+export function stepActorId(stepId: string): string {
+  return `step-${stepId}`;
+}
+
+/** A step of the current plan is ended: started (or skipped) in this plan and not running. */
+function ended(context: RunContext, stepId: string): boolean {
+  return context.scheduled.includes(stepId) && !context.running.includes(stepId);
+}
+
+/**
+ * The next step to start: the first of the plan, in plan order, not yet started whose
+ * dependencies have all ended. The plan lists a step after those it depends on, so with one step
+ * at a time this is the plan's order.
+ */
+export function readyStep(context: RunContext): PlanStep | undefined {
+  if (context.plan === null) return undefined;
+  return context.plan.steps.find(
+    (s) => !context.scheduled.includes(s.id) && s.dependsOn.every((d) => ended(context, d)),
+  );
+}
+
+/** Every step of the current plan has ended. */
+export function allStepsEnded(context: RunContext): boolean {
+  return context.running.length === 0 && (context.plan?.steps ?? []).every((s) => ended(context, s.id));
+}
+
+/** The step machine's input for `step`, which starts now. */
+export function stepInput(context: RunContext, step: PlanStep): StepInput {
+  const plan = context.plan!;
+  return {
+    task: context.input.task,
+    stepNumber: plan.steps.indexOf(step) + 1,
+    plan,
+    outline: outline(plan),
+    criteria: context.criteria,
+    dependencies: dependencies(context, step.dependsOn),
+    maxContractRounds: context.input.maxContractRounds,
+    maxRetriesPerStep: context.input.maxRetriesPerStep,
+    // What will happen if this step is exhausted, as the `policyIs…` guards decide it.
+    onStepExhausted: exhaustionPolicyOf(context),
+    replansLeft: replansLeft(context),
+    approve: context.input.approve,
+    budget: context.budget,
+    callTimeoutMs: context.input.callTimeoutMs,
+    inCompany: context.running.length > 0,
+  };
+}
+
+/**
+ * Starts `step`: it runs, and the steps running beside it now have company (`company`: they
+ * report their spend from now on, as it does).
+ */
+export function started(
+  context: RunContext,
+  step: PlanStep,
+): Pick<RunContext, 'scheduled' | 'running' | 'company'> {
+  const company =
+    context.running.length === 0
+      ? context.company
+      : [...new Set([...context.company, ...context.running, step.id])];
+  return { scheduled: [...context.scheduled, step.id], running: [...context.running, step.id], company };
+}
+
+/** A step's report of a call's cost, in the run's budget. */
+export function spentBy(context: RunContext, event: StepSpentEvent): Pick<RunContext, 'budget'> {
+  return {
+    budget: {
+      ...context.budget,
+      spent: addUsage(context.budget.spent, event.usage),
+      clock: Math.max(context.budget.clock, event.finishedAt),
+    },
+  };
+}
+
+/**
+ * Appends a finished step's outcome and takes over its spend. A step that ran alone all along
+ * started with the run's budget and counted its own calls on it, so its budget is the run's; one
+ * that had company reported each call as it went (`step.spent`), so only its clock is new.
+ */
+export function store(context: RunContext, o: StepOutcome): Partial<RunContext> {
+  const budget = context.company.includes(o.stepId)
+    ? { ...context.budget, clock: Math.max(context.budget.clock, o.budget.clock) }
+    : { ...context.budget, spent: o.budget.spent, clock: o.budget.clock };
   return {
     outcomes: [...context.outcomes, o],
-    budget: { ...context.budget, spent: o.budget.spent, clock: o.budget.clock },
-    index: advance ? context.index + 1 : context.index,
+    budget,
+    running: context.running.filter((id) => id !== o.stepId),
   };
 }

@@ -1,25 +1,30 @@
-import { assign, setup } from 'xstate';
+import { and, assign, enqueueActions, setup } from 'xstate';
 import { describeError } from '../errors.js';
 import { addUsage, ZERO_USAGE } from '../schemas/index.js';
 import { type CallLogic, type CallName, callDeadline, notProvided } from './calls.js';
-import { budgetBroken, exhaustionPolicy, resolveCriteria } from './guards.js';
+import { budgetBroken, resolveCriteria } from './guards.js';
 import {
+  allStepsEnded,
   budgetMessage,
   completedEvent,
-  dependencies,
   errorMessage,
+  exhaustionPolicyOf,
   failedEvent,
   interruptedEvent,
   latest,
-  outline,
   planSummary,
   type RunContext,
   type RunInput,
   type RunOutcome,
+  readyStep,
   replanAfter,
   replanDisapproved,
   replansLeft,
   runOutcome,
+  spentBy,
+  started,
+  stepActorId,
+  stepInput,
   store,
 } from './run-context.js';
 import { stepMachine } from './step-machine.js';
@@ -29,9 +34,17 @@ import {
   type PlanInput,
   type RecordParams,
   reportOfError,
-  type StepInput,
   type StepOutcome,
+  type StepSpentEvent,
 } from './types.js';
+
+/** The outcome a step's chart ended with, from its done event (`xstate.done.actor.step-<id>`). */
+const stepOutput = (event: unknown): StepOutcome => (event as { output: StepOutcome }).output;
+const outcomeOf = ({ event }: { event: unknown }) => stepOutput(event);
+/** The replan a step's outcome asks for, for `askReplan`. */
+const replanFor =
+  (reason: 'plan_rejected' | 'step_exhausted') =>
+  ({ event }: { event: unknown }) => ({ reason, stepId: stepOutput(event).stepId });
 
 export type { RunInput, RunOutcome, RunStatus } from './run-context.js';
 
@@ -51,7 +64,7 @@ export const runMachine = setup({
     input: {} as RunInput,
     output: {} as RunOutcome,
     /** `reason` says why in the closing event (a failed log write, a signal, an operator). */
-    events: {} as { type: 'interrupt'; reason?: string },
+    events: {} as { type: 'interrupt'; reason?: string } | StepSpentEvent,
   },
   actors: {
     plan: notProvided('plan') as CallLogic<'plan'>,
@@ -63,20 +76,26 @@ export const runMachine = setup({
   },
   guards: {
     overBudget: ({ context }) => budgetBroken(context.budget) !== null,
-    noMoreSteps: ({ context }) => context.index >= context.plan!.steps.length,
-    stepAlreadyPassed: ({ context }) =>
-      latest(context, context.plan!.steps[context.index]!.id)?.status === 'passed',
+    /** Every step of the plan has ended, and none runs. */
+    allStepsEnded: ({ context }) => allStepsEnded(context),
+    /** A step of the plan has not started and every step it depends on has ended. */
+    aStepIsReady: ({ context }) => readyStep(context) !== undefined,
+    /** Fewer steps run than `maxParallelSteps`. */
+    aSlotIsFree: ({ context }) => context.running.length < context.input.maxParallelSteps,
+    /** The ready step's id passed before a replan: it is not run again. */
+    readyStepPassed: ({ context }) => latest(context, readyStep(context)!.id)?.status === 'passed',
+    /** A step asked for a replan, which waits for the steps still running. */
+    replanPending: ({ context }) => context.pendingReplan !== null,
+    noStepRunning: ({ context }) => context.running.length === 0,
     stepPassed: (_, step: StepOutcome) => step.status === 'passed',
     stepStopped: (_, step: StepOutcome) => step.status === 'stopped',
     stepFailed: (_, step: StepOutcome) => step.status === 'failed',
     /** The step ended on a failure the evaluator found to be the plan's (it had a replan left). */
     stepRejectedPlan: (_, step: StepOutcome) => step.status === 'plan_rejected',
     /** `onStepExhausted: 'abort'`: an exhausted step fails the run. */
-    policyIsAbort: ({ context }) =>
-      exhaustionPolicy(context.input.onStepExhausted, replansLeft(context)) === 'abort',
+    policyIsAbort: ({ context }) => exhaustionPolicyOf(context) === 'abort',
     /** `onStepExhausted: 'replan'` with a replan left: an exhausted step sends the run back to the planner. */
-    policyIsReplan: ({ context }) =>
-      exhaustionPolicy(context.input.onStepExhausted, replansLeft(context)) === 'replan',
+    policyIsReplan: ({ context }) => exhaustionPolicyOf(context) === 'replan',
     replansLeft: ({ context }) => replansLeft(context) > 0,
     /** A person approves the plan before any step starts (`approve` includes `plan`). */
     planGateOn: ({ context }) => context.input.approve.includes('plan'),
@@ -85,6 +104,40 @@ export const runMachine = setup({
   },
   actions: {
     record: (_, _params: RecordParams) => {},
+    /** Starts the ready step's chart; the steps running have company now. */
+    startReadyStep: enqueueActions(({ context, enqueue }) => {
+      const step = readyStep(context)!;
+      const input = stepInput(context, step);
+
+      for (const id of context.running)
+        if (!context.company.includes(id)) enqueue.sendTo(stepActorId(id), { type: 'company' });
+      enqueue.spawnChild('runStep', { id: stepActorId(step.id), input });
+      enqueue.assign(started(context, step));
+    }),
+    /** Marks the ready step, passed before a replan, as ended without running it. */
+    skipReadyStep: assign(({ context }) => ({ scheduled: [...context.scheduled, readyStep(context)!.id] })),
+    /** A step's report of a call's cost: the run's budget counts it, and so do the other steps running. */
+    takeSpend: enqueueActions(({ context, event, enqueue }) => {
+      const spent = event as StepSpentEvent;
+      enqueue.assign(spentBy(context, spent));
+      const { usage, finishedAt } = spent;
+      for (const id of context.running)
+        if (id !== spent.stepId)
+          enqueue.sendTo(stepActorId(id), { type: 'budget.others', usage, finishedAt });
+    }),
+    /** Keeps a step's outcome and its spend; its chart, ended, is let go. */
+    storeStep: enqueueActions(({ context, enqueue }, outcome: StepOutcome) => {
+      enqueue.assign(store(context, outcome));
+      enqueue.stopChild(stepActorId(outcome.stepId));
+    }),
+    /** Notes the replan a step asked for (the first one, if two ask), to begin once none runs. */
+    askReplan: assign(({ context }, asked: NonNullable<RunContext['pendingReplan']>) => ({
+      pendingReplan: context.pendingReplan ?? asked,
+    })),
+    /** Goes back to the planner for the replan the step asked for. */
+    replan: assign(({ context }) =>
+      replanAfter(context, context.pendingReplan!.reason, context.pendingReplan!.stepId),
+    ),
     /** Cancels the call the state invoked as `call` and fails it with a `CallTimeoutError` (`calls.ts`). */
     timeOutCall: (_, _params: { call: CallName }) => {},
     noteBudget: assign(({ context }) => ({
@@ -111,7 +164,10 @@ export const runMachine = setup({
     criteria: [],
     replans: 0,
     replan: null,
-    index: 0,
+    scheduled: [],
+    running: [],
+    company: [],
+    pendingReplan: null,
     outcomes: [],
     budget: { budgets: input.budgets, spent: ZERO_USAGE, startedAt: input.startedAt, clock: input.startedAt },
     stoppedBy: null,
@@ -168,7 +224,9 @@ export const runMachine = setup({
                     context.input.defaultThresholds,
                     context.input.fallbackThreshold,
                   ),
-                  index: 0,
+                  scheduled: [],
+                  running: [],
+                  company: [],
                   budget: {
                     ...context.budget,
                     spent: addUsage(context.budget.spent, event.output.usage),
@@ -220,104 +278,116 @@ export const runMachine = setup({
     },
     stepping: {
       description:
-        "The plan's steps in order, each run to its end by the step machine before the next starts.",
-      initial: 'next',
+        "The plan's steps, each run by its own step chart (`runStep`, a child actor `step-<id>`), side by side along the plan's dependencies: a step is ready once every step it depends on has ended, and starts while fewer than `maxParallelSteps` run. With one at a time they run in plan order. A step's outcome, as it ends: `stepPassed`, the next ready steps start; `stepStopped`, `stopped`; `stepFailed`, `failed`; `stepRejectedPlan` (the evaluator found the failure to be the plan's), a replan with the evaluation's findings (`replan.reason: plan_rejected`); exhausted, the exhaustion policy: `policyIsAbort` goes to `aborted`, `policyIsReplan` (`replan` with a replan left, `maxReplans`) replans, and otherwise (`advance`, or no replans left) the step stays failed and its dependents run with its best attempt. A replan waits for the steps still running (`draining`). Leaving for a final state stops every step still running, and their calls.",
+      initial: 'scheduling',
+      on: {
+        'step.spent': { actions: 'takeSpend' },
+        'xstate.done.actor.*': [
+          {
+            guard: { type: 'stepPassed', params: outcomeOf },
+            target: '.scheduling',
+            actions: { type: 'storeStep', params: outcomeOf },
+          },
+          {
+            guard: { type: 'stepStopped', params: outcomeOf },
+            target: '#run.stopped',
+            actions: [
+              { type: 'storeStep', params: outcomeOf },
+              assign({ stoppedBy: ({ event }) => stepOutput(event).stoppedBy }),
+            ],
+          },
+          {
+            guard: { type: 'stepFailed', params: outcomeOf },
+            target: '#run.failed',
+            actions: [
+              { type: 'storeStep', params: outcomeOf },
+              assign({ error: ({ event }) => stepOutput(event).error }),
+            ],
+          },
+          {
+            guard: { type: 'stepRejectedPlan', params: outcomeOf },
+            target: '.scheduling',
+            actions: [
+              { type: 'storeStep', params: outcomeOf },
+              {
+                type: 'askReplan',
+                params: replanFor('plan_rejected'),
+              },
+            ],
+          },
+          // The step was exhausted: the run follows `onStepExhausted`.
+          {
+            guard: 'policyIsAbort',
+            target: '#run.aborted',
+            actions: { type: 'storeStep', params: outcomeOf },
+          },
+          {
+            guard: 'policyIsReplan',
+            target: '.scheduling',
+            actions: [
+              { type: 'storeStep', params: outcomeOf },
+              {
+                type: 'askReplan',
+                params: replanFor('step_exhausted'),
+              },
+            ],
+          },
+          {
+            target: '.scheduling',
+            actions: { type: 'storeStep', params: outcomeOf },
+          },
+        ],
+        'xstate.error.actor.*': { target: '#run.failed', actions: 'noteError' },
+      },
       states: {
-        next: {
+        scheduling: {
           description:
-            "Chooses what comes next: no steps left, `completed`; the step's first model call would break a budget, `stopped`; a step whose id already passed (before a replan) is skipped; otherwise the step runs.",
+            'Chooses what comes next, in this order: a replan asked for (`replanPending`), `draining`; every step ended (`allStepsEnded`), `completed`; a step ready (`aStepIsReady`) with a slot free (`aSlotIsFree`): its first model call would break a budget (`overBudget`), `stopped`; its id passed before a replan (`readyStepPassed`), it is skipped; otherwise it starts (`step.started`). Then again, until no step can start: `waiting`.',
           always: [
-            { guard: 'noMoreSteps', target: '#run.completed' },
+            { guard: 'replanPending', target: 'draining' },
+            { guard: 'allStepsEnded', target: '#run.completed' },
             // A step starts with a model call: the budget guard of DESIGN 9 comes first.
-            { guard: 'overBudget', target: '#run.stopped', actions: 'noteBudget' },
             {
-              guard: 'stepAlreadyPassed',
-              target: 'next',
-              reenter: true,
-              actions: assign({ index: ({ context }) => context.index + 1 }),
+              guard: and(['aStepIsReady', 'aSlotIsFree', 'overBudget']),
+              target: '#run.stopped',
+              actions: 'noteBudget',
             },
-            { target: 'running' },
+            {
+              guard: and(['aStepIsReady', 'aSlotIsFree', 'readyStepPassed']),
+              target: 'scheduling',
+              reenter: true,
+              actions: 'skipReadyStep',
+            },
+            {
+              guard: and(['aStepIsReady', 'aSlotIsFree']),
+              target: 'scheduling',
+              reenter: true,
+              actions: [
+                {
+                  type: 'record',
+                  params: ({ context }) => {
+                    const { stepNumber, plan } = stepInput(context, readyStep(context)!);
+                    const step = plan.steps[stepNumber - 1]!;
+                    return {
+                      type: 'step.started',
+                      payload: { stepId: step.id, stepNumber, title: step.title },
+                    };
+                  },
+                },
+                'startReadyStep',
+              ],
+            },
+            { target: 'waiting' },
           ],
         },
-        running: {
+        waiting: {
           description:
-            "Records `step.started` and invokes `runStep`, the step machine, with the step, the outputs of the steps it depends on and the budget spent so far. On its outcome, in this order: `stepPassed`, the next step; `stepStopped`, `stopped`; `stepFailed`, `failed`; `stepRejectedPlan` (the evaluator found the failure to be the plan's), back to `planning` with the evaluation's findings (`replan.reason: plan_rejected`); exhausted, the exhaustion policy: `policyIsAbort` goes to `aborted`, `policyIsReplan` (`replan` with a replan left, `maxReplans`) goes back to `planning`, and otherwise (`advance`, or no replans left) the step stays failed and the run goes on with the next step.",
-          entry: {
-            type: 'record',
-            params: ({ context }) => {
-              const s = context.plan!.steps[context.index]!;
-              return {
-                type: 'step.started',
-                payload: { stepId: s.id, stepNumber: context.index + 1, title: s.title },
-              };
-            },
-          },
-          invoke: {
-            src: 'runStep',
-            input: ({ context }): StepInput => ({
-              task: context.input.task,
-              stepNumber: context.index + 1,
-              plan: context.plan!,
-              outline: outline(context.plan!),
-              criteria: context.criteria,
-              dependencies: dependencies(context, context.plan!.steps[context.index]!.dependsOn),
-              maxContractRounds: context.input.maxContractRounds,
-              maxRetriesPerStep: context.input.maxRetriesPerStep,
-              // What will happen if this step is exhausted, as the `policyIs…` guards decide it.
-              onStepExhausted: exhaustionPolicy(context.input.onStepExhausted, replansLeft(context)),
-              replansLeft: replansLeft(context),
-              approve: context.input.approve,
-              budget: context.budget,
-              callTimeoutMs: context.input.callTimeoutMs,
-            }),
-            onDone: [
-              {
-                guard: { type: 'stepPassed', params: ({ event }) => event.output },
-                target: 'next',
-                actions: assign(({ context, event }) => store(context, event.output, true)),
-              },
-              {
-                guard: { type: 'stepStopped', params: ({ event }) => event.output },
-                target: '#run.stopped',
-                actions: assign(({ context, event }) => ({
-                  ...store(context, event.output, false),
-                  stoppedBy: event.output.stoppedBy,
-                })),
-              },
-              {
-                guard: { type: 'stepFailed', params: ({ event }) => event.output },
-                target: '#run.failed',
-                actions: assign(({ context, event }) => ({
-                  ...store(context, event.output, false),
-                  error: event.output.error,
-                })),
-              },
-              {
-                guard: { type: 'stepRejectedPlan', params: ({ event }) => event.output },
-                target: '#run.planning',
-                actions: [
-                  assign(({ context, event }) => store(context, event.output, false)),
-                  assign(({ context }) => replanAfter(context, 'plan_rejected')),
-                ],
-              },
-              // The step was exhausted: the run follows `onStepExhausted`.
-              {
-                guard: 'policyIsAbort',
-                target: '#run.aborted',
-                actions: assign(({ context, event }) => store(context, event.output, false)),
-              },
-              {
-                guard: 'policyIsReplan',
-                target: '#run.planning',
-                actions: [
-                  assign(({ context, event }) => store(context, event.output, false)),
-                  assign(({ context }) => replanAfter(context, 'step_exhausted')),
-                ],
-              },
-              { target: 'next', actions: assign(({ context, event }) => store(context, event.output, true)) },
-            ],
-            onError: { target: '#run.failed', actions: 'noteError' },
-          },
+            'Steps are running and no other can start (none ready, or every slot taken): waits for one to end.',
+        },
+        draining: {
+          description:
+            "A step asked for a replan: no step starts; once the steps still running have ended (`noStepRunning`), back to `planning` with the failed step's findings. Steps that passed stay passed.",
+          always: { guard: 'noStepRunning', target: '#run.planning', actions: 'replan' },
         },
       },
     },

@@ -19,6 +19,7 @@ import type {
   EvaluateOutput,
   StepInput,
   StepOutcome,
+  StepSpentEvent,
   StepStatus,
   WorkInput,
   WorkOutput,
@@ -35,7 +36,7 @@ import type {
  * budget, and what the step has done so far.
  */
 export interface StepContext {
-  input: Omit<StepInput, 'budget'>;
+  input: Omit<StepInput, 'budget' | 'inCompany'>;
   budget: BudgetState;
   round: number;
   rounds: ContractRound[];
@@ -52,6 +53,8 @@ export interface StepContext {
   usage: Usage;
   stoppedBy: StepOutcome['stoppedBy'];
   error: ErrorInfo | null;
+  /** Other steps run beside this one (or did since it started): it reports its spend to the run. */
+  inCompany: boolean;
 }
 
 /** An attempt scored against the rubric, before the chart's verdict; `invalid` says why it has no scores. */
@@ -67,6 +70,26 @@ export function spend(context: StepContext, report: CallReport): Pick<StepContex
       ...context.budget,
       spent: addUsage(context.budget.spent, report.usage),
       clock: Math.max(context.budget.clock, report.finishedAt),
+    },
+  };
+}
+
+/** The run's event for what a call of this step cost (`reportSpend`). */
+export function spentEvent(context: StepContext, report: CallReport): StepSpentEvent {
+  return { type: 'step.spent', stepId: step(context).id, usage: report.usage, finishedAt: report.finishedAt };
+}
+
+/** What the other steps' calls cost, taken into this step's budget (`budget.others`). */
+export function othersSpent(
+  context: StepContext,
+  usage: Usage,
+  finishedAt: number,
+): Pick<StepContext, 'budget'> {
+  return {
+    budget: {
+      ...context.budget,
+      spent: addUsage(context.budget.spent, usage),
+      clock: Math.max(context.budget.clock, finishedAt),
     },
   };
 }

@@ -1,4 +1,4 @@
-import { and, assign, or, setup } from 'xstate';
+import { and, assign, enqueueActions, or, sendParent, setup } from 'xstate';
 import { describeError } from '../errors.js';
 import { type RetrySignal, type Verdict, ZERO_USAGE } from '../schemas/index.js';
 import { type CallLogic, type CallName, callDeadline, notProvided } from './calls.js';
@@ -22,12 +22,14 @@ import {
   invalidWorkAttempt,
   lastRound,
   meansSoFar,
+  othersSpent,
   outcome,
   rejectedAttempt,
   retryContext,
   type StepContext,
   settled,
   spend,
+  spentEvent,
   step,
   stepBrief,
   workInput,
@@ -36,6 +38,7 @@ import type {
   ApprovalInput,
   ApprovalOutput,
   CallReport,
+  CompanyEvent,
   ContractInput,
   ContractReviewInput,
   EvaluateOutput,
@@ -104,6 +107,15 @@ const retryWith = (signal: RetrySignal) =>
 
 const workOutput = ({ event }: { event: { output: WorkOutput } }) => event.output;
 
+/** A failed call's transition: the step fails, keeping the error and what the call cost. */
+const failedCall = {
+  target: '#step.failed',
+  actions: [
+    'noteError',
+    { type: 'reportSpend', params: ({ event }: { event: { error: unknown } }) => reportOfError(event.error) },
+  ],
+} as const;
+
 /**
  * The generator's call for the current attempt, invoked by the attempt's state (`firstAttempt`,
  * `refining`, `pivoting`): the state gives the input, so the signal the generator is told is the
@@ -120,23 +132,29 @@ function work(input: (args: { context: StepContext }) => WorkInput) {
         target: '#step.judging',
         actions: [
           { type: 'spend', params: workOutput },
+          { type: 'reportSpend', params: workOutput },
           { type: 'scoreInvalidWork', params: workOutput },
         ],
       },
       {
         guard: { type: 'overBudgetAfterAnswer', params: workOutput },
         target: '#step.stopped',
-        actions: [{ type: 'spend', params: workOutput }, 'noteBudget'],
+        actions: [
+          { type: 'spend', params: workOutput },
+          { type: 'reportSpend', params: workOutput },
+          'noteBudget',
+        ],
       },
       {
         target: '#step.validating',
         actions: [
           { type: 'spend', params: workOutput },
+          { type: 'reportSpend', params: workOutput },
           { type: 'keepWork', params: workOutput },
         ],
       },
     ],
-    onError: { target: '#step.failed', actions: 'noteError' },
+    onError: failedCall,
   } as const;
 }
 
@@ -146,6 +164,7 @@ export const stepMachine = setup({
     context: {} as StepContext,
     input: {} as StepInput,
     output: {} as StepOutcome,
+    events: {} as CompanyEvent,
   },
   actors: {
     proposeContract: notProvided('proposeContract') as CallLogic<'proposeContract'>,
@@ -158,6 +177,8 @@ export const stepMachine = setup({
     callDeadline: ({ context }) => context.input.callTimeoutMs,
   },
   guards: {
+    /** No other step of the run has run beside this one since it started. */
+    alone: ({ context }) => !context.inCompany,
     /** The next model call would break a budget (DESIGN 9). */
     overBudget: ({ context }) => budgetBroken(context.budget) !== null,
     /** The answer's usage, once spent, leaves no budget for the next call. */
@@ -207,6 +228,13 @@ export const stepMachine = setup({
     }),
     /** Adds a call's reported usage and clock (its answer's `CallReport`). */
     spend: assign(({ context }, report: CallReport) => spend(context, report)),
+    /**
+     * In company (steps side by side), tells the run what a call cost, so that every step's
+     * budget counts every step's calls; a step alone reports its spend in its outcome.
+     */
+    reportSpend: enqueueActions(({ context, enqueue }, report: CallReport | null) => {
+      if (context.inCompany && report !== null) enqueue.sendParent(spentEvent(context, report));
+    }),
     /** Scores work that never validated (`workInvalid`). */
     scoreInvalidWork: assign(({ context }, worked: WorkOutput) => ({
       scored: invalidWorkAttempt(context, worked),
@@ -226,7 +254,7 @@ export const stepMachine = setup({
   },
 }).createMachine({
   id: 'step',
-  context: ({ input: { budget, ...input } }) => ({
+  context: ({ input: { budget, inCompany, ...input } }) => ({
     input,
     budget,
     round: 1,
@@ -241,10 +269,26 @@ export const stepMachine = setup({
     usage: ZERO_USAGE,
     stoppedBy: null,
     error: null,
+    inCompany,
   }),
   initial: 'negotiating',
   // The outcome is the final state's: each gives its own (XState 5 types it as unknown).
   output: ({ event }) => event.output as StepOutcome,
+  on: {
+    // Another step started beside this one: from now on it reports its spend, all it has spent first.
+    company: {
+      guard: 'alone',
+      actions: [
+        assign({ inCompany: true }),
+        sendParent(({ context }) =>
+          spentEvent(context, { usage: context.usage, finishedAt: context.budget.clock }),
+        ),
+      ],
+    },
+    'budget.others': {
+      actions: assign(({ context, event }) => othersSpent(context, event.usage, event.finishedAt)),
+    },
+  },
   states: {
     negotiating: {
       description:
@@ -280,21 +324,28 @@ export const stepMachine = setup({
                 // Budgets are guards on the transitions that lead to a model call (DESIGN 9).
                 guard: { type: 'overBudgetAfterAnswer', params: ({ event }) => event.output },
                 target: '#step.stopped',
-                actions: [assign(({ context, event }) => spend(context, event.output)), 'noteBudget'],
+                actions: [
+                  assign(({ context, event }) => spend(context, event.output)),
+                  { type: 'reportSpend', params: ({ event }) => event.output },
+                  'noteBudget',
+                ],
               },
               {
                 target: '#step.negotiating.reviewing',
-                actions: assign(({ context, event }) => ({
-                  ...spend(context, event.output),
-                  rounds: [
-                    ...context.rounds,
-                    { round: context.round, proposal: event.output.proposal, review: null },
-                  ],
-                  rejection: null,
-                })),
+                actions: [
+                  assign(({ context, event }) => ({
+                    ...spend(context, event.output),
+                    rounds: [
+                      ...context.rounds,
+                      { round: context.round, proposal: event.output.proposal, review: null },
+                    ],
+                    rejection: null,
+                  })),
+                  { type: 'reportSpend', params: ({ event }) => event.output },
+                ],
               },
             ],
-            onError: { target: '#step.failed', actions: 'noteError' },
+            onError: failedCall,
           },
         },
         reviewing: {
@@ -312,15 +363,18 @@ export const stepMachine = setup({
             }),
             onDone: {
               target: '#step.negotiating.decided',
-              actions: assign(({ context, event }) => ({
-                ...spend(context, event.output),
-                rounds: [
-                  ...context.rounds.slice(0, -1),
-                  { ...lastRound(context), review: event.output.review },
-                ],
-              })),
+              actions: [
+                assign(({ context, event }) => ({
+                  ...spend(context, event.output),
+                  rounds: [
+                    ...context.rounds.slice(0, -1),
+                    { ...lastRound(context), review: event.output.review },
+                  ],
+                })),
+                { type: 'reportSpend', params: ({ event }) => event.output },
+              ],
             },
-            onError: { target: '#step.failed', actions: 'noteError' },
+            onError: failedCall,
           },
         },
         decided: {
@@ -416,7 +470,7 @@ export const stepMachine = setup({
               },
               { target: '#step.exhausted' },
             ],
-            onError: { target: '#step.failed', actions: 'noteError' },
+            onError: failedCall,
           },
         },
       },
@@ -478,22 +532,28 @@ export const stepMachine = setup({
           {
             guard: { type: 'evaluationInvalid', params: ({ event }) => event.output },
             target: '#step.judging',
-            actions: assign(({ context, event }) => ({
-              ...spend(context, event.output),
-              scored: invalidEvaluationAttempt(context, context.pendingWork!, event.output),
-              pendingWork: null,
-            })),
+            actions: [
+              assign(({ context, event }) => ({
+                ...spend(context, event.output),
+                scored: invalidEvaluationAttempt(context, context.pendingWork!, event.output),
+                pendingWork: null,
+              })),
+              { type: 'reportSpend', params: ({ event }) => event.output },
+            ],
           },
           {
             target: '#step.judging',
-            actions: assign(({ context, event }) => ({
-              ...spend(context, event.output),
-              scored: evaluatedAttempt(context, context.pendingWork!, event.output),
-              pendingWork: null,
-            })),
+            actions: [
+              assign(({ context, event }) => ({
+                ...spend(context, event.output),
+                scored: evaluatedAttempt(context, context.pendingWork!, event.output),
+                pendingWork: null,
+              })),
+              { type: 'reportSpend', params: ({ event }) => event.output },
+            ],
           },
         ],
-        onError: { target: '#step.failed', actions: 'noteError' },
+        onError: failedCall,
       },
     },
     judging: {

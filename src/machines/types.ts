@@ -122,6 +122,24 @@ export interface StepInput {
   budget: BudgetState;
   /** Milliseconds each model call may wait for its answer (`after callDeadline`). */
   callTimeoutMs: number;
+  /** Whether other steps of the run are running beside this one as it starts (`company`). */
+  inCompany: boolean;
+}
+
+/**
+ * What a step and its run tell each other while steps run side by side: a step in company
+ * reports each call's cost (`step.spent`), which the run passes on to the other steps running
+ * (`budget.others`), so that every step's budget guards count every step's calls; `company` tells
+ * a step that was alone that another has started beside it.
+ */
+export type CompanyEvent = { type: 'company' } | { type: 'budget.others'; usage: Usage; finishedAt: number };
+
+/** A step's report of what a call cost, to its run (while in company). */
+export interface StepSpentEvent {
+  type: 'step.spent';
+  stepId: string;
+  usage: Usage;
+  finishedAt: number;
 }
 
 /** How a step ended. */

@@ -23,6 +23,7 @@ export type ForkSettings = Partial<
     | 'maxContractRounds'
     | 'onStepExhausted'
     | 'maxReplans'
+    | 'maxParallelSteps'
     | 'defaultThresholds'
     | 'fallbackThreshold'
     | 'callTimeoutMs'
@@ -36,6 +37,7 @@ export const FORK_SETTINGS = [
   'maxContractRounds',
   'onStepExhausted',
   'maxReplans',
+  'maxParallelSteps',
   'defaultThresholds',
   'fallbackThreshold',
   'callTimeoutMs',

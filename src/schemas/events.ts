@@ -187,6 +187,8 @@ export const RunStarted = event(
       maxContractRounds: z.number().int().min(1),
       onStepExhausted: ExhaustionPolicy,
       maxReplans: z.number().int().min(0),
+      /** Steps that could run side by side; absent in logs written before steps could: 1. */
+      maxParallelSteps: z.number().int().min(1).optional(),
       /**
        * Thresholds by criterion name for criteria the plan leaves open, and the threshold of any
        * other: with them the log holds every setting the charts read, so a resume replays the run

@@ -52,6 +52,7 @@ export const OPTION_DEFAULTS = {
   maxContractRounds: 3,
   onStepExhausted: 'advance',
   maxReplans: 1,
+  maxParallelSteps: 4,
   fallbackThreshold: 6,
   outputType: 'dict',
   maxRepairs: 2,

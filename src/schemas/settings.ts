@@ -115,6 +115,8 @@ export const RunSettings = z.strictObject({
   maxContractRounds: atLeast('maxContractRounds', 1),
   onStepExhausted: ExhaustionPolicy,
   maxReplans: atLeast('maxReplans', 0),
+  /** Steps that may run side by side, along the plan's dependencies (`--parallel`); 1: one at a time. */
+  maxParallelSteps: atLeast('maxParallelSteps', 1),
   /** Thresholds by criterion name, for criteria the plan leaves without one. */
   defaultThresholds: z.record(z.string(), score('a default threshold')),
   fallbackThreshold: score('fallbackThreshold'),

@@ -1,4 +1,4 @@
-import { readdirSync, statSync } from 'node:fs';
+import { existsSync, readdirSync, statSync } from 'node:fs';
 import { lstat, mkdir, readFile, realpath, writeFile } from 'node:fs/promises';
 import { basename, dirname, extname, isAbsolute, join, relative, resolve, sep } from 'node:path';
 import type { ChatImage } from './tool-calls.js';
@@ -14,14 +14,21 @@ import { holding, WorkspaceLock } from './workspace-lock.js';
  */
 
 /**
- * The directory of a workspace where pge keeps the state of steps that share it (which step holds
- * which path, and the lock): never listed, read or written by the workspace tools, nor an image.
+ * The directory where pge keeps the state of the steps that share a workspace (which step holds
+ * which path, and the lock), beside the workspaces rather than in one, so that a workspace holds
+ * only what the steps wrote. In a workspace, a directory of that name is never listed, read or
+ * written by the workspace tools, nor an image.
  */
 export const HIDDEN_DIR = '.pge';
 
+/** Where the state of workspace `dir`'s steps is kept: `<workspaces>/.pge/<run id>`. */
+function stateDirOf(dir: string): string {
+  return join(dirname(dir), HIDDEN_DIR, basename(dir));
+}
+
 /** The lock of the workspace `dir`: writes take it shared, a validator run exclusive. */
 export function workspaceLock(dir: string): WorkspaceLock {
-  return new WorkspaceLock(join(dir, HIDDEN_DIR, 'lock'));
+  return new WorkspaceLock(join(stateDirOf(dir), 'lock'));
 }
 
 /** A signal that never aborts, for a write whose caller has none. */
@@ -81,10 +88,14 @@ export class Workspace {
 
   /**
    * Records the writer's step and what it depends on, for the steps that build on it to take over
-   * its paths (`WorkspaceClaims.record`): done when its work begins, whether it writes or not.
+   * its paths (`WorkspaceClaims.record`): done when its work begins, whether it writes or not,
+   * once any step of the run has written.
    */
   async recordWriter(): Promise<void> {
-    if (this.writer !== undefined) await this.claims().record(this.writer);
+    // An empty workspace (none made yet) holds no claim: every step before this one wrote
+    // nothing, so there is nothing this step or those after it could take over, and a run whose
+    // steps write nothing leaves no workspace behind.
+    if (this.writer !== undefined && existsSync(this.dir)) await this.claims().record(this.writer);
   }
 
   async read(path: string): Promise<string> {
@@ -127,7 +138,7 @@ export class Workspace {
   }
 
   private claims(): WorkspaceClaims {
-    return new WorkspaceClaims(join(this.dir, HIDDEN_DIR));
+    return new WorkspaceClaims(stateDirOf(this.dir));
   }
 
   private async readInside(path: string): Promise<string> {

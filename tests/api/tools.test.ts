@@ -162,7 +162,7 @@ describe('workspace tools', () => {
         return asksForTools([{ name: 'write_file', arguments: { path: 'scene.txt', content: 'a' } }]);
       }
       if (schema === 'pge_work') {
-        const [runDir] = readdirSync(join(dir, 'workspaces'));
+        const [runDir] = readdirSync(join(dir, 'workspaces')).filter((name) => !name.startsWith('.'));
         writeFileSync(join(dir, 'workspaces', runDir!, 'render.png'), png);
       }
       return { content: answers(9, 1)[schema] ?? {} };

@@ -109,6 +109,7 @@ export function runInput(overrides: Partial<RunInput> = {}): RunInput {
     approve: [],
     budgets: { maxCostUsd: null, maxTokens: null, maxDurationMs: null },
     callTimeoutMs: 30 * 60_000,
+    maxParallelSteps: 4,
     startedAt: 1_000_000,
     ...overrides,
   };

@@ -9,7 +9,7 @@ import {
   writeFileSync,
 } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { basename, dirname, join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { ToolError } from '../../src/tools/tool-error.js';
 import { runToolCall, workspaceTools } from '../../src/tools/tools.js';
@@ -130,8 +130,12 @@ describe("pge's hidden directory", () => {
   it('is never listed, read, written or shown as an image, however it is named', async () => {
     await write('s1', 'a.txt');
     await new Workspace(dir).write('b.txt', 'b');
-    // The claims and the lock are there …
-    expect(readdirSync(join(dir, HIDDEN_DIR)).sort()).toEqual(['claims', 'lock', 'steps']);
+    // The claims and the lock are kept beside the workspace, which holds only what steps wrote …
+    const state = join(dirname(dir), HIDDEN_DIR, basename(dir));
+    expect(readdirSync(state)).toEqual(expect.arrayContaining(['claims', 'lock']));
+    expect(readdirSync(dir).sort()).toEqual(['a.txt', 'b.txt']);
+    // … and a directory of that name in a workspace is as much out of the tools' reach.
+    mkdirSync(join(dir, HIDDEN_DIR));
     writeFileSync(join(dir, HIDDEN_DIR, 'render.png'), 'png');
     symlinkSync(join(dir, HIDDEN_DIR), join(dir, 'peek'));
     // … and out of the tools' reach.
@@ -159,6 +163,9 @@ describe("pge's hidden directory", () => {
       /which pge keeps for itself$/,
     );
     expect(existsSync(join(dir, HIDDEN_DIR, 'claims', 'x'))).toBe(false);
+    expect(await call('read_file', { path: `../${HIDDEN_DIR}/${basename(dir)}/steps/s1` })).toMatch(
+      /^error: /,
+    );
     expect(readFileSync(join(dir, HIDDEN_DIR, 'render.png'), 'utf8')).toBe('png');
   });
 });

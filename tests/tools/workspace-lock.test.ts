@@ -1,7 +1,7 @@
 import { spawn } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { basename, dirname, join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { runValidators } from '../../src/tools/validators.js';
@@ -165,7 +165,7 @@ describe('the workspace lock', () => {
   });
 
   it("breaks a crashed holder's mark once it is stale, and not before", async () => {
-    const exclusive = join(dir, HIDDEN_DIR, 'lock', 'exclusive');
+    const exclusive = join(dirname(dir), HIDDEN_DIR, basename(dir), 'lock', 'exclusive');
     mkdirSync(exclusive, { recursive: true });
     // Fresh: a validator run in another process may hold it.
     const blocked = new AbortController();
@@ -179,7 +179,7 @@ describe('the workspace lock', () => {
     utimesSync(exclusive, past, past);
     expect(await new Workspace(dir).write('a.txt', 'a')).toBe('wrote 1 bytes to a.txt');
     // Likewise a write's mark, which a validator run waits for.
-    const shared = join(dir, HIDDEN_DIR, 'lock', 'shared', 'crashed-writer');
+    const shared = join(dirname(dir), HIDDEN_DIR, basename(dir), 'lock', 'shared', 'crashed-writer');
     writeFileSync(shared, '');
     const validated = runValidators([() => ({ passed: true })], context(), NEVER);
     expect(await pendingAfter(validated, 200)).toBe(true);
