@@ -45,7 +45,7 @@ const OWNER = 'pge dashboard';
 
 /**
  * The id of the deepest active state in `value`, as `machineGraph` names its nodes
- * (`run.stepping.running`). The charts have no parallel states, so one path leads down.
+ * (`run.stepping.waiting`). The charts have no parallel states, so one path leads down.
  */
 function stateIdOf(machineId: string, value: StateValue): string {
   if (typeof value === 'string') return `${machineId}.${value}`;

@@ -22,7 +22,7 @@ export interface ActiveStates {
    * (`session.open.live.working`; `session.closed` once the run has ended).
    */
   session: string;
-  /** The deepest active state of the run machine (`run.stepping.running`). */
+  /** The deepest active state of the run machine (`run.stepping.waiting`). */
   run: string;
   /** The deepest active state of the current step's machine, or null before the first step. */
   step: string | null;

@@ -85,15 +85,28 @@ ${section(runMachine)}
 ### When a step is exhausted
 
 The step machine ends \`exhausted\` when no attempt passed within \`maxRetriesPerStep\` retries.
-The run then follows \`onStepExhausted\`, the \`done: runStep\` edges out of
-\`stepping.running\` under \`policyIsAbort\` and \`policyIsReplan\` (which holds only while a
+The run then follows \`onStepExhausted\`, the \`done: step.*\` edges out of
+\`stepping\` under \`policyIsAbort\` and \`policyIsReplan\` (which holds only while a
 replan is left):
 
-- \`advance\` (the default): the step is recorded as failed and the run goes on with the next
-  step; the run completes but does not pass.
-- \`abort\`: the run ends \`aborted\`.
-- \`replan\`: back to \`planning\`, with what was learnt from the failed step, at most
-  \`maxReplans\` times; after that the step is treated as under \`advance\`.
+- \`advance\` (the default): the step is recorded as failed and the run goes on; the steps that
+  depend on it run with its best attempt's artefact; the run completes but does not pass.
+- \`abort\`: the run ends \`aborted\`, and the steps still running beside it are stopped (their
+  calls cancelled, recorded as \`request.cancelled\` before the closing event).
+- \`replan\`: no step starts any more; once the steps still running have ended (\`draining\`),
+  back to \`planning\`, with what was learnt from the failed step, at most \`maxReplans\` times;
+  steps that passed stay passed. After that the step is treated as under \`advance\`.
+
+### Steps side by side
+
+Each step runs in its own step chart, a child actor of the run chart (\`step.<id>\`, spawned
+from \`scheduling\`). A step is ready once every step it depends on has ended
+(\`aStepIsReady\`), and starts while fewer than \`maxParallelSteps\` (\`--parallel\`, default 4)
+run (\`aSlotIsFree\`); the first ready step in plan order goes first, so with \`--parallel 1\`
+the steps run one at a time in plan order. While steps run side by side each reports the cost
+of each call to the run (\`step.spent\`), which passes it on to the others (\`budget.others\`):
+every step's budget guards count every step's calls. A budget stop, an abort or an interrupt
+stops every step running.
 
 Whatever the policy, a failed attempt the evaluator judges to be the plan's fault
 (\`failureKind: plan\`) goes back to \`planning\` at once while a replan is left: the step chart

@@ -73,7 +73,7 @@ export interface RunContext {
   replan: ReplanContext | null;
   /** Ids of the current plan's steps started (or skipped, passed before a replan), in that order. */
   scheduled: string[];
-  /** Ids of the steps running now (each a `runStep` child actor, `step-<id>`), in start order. */
+  /** Ids of the steps running now (each a `runStep` child actor, `step.<id>`), in start order. */
   running: string[];
   /** Ids of the steps that ran beside another: they report their spend as they go (`step.spent`). */
   company: string[];
@@ -269,7 +269,7 @@ export function planSummary(plan: Plan): string {
 
 /** The actor id of a running step's chart. */
 export function stepActorId(stepId: string): string {
-  return `step-${stepId}`;
+  return `step.${stepId}`;
 }
 
 /** A step of the current plan is ended: started (or skipped) in this plan and not running. */

@@ -38,7 +38,7 @@ import {
   type StepSpentEvent,
 } from './types.js';
 
-/** The outcome a step's chart ended with, from its done event (`xstate.done.actor.step-<id>`). */
+/** The outcome a step's chart ended with, from its done event (`xstate.done.actor.step.<id>`). */
 const stepOutput = (event: unknown): StepOutcome => (event as { output: StepOutcome }).output;
 const outcomeOf = ({ event }: { event: unknown }) => stepOutput(event);
 /** The replan a step's outcome asks for, for `askReplan`. */
@@ -278,11 +278,11 @@ export const runMachine = setup({
     },
     stepping: {
       description:
-        "The plan's steps, each run by its own step chart (`runStep`, a child actor `step-<id>`), side by side along the plan's dependencies: a step is ready once every step it depends on has ended, and starts while fewer than `maxParallelSteps` run. With one at a time they run in plan order. A step's outcome, as it ends: `stepPassed`, the next ready steps start; `stepStopped`, `stopped`; `stepFailed`, `failed`; `stepRejectedPlan` (the evaluator found the failure to be the plan's), a replan with the evaluation's findings (`replan.reason: plan_rejected`); exhausted, the exhaustion policy: `policyIsAbort` goes to `aborted`, `policyIsReplan` (`replan` with a replan left, `maxReplans`) replans, and otherwise (`advance`, or no replans left) the step stays failed and its dependents run with its best attempt. A replan waits for the steps still running (`draining`). Leaving for a final state stops every step still running, and their calls.",
+        "The plan's steps, each run by its own step chart (`runStep`, a child actor `step.<id>`, whose end is `done: step.*`), side by side along the plan's dependencies: a step is ready once every step it depends on has ended, and starts while fewer than `maxParallelSteps` run. With one at a time they run in plan order. A step's outcome, as it ends: `stepPassed`, the next ready steps start; `stepStopped`, `stopped`; `stepFailed`, `failed`; `stepRejectedPlan` (the evaluator found the failure to be the plan's), a replan with the evaluation's findings (`replan.reason: plan_rejected`); exhausted, the exhaustion policy: `policyIsAbort` goes to `aborted`, `policyIsReplan` (`replan` with a replan left, `maxReplans`) replans, and otherwise (`advance`, or no replans left) the step stays failed and its dependents run with its best attempt. A replan waits for the steps still running (`draining`). Leaving for a final state stops every step still running, and their calls.",
       initial: 'scheduling',
       on: {
         'step.spent': { actions: 'takeSpend' },
-        'xstate.done.actor.*': [
+        'xstate.done.actor.step.*': [
           {
             guard: { type: 'stepPassed', params: outcomeOf },
             target: '.scheduling',
@@ -337,7 +337,7 @@ export const runMachine = setup({
             actions: { type: 'storeStep', params: outcomeOf },
           },
         ],
-        'xstate.error.actor.*': { target: '#run.failed', actions: 'noteError' },
+        'xstate.error.actor.step.*': { target: '#run.failed', actions: 'noteError' },
       },
       states: {
         scheduling: {

@@ -105,7 +105,7 @@ describe('active states', () => {
     expect((await statesAfter(upTo(e, 'plan.requested')))?.run).toBe('run.planning.calling');
     expect(await statesAfter(upTo(e, 'step.contract.requested'))).toEqual({
       session: 'session.open.live.working',
-      run: 'run.stepping.running',
+      run: 'run.stepping.waiting',
       step: 'step.negotiating.proposing',
       stepNumber: 1,
     });
@@ -115,7 +115,7 @@ describe('active states', () => {
     expect((await statesAfter(upTo(e, 'step.attempt.judged')))?.step).toBe('step.judging');
     expect((await statesAfter(upTo(e, 'step.retry.scheduled')))?.step).toBe('step.executing.refining');
     expect(await statesAfter(upTo(e, 'step.passed'))).toMatchObject({
-      run: 'run.stepping.next',
+      run: 'run.stepping.scheduling',
       step: 'step.passed',
     });
     const second = upTo(e, 'step.started', upTo(e, 'step.passed').length);
@@ -130,7 +130,7 @@ describe('active states', () => {
       return e.slice(0, seqs[n]!);
     };
     expect((await statesAfter(at('approval.requested', 0)))?.run).toBe('run.planning.awaitingApproval');
-    expect((await statesAfter(at('approval.decided', 0)))?.run).toBe('run.stepping.next');
+    expect((await statesAfter(at('approval.decided', 0)))?.run).toBe('run.stepping.scheduling');
     expect((await statesAfter(at('approval.requested', 1)))?.step).toBe('step.negotiating.awaitingApproval');
     expect((await statesAfter(at('approval.decided', 1)))?.step).toBe('step.executing.firstAttempt');
     expect((await statesAfter(at('approval.requested', 2)))?.step).toBe('step.awaitingApproval');

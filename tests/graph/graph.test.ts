@@ -154,14 +154,18 @@ describe('the run chart', () => {
 
   it('shows the outcomes of a step and the exhaustion policies, each under a named guard', () => {
     for (const line of [
-      'stepping_running --> stepping_next : done: runStep [stepPassed]',
-      'stepping_running --> stopped : done: runStep [stepStopped]',
-      'stepping_running --> failed : done: runStep [stepFailed]',
-      'stepping_running --> aborted : done: runStep [policyIsAbort]',
+      'stepping --> stepping_scheduling : done: step.* [stepPassed]',
+      'stepping --> stopped : done: step.* [stepStopped]',
+      'stepping --> failed : done: step.* [stepFailed]',
+      'stepping --> stepping_scheduling : done: step.* [stepRejectedPlan]',
+      'stepping --> aborted : done: step.* [policyIsAbort]',
       // Replan only while a replan is left: `policyIsReplan` says so, as the step's recorded policy does.
-      'stepping_running --> planning : done: runStep [policyIsReplan]',
-      'stepping_running --> stepping_next : done: runStep\n', // advance, or no replans left
-      'stepping_running --> failed : error: runStep',
+      'stepping --> stepping_scheduling : done: step.* [policyIsReplan]',
+      'stepping --> stepping_scheduling : done: step.*\n', // advance, or no replans left
+      'stepping --> failed : error: step.*',
+      // A replan waits for the steps still running.
+      'stepping_scheduling --> stepping_draining : always [replanPending]',
+      'stepping_draining --> planning : always [noStepRunning]',
     ])
       expect(source).toContain(line);
   });
@@ -171,7 +175,7 @@ describe('the run chart', () => {
       'planning_gate --> stopped : always [overBudget]',
       'planning_gate --> planning_calling : always\n',
       'planning_calling : invoke: plan',
-      'stepping_next --> stopped : always [overBudget]',
+      'stepping_scheduling --> stopped : always [and(aStepIsReady, aSlotIsFree, overBudget)]',
       'planning_calling --> planning_planned : done: plan',
       'planning_planned --> planning_awaitingApproval : always [planGateOn]',
       'planning_planned --> stepping : always',
@@ -179,12 +183,13 @@ describe('the run chart', () => {
       'planning_awaitingApproval --> planning_gate : done: awaitApproval [replansLeft]',
       'planning_awaitingApproval --> disapproved : done: awaitApproval\n',
       'planning_calling --> failed : error: plan',
-      'stepping_next --> completed : always [noMoreSteps]',
-      'stepping_next --> stepping_next : always [stepAlreadyPassed]',
-      'stepping_next --> stepping_running : always\n',
+      'stepping_scheduling --> completed : always [allStepsEnded]',
+      'stepping_scheduling --> stepping_scheduling : always [and(aStepIsReady, aSlotIsFree, readyStepPassed)]',
+      'stepping_scheduling --> stepping_scheduling : always [and(aStepIsReady, aSlotIsFree)]',
+      'stepping_scheduling --> stepping_waiting : always\n',
+      'stepping --> stepping : step.spent',
       'planning --> interrupted : interrupt',
       'stepping --> interrupted : interrupt',
-      'stepping_running : invoke: runStep',
     ])
       expect(source).toContain(line);
     expect(source).not.toMatch(
