@@ -48,6 +48,11 @@ export interface RecordedAnswer {
   finishedAt: number;
   /** The time of the answer's event, epoch ms. */
   receivedAt: number;
+  /**
+   * The seq of the answer's first event (its first model call, else the answer itself): a replay
+   * hands the answer out when it reaches it, as the answer came then.
+   */
+  turn: number;
 }
 
 /** A run's recorded events, read for a replay. */
@@ -62,8 +67,11 @@ export interface RecordedRun {
   readonly answers: ReadonlyMap<string, RecordedAnswer>;
   /** Usage of the calls recorded for each request, by request id. */
   readonly usage: ReadonlyMap<string, Usage>;
-  /** A person's decisions at the run's gates, by the id of the `approval.requested` they answer. */
-  readonly decisions: ReadonlyMap<string, ApprovalDecision>;
+  /**
+   * A person's decisions at the run's gates, by the id of the `approval.requested` they answer,
+   * with the seq of their `approval.decided`.
+   */
+  readonly decisions: ReadonlyMap<string, { decision: ApprovalDecision; seq: number }>;
   /** Epoch ms of the last recorded event: the last moment the run is known to have been alive. */
   readonly lastAt: number;
   /** Time the run spent paused across earlier resumes (the sum of their `pausedMs`). */
@@ -110,6 +118,30 @@ const isAnswer = (event: RunEvent): event is AnswerEvent =>
 const isRequest = (event: RunEvent): event is RoleRequest => Object.hasOwn(ROLE_OF_REQUEST, event.type);
 
 const epochMs = (event: RunEvent): number => Date.parse(event.ts);
+
+/** The step a request is for (a plan request: none), as its answer event names it. */
+const stepIdOf = (payload: { input: object }): string | null =>
+  (payload.input as { step?: { id: string } }).step?.id ?? null;
+
+/** A request waiting for its answer while the log is read, with the plan's cut if it had one. */
+interface OpenRequest {
+  request: RoleRequest;
+  truncation: RunEventOf<'plan.truncated'> | null;
+}
+
+/**
+ * The open request an answer event answers: `role.failed` names it; another answer, by its type,
+ * answers its step's request of that type (a step makes one call at a time; the plan is asked for
+ * while no step runs).
+ */
+function answered(open: ReadonlyMap<string, OpenRequest>, event: AnswerEvent): OpenRequest | undefined {
+  if (event.type === 'role.failed') return open.get(event.payload.requestId);
+  const type = REQUEST_OF_ANSWER[event.type];
+  const stepId = 'stepId' in event.payload ? event.payload.stepId : null;
+  for (const o of open.values())
+    if (o.request.type === type && stepIdOf(o.request.payload) === stepId) return o;
+  return undefined;
+}
 
 /** The worker's result behind an answer event: what the call actor turned into that event. */
 function resultOf(
@@ -179,10 +211,14 @@ export function readRecordedRun(
   const facts = new Set<number>();
   const answers = new Map<string, RecordedAnswer>();
   const usage = new Map<string, Usage>();
-  const decisions = new Map<string, ApprovalDecision>();
+  const decisions = new Map<string, { decision: ApprovalDecision; seq: number }>();
   /** When each request's latest recorded call came, in run time. */
   const lastCallAt = new Map<string, number>();
-  let open: { request: RoleRequest; truncation: RunEventOf<'plan.truncated'> | null } | null = null;
+  /** The seq of each request's first recorded call since it was (last) asked. */
+  const firstCallSeq = new Map<string, number>();
+  /** Requests still waiting for their answer, by id: steps side by side each have one. */
+  const open = new Map<string, OpenRequest>();
+  const openPlan = () => [...open.values()].find((o) => o.request.type === 'plan.requested');
   let pausedMs = 0;
   for (const event of events) {
     if (FACTS.has(event.type)) facts.add(event.seq);
@@ -192,59 +228,65 @@ export function readRecordedRun(
         const call = { promptTokens, completionTokens, costUsd, calls: 1 };
         usage.set(requestId, addUsage(usage.get(requestId) ?? ZERO_USAGE, call));
         lastCallAt.set(requestId, epochMs(event) - pausedMs);
+        if (!firstCallSeq.has(requestId)) firstCallSeq.set(requestId, event.seq);
         continue;
       }
       case 'request.cancelled':
-        if (open?.request.id === event.payload.requestId) open = null;
+        open.delete(event.payload.requestId);
         continue;
       case 'approval.decided': {
         const { requestId, decision, reason, by } = event.payload;
-        decisions.set(requestId, { decision, reason, by });
+        decisions.set(requestId, { decision: { decision, reason, by }, seq: event.seq });
         continue;
       }
-      case 'run.resumed':
+      case 'run.resumed': {
         // A plan cut by the harness whose plan.created the crash lost: the repeated call cuts it again.
-        if (open?.truncation && event.payload.repeated.includes(open.request.id)) {
-          facts.add(open.truncation.seq);
-          open.truncation = null;
+        const plan = openPlan();
+        if (plan?.truncation && event.payload.repeated.includes(plan.request.id)) {
+          facts.add(plan.truncation.seq);
+          plan.truncation = null;
         }
+        // Asked again: its answer, when it comes, came after this.
+        for (const id of event.payload.repeated) firstCallSeq.delete(id);
         pausedMs += event.payload.pausedMs;
         continue;
-      case 'plan.truncated':
-        if (open?.request.type !== 'plan.requested')
-          fail(`plan.truncated at seq ${event.seq} follows no plan request`);
-        else open.truncation = event;
+      }
+      case 'plan.truncated': {
+        const plan = openPlan();
+        if (plan === undefined) fail(`plan.truncated at seq ${event.seq} follows no plan request`);
+        else plan.truncation = event;
         continue;
+      }
     }
     if (isRequest(event)) {
-      // The charts make one call at a time: a request is answered or cancelled before the next.
-      if (open !== null)
-        fail(`${event.type} at seq ${event.seq} while request ${open.request.id} still waits for its answer`);
-      open = { request: event, truncation: null };
+      // A step makes one call at a time: its request is answered or cancelled before its next.
+      const stepId = stepIdOf(event.payload);
+      for (const o of open.values())
+        if (stepIdOf(o.request.payload) === stepId)
+          fail(`${event.type} at seq ${event.seq} while request ${o.request.id} still waits for its answer`);
+      open.set(event.id, { request: event, truncation: null });
       continue;
     }
     if (!isAnswer(event)) continue;
-    const expected = event.type === 'role.failed' ? open?.request.type : REQUEST_OF_ANSWER[event.type];
-    if (
-      open === null ||
-      open.request.type !== expected ||
-      (event.type === 'role.failed' && event.payload.requestId !== open.request.id)
-    ) {
+    const request = answered(open, event);
+    const expected = event.type === 'role.failed' ? request?.request.type : REQUEST_OF_ANSWER[event.type];
+    if (request === undefined || request.request.type !== expected)
       return fail(`${event.type} at seq ${event.seq} answers no open request`);
-    }
-    const id = open.request.id;
+    const id = request.request.id;
     answers.set(id, {
-      result: resultOf(event, open.truncation),
+      result: resultOf(event, request.truncation),
       usage: usage.get(id) ?? ZERO_USAGE,
       // A result is stamped when it arrives, on its model calls; one without calls, on its answer.
       finishedAt: lastCallAt.get(id) ?? epochMs(event) - pausedMs,
       receivedAt: epochMs(event),
+      turn: firstCallSeq.get(id) ?? event.seq,
     });
-    open = null;
+    open.delete(id);
   }
   // In flight at the crash: a cut the harness made of a plan whose plan.created was lost is part
   // of the lost answer, which the repeated call gives again.
-  if (open?.truncation) facts.add(open.truncation.seq);
+  const inFlightPlan = openPlan();
+  if (inFlightPlan?.truncation) facts.add(inFlightPlan.truncation.seq);
   return {
     runId: first.runId,
     started: first,
@@ -339,6 +381,26 @@ export class Replay {
     if (next !== events.length - 1 || closing?.type !== 'run.failed') return undefined;
     const { reason, interruptReason } = withLegacyInterruptReason(closing).payload;
     return reason === 'interrupted' ? interruptReason : undefined;
+  }
+
+  /**
+   * The recorded events from the cursor up to the next one the charts produce: the facts ahead of
+   * it, then it (none at the log's end).
+   */
+  ahead(): RunEvent[] {
+    const { events, facts } = this.recorded;
+    const upcoming: RunEvent[] = [];
+    for (let next = this.#next; next < events.length; next++) {
+      upcoming.push(events[next]!);
+      if (!facts.has(next + 1)) break;
+    }
+    return upcoming;
+  }
+
+  /** True when only facts are left: the charts have produced every recorded event. */
+  get atEnd(): boolean {
+    const last = this.ahead().at(-1);
+    return last === undefined || this.recorded.facts.has(last.seq);
   }
 
   /** True once every recorded event was handed out. */

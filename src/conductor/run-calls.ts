@@ -118,7 +118,7 @@ export class RunCalls {
    * cost. The result's routing answers it (`answerCall`), or the chart state's deadline times
    * it out (`timeOutCall`).
    */
-  ask(draft: RequestDraft, { self: caller, signal }: Caller): Promise<RoleReply> {
+  async ask(draft: RequestDraft, { self: caller, signal }: Caller): Promise<RoleReply> {
     signal.throwIfAborted();
     const request = this.recorder.record(draft as RunEventDraft) as RoleRequest;
     let carried = ZERO_USAGE;
@@ -129,14 +129,17 @@ export class RunCalls {
       const answer = resume.recorded.answers.get(request.id);
       if (answer !== undefined) {
         this.answered.add(request.id);
+        // Given when the log had it come: steps side by side go on in the order they did.
+        await this.recorder.inTurn(answer.turn);
         const report = { usage: answer.usage, finishedAt: answer.finishedAt };
-        return Promise.resolve({ request, result: answer.result, report, receivedAt: answer.receivedAt });
+        return { request, result: answer.result, report, receivedAt: answer.receivedAt };
       }
-      // In flight at the crash: its answer was lost, so it is asked again; the calls it had
+      // In flight at the crash: its answer was lost, so it is asked again once the replay has
+      // reached the log's end (other steps' calls may have been in flight too); the calls it had
       // cost are recorded, and count.
       carried = resume.recorded.usage.get(request.id) ?? ZERO_USAGE;
       const missing = `${request.type} ${request.id} has no recorded answer`;
-      if (this.recorder.reachLogEnd(missing, [request.id])) return untilStopped(signal);
+      if (await this.recorder.atLogEnd(request.id, missing, signal)) return untilStopped(signal);
       if (resume.options.resend !== false) this.recorder.enqueueAgain(request);
       stored = resume.options.storedResult;
     }
@@ -225,7 +228,7 @@ export class RunCalls {
 }
 
 /**
- * The promise of a call a replay-only run is interrupted at (`reachLogEnd`): it rejects when the
+ * The promise of a call a replay-only run is interrupted at (`atLogEnd`): it rejects when the
  * interrupt stops the call's actor.
  */
 export function untilStopped<T>(signal: AbortSignal): Promise<T> {

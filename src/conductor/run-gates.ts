@@ -2,7 +2,7 @@ import type { SessionEvent } from '../machines/session-machine.js';
 import type { ApprovalInput, ApprovalOutput } from '../machines/types.js';
 import type { ApprovalDecision } from '../schemas/index.js';
 import { untilStopped } from './run-calls.js';
-import type { RunRecorder } from './run-recorder.js';
+import { GATE, type RunRecorder } from './run-recorder.js';
 
 /**
  * One run's gates, as its session waits at them: a gate is an `approval.requested` recorded and
@@ -23,7 +23,7 @@ export class RunGates {
    * `settleDecision`), recorded as `approval.decided`. A replay takes the recorded decision; one
    * the log does not hold (the run was waiting when its process died) is waited for again.
    */
-  awaitDecision(input: ApprovalInput, signal: AbortSignal): Promise<ApprovalOutput> {
+  async awaitDecision(input: ApprovalInput, signal: AbortSignal): Promise<ApprovalOutput> {
     signal.throwIfAborted();
     const request = this.recorder.record({ type: 'approval.requested', payload: input });
     const decided = (decision: ApprovalDecision): ApprovalDecision => {
@@ -33,10 +33,13 @@ export class RunGates {
     };
     const { replay, resume } = this.recorder;
     if (replay !== null && resume !== null) {
-      const decision = resume.recorded.decisions.get(request.id);
-      if (decision !== undefined) return Promise.resolve(decided(decision));
-      if (this.recorder.reachLogEnd(`approval ${request.id} has no recorded decision`, []))
-        return untilStopped(signal);
+      const recorded = resume.recorded.decisions.get(request.id);
+      if (recorded !== undefined) {
+        await this.recorder.inTurn(recorded.seq);
+        return decided(recorded.decision);
+      }
+      const missing = `approval ${request.id} has no recorded decision`;
+      if (await this.recorder.atLogEnd(`${GATE}${request.id}`, missing, signal)) return untilStopped(signal);
     }
     const promise = new Promise<ApprovalOutput>((resolve, reject) => {
       const onAbort = () => {

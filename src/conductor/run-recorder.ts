@@ -17,6 +17,9 @@ import { type RecordedRun, Replay } from './replay.js';
  * (replaying, live, taken over, diverged) is the session chart's, which it tells through `notify`.
  */
 
+/** The key of a gate among the calls and gates waiting for the log's end: not a call asked again. */
+export const GATE = 'gate:';
+
 /** What a recorder needs of its coordinator. */
 export interface RecorderDeps {
   bus: Bus;
@@ -56,6 +59,21 @@ export class RunRecorder {
   replay: Replay | null;
   /** Tells the run's session what happened (`replay.ended`, `diverged`, `abandon`, `publish.failed`). */
   notify: (event: SessionEvent) => void = () => {};
+  /**
+   * Recorded answers and decisions waiting for their turn, by the seq of their event: steps that
+   * ran side by side had theirs in the order the log holds, and a replay hands each out when it
+   * reaches it, so that the charts produce their events again in that order.
+   */
+  readonly #turns = new Map<number, () => void>();
+  /**
+   * Calls and gates the log does not answer (in flight when the run's process died), each waiting
+   * for the replay to reach the log's end: there the run goes live (or a replay-only run is
+   * interrupted), and each is asked again. By request id.
+   */
+  readonly #atEnd = new Map<
+    string,
+    { release: (stopped: boolean) => void; fail: (error: unknown) => void }
+  >();
 
   constructor(
     private readonly deps: RecorderDeps,
@@ -113,19 +131,115 @@ export class RunRecorder {
       const event = this.replay!.match(draft);
       if (event !== null) {
         this.seq = event.seq;
+        this.#handOut();
+        // Past the last event the charts produce, the calls in flight at the crash may all be
+        // waiting already: looked at once the caller that recorded this has gone on.
+        if (this.replay!.atEnd || this.replay!.interruption() !== undefined)
+          queueMicrotask(() => this.#reachEnd());
         return event;
       }
       if (this.resume!.options.replayOnly)
         throw this.replay!.beyond(`the log has ended, the replay goes on with ${draft.type}`);
-      this.goLive([]);
+      this.goLive();
       return null;
     } catch (error) {
       throw this.diverged(error);
     }
   }
 
-  /** Ends the replay: the remaining recorded facts are taken, and `run.resumed` is recorded. */
-  goLive(repeated: string[]): void {
+  /**
+   * While replaying, resolves once the replay reaches the recorded event of seq `seq` (where the
+   * answer or decision a call or gate takes from the log came): everything the charts recorded
+   * before it has been produced again first. Answers that came together are handed out together,
+   * in the log's order, as they came.
+   */
+  inTurn(seq: number): Promise<void> {
+    return new Promise((resolve) => {
+      this.#turns.set(seq, resolve);
+      this.#handOut();
+    });
+  }
+
+  /**
+   * While replaying, for a call or gate the log does not answer (`missing`, its request
+   * `requestId`): resolves once the replay has reached the log's end. A live resume then goes live
+   * (false: ask again). A replay-only run whose log says it was interrupted there is interrupted
+   * again with the same reason (true: the call waits for the stop, its cancellation in the log
+   * already); any other end of a replay-only run parts from its log (rejects).
+   */
+  atLogEnd(requestId: string, missing: string, signal: AbortSignal): Promise<boolean> {
+    return new Promise((release, fail) => {
+      // Stopped while it waits (the run was interrupted): it is not asked again.
+      const onAbort = () => {
+        this.#atEnd.delete(requestId);
+        fail(signal.reason);
+      };
+      signal.addEventListener('abort', onAbort, { once: true });
+      const settle = () => signal.removeEventListener('abort', onAbort);
+      this.#atEnd.set(requestId, {
+        release: (stopped) => {
+          settle();
+          release(stopped);
+        },
+        fail: (error) => {
+          settle();
+          fail(this.diverged(error));
+        },
+      });
+      this.#missing = missing;
+      this.#reachEnd();
+    });
+  }
+
+  /** What the latest call or gate waiting for the log's end misses, for a replay-only run's divergence. */
+  #missing = '';
+
+  /** Hands out the recorded answers whose turn it is. */
+  #handOut(): void {
+    for (const event of this.replay?.ahead() ?? []) {
+      const turn = this.#turns.get(event.seq);
+      if (turn === undefined) continue;
+      this.#turns.delete(event.seq);
+      turn();
+    }
+  }
+
+  /**
+   * At the end of what the charts produce again (only facts are left, or only an interrupted
+   * run's closing event, which the interrupt produces), the calls and gates the log does not
+   * answer go on: the run goes live, or a replay-only run is interrupted or parts from its log.
+   * Looked at as each of them begins to wait, and once the last recorded event is produced.
+   */
+  #reachEnd(): void {
+    const replay = this.replay;
+    if (replay === null || (!replay.atEnd && replay.interruption() === undefined)) return;
+    if (!this.resume!.options.replayOnly) {
+      this.goLive();
+      return;
+    }
+    const waiting = [...this.#atEnd.values()];
+    this.#atEnd.clear();
+    const reason = replay.interruption();
+    if (reason === undefined) {
+      const error = replay.beyond(this.#missing);
+      for (const w of waiting) w.fail(error);
+      return;
+    }
+    // Sent once the calls' actors have gone on waiting: the chart takes it like a person's interrupt.
+    for (const w of waiting) w.release(true);
+    queueMicrotask(() =>
+      this.notify(reason === null ? { type: 'interrupt' } : { type: 'interrupt', reason }),
+    );
+  }
+
+  /**
+   * Ends the replay: the remaining recorded facts are taken, `run.resumed` is recorded (naming the
+   * calls asked again), and the calls and gates the log did not answer go on live.
+   */
+  goLive(): void {
+    const waiting = [...this.#atEnd.entries()];
+    this.#atEnd.clear();
+    const repeated = waiting.map(([requestId]) => requestId).filter((id) => !id.startsWith(GATE));
     const { recorded, options } = this.resume!;
     this.replay!.finish();
     this.replay = null;
@@ -144,31 +258,7 @@ export class RunRecorder {
     };
     this.record({ type: 'run.resumed', payload }, now);
     this.notify({ type: 'replay.ended' });
-  }
-
-  /**
-   * A replay at a call or gate its log does not answer (`missing`): a live resume goes live here
-   * (false); a replay-only one, if the log says the run was interrupted there, is interrupted again
-   * with the same reason (true: the call waits for the stop, its cancellation in the log already),
-   * and else it has parted from its log (throws).
-   */
-  reachLogEnd(missing: string, repeated: string[]): boolean {
-    const replay = this.replay!;
-    try {
-      if (!this.resume!.options.replayOnly) {
-        this.goLive(repeated);
-        return false;
-      }
-      const reason = replay.interruption();
-      if (reason === undefined) throw replay.beyond(missing);
-      // Sent once the call's actor has started: the chart takes it like a person's interrupt.
-      queueMicrotask(() =>
-        this.notify(reason === null ? { type: 'interrupt' } : { type: 'interrupt', reason }),
-      );
-      return true;
-    } catch (error) {
-      throw this.diverged(error);
-    }
+    for (const [, w] of waiting) w.release(false);
   }
 
   /** A replay that disagrees with the log ends the run at once: nothing more is recorded. */

@@ -107,15 +107,16 @@ class ChartWatch {
   /**
    * The coordinator's `tracing` is told every event it records itself and none that a replay takes
    * from the events: so the first it is told is `run.resumed`, where the events ran out, and any
-   * other goes past them. The watch ends a tick later: the step chart whose call or gate the events
-   * leave open reports its state, and the session the call or gate it waits for, in that tick.
+   * other goes past them. The watch ends once the microtasks this started have run: the calls and
+   * gates the events leave open go on waiting then (the session at a gate), each a few microtasks
+   * after the resume.
    */
   readonly recorded: RunTracing = {
     begin: () => '',
     resume: () => {},
     observe: (event) => {
       if (event.type !== 'run.resumed') this.#pastEvents = true;
-      queueMicrotask(this.#end);
+      setImmediate(this.#end);
     },
     traceparent: () => undefined,
   };

@@ -1,0 +1,183 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import type { PgeOptions } from '../../src/api/options.js';
+import { PlannerGeneratorEvaluator } from '../../src/api/planner-generator-evaluator.js';
+import { readLogFile, renderLog } from '../../src/persistence/index.js';
+import type { Model, ModelAnswer, ModelRequest } from '../../src/roles/model.js';
+import { replayLog } from '../../src/runtime/replay-log.js';
+import type { Plan, RunEvent, RunEventOf, WorkInput } from '../../src/schemas/index.js';
+import { type Script, ScriptedModel } from '../../src/testing.js';
+import { approve, evaluate, planOf, proposal, times, work } from '../support/scripts.js';
+
+/**
+ * Steps side by side through the embedded runtime (issue #34): the events of concurrent steps
+ * interleave in the log in the order they were recorded, a replay reproduces them identically with
+ * no model call, and a resume after a crash with several steps in flight asks again only the calls
+ * that were in flight.
+ */
+
+let dir: string;
+beforeEach(() => {
+  dir = mkdtempSync(join(tmpdir(), 'pge-parallel-'));
+});
+afterEach(() => rmSync(dir, { recursive: true, force: true }));
+
+/** Two chains: s1 → s3 and s2 → s4, and s5 on its own. */
+function chains(): Plan {
+  const plan = planOf(5);
+  const needs: Record<string, string[]> = { s1: [], s2: [], s3: ['s1'], s4: ['s2'], s5: [] };
+  return { ...plan, steps: plan.steps.map((s) => ({ ...s, dependsOn: needs[s.id]! })) };
+}
+
+/** s2's first work fails its evaluation, so that the chains go at different paces. */
+function script(): Script {
+  return {
+    plan: times(10, { json: chains() }),
+    contract: times(100, proposal),
+    contract_review: times(100, approve),
+    work: times(100, work()),
+    evaluation: times(100, (request, input) => {
+      const { step, attempt } = input as WorkInput;
+      const answer = evaluate(step.id === 's2' && attempt === 1 ? 4 : 9);
+      return typeof answer === 'function' ? answer(request, input) : answer;
+    }),
+  };
+}
+
+/**
+ * The scripted model, each answer after a delay that depends on the step and the call, so that the
+ * steps' calls overlap and finish out of order.
+ */
+class SlowModel implements Model {
+  readonly name = 'slow scripted';
+  readonly inner: ScriptedModel;
+  constructor() {
+    this.inner = new ScriptedModel(script(), { costUsd: 0.01 });
+  }
+  get requests() {
+    return this.inner.requests;
+  }
+  async complete(request: ModelRequest): Promise<ModelAnswer> {
+    const text = JSON.stringify(request.messages);
+    const step = /"id":"s(\d)"/.exec(text)?.[1] ?? '0';
+    await new Promise((resolve) => setTimeout(resolve, 3 + ((Number(step) * 7 + text.length) % 13)));
+    return this.inner.complete(request);
+  }
+}
+
+function harness(options: PgeOptions = {}) {
+  const model = new SlowModel();
+  const pge = new PlannerGeneratorEvaluator({
+    plannerAgent: model,
+    generatorAgent: model,
+    evaluatorAgent: model,
+    workingDirectory: dir,
+    maxRepairs: 0,
+    ...options,
+  });
+  return { model, pge };
+}
+
+async function recorded(): Promise<{ path: string; events: RunEvent[]; calls: number }> {
+  const path = join(dir, 'run.md');
+  const { model, pge } = harness({ sharedStatePath: path });
+  try {
+    await pge.run('Write a guide');
+  } finally {
+    await pge.close();
+  }
+  return { path, events: await readLogFile(path), calls: model.requests.length };
+}
+
+const REQUESTS = new Set<RunEvent['type']>([
+  'plan.requested',
+  'step.contract.requested',
+  'step.review.requested',
+  'step.work.requested',
+  'step.evaluation.requested',
+]);
+
+/** The requests of `events` not answered (nor cancelled) within them: in flight at a cut there. */
+function inFlight(events: readonly RunEvent[]): string[] {
+  const open = new Map<string, string>();
+  for (const e of events) {
+    if (REQUESTS.has(e.type)) {
+      const input = (e.payload as { input: { step?: { id: string } } }).input;
+      open.set(input.step?.id ?? 'plan', e.id);
+    } else if ('stepId' in e.payload && e.type !== 'step.started') {
+      const stepId = (e.payload as { stepId: string }).stepId;
+      if (open.has(stepId) && e.type !== 'model.call.completed') open.delete(stepId);
+    } else if (e.type === 'plan.created') open.delete('plan');
+  }
+  return [...open.values()];
+}
+
+/** What each step decided, in its own order: concurrent steps may interleave differently after a resume. */
+function byStep(events: readonly RunEvent[]) {
+  const steps = new Map<string, string[]>();
+  for (const e of events) {
+    if (!('stepId' in e.payload) || e.type === 'model.call.completed') continue;
+    const { stepId } = e.payload as { stepId: string };
+    steps.set(stepId, [...(steps.get(stepId) ?? []), e.type]);
+  }
+  return Object.fromEntries([...steps].sort());
+}
+
+describe('steps side by side, embedded', () => {
+  it('records concurrent steps interleaved, and replays them identically with no model call', async () => {
+    const run = await recorded();
+    const { events } = run;
+    expect(events.at(-1)).toMatchObject({ type: 'run.completed', payload: { passed: true, stepsPassed: 5 } });
+    // Steps ran at once: another step's event comes between a step's start and its end.
+    const started = events.findIndex((e) => e.type === 'step.started' && e.payload.stepId === 's1');
+    const passed = events.findIndex((e) => e.type === 'step.passed' && e.payload.stepId === 's1');
+    const between = events.slice(started, passed).filter((e) => 'stepId' in e.payload);
+    expect(new Set(between.map((e) => (e.payload as { stepId: string }).stepId)).size).toBeGreaterThan(1);
+    expect(events[0]).toMatchObject({ payload: { settings: { maxParallelSteps: 4 } } });
+    // The log parses back whole, in seq order, and a replay produces every event again in its order.
+    expect(events.map((e) => e.seq)).toEqual(events.map((_, i) => i + 1));
+    expect(await replayLog(run.path)).toMatchObject({
+      identical: true,
+      modelCalls: 0,
+      firstDifference: null,
+    });
+  });
+
+  it('resumes a run cut with several steps in flight, asking again only the calls in flight', async () => {
+    const full = await recorded();
+    const cuts = [...full.events.keys()].filter(
+      (k) => k > 0 && inFlight(full.events.slice(0, k)).length >= 2,
+    );
+    expect(cuts.length).toBeGreaterThan(5);
+    let three = 0;
+    for (const k of cuts) {
+      const cut = full.events.slice(0, k);
+      const lost = inFlight(cut);
+      if (lost.length >= 3) three++;
+      const path = join(dir, `cut-${k}.md`);
+      writeFileSync(path, renderLog(cut));
+      const { model, pge } = harness();
+      try {
+        await pge.resume(path);
+      } finally {
+        await pge.close();
+      }
+      const events = await readLogFile(path);
+      const where = `cut after ${k} (${lost.length} in flight)`;
+      const resumed = events[k] as RunEventOf<'run.resumed'>;
+      expect(resumed.type, where).toBe('run.resumed');
+      expect([...resumed.payload.repeated].sort(), where).toEqual([...lost].sort());
+      expect(events.at(-1), where).toMatchObject({ type: 'run.completed', payload: { stepsPassed: 5 } });
+      expect(byStep(events), where).toEqual(byStep(full.events));
+      // The calls asked: those the cut log does not answer, and no more (a call in flight whose
+      // model call was recorded before the crash is asked again, whole).
+      const answeredCalls = cut.filter(
+        (e) => e.type === 'model.call.completed' && !lost.includes(e.payload.requestId),
+      ).length;
+      expect(model.requests.length, where).toBe(full.calls - answeredCalls);
+    }
+    expect(three).toBeGreaterThan(0);
+  }, 120_000);
+});
