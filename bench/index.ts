@@ -9,9 +9,10 @@ import { measureMemory } from './memory.js';
 import { measureBusOverhead } from './nats-overhead.js';
 import { type NatsResults, natsSummary } from './nats-report.js';
 import { measureNatsScaling } from './nats-scaling.js';
+import { measureParallelSteps, type ParallelResults } from './parallel-steps.js';
 import { type CatchUpResults, measurePersistenceCatchUp } from './persistence-catchup.js';
 import { measurePromptSizes } from './prompt-size.js';
-import { type BenchResults, printNatsReport, printReport } from './report.js';
+import { type BenchResults, printNatsReport, printParallelReport, printReport } from './report.js';
 import { measureTakeover, type TakeoverResults } from './takeover.js';
 
 /**
@@ -22,8 +23,9 @@ import { measureTakeover, type TakeoverResults } from './takeover.js';
  * temporary directory, deleted at the end.
  * See docs/benchmarks.md for what each figure means.
  *
- * `npm run bench -- --only nats` runs sections 5-6 alone (scaling, bus overhead, the floor), and
- * `--workers 1,2,4,8,16,32` sets the workers per role section 5 measures (default 1, 2, 4, 8).
+ * `npm run bench -- --only nats` runs sections 5-6 alone (scaling, bus overhead, the floor),
+ * `--only parallel` section 10 alone (steps side by side), and `--workers 1,2,4,8,16,32` sets the
+ * workers per role section 5 measures (default 1, 2, 4, 8).
  */
 
 const SETTINGS = {
@@ -73,6 +75,13 @@ const NATS_SETTINGS = {
   takeover: { trials: 3, workDelayMs: 4_000 },
 } as const;
 
+/** Settings of section 10: each run waits 17 × 400 ms one step at a time, 9 × 400 ms side by side. */
+const PARALLEL_SETTINGS = { delayMs: 400, reps: 3 } as const;
+
+/** The parts that run alone with `--only`. */
+const ALONE = ['nats', 'parallel'] as const;
+type Alone = (typeof ALONE)[number];
+
 /** Why the NATS sections cannot run (no nats-server binary), or null when they can. */
 function natsMissing(): { skipped: string } | null {
   try {
@@ -83,15 +92,18 @@ function natsMissing(): { skipped: string } | null {
   }
 }
 
-/** The command line: `--only nats`, `--workers <list>`. */
-function options(): { only: 'nats' | null; workers: readonly number[] } {
+/** The command line: `--only nats|parallel`, `--workers <list>`. */
+function options(): { only: Alone | null; workers: readonly number[] } {
   const { values } = parseArgs({
     options: { only: { type: 'string' }, workers: { type: 'string' } },
     strict: true,
     allowPositionals: false,
   });
-  if (values.only !== undefined && values.only !== 'nats') {
-    throw new Error(`--only ${values.only}: the only part that runs alone is "nats"`);
+  const only = values.only === undefined ? null : ALONE.find((part) => part === values.only);
+  if (only === undefined) {
+    throw new Error(
+      `--only ${values.only}: the parts that run alone are ${ALONE.map((p) => `"${p}"`).join(', ')}`,
+    );
   }
   let workers: readonly number[] = NATS_SETTINGS.scaling.workers;
   if (values.workers !== undefined) {
@@ -101,18 +113,18 @@ function options(): { only: 'nats' | null; workers: readonly number[] } {
     }
     workers = list;
   }
-  return { only: values.only ?? null, workers };
+  return { only, workers };
 }
 
 /** Sections 5-6, or why they cannot run. */
 async function measureNats(dir: string, workers: readonly number[]): Promise<NatsResults> {
   const missing = natsMissing();
   if (missing) return missing;
-  const scaling = await section(`5/9 scaling on NATS (workers per role ${workers.join(', ')})`, () =>
+  const scaling = await section(`5/10 scaling on NATS (workers per role ${workers.join(', ')})`, () =>
     measureNatsScaling({ dir, ...NATS_SETTINGS.scaling, workers }),
   );
   const busOverhead = await section(
-    '6/9 bus overhead per model call, NATS vs in process, and the floor on the same server',
+    '6/10 bus overhead per model call, NATS vs in process, and the floor on the same server',
     () => measureBusOverhead({ dir, ...NATS_SETTINGS.busOverhead }),
   );
   return { ...natsSummary(scaling, busOverhead), scaling, busOverhead };
@@ -123,7 +135,7 @@ async function measureCatchUp(dir: string): Promise<CatchUpResults | { skipped: 
   const missing = natsMissing();
   if (missing) return missing;
   const { runs } = NATS_SETTINGS.catchUp;
-  return section(`8/9 persistence catch-up on NATS (a restarted worker, ${runs} runs in its backlog)`, () =>
+  return section(`8/10 persistence catch-up on NATS (a restarted worker, ${runs} runs in its backlog)`, () =>
     measurePersistenceCatchUp({ dir, ...NATS_SETTINGS.catchUp }),
   );
 }
@@ -133,8 +145,17 @@ async function measureTakeoverSection(dir: string): Promise<TakeoverResults | { 
   const missing = natsMissing();
   if (missing) return missing;
   const { trials } = NATS_SETTINGS.takeover;
-  return section(`9/9 coordinator takeover on NATS (${trials} SIGKILLs of a run's owner)`, () =>
+  return section(`9/10 coordinator takeover on NATS (${trials} SIGKILLs of a run's owner)`, () =>
     measureTakeover({ dir, ...NATS_SETTINGS.takeover }),
+  );
+}
+
+/** Section 10 (its NATS configurations only with a nats-server). */
+async function measureParallel(dir: string): Promise<ParallelResults> {
+  const missing = natsMissing();
+  return section(
+    '10/10 steps side by side (two chains, --parallel 1 against the default), embedded and on NATS',
+    () => measureParallelSteps({ dir, ...PARALLEL_SETTINGS, natsMissing: missing?.skipped ?? null }),
   );
 }
 
@@ -171,14 +192,19 @@ async function main(): Promise<void> {
       printNatsReport({ machine, nats, totalSeconds: (performance.now() - started) / 1000 });
       return;
     }
+    if (only === 'parallel') {
+      const parallelSteps = await measureParallel(dir);
+      printParallelReport({ machine, parallelSteps, totalSeconds: (performance.now() - started) / 1000 });
+      return;
+    }
     const { harness, bare, pgeOverBare, parts } = await section(
-      '1-2/9 harness overhead (pge runs on the embedded bus, log on disk) beside the bare XState loop, and 2b: its charts and its record alone',
+      '1-2/10 harness overhead (pge runs on the embedded bus, log on disk) beside the bare XState loop, and 2b: its charts and its record alone',
       () => measureOverhead({ dir, ...SETTINGS }),
     );
-    const prompts = await section('3/9 prompt size against steps run (plans of 10, 50, 200 steps)', () =>
+    const prompts = await section('3/10 prompt size against steps run (plans of 10, 50, 200 steps)', () =>
       measurePromptSizes(dir),
     );
-    const memory = await section(`4/9 memory with ${SETTINGS.memoryRuns} runs in flight`, () =>
+    const memory = await section(`4/10 memory with ${SETTINGS.memoryRuns} runs in flight`, () =>
       measureMemory({
         dir,
         runs: SETTINGS.memoryRuns,
@@ -189,8 +215,9 @@ async function main(): Promise<void> {
     const nats = await measureNats(dir, workers);
     const persistenceCatchUp = await measureCatchUp(dir);
     const takeover = await measureTakeoverSection(dir);
+    const parallelSteps = await measureParallel(dir);
     const importTime = await section(
-      `7/9 library import time (${SETTINGS.importRuns} fresh node processes per import)`,
+      `7/10 library import time (${SETTINGS.importRuns} fresh node processes per import)`,
       async () => measureImportTime(SETTINGS.importRuns),
     );
     const results: BenchResults = {
@@ -206,6 +233,7 @@ async function main(): Promise<void> {
       importTime,
       persistenceCatchUp,
       takeover,
+      parallelSteps,
       totalSeconds: (performance.now() - started) / 1000,
     };
     printReport(results);

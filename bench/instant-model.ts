@@ -79,12 +79,16 @@ export function workFor(input: Pick<WorkInput, 'step' | 'attempt' | 'criteria'>)
 
 /** Attempt 1 scores 5 on every criterion (fail), later attempts 9 (pass). */
 export function evaluationFor(input: Pick<EvaluationInput, 'attempt' | 'criteria'>): Evaluation {
-  const score = input.attempt === 1 ? 5 : 9;
+  return evaluationScoring(input.criteria, input.attempt === 1 ? 5 : 9);
+}
+
+/** An evaluation giving `score` on every criterion: under 7 fails (the plan's thresholds), else passes. */
+export function evaluationScoring(criteria: EvaluationInput['criteria'], score: number): Evaluation {
   const low = score < 7;
   return {
-    scores: input.criteria.map((c) => ({ criterion: c.name, score, evidence: `Read for ${c.name}.` })),
-    findings: low ? input.criteria.map((c) => `${c.name} is below its threshold`) : [],
-    actionableFeedback: low ? input.criteria.map((c) => `Raise ${c.name}: make it concrete.`) : [],
+    scores: criteria.map((c) => ({ criterion: c.name, score, evidence: `Read for ${c.name}.` })),
+    findings: low ? criteria.map((c) => `${c.name} is below its threshold`) : [],
+    actionableFeedback: low ? criteria.map((c) => `Raise ${c.name}: make it concrete.`) : [],
     summary: low ? 'Every criterion is below its threshold.' : 'Meets every criterion.',
     failureKind: low ? 'execution' : null,
   };
@@ -116,15 +120,19 @@ export class InstantModel implements Model {
   }
 
   async complete(request: ModelRequest): Promise<ModelAnswer> {
-    const content = JSON.stringify(answerFor(request.phase, inputOf(request.messages), this.#steps));
-    return {
-      content,
-      refusal: null,
-      finishReason: 'stop',
-      model: this.name,
-      promptTokens: 100,
-      completionTokens: 50,
-      costUsd: 0,
-    };
+    return instantAnswer(this.name, answerFor(request.phase, inputOf(request.messages), this.#steps));
   }
+}
+
+/** A bench model's answer: `answer` as JSON, with fixed token counts and no cost. */
+export function instantAnswer(model: string, answer: unknown): ModelAnswer {
+  return {
+    content: JSON.stringify(answer),
+    refusal: null,
+    finishReason: 'stop',
+    model,
+    promptTokens: 100,
+    completionTokens: 50,
+    costUsd: 0,
+  };
 }

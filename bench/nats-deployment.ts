@@ -94,7 +94,8 @@ export interface DeploymentOptions {
   connect: (name: string) => Promise<Bus>;
   /** True on NATS: the persistence actor reads a durable consumer, as in `pge worker --role persistence`. */
   durablePersistence: boolean;
-  workersPerRole: number;
+  /** Role workers of each role: one count for every role, or a count per role. */
+  workersPerRole: number | Readonly<Record<Role, number>>;
   /** Requests each worker handles at once. */
   concurrency: number;
   /** The model of the `index`-th worker of `role`. */
@@ -104,6 +105,8 @@ export interface DeploymentOptions {
   /** Run settings of the coordinator (a submission may override them). */
   maxSteps: number;
   maxRetriesPerStep: number;
+  /** Steps side by side (default: the option's default). */
+  maxParallelSteps?: number;
   /** Where failures of the persistence actor are collected (pass the connector's list too). */
   errors: string[];
 }
@@ -139,7 +142,9 @@ export async function startDeployment(options: DeploymentOptions): Promise<Deplo
   const persistenceBus = await open('persistence');
   const workerBuses: { role: Role; index: number; bus: Bus }[] = [];
   for (const role of ROLES) {
-    for (let index = 0; index < options.workersPerRole; index++) {
+    const count =
+      typeof options.workersPerRole === 'number' ? options.workersPerRole : options.workersPerRole[role];
+    for (let index = 0; index < count; index++) {
       workerBuses.push({ role, index, bus: await open(`${role}-${index + 1}`) });
     }
   }
@@ -166,6 +171,7 @@ export async function startDeployment(options: DeploymentOptions): Promise<Deplo
       workingDirectory: options.workingDirectory,
       maxSteps: options.maxSteps,
       maxRetriesPerStep: options.maxRetriesPerStep,
+      ...(options.maxParallelSteps === undefined ? {} : { maxParallelSteps: options.maxParallelSteps }),
     }),
     models: { planner: name, generator: name, evaluator: name },
   });

@@ -1,10 +1,9 @@
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { setTimeout as delay } from 'node:timers/promises';
 import { DemoModel } from '../src/roles/demo-model.js';
-import type { Model, ModelAnswer, ModelRequest } from '../src/roles/model.js';
 import { submitAndFollow } from '../src/runtime/services.js';
 import type { Role, RunEvent } from '../src/schemas/index.js';
+import { DelayedModel } from './delayed-model.js';
 import { sleep } from './measure.js';
 import { natsConnector, startBenchNatsServer, startDeployment } from './nats-deployment.js';
 
@@ -87,32 +86,6 @@ const TASK = 'Write a two-part technical note (NATS scaling benchmark)';
  * configuration that outruns it is reported with its backlog rather than failed.
  */
 const catchUpMs = (backlog: number | null) => 5_000 + 2 * (backlog ?? 0);
-
-/** DemoModel's answer after a fixed delay: an I/O-bound model, as a remote one is. */
-class DelayedModel implements Model {
-  readonly name: string;
-  calls = 0;
-  readonly #inner: Model;
-  readonly #delayMs: number;
-
-  constructor(inner: Model, delayMs: number) {
-    this.#inner = inner;
-    this.#delayMs = delayMs;
-    this.name = inner.name;
-  }
-
-  async complete(request: ModelRequest): Promise<ModelAnswer> {
-    // A worker stopped with 'abort' cancels the wait, as it would cancel an HTTP request, and the
-    // call fails with the worker's reason (WorkerStoppedError) rather than a bare AbortError.
-    const { signal } = request;
-    await delay(this.#delayMs, undefined, signal ? { signal } : {}).catch((error: unknown) => {
-      throw signal?.aborted ? signal.reason : error;
-    });
-    const answer = await this.#inner.complete(request);
-    this.calls++;
-    return answer;
-  }
-}
 
 /** Runs one configuration on a fresh server: `workers` per role, `runsPerWorker × workers` runs in flight. */
 async function measureConfiguration(settings: ScalingSettings, workers: number): Promise<ScalingFigures> {

@@ -3,6 +3,7 @@ import { type ImportTimeResults, importTimeLines } from './import-time.js';
 import type { LoopFigures } from './measure.js';
 import type { MemoryFigures } from './memory.js';
 import { type NatsResults, natsReportLines, natsVerdicts, verdict } from './nats-report.js';
+import { type ParallelResults, parallelStepsLines, parallelVerdict } from './parallel-steps.js';
 import { type CatchUpResults, catchUpLines } from './persistence-catchup.js';
 import type { PlanPromptFigures } from './prompt-size.js';
 import { type TakeoverResults, takeoverLines } from './takeover.js';
@@ -36,6 +37,8 @@ export interface BenchResults {
   persistenceCatchUp: CatchUpResults | { skipped: string };
   /** Section 9: time from a run owner's SIGKILL to the run's next event. */
   takeover: TakeoverResults | { skipped: string };
+  /** Section 10: two independent chains of steps, side by side against one step at a time. */
+  parallelSteps: ParallelResults;
   totalSeconds: number;
 }
 
@@ -100,6 +103,7 @@ export function verdicts(r: BenchResults) {
         pass: r.memory.bytesPerRun <= TARGETS.bytesPerRun,
       },
       ...natsVerdicts(r.nats),
+      parallelSteps: parallelVerdict(r.parallelSteps),
     },
   };
 }
@@ -119,6 +123,24 @@ export function printNatsReport(r: NatsOnlyResults): void {
   out.push(`total ${fixed(r.totalSeconds)} s`);
   console.log(out.join('\n'));
   console.log(JSON.stringify({ ...r, derived: { targets: natsVerdicts(r.nats) } }));
+}
+
+/** What `npm run bench -- --only parallel` measured. */
+export type ParallelOnlyResults = Pick<BenchResults, 'machine' | 'parallelSteps' | 'totalSeconds'>;
+
+/** Prints section 10 alone (`--only parallel`): its table, then one line of JSON. */
+export function printParallelReport(r: ParallelOnlyResults): void {
+  const m = r.machine;
+  const out = [
+    `pge benchmark, steps side by side only, ${m.date}: ${m.cpus} CPUs (${m.cpuModel}), ${m.memoryGiB} GiB, Node ${m.node}`,
+    '',
+    ...parallelStepsLines(r.parallelSteps, table),
+    `total ${fixed(r.totalSeconds)} s`,
+  ];
+  console.log(out.join('\n'));
+  console.log(
+    JSON.stringify({ ...r, derived: { targets: { parallelSteps: parallelVerdict(r.parallelSteps) } } }),
+  );
 }
 
 /** Prints the report to stdout. */
@@ -271,6 +293,7 @@ export function printReport(r: BenchResults): void {
   out.push(...importTimeLines(r.importTime, table));
   out.push(...catchUpLines(r.persistenceCatchUp, table));
   out.push(...takeoverLines(r.takeover, table));
+  out.push(...parallelStepsLines(r.parallelSteps, table));
   out.push(`total ${fixed(r.totalSeconds)} s`);
   console.log(out.join('\n'));
   console.log(JSON.stringify({ ...r, derived: v }));

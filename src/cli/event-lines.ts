@@ -8,7 +8,14 @@ import type { JudgedScore, RunEvent } from '../schemas/index.js';
  * (steps in the plan, current step and attempt, phase, last scores, tokens and cost so far).
  */
 
-/** What the display knows of the run in progress. */
+/** Where one step is: its attempt, phase and last scores. */
+type StepView = Pick<RunState, 'attempt' | 'phase' | 'scores'>;
+
+/**
+ * What the display knows of the run in progress. `step`, `attempt`, `phase` and `scores` are those
+ * of the step whose event came last; steps that run side by side each keep their own in `others`,
+ * so that the status line never shows one step's scores under another's number.
+ */
 export interface RunState {
   startedAt: number;
   steps: number;
@@ -18,6 +25,8 @@ export interface RunState {
   scores: readonly JudgedScore[] | null;
   tokens: number;
   costUsd: number;
+  /** The view of each step other than `step` that has had an event, by step number. */
+  others: Map<number, StepView>;
 }
 
 /** A described event: its line, and whether a live display keeps it above the status line. */
@@ -28,7 +37,26 @@ export interface EventLine {
 
 /** The state of a run that has just started. */
 export function newRunState(startedAt: number): RunState {
-  return { startedAt, steps: 0, step: 0, attempt: 0, phase: 'starting', scores: null, tokens: 0, costUsd: 0 };
+  return {
+    startedAt,
+    steps: 0,
+    step: 0,
+    attempt: 0,
+    phase: 'starting',
+    scores: null,
+    tokens: 0,
+    costUsd: 0,
+    others: new Map(),
+  };
+}
+
+/** Makes `step` the one the status line shows, keeping the view of the step it showed. */
+function follow(state: RunState, step: number): void {
+  if (step === state.step) return;
+  const { attempt, phase, scores } = state;
+  if (state.step > 0) state.others.set(state.step, { attempt, phase, scores });
+  Object.assign(state, { step }, state.others.get(step) ?? { attempt: 0, phase: 'contract', scores: null });
+  state.others.delete(step);
 }
 
 /** Tokens and cost so far: `12,345 tokens, $0.0123`. */
@@ -36,8 +64,9 @@ export function formatRunUsage(state: RunState): string {
   return formatUsage(state.tokens, state.costUsd);
 }
 
-/** Moves the status line's state on by one event. */
-function advance(event: RunEvent, state: RunState): void {
+/** Moves the status line's state on by one event of `step` (null: of the run). */
+function advance(event: RunEvent, step: number | null, state: RunState): void {
+  if (step !== null) follow(state, step);
   switch (event.type) {
     case 'plan.requested':
       state.phase = 'planning';
@@ -46,7 +75,8 @@ function advance(event: RunEvent, state: RunState): void {
       Object.assign(state, { steps: event.payload.plan.steps.length, phase: 'plan ready' });
       return;
     case 'step.started':
-      Object.assign(state, { step: event.payload.stepNumber, attempt: 0, scores: null, phase: 'contract' });
+      // A replan numbers its steps afresh: a step started anew has no attempt yet.
+      Object.assign(state, { attempt: 0, scores: null, phase: 'contract' });
       return;
     case 'step.contract.requested':
       state.phase = `contract round ${event.payload.input.round}`;
@@ -72,8 +102,8 @@ function advance(event: RunEvent, state: RunState): void {
 
 /** The line for one event, or null for a detail when not `verbose`. Updates `state`. */
 export function describeEvent(event: RunEvent, state: RunState, verbose: boolean): EventLine | null {
-  advance(event, state);
   const { step, text, level } = describe(event);
+  advance(event, step, state);
   if (level === 'detail' && !verbose) return null;
   return {
     text: step === null ? text : `step ${step}/${state.steps} ${text}`,

@@ -182,4 +182,29 @@ describe('describeEvent', () => {
       'planner failed (plan): ModelTransportError: down',
     );
   });
+
+  it("keeps each step's attempt and scores apart when steps run side by side", () => {
+    const state = { ...newRunState(0), steps: 2 };
+    const scores = [{ criterion: 'accuracy', score: 5, threshold: 7, passed: false }];
+    const judged = {
+      stepId: 'a',
+      stepNumber: 1,
+      attempt: 1,
+      verdict: 'fail',
+      reason: 'below_threshold',
+      scores,
+      weightedMean: 5,
+    };
+    const events = [
+      at({ stepId: 'a', stepNumber: 1, title: 'A' }, 'step.started'),
+      at({ stepId: 'b', stepNumber: 2, title: 'B' }, 'step.started'),
+      at(judged, 'step.attempt.judged'),
+      at({ input: { stepNumber: 2, attempt: 1 } }, 'step.work.requested'),
+    ];
+    for (const event of events) describeEvent(event, state, false);
+    // Step 2 was judged on nothing yet: step 1's scores are not shown under its number.
+    expect(state).toMatchObject({ step: 2, attempt: 1, phase: 'work', scores: null });
+    describeEvent(at({ input: { stepNumber: 1, attempt: 2 } }, 'step.work.requested'), state, false);
+    expect(state).toMatchObject({ step: 1, attempt: 2, phase: 'work', scores });
+  });
 });
