@@ -259,10 +259,9 @@ export class PlannerGeneratorEvaluator<T extends OutputType = OutputType> {
 
   /** The gates runs of this instance wait at: the run, the gate and the request's id. */
   pendingApprovals(): { runId: string; gate: ApprovalGate; requestId: string }[] {
-    return [...this.running].flatMap(([runId, run]) => {
-      const waiting = run.waitingAt();
-      return waiting === null ? [] : [{ runId, ...waiting }];
-    });
+    return [...this.running].flatMap(([runId, run]) =>
+      run.waitingAt().map((waiting) => ({ runId, ...waiting })),
+    );
   }
 
   /**

@@ -109,12 +109,12 @@ export interface RunHandle {
   /** Ends the run as interrupted, `reason` going into its closing event; a call in flight is cancelled. */
   interrupt(reason?: string): void;
   /**
-   * A person's decision at the gate the run waits at; false (and nothing done) when it waits at
-   * no gate of that kind, or at another request than `requestId` (when given).
+   * A person's decision at a gate the run waits at (the oldest of that kind, or the one of
+   * `requestId` when given); false (and nothing done) when it waits at no such gate.
    */
   decide(gate: ApprovalGate, decision: ApprovalDecision, requestId?: string): boolean;
-  /** The gate the run waits at, with its request's id, or null. */
-  waitingAt(): { gate: ApprovalGate; requestId: string } | null;
+  /** The gates the run waits at (steps side by side may each wait at one), with their requests' ids. */
+  waitingAt(): { gate: ApprovalGate; requestId: string }[];
   /**
    * Lets the run go, because `owner` took it over (this coordinator lost its lease): the chart
    * stops, nothing more is recorded or published (the call in flight is not cancelled: the new

@@ -44,7 +44,7 @@ export class RunGates {
     const promise = new Promise<ApprovalOutput>((resolve, reject) => {
       const onAbort = () => {
         this.#gates.delete(request.id);
-        this.session.send({ type: 'approval.left', requestId: request.id });
+        this.session.send({ type: 'approval.left', requestId: request.id, now: this.clock() });
         reject(signal.reason);
       };
       signal.addEventListener('abort', onAbort, { once: true });
@@ -64,6 +64,11 @@ export class RunGates {
       now,
     });
     return promise;
+  }
+
+  /** The time now (epoch ms), for the session's events. */
+  now(): number {
+    return this.clock();
   }
 
   /** The session's `settleDecision`: the gate of `requestId` takes the decision. */

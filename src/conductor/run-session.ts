@@ -178,6 +178,7 @@ export class RunSession implements RunScope {
           gate,
           decision,
           ...(requestId === undefined ? {} : { requestId }),
+          now: this.gates.now(),
         };
         if (recorder.closed || !actor.getSnapshot().can(event)) return false;
         actor.send(event);
@@ -185,10 +186,9 @@ export class RunSession implements RunScope {
       },
       waitingAt: () => {
         const snapshot = actor.getSnapshot();
-        const { gate } = snapshot.context;
-        return snapshot.hasTag('waiting') && gate !== null
-          ? { gate: gate.gate, requestId: gate.requestId }
-          : null;
+        return snapshot.hasTag('waiting')
+          ? snapshot.context.gates.map(({ gate, requestId }) => ({ gate, requestId }))
+          : [];
       },
       abandon: (owner: string) => {
         if (recorder.closed) return;

@@ -17,20 +17,20 @@ export interface SessionInput {
   approvalDeadline: { timeoutMs: number; policy: ApprovalTimeoutPolicy } | null;
 }
 
-/** The gate a session waits at: its request, when it was recorded and when the wait began (epoch ms). */
+/** A gate a session waits at: its request, and when it was recorded (epoch ms). */
 export interface OpenGate {
   gate: ApprovalGate;
   requestId: string;
-  /** The time of the gate's `approval.requested` (a resumed gate: the recorded one). */
+  /** The time of the gate's `approval.requested` (a resumed gate: the recorded one): its deadline is `requestedAt + timeoutMs`. */
   requestedAt: number;
-  /** When this process began to wait: the deadline is `requestedAt + timeoutMs`, counted from here. */
-  waitingSince: number;
 }
 
 /** The session's context. */
 export interface SessionContext extends SessionInput {
-  /** The gate the session waits at, while `live.awaitingDecision`. */
-  gate: OpenGate | null;
+  /** The gates the session waits at, oldest first, while `live.awaitingDecision` (steps side by side may each wait at one). */
+  gates: OpenGate[];
+  /** When the session last entered `live.awaitingDecision` (epoch ms, from the event that led there): the deadline counts from it. */
+  since: number;
   /** Why the session ended without the run's outcome. */
   error: unknown;
   outcome: RunOutcome | null;
@@ -51,10 +51,13 @@ export type SessionEvent =
   | { type: 'diverged'; error: unknown }
   /** A gate's `approval.requested` was recorded: a person is waited for. */
   | { type: 'approval.requested'; gate: ApprovalGate; requestId: string; requestedAt: number; now: number }
-  /** A person's decision; `requestId`, when given, must name the gate's request. */
-  | { type: 'decide'; gate: ApprovalGate; decision: ApprovalDecision; requestId?: string }
-  /** The gate's actor was stopped before a decision came (the run was interrupted). */
-  | { type: 'approval.left'; requestId: string }
+  /**
+   * A person's decision at a gate of kind `gate` (the oldest, or the one of `requestId` when
+   * given); `now` is when it came.
+   */
+  | { type: 'decide'; gate: ApprovalGate; decision: ApprovalDecision; requestId?: string; now: number }
+  /** The gate's actor was stopped before a decision came (the run was interrupted); at `now`. */
+  | { type: 'approval.left'; requestId: string; now: number }
   /** The run was taken over by `owner` (a lost lease, or another coordinator's event of a seq). */
   | { type: 'abandon'; owner: string; error: Error }
   /** An event or work item of the run could not be published: the run is stopped. */
@@ -65,11 +68,31 @@ export function publishFailedInterrupt(error: unknown): { type: 'interrupt'; rea
   return { type: 'interrupt', reason: `its events could not be published: ${String(error)}` };
 }
 
-/** Milliseconds left until the open gate's deadline, from when the session began to wait. */
+/** The gate whose deadline comes first: the oldest. */
+export function dueGate(context: SessionContext): OpenGate {
+  return context.gates[0]!;
+}
+
+/** Milliseconds from `since` until the first open gate's deadline. */
 export function approvalDelay(context: SessionContext): number {
-  const { gate, approvalDeadline } = context;
-  if (gate === null || approvalDeadline === null) return 0;
-  return Math.max(0, gate.requestedAt + approvalDeadline.timeoutMs - gate.waitingSince);
+  const { gates, approvalDeadline } = context;
+  if (gates.length === 0 || approvalDeadline === null) return 0;
+  return Math.max(0, dueGate(context).requestedAt + approvalDeadline.timeoutMs - context.since);
+}
+
+/** The open gate a decision is for: the oldest of its kind, or the one of its request. */
+export function fittingGate(
+  context: SessionContext,
+  event: { gate: ApprovalGate; requestId?: string | undefined },
+): OpenGate | undefined {
+  return context.gates.find(
+    (g) => g.gate === event.gate && (event.requestId === undefined || event.requestId === g.requestId),
+  );
+}
+
+/** The open gates without the one of `requestId`. */
+export function withoutGate(context: SessionContext, requestId: string): OpenGate[] {
+  return context.gates.filter((g) => g.requestId !== requestId);
 }
 
 /** The words of a gate's deadline: `no decision within <ms> ms`. */

@@ -1,14 +1,17 @@
-import { assign, sendTo, setup } from 'xstate';
+import { and, assign, sendTo, setup } from 'xstate';
 import type { ApprovalDecision } from '../schemas/index.js';
 import { runMachine } from './run-machine.js';
 import {
   approvalDelay,
+  dueGate,
+  fittingGate,
   noDecisionWithin,
   publishFailedInterrupt,
   type SessionContext,
   type SessionEvent,
   type SessionInput,
   type SessionOutput,
+  withoutGate,
 } from './session-context.js';
 
 export type { OpenGate, SessionEvent, SessionInput, SessionOutput } from './session-context.js';
@@ -24,18 +27,39 @@ export type { OpenGate, SessionEvent, SessionInput, SessionOutput } from './sess
  * that settle a gate and let the run go (`src/actors/run-charts.ts`).
  */
 
-/** Transitions to the gate being decided: a fitting decision settles it, the run works on. */
-const decide = {
-  guard: 'decisionFits',
-  target: '#session.open.live.working',
-  actions: {
-    type: 'settleDecision',
-    params: ({ context, event }: { context: SessionContext; event: SessionEvent }) => ({
-      requestId: context.gate!.requestId,
-      decision: (event as Extract<SessionEvent, { type: 'decide' }>).decision,
-    }),
-  },
+const AWAITING = '#session.open.live.awaitingDecision';
+const WORKING = '#session.open.live.working';
+type DecideEvent = Extract<SessionEvent, { type: 'decide' }>;
+
+/**
+ * A person's decision at a gate (`decisionFits`): it settles the gate, which closes; the session
+ * works on once no gate is open (`lastGate`), else waits on at the others, their deadline counted
+ * from the decision.
+ */
+const decidedGate = {
+  type: 'settleDecision',
+  params: ({ context, event }: { context: SessionContext; event: SessionEvent }) => ({
+    requestId: fittingGate(context, event as DecideEvent)!.requestId,
+    decision: (event as DecideEvent).decision,
+  }),
 } as const;
+/** At the deadline of the oldest gate, its decision by the policy (`approve` or `reject`). */
+const settleAtDeadline = {
+  type: 'settleDecision',
+  params: ({ context }: { context: SessionContext }) => ({
+    requestId: dueGate(context).requestId,
+    decision: {
+      decision: context.approvalDeadline!.policy as 'approve' | 'reject',
+      reason: noDecisionWithin(context),
+      by: 'deadline',
+    },
+  }),
+} as const;
+
+const decide = [
+  { guard: and(['decisionFits', 'lastGate']), target: WORKING, actions: [decidedGate, 'closeDecided'] },
+  { guard: 'decisionFits', target: AWAITING, reenter: true, actions: [decidedGate, 'closeDecided'] },
+] as const;
 
 /** The session statechart. Provide `settleDecision`, `letGo` and `run` (the run chart with its calls). */
 export const sessionMachine = setup({
@@ -52,12 +76,14 @@ export const sessionMachine = setup({
     diverging: ({ context }) => context.error !== null,
     /** A resumed run: its recorded events are replayed first. */
     resumed: ({ context }) => context.replaying,
-    /** The decision is for the gate the session waits at (and its request, when it names one). */
+    /** The decision is for a gate the session waits at (and its request, when it names one). */
     decisionFits: ({ context, event }) =>
-      event.type === 'decide' &&
-      context.gate !== null &&
-      event.gate === context.gate.gate &&
-      (event.requestId === undefined || event.requestId === context.gate.requestId),
+      event.type === 'decide' && fittingGate(context, event) !== undefined,
+    /** Only one gate is open: once it closes, the session works on. */
+    lastGate: ({ context }) => context.gates.length === 1,
+    /** The gate that left (`approval.left`) was the only one open. */
+    lastGateLeft: ({ context, event }) =>
+      event.type === 'approval.left' && withoutGate(context, event.requestId).length === 0,
     /** The run has an approval deadline (`approvalTimeoutMs`). */
     hasApprovalDeadline: ({ context }) => context.approvalDeadline !== null,
     /** The deadline's policy is `stop`: the run is interrupted rather than decided for. */
@@ -68,6 +94,29 @@ export const sessionMachine = setup({
     settleDecision: (_, _params: { requestId: string; decision: ApprovalDecision }) => {},
     /** Lets the run go to `owner`: nothing more is recorded or sent. */
     letGo: (_, _params: { owner: string; error: Error }) => {},
+    /** A gate's `approval.requested`: it is open, and the deadline counts from now. */
+    openGate: assign(({ context, event }) => {
+      const { gate, requestId, requestedAt, now } = event as Extract<
+        SessionEvent,
+        { type: 'approval.requested' }
+      >;
+      return { gates: [...context.gates, { gate, requestId, requestedAt }], since: now };
+    }),
+    /** The gate a person decided closes; the deadline of the others counts from the decision. */
+    closeDecided: assign(({ context, event }) => {
+      const decided = event as DecideEvent;
+      return { gates: withoutGate(context, fittingGate(context, decided)!.requestId), since: decided.now };
+    }),
+    /** A gate whose actor was stopped is no longer waited at. */
+    closeLeftGate: assign(({ context, event }) => {
+      const { requestId, now } = event as Extract<SessionEvent, { type: 'approval.left' }>;
+      return { gates: withoutGate(context, requestId), since: now };
+    }),
+    /** The oldest gate, decided by its deadline (`approve` or `reject`), closes; the next deadline counts from its. */
+    closeDueGate: assign(({ context }) => ({
+      gates: withoutGate(context, dueGate(context).requestId),
+      since: context.since + approvalDelay(context),
+    })),
   },
   delays: {
     approvalDeadline: ({ context }) => approvalDelay(context),
@@ -75,7 +124,7 @@ export const sessionMachine = setup({
 }).createMachine({
   id: 'session',
   description: 'The life of one run on the coordinator that owns it, around the run chart it invokes.',
-  context: ({ input }) => ({ ...input, gate: null, error: null, outcome: null }),
+  context: ({ input }) => ({ ...input, gates: [], since: 0, error: null, outcome: null }),
   initial: 'open',
   output: ({ event }) => event.output as SessionOutput,
   states: {
@@ -131,25 +180,18 @@ export const sessionMachine = setup({
           states: {
             working: {
               description: 'The charts decide, record and call the roles; no gate is open.',
-              entry: assign({ gate: null }),
-              on: {
-                'approval.requested': {
-                  target: 'awaitingDecision',
-                  actions: assign({
-                    gate: ({ event }) => ({
-                      gate: event.gate,
-                      requestId: event.requestId,
-                      requestedAt: event.requestedAt,
-                      waitingSince: event.now,
-                    }),
-                  }),
-                },
-              },
+              on: { 'approval.requested': { target: 'awaitingDecision', actions: 'openGate' } },
             },
             awaitingDecision: {
               description:
-                "A gate's `approval.requested` is recorded and a person is waited for (`waitingAt`). A decision for this gate (`decide`, `decisionFits`) is recorded as `approval.decided` and the run goes on. The gate left (`approval.left`, the run interrupted): back to working.",
-              on: { 'approval.left': 'working' },
+                "A gate's `approval.requested` is recorded and a person is waited for (`waitingAt`); steps side by side may each wait at a gate, and each holds only itself and its dependents. A decision for an open gate (`decide`, `decisionFits`: the oldest of its kind, or the one it names) is recorded as `approval.decided` and that step goes on; once no gate is open (`lastGate`), back to working. The last gate left (`approval.left`, the run interrupted): back to working.",
+              on: {
+                'approval.requested': { target: AWAITING, reenter: true, actions: 'openGate' },
+                'approval.left': [
+                  { guard: 'lastGateLeft', target: 'working', actions: 'closeLeftGate' },
+                  { target: AWAITING, reenter: true, actions: 'closeLeftGate' },
+                ],
+              },
               initial: 'deadline',
               states: {
                 deadline: {
@@ -164,7 +206,7 @@ export const sessionMachine = setup({
                 },
                 timed: {
                   description:
-                    "Waits until the deadline, counted from the request's recorded time so that a restart does not reset it (`after approvalDeadline`). At the deadline, `onApprovalTimeout`: `stop` (`deadlineStopsRun`) interrupts the run, the gate named in the reason; `approve` or `reject` settles the gate with that decision, `by: deadline`.",
+                    "Waits until the oldest open gate's deadline, counted from its request's recorded time so that a restart does not reset it (`after approvalDeadline`). At the deadline, `onApprovalTimeout`: `stop` (`deadlineStopsRun`) interrupts the run, the gate named in the reason; `approve` or `reject` settles the gate with that decision, `by: deadline`, and the session waits on at the other gates, if any.",
                   tags: ['waiting'],
                   on: { decide },
                   after: {
@@ -174,23 +216,11 @@ export const sessionMachine = setup({
                         target: 'expired',
                         actions: sendTo('run', ({ context }) => ({
                           type: 'interrupt' as const,
-                          reason: `the ${context.gate!.gate} gate had ${noDecisionWithin(context)}`,
+                          reason: `the ${dueGate(context).gate} gate had ${noDecisionWithin(context)}`,
                         })),
                       },
-                      {
-                        target: '#session.open.live.working',
-                        actions: {
-                          type: 'settleDecision',
-                          params: ({ context }) => ({
-                            requestId: context.gate!.requestId,
-                            decision: {
-                              decision: context.approvalDeadline!.policy as 'approve' | 'reject',
-                              reason: noDecisionWithin(context),
-                              by: 'deadline',
-                            },
-                          }),
-                        },
-                      },
+                      { guard: 'lastGate', target: WORKING, actions: [settleAtDeadline, 'closeDueGate'] },
+                      { target: AWAITING, reenter: true, actions: [settleAtDeadline, 'closeDueGate'] },
                     ],
                   },
                 },

@@ -261,7 +261,7 @@ describe('a run let go (abandon: its lease was taken)', () => {
     await expect(handle.done).rejects.toThrow(
       new RunTakenOverError(`run ${runId} was taken over by coordinator-2`),
     );
-    expect(handle.waitingAt()).toBeNull();
+    expect(handle.waitingAt()).toEqual([]);
     // Its new owner waits for the result: the call is not cancelled, and this coordinator judges no result of it.
     await answer(held[0]!, { status: 'ok', phase: 'plan', output: { plan: planOf(1), truncation: null } });
     await bus.flush();

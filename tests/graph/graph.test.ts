@@ -300,10 +300,14 @@ describe('the session chart', () => {
     expect(edges).toEqual(
       expect.arrayContaining([
         edge('open.live.working', gate, 'approval.requested'),
-        edge(`${gate}.timed`, 'open.live.working', 'decide', 'decisionFits'),
-        edge(`${gate}.untimed`, 'open.live.working', 'decide', 'decisionFits'),
+        edge(`${gate}.timed`, 'open.live.working', 'decide', 'and(decisionFits, lastGate)'),
+        edge(`${gate}.untimed`, 'open.live.working', 'decide', 'and(decisionFits, lastGate)'),
+        // Steps side by side: a decision at one gate leaves the session waiting at the others.
+        edge(`${gate}.untimed`, gate, 'decide', 'decisionFits'),
+        edge(gate, gate, 'approval.requested'),
         edge(`${gate}.timed`, `${gate}.expired`, 'after approvalDeadline', 'deadlineStopsRun'),
-        edge(`${gate}.timed`, 'open.live.working', 'after approvalDeadline'),
+        edge(`${gate}.timed`, 'open.live.working', 'after approvalDeadline', 'lastGate'),
+        edge(`${gate}.timed`, gate, 'after approvalDeadline'),
       ]),
     );
   });

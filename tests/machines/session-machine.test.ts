@@ -114,12 +114,14 @@ describe('the session chart', () => {
     expect(s.value()).toEqual({ open: { live: { awaitingDecision: 'untimed' } } });
     expect(s.actor.getSnapshot().hasTag('waiting')).toBe(true);
     const snapshot = s.actor.getSnapshot();
-    expect(snapshot.can({ type: 'decide', gate: 'step', decision: APPROVE })).toBe(false);
-    expect(snapshot.can({ type: 'decide', gate: 'plan', decision: APPROVE, requestId: 'a-2' })).toBe(false);
+    expect(snapshot.can({ type: 'decide', gate: 'step', decision: APPROVE, now: 0 })).toBe(false);
+    expect(snapshot.can({ type: 'decide', gate: 'plan', decision: APPROVE, requestId: 'a-2', now: 0 })).toBe(
+      false,
+    );
     // Without a deadline the gate waits as long as it takes.
     vi.advanceTimersByTime(24 * 3_600_000);
     expect(s.calls).toEqual([]);
-    s.actor.send({ type: 'decide', gate: 'plan', decision: APPROVE, requestId: 'a-1' });
+    s.actor.send({ type: 'decide', gate: 'plan', decision: APPROVE, requestId: 'a-1', now: 0 });
     expect(s.calls).toEqual([['settleDecision', { requestId: 'a-1', decision: APPROVE }]]);
     expect(s.value()).toEqual({ open: { live: 'working' } });
     expect(s.actor.getSnapshot().hasTag('waiting')).toBe(false);
@@ -148,6 +150,48 @@ describe('the session chart', () => {
         },
       ],
     ]);
+    expect(s.value()).toEqual({ open: { live: 'working' } });
+  });
+
+  it('waits at the gates of steps side by side at once, each decided on its own, each with its deadline', () => {
+    const s = session({ approvalDeadline: { timeoutMs: 1_000, policy: 'approve' } });
+    const REJECT: ApprovalDecision = { decision: 'reject', reason: 'no', by: 'ana' };
+    s.actor.send({ type: 'approval.requested', gate: 'contract', requestId: 'a-1', requestedAt: 0, now: 0 });
+    vi.advanceTimersByTime(300);
+    s.actor.send({
+      type: 'approval.requested',
+      gate: 'contract',
+      requestId: 'a-2',
+      requestedAt: 300,
+      now: 300,
+    });
+    expect(s.actor.getSnapshot().context.gates.map((g) => g.requestId)).toEqual(['a-1', 'a-2']);
+    // A decision without a request goes to the oldest gate of its kind; the other waits on.
+    s.actor.send({ type: 'decide', gate: 'contract', decision: REJECT, now: 400 });
+    expect(s.calls).toEqual([['settleDecision', { requestId: 'a-1', decision: REJECT }]]);
+    expect(s.value()).toEqual({ open: { live: { awaitingDecision: 'timed' } } });
+    // a-2's deadline is 1,000 ms after its request: 300 + 1,000, not counted again from the decision.
+    vi.advanceTimersByTime(899);
+    expect(s.calls).toHaveLength(1);
+    vi.advanceTimersByTime(1);
+    expect(s.calls[1]).toEqual([
+      'settleDecision',
+      {
+        requestId: 'a-2',
+        decision: { decision: 'approve', reason: 'no decision within 1000 ms', by: 'deadline' },
+      },
+    ]);
+    expect(s.value()).toEqual({ open: { live: 'working' } });
+  });
+
+  it('lets a gate go whose step was stopped, and waits on at the others', () => {
+    const s = session();
+    s.actor.send({ type: 'approval.requested', gate: 'step', requestId: 'a-1', requestedAt: 0, now: 0 });
+    s.actor.send({ type: 'approval.requested', gate: 'step', requestId: 'a-2', requestedAt: 0, now: 0 });
+    s.actor.send({ type: 'approval.left', requestId: 'a-1', now: 10 });
+    expect(s.actor.getSnapshot().context.gates.map((g) => g.requestId)).toEqual(['a-2']);
+    expect(s.value()).toEqual({ open: { live: { awaitingDecision: 'untimed' } } });
+    s.actor.send({ type: 'approval.left', requestId: 'a-2', now: 20 });
     expect(s.value()).toEqual({ open: { live: 'working' } });
   });
 
