@@ -65,7 +65,7 @@ describe('attachInspector', () => {
       seen
         .filter((e) => e.type === '@xstate.snapshot' && machineOf(e.actorRef) === machine)
         .map((e) => JSON.stringify((e as { snapshot: { value?: unknown } }).snapshot.value));
-    expect(values('run')).toContain(JSON.stringify({ stepping: 'running' }));
+    expect(values('run')).toContain(JSON.stringify({ stepping: 'waiting' }));
     expect(values('run').at(-1)).toBe(JSON.stringify('completed'));
     // The demo refines and pivots: the step is seen in each attempt's state while the generator works.
     // `judging` is a decision taken within one macrostep (eventless transitions): it has no snapshot.
