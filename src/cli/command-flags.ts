@@ -39,8 +39,11 @@ const FROM_STEP_FLAG: FlagSpec = {
   help: "The step of the parent's plan (1-based) from which the fork calls models again (required)",
 };
 
-/** Flags that shape the plan, which a fork takes from its parent. */
-const PLAN_FLAGS: readonly string[] = ['max-steps', 'rubric'];
+/**
+ * Flags that shape the plan or the order its steps ran in, which a fork takes from its parent (the
+ * events it takes must come again in their order).
+ */
+const PLAN_FLAGS: readonly string[] = ['max-steps', 'rubric', 'parallel'];
 
 /** The roles a `pge worker` process can take. */
 export const WORKER_ROLES = [...ROLES, 'persistence', 'coordinator'] as const;

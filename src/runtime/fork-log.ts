@@ -23,7 +23,6 @@ export type ForkSettings = Partial<
     | 'maxContractRounds'
     | 'onStepExhausted'
     | 'maxReplans'
-    | 'maxParallelSteps'
     | 'defaultThresholds'
     | 'fallbackThreshold'
     | 'callTimeoutMs'
@@ -37,7 +36,6 @@ export const FORK_SETTINGS = [
   'maxContractRounds',
   'onStepExhausted',
   'maxReplans',
-  'maxParallelSteps',
   'defaultThresholds',
   'fallbackThreshold',
   'callTimeoutMs',

@@ -181,3 +181,36 @@ describe('steps side by side, embedded', () => {
     expect(three).toBeGreaterThan(0);
   }, 120_000);
 });
+
+describe('a fork of a run whose steps ran side by side', () => {
+  it('keeps what its parent recorded before step N started, and runs N and what starts after it anew', async () => {
+    const parent = await recorded();
+    // s3 needs s1: it starts once s1 has passed, while s2 (and s5) may still be running.
+    const at = parent.events.findIndex((e) => e.type === 'step.started' && e.payload.stepId === 's3');
+    const prefix = parent.events.slice(0, at);
+    const runningThen = inFlight(prefix);
+    const { model, pge } = harness();
+    const logPath = join(dir, 'fork.md');
+    try {
+      await pge.fork(parent.path, { fromStep: 3, logPath });
+    } finally {
+      await pge.close();
+    }
+    const events = await readLogFile(logPath);
+    expect(events.at(-1)).toMatchObject({ type: 'run.completed', payload: { stepsPassed: 5 } });
+    // The steps that had passed are not run again; s3 is, once.
+    const startedIn = (evs: readonly RunEvent[], id: string) =>
+      evs.filter((e) => e.type === 'step.started' && e.payload.stepId === id).length;
+    expect(startedIn(events, 's1')).toBe(1);
+    expect(startedIn(events.slice(at), 's1')).toBe(0);
+    expect(startedIn(events.slice(at), 's3')).toBe(1);
+    // The calls in flight when s3 started are asked again; nothing recorded before it is.
+    const resumed = events.find((e) => e.type === 'run.resumed') as RunEventOf<'run.resumed'>;
+    const forkIds = (ids: string[]) => ids.map((id) => id.replace(parent.events[0]!.runId, events[0]!.runId));
+    expect([...resumed.payload.repeated].sort()).toEqual(forkIds(runningThen).sort());
+    const answeredBefore = prefix.filter(
+      (e) => e.type === 'model.call.completed' && !runningThen.includes(e.payload.requestId),
+    ).length;
+    expect(model.requests.length).toBe(parent.calls - answeredBefore);
+  });
+});
