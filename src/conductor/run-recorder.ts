@@ -212,7 +212,9 @@ export class RunRecorder {
    */
   #reachEnd(): void {
     const replay = this.replay;
-    if (replay === null || (!replay.atEnd && replay.interruption() === undefined)) return;
+    // Nothing waits: the charts go on past the log (`replayed`), or end where it does.
+    if (replay === null || this.#atEnd.size === 0) return;
+    if (!replay.atEnd && replay.interruption() === undefined) return;
     if (!this.resume!.options.replayOnly) {
       this.goLive();
       return;
