@@ -214,3 +214,54 @@ describe('a fork of a run whose steps ran side by side', () => {
     expect(model.requests.length).toBe(parent.calls - answeredBefore);
   });
 });
+
+describe('gates of steps side by side', () => {
+  it('holds each step at its own contract gate, not its siblings, and replays the decisions in order', async () => {
+    const path = join(dir, 'gated.md');
+    const events: RunEvent[] = [];
+    const waitingTogether: number[] = [];
+    const model = new SlowModel();
+    const pge: PlannerGeneratorEvaluator = new PlannerGeneratorEvaluator({
+      plannerAgent: model,
+      generatorAgent: model,
+      evaluatorAgent: model,
+      workingDirectory: dir,
+      sharedStatePath: path,
+      maxRepairs: 0,
+      approve: ['contract'],
+      onEvent: (event) => {
+        events.push(event);
+        if (event.type !== 'approval.requested') return;
+        // s1 waits for a person a while; every other gate is approved at once.
+        const delay = event.payload.stepId === 's1' ? 300 : 0;
+        setTimeout(() => {
+          waitingTogether.push(pge.pendingApprovals().length);
+          expect(pge.approve(event.runId, 'contract', { decision: 'approve', requestId: event.id })).toBe(
+            true,
+          );
+        }, delay);
+      },
+    });
+    try {
+      await pge.run('Write a guide');
+    } finally {
+      await pge.close();
+    }
+    expect(events.at(-1)).toMatchObject({ type: 'run.completed', payload: { stepsPassed: 5 } });
+    const at = (type: RunEvent['type'], stepId: string) =>
+      events.findIndex((e) => e.type === type && (e.payload as { stepId?: string }).stepId === stepId);
+    const s1Gate = events[at('approval.requested', 's1')]!.id;
+    const s1Decided = events.findIndex(
+      (e) => e.type === 'approval.decided' && e.payload.requestId === s1Gate,
+    );
+    // While s1 waited at its gate, s2 and s5 went through theirs and on to their work.
+    expect(s1Decided).toBeGreaterThan(0);
+    expect(at('step.work.requested', 's2')).toBeLessThan(s1Decided);
+    expect(at('step.work.requested', 's5')).toBeLessThan(s1Decided);
+    // s3 needs s1, so it waited with it.
+    expect(at('step.started', 's3')).toBeGreaterThan(at('step.passed', 's1'));
+    // Gates were open at once (s1's and another's), each decided on its own.
+    expect(Math.max(...waitingTogether)).toBeGreaterThanOrEqual(2);
+    expect(await replayLog(path)).toMatchObject({ identical: true, modelCalls: 0 });
+  });
+});
