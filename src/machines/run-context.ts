@@ -294,6 +294,13 @@ export function allStepsEnded(context: RunContext): boolean {
   return context.running.length === 0 && (context.plan?.steps ?? []).every((s) => ended(context, s.id));
 }
 
+/** The `step.started` of the ready step. */
+export function stepStartedEvent(context: RunContext): RecordParams {
+  const step = readyStep(context)!;
+  const stepNumber = context.plan!.steps.indexOf(step) + 1;
+  return { type: 'step.started', payload: { stepId: step.id, stepNumber, title: step.title } };
+}
+
 /** The step machine's input for `step`, which starts now. */
 export function stepInput(context: RunContext, step: PlanStep): StepInput {
   const plan = context.plan!;

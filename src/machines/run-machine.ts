@@ -25,6 +25,7 @@ import {
   started,
   stepActorId,
   stepInput,
+  stepStartedEvent,
   store,
 } from './run-context.js';
 import { stepMachine } from './step-machine.js';
@@ -108,7 +109,6 @@ export const runMachine = setup({
     startReadyStep: enqueueActions(({ context, enqueue }) => {
       const step = readyStep(context)!;
       const input = stepInput(context, step);
-
       for (const id of context.running)
         if (!context.company.includes(id)) enqueue.sendTo(stepActorId(id), { type: 'company' });
       enqueue.spawnChild('runStep', { id: stepActorId(step.id), input });
@@ -363,17 +363,7 @@ export const runMachine = setup({
               target: 'scheduling',
               reenter: true,
               actions: [
-                {
-                  type: 'record',
-                  params: ({ context }) => {
-                    const { stepNumber, plan } = stepInput(context, readyStep(context)!);
-                    const step = plan.steps[stepNumber - 1]!;
-                    return {
-                      type: 'step.started',
-                      payload: { stepId: step.id, stepNumber, title: step.title },
-                    };
-                  },
-                },
+                { type: 'record', params: ({ context }) => stepStartedEvent(context) },
                 'startReadyStep',
               ],
             },
