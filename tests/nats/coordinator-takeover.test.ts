@@ -1,13 +1,10 @@
-import { readdirSync } from 'node:fs';
-import { join } from 'node:path';
 import { Kvm } from '@nats-io/kv';
 import { connect } from '@nats-io/transport-node';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { LEASE_BUCKET } from '../../src/bus/run-leases.js';
-import { readLogFile } from '../../src/persistence/index.js';
-import type { RunEvent } from '../../src/schemas/index.js';
 import {
   closedRun,
+  loggedRun,
   passingAnswer,
   schemaOf,
   startDeployment,
@@ -91,15 +88,7 @@ describe('a coordinator killed mid-run', () => {
     expect(calls).toHaveLength(deployment.openai.completions().length);
 
     // The log, written by the persistence worker, is the stream.
-    const log = await until(
-      async () => {
-        const file = readdirSync(deployment.logs).find((f) => f.includes(runId));
-        return file ? readLogFile(join(deployment.logs, file)).catch(() => [] as RunEvent[]) : [];
-      },
-      (logged) => logged.length === events.length,
-      'the log to hold the run',
-    );
-    expect(log).toEqual(events);
+    expect(await loggedRun(deployment.logs, runId, events.length)).toEqual(events);
   }, 90_000);
 
   it('the only coordinator, killed and started again under the same id, takes its own run back', async () => {

@@ -1,4 +1,4 @@
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { jetstreamManager } from '@nats-io/jetstream';
@@ -6,6 +6,7 @@ import { type ConnectionOptions, connect, type NatsConnection } from '@nats-io/t
 import { EVENTS_STREAM, storedAfter } from '../../src/bus/nats-streams.js';
 import type { NatsRole } from '../../src/bus/permissions.js';
 import { SUBMIT_ANSWER_MS } from '../../src/bus/subjects.js';
+import { readLogFile } from '../../src/persistence/index.js';
 import type { RunEvent } from '../../src/schemas/index.js';
 import { type FakeOpenAI, type FakeStep, startFakeOpenAI } from './fake-openai-server.js';
 import { type SecuredNatsServer, startSecuredNatsServer } from './nats-server.js';
@@ -127,6 +128,22 @@ export function closedRun(
     closed,
     `run ${runId} to close`,
     timeoutMs,
+  );
+}
+
+/**
+ * The events of run `runId` as the persistence worker wrote them to its log in `logs`, once the
+ * log holds `count` of them (the worker writes after the stream stores).
+ */
+export function loggedRun(logs: string, runId: string, count: number): Promise<RunEvent[]> {
+  return until(
+    async () => {
+      const file = readdirSync(logs).find((f) => f.includes(runId));
+      // A log read in the middle of a write may not parse yet: read it again.
+      return file ? readLogFile(join(logs, file)).catch(() => [] as RunEvent[]) : [];
+    },
+    (logged) => logged.length === count,
+    `the log of run ${runId} to hold ${count} events`,
   );
 }
 
