@@ -172,9 +172,12 @@ describe('steps side by side on NATS', () => {
     const inFlight = unanswered(events.slice(0, resume.fromSeq)).sort();
     expect(inFlight).toEqual(['s1', 's2'].map((s) => workRequest(events, s).id).sort());
     expect([...resume.repeated].sort()).toEqual(inFlight);
-    // Each model call the server answered is recorded once, by whichever owner got its result.
-    const calls = events.filter((e) => e.type === 'model.call.completed');
-    expect(calls).toHaveLength(deployment.openai.completions().length);
+    // Each model call whose result an owner took is recorded once; a call asked again may answer
+    // twice (the second result rejected as late), so the server saw at most one more per repeat.
+    const calls = events.filter((e) => e.type === 'model.call.completed').length;
+    const served = deployment.openai.completions().length;
+    expect(calls).toBeLessThanOrEqual(served);
+    expect(served).toBeLessThanOrEqual(calls + resume.repeated.length);
 
     // The log, written by the persistence worker, is the stream.
     expect(await loggedRun(deployment.logs, runId, events.length)).toEqual(events);
