@@ -124,8 +124,9 @@ export interface TimelineEntry {
 
 /**
  * The model call the run waits for: the child actor its chart invoked (`doWork`, …), the role
- * that serves it and its request. A run makes one call at a time, so this is its latest request
- * while no event has followed it.
+ * that serves it and its request: its latest request while no event has followed it. A run with
+ * one step running makes one call at a time; with steps side by side several calls may wait at
+ * once, and only the latest request, until the next event, is shown.
  */
 export interface CallView {
   actor: 'plan' | 'proposeContract' | 'reviewContract' | 'doWork' | 'evaluateWork';
