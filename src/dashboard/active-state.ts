@@ -71,23 +71,37 @@ function endsReplay(event: InspectionEvent): boolean {
   return carried instanceof ResumeError;
 }
 
+/** What the watch saw of one step chart: its latest state, its plan position, and whether it ended. */
+interface WatchedStep {
+  state: string;
+  stepNumber: number;
+  /** Its chart reached a final state. */
+  done: boolean;
+}
+
 /**
  * Follows the charts of one replay through XState's inspection. Each state is taken after every
  * microstep (a transition that records an event completes one) and from each snapshot (a new step
- * chart's first state comes as one). The step chart is the newest step actor's: an ended step's
- * last snapshot may be reported after the next step's first. The watch ends where the replay parts
- * from the events, and once the events have run out (a tick after the first event the resume
- * records itself): what the charts do past the events says nothing of the run.
+ * chart's first state comes as one). Every step actor is followed, one per step the run chart
+ * spawned (`step.<id>`): a step runs while its chart has not ended and the run chart still holds
+ * it as a child (it stops them all as it ends). The latest step is the newest step actor's: an
+ * ended step's last snapshot may be reported after the next step's first. The watch ends where the
+ * replay parts from the events, and once the events have run out (a tick after the first event
+ * the resume records itself): what the charts do past the events says nothing of the run.
  */
 class ChartWatch {
   session: string | null = null;
   run: string | null = null;
-  step: string | null = null;
-  stepNumber: number | null = null;
   /** Resolves when the watch ends. */
   readonly ended: Promise<void>;
-  readonly #seen = new WeakSet<ActorRefLike>();
-  #stepActor: ActorRefLike | null = null;
+  /** Every step actor seen, in the order they started. */
+  readonly #steps = new Map<ActorRefLike, WatchedStep>();
+  /** The newest step actor's. */
+  #latest: WatchedStep | null = null;
+  /** The run chart's children, as of its latest state taken. */
+  #runChildren: ReadonlySet<unknown> = new Set();
+  /** The charts that made a transition past the run's events: their states are no longer taken. */
+  readonly #past = new WeakSet<ActorRefLike>();
   #over = false;
   #end!: () => void;
   /** Set once the charts record an event past the run's (not `run.resumed`): a state it leads to is not the run's. */
@@ -135,9 +149,13 @@ class ChartWatch {
     if (id === SESSION) this.#takeSession(event, snapshot);
     else if (this.#pastEvents && event.type === '@xstate.microstep') {
       // A transition past the events, which `pge replay` would have failed: where it leads is not
-      // the run's. A new step chart's first state (a snapshot) is, though the request it makes is not.
-      this.#end();
-    } else if (id === RUN) this.run = stateIdOf(RUN, snapshot.value);
+      // the run's, nor is anything that chart does after it. Another chart's states still are: a
+      // step the run chart started within the events reports its first state (a snapshot) only
+      // once the run chart's macrostep is over, which may have gone past them (starting the next
+      // ready step), and a step takes what the run sent it then (`company`) after its first request.
+      this.#past.add(event.actorRef);
+    } else if (this.#past.has(event.actorRef)) return;
+    else if (id === RUN) this.#takeRun(snapshot);
     else if (id === STEP) this.#takeStep(event.actorRef, snapshot);
   };
 
@@ -150,19 +168,34 @@ class ChartWatch {
       this.session = stateIdOf(SESSION, snapshot.value);
   }
 
+  #takeRun(snapshot: AnyMachineSnapshot): void {
+    this.run = stateIdOf(RUN, snapshot.value);
+    // A run chart that ended stops the steps it still ran, and reports no snapshot of theirs as it does.
+    this.#runChildren = new Set(snapshot.status === 'active' ? Object.values(snapshot.children) : []);
+  }
+
   #takeStep(actor: ActorRefLike, snapshot: AnyMachineSnapshot): void {
-    if (!this.#seen.has(actor)) {
-      this.#seen.add(actor);
-      this.#stepActor = actor;
+    const state = stateIdOf(STEP, snapshot.value);
+    const done = snapshot.status === 'done';
+    const seen = this.#steps.get(actor);
+    if (seen) Object.assign(seen, { state, done });
+    // A step is the run's once the run chart, in a state taken, holds it: not one it started past the events.
+    else if (this.#runChildren.has(actor)) {
+      const step = { state, stepNumber: (snapshot.context as StepContext).input.stepNumber, done };
+      this.#steps.set(actor, step);
+      this.#latest = step;
     }
-    if (actor !== this.#stepActor) return;
-    this.step = stateIdOf(STEP, snapshot.value);
-    this.stepNumber = (snapshot.context as StepContext).input.stepNumber;
   }
 
   get states(): ActiveStates | null {
-    const { session, run, step, stepNumber } = this;
-    return session === null || run === null ? null : { session, run, step, stepNumber };
+    const { session, run } = this;
+    if (session === null || run === null) return null;
+    const steps = [...this.#steps]
+      .filter(([actor, step]) => !step.done && this.#runChildren.has(actor))
+      .map(([, { state, stepNumber }]) => ({ stepNumber, step: state }))
+      .sort((a, b) => a.stepNumber - b.stepNumber);
+    const latest = this.#latest;
+    return { session, run, step: latest?.state ?? null, stepNumber: latest?.stepNumber ?? null, steps };
   }
 }
 

@@ -15,7 +15,18 @@ import type {
  * which the page shows as text.
  */
 
-/** The states a run is in after its latest event: its session's, its run chart's and the current step's. */
+/** Where one step's chart stands. */
+export interface StepState {
+  /** The plan position of the step. */
+  stepNumber: number;
+  /** The deepest active state of the step's machine (`step.executing.firstAttempt`). */
+  step: string;
+}
+
+/**
+ * The states a run is in after its latest event: its session's, its run chart's, and those of the
+ * steps it runs, side by side along the plan's dependencies.
+ */
 export interface ActiveStates {
   /**
    * The deepest active state of the run's session on the coordinator that owns it
@@ -24,10 +35,15 @@ export interface ActiveStates {
   session: string;
   /** The deepest active state of the run machine (`run.stepping.waiting`). */
   run: string;
-  /** The deepest active state of the current step's machine, or null before the first step. */
+  /**
+   * The deepest active state of the latest step's machine (the one started last), or null before
+   * the first step. Kept once the step has ended: its final state (`step.passed`).
+   */
   step: string | null;
   /** The plan position of the step that `step` belongs to. */
   stepNumber: number | null;
+  /** Every step whose chart is running, by plan position; empty between steps and once the run has ended. */
+  steps: StepState[];
 }
 
 /** A plan step as the plan lists it, with how far it got. */
@@ -108,8 +124,9 @@ export interface TimelineEntry {
 
 /**
  * The model call the run waits for: the child actor its chart invoked (`doWork`, …), the role
- * that serves it and its request. A run makes one call at a time, so this is its latest request
- * while no event has followed it.
+ * that serves it and its request: its latest request while no event has followed it. A run with
+ * one step running makes one call at a time; with steps side by side several calls may wait at
+ * once, and only the latest request, until the next event, is shown.
  */
 export interface CallView {
   actor: 'plan' | 'proposeContract' | 'reviewContract' | 'doWork' | 'evaluateWork';

@@ -18,10 +18,12 @@ import { inputOf } from './prompts.js';
  * The demo model: a deterministic stand-in for a real model, so that `pge demo` shows the whole
  * loop offline with no key. It is not an AI: its answers are templates filled from the typed
  * input, scripted so that a run shows a contract amendment, a failed attempt, a refine and a pivot.
- * Step 1 fails once and passes on a refine; step 2 fails twice with flat scores, pivots, and passes.
- * Given the workspace tools, its generator first writes its deliverable into the workspace
- * (`<step id>.md`, one tool call), then answers: so the demo shows a tool call too. Step 3's first
- * draft has no title, which `titledDeliverable`, the validator of `pge demo`, fails.
+ * Its plan's first two steps depend on nothing, so they run side by side (`--parallel`), and the
+ * draft waits for both. Step 1 (outline) fails once and passes on a refine; step 2 (sources) fails
+ * twice with flat scores, pivots, and passes. Given the workspace tools, its generator first writes
+ * its deliverable into the workspace (`<step id>.md`, one tool call), then answers: so the demo
+ * shows a tool call too. Step 3's first draft has no title, which `titledDeliverable`, the
+ * validator of `pge demo`, fails.
  */
 
 const NAME = 'pge-demo (scripted demo model, not an AI)';
@@ -37,11 +39,18 @@ function plan(input: PlanInput): Plan {
       dependsOn: [],
     },
     {
+      id: 'sources',
+      title: 'Gather the sources',
+      description: `Collect the facts, references and examples needed for: ${subject}`,
+      expectedOutput: 'A list of sources, each with the point it supports',
+      dependsOn: [],
+    },
+    {
       id: 'draft',
       title: 'Write the deliverable',
       description: `Write the full text for: ${subject}`,
-      expectedOutput: 'The complete deliverable, following the outline',
-      dependsOn: ['outline'],
+      expectedOutput: 'The complete deliverable, following the outline and citing the sources',
+      dependsOn: ['outline', 'sources'],
     },
     {
       id: 'review',

@@ -301,9 +301,9 @@ describe('the demo', () => {
     await pge.close();
     const runId = events[0]!.runId;
     const files = readdirSync(join(dir, 'workspaces', runId)).sort();
-    expect(files).toEqual(['draft.md', 'outline.md', 'review.md']);
-    expect(readFileSync(join(dir, 'workspaces', runId, 'draft.md'), 'utf8')).toMatch(
-      /^# Write the deliverable\n/,
+    expect(files).toEqual(['draft.md', 'outline.md', 'review.md', 'sources.md']);
+    expect(readFileSync(join(dir, 'workspaces', runId, 'sources.md'), 'utf8')).toMatch(
+      /^# Gather the sources\n/,
     );
     const rounds = events.flatMap((e) =>
       e.type === 'model.call.completed' && e.payload.outcome === 'tools' ? [e] : [],
@@ -324,7 +324,7 @@ describe('long-lived workers', () => {
     process.on('warning', onWarning);
     try {
       const pge = demoInstance();
-      // Two runs of 21 calls each on the same workers: far past the 10 listeners Node warns at.
+      // Two runs of 25 calls each on the same workers: far past the 10 listeners Node warns at.
       await pge.run('first task');
       await pge.run('second task');
       await pge.close();

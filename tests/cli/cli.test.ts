@@ -48,17 +48,19 @@ describe('pge demo', () => {
     const r = await pge(['demo', '--working-dir', tmp], { env: { OPENAI_API_KEY: '' } });
     expect(r.code).toBe(0);
     expect(r.stderr.split('\n')[0]).toMatch(/demo model.*not an AI/);
-    expect(r.stderr).toMatch(/step 1\/3 retry: attempt 2 will refine/);
-    expect(r.stderr).toMatch(/step 2\/3 retry: attempt 3 will pivot/);
+    expect(r.stderr).toMatch(/step 1\/4 retry: attempt 2 will refine/);
+    expect(r.stderr).toMatch(/step 2\/4 retry: attempt 3 will pivot/);
+    // Steps 1 and 2 depend on nothing: both start before either ends.
+    expect(r.stderr).toMatch(/step 1\/4 started.*step 2\/4 started.*step 1\/4 passed/s);
     // The demo's validator fails step 3's first draft, and the evaluator never sees it.
-    expect(r.stderr).toMatch(/step 3\/3 attempt 1: work delivered; validator "titledDeliverable" failed/);
-    expect(r.stderr).toMatch(/step 3\/3 attempt 1 failed \(failed validation\)\n/);
-    expect(r.stderr).toMatch(/run passed: 3\/3 steps passed/);
+    expect(r.stderr).toMatch(/step 3\/4 attempt 1: work delivered; validator "titledDeliverable" failed/);
+    expect(r.stderr).toMatch(/step 3\/4 attempt 1 failed \(failed validation\)\n/);
+    expect(r.stderr).toMatch(/run passed: 4\/4 steps passed/);
     const [log] = logsIn(tmp);
     expect(log).toBeDefined();
     const path = join(tmp, log!);
     expect(r.stdout).toContain(path);
-    expect(r.stdout).toContain('## Step 2: Write the deliverable');
+    expect(r.stdout).toContain('## Step 3: Write the deliverable');
     expect(readFileSync(path, 'utf8').startsWith('# PGE Harness Shared State')).toBe(true);
     expect(server.requests).toHaveLength(0);
   });
@@ -79,13 +81,13 @@ describe('pge demo', () => {
     expect(json.code, json.stderr).toBe(0);
     // The transcript: every message of the run, the user's task first.
     expect(JSON.parse(json.stdout)[0]).toMatchObject({ role: 'User' });
-    expect(json.stderr).toMatch(/PGE Harness completed: 3\/3 steps passed.*Shared state: /);
+    expect(json.stderr).toMatch(/PGE Harness completed: 4\/4 steps passed.*Shared state: /);
     const yaml = await pge(['demo', '--working-dir', tmp, '--output-type', 'yaml']);
     expect(yaml.code, yaml.stderr).toBe(0);
     expect(parseYaml(yaml.stdout)[0]).toMatchObject({ role: 'User' });
     // The artifact is text: the summary follows it on stdout.
     const final = await pge(['demo', '--working-dir', tmp]);
-    expect(final.stdout).toMatch(/\n\nPGE Harness completed: 3\/3 steps passed.*Shared state: /);
+    expect(final.stdout).toMatch(/\n\nPGE Harness completed: 4\/4 steps passed.*Shared state: /);
   });
 
   it("refuses --validate for a run on NATS: validators are the generator workers'", async () => {

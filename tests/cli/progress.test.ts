@@ -59,17 +59,17 @@ describe('plain progress (not a TTY)', () => {
     const body = lines.map((l) => l.replace(/^\[\d+\.\ds\] /, ''));
     expect(body[0]).toMatch(/^run pge-\S+ started; log: .*pge_shared_state_/);
     expect(body).toContain(
-      'plan created: 3 steps; thresholds: accuracy >= 7, clarity >= 7, completeness >= 6',
+      'plan created: 4 steps; thresholds: accuracy >= 7, clarity >= 7, completeness >= 6',
     );
-    expect(body).toContain('step 1/3 contract round 1: 1 amendment requested');
-    expect(body).toContain('step 1/3 contract agreed (2 rounds)');
+    expect(body).toContain('step 1/4 contract round 1: 1 amendment requested');
+    expect(body).toContain('step 1/4 contract agreed (2 rounds)');
     expect(body).toContain(
-      'step 1/3 attempt 1 failed (below threshold): accuracy 5/7 ✗, clarity 7/7 ✓, completeness 6/6 ✓; mean 5.75',
+      'step 1/4 attempt 1 failed (below threshold): accuracy 5/7 ✗, clarity 7/7 ✓, completeness 6/6 ✓; mean 5.75',
     );
-    expect(body).toContain('step 1/3 retry: attempt 2 will refine (mean 5.75)');
-    expect(body).toContain('step 2/3 retry: attempt 3 will pivot (mean 5.75 -> 5.50, not improving)');
-    expect(body).toContain('step 2/3 passed on attempt 3');
-    expect(body.at(-1)).toMatch(/^run passed: 3\/3 steps passed, 3 retries, [\d,]+ tokens, \$0\.0000, /);
+    expect(body).toContain('step 1/4 retry: attempt 2 will refine (mean 5.75)');
+    expect(body).toContain('step 2/4 retry: attempt 3 will pivot (mean 5.75 -> 5.50, not improving)');
+    expect(body).toContain('step 2/4 passed on attempt 3');
+    expect(body.at(-1)).toMatch(/^run passed: 4\/4 steps passed, 3 retries, [\d,]+ tokens, \$0\.0000, /);
     expect(body.some((l) => l.startsWith('model call'))).toBe(false);
   });
 
@@ -95,10 +95,10 @@ describe('live progress (a TTY)', () => {
     // Every redraw starts by erasing the previous line.
     expect(stream.writes.filter((w) => w === '\r\x1b[2K').length).toBeGreaterThan(10);
     expect(frames[1]).toMatch(
-      /^pge step 2\/3 · attempt 2 · evaluation · last: accuracy 6\/7 ✗, clarity 6\/7 ✗, completeness 5\/6 ✗ · [\d,]+ tokens, \$0\.0000 · \d+s$/,
+      /^pge step 2\/4 · attempt 2 · evaluation · last: accuracy 6\/7 ✗, clarity 6\/7 ✗, completeness 5\/6 ✗ · [\d,]+ tokens, \$0\.0000 · \d+s$/,
     );
     const kept = stream.writes.filter((w) => w.endsWith('\n')).map((w) => w.trimEnd());
-    expect(kept).toContain('step 2/3 passed on attempt 3');
+    expect(kept).toContain('step 2/4 passed on attempt 3');
     // Details live in the status line only; the run's end leaves no status line behind.
     expect(kept.some((l) => l.includes('retry'))).toBe(false);
     expect(stream.writes.at(-1)).toMatch(/^run passed: .*\n$/);

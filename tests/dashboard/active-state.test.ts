@@ -9,7 +9,7 @@ import { runMachine } from '../../src/machines/run-machine.js';
 import { sessionMachine } from '../../src/machines/session-machine.js';
 import { stepMachine } from '../../src/machines/step-machine.js';
 import { readLogFile } from '../../src/persistence/index.js';
-import { isClosingEvent, type RunEvent } from '../../src/schemas/index.js';
+import { isClosingEvent, type RunEvent, type RunEventOf } from '../../src/schemas/index.js';
 import { type RecordedRun, ROOT, recordRun } from './support.js';
 
 /**
@@ -29,12 +29,15 @@ beforeAll(async () => {
   demo = await recordRun('Write a short guide to brewing green tea');
   budget = await recordRun('Write a short guide', undefined, { maxTokens: 3000 });
   interrupted = await recordRun('Write a short guide', undefined, {}, (event, pge) => {
-    if (event.type === 'step.work.requested') pge.interrupt('a person stopped it');
+    // At step 2's work (steps 1 and 2 run side by side): step 2 is the latest step.
+    if (event.type === 'step.work.requested' && event.payload.input.stepNumber === 2)
+      pge.interrupt('a person stopped it');
   });
   gated = await recordRun(
     'Write a short guide',
     undefined,
-    { approve: ['plan', 'contract', 'step'] },
+    // One step at a time, so that the gates come plan, contract, step, as the test below reads them.
+    { approve: ['plan', 'contract', 'step'], maxParallelSteps: 1 },
     (e, pge) => {
       if (e.type !== 'approval.requested') return;
       setTimeout(() => pge.approve(e.runId, e.payload.gate, { decision: 'approve', by: 'tester' }), 5);
@@ -58,6 +61,34 @@ function upTo(events: readonly RunEvent[], type: RunEvent['type'], from = 0): Ru
   return events.slice(0, at + 1);
 }
 
+/** The step an event is about: its own, or that of the request it makes. */
+function stepNumberOf(event: RunEvent): number | undefined {
+  const payload = event.payload as { stepNumber?: number; input?: { stepNumber?: number } };
+  return payload.stepNumber ?? payload.input?.stepNumber;
+}
+
+/** The events up to and including the first of `type` about step `stepNumber`. */
+function upToStep(events: readonly RunEvent[], type: RunEvent['type'], stepNumber: number): RunEvent[] {
+  const at = events.findIndex((e) => e.type === type && stepNumberOf(e) === stepNumber);
+  expect(at, `no ${type} of step ${stepNumber} in the run`).toBeGreaterThanOrEqual(0);
+  return events.slice(0, at + 1);
+}
+
+/**
+ * The plan positions of the steps running after `events`, as their events tell: started, and not
+ * yet passed, failed or sent back to the planner, while the run has not ended.
+ */
+function runningAfter(events: readonly RunEvent[]): number[] {
+  const running = new Set<number>();
+  for (const e of events) {
+    if (e.type === 'step.started') running.add(e.payload.stepNumber);
+    else if (e.type === 'step.passed' || e.type === 'step.failed' || e.type === 'step.plan.rejected')
+      running.delete(e.payload.stepNumber);
+    else if (isClosingEvent(e)) running.clear();
+  }
+  return [...running].sort((a, b) => a - b);
+}
+
 /** Where the charts stand after `events`, which they must replay without parting from them. */
 async function statesAfter(events: readonly RunEvent[]): Promise<ActiveStates | null> {
   const { active, problem } = await replayActiveStates(events);
@@ -74,7 +105,7 @@ function sessionAfter(event: RunEvent): RegExp {
 }
 
 describe('active states', () => {
-  it('are states of the charts, of the latest step, after every event of every run', async () => {
+  it('are states of the charts, of every step running and the latest, after every event of every run', async () => {
     const sessionIds = new Set(machineGraph(sessionMachine).nodes.map((n) => n.id));
     const runIds = new Set(machineGraph(runMachine).nodes.map((n) => n.id));
     const stepIds = new Set(machineGraph(stepMachine).nodes.map((n) => n.id));
@@ -85,6 +116,7 @@ describe('active states', () => {
       ...[demo, budget, interrupted, gated, timed].map((r) => r.events),
     ];
     for (const events of logs) {
+      const brokeBudget = events.some((e) => e.type === 'run.failed' && e.payload.reason === 'budget');
       for (let n = 1; n <= events.length; n++) {
         const states = await statesAfter(events.slice(0, n));
         const at = `${events[0]!.runId} after seq ${n} (${events[n - 1]!.type})`;
@@ -96,31 +128,63 @@ describe('active states', () => {
         expect(states!.stepNumber, at).toBe(started?.payload.stepNumber ?? null);
         if (started) expect(stepIds, at).toContain(states!.step);
         else expect(states!.step, at).toBeNull();
+        const running = states!.steps.map((s) => s.stepNumber);
+        // A step the budget stops ends in its chart (`step.stopped`) with no event of its own.
+        if (brokeBudget)
+          expect(runningAfter(events.slice(0, n)), at).toEqual(expect.arrayContaining(running));
+        else expect(running, at).toEqual(runningAfter(events.slice(0, n)));
+        for (const { step } of states!.steps) expect(stepIds, at).toContain(step);
       }
     }
   }, 120_000);
 
-  it('follows a run through planning, each step phase and completion', async () => {
+  it('follows a run through planning, steps side by side, each step phase and completion', async () => {
     const e = demo.events;
     expect((await statesAfter(upTo(e, 'plan.requested')))?.run).toBe('run.planning.calling');
-    expect(await statesAfter(upTo(e, 'step.contract.requested'))).toEqual({
+    // The demo's first two steps depend on nothing: once the second has started, both charts run.
+    expect(await statesAfter(upTo(e, 'step.started', upTo(e, 'step.started').length))).toEqual({
       session: 'session.open.live.working',
       run: 'run.stepping.waiting',
       step: 'step.negotiating.proposing',
-      stepNumber: 1,
+      stepNumber: 2,
+      steps: [
+        { stepNumber: 1, step: 'step.negotiating.proposing' },
+        { stepNumber: 2, step: 'step.negotiating.proposing' },
+      ],
     });
-    expect((await statesAfter(upTo(e, 'step.review.requested')))?.step).toBe('step.negotiating.reviewing');
-    expect((await statesAfter(upTo(e, 'step.work.requested')))?.step).toBe('step.executing.firstAttempt');
-    expect((await statesAfter(upTo(e, 'step.evaluation.requested')))?.step).toBe('step.evaluating');
-    expect((await statesAfter(upTo(e, 'step.attempt.judged')))?.step).toBe('step.judging');
-    expect((await statesAfter(upTo(e, 'step.retry.scheduled')))?.step).toBe('step.executing.refining');
-    expect(await statesAfter(upTo(e, 'step.passed'))).toMatchObject({
+    // Step 1 through its phases, whatever step 2 does beside it.
+    const first = async (type: RunEvent['type']) =>
+      (await statesAfter(upToStep(e, type, 1)))?.steps.find((s) => s.stepNumber === 1)?.step;
+    expect(await first('step.contract.requested')).toBe('step.negotiating.proposing');
+    expect(await first('step.review.requested')).toBe('step.negotiating.reviewing');
+    expect(await first('step.work.requested')).toBe('step.executing.firstAttempt');
+    expect(await first('step.evaluation.requested')).toBe('step.evaluating');
+    expect(await first('step.attempt.judged')).toBe('step.judging');
+    expect(await first('step.retry.scheduled')).toBe('step.executing.refining');
+    // Whichever of the two passes first, its chart has ended and the other goes on; the draft waits for both.
+    const [once, both] = e.filter((x) => x.type === 'step.passed').map((x) => x.payload.stepNumber);
+    expect([once, both].sort()).toEqual([1, 2]);
+    expect(await statesAfter(upToStep(e, 'step.passed', once!))).toMatchObject({
+      run: 'run.stepping.waiting',
+      stepNumber: 2,
+      steps: [{ stepNumber: both }],
+    });
+    expect(await statesAfter(upToStep(e, 'step.passed', both!))).toMatchObject({
       run: 'run.stepping.scheduling',
-      step: 'step.passed',
+      stepNumber: 2,
+      steps: [],
     });
-    const second = upTo(e, 'step.started', upTo(e, 'step.passed').length);
-    expect(await statesAfter(second)).toMatchObject({ step: 'step.negotiating.proposing', stepNumber: 2 });
-    expect(await statesAfter(e)).toMatchObject({ run: 'run.completed', step: 'step.passed', stepNumber: 3 });
+    expect(await statesAfter(upToStep(e, 'step.started', 3))).toMatchObject({
+      step: 'step.negotiating.proposing',
+      stepNumber: 3,
+      steps: [{ stepNumber: 3, step: 'step.negotiating.proposing' }],
+    });
+    expect(await statesAfter(e)).toMatchObject({
+      run: 'run.completed',
+      step: 'step.passed',
+      stepNumber: 4,
+      steps: [],
+    });
   });
 
   it('waits at each gate for a person, and goes on once a person has decided', async () => {
@@ -138,7 +202,12 @@ describe('active states', () => {
 
   it('ends in the final states a failed run reached', async () => {
     expect(budget.events.at(-1)).toMatchObject({ type: 'run.failed', payload: { reason: 'budget' } });
-    expect(await statesAfter(budget.events)).toMatchObject({ run: 'run.stopped', step: 'step.stopped' });
+    // The run chart, ended, stops every step still running: none runs, the latest stays where it was.
+    expect(await statesAfter(budget.events)).toMatchObject({
+      run: 'run.stopped',
+      step: 'step.stopped',
+      steps: [],
+    });
     expect(interrupted.events.at(-1)).toMatchObject({
       type: 'run.failed',
       payload: { reason: 'interrupted' },
@@ -146,6 +215,7 @@ describe('active states', () => {
     expect(await statesAfter(interrupted.events)).toMatchObject({
       run: 'run.interrupted',
       step: 'step.executing.firstAttempt',
+      steps: [],
     });
   });
 
@@ -158,7 +228,8 @@ describe('active states', () => {
     expect(problem).toMatch(
       new RegExp(`^run ${demo.events[0]!.runId}: its charts part from its events at seq ${judged + 1}: `),
     );
-    expect(active?.step).toBe('step.judging');
+    const step = (demo.events[judged] as RunEventOf<'step.attempt.judged'>).payload.stepNumber;
+    expect(active?.steps.find((s) => s.stepNumber === step)?.step).toBe('step.judging');
     // A run still going parts from its events where they stop: that is where it stands, no problem.
     expect((await replayActiveStates(forged.slice(0, judged + 1))).problem).toBeNull();
     expect(await replayActiveStates(demo.events.slice(20))).toEqual({ active: null, problem: null });
@@ -176,7 +247,7 @@ describe('the session', () => {
       run: 'run.planning.calling',
     });
     expect(await session(upTo(e, 'plan.created'))).toBe('session.open.live.working');
-    expect(await states(upTo(e, 'step.work.requested'))).toMatchObject({
+    expect(await states(upToStep(e, 'step.work.requested', 2))).toMatchObject({
       session: 'session.open.live.working',
       step: 'step.executing.firstAttempt',
     });
@@ -194,7 +265,7 @@ describe('the session', () => {
   });
 
   it('leaves no timer behind, and nothing it recorded reaches the view', async () => {
-    const calling = upTo(demo.events, 'step.work.requested');
+    const calling = upToStep(demo.events, 'step.work.requested', 2);
     // Every timer set while it replays is counted: a call waits for its result (`after
     // callDeadline`), a timed gate for a person (`after approvalDeadline`), until the run is let go.
     vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'setInterval', 'clearInterval'] });
@@ -228,7 +299,7 @@ describe('the store', () => {
     expect(store.view(runId)).toBeUndefined();
     await store.settled();
     expect(seen).toEqual([
-      { session: 'session.closed', run: 'run.completed', step: 'step.passed', stepNumber: 3 },
+      { session: 'session.closed', run: 'run.completed', step: 'step.passed', stepNumber: 4, steps: [] },
     ]);
     expect(store.view(runId)!.timeline).toHaveLength(demo.events.length);
     expect(store.problems).toEqual([]);

@@ -5,9 +5,11 @@ import type { Page } from 'playwright-core';
 import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from 'vitest';
 import { publishEvent } from '../../src/bus/channels.js';
 import { NatsBus } from '../../src/bus/nats-bus.js';
+import { replayActiveStates } from '../../src/dashboard/active-state.js';
 import { followLog } from '../../src/dashboard/log-follower.js';
 import { followNats } from '../../src/dashboard/nats-source.js';
 import { RunStore } from '../../src/dashboard/run-store.js';
+import type { StepState } from '../../src/dashboard/run-view-types.js';
 import { startDashboard } from '../../src/dashboard/server.js';
 import { renderLog } from '../../src/persistence/index.js';
 import type { RunEvent } from '../../src/schemas/index.js';
@@ -57,10 +59,12 @@ async function dashboardFor(path: string): Promise<string> {
   return dashboard.url;
 }
 
-/** The text of the highlighted state in a chart, or '' when none is. */
+/**
+ * The text of the highlighted state in a chart, or '' when none is; in the step chart, that of
+ * every step running (` | ` between them).
+ */
 async function activeState(page: Page, chart: 'session-chart' | 'run-chart' | 'step-chart'): Promise<string> {
-  const active = page.locator(`#${chart} .state.active text.label`);
-  return (await active.count()) === 0 ? '' : ((await active.first().textContent()) ?? '');
+  return (await page.locator(`#${chart} .state.active text.label`).allTextContents()).join(' | ');
 }
 
 /** The ids of the states highlighted in a chart: the active one and its ancestors. */
@@ -157,11 +161,48 @@ describe('dashboard in a browser', () => {
     await page.screenshot({ path: artifact('dashboard-gate.png'), fullPage: true });
 
     writeFileSync(path, renderLog(upTo('step.work.requested')));
-    await expect.poll(() => activeState(page, 'step-chart')).toBe('firstAttempt');
+    // The plan's first two steps run side by side: one of them makes the first work request.
+    await expect.poll(() => activeState(page, 'step-chart')).toContain('firstAttempt');
     expect(await session.getAttribute('data-state')).toBe('session.open.live.working');
     writeFileSync(path, gated.text);
     await expect.poll(() => session.getAttribute('data-state')).toBe('session.closed');
     expect(await page.locator('body').getAttribute('data-status')).toBe('passed');
+    expect(errors).toEqual([]);
+  });
+
+  it('highlights the state of every step running, each marked with its steps', async () => {
+    // The demo's first two steps run side by side: its log cut where they stand in different states.
+    let cut = 0;
+    let steps: StepState[] = [];
+    while (steps.length === 0 && cut < demo.events.length) {
+      cut += 1;
+      const active = (await replayActiveStates(demo.events.slice(0, cut))).active;
+      if (active?.steps.length === 2 && active.steps[0]!.step !== active.steps[1]!.step) steps = active.steps;
+    }
+    expect(steps.map((s) => s.stepNumber)).toEqual([1, 2]);
+    const path = join(mkdtempSync(join(tmpdir(), 'pge-side-')), 'side.md');
+    writeFileSync(path, renderLog(demo.events.slice(0, cut)));
+    const url = await dashboardFor(path);
+    const { page, errors } = await openPage(browser, url);
+    const marks = page.locator('#step-chart .state.active text.step-mark');
+    await expect.poll(() => marks.count()).toBe(2);
+    for (const { step, stepNumber } of steps) {
+      const box = page.locator(`#step-chart .state.active[data-state="${step}"]`);
+      expect(await box.locator('text.step-mark').textContent()).toBe(`step ${stepNumber}`);
+    }
+    expect(await page.locator('#next-transitions .active-states').textContent()).toMatch(
+      new RegExp(` · step 1: ${steps[0]!.step} · step 2: ${steps[1]!.step}$`),
+    );
+    expect(await page.locator('#step-chart-title').textContent()).toBe(
+      'Steps 1 and 2 statechart: Outline the deliverable; Gather the sources',
+    );
+    await page.screenshot({ path: artifact('dashboard-side-by-side.png'), fullPage: true });
+
+    // Both just started: one state, marked with both.
+    const started = demo.events.filter((e) => e.type === 'step.started')[1]!;
+    writeFileSync(path, renderLog(demo.events.slice(0, started.seq)));
+    await expect.poll(() => marks.allTextContents()).toEqual(['steps 1, 2']);
+    expect(await activeState(page, 'step-chart')).toBe('proposing');
     expect(errors).toEqual([]);
   });
 

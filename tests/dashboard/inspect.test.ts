@@ -60,7 +60,7 @@ describe('attachInspector', () => {
     }
     const actors = seen.filter((e) => e.type === '@xstate.actor').map((e) => machineOf(e.actorRef));
     expect(actors).toContain('run');
-    expect(actors.filter((id) => id === 'step')).toHaveLength(3);
+    expect(actors.filter((id) => id === 'step')).toHaveLength(4);
     const values = (machine: string) =>
       seen
         .filter((e) => e.type === '@xstate.snapshot' && machineOf(e.actorRef) === machine)
@@ -136,7 +136,7 @@ describe('inspector bridge', () => {
     expect(cli.stdout()).toBe('');
     const { page } = await openPage(browser, url!);
     expect(await cli.exited).toBe(0);
-    expect(cli.stdout()).toContain('3/3 steps passed');
+    expect(cli.stdout()).toContain('4/4 steps passed');
     const frame = page.frame({ url: /^https:\/\/stately\.ai\// })!;
     const received = (await frame.evaluate(
       () => (globalThis as unknown as { received: unknown[] }).received,

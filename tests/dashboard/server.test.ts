@@ -103,7 +103,7 @@ describe('HTTP', () => {
     const runs = JSON.parse((await call(`${dashboard.url}api/runs`)).body) as { runs: RunSummary[] };
     expect(runs.runs).toEqual([expect.objectContaining({ runId: demo.events[0]!.runId, status: 'passed' })]);
     const view = JSON.parse((await call(`${dashboard.url}api/runs/${runs.runs[0]!.runId}`)).body) as RunView;
-    expect(view.steps).toHaveLength(3);
+    expect(view.steps).toHaveLength(4);
     expect((await call(`${dashboard.url}api/runs/nope`)).status).toBe(404);
     expect((await call(`${dashboard.url}api/runs/%E0%A4%A`)).status).toBe(404);
     expect((await call(`${dashboard.url}etc/passwd`)).status).toBe(404);

@@ -74,6 +74,7 @@ svg .state.on-path > rect { fill: var(--path); stroke: #c9a100; }
 svg .state.active > rect { fill: var(--active); stroke: #8a6d00; stroke-width: 2.5; }
 svg .state text { font-size: 12px; fill: var(--fg); }
 svg .state text.invoke { font-size: 10px; fill: var(--muted); }
+svg .state text.step-mark { font-size: 10px; font-weight: 600; fill: #8a6d00; text-anchor: end; }
 svg .edge { fill: none; stroke: #a9b2c2; stroke-width: 1; }
 svg .edge.from-active { stroke: #8a6d00; stroke-width: 1.6; }
 svg .arrowhead { fill: #a9b2c2; }

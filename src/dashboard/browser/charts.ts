@@ -1,11 +1,12 @@
 import type { ChartBox, ChartLayout } from '../chart-layout.js';
-import type { RunView } from '../run-view-types.js';
+import type { ActiveStates, RunView, StepState } from '../run-view-types.js';
 import { byId, el, svg, svgText } from './dom.js';
 
 /**
  * The session, run and step statecharts, drawn from the layouts the server computed
  * (`/api/charts`): boxes, labels and arrows only, with the active state and the path to it
- * highlighted.
+ * highlighted. Steps run side by side, so the one step chart highlights the state of every step
+ * running, each marked with the steps that stand in it.
  */
 
 /** The three layouts, as `/api/charts` sends them. */
@@ -33,8 +34,11 @@ function drawEdges(
   }
 }
 
-function drawBox(box: ChartBox, active: string | null, onPath: ReadonlySet<string>): SVGGElement {
-  const state = box.id === active ? ' active' : onPath.has(box.id) ? ' on-path' : '';
+/** The states highlighted in a chart, each with its mark (which steps stand there) or null. */
+type Highlights = ReadonlyMap<string, string | null>;
+
+function drawBox(box: ChartBox, active: Highlights, onPath: ReadonlySet<string>): SVGGElement {
+  const state = active.has(box.id) ? ' active' : onPath.has(box.id) ? ' on-path' : '';
   const g = svg('g', { class: `state ${box.kind}${state}`, 'data-state': box.id });
   const title = svg('title');
   title.textContent = box.id;
@@ -43,11 +47,17 @@ function drawBox(box: ChartBox, active: string | null, onPath: ReadonlySet<strin
   g.append(svgText(box.x + 8, box.y + (compound ? 14 : 20), box.label, 'label'));
   if (box.notes.length > 0)
     g.append(svgText(box.x + 8, box.y + (compound ? 28 : 34), box.notes.join(', '), 'invoke'));
+  const mark = active.get(box.id);
+  // Above the box's right end: the gap between rows of states is free, the box's own text is not.
+  if (mark) g.append(svgText(box.x + box.w, box.y - 4, mark, 'step-mark'));
   return g;
 }
 
-/** Draws `layout` into `host`, highlighting the state `active` and its ancestors. */
-export function drawChart(host: HTMLElement, layout: ChartLayout, active: string | null): void {
+/**
+ * Draws `layout` into `host`, highlighting each state of `active` and its ancestors; a state
+ * given a mark carries it (`step 1`).
+ */
+export function drawChart(host: HTMLElement, layout: ChartLayout, active: Highlights): void {
   const root = svg('svg', {
     class: 'statechart',
     width: layout.width,
@@ -69,8 +79,7 @@ export function drawChart(host: HTMLElement, layout: ChartLayout, active: string
   marker.append(svg('path', { d: 'M0,0 L10,5 L0,10 z', class: 'arrowhead' }));
   defs.append(marker);
   root.append(defs);
-  const activeBox = layout.boxes.find((b) => b.id === active);
-  const onPath = new Set(activeBox ? activeBox.path : []);
+  const onPath = new Set(layout.boxes.filter((b) => active.has(b.id)).flatMap((b) => b.path));
   // Compound states first, then the arrows, then the leaves: an arrow passes under a leaf it
   // crosses but stays visible inside the compound state it belongs to.
   for (const box of layout.boxes.filter(isCompound)) root.append(drawBox(box, active, onPath));
@@ -78,6 +87,9 @@ export function drawChart(host: HTMLElement, layout: ChartLayout, active: string
   for (const box of layout.boxes.filter((b) => !isCompound(b))) root.append(drawBox(box, active, onPath));
   host.replaceChildren(root);
 }
+
+/** `state` highlighted with no mark, or nothing when it is null. */
+const only = (state: string | null): Highlights => new Map(state === null ? [] : [[state, null]]);
 
 /** The transitions that leave the active state or one of its ancestors, as text. */
 function transitionsFrom(layout: ChartLayout, active: string): string[] {
@@ -88,35 +100,71 @@ function transitionsFrom(layout: ChartLayout, active: string): string[] {
     .map((e) => `${e.labels.join(' | ')} → ${e.target}`);
 }
 
-/** The three charts for `view`, with the step chart of the current step and where each chart can go next. */
+/**
+ * The steps to show in the step chart: every step running; when none runs (between steps, or the
+ * run has ended), the latest step, where it ended.
+ */
+function shownSteps(active: ActiveStates): StepState[] {
+  if (active.steps.length > 0) return active.steps;
+  return active.step === null || active.stepNumber === null
+    ? []
+    : [{ step: active.step, stepNumber: active.stepNumber }];
+}
+
+/** Each state the steps stand in, marked with the steps there (`step 1`, `steps 1, 2`). */
+function stepHighlights(steps: readonly StepState[]): Highlights {
+  const numbers = new Map<string, number[]>();
+  for (const { step, stepNumber } of steps) numbers.set(step, [...(numbers.get(step) ?? []), stepNumber]);
+  return new Map(
+    [...numbers].map(([state, n]) => [state, `${n.length === 1 ? 'step' : 'steps'} ${n.join(', ')}`]),
+  );
+}
+
+/** The step chart's title: the steps it shows, by number and title (`Steps 1 and 2 statechart: …; …`). */
+function stepChartTitle(steps: readonly StepState[], view: RunView): string {
+  if (steps.length === 0) return 'Step statechart (no step yet)';
+  const numbers = steps.map((s) => s.stepNumber);
+  const titles = numbers.map((n) => view.steps.filter((s) => s.stepNumber === n).pop()?.title ?? '');
+  const last = numbers.pop();
+  const which = numbers.length === 0 ? `Step ${last}` : `Steps ${numbers.join(', ')} and ${last}`;
+  return `${which} statechart: ${titles.join('; ')}`;
+}
+
+/** The three charts for `view`, with the state of every step running and where each chart can go next. */
 export function renderCharts(charts: Charts, view: RunView): void {
   // Null while the run's charts cannot be replayed (its first events are still to come): nothing is highlighted.
-  const active = view.active ?? { session: null, run: null, step: null, stepNumber: null };
-  drawChart(byId('session-chart'), charts.session, active.session);
-  drawChart(byId('run-chart'), charts.run, active.run);
-  const step =
-    active.stepNumber === null
-      ? undefined
-      : view.steps.filter((s) => s.stepNumber === active.stepNumber).pop();
-  byId('step-chart-title').textContent = step
-    ? `Step ${step.stepNumber} statechart: ${step.title}`
-    : 'Step statechart (no step yet)';
-  drawChart(byId('step-chart'), charts.step, active.step);
-  const session = active.session ? transitionsFrom(charts.session, active.session) : [];
-  const run = active.run ? transitionsFrom(charts.run, active.run) : [];
-  const st = active.step ? transitionsFrom(charts.step, active.step) : [];
-  const states = [active.session, active.run, active.step].filter((s) => s !== null);
+  const active = view.active;
+  const steps = active ? shownSteps(active) : [];
+  drawChart(byId('session-chart'), charts.session, only(active?.session ?? null));
+  drawChart(byId('run-chart'), charts.run, only(active?.run ?? null));
+  byId('step-chart-title').textContent = stepChartTitle(steps, view);
+  drawChart(byId('step-chart'), charts.step, stepHighlights(steps));
+  const session = active ? transitionsFrom(charts.session, active.session) : [];
+  const run = active ? transitionsFrom(charts.run, active.run) : [];
+  const states = active
+    ? [active.session, active.run, ...steps.map((s) => `step ${s.stepNumber}: ${s.step}`)]
+    : [];
+  // A call is a child actor of the chart state that made it: the run's (the plan), or a step's.
+  const caller =
+    view.call?.actor === 'plan' || steps.length === 0
+      ? active?.run
+      : steps.length === 1
+        ? steps[0]!.step
+        : 'the chart of one of the steps running';
   byId('next-transitions').replaceChildren(
     el('div', 'active-states', states.length ? `Active: ${states.join(' · ')}` : ''),
     el(
       'div',
       'call-in-flight',
       view.call
-        ? `Call in flight: ${view.call.actor} (child actor of ${active.step ?? active.run ?? 'the run'}), served by the ${view.call.role}, request ${view.call.requestId} since ${view.call.since}`
+        ? `Call in flight: ${view.call.actor} (child actor of ${caller ?? 'the run'}), served by the ${view.call.role}, request ${view.call.requestId} since ${view.call.since}`
         : '',
     ),
     el('div', null, session.length ? `Session can go: ${session.join('; ')}` : ''),
     el('div', null, run.length ? `Run can go: ${run.join('; ')}` : ''),
-    el('div', null, st.length ? `Step can go: ${st.join('; ')}` : ''),
+    ...steps.map(({ step, stepNumber }) => {
+      const next = transitionsFrom(charts.step, step);
+      return el('div', null, next.length ? `Step ${stepNumber} can go: ${next.join('; ')}` : '');
+    }),
   );
 }
