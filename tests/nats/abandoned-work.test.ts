@@ -69,7 +69,9 @@ describe('abandoned work', () => {
     const abandoned = answerAbandonedWork(coordinatorBus, (error) => reports.push(error));
     const coordinator = startCoordinatorService({
       bus: coordinatorBus,
-      options: resolveOptions({ workingDirectory: '/tmp' }),
+      // One step at a time: the demo's first two steps are independent, and this test follows one
+      // poisoned request (side by side, each step's contract request would be poisoned alike).
+      options: resolveOptions({ workingDirectory: '/tmp', maxParallelSteps: 1 }),
       models: { planner: model.name, generator: model.name, evaluator: model.name },
     });
     try {
