@@ -13,9 +13,8 @@ import type {
   RunStopReason,
   RunTotals,
 } from '../schemas/index.js';
-import { addUsage } from '../schemas/index.js';
 import { type BudgetName, exhaustionPolicy } from './guards.js';
-import type { BudgetState, RecordParams, StepInput, StepOutcome, StepSpentEvent } from './types.js';
+import type { BudgetState, RecordParams, StepInput, StepOutcome } from './types.js';
 
 /**
  * The run machine's input, context and outcome, and the pure functions its transitions build from
@@ -336,17 +335,6 @@ export function started(
       ? context.company
       : [...new Set([...context.company, ...context.running, step.id])];
   return { scheduled: [...context.scheduled, step.id], running: [...context.running, step.id], company };
-}
-
-/** A step's report of a call's cost, in the run's budget. */
-export function spentBy(context: RunContext, event: StepSpentEvent): Pick<RunContext, 'budget'> {
-  return {
-    budget: {
-      ...context.budget,
-      spent: addUsage(context.budget.spent, event.usage),
-      clock: Math.max(context.budget.clock, event.finishedAt),
-    },
-  };
 }
 
 /**

@@ -1,6 +1,6 @@
 import { and, assign, enqueueActions, setup } from 'xstate';
 import { describeError } from '../errors.js';
-import { addUsage, ZERO_USAGE } from '../schemas/index.js';
+import { ZERO_USAGE } from '../schemas/index.js';
 import { type CallLogic, type CallName, callDeadline, notProvided } from './calls.js';
 import { budgetBroken, resolveCriteria } from './guards.js';
 import {
@@ -21,7 +21,6 @@ import {
   replanDisapproved,
   replansLeft,
   runOutcome,
-  spentBy,
   started,
   stepActorId,
   stepInput,
@@ -32,6 +31,7 @@ import { stepMachine } from './step-machine.js';
 import {
   type ApprovalInput,
   type ApprovalOutput,
+  charged,
   type PlanInput,
   type RecordParams,
   reportOfError,
@@ -119,7 +119,7 @@ export const runMachine = setup({
     /** A step's report of a call's cost: the run's budget counts it, and so do the other steps running. */
     takeSpend: enqueueActions(({ context, event, enqueue }) => {
       const spent = event as StepSpentEvent;
-      enqueue.assign(spentBy(context, spent));
+      enqueue.assign({ budget: charged(context.budget, spent) });
       const { usage, finishedAt } = spent;
       for (const id of context.running)
         if (id !== spent.stepId)
@@ -148,12 +148,7 @@ export const runMachine = setup({
       const error = (event as { error?: unknown }).error;
       const report = reportOfError(error);
       if (report === null) return { error: describeError(error) };
-      const budget = {
-        ...context.budget,
-        spent: addUsage(context.budget.spent, report.usage),
-        clock: Math.max(context.budget.clock, report.finishedAt),
-      };
-      return { error: describeError(error), budget };
+      return { error: describeError(error), budget: charged(context.budget, report) };
     }),
   },
 }).createMachine({
@@ -227,11 +222,7 @@ export const runMachine = setup({
                   scheduled: [],
                   running: [],
                   company: [],
-                  budget: {
-                    ...context.budget,
-                    spent: addUsage(context.budget.spent, event.output.usage),
-                    clock: Math.max(context.budget.clock, event.output.finishedAt),
-                  },
+                  budget: charged(context.budget, event.output),
                 })),
                 {
                   type: 'record',

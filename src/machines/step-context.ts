@@ -24,6 +24,7 @@ import type {
   WorkInput,
   WorkOutput,
 } from './types.js';
+import { charged } from './types.js';
 
 /**
  * The step machine's context and the pure functions its transitions build from it: spending a
@@ -66,32 +67,13 @@ export type ScoredAttempt = Omit<AttemptRecord, 'verdict' | 'reason'> & {
 export function spend(context: StepContext, report: CallReport): Pick<StepContext, 'usage' | 'budget'> {
   return {
     usage: addUsage(context.usage, report.usage),
-    budget: {
-      ...context.budget,
-      spent: addUsage(context.budget.spent, report.usage),
-      clock: Math.max(context.budget.clock, report.finishedAt),
-    },
+    budget: charged(context.budget, report),
   };
 }
 
 /** The run's event for what a call of this step cost (`reportSpend`). */
 export function spentEvent(context: StepContext, report: CallReport): StepSpentEvent {
   return { type: 'step.spent', stepId: step(context).id, usage: report.usage, finishedAt: report.finishedAt };
-}
-
-/** What the other steps' calls cost, taken into this step's budget (`budget.others`). */
-export function othersSpent(
-  context: StepContext,
-  usage: Usage,
-  finishedAt: number,
-): Pick<StepContext, 'budget'> {
-  return {
-    budget: {
-      ...context.budget,
-      spent: addUsage(context.budget.spent, usage),
-      clock: Math.max(context.budget.clock, finishedAt),
-    },
-  };
 }
 
 export function lastRound(context: StepContext): ContractRound {

@@ -22,7 +22,6 @@ import {
   invalidWorkAttempt,
   lastRound,
   meansSoFar,
-  othersSpent,
   outcome,
   rejectedAttempt,
   retryContext,
@@ -49,7 +48,7 @@ import type {
   WorkInput,
   WorkOutput,
 } from './types.js';
-import { reportOfError } from './types.js';
+import { charged, reportOfError } from './types.js';
 
 /**
  * The lifecycle of one step (DESIGN semantics 3–9): contract negotiation in bounded rounds, then
@@ -286,7 +285,8 @@ export const stepMachine = setup({
       ],
     },
     'budget.others': {
-      actions: assign(({ context, event }) => othersSpent(context, event.usage, event.finishedAt)),
+      // What the other steps' calls cost, counted in this step's budget.
+      actions: assign(({ context, event }) => ({ budget: charged(context.budget, event) })),
     },
   },
   states: {

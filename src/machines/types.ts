@@ -23,6 +23,7 @@ import type {
   Work,
   WorkInput,
 } from '../schemas/index.js';
+import { addUsage } from '../schemas/index.js';
 import type { BudgetName } from './guards.js';
 
 /**
@@ -102,6 +103,14 @@ export interface BudgetState {
   /** Epoch ms the run started, and the latest time an actor reported. */
   startedAt: number;
   clock: number;
+}
+
+/**
+ * `budget` with a call's cost counted and its clock moved on to when the call finished (or, for
+ * another step's calls, when theirs did): every spend of the run and its steps goes through here.
+ */
+export function charged(budget: BudgetState, { usage, finishedAt }: CallReport): BudgetState {
+  return { ...budget, spent: addUsage(budget.spent, usage), clock: Math.max(budget.clock, finishedAt) };
 }
 
 /** Input of the step machine. */
