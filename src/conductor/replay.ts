@@ -10,7 +10,7 @@ import type {
   RunEventType,
   Usage,
 } from '../schemas/index.js';
-import { addUsage, ROLE_OF_REQUEST, RunEvent as RunEventSchema, ZERO_USAGE } from '../schemas/index.js';
+import { addUsage, isRoleRequest, RunEvent as RunEventSchema, ZERO_USAGE } from '../schemas/index.js';
 
 /**
  * Deterministic replay of a recorded run, the idiom of durable-execution systems: a resumed run
@@ -114,8 +114,6 @@ const REQUEST_OF_ANSWER: Record<Exclude<AnswerEvent['type'], 'role.failed'>, Rol
 
 const isAnswer = (event: RunEvent): event is AnswerEvent =>
   event.type === 'role.failed' || Object.hasOwn(REQUEST_OF_ANSWER, event.type);
-
-const isRequest = (event: RunEvent): event is RoleRequest => Object.hasOwn(ROLE_OF_REQUEST, event.type);
 
 const epochMs = (event: RunEvent): number => Date.parse(event.ts);
 
@@ -258,7 +256,7 @@ export function readRecordedRun(
         continue;
       }
     }
-    if (isRequest(event)) {
+    if (isRoleRequest(event)) {
       // A step makes one call at a time: its request is answered or cancelled before its next.
       const stepId = stepIdOf(event.payload);
       for (const o of open.values())

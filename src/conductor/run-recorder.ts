@@ -3,7 +3,7 @@ import { enqueueWork, publishEvent, publishRequest } from '../bus/channels.js';
 import { EventSeqTakenError, ResumeError, RunClosedError, RunTakenOverError } from '../errors.js';
 import type { SessionEvent } from '../machines/session-machine.js';
 import type { ModelCall, RoleRequest, RunEvent, RunEventDraft, RunEventOf } from '../schemas/index.js';
-import { ROLE_OF_REQUEST } from '../schemas/index.js';
+import { isRoleRequest } from '../schemas/index.js';
 import type { RunTracing } from '../telemetry/run-tracing.js';
 import { traceSafely } from '../telemetry/trace-safely.js';
 import { unguessableId } from '../unguessable-id.js';
@@ -114,8 +114,8 @@ export class RunRecorder {
 
   #publish(event: RunEvent): Promise<void> {
     const { bus } = this.deps;
-    return Object.hasOwn(ROLE_OF_REQUEST, event.type)
-      ? publishRequest(bus, event as RoleRequest, this.traceHeaders(), this.sending.signal)
+    return isRoleRequest(event)
+      ? publishRequest(bus, event, this.traceHeaders(), this.sending.signal)
       : publishEvent(bus, event, this.sending.signal);
   }
 

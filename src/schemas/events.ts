@@ -529,3 +529,8 @@ export const ROLE_OF_REQUEST = {
   'step.work.requested': 'generator',
   'step.evaluation.requested': 'evaluator',
 } as const satisfies Record<RoleRequest['type'], Role>;
+
+/** Whether `event` asks a role for something (a request on its role's work queue). */
+export function isRoleRequest(event: { type: string }): event is RoleRequest {
+  return Object.hasOwn(ROLE_OF_REQUEST, event.type);
+}

@@ -36,6 +36,7 @@ export {
   Budgets,
   ErrorInfo,
   isClosingEvent,
+  isRoleRequest,
   JudgedScore,
   ModelCall,
   PhaseTotals,

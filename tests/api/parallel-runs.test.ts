@@ -7,7 +7,13 @@ import { PlannerGeneratorEvaluator } from '../../src/api/planner-generator-evalu
 import { readLogFile, renderLog } from '../../src/persistence/index.js';
 import type { Model, ModelAnswer, ModelRequest } from '../../src/roles/model.js';
 import { replayLog } from '../../src/runtime/replay-log.js';
-import type { Plan, RunEvent, RunEventOf, WorkInput } from '../../src/schemas/index.js';
+import {
+  isRoleRequest,
+  type Plan,
+  type RunEvent,
+  type RunEventOf,
+  type WorkInput,
+} from '../../src/schemas/index.js';
 import { type Script, ScriptedModel } from '../../src/testing.js';
 import { approve, evaluate, planOf, proposal, times, work } from '../support/scripts.js';
 
@@ -91,19 +97,11 @@ async function recorded(): Promise<{ path: string; events: RunEvent[]; calls: nu
   return { path, events: await readLogFile(path), calls: model.requests.length };
 }
 
-const REQUESTS = new Set<RunEvent['type']>([
-  'plan.requested',
-  'step.contract.requested',
-  'step.review.requested',
-  'step.work.requested',
-  'step.evaluation.requested',
-]);
-
 /** The requests of `events` not answered (nor cancelled) within them: in flight at a cut there. */
 function inFlight(events: readonly RunEvent[]): string[] {
   const open = new Map<string, string>();
   for (const e of events) {
-    if (REQUESTS.has(e.type)) {
+    if (isRoleRequest(e)) {
       const input = (e.payload as { input: { step?: { id: string } } }).input;
       open.set(input.step?.id ?? 'plan', e.id);
     } else if ('stepId' in e.payload && e.type !== 'step.started') {

@@ -7,13 +7,14 @@ import { PlannerGeneratorEvaluator } from '../../src/api/planner-generator-evalu
 import { ResumeError } from '../../src/errors.js';
 import { readLogFile, renderEvent, renderLog } from '../../src/persistence/index.js';
 import type { ModelRequest } from '../../src/roles/model.js';
-import type {
-  ContractReviewInput,
-  EvaluationInput,
-  PlanInput,
-  RunEvent,
-  RunEventOf,
-  WorkInput,
+import {
+  type ContractReviewInput,
+  type EvaluationInput,
+  isRoleRequest,
+  type PlanInput,
+  type RunEvent,
+  type RunEventOf,
+  type WorkInput,
 } from '../../src/schemas/index.js';
 import { type Script, type ScriptedAnswer, ScriptedModel } from '../../src/testing.js';
 import { approve, evaluate, planOf, proposal, times, work } from '../support/scripts.js';
@@ -178,14 +179,6 @@ async function resumeCut(scenario: Scenario, events: readonly RunEvent[], k: num
   return { path, text, after, events: await readLogFile(path), calls: model.requests.length, error, pge };
 }
 
-const REQUESTS = new Set<RunEvent['type']>([
-  'plan.requested',
-  'step.contract.requested',
-  'step.review.requested',
-  'step.work.requested',
-  'step.evaluation.requested',
-]);
-
 /**
  * What a cut after `k` events of `events` holds, read independently of the replay: how many
  * requests were answered before it (the charts ask one at a time, in order), and the request in
@@ -198,7 +191,7 @@ function cutAt(events: readonly RunEvent[], k: number) {
   let answered = 0;
   let inFlight: { id: string; lostCalls: number } | null = null;
   events.slice(0, k).forEach((event, i) => {
-    if (!REQUESTS.has(event.type)) return;
+    if (!isRoleRequest(event)) return;
     const at = answerAt(i);
     if (at !== -1 && at < k) answered++;
     else inFlight = { id: event.id, lostCalls: callsOf(events.slice(0, k), [event.id]) };
@@ -219,7 +212,7 @@ const callsOfFirst = (events: readonly RunEvent[], n: number) =>
   callsOf(
     events,
     events
-      .filter((e) => REQUESTS.has(e.type))
+      .filter(isRoleRequest)
       .slice(0, n)
       .map((e) => e.id),
   );

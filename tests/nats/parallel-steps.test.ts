@@ -1,5 +1,5 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import type { RunEvent, RunEventOf } from '../../src/schemas/index.js';
+import { isRoleRequest, type RunEvent, type RunEventOf } from '../../src/schemas/index.js';
 import {
   closedRun,
   loggedRun,
@@ -75,15 +75,6 @@ function callSpan(call: RunEventOf<'model.call.completed'>): { start: number; en
 const passedSteps = (events: readonly RunEvent[]) =>
   events.flatMap((e) => (e.type === 'step.passed' ? [e.payload.stepId] : []));
 
-/** The types of the events that ask a role for something. */
-const REQUESTS = new Set([
-  'plan.requested',
-  'step.contract.requested',
-  'step.review.requested',
-  'step.work.requested',
-  'step.evaluation.requested',
-]);
-
 /**
  * The ids of the requests among `events` that nothing among them answers: no model call, failure
  * or cancellation names them. (These runs use no tools, so a request's one model call comes with
@@ -97,7 +88,7 @@ function unanswered(events: readonly RunEvent[]): string[] {
         : [],
     ),
   );
-  return events.filter((e) => REQUESTS.has(e.type) && !named.has(e.id)).map((e) => e.id);
+  return events.filter((e) => isRoleRequest(e) && !named.has(e.id)).map((e) => e.id);
 }
 
 describe('steps side by side on NATS', () => {
