@@ -66,11 +66,6 @@ export class RunGates {
     return promise;
   }
 
-  /** The time now (epoch ms), for the session's events. */
-  now(): number {
-    return this.clock();
-  }
-
   /** The session's `settleDecision`: the gate of `requestId` takes the decision. */
   settleDecision(requestId: string, decision: ApprovalDecision): void {
     this.#gates.get(requestId)?.(decision);

@@ -75,6 +75,8 @@ export class RunSession implements RunScope {
   readonly calls: RunCalls;
   readonly gates: RunGates;
   readonly actor: Actor<typeof sessionMachine>;
+  /** The time a decision comes, for the session (its gates' deadlines count from it). */
+  readonly #clock: () => number;
 
   constructor(deps: SessionDeps, spec: RunSpec, resume: Resumption | null) {
     this.recorder = new RunRecorder(deps, spec, resume);
@@ -84,6 +86,7 @@ export class RunSession implements RunScope {
     };
     this.calls = new RunCalls(deps, this.recorder);
     this.gates = new RunGates(deps.clock, this.recorder, { send });
+    this.#clock = deps.clock;
     this.recorder.notify = send;
     let startedAt: number;
     if (resume === null) {
@@ -178,7 +181,7 @@ export class RunSession implements RunScope {
           gate,
           decision,
           ...(requestId === undefined ? {} : { requestId }),
-          now: this.gates.now(),
+          now: this.#clock(),
         };
         if (recorder.closed || !actor.getSnapshot().can(event)) return false;
         actor.send(event);
