@@ -133,6 +133,8 @@ export interface CallView {
   role: Role;
   requestId: string;
   since: string;
+  /** The step the call is for; null for the plan. */
+  stepNumber: number | null;
 }
 
 /** Everything the page shows of a run. */
@@ -149,8 +151,8 @@ export interface RunView {
   models: { planner: string; generator: string; evaluator: string } | null;
   /** Where the run's charts stand, from a replay of its events; null when they cannot be replayed (seen midway). */
   active: ActiveStates | null;
-  /** The call in flight, shown as the active state's child actor; null between calls. */
-  call: CallView | null;
+  /** The calls in flight, in the order they were asked, each shown as its chart state's child actor. */
+  calls: CallView[];
   plan: { scope: string; replan: number; steps: PlanStepView[]; criteria: ResolvedCriterion[] } | null;
   steps: StepView[];
   phases: PhaseView[];

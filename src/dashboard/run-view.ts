@@ -1,5 +1,5 @@
 import type { RoleRequest, RunEvent } from '../schemas/index.js';
-import { isClosingEvent, ROLE_OF_REQUEST } from '../schemas/index.js';
+import { isClosingEvent, isRoleRequest, ROLE_OF_REQUEST } from '../schemas/index.js';
 import { PHASES } from '../schemas/setting-values.js';
 import { describeEvent } from './event-text.js';
 import type { ActiveStates, AttemptView, CallView, RunSummary, RunView, StepView } from './run-view-types.js';
@@ -35,23 +35,37 @@ const ACTOR_OF_REQUEST = {
   'step.evaluation.requested': 'evaluateWork',
 } as const satisfies Record<RoleRequest['type'], CallView['actor']>;
 
+/** Who makes a request: the step it is for, or the run (the plan). */
+function callerOf(request: RoleRequest): string {
+  return request.type === 'plan.requested' ? 'plan' : request.payload.input.step.id;
+}
+
 /**
- * The run's call in flight: its latest request, when no event has followed it but reports of
- * stray results (`result.rejected`), which say nothing of this call; or, after a resume, the
- * request it asked again. Any other event after a request follows its answer.
+ * The run's calls in flight, in the order they were asked: each caller's (a step's, or the
+ * run's for the plan) latest request, until an event of that caller follows it (its answer, or
+ * what the chart made of it), a `role.failed` or `request.cancelled` names it, or the run closes.
+ * Reports of stray results and model calls recorded before their answer say nothing of it; after a
+ * resume, the calls asked again are the same requests, so they stay in flight.
  */
-function callInFlight(events: readonly RunEvent[]): CallView | null {
-  const last = events.findLast((e) => e.type !== 'result.rejected');
-  const repeated = last?.type === 'run.resumed' ? last.payload.repeated.at(-1) : undefined;
-  const found = repeated === undefined ? last : events.find((e) => e.id === repeated);
-  if (!found || !Object.hasOwn(ACTOR_OF_REQUEST, found.type)) return null;
-  const request = found as RoleRequest;
-  return {
-    actor: ACTOR_OF_REQUEST[request.type],
-    role: ROLE_OF_REQUEST[request.type],
-    requestId: request.id,
-    since: request.ts,
-  };
+function callsInFlight(events: readonly RunEvent[]): CallView[] {
+  const open = new Map<string, RoleRequest>();
+  for (const event of events) {
+    if (isRoleRequest(event)) open.set(callerOf(event), event);
+    else if (isClosingEvent(event)) open.clear();
+    else if (event.type === 'role.failed' || event.type === 'request.cancelled') {
+      for (const [caller, request] of open) if (request.id === event.payload.requestId) open.delete(caller);
+    } else if (event.type === 'plan.created') open.delete('plan');
+    else if ('stepId' in event.payload && event.payload.stepId !== null) open.delete(event.payload.stepId);
+  }
+  return [...open.values()]
+    .sort((a, b) => a.seq - b.seq)
+    .map((request) => ({
+      actor: ACTOR_OF_REQUEST[request.type],
+      role: ROLE_OF_REQUEST[request.type],
+      requestId: request.id,
+      since: request.ts,
+      stepNumber: request.type === 'plan.requested' ? null : request.payload.input.stepNumber,
+    }));
 }
 
 /**
@@ -86,7 +100,7 @@ export function buildRunView(
     durationMs: null,
     models: null,
     active,
-    call: callInFlight(events),
+    calls: callsInFlight(events),
     plan: null,
     steps: [],
     phases: PHASES.map((phase) => ({

@@ -8,7 +8,7 @@ import { runMachine } from '../../src/machines/run-machine.js';
 import { sessionMachine } from '../../src/machines/session-machine.js';
 import { stepMachine } from '../../src/machines/step-machine.js';
 import { renderEvent } from '../../src/persistence/index.js';
-import type { RunEvent } from '../../src/schemas/index.js';
+import type { RunEvent, RunEventOf } from '../../src/schemas/index.js';
 import { type RecordedRun, recordRun } from './support.js';
 
 /**
@@ -33,14 +33,21 @@ describe('run view', () => {
     const e = demo.events;
     const asked = upTo(e, 'step.work.requested');
     const request = asked.at(-1)!;
-    expect(buildRunView(request.runId, asked).call).toEqual({
+    const { stepNumber, step } = (request as RunEventOf<'step.work.requested'>).payload.input;
+    const callOf = (events: RunEvent[], of: number | null = stepNumber) =>
+      buildRunView(request.runId, events).calls.find((c) => c.stepNumber === of) ?? null;
+    expect(callOf(asked)).toEqual({
       actor: 'doWork',
       role: 'generator',
       requestId: request.id,
       since: request.ts,
+      stepNumber,
     });
-    expect(buildRunView(request.runId, upTo(e, 'plan.requested')).call?.actor).toBe('plan');
-    expect(buildRunView(request.runId, e.slice(0, asked.length + 1)).call).toBeNull();
+    expect(callOf(upTo(e, 'plan.requested'), null)?.actor).toBe('plan');
+    const answer = e.findIndex(
+      (x, i) => i >= asked.length && 'stepId' in x.payload && x.payload.stepId === step.id,
+    );
+    expect(callOf(e.slice(0, answer + 1))?.requestId).not.toBe(request.id);
     // A stray result reported while the call waits (a redelivered answer to an earlier request) leaves it in flight.
     const stray = {
       id: `${request.runId}-stray`,
@@ -50,8 +57,8 @@ describe('run view', () => {
       type: 'result.rejected',
       payload: { requestId: `${request.runId}-2`, worker: 'w', reason: 'duplicate' },
     } as const satisfies RunEvent;
-    expect(buildRunView(request.runId, [...asked, stray]).call?.requestId).toBe(request.id);
-    expect(buildRunView(request.runId, e).call).toBeNull();
+    expect(callOf([...asked, stray])?.requestId).toBe(request.id);
+    expect(buildRunView(request.runId, e).calls).toEqual([]);
     // Resumed after a crash with the call in flight: the call asked again is the one in flight.
     const resumed = (repeated: string[]) =>
       ({
@@ -69,9 +76,43 @@ describe('run view', () => {
           discardedBytes: 0,
         },
       }) as const satisfies RunEvent;
-    expect(buildRunView(request.runId, [...asked, resumed([request.id])]).call?.requestId).toBe(request.id);
-    const answered = e.slice(0, asked.length + 1);
-    expect(buildRunView(request.runId, [...answered, resumed([])]).call).toBeNull();
+    expect(callOf([...asked, resumed([request.id])])?.requestId).toBe(request.id);
+    const answered = e.slice(0, answer + 1);
+    expect(callOf([...answered, resumed([])])?.requestId).not.toBe(request.id);
+  });
+
+  it('shows every call in flight while steps run side by side, each as its step’s', () => {
+    const e = demo.events;
+    // The demo's steps 1 and 2 run at once: somewhere both have a call in flight.
+    const both = [...e.keys()].find((k) => {
+      const calls = buildRunView(e[0]!.runId, e.slice(0, k + 1)).calls;
+      return calls.length === 2 && calls.every((c) => c.stepNumber !== null);
+    });
+    expect(both).toBeDefined();
+    const prefix = e.slice(0, both! + 1);
+    const calls = buildRunView(e[0]!.runId, prefix).calls;
+    expect(calls.map((c) => c.stepNumber).sort()).toEqual([1, 2]);
+    // Each is its step's latest request, oldest first.
+    for (const call of calls) {
+      const request = prefix.findLast(
+        (x) =>
+          x.type.endsWith('.requested') &&
+          (x.payload as { input: { stepNumber?: number } }).input.stepNumber === call.stepNumber,
+      );
+      expect(call.requestId).toBe(request?.id);
+    }
+    expect(calls[0]!.since <= calls[1]!.since).toBe(true);
+    // A cancelled call is in flight no more, and the closing event ends them all.
+    const cancelled = {
+      ...prefix.at(-1)!,
+      seq: prefix.length + 1,
+      id: `${e[0]!.runId}-c`,
+      type: 'request.cancelled',
+      payload: { requestId: calls[0]!.requestId, phase: 'work', reason: 'interrupted' },
+    } as const satisfies RunEvent;
+    expect(buildRunView(e[0]!.runId, [...prefix, cancelled]).calls.map((c) => c.requestId)).toEqual([
+      calls[1]!.requestId,
+    ]);
   });
 
   it('holds the plan, every attempt with its scores, the decisions and the usage', () => {

@@ -1,5 +1,5 @@
 import type { ChartBox, ChartLayout } from '../chart-layout.js';
-import type { ActiveStates, RunView, StepState } from '../run-view-types.js';
+import type { ActiveStates, CallView, RunView, StepState } from '../run-view-types.js';
 import { byId, el, svg, svgText } from './dom.js';
 
 /**
@@ -130,6 +130,16 @@ function stepChartTitle(steps: readonly StepState[], view: RunView): string {
   return `${which} statechart: ${titles.join('; ')}`;
 }
 
+/**
+ * A call in flight, as the child actor of the chart state that made it: the run's (the plan), or
+ * its step's.
+ */
+function callLine(call: CallView, active: ActiveStates | null, steps: readonly StepState[]): string {
+  const step = steps.find((s) => s.stepNumber === call.stepNumber);
+  const caller = call.stepNumber === null ? active?.run : step && `step ${step.stepNumber}: ${step.step}`;
+  return `Call in flight: ${call.actor} (child actor of ${caller ?? 'the run'}), served by the ${call.role}, request ${call.requestId} since ${call.since}`;
+}
+
 /** The three charts for `view`, with the state of every step running and where each chart can go next. */
 export function renderCharts(charts: Charts, view: RunView): void {
   // Null while the run's charts cannot be replayed (its first events are still to come): nothing is highlighted.
@@ -144,22 +154,9 @@ export function renderCharts(charts: Charts, view: RunView): void {
   const states = active
     ? [active.session, active.run, ...steps.map((s) => `step ${s.stepNumber}: ${s.step}`)]
     : [];
-  // A call is a child actor of the chart state that made it: the run's (the plan), or a step's.
-  const caller =
-    view.call?.actor === 'plan' || steps.length === 0
-      ? active?.run
-      : steps.length === 1
-        ? steps[0]!.step
-        : 'the chart of one of the steps running';
   byId('next-transitions').replaceChildren(
     el('div', 'active-states', states.length ? `Active: ${states.join(' · ')}` : ''),
-    el(
-      'div',
-      'call-in-flight',
-      view.call
-        ? `Call in flight: ${view.call.actor} (child actor of ${caller ?? 'the run'}), served by the ${view.call.role}, request ${view.call.requestId} since ${view.call.since}`
-        : '',
-    ),
+    ...view.calls.map((call) => el('div', 'call-in-flight', callLine(call, active, steps))),
     el('div', null, session.length ? `Session can go: ${session.join('; ')}` : ''),
     el('div', null, run.length ? `Run can go: ${run.join('; ')}` : ''),
     ...steps.map(({ step, stepNumber }) => {
