@@ -328,7 +328,7 @@ export class Replay {
     while (this.#next < events.length && facts.has(this.#next + 1)) this.#onFact(events[this.#next++]!);
     const recorded = events[this.#next];
     if (recorded === undefined) return null;
-    const problem = difference(draft, withLegacyInterruptReason(recorded));
+    const problem = difference(withLegacyInFlight(draft, recorded), withLegacyInterruptReason(recorded));
     if (problem !== null) throw this.#disagree(recorded.seq, problem);
     this.#next++;
     return recorded;
@@ -424,6 +424,22 @@ function withLegacyInterruptReason<E extends RunEvent>(event: E): E {
         ? payload.message.slice(INTERRUPTED.length + 2)
         : undefined;
   return reason === undefined ? event : { ...event, payload: { ...payload, interruptReason: reason } };
+}
+
+/**
+ * Exists only for logs written before `run.failed` listed the steps in flight (`inFlight`, #34):
+ * the draft without that field when the recorded closing event has none, so that such a log
+ * replays. A log with the field is compared on it.
+ */
+function withLegacyInFlight(draft: RunEventDraft, recorded: RunEvent): RunEventDraft {
+  if (
+    draft.type !== 'run.failed' ||
+    recorded.type !== 'run.failed' ||
+    recorded.payload.inFlight !== undefined
+  )
+    return draft;
+  const { inFlight: _, ...payload } = draft.payload;
+  return { ...draft, payload };
 }
 
 /** Where a produced draft differs from the recorded event, in words, or null when it does not. */

@@ -106,7 +106,12 @@ run (\`aSlotIsFree\`); the first ready step in plan order goes first, so with \`
 the steps run one at a time in plan order. While steps run side by side each reports the cost
 of each call to the run (\`step.spent\`), which passes it on to the others (\`budget.others\`):
 every step's budget guards count every step's calls. A budget stop, an abort or an interrupt
-stops every step running.
+stops every step running: each step's call in flight is cancelled (\`request.cancelled\`), and the
+closing \`run.failed\` lists the steps that were running, each with its attempt and the state its
+chart stood in (\`inFlight\`; the log's summary shows them as a table). An answer that arrives
+after its call was cancelled is never applied: while the run is open it is recorded as
+\`result.rejected\` (reason \`late\`); after the run has closed, its log takes nothing more, and
+the coordinator reports it on \`pge.errors.rejected.coordinator\`.
 
 Whatever the policy, a failed attempt the evaluator judges to be the plan's fault
 (\`failureKind: plan\`) goes back to \`planning\` at once while a replan is left: the step chart

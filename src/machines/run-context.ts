@@ -12,6 +12,7 @@ import type {
   ResolvedCriterion,
   RunStopReason,
   RunTotals,
+  StepInFlight,
 } from '../schemas/index.js';
 import { type BudgetName, exhaustionPolicy } from './guards.js';
 import type { BudgetState, RecordParams, StepInput, StepOutcome } from './types.js';
@@ -76,6 +77,8 @@ export interface RunContext {
   running: string[];
   /** Ids of the steps that ran beside another: they report their spend as they go (`step.spent`). */
   company: string[];
+  /** The steps that were running as the run left `stepping`, for its closing event. */
+  inFlight: StepInFlight[];
   /** A replan a step asked for while others ran: it waits until they have ended. */
   pendingReplan: { reason: ReplanContext['reason']; stepId: string } | null;
   outcomes: StepOutcome[];
@@ -178,7 +181,12 @@ export function failedEvent(
 ): Extract<RecordParams, { type: 'run.failed' }> {
   return {
     type: 'run.failed',
-    payload: { ...runTotals(context, status), reason: STOP_REASON[status], message },
+    payload: {
+      ...runTotals(context, status),
+      reason: STOP_REASON[status],
+      message,
+      inFlight: context.inFlight,
+    },
   };
 }
 

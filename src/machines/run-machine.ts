@@ -1,6 +1,14 @@
-import { and, assign, enqueueActions, setup } from 'xstate';
+import {
+  type AnyActorRef,
+  and,
+  assign,
+  enqueueActions,
+  type SnapshotFrom,
+  type StateValue,
+  setup,
+} from 'xstate';
 import { describeError } from '../errors.js';
-import { ZERO_USAGE } from '../schemas/index.js';
+import { type StepInFlight, ZERO_USAGE } from '../schemas/index.js';
 import { type CallLogic, type CallName, callDeadline, notProvided } from './calls.js';
 import { budgetBroken, resolveCriteria } from './guards.js';
 import {
@@ -57,6 +65,31 @@ export type { RunInput, RunOutcome, RunStatus } from './run-context.js';
  * reached, which records its closing event and gives the run's output. Free of I/O like the step
  * machine.
  */
+
+/** A chart's state value as one path: `evaluating`, `executing.refining`. */
+function statePath(value: StateValue): string {
+  if (typeof value === 'string') return value;
+  return Object.entries(value)
+    .map(([key, inner]) => (inner === undefined ? key : `${key}.${statePath(inner)}`))
+    .join(',');
+}
+
+/**
+ * The steps still running as the run stops, in plan order, each with the state its chart is in
+ * and its attempt, for the closing event: read from the step actors, which stop with the run.
+ */
+function stepsInFlight(context: RunContext, self: AnyActorRef): StepInFlight[] {
+  const children: Record<string, AnyActorRef | undefined> = self.getSnapshot().children;
+  return (context.plan?.steps ?? []).flatMap((step, i) => {
+    if (!context.running.includes(step.id)) return [];
+    const snapshot = children[stepActorId(step.id)]?.getSnapshot() as
+      | SnapshotFrom<typeof stepMachine>
+      | undefined;
+    if (snapshot?.status !== 'active') return [];
+    const { attempt } = snapshot.context;
+    return [{ stepId: step.id, stepNumber: i + 1, attempt, state: statePath(snapshot.value) }];
+  });
+}
 
 /** The run statechart. Provide the `plan` actor (see `calls.ts`), `runStep` (the step machine with its calls) and `record`. */
 export const runMachine = setup({
@@ -140,6 +173,8 @@ export const runMachine = setup({
     ),
     /** Cancels the call the state invoked as `call` and fails it with a `CallTimeoutError` (`calls.ts`). */
     timeOutCall: (_, _params: { call: CallName }) => {},
+    /** Notes the steps running as the run leaves `stepping` (none, unless it stops): its closing event lists them. */
+    noteStepsInFlight: assign(({ context, self }) => ({ inFlight: stepsInFlight(context, self) })),
     noteBudget: assign(({ context }) => ({
       stoppedBy: budgetBroken(context.budget),
     })),
@@ -163,6 +198,7 @@ export const runMachine = setup({
     running: [],
     company: [],
     pendingReplan: null,
+    inFlight: [],
     outcomes: [],
     budget: { budgets: input.budgets, spent: ZERO_USAGE, startedAt: input.startedAt, clock: input.startedAt },
     stoppedBy: null,
@@ -269,8 +305,9 @@ export const runMachine = setup({
     },
     stepping: {
       description:
-        "The plan's steps, each run by its own step chart (`runStep`, a child actor `step.<id>`, whose end is `done: step.*`), side by side along the plan's dependencies: a step is ready once every step it depends on has ended, and starts while fewer than `maxParallelSteps` run. With one at a time they run in plan order. A step's outcome, as it ends: `stepPassed`, the next ready steps start; `stepStopped`, `stopped`; `stepFailed`, `failed`; `stepRejectedPlan` (the evaluator found the failure to be the plan's), a replan with the evaluation's findings (`replan.reason: plan_rejected`); exhausted, the exhaustion policy: `policyIsAbort` goes to `aborted`, `policyIsReplan` (`replan` with a replan left, `maxReplans`) replans, and otherwise (`advance`, or no replans left) the step stays failed and its dependents run with its best attempt. A replan waits for the steps still running (`draining`). Leaving for a final state stops every step still running, and their calls.",
+        "The plan's steps, each run by its own step chart (`runStep`, a child actor `step.<id>`, whose end is `done: step.*`), side by side along the plan's dependencies: a step is ready once every step it depends on has ended, and starts while fewer than `maxParallelSteps` run. With one at a time they run in plan order. A step's outcome, as it ends: `stepPassed`, the next ready steps start; `stepStopped`, `stopped`; `stepFailed`, `failed`; `stepRejectedPlan` (the evaluator found the failure to be the plan's), a replan with the evaluation's findings (`replan.reason: plan_rejected`); exhausted, the exhaustion policy: `policyIsAbort` goes to `aborted`, `policyIsReplan` (`replan` with a replan left, `maxReplans`) replans, and otherwise (`advance`, or no replans left) the step stays failed and its dependents run with its best attempt. A replan waits for the steps still running (`draining`). Leaving for a final state stops every step still running, and their calls; a closing `run.failed` lists them, each with its chart's state (`inFlight`).",
       initial: 'scheduling',
+      exit: 'noteStepsInFlight',
       on: {
         'step.spent': { actions: 'takeSpend' },
         'xstate.done.actor.step.*': [

@@ -71,7 +71,7 @@ export function spend(context: StepContext, report: CallReport): Pick<StepContex
   };
 }
 
-/** The run's event for what a call of this step cost (`reportSpend`). */
+/** The run's event for what a call of this step cost (`spend`, in company). */
 export function spentEvent(context: StepContext, report: CallReport): StepSpentEvent {
   return { type: 'step.spent', stepId: step(context).id, usage: report.usage, finishedAt: report.finishedAt };
 }

@@ -109,10 +109,7 @@ const workOutput = ({ event }: { event: { output: WorkOutput } }) => event.outpu
 /** A failed call's transition: the step fails, keeping the error and what the call cost. */
 const failedCall = {
   target: '#step.failed',
-  actions: [
-    'noteError',
-    { type: 'reportSpend', params: ({ event }: { event: { error: unknown } }) => reportOfError(event.error) },
-  ],
+  actions: 'noteError',
 } as const;
 
 /**
@@ -131,24 +128,18 @@ function work(input: (args: { context: StepContext }) => WorkInput) {
         target: '#step.judging',
         actions: [
           { type: 'spend', params: workOutput },
-          { type: 'reportSpend', params: workOutput },
           { type: 'scoreInvalidWork', params: workOutput },
         ],
       },
       {
         guard: { type: 'overBudgetAfterAnswer', params: workOutput },
         target: '#step.stopped',
-        actions: [
-          { type: 'spend', params: workOutput },
-          { type: 'reportSpend', params: workOutput },
-          'noteBudget',
-        ],
+        actions: [{ type: 'spend', params: workOutput }, 'noteBudget'],
       },
       {
         target: '#step.validating',
         actions: [
           { type: 'spend', params: workOutput },
-          { type: 'reportSpend', params: workOutput },
           { type: 'keepWork', params: workOutput },
         ],
       },
@@ -219,20 +210,21 @@ export const stepMachine = setup({
     noteBudget: assign(({ context }) => ({
       stoppedBy: budgetBroken(context.budget),
     })),
-    /** Keeps a failed call's error (the invoke's error event). */
-    noteError: assign(({ context, event }) => {
+    /** Keeps a failed call's error (the invoke's error event), and spends what the call cost. */
+    noteError: enqueueActions(({ context, event, enqueue }) => {
       const error = (event as { error?: unknown }).error;
       const report = reportOfError(error);
-      return { error: describeError(error), ...(report ? spend(context, report) : {}) };
+      enqueue.assign({ error: describeError(error), ...(report ? spend(context, report) : {}) });
+      if (report !== null && context.inCompany) enqueue.sendParent(spentEvent(context, report));
     }),
-    /** Adds a call's reported usage and clock (its answer's `CallReport`). */
-    spend: assign(({ context }, report: CallReport) => spend(context, report)),
     /**
-     * In company (steps side by side), tells the run what a call cost, so that every step's
-     * budget counts every step's calls; a step alone reports its spend in its outcome.
+     * Adds a call's reported usage and clock (its answer's `CallReport`). In company (steps side by
+     * side) it also tells the run what the call cost, so that every step's budget counts every
+     * step's calls; a step alone reports its spend in its outcome.
      */
-    reportSpend: enqueueActions(({ context, enqueue }, report: CallReport | null) => {
-      if (context.inCompany && report !== null) enqueue.sendParent(spentEvent(context, report));
+    spend: enqueueActions(({ context, enqueue }, report: CallReport) => {
+      enqueue.assign(spend(context, report));
+      if (context.inCompany) enqueue.sendParent(spentEvent(context, report));
     }),
     /** Scores work that never validated (`workInvalid`). */
     scoreInvalidWork: assign(({ context }, worked: WorkOutput) => ({
@@ -324,24 +316,19 @@ export const stepMachine = setup({
                 // Budgets are guards on the transitions that lead to a model call (DESIGN 9).
                 guard: { type: 'overBudgetAfterAnswer', params: ({ event }) => event.output },
                 target: '#step.stopped',
-                actions: [
-                  assign(({ context, event }) => spend(context, event.output)),
-                  { type: 'reportSpend', params: ({ event }) => event.output },
-                  'noteBudget',
-                ],
+                actions: [{ type: 'spend', params: ({ event }) => event.output }, 'noteBudget'],
               },
               {
                 target: '#step.negotiating.reviewing',
                 actions: [
+                  { type: 'spend', params: ({ event }) => event.output },
                   assign(({ context, event }) => ({
-                    ...spend(context, event.output),
                     rounds: [
                       ...context.rounds,
                       { round: context.round, proposal: event.output.proposal, review: null },
                     ],
                     rejection: null,
                   })),
-                  { type: 'reportSpend', params: ({ event }) => event.output },
                 ],
               },
             ],
@@ -364,14 +351,13 @@ export const stepMachine = setup({
             onDone: {
               target: '#step.negotiating.decided',
               actions: [
+                { type: 'spend', params: ({ event }) => event.output },
                 assign(({ context, event }) => ({
-                  ...spend(context, event.output),
                   rounds: [
                     ...context.rounds.slice(0, -1),
                     { ...lastRound(context), review: event.output.review },
                   ],
                 })),
-                { type: 'reportSpend', params: ({ event }) => event.output },
               ],
             },
             onError: failedCall,
@@ -533,23 +519,21 @@ export const stepMachine = setup({
             guard: { type: 'evaluationInvalid', params: ({ event }) => event.output },
             target: '#step.judging',
             actions: [
+              { type: 'spend', params: ({ event }) => event.output },
               assign(({ context, event }) => ({
-                ...spend(context, event.output),
                 scored: invalidEvaluationAttempt(context, context.pendingWork!, event.output),
                 pendingWork: null,
               })),
-              { type: 'reportSpend', params: ({ event }) => event.output },
             ],
           },
           {
             target: '#step.judging',
             actions: [
+              { type: 'spend', params: ({ event }) => event.output },
               assign(({ context, event }) => ({
-                ...spend(context, event.output),
                 scored: evaluatedAttempt(context, context.pendingWork!, event.output),
                 pendingWork: null,
               })),
-              { type: 'reportSpend', params: ({ event }) => event.output },
             ],
           },
         ],

@@ -256,8 +256,17 @@ function renderSummary(event: RunEventOf<'run.completed'> | RunEventOf<'run.fail
     ]);
     out += table(['Phase', 'Calls', 'Model time', 'Prompt tokens', 'Completion tokens', 'Cost'], rows);
   }
-  if (event.type === 'run.failed') out += block('Why it stopped', event.payload.message);
+  if (event.type === 'run.failed')
+    out += block('Why it stopped', event.payload.message) + inFlightBlock(event);
   return out + block('Summary', p.summary);
+}
+
+/** The steps that were running when the run stopped, each where its chart stood. */
+function inFlightBlock(event: RunEventOf<'run.failed'>): string {
+  const steps = event.payload.inFlight ?? [];
+  if (steps.length === 0) return '';
+  const rows = steps.map((s) => [s.stepNumber, s.stepId, s.attempt, s.state]);
+  return `**Steps stopped in flight**\n\n${table(['Step', 'Id', 'Attempt', 'State'], rows)}`;
 }
 
 /**

@@ -439,7 +439,16 @@ export const ResultRejected = event(
 );
 export const RunCompleted = event('run.completed', z.strictObject(ClosingTotals));
 /**
- * A run that stopped before completing: `reason` says how, `message` why, in words. An interrupted
+ * A step that was running when its run stopped: the state its step chart was in (`evaluating`,
+ * `negotiating.proposing`, `executing.refining`…) and its attempt (1 from its contract to its
+ * first verdict).
+ */
+export const StepInFlight = z.strictObject({ ...AttemptRef, state: z.string().min(1).max(200) });
+export type StepInFlight = z.infer<typeof StepInFlight>;
+/**
+ * A run that stopped before completing: `reason` says how, `message` why, in words. Every step still
+ * running when it stopped is in `inFlight` (steps run side by side, #34), its calls cancelled
+ * (`request.cancelled` before this event); the field is absent in logs written before it. An interrupted
  * run carries the reason its interrupt gave in `interruptReason` (null for none), which a replay
  * gives the run again; the field is absent for every other reason, and in logs written before it
  * existed (a replay reads those through `withLegacyInterruptReason`). An earlier pge reads this
@@ -454,6 +463,7 @@ export const RunFailed = event(
       reason: RunStopReason,
       message: z.string(),
       interruptReason: z.string().min(1).nullable().optional(),
+      inFlight: z.array(StepInFlight).optional(),
     })
     .refine((p) => p.interruptReason === undefined || p.reason === 'interrupted', {
       message: 'interruptReason is given only when the run was interrupted',

@@ -48,6 +48,7 @@ export {
   RunEvent,
   RunStopReason,
   RunTotals,
+  StepInFlight,
   Verdict,
 } from './events.js';
 export {

@@ -1,4 +1,4 @@
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -178,6 +178,57 @@ describe('steps side by side, embedded', () => {
     }
     expect(three).toBeGreaterThan(0);
   }, 120_000);
+});
+
+describe('a run stopped with steps side by side', () => {
+  it('lists each step in flight, where its chart stood, in the closing event, and replays it exactly', async () => {
+    const path = join(dir, 'stopped.md');
+    const asked = new Map<string, string>();
+    const { pge } = harness({
+      sharedStatePath: path,
+      onEvent: (event) => {
+        if (!isRoleRequest(event) || event.type === 'plan.requested') return;
+        asked.set((event.payload.input as { step: { id: string } }).step.id, event.type);
+        // Two steps have each asked for their work: Ctrl-C.
+        if ([...asked.values()].filter((t) => t === 'step.work.requested').length === 2)
+          pge.interrupt('operator');
+      },
+    });
+    try {
+      await pge.run('Write a guide');
+    } finally {
+      await pge.close();
+    }
+    const events = await readLogFile(path);
+    const closing = events.at(-1) as RunEventOf<'run.failed'>;
+    expect(closing.payload.reason).toBe('interrupted');
+    const inFlight = closing.payload.inFlight ?? [];
+    expect(inFlight.length).toBeGreaterThanOrEqual(2);
+    // Every step listed had a call cancelled before the close, and every cancelled call's step is listed.
+    const cancelled = events.filter((e) => e.type === 'request.cancelled').map((e) => e.payload.requestId);
+    const stepOfRequest = (id: string) => {
+      const request = events.find((e) => e.id === id)!;
+      return (request.payload as { input: { step: { id: string } } }).input.step.id;
+    };
+    expect(cancelled.map(stepOfRequest).sort()).toEqual(inFlight.map((s) => s.stepId).sort());
+    // In plan order, each where its chart stood: the steps that asked for work are in `executing`.
+    expect(inFlight.map((s) => s.stepNumber)).toEqual([...inFlight.map((s) => s.stepNumber)].sort());
+    for (const step of inFlight) {
+      const state = asked.get(step.stepId) === 'step.work.requested' ? /^executing\./ : /^negotiating\./;
+      expect(step.state).toMatch(state);
+      expect(step.attempt).toBe(1);
+    }
+    // A reader of the log sees them in the summary.
+    const text = readFileSync(path, 'utf8');
+    expect(text).toContain('**Steps stopped in flight**');
+    for (const step of inFlight)
+      expect(text).toContain(`| ${step.stepNumber} | ${step.stepId} | 1 | ${step.state} |`);
+    expect(await replayLog(path)).toMatchObject({ identical: true, modelCalls: 0 });
+    // The field is compared: a log whose closing event says otherwise does not replay identically.
+    const forged = { ...closing, payload: { ...closing.payload, inFlight: inFlight.slice(1) } };
+    writeFileSync(path, renderLog([...events.slice(0, -1), forged]));
+    expect(await replayLog(path)).toMatchObject({ identical: false, firstDifference: { seq: closing.seq } });
+  });
 });
 
 describe('a fork of a run whose steps ran side by side', () => {

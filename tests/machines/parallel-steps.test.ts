@@ -222,6 +222,10 @@ describe('steps side by side', () => {
     // which needs b, never starts.
     expect(h.aborted).toEqual(['c']);
     expect(stepsOf(h.events, 'step.started')).toEqual(['a', 'b', 'c']);
+    // The closing event says where c stood: proposing its contract.
+    expect(h.events.at(-1)?.payload).toMatchObject({
+      inFlight: [{ stepId: 'c', stepNumber: 3, attempt: 1, state: 'negotiating.proposing' }],
+    });
   });
 
   it('under replan, lets the steps in flight finish, then replans; passed steps stay passed', async () => {
@@ -257,6 +261,11 @@ describe('steps side by side', () => {
     const calls = h.starts.length;
     expect(calls).toBeLessThanOrEqual(6);
     expect(outcome.totals.usage.calls + h.aborted.length).toBe(calls);
+    // The closing event lists every step whose call was stopped, each with the state it was in.
+    const closing = h.events.at(-1) as Extract<RecordParams, { type: 'run.failed' }>;
+    expect(closing.payload.reason).toBe('budget');
+    expect(closing.payload.inFlight?.map((s) => s.stepId).sort()).toEqual([...h.aborted].sort());
+    for (const step of closing.payload.inFlight ?? []) expect(step.state).not.toBe('');
   });
 
   it('stops every step in flight on an interrupt', async () => {
@@ -266,6 +275,17 @@ describe('steps side by side', () => {
     const outcome = await h.outcome;
     expect(outcome.status).toBe('interrupted');
     expect(h.aborted.sort()).toEqual(['a', 'b']);
-    expect(h.events.at(-1)).toMatchObject({ type: 'run.failed', payload: { reason: 'interrupted' } });
+    // The planner took the first call's time: both were proposing their contracts when Ctrl-C came.
+    const proposing = { attempt: 1, state: 'negotiating.proposing' };
+    expect(h.events.at(-1)).toMatchObject({
+      type: 'run.failed',
+      payload: {
+        reason: 'interrupted',
+        inFlight: [
+          { stepId: 'a', stepNumber: 1, ...proposing },
+          { stepId: 'b', stepNumber: 2, ...proposing },
+        ],
+      },
+    });
   });
 });
