@@ -452,8 +452,8 @@ export type StepInFlight = z.infer<typeof StepInFlight>;
  * run carries the reason its interrupt gave in `interruptReason` (null for none), which a replay
  * gives the run again; the field is absent for every other reason, and in logs written before it
  * existed (a replay reads those through `withLegacyInterruptReason`). An earlier pge reads this
- * payload as a closed object and refuses it when the field is there: readers are upgraded before
- * coordinators (docs/distributed.md).
+ * payload as a closed object and refuses it when either field is there: readers are upgraded
+ * before coordinators (docs/distributed.md).
  */
 export const RunFailed = event(
   'run.failed',
