@@ -74,6 +74,8 @@ import {
   WorkInput,
 } from '../src/schemas/index.js';
 import {
+  RunCancelReply,
+  RunCancelRequest,
   RunResumeReply,
   RunResumeRequest,
   RunSubmission,
@@ -209,6 +211,12 @@ function componentSchemas(): Record<string, Json> {
     'RunResumeReply',
     'The coordinator that owns the run now (`takenOver`: it took the run over for this request; else a live owner still drives it), or why the run cannot be resumed (it ended, or was never started).',
   );
+  add(
+    RunCancelRequest,
+    'RunCancelRequest',
+    "A person's request to cancel a run (`pge cancel`): who, and why.",
+  );
+  add(RunCancelReply, 'RunCancelReply', 'The coordinator that drives the run, and cancelled it.');
   add(MessageRejection, 'MessageRejection', 'A message that a pge process refused on receive, and why.');
   add(RunControl, 'RunControl', 'A command for a run from outside its coordinator: interrupt it.');
   add(
@@ -402,6 +410,31 @@ export function buildAsyncApi(options: AsyncApiOptions = {}): Json {
       summary: 'Who owns the run now, or why it cannot be resumed.',
       contentType: 'application/json',
       payload: schemaRef('RunResumeReply'),
+    },
+    RunCancelRequest: {
+      name: 'RunCancelRequest',
+      title: 'Run cancel request',
+      summary: 'A run to cancel, who asks and why.',
+      contentType: 'application/json',
+      payload: schemaRef('RunCancelRequest'),
+      examples: [
+        {
+          name: 'by a person',
+          payload: {
+            runId: 'pge-20261123-101500-1a2b3c4d',
+            by: 'alice',
+            reason: 'wrong task',
+            ts: '2026-11-23T10:20:00.000Z',
+          },
+        },
+      ],
+    },
+    RunCancelReply: {
+      name: 'RunCancelReply',
+      title: 'Run cancel reply',
+      summary: 'The coordinator that cancelled the run.',
+      contentType: 'application/json',
+      payload: schemaRef('RunCancelReply'),
     },
     RunControl: {
       name: 'RunControl',
@@ -600,6 +633,22 @@ export function buildAsyncApi(options: AsyncApiOptions = {}): Json {
       messages: channelMessages(['RunResumeReply']),
       'x-pge-nats': { transport: 'core' },
     },
+    runCancel: {
+      address: 'pge.runs.cancel',
+      title: 'Run cancel',
+      description:
+        'Core NATS request/reply (not stored): every coordinator hears the request; the one that drives the run cancels it (every step running stops, its call cancelled; `run.failed` with reason `cancelled` names who and why) and replies, the others stay silent, so no reply within 5 s means no coordinator drives the run now. Only the `client` credential may publish here.',
+      messages: channelMessages(['RunCancelRequest']),
+      'x-pge-nats': { transport: 'core' },
+    },
+    runCancelReply: {
+      address: null,
+      title: 'Reply to a run cancel request',
+      description:
+        "The requester's reply subject (a NATS inbox, `_INBOX.…`), chosen per request by the client.",
+      messages: channelMessages(['RunCancelReply']),
+      'x-pge-nats': { transport: 'core' },
+    },
     runControl: {
       address: 'pge.run.{runId}.control',
       title: 'Commands for a run',
@@ -756,6 +805,32 @@ export function buildAsyncApi(options: AsyncApiOptions = {}): Json {
       reply: {
         channel: ref('#/channels/runResumeReply'),
         messages: opMessages('runResumeReply', ['RunResumeReply']),
+      },
+    },
+    cancelRun: {
+      action: 'send',
+      channel: ref('#/channels/runCancel'),
+      title: 'Cancel a run',
+      summary:
+        'A person (`pge cancel`) asks for a run to be cancelled, and gets back the coordinator that did.',
+      tags: [tag('integrator')],
+      messages: opMessages('runCancel', ['RunCancelRequest']),
+      reply: {
+        channel: ref('#/channels/runCancelReply'),
+        messages: opMessages('runCancelReply', ['RunCancelReply']),
+      },
+    },
+    takeCancel: {
+      action: 'receive',
+      channel: ref('#/channels/runCancel'),
+      title: 'Cancel a run on request',
+      summary:
+        'The coordinator that drives the run cancels it and replies; every other coordinator stays silent.',
+      tags: [tag('coordinator')],
+      messages: opMessages('runCancel', ['RunCancelRequest']),
+      reply: {
+        channel: ref('#/channels/runCancelReply'),
+        messages: opMessages('runCancelReply', ['RunCancelReply']),
       },
     },
     takeRunOver: {

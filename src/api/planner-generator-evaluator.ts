@@ -272,6 +272,17 @@ export class PlannerGeneratorEvaluator<T extends OutputType = OutputType> {
     for (const run of this.running.values()) run.interrupt(reason);
   }
 
+  /**
+   * Cancels run `runId` of this instance, as `pge cancel` does on a deployment: every step running
+   * stops and its call is cancelled, and the run ends `cancelled`, its closing event naming `by`
+   * and `reason`. False when no such run is in progress here.
+   */
+  cancel(runId: string, by: string, reason?: string): boolean {
+    const run = this.running.get(runId);
+    run?.cancel(by, reason);
+    return run !== undefined;
+  }
+
   /** Stops the workers and closes the logs. The instance can run again afterwards. */
   async close(): Promise<void> {
     const runtime = this.runtime;

@@ -3,7 +3,14 @@ import { ROLES } from '../schemas/setting-values.js';
 import { EVENTS_STREAM, PERSISTENCE_CONSUMER, PGE_STREAMS, WORK_STREAM } from './nats-streams.js';
 import { PULL_EXPIRES_MS } from './nats-subscriptions.js';
 import { LEASE_BUCKET } from './run-leases.js';
-import { RESUME_ANSWER_MS, SUBMIT_ANSWER_MS, subjectMatches, subjects, workerQueue } from './subjects.js';
+import {
+  CANCEL_ANSWER_MS,
+  RESUME_ANSWER_MS,
+  SUBMIT_ANSWER_MS,
+  subjectMatches,
+  subjects,
+  workerQueue,
+} from './subjects.js';
 
 /**
  * What each process of a deployment may publish and subscribe to on NATS: the one source of the
@@ -144,6 +151,7 @@ export const ROLE_PERMISSIONS: Readonly<Record<NatsRole, RolePermissions>> = {
         inbox('coordinator'),
         subjects.submit,
         subjects.resume,
+        subjects.cancelRun,
         subjects.control('*'),
         subjects.approval('*'),
         `$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.${WORK_STREAM}.*`,
@@ -177,8 +185,9 @@ export const ROLE_PERMISSIONS: Readonly<Record<NatsRole, RolePermissions>> = {
         subjects.submit,
         subjects.resume,
         subjects.control('*'),
-        // Decisions at runs' gates: a person's, so a client's alone.
+        // Decisions at runs' gates and cancels of runs: a person's, so a client's alone.
         subjects.approval('*'),
+        subjects.cancelRun,
         subjects.rejected('client'),
         ...STREAM_CHECKS,
         ...streamReading(EVENTS_STREAM),
@@ -187,7 +196,7 @@ export const ROLE_PERMISSIONS: Readonly<Record<NatsRole, RolePermissions>> = {
     },
     subscribe: readerSubscriptions('client'),
     summary:
-      'submits runs, follows their events, sends control (interrupt, resume) for runs, and decides their gates',
+      'submits runs, follows their events, sends control (interrupt, resume, cancel) for runs, and decides their gates',
   },
   observer: {
     publish: {
@@ -258,6 +267,7 @@ export function serviceResponse(subject: string): ServiceResponse {
   }
   if (subject === subjects.submit) return { type: 'Singleton', thresholdMs: SUBMIT_ANSWER_MS };
   if (subject === subjects.resume) return { type: 'Singleton', thresholdMs: RESUME_ANSWER_MS };
+  if (subject === subjects.cancelRun) return { type: 'Singleton', thresholdMs: CANCEL_ANSWER_MS };
   return { type: 'Singleton', thresholdMs: ANSWER_MS };
 }
 

@@ -78,6 +78,11 @@ export const subjects = {
    */
   resume: 'pge.runs.resume',
   /**
+   * Where a person asks to cancel a run (`pge cancel`), by request/reply: every coordinator hears
+   * it, the one that drives the run answers within `CANCEL_ANSWER_MS`.
+   */
+  cancelRun: 'pge.runs.cancel',
+  /**
    * Where a process reports the messages it refused: `pge.errors.rejected.<reporter>`, the reporter
    * being its role (`'*'` for every reporter). One subject per reporter, so that a credential can
    * allow a process its own reports only, and reports can cross between NATS accounts.
@@ -95,6 +100,8 @@ export const subjects = {
 export const SUBMIT_ANSWER_MS = 30_000;
 /** How long a resume request waits for its answer: taking a run over reads its stored events. */
 export const RESUME_ANSWER_MS = 30_000;
+/** How long a cancel request waits for its answer: the run's coordinator answers at once. */
+export const CANCEL_ANSWER_MS = 5_000;
 
 /** The queue group that the workers of a role share, so each work item goes to one of them. */
 export function workerQueue(role: Role): string {

@@ -2,13 +2,17 @@ import { userInfo } from 'node:os';
 import { NatsBus } from '../bus/nats-bus.js';
 import { ConfigurationError } from '../errors.js';
 import { decide, pendingApprovals } from '../runtime/approvals.js';
+import { cancelRun, endedAs } from '../runtime/run-cancel.js';
 import type { ApprovalGate } from '../schemas/index.js';
 import { ExitCode } from './exit-codes.js';
 import type { CommandLine } from './flags.js';
 import type { CliIo } from './io.js';
 import { natsOptionsOf } from './nats-options.js';
 
-/** `pge approvals` and `pge approve <runId>`: the gates of a distributed deployment's runs. */
+/**
+ * `pge approvals`, `pge approve <runId>` and `pge cancel <runId>`: a person's say over a
+ * distributed deployment's runs.
+ */
 
 /** Connects to the deployment as a client does (`--nats`, else NATS_URL). */
 function connect(line: CommandLine, io: CliIo, name: string): Promise<NatsBus> {
@@ -66,6 +70,34 @@ export async function approveCommand(line: CommandLine, io: CliIo): Promise<numb
     else
       io.stdout.write(`run ${runId}: ${gate} ${decision === 'approve' ? 'approved' : 'rejected'} by ${by}\n`);
     return ExitCode.passed;
+  } finally {
+    await bus.close();
+  }
+}
+
+/** `pge cancel <runId> [--reason "<text>"] [--by <name>]`: the run's closing event, once stored. */
+export async function cancelCommand(line: CommandLine, io: CliIo): Promise<number> {
+  const [runId, ...extra] = line.positionals;
+  if (runId === undefined || extra.length > 0)
+    throw new ConfigurationError('pge cancel needs one run id: pge cancel <runId> [--reason "<text>"]');
+  const { values } = line.flags;
+  const reason = typeof values.reason === 'string' && values.reason.trim() !== '' ? values.reason : null;
+  const by = typeof values.by === 'string' ? values.by : whoAmI(io);
+  const bus = await connect(line, io, 'pge-cancel');
+  try {
+    const { owner, closing } = await cancelRun(bus, runId, by, reason);
+    if (line.flags.json) io.stdout.write(`${JSON.stringify(closing)}\n`);
+    else if (closing.type === 'run.failed' && closing.payload.reason === 'cancelled') {
+      const stopped = closing.payload.inFlight ?? [];
+      const steps =
+        stopped.length === 0
+          ? ''
+          : `; steps stopped in flight: ${stopped.map((s) => s.stepNumber).join(', ')}`;
+      io.stdout.write(`run ${runId}: cancelled by ${by} (coordinator ${owner})${steps}\n`);
+    } else io.stdout.write(`run ${runId}: it ended (${endedAs(closing)}) before the cancel reached it\n`);
+    return closing.type === 'run.failed' && closing.payload.reason === 'cancelled'
+      ? ExitCode.passed
+      : ExitCode.usage;
   } finally {
     await bus.close();
   }

@@ -155,7 +155,7 @@ export const RESUME_ACTING_FLAGS: readonly string[] = [
   ...Object.keys(MCP_FLAG_ROLES),
 ];
 
-/** How `pge approvals` and `pge approve` reach a deployment. */
+/** How `pge approvals`, `pge approve` and `pge cancel` reach a deployment. */
 const DEPLOYMENT_CLIENT_FLAGS: readonly FlagSpec[] = inGroup('nats', [NATS_SERVERS_FLAG, CREDS_FLAG]);
 
 const APPROVE_FLAGS: readonly FlagSpec[] = [
@@ -173,6 +173,14 @@ const APPROVE_FLAGS: readonly FlagSpec[] = [
       help: 'Reject, with the reason the planner or the generator is told (default: approve)',
     },
     { name: 'by', kind: 'text', value: '<name>', help: 'Who decides, for the log (default: your user name)' },
+  ]),
+  ...DEPLOYMENT_CLIENT_FLAGS,
+];
+
+const CANCEL_FLAGS: readonly FlagSpec[] = [
+  ...inGroup('harness', [
+    { name: 'reason', kind: 'text', value: '<text>', help: "Why, for the run's closing event" },
+    { name: 'by', kind: 'text', value: '<name>', help: 'Who cancels, for the log (default: your user name)' },
   ]),
   ...DEPLOYMENT_CLIENT_FLAGS,
 ];
@@ -280,6 +288,8 @@ export function flagsFor(command: Command): readonly FlagSpec[] {
       return [...DEPLOYMENT_CLIENT_FLAGS, ...FLAGS.filter((f) => f.name === 'json')];
     case 'approve':
       return [...APPROVE_FLAGS, ...FLAGS.filter((f) => f.name === 'json')];
+    case 'cancel':
+      return [...CANCEL_FLAGS, ...FLAGS.filter((f) => f.name === 'json')];
     case 'fork':
       // The plan is the parent's: the flags that shape a plan do not apply.
       return [FROM_STEP_FLAG, ...FLAGS.filter((f) => f.group !== 'nats' && !PLAN_FLAGS.includes(f.name))];

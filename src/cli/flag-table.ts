@@ -28,6 +28,7 @@ export type Command =
   | 'fork'
   | 'approvals'
   | 'approve'
+  | 'cancel'
   | 'worker'
   | 'dashboard'
   | 'follow'

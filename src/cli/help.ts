@@ -65,6 +65,11 @@ const APPROVE_EXIT_CODES = `Exit codes:
   2    usage error, NATS unreachable, or (pge approve) a run that waits at no such gate
   3    no coordinator recorded the decision within 10s: none drives the run now; decide again later`;
 
+const CANCEL_EXIT_CODES = `Exit codes:
+  0    the run was cancelled: its closing event is stored
+  2    usage error, NATS unreachable, a run the deployment does not hold, or one that has ended
+  3    no coordinator drives the run now (none answered within 5 s): cancel it again once one does`;
+
 const GRAPH_EXIT_CODES = `Exit codes:
   0    the chart was printed
   2    usage error: unknown flag or bad value`;
@@ -285,6 +290,20 @@ the command waits until the coordinator has recorded it (approval.decided) and p
       'pge approve pge-20260301-101500-3f2a9c1e --gate plan --reject "add a step on safety"',
     ],
   },
+  cancel: {
+    summary: 'cancel a run of a deployment: it stops, its calls cancelled',
+    synopsis: '<runId> [flags]',
+    usage: '<runId> [--reason "<text>"] [--by <name>] [--nats <url>] [--json]',
+    about: `Cancels a run of a distributed deployment: the coordinator that drives it stops every step
+running (their model calls cancelled) and ends the run with run.failed, reason "cancelled", naming
+who asked (--by, default your user name) and why (--reason). A run that has ended is refused. The
+command waits until the closing event is stored and prints it. Only the client credential may
+cancel (docs/security.md).`,
+    examples: [
+      'pge cancel pge-20260301-101500-3f2a9c1e --nats nats://127.0.0.1:4222',
+      'NATS_CREDS=client.creds pge cancel pge-20260301-101500-3f2a9c1e --reason "wrong task"',
+    ],
+  },
   worker: {
     summary: 'one process of a distributed deployment on NATS',
     synopsis: '--role <role>',
@@ -376,6 +395,7 @@ const EXITS: Record<Command, string> = {
   fork: RESUME_EXIT_CODES,
   approvals: APPROVE_EXIT_CODES,
   approve: APPROVE_EXIT_CODES,
+  cancel: CANCEL_EXIT_CODES,
   follow: FOLLOW_EXIT_CODES,
   'nats-config': NATS_CONFIG_EXIT_CODES,
 };

@@ -8,7 +8,7 @@ import { type CliIo, processIo } from './io.js';
 import { commandHelp, topHelp } from './program.js';
 
 /**
- * The `pge` command line: `run`, `demo`, `resume`, `batch`, `config`, `graph`, `replay`, `fork`, `approvals`, `approve`, `worker`,
+ * The `pge` command line: `run`, `demo`, `resume`, `batch`, `config`, `graph`, `replay`, `fork`, `approvals`, `approve`, `cancel`, `worker`,
  * `dashboard`, `follow`, `help`.
  * `bin/pge.js` calls `main` and exits with the code it returns; `main` closes everything it opened,
  * so nothing else is needed. Every command's line is parsed here, by commander against the options
@@ -29,6 +29,7 @@ const COMMANDS: Record<Command, () => Promise<RunsCommandLine>> = {
   fork: async () => (await import('./fork-command.js')).forkCommand,
   approvals: async () => (await import('./approve-command.js')).approvalsCommand,
   approve: async () => (await import('./approve-command.js')).approveCommand,
+  cancel: async () => (await import('./approve-command.js')).cancelCommand,
   worker: async () => (await import('./worker-command.js')).workerCommand,
   dashboard: async () => (await import('./dashboard-command.js')).dashboardCommand,
   follow: async () => (await import('./follow-command.js')).followCommand,

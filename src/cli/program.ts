@@ -82,6 +82,7 @@ const TAKE_ARGUMENTS: readonly Command[] = [
   'replay',
   'fork',
   'approve',
+  'cancel',
   'follow',
 ];
 

@@ -109,6 +109,11 @@ export interface RunHandle {
   /** Ends the run as interrupted, `reason` going into its closing event; a call in flight is cancelled. */
   interrupt(reason?: string): void;
   /**
+   * Ends the run as cancelled by `by` (`pge cancel`), with `reason` if given: every step running
+   * stops and its call is cancelled; the closing event says who and why.
+   */
+  cancel(by: string, reason?: string): void;
+  /**
    * A person's decision at a gate the run waits at (the oldest of that kind, or the one of
    * `requestId` when given); false (and nothing done) when it waits at no such gate.
    */

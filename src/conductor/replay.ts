@@ -1,5 +1,5 @@
 import { ResumeError } from '../errors.js';
-import { INTERRUPTED } from '../machines/run-context.js';
+import { INTERRUPTED, type RunStopEvent } from '../machines/run-context.js';
 import type {
   ApprovalDecision,
   RoleRequest,
@@ -366,19 +366,25 @@ export class Replay {
   }
 
   /**
-   * When all the log holds from here is the run interrupted while it waited (the facts of its
-   * cancelled call, then `run.failed` for `interrupted`): the reason it was given, null for none.
-   * Undefined when the log holds anything else. An interrupt reaches a run only while it waits
-   * for an answer or a decision, so this is where a replay interrupts it the same way.
+   * When all the log holds from here is the run interrupted or cancelled while it waited (the
+   * facts of its cancelled calls, then `run.failed` for `interrupted` or `cancelled`): the event
+   * that stopped it, with the reason it was given (and for a cancel, who asked). Undefined when the
+   * log holds anything else. A stop reaches a run only while it waits for an answer or a
+   * decision, so this is where a replay stops it the same way.
    */
-  interruption(): string | null | undefined {
+  interruption(): RunStopEvent | undefined {
     const { events, facts } = this.recorded;
     let next = this.#next;
     while (next < events.length && facts.has(next + 1)) next++;
     const closing = events[next];
     if (next !== events.length - 1 || closing?.type !== 'run.failed') return undefined;
-    const { reason, interruptReason } = withLegacyInterruptReason(closing).payload;
-    return reason === 'interrupted' ? interruptReason : undefined;
+    const { reason, interruptReason, cancelled } = withLegacyInterruptReason(closing).payload;
+    if (reason === 'cancelled' && cancelled !== undefined) {
+      const { by, reason: why } = cancelled;
+      return why === null ? { type: 'cancel', by } : { type: 'cancel', by, reason: why };
+    }
+    if (reason !== 'interrupted') return undefined;
+    return interruptReason == null ? { type: 'interrupt' } : { type: 'interrupt', reason: interruptReason };
   }
 
   /**

@@ -221,17 +221,15 @@ export class RunRecorder {
     }
     const waiting = [...this.#atEnd.values()];
     this.#atEnd.clear();
-    const reason = replay.interruption();
-    if (reason === undefined) {
+    const stop = replay.interruption();
+    if (stop === undefined) {
       const error = replay.beyond(this.#missing);
       for (const w of waiting) w.fail(error);
       return;
     }
     // Sent once the calls' actors have gone on waiting: the chart takes it like a person's interrupt.
     for (const w of waiting) w.release(true);
-    queueMicrotask(() =>
-      this.notify(reason === null ? { type: 'interrupt' } : { type: 'interrupt', reason }),
-    );
+    queueMicrotask(() => this.notify(stop));
   }
 
   /**

@@ -175,6 +175,8 @@ export class RunSession implements RunScope {
       calls: recorder.calls,
       interrupt: (reason?: string) =>
         actor.send(reason ? { type: 'interrupt', reason } : { type: 'interrupt' }),
+      cancel: (by: string, reason?: string) =>
+        actor.send(reason ? { type: 'cancel', by, reason } : { type: 'cancel', by }),
       decide: (gate, decision, requestId) => {
         const event: SessionEvent = {
           type: 'decide',

@@ -10,6 +10,7 @@ import type {
   PlanStep,
   ReplanContext,
   ResolvedCriterion,
+  RunCancellation,
   RunStopReason,
   RunTotals,
   StepInFlight,
@@ -48,7 +49,7 @@ export interface RunInput {
 }
 
 /** How the run ended. */
-export type RunStatus = 'completed' | 'aborted' | 'stopped' | 'failed' | 'interrupted';
+export type RunStatus = 'completed' | 'aborted' | 'stopped' | 'failed' | 'interrupted' | 'cancelled';
 
 /** Output of the run machine. */
 export interface RunOutcome {
@@ -63,10 +64,22 @@ export interface RunOutcome {
   error: ErrorInfo | null;
 }
 
+/** A person's cancel of the run: who asked, and why (an empty reason is none). */
+export interface RunCancelEvent {
+  type: 'cancel';
+  by: string;
+  reason?: string;
+}
+
+/** What stops a run from outside: Ctrl-C or SIGTERM (`interrupt`), or a person's `cancel`. */
+export type RunStopEvent = { type: 'interrupt'; reason?: string } | RunCancelEvent;
+
 /** Context of the run machine: its input as given, and what the run has done (`StepContext` says why nested). */
 export interface RunContext {
   input: RunInput;
   interruptReason: string | null;
+  /** Who cancelled the run, and why: set by `cancel`, for the closing event of `cancelled`. */
+  cancelled: RunCancellation | null;
   plan: Plan | null;
   criteria: ResolvedCriterion[];
   replans: number;
@@ -149,6 +162,7 @@ const STOP_REASON: Record<Exclude<RunStatus, 'completed'>, RunStopReason> = {
   stopped: 'budget',
   failed: 'error',
   interrupted: 'interrupted',
+  cancelled: 'cancelled',
 };
 
 /** The run's output, given by the final state it reached, which names its `status`. */
@@ -215,6 +229,14 @@ export function errorMessage(context: RunContext): string {
 export function interruptedEvent(context: RunContext): RecordParams {
   const closing = failedEvent(context, 'interrupted', interruptMessage(context.interruptReason));
   return { ...closing, payload: { ...closing.payload, interruptReason: context.interruptReason } };
+}
+
+/** The closing event of the final state `cancelled`: who cancelled the run, and why, in its own field and the message. */
+export function cancelledEvent(context: RunContext): RecordParams {
+  const cancelled = context.cancelled!;
+  const message = `the run was cancelled by ${cancelled.by}${cancelled.reason === null ? '' : `: ${cancelled.reason}`}`;
+  const closing = failedEvent(context, 'cancelled', message);
+  return { ...closing, payload: { ...closing.payload, cancelled } };
 }
 
 /** The message of an interrupted run's closing event, as logs have it. */

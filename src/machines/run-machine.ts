@@ -14,6 +14,7 @@ import { budgetBroken, resolveCriteria } from './guards.js';
 import {
   allStepsEnded,
   budgetMessage,
+  cancelledEvent,
   completedEvent,
   errorMessage,
   exhaustionPolicyOf,
@@ -24,6 +25,7 @@ import {
   type RunContext,
   type RunInput,
   type RunOutcome,
+  type RunStopEvent,
   readyStep,
   replanAfter,
   replanDisapproved,
@@ -98,7 +100,7 @@ export const runMachine = setup({
     input: {} as RunInput,
     output: {} as RunOutcome,
     /** `reason` says why in the closing event (a failed log write, a signal, an operator). */
-    events: {} as { type: 'interrupt'; reason?: string } | StepSpentEvent,
+    events: {} as RunStopEvent | StepSpentEvent,
   },
   actors: {
     plan: notProvided('plan') as CallLogic<'plan'>,
@@ -204,6 +206,7 @@ export const runMachine = setup({
     stoppedBy: null,
     error: null,
     interruptReason: null,
+    cancelled: null,
   }),
   initial: 'planning',
   // The outcome is the final state's: each gives its own (XState 5 types it as unknown).
@@ -213,6 +216,10 @@ export const runMachine = setup({
       target: '.interrupted',
       // An empty reason is none: the closing message then says no more than that.
       actions: assign({ interruptReason: ({ event }) => event.reason || null }),
+    },
+    cancel: {
+      target: '.cancelled',
+      actions: assign({ cancelled: ({ event }) => ({ by: event.by, reason: event.reason || null }) }),
     },
   },
   states: {
@@ -468,6 +475,13 @@ export const runMachine = setup({
       type: 'final',
       entry: { type: 'record', params: ({ context }) => interruptedEvent(context) },
       output: ({ context }) => runOutcome(context, 'interrupted'),
+    },
+    cancelled: {
+      description:
+        'The `cancel` event (`pge cancel`, `RunHandle.cancel`: who asked, and why) is taken in any state until the run has ended. As `interrupted`, it stops every step running and cancels their calls; records `run.failed` (reason `cancelled`, with who and why in `cancelled`).',
+      type: 'final',
+      entry: { type: 'record', params: ({ context }) => cancelledEvent(context) },
+      output: ({ context }) => runOutcome(context, 'cancelled'),
     },
   },
 });

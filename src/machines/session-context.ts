@@ -1,5 +1,5 @@
 import type { ApprovalDecision, ApprovalGate, ApprovalTimeoutPolicy } from '../schemas/index.js';
-import type { RunInput, RunOutcome } from './run-context.js';
+import type { RunInput, RunOutcome, RunStopEvent } from './run-context.js';
 
 /**
  * The data of the session chart (`session-machine.ts`): what it is started with, what it keeps,
@@ -43,8 +43,8 @@ export type SessionOutput =
 
 /** The events a session takes: from the coordinator, its gates and a person. */
 export type SessionEvent =
-  /** Stop the run: forwarded to the run chart, which records its closing event. */
-  | { type: 'interrupt'; reason?: string }
+  /** Stop the run (`interrupt`, or a person's `cancel`): forwarded to the run chart, which records its closing event. */
+  | RunStopEvent
   /** The replay handed out the last recorded event; `run.resumed` is recorded. */
   | { type: 'replay.ended' }
   /** The replay and its log disagree (a `ResumeError`): nothing more is recorded. */

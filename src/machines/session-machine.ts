@@ -130,7 +130,7 @@ export const sessionMachine = setup({
   states: {
     open: {
       description:
-        'The run chart (`invoke: run`) runs, and the step chart under it. `interrupt` is passed to the run chart, which records its closing event; a failed publish interrupts it the same way, the failure named in the reason. A lost lease (`abandon`) goes to `takenOver`.',
+        'The run chart (`invoke: run`) runs, and the step chart under it. `interrupt` and `cancel` are passed to the run chart, which records its closing event; a failed publish interrupts it the same way, the failure named in the reason. A lost lease (`abandon`) goes to `takenOver`.',
       invoke: {
         id: 'run',
         systemId: 'run',
@@ -147,6 +147,7 @@ export const sessionMachine = setup({
       },
       on: {
         interrupt: { actions: sendTo('run', ({ event }) => event) },
+        cancel: { actions: sendTo('run', ({ event }) => event) },
         'publish.failed': { actions: sendTo('run', ({ event }) => publishFailedInterrupt(event.error)) },
         abandon: {
           target: 'takenOver',

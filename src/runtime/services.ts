@@ -21,6 +21,8 @@ import {
 import type { Role, RoleResult, RunEvent } from '../schemas/index.js';
 import { isClosingEvent } from '../schemas/index.js';
 import {
+  type RunCancelReply,
+  type RunCancelRequest,
   type RunResumeReply,
   type RunResumeRequest,
   type RunSubmission,
@@ -260,6 +262,14 @@ export function startCoordinatorService(service: CoordinatorServiceOptions): Coo
     },
     { queue: COORDINATOR_QUEUE },
   );
+  // Cancels: every coordinator hears each one, and only the one driving the run acts and answers.
+  const cancels = bus.subscribe(subjects.cancelRun, async (message) => {
+    const { runId, by, reason } = message.data as RunCancelRequest;
+    const run = active.get(runId);
+    if (run === undefined || !answerable(bus, message)) return;
+    run.cancel(by, reason ?? undefined);
+    await message.respond({ runId, owner: ownership?.owner ?? 'coordinator' } satisfies RunCancelReply);
+  });
   const resumes = bus.subscribe(
     subjects.resume,
     async (message) => {
@@ -280,6 +290,7 @@ export function startCoordinatorService(service: CoordinatorServiceOptions): Coo
     async stop(mode = 'finish') {
       subscription.unsubscribe();
       resumes.unsubscribe();
+      cancels.unsubscribe();
       control.unsubscribe();
       approvals.unsubscribe();
       if (mode === 'interrupt') for (const run of active.values()) run.interrupt();

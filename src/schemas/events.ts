@@ -113,7 +113,7 @@ export const AttemptReason = z.enum([
 export type AttemptReason = z.infer<typeof AttemptReason>;
 
 /** Stop reasons of a run that did not complete. */
-export const RunStopReason = z.enum(['aborted', 'budget', 'error', 'interrupted']);
+export const RunStopReason = z.enum(['aborted', 'budget', 'error', 'interrupted', 'cancelled']);
 export type RunStopReason = z.infer<typeof RunStopReason>;
 
 /** Calls, tokens, cost and model time of one phase, for the summary's per-phase table. */
@@ -445,13 +445,20 @@ export const RunCompleted = event('run.completed', z.strictObject(ClosingTotals)
  */
 export const StepInFlight = z.strictObject({ ...AttemptRef, state: z.string().min(1).max(200) });
 export type StepInFlight = z.infer<typeof StepInFlight>;
+/** Who cancelled a run (`pge cancel`, `RunHandle.cancel`), and why, if they said. */
+export const RunCancellation = z.strictObject({
+  by: z.string().min(1).max(200),
+  reason: z.string().min(1).max(4000).nullable(),
+});
+export type RunCancellation = z.infer<typeof RunCancellation>;
 /**
  * A run that stopped before completing: `reason` says how, `message` why, in words. Every step still
  * running when it stopped is in `inFlight` (steps run side by side, #34), its calls cancelled
  * (`request.cancelled` before this event); the field is absent in logs written before it. An interrupted
  * run carries the reason its interrupt gave in `interruptReason` (null for none), which a replay
  * gives the run again; the field is absent for every other reason, and in logs written before it
- * existed (a replay reads those through `withLegacyInterruptReason`). An earlier pge reads this
+ * existed (a replay reads those through `withLegacyInterruptReason`). A cancelled run (reason
+ * `cancelled`) says who cancelled it, and why, in `cancelled`. An earlier pge reads this
  * payload as a closed object and refuses it when either field is there: readers are upgraded
  * before coordinators (docs/distributed.md).
  */
@@ -464,10 +471,15 @@ export const RunFailed = event(
       message: z.string(),
       interruptReason: z.string().min(1).nullable().optional(),
       inFlight: z.array(StepInFlight).optional(),
+      cancelled: RunCancellation.optional(),
     })
     .refine((p) => p.interruptReason === undefined || p.reason === 'interrupted', {
       message: 'interruptReason is given only when the run was interrupted',
       path: ['interruptReason'],
+    })
+    .refine((p) => (p.cancelled !== undefined) === (p.reason === 'cancelled'), {
+      message: 'cancelled is given exactly when the run was cancelled',
+      path: ['cancelled'],
     }),
 );
 

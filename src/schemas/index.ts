@@ -45,6 +45,7 @@ export {
   ROLE_OF_REQUEST,
   RoleRequest,
   RunActing,
+  RunCancellation,
   RunEvent,
   RunStopReason,
   RunTotals,

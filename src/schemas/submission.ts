@@ -57,3 +57,20 @@ export const RunResumeReply = z.union([
   z.strictObject({ error: ErrorInfo }),
 ]);
 export type RunResumeReply = z.infer<typeof RunResumeReply>;
+
+/**
+ * A person's request to cancel a run, sent on `pge.runs.cancel` (`pge cancel <runId>`): every
+ * coordinator hears it, and the one that drives the run cancels it and answers; the others stay
+ * silent. `by` and `reason` go into the run's closing event.
+ */
+export const RunCancelRequest = z.strictObject({
+  runId: SafeId,
+  by: z.string().min(1).max(200),
+  reason: z.string().min(1).max(4000).nullable(),
+  ts: z.iso.datetime(),
+});
+export type RunCancelRequest = z.infer<typeof RunCancelRequest>;
+
+/** The reply to a cancel request: the coordinator that cancelled the run. */
+export const RunCancelReply = z.strictObject({ runId: SafeId, owner: z.string() });
+export type RunCancelReply = z.infer<typeof RunCancelReply>;

@@ -231,6 +231,38 @@ describe('a run stopped with steps side by side', () => {
   });
 });
 
+describe('a run cancelled with steps side by side', () => {
+  it('ends cancelled, naming who asked and why, and replays to the same cancel', async () => {
+    const path = join(dir, 'cancelled.md');
+    let works = 0;
+    const { pge } = harness({
+      sharedStatePath: path,
+      onEvent: (event) => {
+        if (event.type === 'step.work.requested' && ++works === 2)
+          pge.cancel(event.runId, 'alice', 'wrong task');
+      },
+    });
+    try {
+      await pge.run('Write a guide');
+      expect(pge.lastResult?.status).toBe('cancelled');
+      expect(pge.cancel(pge.lastResult!.runId, 'bob')).toBe(false);
+    } finally {
+      await pge.close();
+    }
+    const events = await readLogFile(path);
+    const closing = events.at(-1) as RunEventOf<'run.failed'>;
+    expect(closing.payload).toMatchObject({
+      reason: 'cancelled',
+      cancelled: { by: 'alice', reason: 'wrong task' },
+      message: 'the run was cancelled by alice: wrong task',
+    });
+    expect(closing.payload.inFlight?.length).toBeGreaterThanOrEqual(2);
+    expect(events.at(-2)?.type).toBe('request.cancelled');
+    expect(readFileSync(path, 'utf8')).toContain('FAILED (cancelled)');
+    expect(await replayLog(path)).toMatchObject({ identical: true, modelCalls: 0 });
+  });
+});
+
 describe('a fork of a run whose steps ran side by side', () => {
   it('keeps what its parent recorded before step N started, and runs N and what starts after it anew', async () => {
     const parent = await recorded();

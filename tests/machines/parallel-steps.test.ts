@@ -268,6 +268,27 @@ describe('steps side by side', () => {
     for (const step of closing.payload.inFlight ?? []) expect(step.state).not.toBe('');
   });
 
+  it('cancels: stops every step in flight and records who asked, and why', async () => {
+    const h = harness({});
+    await vi.advanceTimersByTimeAsync(CALL_MS * 1.5);
+    h.actor.send({ type: 'cancel', by: 'alice', reason: 'wrong task' });
+    const outcome = await h.outcome;
+    expect(outcome.status).toBe('cancelled');
+    expect(h.aborted.sort()).toEqual(['a', 'b']);
+    expect(h.events.at(-1)).toMatchObject({
+      type: 'run.failed',
+      payload: {
+        reason: 'cancelled',
+        message: 'the run was cancelled by alice: wrong task',
+        cancelled: { by: 'alice', reason: 'wrong task' },
+        inFlight: [{ stepId: 'a' }, { stepId: 'b' }],
+      },
+    });
+    // Nothing is recorded after the close, and a later interrupt changes nothing.
+    h.actor.send({ type: 'interrupt' });
+    expect(h.events.filter((e) => e.type === 'run.failed')).toHaveLength(1);
+  });
+
   it('stops every step in flight on an interrupt', async () => {
     const h = harness({});
     await vi.advanceTimersByTimeAsync(CALL_MS * 1.5);
