@@ -155,7 +155,7 @@ export const RESUME_ACTING_FLAGS: readonly string[] = [
   ...Object.keys(MCP_FLAG_ROLES),
 ];
 
-/** How `pge approvals` and `pge approve` reach a deployment. */
+/** How `pge runs`, `pge approvals` and `pge approve` reach a deployment. */
 const DEPLOYMENT_CLIENT_FLAGS: readonly FlagSpec[] = inGroup('nats', [NATS_SERVERS_FLAG, CREDS_FLAG]);
 
 const APPROVE_FLAGS: readonly FlagSpec[] = [
@@ -173,6 +173,25 @@ const APPROVE_FLAGS: readonly FlagSpec[] = [
       help: 'Reject, with the reason the planner or the generator is told (default: approve)',
     },
     { name: 'by', kind: 'text', value: '<name>', help: 'Who decides, for the log (default: your user name)' },
+  ]),
+  ...DEPLOYMENT_CLIENT_FLAGS,
+];
+
+/** What `pge runs` lists: every run, or those of some statuses, or started since a time. */
+const RUNS_FLAGS: readonly FlagSpec[] = [
+  ...inGroup('output', [
+    {
+      name: 'status',
+      kind: 'text',
+      value: '<s>[,<s>…]',
+      help: 'Only runs of these statuses, comma-separated: running, waiting (at a gate), passed, completed (not every step passed), or how a run stopped: aborted, stopped (a budget), failed (an error), interrupted, …',
+    },
+    {
+      name: 'since',
+      kind: 'text',
+      value: '<duration|time>',
+      help: 'Only runs started since: a duration back from now (30m, 1h, 7d) or an ISO time (2026-11-28T09:00:00Z)',
+    },
   ]),
   ...DEPLOYMENT_CLIENT_FLAGS,
 ];
@@ -276,6 +295,8 @@ export function flagsFor(command: Command): readonly FlagSpec[] {
       return GRAPH_FLAGS;
     case 'replay':
       return FLAGS.filter((f) => f.name === 'json');
+    case 'runs':
+      return [...RUNS_FLAGS, ...FLAGS.filter((f) => f.name === 'json')];
     case 'approvals':
       return [...DEPLOYMENT_CLIENT_FLAGS, ...FLAGS.filter((f) => f.name === 'json')];
     case 'approve':
