@@ -1,0 +1,141 @@
+import { connect } from '@nats-io/transport-node';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { SUBMIT_ANSWER_MS } from '../../src/bus/subjects.js';
+import type { RunSummary } from '../../src/runtime/run-list.js';
+import type { RunEventOf } from '../../src/schemas/index.js';
+import {
+  closedRun,
+  passingAnswer,
+  schemaOf,
+  startDeployment,
+  type TestDeployment,
+  until,
+} from '../support/deployment.js';
+import { startPge } from '../support/processes.js';
+import { taskHas } from '../support/scripted-deployment.js';
+
+/**
+ * `pge runs` on a distributed deployment, with real processes on a real nats-server and the
+ * `client` credential: a run that passed, one that failed on a model error, one waiting at its
+ * plan's gate and one still working, each listed with its status, steps, cost and latest event as
+ * its closing event (or its open events) say; `--status` and `--since` keep what they ask for.
+ */
+
+const FAILING = 'a task the model refuses';
+const SLOW = 'a task whose work takes a while';
+
+let d: TestDeployment;
+
+beforeAll(async () => {
+  d = await startDeployment();
+  d.openai.script((body) => {
+    if (taskHas(body, FAILING)) return { status: 400, error: { message: 'refused' } };
+    return passingAnswer(body, taskHas(body, SLOW) && schemaOf(body) === 'pge_work' ? 1_500 : 0);
+  });
+  // Priced, so that a run's cost is more than 0.
+  const price = ['--price', 'test-model=100,200'];
+  await d.worker('coordinator');
+  for (const role of ['planner', 'generator', 'evaluator'] as const) await d.worker(role, price);
+}, 60_000);
+
+afterAll(async () => {
+  // Nothing the client did was refused: its credential may read what pge runs reads.
+  const { refusals } = await d.close();
+  expect(refusals).toEqual([]);
+}, 60_000);
+
+/** Runs `pge runs …args` as a client of the deployment; resolves with its exit code and output. */
+async function pgeRuns(args: string[]) {
+  const cli = startPge(['runs', ...args, '--nats', d.nats.url, '--creds', d.nats.creds.client], {});
+  const code = await cli.exited();
+  return { code, stdout: cli.stdout(), stderr: cli.stderr() };
+}
+
+async function listed(args: string[] = []): Promise<RunSummary[]> {
+  const r = await pgeRuns([...args, '--json']);
+  expect(r.code, r.stderr).toBe(0);
+  return JSON.parse(r.stdout) as RunSummary[];
+}
+
+async function submit(task: string, options: object = {}): Promise<string> {
+  const nc = await connect(d.client);
+  try {
+    const reply = await nc.request('pge.runs.submit', JSON.stringify({ task, options }), {
+      timeout: SUBMIT_ANSWER_MS,
+    });
+    return reply.json<{ runId: string }>().runId;
+  } finally {
+    await nc.close();
+  }
+}
+
+describe('pge runs on NATS', () => {
+  it('lists each run with its status, steps, cost and latest event; --status and --since filter', async () => {
+    expect((await pgeRuns([])).stdout).toBe('no runs\n');
+    const passed = await submit('a task that passes');
+    const failed = await submit(FAILING);
+    const [passedEvents, failedEvents] = await Promise.all([
+      closedRun(d.client, passed),
+      closedRun(d.client, failed),
+    ]);
+    const since = new Date().toISOString();
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    const waiting = await submit('a gated task', { approve: ['plan'] });
+    const slow = await submit(SLOW);
+
+    const runs = await until(
+      () => listed(),
+      (r) =>
+        r.find((x) => x.runId === waiting)?.status === 'waiting' &&
+        r.find((x) => x.runId === slow)?.stepsTotal === 3,
+      'the gated run to wait and the slow one to have its plan',
+    );
+    expect(runs.map((r) => r.runId)).toEqual([passed, failed, waiting, slow]);
+    const completed = passedEvents.at(-1) as RunEventOf<'run.completed'>;
+    expect(runs[0]).toEqual({
+      runId: passed,
+      task: 'a task that passes',
+      status: 'passed',
+      stepsPassed: 3,
+      stepsTotal: 3,
+      costUsd: completed.payload.usage.costUsd,
+      startedAt: passedEvents[0]!.ts,
+      lastEventAt: completed.ts,
+      lastEvent: 'run.completed',
+    });
+    expect(completed.payload.usage.costUsd).toBeGreaterThan(0);
+    expect(failedEvents.at(-1)).toMatchObject({ type: 'run.failed', payload: { reason: 'error' } });
+    expect(runs[1]).toMatchObject({
+      status: 'failed',
+      stepsPassed: 0,
+      stepsTotal: 0,
+      lastEvent: 'run.failed',
+    });
+    expect(runs[2]).toMatchObject({
+      status: 'waiting',
+      stepsPassed: 0,
+      stepsTotal: 3,
+      lastEvent: 'approval.requested',
+    });
+    expect(runs[2]!.costUsd).toBeGreaterThan(0);
+    expect(runs[3]).toMatchObject({ task: SLOW, status: 'running', stepsTotal: 3 });
+
+    expect((await listed(['--status', 'waiting,failed'])).map((r) => r.runId)).toEqual([failed, waiting]);
+    expect((await listed(['--status', 'passed', '--since', '1h'])).map((r) => r.runId)).toEqual([passed]);
+    expect((await listed(['--since', since])).map((r) => r.runId)).toEqual([waiting, slow]);
+
+    // The table: a heading, then a line a run, its id first.
+    const table = await pgeRuns(['--status', 'passed,waiting']);
+    expect(table.code, table.stderr).toBe(0);
+    const lines = table.stdout.trimEnd().split('\n');
+    expect(lines[0]).toMatch(/^RUN +STATUS +STEPS +COST +STARTED \(UTC\) +LAST EVENT +TASK$/);
+    expect(lines.slice(1).map((l) => l.split(/ +/).slice(0, 3))).toEqual([
+      [passed, 'passed', '3/3'],
+      [waiting, 'waiting', '0/3'],
+    ]);
+
+    // The slow run ends, and shows so.
+    await closedRun(d.client, slow, 30_000);
+    expect((await listed(['--status', 'passed'])).map((r) => r.runId)).toEqual([passed, slow]);
+  }, 90_000);
+});
