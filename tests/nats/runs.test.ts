@@ -1,17 +1,16 @@
-import { connect } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { SUBMIT_ANSWER_MS } from '../../src/bus/subjects.js';
 import type { RunSummary } from '../../src/runtime/run-list.js';
 import type { RunEventOf } from '../../src/schemas/index.js';
 import {
   closedRun,
   passingAnswer,
+  pgeAsClient,
   schemaOf,
   startDeployment,
+  submitRun,
   type TestDeployment,
   until,
 } from '../support/deployment.js';
-import { startPge } from '../support/processes.js';
 import { taskHas } from '../support/scripted-deployment.js';
 
 /**
@@ -44,12 +43,7 @@ afterAll(async () => {
   expect(refusals).toEqual([]);
 }, 60_000);
 
-/** Runs `pge runs …args` as a client of the deployment; resolves with its exit code and output. */
-async function pgeRuns(args: string[]) {
-  const cli = startPge(['runs', ...args, '--nats', d.nats.url, '--creds', d.nats.creds.client], {});
-  const code = await cli.exited();
-  return { code, stdout: cli.stdout(), stderr: cli.stderr() };
-}
+const pgeRuns = (args: string[]) => pgeAsClient(d, ['runs', ...args]);
 
 async function listed(args: string[] = []): Promise<RunSummary[]> {
   const r = await pgeRuns([...args, '--json']);
@@ -57,17 +51,7 @@ async function listed(args: string[] = []): Promise<RunSummary[]> {
   return JSON.parse(r.stdout) as RunSummary[];
 }
 
-async function submit(task: string, options: object = {}): Promise<string> {
-  const nc = await connect(d.client);
-  try {
-    const reply = await nc.request('pge.runs.submit', JSON.stringify({ task, options }), {
-      timeout: SUBMIT_ANSWER_MS,
-    });
-    return reply.json<{ runId: string }>().runId;
-  } finally {
-    await nc.close();
-  }
-}
+const submit = (task: string, options?: object) => submitRun(d.client, task, options);
 
 describe('pge runs on NATS', () => {
   it('lists each run with its status, steps, cost and latest event; --status and --since filter', async () => {
