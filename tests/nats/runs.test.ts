@@ -11,6 +11,7 @@ import {
   type TestDeployment,
   until,
 } from '../support/deployment.js';
+import { startPge } from '../support/processes.js';
 import { taskHas } from '../support/scripted-deployment.js';
 
 /**
@@ -29,7 +30,7 @@ beforeAll(async () => {
   d = await startDeployment();
   d.openai.script((body) => {
     if (taskHas(body, FAILING)) return { status: 400, error: { message: 'refused' } };
-    return passingAnswer(body, taskHas(body, SLOW) && schemaOf(body) === 'pge_work' ? 1_500 : 0);
+    return passingAnswer(body, taskHas(body, SLOW) && schemaOf(body) === 'pge_work' ? 3_000 : 0);
   });
   // Priced, so that a run's cost is more than 0.
   const price = ['--price', 'test-model=100,200'];
@@ -71,7 +72,8 @@ describe('pge runs on NATS', () => {
       () => listed(),
       (r) =>
         r.find((x) => x.runId === waiting)?.status === 'waiting' &&
-        r.find((x) => x.runId === slow)?.stepsTotal === 3,
+        r.find((x) => x.runId === slow)?.stepsTotal === 3 &&
+        r.find((x) => x.runId === slow)?.status === 'running',
       'the gated run to wait and the slow one to have its plan',
     );
     expect(runs.map((r) => r.runId)).toEqual([passed, failed, waiting, slow]);
@@ -105,21 +107,37 @@ describe('pge runs on NATS', () => {
     expect(runs[3]).toMatchObject({ task: SLOW, status: 'running', stepsTotal: 3 });
 
     expect((await listed(['--status', 'waiting,failed'])).map((r) => r.runId)).toEqual([failed, waiting]);
-    expect((await listed(['--status', 'passed', '--since', '1h'])).map((r) => r.runId)).toEqual([passed]);
     expect((await listed(['--since', since])).map((r) => r.runId)).toEqual([waiting, slow]);
 
     // The table: a heading, then a line a run, its id first.
-    const table = await pgeRuns(['--status', 'passed,waiting']);
+    const table = await pgeRuns(['--status', 'failed,waiting']);
     expect(table.code, table.stderr).toBe(0);
     const lines = table.stdout.trimEnd().split('\n');
     expect(lines[0]).toMatch(/^RUN +STATUS +STEPS +COST +STARTED \(UTC\) +LAST EVENT +TASK$/);
     expect(lines.slice(1).map((l) => l.split(/ +/).slice(0, 3))).toEqual([
-      [passed, 'passed', '3/3'],
+      [failed, 'failed', '0/0'],
       [waiting, 'waiting', '0/3'],
     ]);
 
     // The slow run ends, and shows so.
     await closedRun(d.client, slow, 30_000);
-    expect((await listed(['--status', 'passed'])).map((r) => r.runId)).toEqual([passed, slow]);
+    const all = await listed();
+    expect(all.map((r) => [r.runId, r.status])).toEqual([
+      [passed, 'passed'],
+      [failed, 'failed'],
+      [waiting, 'waiting'],
+      [slow, 'passed'],
+    ]);
+    expect((await listed(['--status', 'passed', '--since', '1h'])).map((r) => r.runId)).toEqual([
+      passed,
+      slow,
+    ]);
+    expect(await listed(['--status', 'passed', '--since', '2000-01-01T00:00:00Z'])).toEqual(
+      all.filter((r) => r.status === 'passed'),
+    );
+    // The observer's credential (the dashboard's) lists them too.
+    const observer = startPge(['runs', '--json', '--nats', d.nats.url, '--creds', d.nats.creds.observer], {});
+    expect(await observer.exited(), observer.stderr()).toBe(0);
+    expect(JSON.parse(observer.stdout())).toEqual(all);
   }, 90_000);
 });
