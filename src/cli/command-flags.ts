@@ -192,6 +192,11 @@ const RUNS_FLAGS: readonly FlagSpec[] = [
       value: '<duration|time>',
       help: 'Only runs started since: a duration back from now (30m, 1h, 7d) or an ISO time (2026-11-28T09:00:00Z)',
     },
+    {
+      name: 'json',
+      kind: 'switch',
+      help: 'Print the runs as a JSON array on stdout: runId, task, status, stepsPassed, stepsTotal, costUsd, startedAt, lastEventAt, lastEvent',
+    },
   ]),
   ...DEPLOYMENT_CLIENT_FLAGS,
 ];
@@ -296,7 +301,7 @@ export function flagsFor(command: Command): readonly FlagSpec[] {
     case 'replay':
       return FLAGS.filter((f) => f.name === 'json');
     case 'runs':
-      return [...RUNS_FLAGS, ...FLAGS.filter((f) => f.name === 'json')];
+      return RUNS_FLAGS;
     case 'approvals':
       return [...DEPLOYMENT_CLIENT_FLAGS, ...FLAGS.filter((f) => f.name === 'json')];
     case 'approve':
