@@ -38,7 +38,7 @@ export interface RunSummary {
   status: RunListStatus;
   /** Steps of the current plan whose latest outcome passed. */
   stepsPassed: number;
-  /** Steps of the current plan; null before the plan. */
+  /** Steps of the current plan; null for a run that has (or had) none. */
   stepsTotal: number | null;
   /** What the run's model calls cost so far (0 for models without a price). */
   costUsd: number;
@@ -134,7 +134,8 @@ function closedRun(opening: Opening, closing: RunEventOf<'run.completed' | 'run.
     ...opening,
     status,
     stepsPassed: payload.stepsPassed,
-    stepsTotal: payload.stepsTotal,
+    // A plan has a step at least: none counted is no plan (a run that failed before it).
+    stepsTotal: payload.stepsTotal === 0 ? null : payload.stepsTotal,
     costUsd: payload.usage.costUsd,
     lastEventAt: closing.ts,
     lastEvent: closing.type,

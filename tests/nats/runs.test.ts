@@ -94,7 +94,7 @@ describe('pge runs on NATS', () => {
     expect(runs[1]).toMatchObject({
       status: 'failed',
       stepsPassed: 0,
-      stepsTotal: 0,
+      stepsTotal: null,
       lastEvent: 'run.failed',
     });
     expect(runs[2]).toMatchObject({
@@ -115,7 +115,7 @@ describe('pge runs on NATS', () => {
     const lines = table.stdout.trimEnd().split('\n');
     expect(lines[0]).toMatch(/^RUN +STATUS +STEPS +COST +STARTED \(UTC\) +LAST EVENT +TASK$/);
     expect(lines.slice(1).map((l) => l.split(/ +/).slice(0, 3))).toEqual([
-      [failed, 'failed', '0/0'],
+      [failed, 'failed', '0/?'],
       [waiting, 'waiting', '0/3'],
     ]);
 

@@ -197,6 +197,19 @@ describe('listRuns', () => {
     expect((await listRuns(stream, { statuses: ['cancelled'] }))[0]).toMatchObject({ status: 'cancelled' });
   });
 
+  it('counts no steps of a run that ended before its plan, and a plan of a run still open', async () => {
+    const stream = new MemoryStream();
+    const { payload } = failed('error');
+    const start = fullRun('r-noplan').slice(0, 3);
+    const end = { type: 'run.failed', payload: { ...payload, stepsPassed: 0, stepsTotal: 0 } };
+    stream.add([...start, makeEvent('r-noplan', 4, end as RunEventDraft)], T);
+    stream.add(fullRun('r-planning').slice(0, 3), T + MIN);
+    expect((await listRuns(stream)).map((r) => [r.runId, r.status, r.stepsPassed, r.stepsTotal])).toEqual([
+      ['r-noplan', 'failed', 0, null],
+      ['r-planning', 'running', 0, null],
+    ]);
+  });
+
   it('cuts the task to one short line, and lists a run whose start the stream no longer holds', async () => {
     expect(taskLine('  first line\nsecond line')).toBe('first line');
     const long = 'x'.repeat(200);
