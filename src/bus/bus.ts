@@ -175,6 +175,11 @@ export interface StoredMessages {
    * `consumer`, read as `subscribeOrdered` reads with it (the coordinator's alone).
    */
   stored(subject: string, options?: Pick<OrderedOptions, 'consumer'>): Promise<unknown[]>;
+  /**
+   * The last message kept on `subject` (a subject or pattern), validated, in one lookup whatever
+   * the count; null when none is kept, or when the last one fails validation (it is reported).
+   */
+  lastStored(subject: string): Promise<unknown | null>;
 }
 
 /** Options of `subscribeOrdered`. */

@@ -1,5 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { JetStreamClient, JetStreamManager, PubAck } from '@nats-io/jetstream';
+import type { JetStreamClient, JetStreamManager, PubAck, StoredMsg } from '@nats-io/jetstream';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import type { MsgHdrs, NatsConnection } from '@nats-io/transport-node';
 import { errors as natsErrors } from '@nats-io/transport-node';
@@ -473,13 +473,34 @@ export class NatsBus implements Bus, StoredMessages {
    * long as the stream keeps its events. Rejects with `BusError` when the server does not answer.
    */
   async hasStored(subject: string): Promise<boolean> {
+    return (await this.lastStoredMessage(subject)) !== null;
+  }
+
+  /**
+   * The last message a pge stream holds on `subject` (a subject or a filter inside one stream),
+   * validated as on receive (one that fails is reported and read as null), or null for none: one
+   * lookup (`last_by_subj`), however many the stream holds there. Rejects as `hasStored` does.
+   */
+  async lastStored(subject: string): Promise<unknown | null> {
+    const message = await this.lastStoredMessage(subject);
+    if (message === null) return null;
+    try {
+      return decodeMessage(message.subject, message.data);
+    } catch (error) {
+      this.rejectReceived(message.subject, error);
+      return null;
+    }
+  }
+
+  /** The last message a pge stream holds on `subject`, undecoded, or null: `hasStored`, `lastStored`. */
+  private async lastStoredMessage(subject: string): Promise<StoredMsg | null> {
     if (this.closed) throw new BusError(`cannot read ${subject}: the bus is closed`);
     checkSubject(subject, true);
     const stream = streamOf(subject);
     if (stream === null) throw new TypeError(`no pge stream holds ${subject}`);
     try {
       // A last-message lookup takes a filter with wildcards (nats-server 2.9 too); none is null.
-      return (await this.jsm.streams.getMessage(stream.name, { last_by_subj: subject })) !== null;
+      return await this.jsm.streams.getMessage(stream.name, { last_by_subj: subject });
     } catch (error) {
       throw busError(error, `cannot read ${subject} in ${stream.name}`);
     }

@@ -14,8 +14,8 @@ import { natsOptionsOf } from './nats-options.js';
  * distributed deployment's runs.
  */
 
-/** Connects to the deployment as a client does (`--nats`, else NATS_URL). */
-function connect(line: CommandLine, io: CliIo, name: string): Promise<NatsBus> {
+/** Connects to the deployment as a client does (`--nats`, else NATS_URL): `pge approvals`, `pge runs`. */
+export function connect(line: CommandLine, io: CliIo, name: string): Promise<NatsBus> {
   const servers = line.flags.nats ?? io.env.NATS_URL?.trim() ?? 'nats://127.0.0.1:4222';
   return NatsBus.connect({ ...natsOptionsOf(line.flags, io.env), servers, name });
 }

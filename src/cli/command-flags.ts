@@ -155,7 +155,7 @@ export const RESUME_ACTING_FLAGS: readonly string[] = [
   ...Object.keys(MCP_FLAG_ROLES),
 ];
 
-/** How `pge approvals`, `pge approve` and `pge cancel` reach a deployment. */
+/** How `pge runs`, `pge approvals`, `pge approve` and `pge cancel` reach a deployment. */
 const DEPLOYMENT_CLIENT_FLAGS: readonly FlagSpec[] = inGroup('nats', [NATS_SERVERS_FLAG, CREDS_FLAG]);
 
 const APPROVE_FLAGS: readonly FlagSpec[] = [
@@ -181,6 +181,30 @@ const CANCEL_FLAGS: readonly FlagSpec[] = [
   ...inGroup('harness', [
     { name: 'reason', kind: 'text', value: '<text>', help: "Why, for the run's closing event" },
     { name: 'by', kind: 'text', value: '<name>', help: 'Who cancels, for the log (default: your user name)' },
+  ]),
+  ...DEPLOYMENT_CLIENT_FLAGS,
+];
+
+/** What `pge runs` lists: every run, or those of some statuses, or started since a time. */
+const RUNS_FLAGS: readonly FlagSpec[] = [
+  ...inGroup('output', [
+    {
+      name: 'status',
+      kind: 'text',
+      value: '<s>[,<s>…]',
+      help: 'Only runs of these statuses, comma-separated: running, waiting (at a gate), passed, completed (not every step passed), or how a run stopped: aborted, stopped (a budget), failed (an error), interrupted, …',
+    },
+    {
+      name: 'since',
+      kind: 'text',
+      value: '<duration|time>',
+      help: 'Only runs started since: a duration back from now (30m, 1h, 7d) or an ISO time (2026-11-28T09:00:00Z)',
+    },
+    {
+      name: 'json',
+      kind: 'switch',
+      help: 'Print the runs as a JSON array on stdout: runId, task, status, stepsPassed, stepsTotal, costUsd, startedAt, lastEventAt, lastEvent',
+    },
   ]),
   ...DEPLOYMENT_CLIENT_FLAGS,
 ];
@@ -284,6 +308,8 @@ export function flagsFor(command: Command): readonly FlagSpec[] {
       return GRAPH_FLAGS;
     case 'replay':
       return FLAGS.filter((f) => f.name === 'json');
+    case 'runs':
+      return RUNS_FLAGS;
     case 'approvals':
       return [...DEPLOYMENT_CLIENT_FLAGS, ...FLAGS.filter((f) => f.name === 'json')];
     case 'approve':

@@ -26,6 +26,7 @@ export type Command =
   | 'graph'
   | 'replay'
   | 'fork'
+  | 'runs'
   | 'approvals'
   | 'approve'
   | 'cancel'

@@ -70,6 +70,11 @@ const CANCEL_EXIT_CODES = `Exit codes:
   2    usage error, NATS unreachable, a run the deployment does not hold, or one that has ended
   3    no coordinator drives the run now (none answered within 5 s): cancel it again once one does`;
 
+const RUNS_EXIT_CODES = `Exit codes:
+  0    the runs were listed (none, when none is in the stream or none matches)
+  2    usage error (an unknown --status, a --since that is no duration or time), or NATS unreachable
+  3    the events stream could not be read`;
+
 const GRAPH_EXIT_CODES = `Exit codes:
   0    the chart was printed
   2    usage error: unknown flag or bad value`;
@@ -268,6 +273,23 @@ as the parent left it (files of later steps included, if it got that far).`,
       'pge fork pge_shared_state_<runId>.md --from-step 3 --max-retries 5 --log retry-more.md',
     ],
   },
+  runs: {
+    summary: 'list the runs of a deployment: status, steps, cost, last event',
+    synopsis: '--nats <url>',
+    usage: '[--nats <url>] [--status <s>[,<s>…]] [--since <duration|time>] [--json]',
+    about: `Lists the runs of a distributed deployment, read from the events stream, oldest start first
+(the newest last, nearest the prompt): each run's id, status, steps passed of the plan's, what its
+model calls cost, when it started and its latest event (time and type, UTC), and its task's first
+line. A run is running, waiting (at a gate: see pge approvals), or ended: passed (every step),
+completed (not every step passed), or stopped: aborted, stopped (a budget), failed (an error),
+interrupted, or the reason it stopped for. A run whose coordinator died shows as running until
+another takes it over. Runs the stream no longer holds (its limits) are not listed.`,
+    examples: [
+      'pge runs --nats nats://127.0.0.1:4222',
+      'pge runs --status running,waiting --since 1h',
+      "NATS_CREDS=client.creds pge runs --since 2026-11-28T00:00:00Z --json | jq '.[].runId'",
+    ],
+  },
   approvals: {
     summary: 'list the gates runs of a deployment wait at (--approve)',
     synopsis: '--nats <url>',
@@ -393,6 +415,7 @@ const EXITS: Record<Command, string> = {
   graph: GRAPH_EXIT_CODES,
   replay: REPLAY_EXIT_CODES,
   fork: RESUME_EXIT_CODES,
+  runs: RUNS_EXIT_CODES,
   approvals: APPROVE_EXIT_CODES,
   approve: APPROVE_EXIT_CODES,
   cancel: CANCEL_EXIT_CODES,

@@ -157,7 +157,7 @@ export function runTotals(context: RunContext, status: RunStatus): RunTotals {
 }
 
 /** The closing event's `reason` of each way a run stops. */
-const STOP_REASON: Record<Exclude<RunStatus, 'completed'>, RunStopReason> = {
+export const STOP_REASON: Record<Exclude<RunStatus, 'completed'>, RunStopReason> = {
   aborted: 'aborted',
   stopped: 'budget',
   failed: 'error',

@@ -25,17 +25,24 @@ export interface PendingApproval {
   since: string;
 }
 
-/** Every gate a run of the deployment waits at, oldest first. */
-export async function pendingApprovals(bus: StoredMessages): Promise<PendingApproval[]> {
-  const events = (await bus.stored(`${subjects.events('*').slice(0, -1)}approval.>`)) as RunEvent[];
+/**
+ * The `approval.requested` among `events` (approval events of one run or of many) that no
+ * `approval.decided` among them answers, in their order: a run that has not ended waits at these.
+ */
+export function undecidedRequests(events: readonly RunEvent[]): RunEventOf<'approval.requested'>[] {
   const decided = new Set(
     events.flatMap((e) => (e.type === 'approval.decided' ? [e.payload.requestId] : [])),
   );
-  const open = events.filter(
+  return events.filter(
     (e): e is RunEventOf<'approval.requested'> => e.type === 'approval.requested' && !decided.has(e.id),
   );
+}
+
+/** Every gate a run of the deployment waits at, oldest first. */
+export async function pendingApprovals(bus: StoredMessages): Promise<PendingApproval[]> {
+  const events = (await bus.stored(`${subjects.events('*').slice(0, -1)}approval.>`)) as RunEvent[];
   const pending: PendingApproval[] = [];
-  for (const request of open) {
+  for (const request of undecidedRequests(events)) {
     // A run that has ended waits at no gate (one interrupted while it waited, say).
     const runEvents = (await bus.stored(`${subjects.events(request.runId).slice(0, -1)}run.>`)) as RunEvent[];
     if (runEvents.some(isClosingEvent)) continue;

@@ -938,6 +938,39 @@ describe('NatsBus.hasStored', () => {
   });
 });
 
+describe('NatsBus.lastStored', () => {
+  it('reads the last message on a subject or filter in one lookup, validated; null for none', async () => {
+    const bus = await NatsBus.connect({ servers: natsUrl });
+    const raw = await connect({ servers: natsUrl });
+    const reports: MessageRejection[] = [];
+    try {
+      bus.subscribe(subjects.rejected('*'), (m) => void reports.push(m.data as MessageRejection));
+      await bus.flush();
+      const runId = freshRunId();
+      const started = runStarted(runId);
+      await publishEvent(bus, started);
+      await publishEvent(bus, stepStarted(runId, 2));
+      expect(await bus.lastStored(subjects.events(runId))).toMatchObject({
+        runId,
+        seq: 2,
+        type: 'step.started',
+      });
+      expect(await bus.lastStored(subjects.event(runId, 'run.started'))).toEqual(started);
+      expect(await bus.lastStored(subjects.events(freshRunId()))).toBeNull();
+      // A message that is no event, stored last by a client that bypasses pge: read as none, and reported.
+      await jetstream(raw).publish(subjects.event(runId, 'step.started'), '{"forged":true}');
+      expect(await bus.lastStored(subjects.events(runId))).toBeNull();
+      await waitFor('the forged message reported', () => reports.length === 1);
+      expect(reports[0]).toMatchObject({ subject: subjects.event(runId, 'step.started') });
+      await expect(bus.lastStored(subjects.submit)).rejects.toThrow(/no pge stream holds pge.runs.submit/);
+    } finally {
+      await raw.close();
+      await bus.close();
+    }
+    await expect(bus.lastStored(subjects.events('x'))).rejects.toBeInstanceOf(BusError);
+  });
+});
+
 describe('NatsBus through an outage', () => {
   /**
    * The first failure a bus on a fresh server reports once the durable `durable` of `stream`, which

@@ -79,11 +79,11 @@ describe('flag mistakes', () => {
     expect(typo).toContain('unknown command "rnu" (did you mean run?)');
     // Every command is listed, from the same table that runs them.
     expect(typo).toContain(
-      'the commands are run, demo, resume, batch, config, graph, replay, fork, approvals, approve, cancel, worker, dashboard, follow, nats-config, help',
+      'the commands are run, demo, resume, batch, config, graph, replay, fork, runs, approvals, approve, cancel, worker, dashboard, follow, nats-config, help',
     );
   });
 
-  it.each(['config', 'graph', 'approvals', 'worker', 'dashboard', 'nats-config'])(
+  it.each(['config', 'graph', 'runs', 'approvals', 'worker', 'dashboard', 'nats-config'])(
     'says pge %s takes no arguments, before it reads anything else',
     async (command) => {
       expect(await usageError([command, 'extra', 'words'])).toBe(
@@ -91,6 +91,19 @@ describe('flag mistakes', () => {
       );
     },
   );
+
+  it('refuses a pge runs filter it cannot read, before it connects', async () => {
+    // NATS on a port nothing listens on: a usage error must come first.
+    const at = ['--nats', 'nats://127.0.0.1:9'];
+    expect(await usageError(['runs', '--status', 'running,done', ...at])).toContain(
+      '--status takes some of running, waiting, passed, completed, aborted, stopped, failed, interrupted',
+    );
+    expect(await usageError(['runs', '--status', 'running,done', ...at])).toContain(', not "done"');
+    expect(await usageError(['runs', '--since', '90', ...at])).toContain(
+      '--since takes a duration with its unit (30m, 1h, 7d) or an ISO time (2026-11-28T09:00:00Z), not "90"',
+    );
+    expect(await usageError(['runs', '--since', '2026-13-45', ...at])).toContain('not "2026-13-45"');
+  });
 
   it('fails fast on a working directory that cannot be created (procfs)', async () => {
     // A recursive mkdir under /proc never returns: the file system answers ENOENT for ever.

@@ -1,15 +1,15 @@
-import { connect } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { SUBMIT_ANSWER_MS } from '../../src/bus/subjects.js';
 import {
   closedRun,
   passingAnswer,
+  pgeAsClient,
   schemaOf,
   startDeployment,
+  submitRun,
   type TestDeployment,
   until,
 } from '../support/deployment.js';
-import { type PgeProcess, startPge } from '../support/processes.js';
+import type { PgeProcess } from '../support/processes.js';
 import { storedEvents } from '../support/stored-events.js';
 
 /**
@@ -36,28 +36,8 @@ afterAll(async () => {
   expect(refusals).toEqual([]);
 }, 60_000);
 
-/** Runs `pge <args>` as a client of the deployment; resolves with its exit code and output. */
-async function pge(args: string[]) {
-  const cli = startPge([...args, '--nats', d.nats.url, '--creds', d.nats.creds.client], {});
-  const code = await cli.exited();
-  return { code, stdout: cli.stdout(), stderr: cli.stderr() };
-}
-
-async function submitWithGate(task: string): Promise<string> {
-  const nc = await connect(d.client);
-  try {
-    const reply = await nc.request(
-      'pge.runs.submit',
-      JSON.stringify({ task, options: { approve: ['plan'] } }),
-      {
-        timeout: SUBMIT_ANSWER_MS,
-      },
-    );
-    return reply.json<{ runId: string }>().runId;
-  } finally {
-    await nc.close();
-  }
-}
+const pge = (args: string[]) => pgeAsClient(d, args);
+const submitWithGate = (task: string) => submitRun(d.client, task, { approve: ['plan'] });
 
 const plans = () => d.openai.completions().filter((r) => schemaOf(r.body) === 'pge_plan');
 

@@ -84,17 +84,31 @@ export async function startDeployment(): Promise<TestDeployment> {
   };
 }
 
-/** Submits a run as any client would (connecting with `connection`), and returns its id. */
-export async function submitRun(connection: ConnectionOptions, task: string): Promise<string> {
+/**
+ * Submits a run as any client would (connecting with `connection`), with the submission's `options`
+ * when given (`{ approve: ['plan'] }`), and returns its id.
+ */
+export async function submitRun(
+  connection: ConnectionOptions,
+  task: string,
+  options?: object,
+): Promise<string> {
   const nc = await connect(connection);
   try {
-    const reply = await nc.request('pge.runs.submit', JSON.stringify({ task }), {
+    const reply = await nc.request('pge.runs.submit', JSON.stringify({ task, options }), {
       timeout: SUBMIT_ANSWER_MS,
     });
     return reply.json<{ runId: string }>().runId;
   } finally {
     await nc.close();
   }
+}
+
+/** Runs `pge <args>` as a client of `d` (the `client` credential); resolves with its exit code and output. */
+export async function pgeAsClient(d: TestDeployment, args: readonly string[]) {
+  const cli = startPge([...args, '--nats', d.nats.url, '--creds', d.nats.creds.client], {});
+  const code = await cli.exited();
+  return { code, stdout: cli.stdout(), stderr: cli.stderr() };
 }
 
 /** Polls `probe` every 50 ms until it returns a value that `done` accepts; throws after `timeoutMs`. */
