@@ -91,10 +91,18 @@ export function interruptions(): { signalled: Promise<null>; dispose: () => void
   };
 }
 
+/** Prints a followed run's closing event: its summary, or the event itself as JSON. */
+function printClosing(display: FollowDisplay, io: CliIo) {
+  return async (last: ClosingEvent): Promise<number> => {
+    io.stdout.write(display.json ? `${JSON.stringify(last, null, 2)}\n` : `${last.payload.summary}\n`);
+    return exitCodeOfClosing(last);
+  };
+}
+
 /**
- * Waits for the run's closing event and prints it as `pge run` does; returns the exit code. A
- * follower that sees no progress in time exits 3, and an interrupt (`signalled`) 130; both say how
- * to follow again.
+ * Waits for the run's closing event and prints it with `report` (by default: its summary, or the
+ * event as JSON); returns the exit code `report` gives. A follower that sees no progress in time
+ * exits 3, and an interrupt (`signalled`) 130; both say how to follow again.
  */
 export async function showToEnd(
   runId: string,
@@ -103,18 +111,12 @@ export async function showToEnd(
   progress: Progress,
   display: FollowDisplay,
   io: CliIo,
+  report: (last: ClosingEvent) => Promise<number> = printClosing(display, io),
 ): Promise<number> {
   const again = followAgain(runId, display.servers, display.credsFile);
+  let last: ClosingEvent | null;
   try {
-    const last = await Promise.race([closing, signalled]);
-    progress.stop();
-    if (last === null) {
-      io.stderr.write(`pge: interrupted: no longer following run ${runId}; it goes on in the deployment.\n`);
-      io.stderr.write(`pge: to follow it again: ${again}\n`);
-      return ExitCode.interrupted;
-    }
-    io.stdout.write(display.json ? `${JSON.stringify(last, null, 2)}\n` : `${last.payload.summary}\n`);
-    return exitCodeOfClosing(last);
+    last = await Promise.race([closing, signalled]);
   } catch (error) {
     progress.stop();
     io.stderr.write(
@@ -123,6 +125,13 @@ export async function showToEnd(
     io.stderr.write(`pge: the run is not stopped; to follow it again: ${again}\n`);
     return ExitCode.model;
   }
+  progress.stop();
+  if (last === null) {
+    io.stderr.write(`pge: interrupted: no longer following run ${runId}; it goes on in the deployment.\n`);
+    io.stderr.write(`pge: to follow it again: ${again}\n`);
+    return ExitCode.interrupted;
+  }
+  return report(last);
 }
 
 /** `pge follow <runId> [flags]`. */

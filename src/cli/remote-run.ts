@@ -1,12 +1,20 @@
-import type { PgeOptions } from '../api/options.js';
+import { basename } from 'node:path';
+import { newHarnessId, type PgeOptions } from '../api/options.js';
+import { type RecordedResult, recordedResult } from '../api/recorded-result.js';
 import { NatsBus } from '../bus/nats-bus.js';
 import type { NatsConnectionOptions } from '../bus/nats-connection.js';
-import { submitAndFollow } from '../runtime/services.js';
+import { ConfigurationError, errorFromInfo } from '../errors.js';
+import { type ClosingEvent, logFileOf, submitAndFollow } from '../runtime/services.js';
 import { checkTask } from '../runtime/task.js';
+import type { RunEvent } from '../schemas/index.js';
 import { OPTION_DEFAULTS } from '../schemas/setting-values.js';
 import { RunSubmissionOptions } from '../schemas/submission.js';
+import { flagsFor } from './command-flags.js';
+import { errorMessage, exitCodeOfClosing } from './exit-codes.js';
+import type { ConfigKey, FlagSpec } from './flag-table.js';
 import { type FollowDisplay, followProgress, interruptions, showToEnd } from './follow-command.js';
 import type { CliIo } from './io.js';
+import { printResult } from './run-report.js';
 
 /**
  * `pge run --nats <url> "<task>"`: the task goes to a distributed deployment (`pge worker`
@@ -19,6 +27,42 @@ import type { CliIo } from './io.js';
 
 // Every run setting a submission may carry: the schema is the list.
 const SUBMITTED = RunSubmissionOptions.keyof().options;
+
+/** Options that act in this process: the task's limit, how the run is shown, how long it is followed. */
+const CLIENT_SIDE: ReadonlySet<string> = new Set([
+  'maxTaskBytes',
+  'outputType',
+  'verbose',
+  'followTimeoutMs',
+]);
+
+/** Where a flag that a run on NATS cannot take belongs instead, by the option it sets. */
+function elsewhere(flag: FlagSpec): string {
+  if (flag.option === 'workingDirectory' || flag.option === 'sharedStatePath')
+    return `the persistence worker writes each run's log, as ${logFileOf('<runId>')} in its own --working-dir: give that to \`pge worker --role persistence\``;
+  if (flag.option === 'validators')
+    return 'it runs on the generator workers of a deployment: give it to `pge worker --role generator`';
+  if (flag.group === 'model')
+    return 'the role workers of a deployment hold the models: give it to `pge worker --role planner|generator|evaluator`';
+  return 'it acts where the role workers of a deployment run: give it to `pge worker`';
+}
+
+/**
+ * Refuses the flags of a `pge run` command line that would have no effect on a run submitted to a
+ * deployment: only run settings travel with a submission, and a flag silently dropped would run
+ * the task otherwise than asked. Throws `ConfigurationError` (exit 2) naming the first.
+ */
+export function refuseWorkerFlags(given: Partial<Record<ConfigKey, unknown>>): void {
+  const submitted: ReadonlySet<string> = new Set(SUBMITTED);
+  for (const flag of flagsFor('run')) {
+    const { option } = flag;
+    if (option === undefined || given[option] === undefined) continue;
+    if (submitted.has(option) || CLIENT_SIDE.has(option)) continue;
+    throw new ConfigurationError(
+      `--${flag.name} has no effect on a run on NATS (--nats): ${elsewhere(flag)}`,
+    );
+  }
+}
 
 /** Runs `task` on the deployment at `servers`, connecting with `connection`; returns the exit code. */
 export async function remoteRun(
@@ -43,14 +87,22 @@ export async function remoteRun(
     credsFile: connection.credsFile,
   };
   const { progress, onEvent } = followProgress(io, display);
+  // Every event of the run, from its first: the run's result is rebuilt from them once it ends.
+  const events: RunEvent[] = [];
+  const record = (event: RunEvent) => {
+    events.push(event);
+    onEvent(event);
+  };
   const bus = await NatsBus.connect({ ...connection, servers, name: 'pge-run' });
   const interrupt = interruptions();
   try {
-    const { runId, closing, stop } = await submitAndFollow(bus, { task, options: submitted }, onEvent, {
+    const { runId, closing, stop } = await submitAndFollow(bus, { task, options: submitted }, record, {
       idleTimeoutMs: display.timeoutMs,
     });
     try {
-      return await showToEnd(runId, closing, interrupt.signalled, progress, display, io);
+      return await showToEnd(runId, closing, interrupt.signalled, progress, display, io, (last) =>
+        reportRemoteRun(last, events, options, json, io),
+      );
     } finally {
       // Interrupted, it stops following: its watch for the run's next event must not hold the process.
       stop();
@@ -60,4 +112,51 @@ export async function remoteRun(
     progress.stop();
     await bus.close();
   }
+}
+
+/**
+ * Prints a run of the deployment as `pge run` prints a run of its own (`reportRun`): its result,
+ * rebuilt from its events (`recordedResult`), as JSON with `--json`, else its output by
+ * `--output-type` and its summary; a run that failed on an error says so on stderr. The log is
+ * where the persistence worker writes it, which this process cannot see: it names the file, and
+ * says whose directory it is in. Returns the exit code.
+ */
+async function reportRemoteRun(
+  last: ClosingEvent,
+  events: readonly RunEvent[],
+  options: PgeOptions,
+  json: boolean,
+  io: CliIo,
+): Promise<number> {
+  const { runId } = last;
+  const started = events[0];
+  const logFile = basename(started?.type === 'run.started' ? started.payload.logPath : logFileOf(runId));
+  const whereLog = `pge: the log of run ${runId} is ${logFile}, written by the persistence worker in its --working-dir\n`;
+  let recorded: RecordedResult;
+  try {
+    recorded = await recordedResult(
+      options.id ?? newHarnessId(),
+      events,
+      logFile,
+      options.outputType ?? 'final',
+    );
+  } catch (error) {
+    // The run ended as its closing event says; only its details are missing here.
+    io.stderr.write(
+      `pge: cannot rebuild the result of run ${runId} from its events: ${errorMessage(error)}\n`,
+    );
+    io.stderr.write(whereLog);
+    io.stdout.write(json ? `${JSON.stringify(last, null, 2)}\n` : `${last.payload.summary}\n`);
+    return exitCodeOfClosing(last);
+  }
+  const { result, output } = recorded;
+  if (result.error !== null) {
+    io.stderr.write(`pge: ${errorMessage(errorFromInfo(result.error))}\n`);
+    io.stderr.write(whereLog);
+    if (json) io.stdout.write(`${JSON.stringify(result, null, 2)}\n`);
+  } else {
+    io.stderr.write(whereLog);
+    printResult(result, output, options.outputType, json, io);
+  }
+  return exitCodeOfClosing(last);
 }

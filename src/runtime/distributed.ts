@@ -133,7 +133,8 @@ export async function startCoordinatorProcess(o: CoordinatorProcessOptions): Pro
   const running = startCoordinatorService({
     bus,
     ...(runTracing ? { tracing: runTracing } : {}),
-    options: o.settings,
+    // Its persistence worker writes the logs in its own directory: `run.started` names the file alone.
+    options: { ...o.settings, workingDirectory: undefined },
     models: o.models,
     onRun: (runId, task) => log(`pge coordinator: run ${runId} started: ${task.slice(0, 80)}`),
     runExists: (runId) => bus.hasStored(subjects.events(runId)),

@@ -45,11 +45,16 @@ export const COORDINATOR_QUEUE = 'pge-coordinator';
 
 /**
  * The settings a coordinator service runs with: the harness bounds and budgets a submission may
- * override, the directory its logs are said to go to, and the longest task it takes. The API's
- * resolved options are one; the runtime names only what it reads, so that it does not depend on
- * the API that is built on it.
+ * override, the longest task it takes, and the directory its runs' logs are written to when this
+ * process knows it. A coordinator of a distributed deployment does not: its persistence worker
+ * writes each log in its own working directory, so `run.started` names the log's file alone. The
+ * API's resolved options are one; the runtime names only what it reads, so that it does not depend
+ * on the API that is built on it.
  */
-export type CoordinatorSettings = RunSettingsSource & { workingDirectory: string; maxTaskBytes: number };
+export type CoordinatorSettings = RunSettingsSource & {
+  workingDirectory?: string | undefined;
+  maxTaskBytes: number;
+};
 
 /** Options of `startCoordinatorService`. */
 export interface CoordinatorServiceOptions {
@@ -100,6 +105,11 @@ export interface RunOwnership {
   storedResult(runId: string, requestId: string): Promise<RoleResult | null>;
 }
 
+/** The file name of a run's log, in whatever directory its writer keeps logs. */
+export function logFileOf(runId: string): string {
+  return `pge_shared_state_${runId}.md`;
+}
+
 /** Builds a run's settings from the coordinator's options and a submission's overrides. */
 export function runSpecOf(
   runId: string,
@@ -110,7 +120,7 @@ export function runSpecOf(
   return {
     runId,
     task: submission.task,
-    logPath: join(options.workingDirectory, `pge_shared_state_${runId}.md`),
+    logPath: join(options.workingDirectory ?? '', logFileOf(runId)),
     ...runSettingsOf({ ...options, ...submission.options }),
     models,
   };
