@@ -1,20 +1,15 @@
-import { basename } from 'node:path';
-import { newHarnessId, type PgeOptions } from '../api/options.js';
-import { type RecordedResult, recordedResult } from '../api/recorded-result.js';
+import type { PgeOptions } from '../api/options.js';
 import { NatsBus } from '../bus/nats-bus.js';
 import type { NatsConnectionOptions } from '../bus/nats-connection.js';
-import { ConfigurationError, errorFromInfo } from '../errors.js';
-import { type ClosingEvent, logFileOf, submitAndFollow } from '../runtime/services.js';
+import { ConfigurationError } from '../errors.js';
+import { logFileOf, submitAndFollow } from '../runtime/services.js';
 import { checkTask } from '../runtime/task.js';
-import type { RunEvent } from '../schemas/index.js';
 import { OPTION_DEFAULTS } from '../schemas/setting-values.js';
 import { RunSubmissionOptions } from '../schemas/submission.js';
 import { flagsFor } from './command-flags.js';
-import { errorMessage, exitCodeOfClosing } from './exit-codes.js';
 import type { ConfigKey, FlagSpec } from './flag-table.js';
 import { type FollowDisplay, followProgress, interruptions, showToEnd } from './follow-command.js';
 import type { CliIo } from './io.js';
-import { printResult } from './run-report.js';
 
 /**
  * `pge run --nats <url> "<task>"`: the task goes to a distributed deployment (`pge worker`
@@ -85,24 +80,18 @@ export async function remoteRun(
     fromSeq: 1,
     servers,
     credsFile: connection.credsFile,
+    outputType: options.outputType,
+    harnessId: options.id,
   };
-  const { progress, onEvent } = followProgress(io, display);
-  // Every event of the run, from its first: the run's result is rebuilt from them once it ends.
-  const events: RunEvent[] = [];
-  const record = (event: RunEvent) => {
-    events.push(event);
-    onEvent(event);
-  };
+  const { progress, onEvent, events } = followProgress(io, display);
   const bus = await NatsBus.connect({ ...connection, servers, name: 'pge-run' });
   const interrupt = interruptions();
   try {
-    const { runId, closing, stop } = await submitAndFollow(bus, { task, options: submitted }, record, {
+    const { runId, closing, stop } = await submitAndFollow(bus, { task, options: submitted }, onEvent, {
       idleTimeoutMs: display.timeoutMs,
     });
     try {
-      return await showToEnd(runId, closing, interrupt.signalled, progress, display, io, (last) =>
-        reportRemoteRun(last, events, options, json, io),
-      );
+      return await showToEnd(runId, closing, interrupt.signalled, progress, display, io, events);
     } finally {
       // Interrupted, it stops following: its watch for the run's next event must not hold the process.
       stop();
@@ -112,51 +101,4 @@ export async function remoteRun(
     progress.stop();
     await bus.close();
   }
-}
-
-/**
- * Prints a run of the deployment as `pge run` prints a run of its own (`reportRun`): its result,
- * rebuilt from its events (`recordedResult`), as JSON with `--json`, else its output by
- * `--output-type` and its summary; a run that failed on an error says so on stderr. The log is
- * where the persistence worker writes it, which this process cannot see: it names the file, and
- * says whose directory it is in. Returns the exit code.
- */
-async function reportRemoteRun(
-  last: ClosingEvent,
-  events: readonly RunEvent[],
-  options: PgeOptions,
-  json: boolean,
-  io: CliIo,
-): Promise<number> {
-  const { runId } = last;
-  const started = events[0];
-  const logFile = basename(started?.type === 'run.started' ? started.payload.logPath : logFileOf(runId));
-  const whereLog = `pge: the log of run ${runId} is ${logFile}, written by the persistence worker in its --working-dir\n`;
-  let recorded: RecordedResult;
-  try {
-    recorded = await recordedResult(
-      options.id ?? newHarnessId(),
-      events,
-      logFile,
-      options.outputType ?? 'final',
-    );
-  } catch (error) {
-    // The run ended as its closing event says; only its details are missing here.
-    io.stderr.write(
-      `pge: cannot rebuild the result of run ${runId} from its events: ${errorMessage(error)}\n`,
-    );
-    io.stderr.write(whereLog);
-    io.stdout.write(json ? `${JSON.stringify(last, null, 2)}\n` : `${last.payload.summary}\n`);
-    return exitCodeOfClosing(last);
-  }
-  const { result, output } = recorded;
-  if (result.error !== null) {
-    io.stderr.write(`pge: ${errorMessage(errorFromInfo(result.error))}\n`);
-    io.stderr.write(whereLog);
-    if (json) io.stdout.write(`${JSON.stringify(result, null, 2)}\n`);
-  } else {
-    io.stderr.write(whereLog);
-    printResult(result, output, options.outputType, json, io);
-  }
-  return exitCodeOfClosing(last);
 }

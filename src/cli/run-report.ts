@@ -1,5 +1,13 @@
+import { basename } from 'node:path';
+import { newHarnessId } from '../api/options.js';
 import type { OutputType, RunOutput } from '../api/output.js';
+import { type RecordedResult, recordedResult } from '../api/recorded-result.js';
 import type { HarnessResult } from '../api/result.js';
+import { errorFromInfo } from '../errors.js';
+import type { ClosingEvent } from '../runtime/follow-run.js';
+import { logFileOf } from '../runtime/services.js';
+import type { RunEvent } from '../schemas/index.js';
+import { errorMessage, exitCodeOfClosing } from './exit-codes.js';
 import type { CliIo } from './io.js';
 
 /**
@@ -41,4 +49,52 @@ export function printResult(
     const text = outputText(output);
     io.stdout.write(`${text === '' ? '' : `${text}\n\n`}${summaryLines(result)}`);
   }
+}
+
+/**
+ * Prints a run of a deployment that this process followed (`pge run --nats`, `pge follow`,
+ * `pge resume --nats`) as `pge run` prints a run of its own (`reportRun`): its result,
+ * rebuilt from its events (`recordedResult`), as JSON with `--json`, else its output by
+ * `--output-type` and its summary; a run that failed on an error says so on stderr. The log is
+ * where the persistence worker writes it, which this process cannot see: it names the file, and
+ * says whose directory it is in. Returns the exit code.
+ */
+export async function reportFollowedRun(
+  last: ClosingEvent,
+  events: readonly RunEvent[],
+  shown: { json: boolean; outputType?: OutputType | undefined; harnessId?: string | undefined },
+  io: CliIo,
+): Promise<number> {
+  const { json, outputType } = shown;
+  const { runId } = last;
+  const started = events[0];
+  const logFile = basename(started?.type === 'run.started' ? started.payload.logPath : logFileOf(runId));
+  const whereLog = `pge: the log of run ${runId} is ${logFile}, written by the persistence worker in its --working-dir\n`;
+  let recorded: RecordedResult;
+  try {
+    recorded = await recordedResult(
+      shown.harnessId ?? newHarnessId(),
+      events,
+      logFile,
+      outputType ?? 'final',
+    );
+  } catch (error) {
+    // The run ended as its closing event says; only its details are missing here.
+    io.stderr.write(
+      `pge: cannot rebuild the result of run ${runId} from its events: ${errorMessage(error)}\n`,
+    );
+    io.stderr.write(whereLog);
+    io.stdout.write(json ? `${JSON.stringify(last, null, 2)}\n` : `${last.payload.summary}\n`);
+    return exitCodeOfClosing(last);
+  }
+  const { result, output } = recorded;
+  if (result.error !== null) {
+    io.stderr.write(`pge: ${errorMessage(errorFromInfo(result.error))}\n`);
+    io.stderr.write(whereLog);
+    if (json) io.stdout.write(`${JSON.stringify(result, null, 2)}\n`);
+  } else {
+    io.stderr.write(whereLog);
+    printResult(result, output, outputType, json, io);
+  }
+  return exitCodeOfClosing(last);
 }
