@@ -3,10 +3,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { HarnessResult } from '../../src/api/result.js';
+import type { NatsRole } from '../../src/bus/permissions.js';
+import { PRESENCE_INTERVAL_MS } from '../../src/bus/subjects.js';
 import { type FakeOpenAI, startFakeOpenAI } from '../support/fake-openai-server.js';
 import { type SecuredNatsServer, startSecuredNatsServer } from '../support/nats-server.js';
-import { type PgeProcess, startPge } from '../support/processes.js';
+import { type PgeProcess, startPge, startWorkersAtOnce } from '../support/processes.js';
 import { answers, schemaOf, scriptedStep, startWorkers } from '../support/scripted-deployment.js';
+import { storedEvents } from '../support/stored-events.js';
 
 /**
  * `pge run --nats` prints what `pge run` prints: the same scripted run, in a deployment of real
@@ -32,10 +35,22 @@ beforeAll(async () => {
   });
   logs = mkdtempSync(join(tmpdir(), 'pge-parity-logs-'));
   here = mkdtempSync(join(tmpdir(), 'pge-parity-client-'));
-  workers = await startWorkers(
-    (role) => ({ ...nats.env(role), ...MODEL, OPENAI_BASE_URL: openai.url }),
-    logs,
+  const env = (role: NatsRole) => ({
+    ...nats.env(role),
+    ...MODEL,
+    OPENAI_BASE_URL: openai.url,
+    // The coordinator's own model setting is not what serves the roles: run.started must not name it.
+    ...(role === 'coordinator' ? { PGE_MODEL: 'the-coordinators-model' } : {}),
+  });
+  workers = await startWorkers(env, logs);
+  // A second generator, on another model: a role served by two models names both.
+  await startWorkersAtOnce(
+    [['generator', ['--worker-id', 'gen-other']]],
+    (role) => ({ ...env(role), PGE_MODEL: 'other-model' }),
+    workers,
   );
+  // Every worker has said which model serves it (it says so every PRESENCE_INTERVAL_MS).
+  await new Promise((resolve) => setTimeout(resolve, PRESENCE_INTERVAL_MS + 500));
 }, 60_000);
 
 afterAll(async () => {
@@ -145,5 +160,39 @@ describe('pge run --nats prints what pge run prints', () => {
     const taken = await remote('Write a ballad', '--max-retries', '1', '--verbose', '--output-type', 'str');
     expect(await taken.exited(), taken.stderr()).toBe(0);
     expect(taken.stdout()).toMatch(/^User: Write a ballad/);
+  }, 60_000);
+
+  it('run.started names the models the workers say serve each role, two for a role served by two', async () => {
+    const run = await remote('Write an ode', '--json');
+    expect(await run.exited(), run.stderr()).toBe(0);
+    const { runId } = JSON.parse(run.stdout()) as HarnessResult;
+    const events = await storedEvents(nats.connectOptions('client'), `pge.run.${runId}.evt.>`);
+    const started = events.find((e) => e.type === 'run.started');
+    expect(started?.type === 'run.started' && started.payload.settings.models).toEqual({
+      planner: 'test-model',
+      generator: 'other-model, test-model',
+      evaluator: 'test-model',
+    });
+    // Each call names the model of the worker that made it.
+    const calls = events.flatMap((e) => (e.type === 'model.call.completed' ? [e.payload] : []));
+    expect(calls.length).toBeGreaterThan(0);
+    for (const call of calls)
+      expect(call.model).toBe(call.worker === 'gen-other' ? 'other-model' : 'test-model');
+  }, 60_000);
+
+  it('refuses --max-cost while a worker has no price for its model, as an embedded run does', async () => {
+    const [onNats, local] = await Promise.all([
+      remote('Write an epic', '--max-cost', '1'),
+      embedded('Write an epic', '--max-cost', '1'),
+    ]);
+    expect(await local.exited(), local.stderr()).toBe(2);
+    expect(local.stderr()).toMatch(/maxCostUsd cannot be kept: no price is known for model test-model/);
+    expect(await onNats.exited(), onNats.stderr()).toBe(2);
+    expect(onNats.stderr()).toMatch(
+      /maxCostUsd cannot be kept: no price is known for .*test-model \((planner|generator|evaluator) worker [\w-]+\).*whose calls would count as free; give the workers a price \(pge worker --price /,
+    );
+    expect(onNats.stderr()).toMatch(/other-model \(generator worker gen-other\)/);
+    // Refused before it started: no plan was asked for.
+    expect(onNats.stderr()).not.toMatch(/plan created/);
   }, 60_000);
 });
