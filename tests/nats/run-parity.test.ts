@@ -1,6 +1,7 @@
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { connect } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { HarnessResult } from '../../src/api/result.js';
 import type { NatsRole } from '../../src/bus/permissions.js';
@@ -195,4 +196,44 @@ describe('pge run --nats prints what pge run prints', () => {
     // Refused before it started: no plan was asked for.
     expect(onNats.stderr()).not.toMatch(/plan created/);
   }, 60_000);
+
+  it("lets a worker speak for its own role only: a presence on another role's subject is refused", async () => {
+    const admin = await connect(nats.connectOptions('admin'));
+    const heard: string[] = [];
+    try {
+      admin.subscribe('pge.workers.*', {
+        callback: (_error, msg) => void heard.push(`${msg.subject} ${msg.json<{ worker: string }>().worker}`),
+      });
+      await admin.flush();
+      const forge = async (as: NatsRole, role: string) => {
+        const nc = await connect(nats.connectOptions(as));
+        try {
+          const presence = {
+            role,
+            worker: `forged-by-${as}`,
+            model: 'gpt-4.1',
+            priced: true,
+            ts: new Date().toISOString(),
+          };
+          nc.publish(`pge.workers.${role}`, JSON.stringify(presence));
+          await nc.flush();
+        } finally {
+          await nc.close().catch(() => undefined);
+        }
+      };
+      await forge('planner', 'generator');
+      await forge('client', 'planner');
+      await forge('evaluator', 'evaluator');
+      // Long enough for every real worker to say it is there again.
+      await new Promise((resolve) => setTimeout(resolve, PRESENCE_INTERVAL_MS + 300));
+      expect(heard.filter((line) => line.includes('forged-by-'))).toEqual([
+        'pge.workers.evaluator forged-by-evaluator',
+      ]);
+      // The real workers are heard all the while.
+      expect(heard.some((line) => line.startsWith('pge.workers.generator gen-other'))).toBe(true);
+      expect(nats.refusals().filter((line) => line.includes('Subject "pge.workers.'))).toHaveLength(2);
+    } finally {
+      await admin.close();
+    }
+  }, 30_000);
 });
