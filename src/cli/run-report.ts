@@ -88,7 +88,8 @@ export async function reportFollowedRun(
     return exitCodeOfClosing(last);
   }
   const { result, output } = recorded;
-  if (result.error !== null) {
+  // As `run` throws it: a run that failed on an error, not one stopped by a budget or an interrupt.
+  if (result.status === 'failed' && result.error !== null) {
     io.stderr.write(`pge: ${errorMessage(errorFromInfo(result.error))}\n`);
     io.stderr.write(whereLog);
     if (json) io.stdout.write(`${JSON.stringify(result, null, 2)}\n`);

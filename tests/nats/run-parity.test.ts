@@ -9,7 +9,7 @@ import { PRESENCE_INTERVAL_MS } from '../../src/bus/subjects.js';
 import { type FakeOpenAI, startFakeOpenAI } from '../support/fake-openai-server.js';
 import { type SecuredNatsServer, startSecuredNatsServer } from '../support/nats-server.js';
 import { type PgeProcess, startPge, startWorkersAtOnce } from '../support/processes.js';
-import { answers, schemaOf, scriptedStep, startWorkers } from '../support/scripted-deployment.js';
+import { answers, schemaOf, scriptedStep, startWorkers, taskHas } from '../support/scripted-deployment.js';
 import { storedEvents } from '../support/stored-events.js';
 
 /**
@@ -20,6 +20,8 @@ import { storedEvents } from '../support/stored-events.js';
  */
 
 const MODEL = { OPENAI_API_KEY: 'sk-test-parity', PGE_MODEL: 'test-model' };
+/** A task whose every model call is refused: the run fails on an error. */
+const REFUSED = 'a task the model refuses';
 
 let nats: SecuredNatsServer;
 let openai: FakeOpenAI;
@@ -31,6 +33,7 @@ beforeAll(async () => {
   nats = await startSecuredNatsServer();
   openai = await startFakeOpenAI();
   openai.script((body) => {
+    if (taskHas(body, REFUSED)) return { status: 400, error: { message: 'refused by the test' } };
     const schema = schemaOf(body);
     return scriptedStep(schema ? answers(9)[schema] : undefined, 5);
   });
@@ -113,6 +116,20 @@ describe('pge run --nats prints what pge run prints', () => {
     expect(onNats.stderr()).toContain(
       `the log of run ${a.runId} is ${a.outputPath}, written by the persistence worker in its --working-dir`,
     );
+  }, 60_000);
+
+  it('a run that fails on an error: exit 3, the error on stderr, and the same result with --json', async () => {
+    const [onNats, local] = await Promise.all([remote(REFUSED, '--json'), embedded(REFUSED, '--json')]);
+    expect(await local.exited(), local.stderr()).toBe(3);
+    expect(await onNats.exited(), onNats.stderr()).toBe(3);
+    const a = JSON.parse(onNats.stdout()) as HarnessResult;
+    const b = JSON.parse(local.stdout()) as HarnessResult;
+    expect(comparable(a)).toEqual(comparable(b));
+    expect(a).toMatchObject({ status: 'failed', passed: false, error: { name: 'ModelRequestError' } });
+    // The sentence embedded pge prints for the error, then where the log is.
+    const said = (run: PgeProcess) => run.stderr().match(/^pge: (?!the log).*refused by the test.*$/m)?.[0];
+    expect(said(onNats)).toBeDefined();
+    expect(said(onNats)).toBe(said(local));
   }, 60_000);
 
   it('prints the artifact and the summary, and honours --output-type', async () => {
