@@ -27,7 +27,7 @@ import { z } from 'zod';
 import { TRACEPARENT_HEADER } from '../src/bus/bus.js';
 import { MessageRejection } from '../src/bus/codec.js';
 import { EVENTS_STREAM, PGE_STREAMS, RESULTS_STREAM, WORK_STREAM } from '../src/bus/nats-streams.js';
-import { CallCancel, RunApproval, RunControl } from '../src/schemas/control.js';
+import { CallCancel, RunApproval, RunControl, WorkerPresence } from '../src/schemas/control.js';
 import type { RunEventType } from '../src/schemas/index.js';
 import {
   AttemptReason,
@@ -228,6 +228,11 @@ function componentSchemas(): Record<string, Json> {
     CallCancel,
     'CallCancel',
     'A request its run no longer waits for: the worker holding it aborts the model call.',
+  );
+  add(
+    WorkerPresence,
+    'WorkerPresence',
+    'A role worker saying it is there, with the model that serves its role and whether that model has a price.',
   );
   add(SafeId, 'SafeId', 'An id that travels inside NATS subjects: letters, digits, "-" and "_" only.');
   add(Score, 'Score', 'A score on the rubric’s 1–10 scale.');
@@ -457,6 +462,13 @@ export function buildAsyncApi(options: AsyncApiOptions = {}): Json {
       contentType: 'application/json',
       payload: schemaRef('CallCancel'),
     },
+    WorkerPresence: {
+      name: 'WorkerPresence',
+      title: 'Worker presence',
+      summary: 'A role worker is there, with its model (pge worker says it every 2 s).',
+      contentType: 'application/json',
+      payload: schemaRef('WorkerPresence'),
+    },
     MessageRejection: {
       name: 'MessageRejection',
       title: 'Message rejection',
@@ -674,6 +686,17 @@ export function buildAsyncApi(options: AsyncApiOptions = {}): Json {
         'Core NATS (not stored). Every worker listening hears every cancel (no queue group): the one holding the request aborts its model call (the HTTP request included) and publishes no result; one that takes the request from the queue later skips it. A worker that started after the cancel answers the request, and the coordinator rejects that result as late.',
       parameters: { runId: ref('#/components/parameters/runId') },
       messages: channelMessages(['CallCancel']),
+      'x-pge-nats': { transport: 'core' },
+    },
+    workerPresence: {
+      address: 'pge.workers.{role}',
+      title: 'Role workers and their models',
+      description:
+        "Core NATS (not stored). Every role worker says here, every 2 s, that it is there and which model serves its role, on its role's subject (a credential allows a worker its own role's only). Coordinators name the models of the workers they heard in the last 6 s in run.started, and refuse a submission with a cost budget while a worker they heard has no price for its model.",
+      parameters: {
+        role: { description: 'The role the worker serves.', enum: [...Role.options] },
+      },
+      messages: channelMessages(['WorkerPresence']),
       'x-pge-nats': { transport: 'core' },
     },
     rejections: {
@@ -916,6 +939,23 @@ export function buildAsyncApi(options: AsyncApiOptions = {}): Json {
       summary: 'A role worker aborts the model call of a request it holds, or skips it when it comes later.',
       tags: [tag('worker')],
       messages: opMessages('callCancels', ['CallCancel']),
+    },
+    sendWorkerPresence: {
+      action: 'send',
+      channel: ref('#/channels/workerPresence'),
+      title: 'Say a worker is there',
+      summary: 'A role worker says, every 2 s, that it is there and which model serves its role.',
+      tags: [tag('worker')],
+      messages: opMessages('workerPresence', ['WorkerPresence']),
+    },
+    receiveWorkerPresence: {
+      action: 'receive',
+      channel: ref('#/channels/workerPresence'),
+      title: 'Know the workers and their models',
+      summary:
+        'A coordinator keeps the workers it heard lately: their models go into run.started, and an unpriced one refuses a cost budget.',
+      tags: [tag('coordinator')],
+      messages: opMessages('workerPresence', ['WorkerPresence']),
     },
     watchRejections: {
       action: 'receive',

@@ -19,6 +19,11 @@ import {
 import { McpServers } from '../tools/mcp.js';
 import { type Validator, type ValidatorFunction, validatorName } from '../tools/validators.js';
 
+/** A new harness id (option `id`'s default): `planner-generator-evaluator-<32 hex digits>`. */
+export function newHarnessId(): string {
+  return `planner-generator-evaluator-${randomUUID().replaceAll('-', '')}`;
+}
+
 export type { RoleModelSettings } from '../schemas/settings.js';
 
 /**
@@ -46,10 +51,7 @@ export const PgeOptionsSchema = z.strictObject({
    * The harness's id (the reference's `id`): reported with each result as `harnessId`. Default
    * `planner-generator-evaluator-<32 hex digits>`, new for each instance.
    */
-  id: z
-    .string()
-    .min(1)
-    .default(() => `planner-generator-evaluator-${randomUUID().replaceAll('-', '')}`),
+  id: z.string().min(1).default(newHarnessId),
   name: z.string().default('PlannerGeneratorEvaluator'),
   description: z
     .string()

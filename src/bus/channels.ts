@@ -1,5 +1,5 @@
 import { BusError } from '../errors.js';
-import type { CallCancel, RunApproval, RunControl } from '../schemas/control.js';
+import type { CallCancel, RunApproval, RunControl, WorkerPresence } from '../schemas/control.js';
 import type { Role, RoleRequest, RoleResult, RunEvent } from '../schemas/index.js';
 import { ROLE_OF_REQUEST } from '../schemas/index.js';
 import type {
@@ -205,6 +205,16 @@ export function publishCancel(bus: Bus, cancel: CallCancel): Promise<void> {
 /** Follows the cancelled requests of every run: each worker hears all of them, not one per queue. */
 export function subscribeCancels(bus: Bus, handler: (cancel: CallCancel) => void): BusSubscription {
   return bus.subscribe(subjects.cancel('*'), (message) => handler(message.data as CallCancel));
+}
+
+/** Says that a role worker is there, with the model that serves it (`pge.workers.<role>`). */
+export function publishPresence(bus: Bus, presence: WorkerPresence): Promise<void> {
+  return publishOn(bus, () => subjects.presence(presence.role), presence);
+}
+
+/** Hears every role worker say it is there (`pge.workers.*`). */
+export function subscribePresence(bus: Bus, handler: (presence: WorkerPresence) => void): BusSubscription {
+  return bus.subscribe(subjects.presence('*'), (message) => handler(message.data as WorkerPresence));
 }
 
 /**

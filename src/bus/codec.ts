@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { deepFreeze } from '../deep-freeze.js';
 import { MessageRejectedError } from '../errors.js';
-import { CallCancel, RunApproval, RunControl } from '../schemas/control.js';
+import { CallCancel, RunApproval, RunControl, WorkerPresence } from '../schemas/control.js';
 import type { Role } from '../schemas/index.js';
 import { ROLE_OF_REQUEST, RoleResult, RunEvent } from '../schemas/index.js';
 import { RunCancelRequest, RunResumeRequest, RunSubmission } from '../schemas/submission.js';
@@ -75,6 +75,14 @@ const RULES: SubjectRule[] = [
     check: ofItsRun(subjects.approval, 'a decision'),
   },
   { pattern: subjects.cancel('*'), schema: CallCancel, check: ofItsRun(subjects.cancel, 'a cancel') },
+  {
+    pattern: subjects.presence('*'),
+    schema: WorkerPresence,
+    check: (subject, presence: WorkerPresence) =>
+      subject === subjects.presence(presence.role)
+        ? null
+        : `a ${presence.role} worker's presence does not belong on ${subject}`,
+  },
 ];
 
 /** The report of a message refused on receive, for `pge.errors.rejected.<reporter>`. */

@@ -106,6 +106,8 @@ function roleWorker(role: Role): RolePermissions {
     publish: {
       allow: [
         subjects.result('*', role),
+        // That it is there, and which model serves its role: for its role only.
+        subjects.presence(role),
         subjects.rejected(role),
         ...STREAM_CHECKS,
         ...LEASE_READING,
@@ -115,7 +117,7 @@ function roleWorker(role: Role): RolePermissions {
       deny: [],
     },
     subscribe: { allow: [inbox(role), subjects.cancel('*')], deny: [] },
-    summary: `takes ${role} work from ${work} and publishes ${role} results; nothing else`,
+    summary: `takes ${role} work from ${work}, publishes ${role} results and says which model serves it (${subjects.presence(role)}); nothing else`,
   };
 }
 
@@ -154,6 +156,7 @@ export const ROLE_PERMISSIONS: Readonly<Record<NatsRole, RolePermissions>> = {
         subjects.cancelRun,
         subjects.control('*'),
         subjects.approval('*'),
+        subjects.presence('*'),
         `$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.${WORK_STREAM}.*`,
       ],
       deny: [],
@@ -243,7 +246,11 @@ export function accountImports(role: Exclude<NatsRole, 'coordinator'>): AccountI
 }
 
 /** Subjects published into `PGE` that nobody answers (rejection reports aside, see below). */
-const ONE_WAY: readonly string[] = [subjects.control('*'), subjects.approval('*')];
+const ONE_WAY: readonly string[] = [
+  subjects.control('*'),
+  subjects.approval('*'),
+  ...ROLES.map((role) => subjects.presence(role)),
+];
 
 /**
  * How the answer to a request from another account comes back: once, or (JetStream's answer to a

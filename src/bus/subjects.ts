@@ -70,6 +70,14 @@ export const subjects = {
   cancel(runId: string | '*'): string {
     return `${RUN_PREFIX}${runId === '*' ? '*' : assertSubjectToken('run id', runId)}.cancel`;
   },
+  /**
+   * Where the workers of `role` say that they are there and which model serves them (`'*'` for
+   * every role), every `PRESENCE_INTERVAL_MS`; not stored. One subject per role, so that a
+   * credential allows a worker to speak for its own role only.
+   */
+  presence(role: Role | '*'): string {
+    return `pge.workers.${role === '*' ? '*' : assertSubjectToken('role', role)}`;
+  },
   /** Where runs are submitted by request/reply, answered within `SUBMIT_ANSWER_MS`. */
   submit: 'pge.runs.submit',
   /**
@@ -102,6 +110,9 @@ export const SUBMIT_ANSWER_MS = 30_000;
 export const RESUME_ANSWER_MS = 30_000;
 /** How long a cancel request waits for its answer: the run's coordinator answers at once. */
 export const CANCEL_ANSWER_MS = 5_000;
+
+/** How often a role worker says it is there (`subjects.presence`); three missed, it is taken as gone. */
+export const PRESENCE_INTERVAL_MS = 2_000;
 
 /** The queue group that the workers of a role share, so each work item goes to one of them. */
 export function workerQueue(role: Role): string {

@@ -388,7 +388,7 @@ const NATS_FLAGS = inGroup('nats', [
     kind: 'text',
     repeatable: true,
     value: '<url>',
-    help: 'Run through a deployment of pge workers on this NATS server; repeatable for the servers of a cluster (also: NATS_URL)',
+    help: 'Run through a deployment of pge workers on this NATS server; repeatable for the servers of a cluster (also: NATS_URL). Flags of the workers (models, tools, --validate, --log, --working-dir) are refused',
   },
   CREDS_FLAG,
   {

@@ -1,3 +1,4 @@
+import type { OutputType } from '../api/output.js';
 import { NatsBus } from '../bus/nats-bus.js';
 import { describeNatsServers } from '../bus/nats-connection.js';
 import { ConfigurationError } from '../errors.js';
@@ -5,11 +6,12 @@ import { type ClosingEvent, followRun } from '../runtime/follow-run.js';
 import type { RunEvent } from '../schemas/index.js';
 import { ID_PATTERN, OPTION_DEFAULTS } from '../schemas/setting-values.js';
 import { resolveConfig } from './config.js';
-import { ExitCode, errorMessage, exitCodeOfClosing } from './exit-codes.js';
+import { ExitCode, errorMessage } from './exit-codes.js';
 import type { CommandLine } from './flags.js';
 import type { CliIo } from './io.js';
 import { natsOptionsOf } from './nats-options.js';
 import { Progress } from './progress.js';
+import { reportFollowedRun } from './run-report.js';
 
 /**
  * `pge follow <runId> [--nats <url>]`: shows a run of a distributed deployment as `pge run --nats`
@@ -31,6 +33,10 @@ export interface FollowDisplay {
   servers: string;
   /** The credential file the follower connected with, if any: the command to follow again needs it too. */
   credsFile?: string | undefined;
+  /** How the run's output is printed (option `outputType`; default `final`). */
+  outputType?: OutputType | undefined;
+  /** The harness id its result names (option `id`; default a new one, as a harness's). */
+  harnessId?: string | undefined;
 }
 
 /** The command that follows run `runId` again, with its servers (credentials in URLs masked) and credential file. */
@@ -42,12 +48,14 @@ export function followAgain(runId: string, servers: string, credsFile?: string):
 
 /**
  * The progress display of a followed run: lines stamped with the time of each event (so a run
- * shown after the fact reads as it happened), and silent before `fromSeq`.
+ * shown after the fact reads as it happened), and silent before `fromSeq`; and `events`, every
+ * event it was shown, which the run's result is rebuilt from once it ends.
  */
 export function followProgress(
   io: CliIo,
   display: FollowDisplay,
-): { progress: Progress; onEvent: (e: RunEvent) => void } {
+): { progress: Progress; onEvent: (e: RunEvent) => void; events: RunEvent[] } {
+  const events: RunEvent[] = [];
   let current: number | null = null;
   let quiet = display.fromSeq > 1;
   const progress = new Progress({
@@ -60,6 +68,7 @@ export function followProgress(
     now: () => current ?? Date.now(),
   });
   const onEvent = (event: RunEvent) => {
+    events.push(event);
     quiet = event.seq < display.fromSeq;
     current = Date.parse(event.ts);
     try {
@@ -68,7 +77,7 @@ export function followProgress(
       current = null;
     }
   };
-  return { progress, onEvent };
+  return { progress, onEvent, events };
 }
 
 /**
@@ -92,9 +101,9 @@ export function interruptions(): { signalled: Promise<null>; dispose: () => void
 }
 
 /**
- * Waits for the run's closing event and prints it as `pge run` does; returns the exit code. A
- * follower that sees no progress in time exits 3, and an interrupt (`signalled`) 130; both say how
- * to follow again.
+ * Waits for the run's closing event and prints the run as `pge run` does (`reportFollowedRun`,
+ * from its `events`); returns the exit code. A follower that sees no progress in time
+ * exits 3, and an interrupt (`signalled`) 130; both say how to follow again.
  */
 export async function showToEnd(
   runId: string,
@@ -103,18 +112,12 @@ export async function showToEnd(
   progress: Progress,
   display: FollowDisplay,
   io: CliIo,
+  events: readonly RunEvent[],
 ): Promise<number> {
   const again = followAgain(runId, display.servers, display.credsFile);
+  let last: ClosingEvent | null;
   try {
-    const last = await Promise.race([closing, signalled]);
-    progress.stop();
-    if (last === null) {
-      io.stderr.write(`pge: interrupted: no longer following run ${runId}; it goes on in the deployment.\n`);
-      io.stderr.write(`pge: to follow it again: ${again}\n`);
-      return ExitCode.interrupted;
-    }
-    io.stdout.write(display.json ? `${JSON.stringify(last, null, 2)}\n` : `${last.payload.summary}\n`);
-    return exitCodeOfClosing(last);
+    last = await Promise.race([closing, signalled]);
   } catch (error) {
     progress.stop();
     io.stderr.write(
@@ -123,6 +126,13 @@ export async function showToEnd(
     io.stderr.write(`pge: the run is not stopped; to follow it again: ${again}\n`);
     return ExitCode.model;
   }
+  progress.stop();
+  if (last === null) {
+    io.stderr.write(`pge: interrupted: no longer following run ${runId}; it goes on in the deployment.\n`);
+    io.stderr.write(`pge: to follow it again: ${again}\n`);
+    return ExitCode.interrupted;
+  }
+  return reportFollowedRun(last, events, display, io);
 }
 
 /** `pge follow <runId> [flags]`. */
@@ -144,6 +154,8 @@ export async function followCommand(line: CommandLine, io: CliIo): Promise<numbe
     fromSeq,
     servers: servers || 'nats://127.0.0.1:4222',
     credsFile: connection.credsFile,
+    outputType: config.options.outputType,
+    harnessId: config.options.id,
   };
   const bus = await NatsBus.connect({
     ...connection,
@@ -167,7 +179,7 @@ export async function followToEnd(
   display: FollowDisplay,
   io: CliIo,
 ): Promise<number> {
-  const { progress, onEvent } = followProgress(io, display);
+  const { progress, onEvent, events } = followProgress(io, display);
   const interrupt = interruptions();
   const follower = followRun(bus, runId, { onEvent, idleTimeoutMs: display.timeoutMs });
   try {
@@ -177,7 +189,7 @@ export async function followToEnd(
       throw new ConfigurationError(
         `the stream holds no event of run ${runId}: check the id (a run older than the stream's limits is gone)`,
       );
-    return await showToEnd(runId, follower.closing, interrupt.signalled, progress, display, io);
+    return await showToEnd(runId, follower.closing, interrupt.signalled, progress, display, io, events);
   } finally {
     // Interrupted, it stops following: its watch for the run's next event must not hold the process.
     follower.stop();

@@ -373,13 +373,14 @@ output are visible to anyone who can reach the port. It runs until Ctrl-C.`,
     about: `Shows a run of a distributed deployment as 'pge run --nats' shows it: its progress lines
 from its first event (or from --from-seq), read from the JetStream stream, so a run that ended
 long ago shows the same lines as one still going, and a reconnect or a server restart loses
-nothing. When the run ends it prints the summary (with --json, the closing event) on stdout and
-exits with the run's exit code. With no new event for --follow-timeout it stops following and
+nothing. When the run ends it prints it as 'pge run' does, its result rebuilt from its events: the
+final artifact and the summary (with --json, the result object) on stdout, and it exits with the
+run's exit code. With no new event for --follow-timeout it stops following and
 exits 3; the run is not touched. 'pge run --nats' prints this command when it stops following.`,
     examples: [
       'pge follow pge-20260301-101500-3f2a9c1e --nats nats://127.0.0.1:4222',
       'NATS_URL=nats://nats:4222 pge follow pge-20260301-101500-3f2a9c1e --from-seq 40 --verbose',
-      'pge follow pge-20260301-101500-3f2a9c1e --json > closing.json',
+      'pge follow pge-20260301-101500-3f2a9c1e --json > result.json',
     ],
   },
   'nats-config': {

@@ -1,10 +1,13 @@
 import type { PgeOptions } from '../api/options.js';
 import { NatsBus } from '../bus/nats-bus.js';
 import type { NatsConnectionOptions } from '../bus/nats-connection.js';
-import { submitAndFollow } from '../runtime/services.js';
+import { ConfigurationError } from '../errors.js';
+import { logFileOf, submitAndFollow } from '../runtime/services.js';
 import { checkTask } from '../runtime/task.js';
 import { OPTION_DEFAULTS } from '../schemas/setting-values.js';
 import { RunSubmissionOptions } from '../schemas/submission.js';
+import { flagsFor } from './command-flags.js';
+import type { ConfigKey, FlagSpec } from './flag-table.js';
 import { type FollowDisplay, followProgress, interruptions, showToEnd } from './follow-command.js';
 import type { CliIo } from './io.js';
 
@@ -19,6 +22,42 @@ import type { CliIo } from './io.js';
 
 // Every run setting a submission may carry: the schema is the list.
 const SUBMITTED = RunSubmissionOptions.keyof().options;
+
+/** Options that act in this process: the task's limit, how the run is shown, how long it is followed. */
+const CLIENT_SIDE: ReadonlySet<string> = new Set([
+  'maxTaskBytes',
+  'outputType',
+  'verbose',
+  'followTimeoutMs',
+]);
+
+/** Where a flag that a run on NATS cannot take belongs instead, by the option it sets. */
+function elsewhere(flag: FlagSpec): string {
+  if (flag.option === 'workingDirectory' || flag.option === 'sharedStatePath')
+    return `the persistence worker writes each run's log, as ${logFileOf('<runId>')} in its own --working-dir: give that to \`pge worker --role persistence\``;
+  if (flag.option === 'validators')
+    return 'it runs on the generator workers of a deployment: give it to `pge worker --role generator`';
+  if (flag.group === 'model')
+    return 'the role workers of a deployment hold the models: give it to `pge worker --role planner|generator|evaluator`';
+  return 'it acts where the role workers of a deployment run: give it to `pge worker`';
+}
+
+/**
+ * Refuses the flags of a `pge run` command line that would have no effect on a run submitted to a
+ * deployment: only run settings travel with a submission, and a flag silently dropped would run
+ * the task otherwise than asked. Throws `ConfigurationError` (exit 2) naming the first.
+ */
+export function refuseWorkerFlags(given: Partial<Record<ConfigKey, unknown>>): void {
+  const submitted: ReadonlySet<string> = new Set(SUBMITTED);
+  for (const flag of flagsFor('run')) {
+    const { option } = flag;
+    if (option === undefined || given[option] === undefined) continue;
+    if (submitted.has(option) || CLIENT_SIDE.has(option)) continue;
+    throw new ConfigurationError(
+      `--${flag.name} has no effect on a run on NATS (--nats): ${elsewhere(flag)}`,
+    );
+  }
+}
 
 /** Runs `task` on the deployment at `servers`, connecting with `connection`; returns the exit code. */
 export async function remoteRun(
@@ -41,8 +80,10 @@ export async function remoteRun(
     fromSeq: 1,
     servers,
     credsFile: connection.credsFile,
+    outputType: options.outputType,
+    harnessId: options.id,
   };
-  const { progress, onEvent } = followProgress(io, display);
+  const { progress, onEvent, events } = followProgress(io, display);
   const bus = await NatsBus.connect({ ...connection, servers, name: 'pge-run' });
   const interrupt = interruptions();
   try {
@@ -50,7 +91,7 @@ export async function remoteRun(
       idleTimeoutMs: display.timeoutMs,
     });
     try {
-      return await showToEnd(runId, closing, interrupt.signalled, progress, display, io);
+      return await showToEnd(runId, closing, interrupt.signalled, progress, display, io, events);
     } finally {
       // Interrupted, it stops following: its watch for the run's next event must not hold the process.
       stop();

@@ -98,6 +98,8 @@ async function resumeRemote(runId: string, servers: string, line: CommandLine, i
         fromSeq: 1,
         servers,
         credsFile: connection.credsFile,
+        outputType: config.options.outputType,
+        harnessId: config.options.id,
       },
       io,
     );

@@ -1,7 +1,6 @@
 import type { PgeOptions } from '../api/options.js';
-import type { OutputType, RunOutput } from '../api/output.js';
+import type { RunOutput } from '../api/output.js';
 import type { PlannerGeneratorEvaluator } from '../api/planner-generator-evaluator.js';
-import type { HarnessResult } from '../api/result.js';
 import { ConfigurationError } from '../errors.js';
 import { DemoModel, titledDeliverable } from '../roles/demo-model.js';
 import { resolveConfig } from './config.js';
@@ -12,6 +11,7 @@ import type { CommandLine } from './flags.js';
 import { helpHint } from './help.js';
 import type { CliIo } from './io.js';
 import { natsOptionsOf } from './nats-options.js';
+import { printResult } from './run-report.js';
 import { type Session, withSession } from './session.js';
 
 /** `pge run` and `pge demo`: one task, its progress on stderr, its result on stdout (`pge resume` reports as they do). */
@@ -20,21 +20,6 @@ import { type Session, withSession } from './session.js';
 export const DEMO_NOTICE =
   'pge demo: this run uses a built-in demo model (scripted templates), not an AI. ' +
   'It needs no API key and sends nothing anywhere; the scores are scripted to show a refine and a pivot.';
-
-/** The run's output as text: a string as it is, a transcript as pretty JSON. */
-export function outputText(output: RunOutput): string {
-  return typeof output === 'string' ? output : JSON.stringify(output, null, 2);
-}
-
-/** Output types that print a document (JSON or YAML), which stdout must hold alone to be parsed. */
-const DOCUMENT_TYPES: ReadonlySet<string> = new Set<OutputType>(['dict', 'list', 'json', 'yaml']);
-
-/** The summary line, and the log path if the summary does not already name it. */
-export function summaryLines(result: HarnessResult): string {
-  return result.summary.includes(result.outputPath)
-    ? `${result.summary}\n`
-    : `${result.summary}\nLog: ${result.outputPath}\n`;
-}
 
 /** Runs one task and prints its result; returns the exit code. */
 async function runTask(
@@ -126,16 +111,7 @@ export async function reportRun(
     }
     progress.stop();
     const result = pge.lastResult!;
-    if (json) {
-      io.stdout.write(`${JSON.stringify(result, null, 2)}\n`);
-    } else if (DOCUMENT_TYPES.has(options.outputType ?? 'final')) {
-      // A document on stdout parses as it is: the summary goes with the progress.
-      io.stdout.write(`${outputText(output)}\n`);
-      io.stderr.write(summaryLines(result));
-    } else {
-      const text = outputText(output);
-      io.stdout.write(`${text === '' ? '' : `${text}\n\n`}${summaryLines(result)}`);
-    }
+    printResult(result, output, options.outputType, json, io);
     return exitCodeOfResult(result, interrupted());
   });
 }
@@ -152,12 +128,9 @@ export async function runCommand(line: CommandLine, io: CliIo): Promise<number> 
       throw new ConfigurationError(
         '--inspect needs the run in this process: it cannot inspect a run on NATS',
       );
-    // Validators are the generator workers' (a client's command would run on their machines).
-    if (line.flags.options.validators !== undefined)
-      throw new ConfigurationError(
-        '--validate runs on the generator workers of a deployment: give it to `pge worker --role generator`, not to `pge run --nats`',
-      );
-    const { remoteRun } = await import('./remote-run.js');
+    const { refuseWorkerFlags, remoteRun } = await import('./remote-run.js');
+    // Models, validators, tools and logs are the workers' (a client's command would run on their machines).
+    refuseWorkerFlags(line.flags.options);
     return remoteRun(task, nats, natsOptionsOf(line.flags, io.env), config.options, line.flags.json, io);
   }
   return runTask('run', task, config.options, line.flags.json, io, inspect);

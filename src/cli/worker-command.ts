@@ -12,7 +12,6 @@ import {
   startPersistenceProcess,
   startRoleWorkerProcess,
 } from '../runtime/distributed.js';
-import type { Role } from '../schemas/index.js';
 import { otlpRequested } from '../telemetry/otlp-env.js';
 import { WORKER_ROLES, type WorkerRole } from './command-flags.js';
 import { resolveConfig } from './config.js';
@@ -148,22 +147,13 @@ async function startRole(plan: WorkerPlan, bus: NatsBus, io: CliIo): Promise<Sto
   const base = { bus, id, log, otlp };
   if (role === 'persistence')
     return startPersistenceProcess({ ...base, workingDirectory: options.workingDirectory });
-  if (role === 'coordinator') {
-    const name = (r: Role) =>
-      demo
-        ? new DemoModel().name
-        : ({
-            planner: options.plannerModelName,
-            generator: options.generatorModelName,
-            evaluator: options.evaluatorModelName,
-          }[r] ?? options.modelName);
+  if (role === 'coordinator')
+    // The models are the role workers': each says which serves it, and run.started names those.
     return startCoordinatorProcess({
       ...base,
       settings: options,
-      models: { planner: name('planner'), generator: name('generator'), evaluator: name('evaluator') },
       ...(options.replicas === undefined ? {} : { replicas: options.replicas }),
     });
-  }
   const systemPrompt = systemPromptsOf(options)[role];
   return startRoleWorkerProcess({
     ...base,

@@ -60,5 +60,10 @@ export interface ModelAnswer {
 export interface Model {
   /** The model name reported in events and results. */
   readonly name: string;
+  /**
+   * `false` when this client knows no price for its model, so that its calls would count as free
+   * and a cost budget could not be kept; absent when the model reports its own cost.
+   */
+  readonly priced?: boolean;
   complete(request: ModelRequest): Promise<ModelAnswer>;
 }

@@ -22,7 +22,7 @@ import {
   retryDelayMs,
   withRetries,
 } from './openai-retries.js';
-import { costOf, DEFAULT_PRICES } from './pricing.js';
+import { costOf, DEFAULT_PRICES, priceOf } from './pricing.js';
 
 /**
  * The model client for OpenAI and OpenAI-compatible servers (vLLM, llama.cpp, Ollama, LM Studio,
@@ -139,6 +139,11 @@ export class OpenAIModel implements Model {
   #client: OpenAI | null = null;
   readonly #secret: string | null;
   readonly #prices: PriceTable;
+
+  /** Whether the price table (`prices` and the built-in one) knows this model's price. */
+  get priced(): boolean {
+    return priceOf(this.name, this.#prices) !== undefined;
+  }
 
   /** Throws `ConfigurationError` on invalid options, or when no API key is set for a remote server. */
   constructor(options: OpenAIModelOptions) {

@@ -12,6 +12,7 @@ import type { McpServers } from '../tools/mcp.js';
 import { natsRunOwnership } from './nats-ownership.js';
 import { startNatsPersistence } from './nats-persistence.js';
 import { type CoordinatorService, type CoordinatorSettings, startCoordinatorService } from './services.js';
+import { announcePresence, hearWorkers } from './worker-presence.js';
 
 /**
  * The distributed composition root: what one process of a NATS deployment runs, by role. The
@@ -67,7 +68,14 @@ export async function startRoleWorkerProcess(o: RoleWorkerProcessOptions): Promi
     ...(o.validation === undefined ? {} : { validation: o.validation }),
     ...(o.otlp ? { tracing: (await import('../telemetry/work-tracing.js')).traceWork(o.otlp.tracer) } : {}),
   });
+  // Coordinators name the model of each role from what its workers say, and check its price.
+  const silence = announcePresence(
+    o.bus,
+    { role: o.role, worker: o.id, model: o.model.name, priced: o.model.priced !== false },
+    (error) => o.log(`pge worker ${o.role} (${o.id}): cannot say it is there: ${String(error)}`),
+  );
   return async (hurry) => {
+    silence();
     await worker.stop(hurry ? 'abort' : 'finish');
     await o.otlp?.shutdown();
   };
@@ -101,8 +109,6 @@ export function startPersistenceProcess(o: RoleProcessBase & { workingDirectory:
 /** Options of `startCoordinatorProcess`. */
 export interface CoordinatorProcessOptions extends RoleProcessBase {
   settings: CoordinatorSettings;
-  /** The model names `run.started` reports for each role. */
-  models: Record<Role, string>;
   /** The replicas of the lease bucket (`--replicas`), if not the server's default. */
   replicas?: number;
 }
@@ -130,11 +136,14 @@ export async function startCoordinatorProcess(o: CoordinatorProcessOptions): Pro
     onError: (error) => log(`pge coordinator: run leases: ${String(error)}`),
   });
   const runTracing = o.otlp && (await import('../telemetry/run-tracing.js')).traceRuns(o.otlp.tracer);
+  // The workers own the models: each says which serves its role, and run.started names those.
+  const workers = hearWorkers(bus);
   const running = startCoordinatorService({
     bus,
     ...(runTracing ? { tracing: runTracing } : {}),
-    options: o.settings,
-    models: o.models,
+    // Its persistence worker writes the logs in its own directory: `run.started` names the file alone.
+    options: { ...o.settings, workingDirectory: undefined },
+    models: workers,
     onRun: (runId, task) => log(`pge coordinator: run ${runId} started: ${task.slice(0, 80)}`),
     runExists: (runId) => bus.hasStored(subjects.events(runId)),
     ownership: natsRunOwnership(bus, leases),
@@ -146,6 +155,7 @@ export async function startCoordinatorProcess(o: CoordinatorProcessOptions): Pro
   );
   return async (hurry) => {
     await running.stop(hurry ? 'interrupt' : 'finish');
+    workers.stop();
     abandoned.stop();
     leases.stop();
     await o.otlp?.shutdown();

@@ -3,7 +3,9 @@ import { subjects } from '../bus/subjects.js';
 import { createCoordinator } from '../conductor/coordinator.js';
 import { ReplayDivergence, readRecordedRun } from '../conductor/replay.js';
 import { ResumeError } from '../errors.js';
+import type { RunOutcome } from '../machines/run-machine.js';
 import { readLogFile } from '../persistence/log-reader.js';
+import type { ModelCall, RunEvent } from '../schemas/index.js';
 import { OPTION_DEFAULTS, ROLES } from '../schemas/setting-values.js';
 
 /**
@@ -32,7 +34,36 @@ export async function replayLog(path: string): Promise<ReplayReport> {
   const events = await readLogFile(path).catch((error: Error) => {
     throw new ResumeError(`cannot replay ${path}: ${error.message}`, { cause: error });
   });
-  const recorded = readRecordedRun(events, path, { ended: true });
+  const report = { runId: events[0]?.runId ?? '', events: events.length };
+  try {
+    const { runId, modelCalls } = await replayEvents(events, path);
+    return { ...report, runId, identical: true, modelCalls, firstDifference: null };
+  } catch (error) {
+    if (!(error instanceof ReplayDivergence)) throw error;
+    const { seq, problem } = error;
+    return { ...report, identical: false, modelCalls: 0, firstDifference: { seq, problem } };
+  }
+}
+
+/** What the charts of a replayed run ended with. */
+export interface ReplayedRun {
+  runId: string;
+  /** The run chart's outcome: the same as the run's own, since every event was produced again. */
+  outcome: RunOutcome;
+  /** The run's model calls, as recorded. */
+  calls: readonly ModelCall[];
+  /** Requests that went to a worker: 0, since the replay never goes live. */
+  modelCalls: number;
+}
+
+/**
+ * Runs an ended run's charts again from its recorded `events` (of a log, or of the stream), every
+ * call answered from them, and returns what they ended with: how a process that did not drive a run
+ * (`pge run --nats`) gets the outcome its result is built from. Throws `ResumeError` when `events`
+ * are no ended pge run (`source` names them), `ReplayDivergence` when the charts part from them.
+ */
+export async function replayEvents(events: readonly RunEvent[], source: string): Promise<ReplayedRun> {
+  const recorded = readRecordedRun(events, source, { ended: true });
   const bus = new InProcessBus();
   let modelCalls = 0;
   const queues = ROLES.map((role) =>
@@ -41,7 +72,6 @@ export async function replayLog(path: string): Promise<ReplayReport> {
     }),
   );
   const coordinator = createCoordinator({ bus });
-  const report = { runId: recorded.runId, events: events.length };
   try {
     const handle = coordinator.resumeRun(recorded, {
       owner: 'pge replay',
@@ -49,12 +79,8 @@ export async function replayLog(path: string): Promise<ReplayReport> {
       // A log written before run.started recorded its thresholds replays with the defaults.
       defaults: { defaultThresholds: {}, fallbackThreshold: OPTION_DEFAULTS.fallbackThreshold },
     });
-    await handle.done;
-    return { ...report, identical: true, modelCalls, firstDifference: null };
-  } catch (error) {
-    if (!(error instanceof ReplayDivergence)) throw error;
-    const { seq, problem } = error;
-    return { ...report, identical: false, modelCalls, firstDifference: { seq, problem } };
+    const outcome = await handle.done;
+    return { runId: recorded.runId, outcome, calls: handle.calls, modelCalls };
   } finally {
     for (const queue of queues) queue.unsubscribe();
     coordinator.close();

@@ -32,6 +32,7 @@ import type { RunTracing } from '../telemetry/run-tracing.js';
 import { type ClosingEvent, followRun } from './follow-run.js';
 import { newRunId } from './run-id.js';
 import { checkTask } from './task.js';
+import type { WorkerDirectory } from './worker-presence.js';
 
 export type { ClosingEvent } from './follow-run.js';
 
@@ -47,19 +48,29 @@ export const COORDINATOR_QUEUE = 'pge-coordinator';
 
 /**
  * The settings a coordinator service runs with: the harness bounds and budgets a submission may
- * override, the directory its logs are said to go to, and the longest task it takes. The API's
- * resolved options are one; the runtime names only what it reads, so that it does not depend on
- * the API that is built on it.
+ * override, the longest task it takes, and the directory its runs' logs are written to when this
+ * process knows it. A coordinator of a distributed deployment does not: its persistence worker
+ * writes each log in its own working directory, so `run.started` names the log's file alone. The
+ * API's resolved options are one; the runtime names only what it reads, so that it does not depend
+ * on the API that is built on it.
  */
-export type CoordinatorSettings = RunSettingsSource & { workingDirectory: string; maxTaskBytes: number };
+export type CoordinatorSettings = RunSettingsSource & {
+  workingDirectory?: string | undefined;
+  maxTaskBytes: number;
+};
 
 /** Options of `startCoordinatorService`. */
 export interface CoordinatorServiceOptions {
   bus: Bus;
   /** Run settings that a submission may override, and where logs are said to go. */
   options: CoordinatorSettings;
-  /** The model names reported in `run.started` (the workers own the models). */
-  models: Record<Role, string>;
+  /**
+   * The model names `run.started` reports for each role: fixed (the workers are this process's), or
+   * those the workers heard lately say serve each role (`hearWorkers`: the workers of a distributed
+   * deployment own the models). With the workers heard, a run with a cost budget is refused while
+   * one of them has no price for its model.
+   */
+  models: Record<Role, string> | WorkerDirectory;
   /** Called with every run started, for logging. */
   onRun?: (runId: string, task: string) => void;
   /**
@@ -102,19 +113,54 @@ export interface RunOwnership {
   storedResult(runId: string, requestId: string): Promise<RoleResult | null>;
 }
 
+/** The file name of a run's log, in whatever directory its writer keeps logs. */
+export function logFileOf(runId: string): string {
+  return `pge_shared_state_${runId}.md`;
+}
+
+/**
+ * The model names of a run's roles: the workers' own, several of one role comma-separated; a role
+ * whose workers have not been heard yet (a coordinator that started a moment ago) says so.
+ */
+export function modelNames(models: Record<Role, string> | WorkerDirectory): Record<Role, string> {
+  if (!isDirectory(models)) return models;
+  const named = (role: Role) => models.models(role).join(', ') || `unknown (no ${role} worker heard yet)`;
+  return { planner: named('planner'), generator: named('generator'), evaluator: named('evaluator') };
+}
+
+const isDirectory = (models: Record<Role, string> | WorkerDirectory): models is WorkerDirectory =>
+  typeof (models as WorkerDirectory).unpriced === 'function';
+
+/**
+ * Refuses a run with a cost budget while a worker heard lately has no price for its model: its calls
+ * would count as free, so the budget could never stop the run (`resolveOptions` refuses an embedded
+ * run's for the same reason). A worker not heard yet is not known, so not checked.
+ */
+function checkCostCanBeKept(spec: RunSpec, models: Record<Role, string> | WorkerDirectory): void {
+  if (spec.budgets.maxCostUsd === null || !isDirectory(models)) return;
+  const unpriced = models.unpriced();
+  const first = unpriced[0];
+  if (first === undefined) return;
+  const named = unpriced.map((p) => `${p.model} (${p.role} worker ${p.worker})`).join(', ');
+  throw new ConfigurationError(
+    `maxCostUsd cannot be kept: no price is known for ${named}, whose calls would count as free; ` +
+      `give the workers a price (pge worker --price ${first.model}=<input>,<output>, or prices in their config file)`,
+  );
+}
+
 /** Builds a run's settings from the coordinator's options and a submission's overrides. */
 export function runSpecOf(
   runId: string,
   submission: RunSubmission,
   options: CoordinatorSettings,
-  models: Record<Role, string>,
+  models: Record<Role, string> | WorkerDirectory,
 ): RunSpec {
   return {
     runId,
     task: submission.task,
-    logPath: join(options.workingDirectory, `pge_shared_state_${runId}.md`),
+    logPath: join(options.workingDirectory ?? '', logFileOf(runId)),
     ...runSettingsOf({ ...options, ...submission.options }),
-    models,
+    models: modelNames(models),
   };
 }
 
@@ -246,12 +292,14 @@ export function startCoordinatorService(service: CoordinatorServiceOptions): Coo
       let handle: RunHandle;
       try {
         checkTask(submission.task, options.maxTaskBytes);
+        const spec = runSpecOf(runId, submission, options, models);
+        checkCostCanBeKept(spec, models);
         // Only an id the submitter chose can be old. `startRun` refuses an id of this coordinator's
         // own runs, checked after the lookup's await, so two submissions of one id cannot both pass.
         if (submission.runId !== undefined && (await service.runExists?.(runId))) throw runIdTaken(runId);
         // The claim is atomic across coordinators: of two submissions of one id, one is refused.
         if (ownership !== undefined && !(await ownership.claim(runId))) throw runIdTaken(runId);
-        handle = coordinator.startRun(runSpecOf(runId, submission, options, models));
+        handle = coordinator.startRun(spec);
       } catch (error) {
         await message.respond({ error: describeError(error) });
         return;

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { SafeId } from './domain.js';
+import { Role, SafeId } from './domain.js';
 import { ApprovalGate } from './settings.js';
 
 /**
@@ -48,3 +48,18 @@ export const CallCancel = z.strictObject({
   ts: z.iso.datetime(),
 });
 export type CallCancel = z.infer<typeof CallCancel>;
+
+/**
+ * A role worker saying it is there, on `pge.workers.<role>` every few seconds: its id, and the model
+ * that serves its role with whether its client knows that model's price (`false`: its calls would
+ * count as free, so a cost budget could not be kept). Coordinators read it to name the models of a
+ * run's roles in `run.started` and to refuse a cost budget that a worker could not keep.
+ */
+export const WorkerPresence = z.strictObject({
+  role: Role,
+  worker: z.string().min(1),
+  model: z.string().min(1),
+  priced: z.boolean(),
+  ts: z.iso.datetime(),
+});
+export type WorkerPresence = z.infer<typeof WorkerPresence>;

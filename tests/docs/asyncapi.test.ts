@@ -120,6 +120,7 @@ describe('docs/asyncapi.yaml', () => {
       control: [subjects.control('run-1'), subjects.control('*')],
       approval: [subjects.approval('run-1'), subjects.approval('*')],
       cancel: [subjects.cancel('run-1'), subjects.cancel('*')],
+      presence: [subjects.presence('generator'), subjects.presence('*')],
     };
     // A subject builder added to `subjects` must be added above, or this fails.
     expect(Object.keys(built).sort()).toEqual(Object.keys(subjects).sort());

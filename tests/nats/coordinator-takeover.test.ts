@@ -130,6 +130,9 @@ describe('a coordinator killed mid-run', () => {
     const resume = startPge(['resume', '--nats', url, '--creds', creds.client, runId], {});
     expect(await resume.exited(), resume.stderr()).toBe(0);
     expect(resume.stderr()).toContain(`run ${runId} taken over by coordinator coord-b`);
+    // Its result is rebuilt from events that hold the takeover, and printed as pge run prints one.
+    expect(resume.stderr()).not.toContain('cannot rebuild');
+    expect(resume.stdout()).toMatch(/\n\nPGE Harness completed: \d+\/\d+ steps passed/);
     expect(second.stderr()).not.toContain('cannot');
     const events = await storedEvents(client, `pge.run.${runId}.evt.>`);
     expect(events.at(-1)?.type).toBe('run.completed');

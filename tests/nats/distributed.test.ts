@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { AckPolicy, jetstreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { HarnessResult } from '../../src/api/result.js';
 import type { NatsRole } from '../../src/bus/permissions.js';
 import { SUBMIT_ANSWER_MS } from '../../src/bus/subjects.js';
 import { readLogFile } from '../../src/persistence/index.js';
@@ -137,10 +138,10 @@ describe('distributed deployment on NATS', () => {
     );
     const code = await run.exited();
     expect(code, run.stderr()).toBe(0);
-    const closing = JSON.parse(run.stdout()) as RunEvent;
-    expect(closing).toMatchObject({ type: 'run.completed', payload: { passed: true, stepsTotal: 3 } });
+    const result = JSON.parse(run.stdout()) as HarnessResult;
+    expect(result).toMatchObject({ status: 'completed', passed: true, totalSteps: 3 });
     expect(run.stderr()).toMatch(/plan created: 3 steps/);
-    expect(readdirSync(logs)).toContain(`pge_shared_state_${closing.runId}.md`);
+    expect(readdirSync(logs)).toContain(`pge_shared_state_${result.runId}.md`);
   }, 30_000);
 
   it('an interrupt sent over NATS cancels the call in flight: the generator aborts its HTTP request', async () => {

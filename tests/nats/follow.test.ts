@@ -2,6 +2,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { HarnessResult } from '../../src/api/result.js';
 import type { RunEvent } from '../../src/schemas/index.js';
 import { type FakeOpenAI, startFakeOpenAI } from '../support/fake-openai-server.js';
 import { type SecuredNatsServer, startSecuredNatsServer } from '../support/nats-server.js';
@@ -61,13 +62,18 @@ afterAll(async () => {
   expect(nats.refusals()).toEqual([]);
 }, 60_000);
 
-/** `pge run --nats … --json` with the client credential: the closing event on stdout. */
+/** `pge run --nats … --json` with the client credential: the run's result on stdout. */
 const runRemote = (task: string, ...flags: string[]) =>
   startPge(['run', task, '--nats', nats.url, '--creds', nats.creds.client, '--json', ...flags], {
     OPENAI_API_KEY: 'sk-test-client',
   });
 
-const closingOf = (run: PgeProcess): RunEvent => JSON.parse(run.stdout()) as RunEvent;
+/** The closing event of the run whose result `pge run --nats --json` printed, as the stream holds it. */
+async function closingOf(run: PgeProcess): Promise<RunEvent> {
+  const { runId } = JSON.parse(run.stdout()) as HarnessResult;
+  const events = await storedEvents(nats.connectOptions('observer'), `pge.run.${runId}.evt.>`);
+  return events.reduce((a, b) => (b.seq > a.seq ? b : a));
+}
 const coordinator = () => workers[0]!;
 
 describe('followers through faults', () => {
@@ -84,7 +90,7 @@ describe('followers through faults', () => {
     expect(codes, runs.map((run) => run.stderr()).join('\n---\n')).toEqual([0, 0, 0, 0, 0]);
     let calls = 0;
     for (const run of runs) {
-      const closing = closingOf(run);
+      const closing = await closingOf(run);
       expect(closing).toMatchObject({
         type: 'run.completed',
         payload: { passed: true, stepsTotal: BUSY_STEPS },
@@ -109,7 +115,7 @@ describe('followers through faults', () => {
   it('pge follow shows a finished run from its start and exits with its code', async () => {
     const failing = runRemote(FAILING, '--max-retries', '0');
     expect(await failing.exited(), failing.stderr()).toBe(1);
-    const failed = closingOf(failing);
+    const failed = await closingOf(failing);
     for (const [closing, code] of [
       [finished[0]!, 0],
       [failed, 1],
@@ -120,11 +126,17 @@ describe('followers through faults', () => {
       );
       expect(await follow.exited(), follow.stderr()).toBe(code);
       expect(follow.stderr()).toMatch(/plan created: \d+ steps/);
-      expect(follow.stdout()).toBe(`${(closing.payload as { summary: string }).summary}\n`);
+      // As pge run prints it: the artifact, then the summary.
+      expect(follow.stdout()).toMatch(/^## Step 1: Step 1/);
+      expect(follow.stdout().endsWith(`\n\n${(closing.payload as { summary: string }).summary}\n`)).toBe(
+        true,
+      );
     }
     const json = startPge(['follow', failed.runId, '--json', '--from-seq', '5'], nats.env('observer'));
     expect(await json.exited()).toBe(1);
-    expect(JSON.parse(json.stdout())).toEqual(failed);
+    // The result pge run --nats printed; only the harness id is each process's own.
+    const result = JSON.parse(failing.stdout()) as HarnessResult;
+    expect(JSON.parse(json.stdout())).toEqual({ ...result, harnessId: expect.any(String) });
     // From event 5 on: the plan (event 3) is not shown again, the steps are.
     expect(json.stderr()).not.toMatch(/plan created/);
     expect(json.stderr()).toMatch(/step 1\/3/);

@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { AckPolicy, jetstream, jetstreamManager, RetentionPolicy } from '@nats-io/jetstream';
 import { connect, type NatsConnection, nanos } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { HarnessResult } from '../../src/api/result.js';
 import { PGE_STREAMS } from '../../src/bus/nats-streams.js';
 import { NATS_ROLES } from '../../src/bus/permissions.js';
 import { LEASE_BUCKET } from '../../src/bus/run-leases.js';
@@ -107,11 +108,11 @@ describe('a deployment started from pge nats-config', () => {
       },
     );
     expect(await run.exited(), run.stderr()).toBe(0);
-    const closing = JSON.parse(run.stdout()) as RunEvent;
-    expect(closing).toMatchObject({ type: 'run.completed', payload: { passed: true } });
-    const follow = startPge(['follow', closing.runId, '--json'], { ...nats.env('observer') });
+    const result = JSON.parse(run.stdout()) as HarnessResult;
+    expect(result).toMatchObject({ status: 'completed', passed: true });
+    const follow = startPge(['follow', result.runId, '--json'], { ...nats.env('observer') });
     expect(await follow.exited(), follow.stderr()).toBe(0);
-    expect(JSON.parse(follow.stdout())).toEqual(closing);
+    expect(JSON.parse(follow.stdout())).toEqual({ ...result, harnessId: expect.any(String) });
     // The observer reads; it cannot submit.
     const submitting = startPge(['run', 'Write a haiku', '--json'], {
       ...nats.env('observer'),

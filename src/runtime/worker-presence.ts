@@ -1,0 +1,71 @@
+import type { Bus, BusSubscription } from '../bus/bus.js';
+import { publishPresence, subscribePresence } from '../bus/channels.js';
+import { PRESENCE_INTERVAL_MS } from '../bus/subjects.js';
+import type { WorkerPresence } from '../schemas/control.js';
+import type { Role } from '../schemas/index.js';
+
+/**
+ * Which role workers are there and which models serve them, as the workers say it themselves on
+ * `pge.workers.<role>`: a coordinator does not hold the models of a distributed deployment, and
+ * several workers of one role may run different ones. A worker says it every
+ * `PRESENCE_INTERVAL_MS`; one not heard for three intervals is taken as gone.
+ */
+
+/** A worker not heard for this long is gone. */
+export const PRESENCE_TTL_MS = 3 * PRESENCE_INTERVAL_MS;
+
+/** What a role worker says of itself. */
+export type PresenceOf = Omit<WorkerPresence, 'ts'>;
+
+/**
+ * Says, now and every `PRESENCE_INTERVAL_MS`, that a role worker is there; returns how to stop. A
+ * presence that cannot be sent (a reconnect) is dropped: the next one says it again.
+ */
+export function announcePresence(
+  bus: Bus,
+  presence: PresenceOf,
+  onError: (error: unknown) => void,
+): () => void {
+  const say = () =>
+    publishPresence(bus, { ...presence, ts: new Date().toISOString() }).catch((error: unknown) =>
+      onError(error),
+    );
+  void say();
+  const timer = setInterval(say, PRESENCE_INTERVAL_MS);
+  timer.unref();
+  return () => clearInterval(timer);
+}
+
+/** The workers a coordinator heard lately. */
+export interface WorkerDirectory {
+  /** The distinct models of the workers of `role` heard in the last `PRESENCE_TTL_MS`, sorted. */
+  models(role: Role): string[];
+  /** The workers heard lately whose client knows no price for their model. */
+  unpriced(): WorkerPresence[];
+  stop(): void;
+}
+
+/** Hears the role workers on `bus`; `now` is the clock (epoch ms) that ages what was heard. */
+export function hearWorkers(bus: Bus, now: () => number = Date.now): WorkerDirectory {
+  const heard = new Map<string, { presence: WorkerPresence; at: number }>();
+  const subscription: BusSubscription = subscribePresence(bus, (presence) => {
+    heard.set(`${presence.role}/${presence.worker}`, { presence, at: now() });
+  });
+  const live = (): WorkerPresence[] => {
+    const since = now() - PRESENCE_TTL_MS;
+    for (const [key, { at }] of heard) if (at < since) heard.delete(key);
+    return [...heard.values()].map(({ presence }) => presence);
+  };
+  return {
+    models: (role) =>
+      [
+        ...new Set(
+          live()
+            .filter((p) => p.role === role)
+            .map((p) => p.model),
+        ),
+      ].sort(),
+    unpriced: () => live().filter((p) => !p.priced),
+    stop: () => subscription.unsubscribe(),
+  };
+}
