@@ -1,0 +1,110 @@
+import { readFile, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { encodeUser, fmtCreds } from '@nats-io/jwt';
+import { createUser, fromSeed } from '@nats-io/nkeys';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ROLE_PERMISSIONS } from '../../src/bus/permissions.js';
+import { writeNatsConfig } from '../../src/runtime/nats-config.js';
+import { type SecuredNatsServer, startSecuredNatsServer } from '../support/nats-server.js';
+import { type PgeProcess, startPge } from '../support/processes.js';
+
+/**
+ * A worker started with a credential that cannot serve its role, on a server started from `pge
+ * nats-config` with a coordinator running: it says so in one sentence and exits, instead of
+ * printing a stack trace every few seconds for ever (docs/security.md, "Troubleshooting").
+ */
+
+let nats: SecuredNatsServer;
+let coordinator: PgeProcess;
+const started: PgeProcess[] = [];
+
+beforeAll(async () => {
+  nats = await startSecuredNatsServer();
+  coordinator = startPge(['worker', '--role', 'coordinator', '--demo'], nats.env('coordinator'));
+  started.push(coordinator);
+  await coordinator.waitFor(/ready/, 60_000);
+}, 90_000);
+
+afterAll(async () => {
+  await Promise.all(started.map((p) => p.stop('SIGKILL')));
+  await nats?.stop();
+});
+
+/** `pge worker --role <role>` with `creds`, started like any other process of the deployment. */
+function worker(role: string, creds: string): PgeProcess {
+  const process = startPge(['worker', '--role', role, '--demo', '--creds', creds, '--nats', nats.url], {});
+  started.push(process);
+  return process;
+}
+
+/** The exit code, or 'still running' once `ms` passed: a worker in a loop never exits. */
+function exitWithin(process: PgeProcess, ms: number): Promise<number | null | 'still running'> {
+  return Promise.race([
+    process.exited(),
+    new Promise<'still running'>((resolve) => setTimeout(() => resolve('still running'), ms)),
+  ]);
+}
+
+const linesOf = (text: string) => text.split('\n').filter((line) => line.trim() !== '');
+
+describe('a worker whose credential cannot serve its role', () => {
+  it("exits 2 naming the role of another role's credential: a generator with the evaluator's", async () => {
+    const generator = worker('generator', nats.creds.evaluator);
+    expect(await exitWithin(generator, 15_000), generator.stderr()).toBe(2);
+    expect(linesOf(generator.stderr())).toEqual([
+      expect.stringMatching(
+        /^pge worker generator \(.+\): this credential \(.*evaluator\.creds\) is for the evaluator, not the generator: start the generator with generator\.creds of pge nats-config$/,
+      ),
+    ]);
+  }, 30_000);
+
+  it("exits 2 naming the role of another role's credential: a coordinator with the client's", async () => {
+    const second = worker('coordinator', nats.creds.client);
+    expect(await exitWithin(second, 15_000), second.stderr()).toBe(2);
+    expect(linesOf(second.stderr())).toEqual([
+      expect.stringMatching(/: this credential \(.*client\.creds\) is for the client, not the coordinator: /),
+    ]);
+  }, 30_000);
+
+  it('exits 2 at the first permission its role needs and is refused, when the credential names no role', async () => {
+    // The evaluator's permissions, with replies in the shared inbox: nothing says whose it is.
+    const account = fromSeed(
+      new TextEncoder().encode(
+        (await readFile(join(nats.configDir, 'keys', 'evaluator-account.nk'), 'utf8')).trim(),
+      ),
+    );
+    const { publish, subscribe } = ROLE_PERMISSIONS.evaluator;
+    const user = createUser();
+    const jwt = await encodeUser('someone', user, account, {
+      pub: { allow: [...publish.allow] },
+      sub: { allow: ['_INBOX.>', ...subscribe.allow.filter((s) => !s.startsWith('_INBOX'))] },
+      subs: -1,
+      data: -1,
+      payload: -1,
+    });
+    const creds = join(nats.configDir, 'nameless.creds');
+    await writeFile(creds, fmtCreds(jwt, user), { mode: 0o600 });
+    const generator = worker('generator', creds);
+    expect(await exitWithin(generator, 20_000), generator.stderr()).toBe(2);
+    expect(linesOf(generator.stderr())).toEqual([
+      expect.stringMatching(
+        /: the server does not let this credential \(.*nameless\.creds\) publish to \$JS\.API\.CONSUMER\.INFO\.PGE_WORK\.pge-generator, which the generator must: it is not the generator's; /,
+      ),
+    ]);
+  }, 40_000);
+
+  // Last: the rotation revokes every credential of the deployment, the coordinator's too.
+  it('exits 3 in one sentence when the server stops accepting its credential (revoked)', async () => {
+    const planner = worker('planner', nats.creds.planner);
+    await planner.waitFor(/ready/, 30_000);
+    await writeNatsConfig({ dir: nats.configDir, rotate: true });
+    nats.reload();
+    expect(await exitWithin(planner, 15_000), planner.stderr()).toBe(3);
+    expect(linesOf(planner.stderr())).toEqual([
+      expect.stringMatching(/^pge worker planner ready /),
+      expect.stringMatching(
+        /^pge worker planner \(.+\): the server no longer accepts this credential \(.*planner\.creds\) \(Authorization Violation\): it was revoked \(pge nats-config --rotate\) or is not this server's; start the planner with its current planner\.creds$/,
+      ),
+    ]);
+  }, 40_000);
+});
