@@ -57,3 +57,13 @@ export const RunResumeReply = z.union([
   z.strictObject({ error: ErrorInfo }),
 ]);
 export type RunResumeReply = z.infer<typeof RunResumeReply>;
+
+/**
+ * A client's question on `pge.coordinators.ping`: does any coordinator run? Answered at once with
+ * `CoordinatorPong` by one coordinator of the queue group.
+ */
+export const CoordinatorPing = z.strictObject({});
+export type CoordinatorPing = z.infer<typeof CoordinatorPing>;
+/** A coordinator's answer to `CoordinatorPing`: its name. */
+export const CoordinatorPong = z.strictObject({ coordinator: z.string() });
+export type CoordinatorPong = z.infer<typeof CoordinatorPong>;

@@ -115,6 +115,7 @@ describe('docs/asyncapi.yaml', () => {
       result: [subjects.result('run-1'), subjects.result('*')],
       submit: [subjects.submit],
       resume: [subjects.resume],
+      coordinatorPing: [subjects.coordinatorPing],
       rejected: [subjects.rejected('coordinator'), subjects.rejected('*')],
       control: [subjects.control('run-1'), subjects.control('*')],
       approval: [subjects.approval('run-1'), subjects.approval('*')],

@@ -9,9 +9,10 @@ import { type SecuredNatsServer, startSecuredNatsServer } from '../support/nats-
 import { type PgeProcess, startPge } from '../support/processes.js';
 
 /**
- * A worker started with a credential that cannot serve its role, on a server started from `pge
- * nats-config` with a coordinator running: it says so in one sentence and exits, instead of
- * printing a stack trace every few seconds for ever (docs/security.md, "Troubleshooting").
+ * Mistakes on a server started from `pge nats-config`, each told in one sentence (docs/security.md,
+ * "Troubleshooting"): a worker started with a credential that cannot serve its role exits instead
+ * of printing a stack trace every few seconds for ever; a submission with no coordinator running
+ * says so within 5 s, not after the submission's 30 s; a worker whose credential is revoked exits 3.
  */
 
 let nats: SecuredNatsServer;
@@ -92,6 +93,22 @@ describe('a worker whose credential cannot serve its role', () => {
       ),
     ]);
   }, 40_000);
+
+  // Last but one: it stops the coordinator (the streams and consumers it made stay).
+  it('a submission says within 5 s that no coordinator runs', async () => {
+    expect(await coordinator.stop()).toBe(0);
+    const started = Date.now();
+    const run = startPge(['run', 'Write a haiku', '--nats', nats.url, '--creds', nats.creds.client], {
+      OPENAI_API_KEY: 'sk-test-none',
+    });
+    expect(await exitWithin(run, 15_000), run.stderr()).toBe(3);
+    expect(Date.now() - started).toBeLessThan(5_000);
+    expect(linesOf(run.stderr())).toEqual([
+      expect.stringMatching(
+        /^pge: no coordinator answered the submission of run \S+: is one running\? \(pge worker --role coordinator; no coordinator answered a ping within \d+ ms\)$/,
+      ),
+    ]);
+  }, 30_000);
 
   // Last: the rotation revokes every credential of the deployment, the coordinator's too.
   it('exits 3 in one sentence when the server stops accepting its credential (revoked)', async () => {
