@@ -17,10 +17,13 @@ export function credentialOfAnotherRole(role: NatsRole, holder: NatsRole, credsF
   return `this credential${named(credsFile)} is for the ${holder}, not the ${role}: start the ${role} with ${role}.creds of pge nats-config`;
 }
 
-/** The server refused something a process of `role` must do: its credential is not a `role`'s. */
+/**
+ * The server refused something a process of `role` must do: its credential is not a `role`'s, or
+ * it was issued before the role needed it (docs/security.md: rotate after upgrading pge).
+ */
 export function permissionRefused(role: NatsRole, refused: RefusedPermission, credsFile?: string): string {
   const what = refused.operation === 'publish' ? 'publish to' : 'subscribe to';
-  return `the server does not let this credential${named(credsFile)} ${what} ${refused.subject}, which the ${role} must: it is not the ${role}'s; start the ${role} with ${role}.creds of pge nats-config`;
+  return `the server does not let this credential${named(credsFile)} ${what} ${refused.subject}, which the ${role} must: it is another role's, or was issued by an earlier pge; start the ${role} with ${role}.creds of pge nats-config (--rotate after an upgrade)`;
 }
 
 /** The server closed the connection refusing the credential itself: revoked, expired, or another server's. */

@@ -4,6 +4,7 @@ import { encodeUser, fmtCreds } from '@nats-io/jwt';
 import { createUser, fromSeed } from '@nats-io/nkeys';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ROLE_PERMISSIONS } from '../../src/bus/permissions.js';
+import { subjects } from '../../src/bus/subjects.js';
 import { writeNatsConfig } from '../../src/runtime/nats-config.js';
 import { type SecuredNatsServer, startSecuredNatsServer } from '../support/nats-server.js';
 import { type PgeProcess, startPge } from '../support/processes.js';
@@ -38,6 +39,29 @@ function worker(role: string, creds: string): PgeProcess {
   return process;
 }
 
+/**
+ * A credential of `account` (a seed file under keys/) with `permissions`, written as `name`.creds:
+ * one `pge nats-config` did not issue, or issued for what a role needed before.
+ */
+async function mint(
+  account: string,
+  name: string,
+  permissions: { pub: string[]; sub: string[] },
+): Promise<string> {
+  const seed = (await readFile(join(nats.configDir, 'keys', account), 'utf8')).trim();
+  const user = createUser();
+  const jwt = await encodeUser(name, user, fromSeed(new TextEncoder().encode(seed)), {
+    pub: { allow: permissions.pub },
+    sub: { allow: permissions.sub },
+    subs: -1,
+    data: -1,
+    payload: -1,
+  });
+  const creds = join(nats.configDir, `${name}.creds`);
+  await writeFile(creds, fmtCreds(jwt, user), { mode: 0o600 });
+  return creds;
+}
+
 /** The exit code, or 'still running' once `ms` passed: a worker in a loop never exits. */
 function exitWithin(process: PgeProcess, ms: number): Promise<number | null | 'still running'> {
   return Promise.race([
@@ -69,27 +93,32 @@ describe('a worker whose credential cannot serve its role', () => {
 
   it('exits 2 at the first permission its role needs and is refused, when the credential names no role', async () => {
     // The evaluator's permissions, with replies in the shared inbox: nothing says whose it is.
-    const account = fromSeed(
-      new TextEncoder().encode(
-        (await readFile(join(nats.configDir, 'keys', 'evaluator-account.nk'), 'utf8')).trim(),
-      ),
-    );
     const { publish, subscribe } = ROLE_PERMISSIONS.evaluator;
-    const user = createUser();
-    const jwt = await encodeUser('someone', user, account, {
-      pub: { allow: [...publish.allow] },
-      sub: { allow: ['_INBOX.>', ...subscribe.allow.filter((s) => !s.startsWith('_INBOX'))] },
-      subs: -1,
-      data: -1,
-      payload: -1,
+    const creds = await mint('evaluator-account.nk', 'nameless', {
+      pub: [...publish.allow],
+      sub: ['_INBOX.>', ...subscribe.allow.filter((s) => !s.startsWith('_INBOX'))],
     });
-    const creds = join(nats.configDir, 'nameless.creds');
-    await writeFile(creds, fmtCreds(jwt, user), { mode: 0o600 });
     const generator = worker('generator', creds);
     expect(await exitWithin(generator, 20_000), generator.stderr()).toBe(2);
     expect(linesOf(generator.stderr())).toEqual([
       expect.stringMatching(
-        /: the server does not let this credential \(.*nameless\.creds\) publish to \$JS\.API\.CONSUMER\.INFO\.PGE_WORK\.pge-generator, which the generator must: it is not the generator's; /,
+        /: the server does not let this credential \(.*nameless\.creds\) publish to \$JS\.API\.CONSUMER\.INFO\.PGE_WORK\.pge-generator, which the generator must: it is another role's, or was issued by an earlier pge; start the generator with generator\.creds of pge nats-config \(--rotate after an upgrade\)$/,
+      ),
+    ]);
+  }, 40_000);
+
+  it("exits 2 when its role's credential was issued by an earlier pge, without what its role needs now", async () => {
+    // A coordinator's credential from before coordinators answered pings.
+    const { publish, subscribe } = ROLE_PERMISSIONS.coordinator;
+    const creds = await mint('account.nk', 'coordinator-before-pings', {
+      pub: [...publish.allow],
+      sub: subscribe.allow.filter((s) => s !== subjects.coordinatorPing),
+    });
+    const second = worker('coordinator', creds);
+    expect(await exitWithin(second, 20_000), second.stderr()).toBe(2);
+    expect(linesOf(second.stderr())).toEqual([
+      expect.stringMatching(
+        /: the server does not let this credential \(.*coordinator-before-pings\.creds\) subscribe to pge\.coordinators\.ping, which the coordinator must: it is another role's, or was issued by an earlier pge; .* \(--rotate after an upgrade\)$/,
       ),
     ]);
   }, 40_000);
