@@ -74,6 +74,8 @@ import {
   WorkInput,
 } from '../src/schemas/index.js';
 import {
+  CoordinatorPing,
+  CoordinatorPong,
   RunCancelReply,
   RunCancelRequest,
   RunResumeReply,
@@ -217,6 +219,8 @@ function componentSchemas(): Record<string, Json> {
     "A person's request to cancel a run (`pge cancel`): who, and why.",
   );
   add(RunCancelReply, 'RunCancelReply', 'The coordinator that drives the run, and cancelled it.');
+  add(CoordinatorPing, 'CoordinatorPing', 'Whether any coordinator runs (an empty object).');
+  add(CoordinatorPong, 'CoordinatorPong', 'The name of the coordinator that answered a ping.');
   add(MessageRejection, 'MessageRejection', 'A message that a pge process refused on receive, and why.');
   add(RunControl, 'RunControl', 'A command for a run from outside its coordinator: interrupt it.');
   add(
@@ -441,6 +445,21 @@ export function buildAsyncApi(options: AsyncApiOptions = {}): Json {
       contentType: 'application/json',
       payload: schemaRef('RunCancelReply'),
     },
+    CoordinatorPing: {
+      name: 'CoordinatorPing',
+      title: 'Coordinator ping',
+      summary: 'Does any coordinator run?',
+      contentType: 'application/json',
+      payload: schemaRef('CoordinatorPing'),
+      examples: [{ name: 'ping', payload: {} }],
+    },
+    CoordinatorPong: {
+      name: 'CoordinatorPong',
+      title: 'Coordinator pong',
+      summary: 'The coordinator that answered.',
+      contentType: 'application/json',
+      payload: schemaRef('CoordinatorPong'),
+    },
     RunControl: {
       name: 'RunControl',
       title: 'Run command',
@@ -661,6 +680,22 @@ export function buildAsyncApi(options: AsyncApiOptions = {}): Json {
       messages: channelMessages(['RunCancelReply']),
       'x-pge-nats': { transport: 'core' },
     },
+    coordinatorPing: {
+      address: 'pge.coordinators.ping',
+      title: 'Coordinator ping',
+      description:
+        'Core NATS request/reply (not stored), answered at once by one coordinator. A submission nobody serves gets "no responders" on an open server, but only silence across the accounts of a secured one; a client pings beside its submission, so that it can tell no coordinator (no answer to the ping either) from a busy one.',
+      messages: channelMessages(['CoordinatorPing']),
+      'x-pge-nats': { transport: 'core' },
+    },
+    coordinatorPingReply: {
+      address: null,
+      title: 'Reply to a coordinator ping',
+      description:
+        "The requester's reply subject (a NATS inbox, `_INBOX.…`), chosen per request by the client.",
+      messages: channelMessages(['CoordinatorPong']),
+      'x-pge-nats': { transport: 'core' },
+    },
     runControl: {
       address: 'pge.run.{runId}.control',
       title: 'Commands for a run',
@@ -854,6 +889,31 @@ export function buildAsyncApi(options: AsyncApiOptions = {}): Json {
       reply: {
         channel: ref('#/channels/runCancelReply'),
         messages: opMessages('runCancelReply', ['RunCancelReply']),
+      },
+    },
+    pingCoordinators: {
+      action: 'send',
+      channel: ref('#/channels/coordinatorPing'),
+      title: 'Ask whether a coordinator runs',
+      summary:
+        'A client that submits a run pings the coordinators beside it; no answer means that none runs.',
+      tags: [tag('integrator')],
+      messages: opMessages('coordinatorPing', ['CoordinatorPing']),
+      reply: {
+        channel: ref('#/channels/coordinatorPingReply'),
+        messages: opMessages('coordinatorPingReply', ['CoordinatorPong']),
+      },
+    },
+    answerPings: {
+      action: 'receive',
+      channel: ref('#/channels/coordinatorPing'),
+      title: 'Answer a ping',
+      summary: 'A coordinator (queue group `pge-coordinator`) replies with its name, at once.',
+      tags: [tag('coordinator')],
+      messages: opMessages('coordinatorPing', ['CoordinatorPing']),
+      reply: {
+        channel: ref('#/channels/coordinatorPingReply'),
+        messages: opMessages('coordinatorPingReply', ['CoordinatorPong']),
       },
     },
     takeRunOver: {

@@ -4,7 +4,7 @@ import { MessageRejectedError } from '../errors.js';
 import { CallCancel, RunApproval, RunControl, WorkerPresence } from '../schemas/control.js';
 import type { Role } from '../schemas/index.js';
 import { ROLE_OF_REQUEST, RoleResult, RunEvent } from '../schemas/index.js';
-import { RunCancelRequest, RunResumeRequest, RunSubmission } from '../schemas/submission.js';
+import { CoordinatorPing, RunCancelRequest, RunResumeRequest, RunSubmission } from '../schemas/submission.js';
 import { subjectMatches, subjects } from './subjects.js';
 
 /**
@@ -68,6 +68,7 @@ const RULES: SubjectRule[] = [
   { pattern: subjects.submit, schema: RunSubmission },
   { pattern: subjects.resume, schema: RunResumeRequest },
   { pattern: subjects.cancelRun, schema: RunCancelRequest },
+  { pattern: subjects.coordinatorPing, schema: CoordinatorPing },
   { pattern: subjects.control('*'), schema: RunControl, check: ofItsRun(subjects.control, 'a command') },
   {
     pattern: subjects.approval('*'),

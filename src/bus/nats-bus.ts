@@ -607,10 +607,12 @@ export class NatsBus implements Bus, StoredMessages {
   }
 
   private async shutDown(): Promise<void> {
-    // During an outage neither a flush nor a drain can finish: close is bounded, and reports.
-    await within(this.flush(), CLOSE_STEP_MS, 'flushing on close').catch((error: unknown) =>
-      this.report(error, 'close'),
-    );
+    // During an outage neither a flush nor a drain can finish: close is bounded, and reports. A
+    // connection the server closed (it refused the credential) has nothing left to flush.
+    if (!this.connection.isClosed())
+      await within(this.flush(), CLOSE_STEP_MS, 'flushing on close').catch((error: unknown) =>
+        this.report(error, 'close'),
+      );
     this.closed = true;
     for (const subscription of this.subscriptions) subscription.stop();
     this.subscriptions.clear();

@@ -8,12 +8,20 @@ import { type MessageHeaders, NO_HEADERS } from './bus.js';
 
 /** True when `error` or one of its causes is an instance of `type`. */
 export function hasCause(error: unknown, type: abstract new (...args: never[]) => Error): boolean {
+  return causeOf(error, type) !== null;
+}
+
+/** `error` or the first of its causes that is an instance of `type`, else null. */
+export function causeOf<T extends Error>(
+  error: unknown,
+  type: abstract new (...args: never[]) => T,
+): T | null {
   let current: unknown = error;
   for (let depth = 0; depth < 5 && current instanceof Error; depth++) {
-    if (current instanceof type) return true;
+    if (current instanceof type) return current;
     current = (current as Error).cause;
   }
-  return false;
+  return null;
 }
 
 /** `promise`, or a `BusError` once `ms` passed without it settling. */

@@ -154,6 +154,7 @@ export const ROLE_PERMISSIONS: Readonly<Record<NatsRole, RolePermissions>> = {
         subjects.submit,
         subjects.resume,
         subjects.cancelRun,
+        subjects.coordinatorPing,
         subjects.control('*'),
         subjects.approval('*'),
         subjects.presence('*'),
@@ -187,6 +188,8 @@ export const ROLE_PERMISSIONS: Readonly<Record<NatsRole, RolePermissions>> = {
       allow: [
         subjects.submit,
         subjects.resume,
+        // Whether a coordinator runs: a submission nobody serves gets no answer across accounts.
+        subjects.coordinatorPing,
         subjects.control('*'),
         // Decisions at runs' gates and cancels of runs: a person's, so a client's alone.
         subjects.approval('*'),
@@ -264,7 +267,10 @@ export interface ServiceResponse {
 
 /** The way back of a pull outlives the pull itself by this much. */
 const PULL_MARGIN_MS = 5_000;
-/** The JetStream API and a stored publish's acknowledgement answer at once (nats.js waits 5 s). */
+/**
+ * The JetStream API, a stored publish's acknowledgement and a coordinator's ping answer at once
+ * (nats.js waits 5 s).
+ */
 const ANSWER_MS = 5_000;
 
 /** How the answer to a request on `subject` comes back (see `ServiceResponse`). */

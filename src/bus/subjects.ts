@@ -91,6 +91,12 @@ export const subjects = {
    */
   cancelRun: 'pge.runs.cancel',
   /**
+   * Where a client asks whether any coordinator runs, by request/reply, answered at once
+   * (`COORDINATOR_PING_MS`): across the accounts of a secured server a request nobody serves gets
+   * no "no responders", only silence, and a submission's silence may be a busy coordinator's.
+   */
+  coordinatorPing: 'pge.coordinators.ping',
+  /**
    * Where a process reports the messages it refused: `pge.errors.rejected.<reporter>`, the reporter
    * being its role (`'*'` for every reporter). One subject per reporter, so that a credential can
    * allow a process its own reports only, and reports can cross between NATS accounts.
@@ -106,6 +112,11 @@ export const subjects = {
  * its processes on a small machine can take seconds.
  */
 export const SUBMIT_ANSWER_MS = 30_000;
+/**
+ * How long a ping of the coordinators waits for its answer: a coordinator answers it without any
+ * I/O, so that silence this long means that none runs.
+ */
+export const COORDINATOR_PING_MS = 2_500;
 /** How long a resume request waits for its answer: taking a run over reads its stored events. */
 export const RESUME_ANSWER_MS = 30_000;
 /** How long a cancel request waits for its answer: the run's coordinator answers at once. */

@@ -36,8 +36,11 @@ const RESUME_EXIT_CODES = `Exit codes (as 'pge run'):
 
 const WORKER_EXIT_CODES = `Exit codes:
   0    drained and stopped after SIGINT or SIGTERM
-  2    usage or configuration error, or NATS unreachable ("cannot connect to NATS at <url>: …")
-  3    an unexpected failure`;
+  2    usage or configuration error, NATS unreachable ("cannot connect to NATS at <url>: …"), or a
+       credential that cannot serve the role ("this credential (…) is for the evaluator, not the
+       generator: …")
+  3    the server closed the connection for good (a revoked credential: "the server no longer
+       accepts this credential …"), or an unexpected failure`;
 
 const DASHBOARD_EXIT_CODES = `Exit codes:
   0    stopped by SIGINT or SIGTERM

@@ -3,6 +3,12 @@ import { resolveOptions, systemPromptsOf, validationOf, WORKSPACES_DIR } from '.
 import { buildRoleModel } from '../api/planner-generator-evaluator.js';
 import { NatsBus } from '../bus/nats-bus.js';
 import type { NatsConnectionOptions } from '../bus/nats-connection.js';
+import {
+  credentialNatsRole,
+  isCredentialRefused,
+  type RefusedPermission,
+  refusedPermission,
+} from '../bus/nats-credentials.js';
 import { MAX_PUBLISH_RETRY_MS } from '../bus/nats-publish.js';
 import { ConfigurationError } from '../errors.js';
 import { DemoModel } from '../roles/demo-model.js';
@@ -19,6 +25,12 @@ import { ExitCode } from './exit-codes.js';
 import { type CommandLine, parseCommandLine } from './flags.js';
 import type { CliIo } from './io.js';
 import { natsOptionsOf } from './nats-options.js';
+import {
+  credentialNoLongerAccepted,
+  credentialOfAnotherRole,
+  permissionRefused,
+  Refusals,
+} from './worker-mistakes.js';
 
 /**
  * `pge worker --role <role>`: one process of the distributed deployment on NATS. This file is its
@@ -89,49 +101,106 @@ export function parseWorkerCommand(argv: readonly string[], io: Pick<CliIo, 'env
 export async function workerCommand(line: CommandLine, io: CliIo): Promise<number> {
   const plan = workerPlan(line, io);
   const { role, publishRetryMs, id, nats, options } = plan;
-  const bus = await NatsBus.connect({
-    ...nats,
-    name: `pge-${id}`,
-    publishRetryMs,
-    // Its reports of refused messages go out on its role's subject, with or without a credential.
-    reporter: role,
-    // Every worker applies the deployment's stream limits; clients that only follow runs do not.
-    streamMaxAgeMs: options.streamMaxAgeMs,
-    streamMaxBytes: options.streamMaxBytes,
-    ...(options.replicas === undefined ? {} : { replicas: options.replicas }),
-  });
-
-  let stop: (hurry: boolean) => Promise<void>;
-  try {
-    stop = await startRole(plan, bus, io);
-    // "ready" means the server knows this process's subscriptions: a submission sent now is taken.
-    await bus.flush();
-  } catch (error) {
-    // A role that cannot start (no API key, say) ends the process: its connection must not hold it.
-    await bus.close().catch(() => undefined);
-    throw error;
+  const say = (sentence: string) => io.stderr.write(`pge worker ${role} (${id}): ${sentence}\n`);
+  // Another role's credential is told before anything connects: its refusals would say less.
+  const holder = await credentialNatsRole(nats);
+  if (holder !== null && holder !== role) {
+    say(credentialOfAnotherRole(role, holder, nats.credsFile));
+    return ExitCode.usage;
   }
+  // The first thing the server refuses this role ends the process: retrying is refused as well.
+  const refusals = new Refusals();
+  let bus: NatsBus;
+  try {
+    bus = await NatsBus.connect({
+      ...nats,
+      name: `pge-${id}`,
+      publishRetryMs,
+      // Its reports of refused messages go out on its role's subject, with or without a credential.
+      reporter: role,
+      // Every worker applies the deployment's stream limits; clients that only follow runs do not.
+      streamMaxAgeMs: options.streamMaxAgeMs,
+      streamMaxBytes: options.streamMaxBytes,
+      ...(options.replicas === undefined ? {} : { replicas: options.replicas }),
+      onHandlerError: (error, subject) => refusals.report(error, subject),
+    });
+  } catch (error) {
+    const refused = refusedPermission(error);
+    if (refused === null) throw error;
+    say(permissionRefused(role, refused, nats.credsFile));
+    return ExitCode.usage;
+  }
+
+  const started = await startOrRefusal(plan, bus, io, refusals);
+  if ('refused' in started) {
+    say(permissionRefused(role, started.refused, nats.credsFile));
+    await bus.close();
+    return ExitCode.usage;
+  }
+  const { stop } = started;
   io.stderr.write(`pge worker ${role} ready (${id}) on ${nats.servers ?? 'nats://127.0.0.1:4222'}\n`);
   let hurried = false;
   // The client reconnects through any outage; it gives up only when the server refuses it (a
   // revoked credential, say). A worker with no connection left exits, so that its supervisor
   // (docker's restart policy, systemd) starts it again, with the credential it has now.
-  const lost = bus.connection.closed().then((error) => error ?? new Error('closed by the server'));
+  const lost = bus.connection
+    .closed()
+    .then((error) => ({ lost: error ?? new Error('closed by the server') }));
   const signalled = untilSignal(io, () => {
     hurried = true;
     void stop(true);
   }).then(() => null);
-  const gone = await Promise.race([signalled, lost]);
-  if (gone !== null) {
-    io.stderr.write(`pge worker ${role} (${id}): the NATS connection is gone for good: ${gone.message}\n`);
-    await stop(true).catch(() => undefined);
+  const gone = await Promise.race([signalled, lost, refusals.first]);
+  if (gone === null) {
+    await stop(hurried);
     await bus.close();
-    return ExitCode.model;
+    io.stderr.write(`pge worker ${role} (${id}) stopped\n`);
+    return 0;
   }
-  await stop(hurried);
+  if ('lost' in gone) {
+    say(
+      isCredentialRefused(gone.lost)
+        ? credentialNoLongerAccepted(role, gone.lost, nats.credsFile)
+        : `the NATS connection is gone for good: ${gone.lost.message}`,
+    );
+  } else {
+    say(permissionRefused(role, gone, nats.credsFile));
+  }
+  await stop(true).catch(() => undefined);
   await bus.close();
-  io.stderr.write(`pge worker ${role} (${id}) stopped\n`);
-  return 0;
+  return 'lost' in gone ? ExitCode.model : ExitCode.usage;
+}
+
+/**
+ * Starts the role and flushes (see `startRole`), or returns the first permission the server
+ * refused meanwhile: a refusal of its consumer's info, say, would hold the start for ever. A start
+ * that throws closes the bus, and an error that is no refusal is thrown again.
+ */
+async function startOrRefusal(
+  plan: WorkerPlan,
+  bus: NatsBus,
+  io: CliIo,
+  refusals: Refusals,
+): Promise<{ stop: StopRole } | { refused: RefusedPermission }> {
+  const starting = (async () => {
+    const stop = await startRole(plan, bus, io);
+    // "ready" means the server knows this process's subscriptions: a submission sent now is taken.
+    await bus.flush();
+    return { stop };
+  })();
+  try {
+    const first = await Promise.race([starting, refusals.first.then((refused) => ({ refused }))]);
+    if ('stop' in first) return first;
+    // Left behind, the start fails once the bus is closed: the refusal is what is said.
+    starting.then(({ stop }) => stop(true)).catch(() => undefined);
+    return first;
+  } catch (error) {
+    // A role that cannot start (no API key, say) ends the process: its connection must not hold it.
+    await bus.close().catch(() => undefined);
+    const refused = refusedPermission(error);
+    if (refused === null) throw error;
+    return { refused };
+  }
 }
 
 /** Starts what `role` does on `bus` (`src/runtime/distributed.ts`); returns how to stop it. */

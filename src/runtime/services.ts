@@ -29,6 +29,7 @@ import {
   RunSubmissionReply,
 } from '../schemas/submission.js';
 import type { RunTracing } from '../telemetry/run-tracing.js';
+import { answerPings, unlessNoCoordinator } from './coordinator-ping.js';
 import { type ClosingEvent, followRun } from './follow-run.js';
 import { newRunId } from './run-id.js';
 import { checkTask } from './task.js';
@@ -318,6 +319,7 @@ export function startCoordinatorService(service: CoordinatorServiceOptions): Coo
     run.cancel(by, reason ?? undefined);
     await message.respond({ runId, owner: ownership?.owner ?? 'coordinator' } satisfies RunCancelReply);
   });
+  const pings = answerPings(bus, ownership?.owner ?? COORDINATOR_QUEUE, COORDINATOR_QUEUE);
   const resumes = bus.subscribe(
     subjects.resume,
     async (message) => {
@@ -339,6 +341,7 @@ export function startCoordinatorService(service: CoordinatorServiceOptions): Coo
       subscription.unsubscribe();
       resumes.unsubscribe();
       cancels.unsubscribe();
+      pings.unsubscribe();
       control.unsubscribe();
       approvals.unsubscribe();
       if (mode === 'interrupt') for (const run of active.values()) run.interrupt();
@@ -377,13 +380,13 @@ export async function submitAndFollow(
   // A stall while the submission is still under way is told through `closing` all the same.
   follower.closing.catch(() => undefined);
   try {
-    const reply = RunSubmissionReply.parse(
-      await bus.request(
-        subjects.submit,
-        { ...submission, runId },
-        { timeoutMs: options.timeoutMs ?? SUBMIT_ANSWER_MS },
-      ),
+    const submitted = bus.request(
+      subjects.submit,
+      { ...submission, runId },
+      { timeoutMs: options.timeoutMs ?? SUBMIT_ANSWER_MS },
     );
+    // Across a secured server's accounts no coordinator is silence, not "no responders": a ping tells.
+    const reply = RunSubmissionReply.parse(await unlessNoCoordinator(bus, submitted));
     if ('error' in reply) throw errorFromInfo(reply.error);
     return { runId: reply.runId, closing: follower.closing, stop: follower.stop };
   } catch (error) {

@@ -74,3 +74,13 @@ export type RunCancelRequest = z.infer<typeof RunCancelRequest>;
 /** The reply to a cancel request: the coordinator that cancelled the run. */
 export const RunCancelReply = z.strictObject({ runId: SafeId, owner: z.string() });
 export type RunCancelReply = z.infer<typeof RunCancelReply>;
+
+/**
+ * A client's question on `pge.coordinators.ping`: does any coordinator run? Answered at once with
+ * `CoordinatorPong` by one coordinator of the queue group.
+ */
+export const CoordinatorPing = z.strictObject({});
+export type CoordinatorPing = z.infer<typeof CoordinatorPing>;
+/** A coordinator's answer to `CoordinatorPing`: its name. */
+export const CoordinatorPong = z.strictObject({ coordinator: z.string() });
+export type CoordinatorPong = z.infer<typeof CoordinatorPong>;

@@ -116,6 +116,7 @@ describe('docs/asyncapi.yaml', () => {
       submit: [subjects.submit],
       resume: [subjects.resume],
       cancelRun: [subjects.cancelRun],
+      coordinatorPing: [subjects.coordinatorPing],
       rejected: [subjects.rejected('coordinator'), subjects.rejected('*')],
       control: [subjects.control('run-1'), subjects.control('*')],
       approval: [subjects.approval('run-1'), subjects.approval('*')],
