@@ -3,8 +3,9 @@ import { JetStreamApiCodes, JetStreamApiError } from '@nats-io/jetstream';
 import type { KV, KvWatchEntry } from '@nats-io/kv';
 import { Kvm } from '@nats-io/kv';
 import type { NatsConnection } from '@nats-io/transport-node';
-import { ConfigurationError } from '../errors.js';
+import { BusError, ConfigurationError } from '../errors.js';
 import { DEFAULT_PUBLISH_RETRY_MS } from '../schemas/setting-values.js';
+import { isNoResponders } from './nats-helpers.js';
 import { isTransportFailure } from './nats-publish.js';
 import { checkReplicas } from './nats-streams.js';
 
@@ -111,6 +112,16 @@ export async function readRunLeases(
 
 const MIN_READ_RETRY_MS = 250;
 const MAX_READ_RETRY_MS = 2_000;
+/**
+ * How long a claim of a new run's lease is asked again while the bucket cannot answer: an election
+ * takes seconds, and longer on a loaded machine; the submitter asks again meanwhile.
+ */
+const CLAIM_RETRY_MS = 20_000;
+
+/** The message of any thrown value. */
+function errorText(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}
 
 /** Whether `error`, or one of its causes, is the JetStream API's error `code`. */
 function apiError(error: unknown, code: number): boolean {
@@ -133,9 +144,13 @@ export class RunLeases {
   readonly #incarnation = randomUUID();
   /** Runs this coordinator holds, with the revision of its last write. */
   readonly #held = new Map<string, number>();
+  /** Runs whose lease this coordinator is creating now. */
+  readonly #claiming = new Set<string>();
   readonly #seen = new Map<string, Seen>();
   readonly #timer: NodeJS.Timeout;
   #stopped = false;
+  /** A renewal failed for want of an answer, and was reported; cleared by the next that succeeds. */
+  #renewalsFailing = false;
 
   private constructor(
     private readonly kv: KV,
@@ -182,14 +197,49 @@ export class RunLeases {
     return this.#held.has(runId) ? this.owner : (this.#seen.get(runId)?.owner ?? null);
   }
 
-  /** Takes the lease of a new run; false when the run already has one (its id is in use). */
+  /**
+   * Takes the lease of a new run; false when the run already has one (its id is in use), or a claim
+   * of it is under way here. A create the server does not answer (a cluster electing the bucket's
+   * leader) is asked again for up to `CLAIM_RETRY_MS`, then rejects with a `BusError`; one that was
+   * stored although its answer was lost is recognised by this process's incarnation in the lease,
+   * so the run is not refused by its own claim.
+   */
   async claim(runId: string): Promise<boolean> {
+    if (this.#claiming.has(runId)) return false;
+    this.#claiming.add(runId);
     try {
-      this.#held.set(runId, await this.kv.create(runId, this.#value));
+      const revision = await this.#create(runId);
+      if (revision === null) return false;
+      this.#held.set(runId, revision);
       return true;
-    } catch (error) {
-      if (wrongRevision(error)) return false;
-      throw error;
+    } finally {
+      this.#claiming.delete(runId);
+    }
+  }
+
+  /** Creates `runId`'s lease: its revision, or null when another holds it (see `claim`). */
+  async #create(runId: string): Promise<number | null> {
+    const deadline = performance.now() + CLAIM_RETRY_MS;
+    let unanswered = false;
+    for (let pause = MIN_READ_RETRY_MS; ; pause = Math.min(pause * 2, MAX_READ_RETRY_MS)) {
+      try {
+        if (unanswered) {
+          // The last create may have been stored: a lease of this incarnation is this claim's.
+          const entry = await this.kv.get(runId);
+          if (entry !== null && entry.operation === 'PUT')
+            return leaseIn(entry).incarnation === this.#incarnation ? entry.revision : null;
+        }
+        return await this.kv.create(runId, this.#value);
+      } catch (error) {
+        if (wrongRevision(error)) {
+          unanswered = true;
+          continue;
+        }
+        if (!isTransportFailure(error) || performance.now() + pause > deadline)
+          throw new BusError(`cannot claim run ${runId}'s lease: ${errorText(error)}`, { cause: error });
+        unanswered = true;
+        await new Promise((resolve) => setTimeout(resolve, pause));
+      }
     }
   }
 
@@ -322,6 +372,7 @@ export class RunLeases {
   #renew(runId: string, revision: number): void {
     this.kv.update(runId, this.#value, revision).then(
       (next) => {
+        this.#renewalsFailing = false;
         if (this.#held.get(runId) === revision) this.#held.set(runId, next);
       },
       (error: unknown) => {
@@ -335,7 +386,17 @@ export class RunLeases {
           // may not have shown their write yet, and a lease last seen as this one's names nobody.
           this.#held.delete(runId);
           this.options.onLost(runId, seen !== undefined && !seen.mine ? seen.owner : 'another coordinator');
-        } else this.options.onError?.(error);
+        } else if (!isTransportFailure(error) && !isNoResponders(error)) this.options.onError?.(error);
+        else if (!this.#renewalsFailing) {
+          // A cluster electing the bucket's leader answers no renewal for seconds: said once, and
+          // renewed at the next tick; a lease expires only after two ticks unrenewed.
+          this.#renewalsFailing = true;
+          this.options.onError?.(
+            new BusError(`leases cannot be renewed for now, renewing again (${errorText(error)})`, {
+              cause: error,
+            }),
+          );
+        }
       },
     );
   }

@@ -398,6 +398,13 @@ const NATS_FLAGS = inGroup('nats', [
     value: '<ms>',
     help: 'With --nats: stop following a run that shows no new event for this long (exit 3; the run goes on); ms, or 30s, 10m',
   },
+  {
+    name: 'submit-timeout',
+    kind: 'duration',
+    option: 'submitTimeoutMs',
+    value: '<ms>',
+    help: 'With --nats: send the submission again (same run id, started once) while no coordinator answers or a server is lost, for up to this long, then exit 3; ms, or 30s, 2m',
+  },
 ]);
 
 /**

@@ -21,7 +21,9 @@ const EXIT_CODES = `Exit codes:
        a second Ctrl-C quits at once
   With --nats the codes are the run's; in addition, no new event for --follow-timeout stops
   following with 3 (the run goes on), and Ctrl-C stops following with 130; both print the
-  'pge follow <runId>' command to follow the run again.`;
+  'pge follow <runId>' command to follow the run again. A submission no coordinator answers
+  (none runs, or a server of the cluster is lost) is sent again, under the same run id, for
+  --submit-timeout, then exits 3.`;
 
 const RESUME_EXIT_CODES = `Exit codes (as 'pge run'):
   0    every step passed

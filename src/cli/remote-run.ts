@@ -89,6 +89,7 @@ export async function remoteRun(
   try {
     const { runId, closing, stop } = await submitAndFollow(bus, { task, options: submitted }, onEvent, {
       idleTimeoutMs: display.timeoutMs,
+      submitTimeoutMs: options.submitTimeoutMs ?? OPTION_DEFAULTS.submitTimeoutMs,
     });
     try {
       return await showToEnd(runId, closing, interrupt.signalled, progress, display, io, events);

@@ -13,6 +13,9 @@ import type { CoordinatorPong } from '../schemas/submission.js';
  * for `COORDINATOR_PING_MS` tells the two apart.
  */
 
+/** No coordinator answered a ping: none runs (or none could be reached). */
+export class NoCoordinatorError extends UnansweredRequestError {}
+
 /** Answers pings as `name`, one coordinator of the queue group `queue` for each. */
 export function answerPings(bus: Bus, name: string, queue: string): BusSubscription {
   return bus.subscribe(
@@ -41,7 +44,7 @@ export async function unlessNoCoordinator<T>(bus: Bus, request: Promise<T>): Pro
   );
   const none = Promise.all([ping, deadline]).then(([unanswered]) => {
     if (unanswered === null) return new Promise<never>(() => undefined);
-    throw new UnansweredRequestError(`no coordinator answered a ping within ${COORDINATOR_PING_MS} ms`, {
+    throw new NoCoordinatorError(`no coordinator answered a ping within ${COORDINATOR_PING_MS} ms`, {
       cause: unanswered,
     });
   });

@@ -90,7 +90,7 @@ export function followRun(bus: Bus, runId: string, options: FollowRunOptions = {
 }
 
 /** `150 ms`, `1.5 s`, `90 s`, `10 min`. */
-function seconds(ms: number): string {
+export function seconds(ms: number): string {
   if (ms < 1000) return `${ms} ms`;
   if (ms >= 120_000 && ms % 60_000 === 0) return `${ms / 60_000} min`;
   return `${Math.round(ms / 100) / 10} s`;

@@ -1,7 +1,8 @@
 import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { Bus, BusSubscription } from '../bus/bus.js';
 import { answerable, subscribeApprovals, subscribeControl } from '../bus/channels.js';
-import { SUBMIT_ANSWER_MS, subjects } from '../bus/subjects.js';
+import { subjects } from '../bus/subjects.js';
 import {
   createCoordinator,
   type RunHandle,
@@ -12,14 +13,17 @@ import {
 } from '../conductor/coordinator.js';
 import { readRecordedRun } from '../conductor/replay.js';
 import {
+  BusError,
   ConfigurationError,
   describeError,
   errorFromInfo,
+  PgeError,
   RunTakenOverError,
   UnansweredRequestError,
 } from '../errors.js';
 import type { Role, RoleResult, RunEvent } from '../schemas/index.js';
 import { isClosingEvent } from '../schemas/index.js';
+import { OPTION_DEFAULTS } from '../schemas/setting-values.js';
 import {
   type RunCancelReply,
   type RunCancelRequest,
@@ -29,8 +33,8 @@ import {
   RunSubmissionReply,
 } from '../schemas/submission.js';
 import type { RunTracing } from '../telemetry/run-tracing.js';
-import { answerPings, unlessNoCoordinator } from './coordinator-ping.js';
-import { type ClosingEvent, followRun } from './follow-run.js';
+import { answerPings, NoCoordinatorError, unlessNoCoordinator } from './coordinator-ping.js';
+import { type ClosingEvent, followRun, seconds } from './follow-run.js';
 import { newRunId } from './run-id.js';
 import { checkTask } from './task.js';
 import type { WorkerDirectory } from './worker-presence.js';
@@ -295,14 +299,14 @@ export function startCoordinatorService(service: CoordinatorServiceOptions): Coo
         checkTask(submission.task, options.maxTaskBytes);
         const spec = runSpecOf(runId, submission, options, models);
         checkCostCanBeKept(spec, models);
-        // Only an id the submitter chose can be old. `startRun` refuses an id of this coordinator's
-        // own runs, checked after the lookup's await, so two submissions of one id cannot both pass.
-        if (submission.runId !== undefined && (await service.runExists?.(runId))) throw runIdTaken(runId);
-        // The claim is atomic across coordinators: of two submissions of one id, one is refused.
-        if (ownership !== undefined && !(await ownership.claim(runId))) throw runIdTaken(runId);
+        if ((await admit(runId, submission, service)) === 'started') {
+          // An earlier try of this very submission started it (its answer was lost, or late).
+          await message.respond({ runId });
+          return;
+        }
         handle = coordinator.startRun(spec);
       } catch (error) {
-        await message.respond({ error: describeError(error) });
+        await message.respond({ error: describeError(refusal(runId, error)) });
         return;
       }
       track(handle);
@@ -360,16 +364,127 @@ export function startCoordinatorService(service: CoordinatorServiceOptions): Coo
 }
 
 /**
+ * Whether a submission starts a run here (`'start'`, its id claimed when runs are shared), or was
+ * started already by an earlier try of the same submission (`'started'`): the same run id and the
+ * same task, sent again by a submitter whose answer was lost. Throws `runIdTaken` for an id that
+ * another submission used, and a retryable `BusError` while the id is claimed by a run that has
+ * not stored its first event yet (an earlier try may be starting it: asked again, it is answered).
+ */
+async function admit(
+  runId: string,
+  submission: RunSubmission,
+  service: Pick<CoordinatorServiceOptions, 'runExists' | 'ownership'>,
+): Promise<'start' | 'started'> {
+  const { ownership } = service;
+  /** What the run of this id stored first: this submission's run, another's, or nothing yet. */
+  const stored = async (): Promise<'same' | 'other' | 'none'> => {
+    // Without shared runs the stream is not read here: only this coordinator's own runs are known.
+    if (ownership === undefined) return 'other';
+    const first = (await ownership.events(runId))[0];
+    if (first === undefined) return 'none';
+    return first.type === 'run.started' && first.payload.task === submission.task ? 'same' : 'other';
+  };
+  // Only an id the submitter chose can be old. `startRun` refuses an id of this coordinator's own
+  // runs, checked after the lookup's await, so two submissions of one id cannot both pass.
+  if (submission.runId !== undefined && (await service.runExists?.(runId))) {
+    if ((await stored()) === 'same') return 'started';
+    throw runIdTaken(runId);
+  }
+  // The claim is atomic across coordinators: of two submissions of one id, one is refused.
+  if (ownership === undefined || (await ownership.claim(runId))) return 'start';
+  const seen = submission.runId === undefined ? 'other' : await stored();
+  if (seen === 'same') return 'started';
+  if (seen === 'other') throw runIdTaken(runId);
+  throw new BusError(`run ${runId} is claimed but not started yet: ask again`);
+}
+
+/**
+ * The error a submission is answered with: pge's own as it is (a refusal, or a `BusError` that says
+ * to ask again), anything else as a retryable `BusError`, since admitting a run only validates and
+ * asks the transport (a lookup or a claim that JetStream did not answer during an election).
+ */
+function refusal(runId: string, error: unknown): PgeError {
+  if (error instanceof PgeError) return error;
+  return new BusError(`cannot admit run ${runId} now: ${describeError(error).message}`, { cause: error });
+}
+
+/** How long one try of a submission waits for its answer before it is sent again (same run id). */
+const SUBMIT_TRY_MS = 10_000;
+const MIN_SUBMIT_PAUSE_MS = 250;
+const MAX_SUBMIT_PAUSE_MS = 2_000;
+
+/**
+ * Sends `submission` (its run id chosen) until a coordinator answers it, for up to `withinMs`: a try
+ * that no coordinator answers, or that one answers with a `BusError` (JetStream electing a leader,
+ * a server lost), is sent again with growing pauses; a coordinator that finds the run started by
+ * an earlier try answers with it, so the run starts once. A refusal is final at once.
+ */
+async function submitUntilAnswered(
+  bus: Bus,
+  submission: RunSubmission & { runId: string },
+  tryMs: number,
+  withinMs: number,
+): Promise<void> {
+  const { runId } = submission;
+  const deadline = performance.now() + withinMs;
+  for (
+    let tries = 1, pause = MIN_SUBMIT_PAUSE_MS;
+    ;
+    tries++, pause = Math.min(pause * 2, MAX_SUBMIT_PAUSE_MS)
+  ) {
+    let failure: unknown;
+    try {
+      const timeoutMs = Math.max(1, Math.min(tryMs, Math.ceil(deadline - performance.now())));
+      const request = bus.request(subjects.submit, submission, { timeoutMs });
+      // Across a secured server's accounts no coordinator is silence, not "no responders": as it first
+      // submits, the client pings too, and no answer to either within COORDINATOR_PING_MS is final.
+      const reply = RunSubmissionReply.parse(
+        await (tries === 1 ? unlessNoCoordinator(bus, request) : request),
+      );
+      if (!('error' in reply)) return;
+      failure = errorFromInfo(reply.error);
+    } catch (error) {
+      failure = error;
+    }
+    if (failure instanceof NoCoordinatorError)
+      throw new UnansweredRequestError(
+        `no coordinator answered the submission of run ${runId}: is one running? (pge worker --role coordinator; ${failure.message})`,
+        { cause: failure },
+      );
+    // Only the transport's failures are asked again: a refusal (a taken id, a bad task) stays one.
+    if (!(failure instanceof BusError)) throw failure;
+    if (performance.now() + pause >= deadline) throw gaveUp(runId, tries, withinMs, failure);
+    await sleep(pause);
+  }
+}
+
+/** The error of a submission that no try got answered within `withinMs`. */
+function gaveUp(runId: string, tries: number, withinMs: number, last: BusError): BusError {
+  const asked = `${tries} ${tries === 1 ? 'try' : 'tries'} in ${seconds(withinMs)}`;
+  if (last instanceof UnansweredRequestError)
+    return new UnansweredRequestError(
+      `no coordinator answered the submission of run ${runId}: is one running? (pge worker --role coordinator; ${asked}, the last: ${last.message})`,
+      { cause: last },
+    );
+  return new BusError(`run ${runId} could not be submitted (${asked}, the last: ${last.message})`, {
+    cause: last,
+  });
+}
+
+/**
  * Submits a run and follows it (`followRun`): the run id is chosen here, so that the run's events
  * are read from its first whatever the timing, and resolves once the run is submitted, with the run
  * id and the closing event to come. `onEvent` sees every event once, in `seq` order; with
  * `idleTimeoutMs`, `closing` rejects with a `BusError` when the run makes no progress for that long.
+ * A try that no coordinator answers within `timeoutMs` (default 10 s), or that fails on the transport
+ * (a server lost, JetStream electing a leader), is sent again under the same run id for up to
+ * `submitTimeoutMs` (default `OPTION_DEFAULTS.submitTimeoutMs`), then rejects with a `BusError`.
  */
 export async function submitAndFollow(
   bus: Bus,
   submission: Omit<RunSubmission, 'runId'>,
   onEvent: (event: RunEvent) => void = () => {},
-  options: { timeoutMs?: number; runId?: string; idleTimeoutMs?: number } = {},
+  options: { timeoutMs?: number; runId?: string; idleTimeoutMs?: number; submitTimeoutMs?: number } = {},
 ): Promise<{ runId: string; closing: Promise<ClosingEvent>; stop: () => void }> {
   const runId = options.runId ?? newRunId();
   // Followed before it is submitted: on a bus that does not store events, nothing is missed either.
@@ -380,23 +495,15 @@ export async function submitAndFollow(
   // A stall while the submission is still under way is told through `closing` all the same.
   follower.closing.catch(() => undefined);
   try {
-    const submitted = bus.request(
-      subjects.submit,
+    await submitUntilAnswered(
+      bus,
       { ...submission, runId },
-      { timeoutMs: options.timeoutMs ?? SUBMIT_ANSWER_MS },
+      options.timeoutMs ?? SUBMIT_TRY_MS,
+      options.submitTimeoutMs ?? OPTION_DEFAULTS.submitTimeoutMs,
     );
-    // Across a secured server's accounts no coordinator is silence, not "no responders": a ping tells.
-    const reply = RunSubmissionReply.parse(await unlessNoCoordinator(bus, submitted));
-    if ('error' in reply) throw errorFromInfo(reply.error);
-    return { runId: reply.runId, closing: follower.closing, stop: follower.stop };
+    return { runId, closing: follower.closing, stop: follower.stop };
   } catch (error) {
     follower.stop();
-    // The request found no coordinator, or none answered in time.
-    if (error instanceof UnansweredRequestError)
-      throw new UnansweredRequestError(
-        `no coordinator answered the submission of run ${runId}: is one running? (pge worker --role coordinator; ${error.message})`,
-        { cause: error },
-      );
     throw error;
   }
 }

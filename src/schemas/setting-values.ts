@@ -68,6 +68,7 @@ export const OPTION_DEFAULTS = {
   streamMaxAgeMs: 30 * 24 * 3_600_000,
   streamMaxBytes: 1024 ** 3,
   followTimeoutMs: 600_000,
+  submitTimeoutMs: 60_000,
   onApprovalTimeout: 'stop',
 } as const satisfies {
   onStepExhausted: (typeof EXHAUSTION_POLICIES)[number];

@@ -219,4 +219,15 @@ export const FollowSettings = z.strictObject({
     .int({ error: 'followTimeoutMs must be a whole number of milliseconds' })
     .positive({ error: 'followTimeoutMs must be > 0' })
     .default(OPTION_DEFAULTS.followTimeoutMs),
+  /**
+   * Milliseconds for which a submission (`pge run --nats`) is sent again, under the same run id,
+   * while no coordinator answers it or the cluster cannot (a server lost, JetStream electing a
+   * leader); then the client gives up (exit 3). A coordinator answers a submission it already
+   * started with that run, so the run starts once.
+   */
+  submitTimeoutMs: z
+    .number()
+    .int({ error: 'submitTimeoutMs must be a whole number of milliseconds' })
+    .positive({ error: 'submitTimeoutMs must be > 0' })
+    .default(OPTION_DEFAULTS.submitTimeoutMs),
 });

@@ -225,6 +225,17 @@ describe('following a run on NATS', () => {
     expect(help.stdout).toMatch(/--follow-timeout <ms> +With --nats: stop following .* \(default 10m\)/s);
   });
 
+  it('takes --submit-timeout as a duration for run only, and refuses zero', async () => {
+    expect(await usageError(['run', 'Write a haiku', '--submit-timeout', '0'])).toContain(
+      '--submit-timeout: submitTimeoutMs must be > 0',
+    );
+    expect(await usageError(['follow', 'run-1', '--submit-timeout', '30s'])).toContain('--submit-timeout');
+    const help = await pge(['run', '--help']);
+    expect(help.stdout).toMatch(
+      /--submit-timeout <ms> +With --nats: send the submission again .* \(default 1m\)/s,
+    );
+  });
+
   it('pge worker keeps --publish-retry within the streams’ duplicate window', async () => {
     expect(parseWorkerCommand(['--role', 'planner', '--demo'], { env: {}, cwd: tmp }).publishRetryMs).toBe(
       60_000,

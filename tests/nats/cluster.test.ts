@@ -40,6 +40,9 @@ let cluster: SecuredNatsCluster;
 let openai: FakeOpenAI;
 let logs: string;
 const processes: PgeProcess[] = [];
+/** Submissions through server losses: waves of clients, a server SIGKILLed in each. */
+const WAVES = 4;
+const PER_WAVE = 5;
 
 beforeEach(async () => {
   // The cluster first: one that does not come up has stopped its servers, and nothing else is started.
@@ -306,6 +309,54 @@ describe('pge on a three-server JetStream cluster', () => {
       expect(openai.completions().length - applied).toBeLessThanOrEqual(PAUSE_REPEATS * runIds.length);
     },
     240_000 + CLUSTER_START_MS,
+  );
+
+  /**
+   * `pge run --nats` while a server of three is SIGKILLed at a random moment of each wave of
+   * submissions (and started again before the next): a submission whose answer is lost, or that a
+   * coordinator cannot admit while the cluster elects leaders, is sent again under the same run id,
+   * and a coordinator that finds that run started answers with it instead of starting a second.
+   */
+  it(
+    'starts every run submitted while a server of three is SIGKILLed exactly once, and each passes',
+    async () => {
+      openai.script((body) => passingAnswer(body, 20));
+      await Promise.all([worker('coordinator'), worker('planner'), worker('generator'), worker('evaluator')]);
+      const tasks: string[] = [];
+      const clients: PgeProcess[] = [];
+      for (let wave = 0; wave < WAVES; wave++) {
+        const started = Array.from({ length: PER_WAVE }, (_, i) => {
+          const task = `submission ${wave * PER_WAVE + i + 1} through a server loss`;
+          tasks.push(task);
+          const client = startPge(['run', task, '--nats', cluster.urls, '--json'], cluster.env('client'));
+          processes.push(client);
+          return client;
+        });
+        clients.push(...started);
+        // A client starts (loads pge, connects) in about a second on an idle machine: the loss lands
+        // before, while or after the submissions are answered.
+        await sleep(300 + Math.random() * 2_500);
+        const lost = cluster.servers[Math.floor(Math.random() * cluster.servers.length)]!;
+        await lost.kill();
+        await sleep(2_000);
+        await lost.restart();
+        const codes = await Promise.all(started.map((client) => client.exited()));
+        expect(codes, started.map((c) => c.stderr()).join('\n---\n')).toEqual(started.map(() => 0));
+      }
+      const closings = clients.map((client) => JSON.parse(client.stdout()) as RunEvent);
+      expect(closings.map((c) => c.type === 'run.completed' && c.payload.passed)).toEqual(
+        clients.map(() => true),
+      );
+      // The stream holds one run.started per task, each under the run id its client followed.
+      const events = await storedEvents(cluster.connectOptions('client'), 'pge.run.*.evt.>');
+      const starts = events.filter((e) => e.type === 'run.started');
+      expect(starts.map((e) => (e.type === 'run.started' ? e.payload.task : '')).toSorted()).toEqual(
+        tasks.toSorted(),
+      );
+      expect(new Set(starts.map((e) => e.runId)).size).toBe(starts.length);
+      expect(starts.map((e) => e.runId).toSorted()).toEqual(closings.map((c) => c.runId).toSorted());
+    },
+    WAVES * 60_000,
   );
 });
 

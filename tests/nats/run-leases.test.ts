@@ -33,6 +33,7 @@ interface Told {
 async function coordinator(
   owner: string,
   leaseMs = 600,
+  onError?: (error: unknown) => void,
 ): Promise<{ leases: RunLeases; told: Told; nc: NatsConnection }> {
   const nc = await connect(nats.connectOptions('coordinator'));
   connections.push(nc);
@@ -45,6 +46,7 @@ async function coordinator(
       told.lost.push(runId);
       told.lostTo.push(to);
     },
+    ...(onError ? { onError } : {}),
   });
   opened.push(leases);
   return { leases, told, nc };
@@ -173,6 +175,29 @@ describe('run leases', () => {
     await until(() => b.told.expired.length === 2, 'the lease to be told expired again');
     expect(await b.leases.takeOver('run-1')).toBe(true);
   });
+
+  it('a claim the server leaves unanswered is asked again, and one stored whose answer was lost is still its own', async () => {
+    const errors: unknown[] = [];
+    const a = await coordinator('a', 600, (error) => errors.push(error));
+    expect(await a.leases.claim('held')).toBe(true);
+    // The server hangs (SIGSTOP) past a request's 5 s timeout: the create of run-1 is stored once it
+    // answers again, after its answer was given up on, and the claim finds the lease to be its own.
+    nats.freeze();
+    const claimed = a.leases.claim('run-1');
+    try {
+      await sleep(7_000);
+    } finally {
+      nats.thaw();
+    }
+    expect(await claimed).toBe(true);
+    expect(a.leases.ownerOf('run-1')).toBe('a');
+    const b = await coordinator('b');
+    expect(await b.leases.claim('run-1')).toBe(false);
+    // The renewals of 'held' that timed out meanwhile were told once, not once per tick.
+    expect(errors.map(String)).toEqual([
+      expect.stringMatching(/leases cannot be renewed for now, renewing again/),
+    ]);
+  }, 30_000);
 
   it('a released run is forgotten: nobody takes it over', async () => {
     const a = await coordinator('a');

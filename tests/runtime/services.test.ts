@@ -66,6 +66,20 @@ function deployment(
   };
 }
 
+/** Run ownership that claims every run and knows none: a test replaces what it looks at. */
+function noRunsShared(owner: string): RunOwnership {
+  return {
+    owner,
+    claim: async () => true,
+    release: async () => undefined,
+    letExpire: () => undefined,
+    takeOver: async () => false,
+    takeOverNow: async () => ({ owner, taken: false }),
+    events: async () => [],
+    storedResult: async () => null,
+  };
+}
+
 describe('coordinator service', () => {
   it('takes a submitted run, and the submitter follows every event in order to the end', async () => {
     const d = deployment();
@@ -108,13 +122,17 @@ describe('coordinator service', () => {
   it('says that no coordinator answered a submission, when none runs', async () => {
     const bus = new InProcessBus();
     try {
+      const asked = Date.now();
       const submitted = submitAndFollow(bus, { task: 'Write a haiku' }, () => {}, {
         runId: 'nobody-takes-it',
+        submitTimeoutMs: 1_000,
       });
       await expect(submitted).rejects.toBeInstanceOf(BusError);
+      // Asked again for the whole submitTimeoutMs (a coordinator may be reconnecting), then told once.
       await expect(submitted).rejects.toThrow(
-        /^no coordinator answered the submission of run nobody-takes-it: is one running\? \(pge worker --role coordinator; no responders on pge\.runs\.submit\)$/,
+        /^no coordinator answered the submission of run nobody-takes-it: is one running\? \(pge worker --role coordinator; [3-5] tries in 1 s, the last: no responders on pge\.runs\.submit\)$/,
       );
+      expect(Date.now() - asked).toBeGreaterThanOrEqual(700);
     } finally {
       await bus.close();
     }
@@ -297,6 +315,76 @@ describe('coordinator service', () => {
       await service.stop();
       await Promise.all(workers.map((w) => w.stop('abort')));
       await inner.close();
+    }
+  });
+
+  it('answers a submission sent again with the run an earlier try started, and asks again what the transport did not answer', async () => {
+    const bus = new InProcessBus();
+    const model = new DemoModel();
+    const workers = (['planner', 'generator', 'evaluator'] as const).map((role) =>
+      createRoleWorker({ bus, role, model }),
+    );
+    // The stream as the coordinators share it: every event of every run, and the claims made.
+    const stored: RunEvent[] = [];
+    bus.subscribe(subjects.events('*'), (m) => void stored.push(m.data as RunEvent));
+    const claimed = new Set<string>();
+    let unanswered = 0;
+    const service = startCoordinatorService({
+      bus,
+      options: resolveOptions({ workingDirectory: dir }),
+      models: { planner: 'm', generator: 'm', evaluator: 'm' },
+      ownership: {
+        ...noRunsShared('coordinator-a'),
+        claim: async (runId) => !claimed.has(runId) && claimed.add(runId) !== undefined,
+        events: async (runId) => stored.filter((e) => e.runId === runId),
+      },
+      runExists: async (runId) => {
+        // As nats.js rejects a lookup that JetStream, electing a leader, does not answer.
+        if (unanswered > 0 && unanswered--)
+          throw Object.assign(new Error('timeout'), { name: 'TimeoutError' });
+        return stored.some((e) => e.runId === runId);
+      },
+    });
+    const submit = (task: string, runId: string) => bus.request(subjects.submit, { task, runId });
+    const starts = (runId: string) => stored.filter((e) => e.runId === runId && e.type === 'run.started');
+    try {
+      expect(await submit('Write a haiku', 'sent-twice')).toEqual({ runId: 'sent-twice' });
+      await until(
+        () => starts('sent-twice').length,
+        (n) => n === 1,
+        'run.started',
+      );
+      // The same submission again (its answer was lost): answered with its run, not started twice.
+      expect(await submit('Write a haiku', 'sent-twice')).toEqual({ runId: 'sent-twice' });
+      // Another task under that id is refused, as ever.
+      expect(await submit('Write another', 'sent-twice')).toEqual({
+        error: expect.objectContaining({
+          name: 'ConfigurationError',
+          message: expect.stringContaining('is taken'),
+        }),
+      });
+      // Claimed by a try whose run has stored nothing yet: ask again.
+      claimed.add('being-started');
+      expect(await submit('Write a haiku', 'being-started')).toEqual({
+        error: {
+          name: 'BusError',
+          message: 'run being-started is claimed but not started yet: ask again',
+          retryable: true,
+        },
+      });
+      // A lookup not answered twice is a retryable refusal, and the submitter asks again.
+      unanswered = 2;
+      const { runId, closing } = await submitAndFollow(bus, { task: 'Write a haiku' }, () => {}, {
+        runId: 'through-an-election',
+      });
+      expect(unanswered).toBe(0);
+      expect((await closing).type).toBe('run.completed');
+      expect(starts(runId)).toHaveLength(1);
+      expect(starts('sent-twice')).toHaveLength(1);
+    } finally {
+      await service.stop('interrupt');
+      await Promise.all(workers.map((w) => w.stop('abort')));
+      await bus.close();
     }
   });
 
