@@ -12,7 +12,13 @@ import { measureNatsScaling } from './nats-scaling.js';
 import { measureParallelSteps, type ParallelResults } from './parallel-steps.js';
 import { type CatchUpResults, measurePersistenceCatchUp } from './persistence-catchup.js';
 import { measurePromptSizes } from './prompt-size.js';
-import { type BenchResults, printNatsReport, printParallelReport, printReport } from './report.js';
+import {
+  type BenchResults,
+  printCatchUpReport,
+  printNatsReport,
+  printParallelReport,
+  printReport,
+} from './report.js';
 import { measureTakeover, type TakeoverResults } from './takeover.js';
 
 /**
@@ -24,7 +30,7 @@ import { measureTakeover, type TakeoverResults } from './takeover.js';
  * See docs/benchmarks.md for what each figure means.
  *
  * `npm run bench -- --only nats` runs sections 5-6 alone (scaling, bus overhead, the floor),
- * `--only parallel` section 10 alone (steps side by side), and `--workers 1,2,4,8,16,32` sets the
+ * `--only catchup` section 8 alone (a restarted persistence worker), `--only parallel` section 10 alone (steps side by side), and `--workers 1,2,4,8,16,32` sets the
  * workers per role section 5 measures (default 1, 2, 4, 8).
  */
 
@@ -79,7 +85,7 @@ const NATS_SETTINGS = {
 const PARALLEL_SETTINGS = { delayMs: 400, reps: 3 } as const;
 
 /** The parts that run alone with `--only`. */
-const ALONE = ['nats', 'parallel'] as const;
+const ALONE = ['nats', 'catchup', 'parallel'] as const;
 type Alone = (typeof ALONE)[number];
 
 /** Why the NATS sections cannot run (no nats-server binary), or null when they can. */
@@ -92,7 +98,7 @@ function natsMissing(): { skipped: string } | null {
   }
 }
 
-/** The command line: `--only nats|parallel`, `--workers <list>`. */
+/** The command line: `--only nats|catchup|parallel`, `--workers <list>`. */
 function options(): { only: Alone | null; workers: readonly number[] } {
   const { values } = parseArgs({
     options: { only: { type: 'string' }, workers: { type: 'string' } },
@@ -190,6 +196,11 @@ async function main(): Promise<void> {
     if (only === 'nats') {
       const nats = await measureNats(dir, workers);
       printNatsReport({ machine, nats, totalSeconds: (performance.now() - started) / 1000 });
+      return;
+    }
+    if (only === 'catchup') {
+      const persistenceCatchUp = await measureCatchUp(dir);
+      printCatchUpReport({ machine, persistenceCatchUp, totalSeconds: (performance.now() - started) / 1000 });
       return;
     }
     if (only === 'parallel') {

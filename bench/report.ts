@@ -125,6 +125,22 @@ export function printNatsReport(r: NatsOnlyResults): void {
   console.log(JSON.stringify({ ...r, derived: { targets: natsVerdicts(r.nats) } }));
 }
 
+/** What `npm run bench -- --only catchup` measured. */
+export type CatchUpOnlyResults = Pick<BenchResults, 'machine' | 'persistenceCatchUp' | 'totalSeconds'>;
+
+/** Prints section 8 alone (`--only catchup`): its table, then one line of JSON. */
+export function printCatchUpReport(r: CatchUpOnlyResults): void {
+  const m = r.machine;
+  const out = [
+    `pge benchmark, persistence catch-up only, ${m.date}: ${m.cpus} CPUs (${m.cpuModel}), ${m.memoryGiB} GiB, Node ${m.node}`,
+    '',
+    ...catchUpLines(r.persistenceCatchUp, table),
+    `total ${fixed(r.totalSeconds)} s`,
+  ];
+  console.log(out.join('\n'));
+  console.log(JSON.stringify(r));
+}
+
 /** What `npm run bench -- --only parallel` measured. */
 export type ParallelOnlyResults = Pick<BenchResults, 'machine' | 'parallelSteps' | 'totalSeconds'>;
 

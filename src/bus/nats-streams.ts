@@ -61,7 +61,7 @@ export const PERSISTENCE_ACK_WAIT_MS = 5_000;
  * event. Each is written within milliseconds, so a batch is written long before
  * the ack wait sends its last event elsewhere.
  */
-export const PERSISTENCE_BATCH = 64;
+export const PERSISTENCE_BATCH = 512;
 /** How persistence reads PGE_EVENTS (`subscribeDurable`'s options): in batches, acked cumulatively. */
 export const PERSISTENCE_READING = {
   ackWaitMs: PERSISTENCE_ACK_WAIT_MS,
