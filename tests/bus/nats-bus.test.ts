@@ -8,6 +8,7 @@ import {
   enqueueWork,
   publishEvent,
   readRunEvents,
+  readRunOpening,
   serveWork,
   subscribeRejections,
 } from '../../src/bus/channels.js';
@@ -748,6 +749,13 @@ describe('NatsBus on JetStream', () => {
     expect(await readRunEvents(bus, freshRunId(), { consumer: true })).toEqual([]);
     await expect(bus.stored('pge.runs.submit')).rejects.toThrow(TypeError);
     await expect(bus.stored('pge.runs.submit', { consumer: true })).rejects.toThrow(TypeError);
+    // Its opening alone (a restarted persistence worker's join): the first event stored, only.
+    expect(await readRunOpening(bus, runId)).toEqual(events[0]);
+    expect(await bus.stored(subjects.events(runId), { first: 3, consumer: true })).toEqual(
+      events.slice(0, 3),
+    );
+    expect(await readRunOpening(bus, freshRunId())).toBeNull();
+    await expect(bus.stored(subjects.events(runId), { first: 0 })).rejects.toThrow(TypeError);
     // The reads leave no consumer behind: only the durable ones of other tests remain.
     await expect.poll(throwaway).toEqual([]);
   });
