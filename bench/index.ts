@@ -3,6 +3,7 @@ import { cpus, tmpdir, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { findNatsServer } from '../tests/support/nats-server.js';
+import { type ConductorResults, measureConductor } from './conductor-scaling.js';
 import { measureOverhead } from './harness-overhead.js';
 import { measureImportTime } from './import-time.js';
 import { measureMemory } from './memory.js';
@@ -12,7 +13,14 @@ import { measureNatsScaling } from './nats-scaling.js';
 import { measureParallelSteps, type ParallelResults } from './parallel-steps.js';
 import { type CatchUpResults, measurePersistenceCatchUp } from './persistence-catchup.js';
 import { measurePromptSizes } from './prompt-size.js';
-import { type BenchResults, printNatsReport, printParallelReport, printReport } from './report.js';
+import {
+  type BenchResults,
+  printCatchUpReport,
+  printConductorReport,
+  printNatsReport,
+  printParallelReport,
+  printReport,
+} from './report.js';
 import { measureTakeover, type TakeoverResults } from './takeover.js';
 
 /**
@@ -24,7 +32,8 @@ import { measureTakeover, type TakeoverResults } from './takeover.js';
  * See docs/benchmarks.md for what each figure means.
  *
  * `npm run bench -- --only nats` runs sections 5-6 alone (scaling, bus overhead, the floor),
- * `--only parallel` section 10 alone (steps side by side), and `--workers 1,2,4,8,16,32` sets the
+ * `--only catchup` section 8 alone (a restarted persistence worker), `--only conductor` section 11
+ * alone (what one and two coordinators drive; not in the whole bench), `--only parallel` section 10 alone (steps side by side), and `--workers 1,2,4,8,16,32` sets the
  * workers per role section 5 measures (default 1, 2, 4, 8).
  */
 
@@ -75,11 +84,26 @@ const NATS_SETTINGS = {
   takeover: { trials: 3, workDelayMs: 4_000 },
 } as const;
 
+/**
+ * Settings of section 11: 8 workers per role, each 4 requests at once, 64 runs of 1 + 2 calls ...
+ * (the demo's plan cut to 2 steps, one attempt each), and 500 runs held for the memory figure.
+ */
+const CONDUCTOR_SETTINGS = {
+  workersPerRole: 8,
+  workerConcurrency: 4,
+  runsInFlight: 64,
+  warmupMs: 3_000,
+  windowMs: 10_000,
+  maxSteps: 2,
+  maxRetriesPerStep: 0,
+  heldRuns: 500,
+} as const;
+
 /** Settings of section 10: each run waits 17 × 400 ms one step at a time, 9 × 400 ms side by side. */
 const PARALLEL_SETTINGS = { delayMs: 400, reps: 3 } as const;
 
 /** The parts that run alone with `--only`. */
-const ALONE = ['nats', 'parallel'] as const;
+const ALONE = ['nats', 'catchup', 'parallel', 'conductor'] as const;
 type Alone = (typeof ALONE)[number];
 
 /** Why the NATS sections cannot run (no nats-server binary), or null when they can. */
@@ -92,7 +116,7 @@ function natsMissing(): { skipped: string } | null {
   }
 }
 
-/** The command line: `--only nats|parallel`, `--workers <list>`. */
+/** The command line: `--only nats|catchup|parallel|conductor`, `--workers <list>`. */
 function options(): { only: Alone | null; workers: readonly number[] } {
   const { values } = parseArgs({
     options: { only: { type: 'string' }, workers: { type: 'string' } },
@@ -150,6 +174,15 @@ async function measureTakeoverSection(dir: string): Promise<TakeoverResults | { 
   );
 }
 
+/** Section 11, or why it cannot run. */
+async function measureConductorSection(dir: string): Promise<ConductorResults | { skipped: string }> {
+  const missing = natsMissing();
+  if (missing) return missing;
+  return section('11 coordinators on NATS (one, then two processes, then the runs one holds)', () =>
+    measureConductor({ dir, ...CONDUCTOR_SETTINGS }),
+  );
+}
+
 /** Section 10 (its NATS configurations only with a nats-server). */
 async function measureParallel(dir: string): Promise<ParallelResults> {
   const missing = natsMissing();
@@ -190,6 +223,16 @@ async function main(): Promise<void> {
     if (only === 'nats') {
       const nats = await measureNats(dir, workers);
       printNatsReport({ machine, nats, totalSeconds: (performance.now() - started) / 1000 });
+      return;
+    }
+    if (only === 'conductor') {
+      const conductor = await measureConductorSection(dir);
+      printConductorReport({ machine, conductor, totalSeconds: (performance.now() - started) / 1000 });
+      return;
+    }
+    if (only === 'catchup') {
+      const persistenceCatchUp = await measureCatchUp(dir);
+      printCatchUpReport({ machine, persistenceCatchUp, totalSeconds: (performance.now() - started) / 1000 });
       return;
     }
     if (only === 'parallel') {

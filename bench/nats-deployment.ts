@@ -1,5 +1,6 @@
-import { execFileSync } from 'node:child_process';
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { resolveOptions } from '../src/api/options.js';
 import type { Bus } from '../src/bus/bus.js';
@@ -52,7 +53,7 @@ function ticksPerSecond(): number {
 }
 
 /** CPU time of a process from `/proc/<pid>/stat` (utime + stime, fields 14 and 15), or null. */
-function processCpuMs(pid: number): number | null {
+export function processCpuMs(pid: number): number | null {
   try {
     const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
     // The command name (field 2) may hold spaces: count fields from the closing parenthesis.
@@ -62,6 +63,32 @@ function processCpuMs(pid: number): number | null {
   } catch {
     return null;
   }
+}
+
+const SCRIPT = join(import.meta.dirname, 'cli-process.ts');
+
+/**
+ * `pge worker --role coordinator --demo` from the sources (`bench/cli-process.ts`) on `url`, as
+ * its own process: resolved once it says it is ready, rejected if it exits first.
+ */
+export function startCoordinatorProcess(url: string, id: string): Promise<ChildProcess> {
+  const child = spawn(
+    process.execPath,
+    ['--import', 'tsx', SCRIPT, 'worker', '--role', 'coordinator', '--demo', '--worker-id', id],
+    {
+      cwd: join(import.meta.dirname, '..'),
+      env: { ...process.env, NATS_URL: url },
+      stdio: ['ignore', 'ignore', 'pipe'],
+    },
+  );
+  return new Promise((resolve, reject) => {
+    let err = '';
+    child.stderr?.on('data', (d: Buffer) => {
+      err += d.toString();
+      if (err.includes('ready')) resolve(child);
+    });
+    child.on('exit', (code) => reject(new Error(`coordinator ${id} exited ${code}: ${err}`)));
+  });
 }
 
 /**

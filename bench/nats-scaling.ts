@@ -82,7 +82,7 @@ export interface ScalingResults {
 const TASK = 'Write a two-part technical note (NATS scaling benchmark)';
 /**
  * How long the persistence actor may take to catch up at the end: 5 s, plus 2 ms per event it
- * was behind at the end of the window (it writes about 1,000 a second, section 8), so that a
+ * was behind at the end of the window (it writes thousands a second, section 8), so that a
  * configuration that outruns it is reported with its backlog rather than failed.
  */
 const catchUpMs = (backlog: number | null) => 5_000 + 2 * (backlog ?? 0);

@@ -1,3 +1,4 @@
+import { type ConductorResults, conductorLines } from './conductor-scaling.js';
 import type { HarnessResults, PartsRatios, PartsResults } from './harness-overhead.js';
 import { type ImportTimeResults, importTimeLines } from './import-time.js';
 import type { LoopFigures } from './measure.js';
@@ -123,6 +124,42 @@ export function printNatsReport(r: NatsOnlyResults): void {
   out.push(`total ${fixed(r.totalSeconds)} s`);
   console.log(out.join('\n'));
   console.log(JSON.stringify({ ...r, derived: { targets: natsVerdicts(r.nats) } }));
+}
+
+/** What `npm run bench -- --only conductor` measured. */
+export interface ConductorOnlyResults {
+  machine: BenchResults['machine'];
+  conductor: ConductorResults | { skipped: string };
+  totalSeconds: number;
+}
+
+/** Prints section 11 alone (`--only conductor`): its table, then one line of JSON. */
+export function printConductorReport(r: ConductorOnlyResults): void {
+  const m = r.machine;
+  const out = [
+    `pge benchmark, coordinators only, ${m.date}: ${m.cpus} CPUs (${m.cpuModel}), ${m.memoryGiB} GiB, Node ${m.node}`,
+    '',
+    ...conductorLines(r.conductor, table),
+    `total ${fixed(r.totalSeconds)} s`,
+  ];
+  console.log(out.join('\n'));
+  console.log(JSON.stringify(r));
+}
+
+/** What `npm run bench -- --only catchup` measured. */
+export type CatchUpOnlyResults = Pick<BenchResults, 'machine' | 'persistenceCatchUp' | 'totalSeconds'>;
+
+/** Prints section 8 alone (`--only catchup`): its table, then one line of JSON. */
+export function printCatchUpReport(r: CatchUpOnlyResults): void {
+  const m = r.machine;
+  const out = [
+    `pge benchmark, persistence catch-up only, ${m.date}: ${m.cpus} CPUs (${m.cpuModel}), ${m.memoryGiB} GiB, Node ${m.node}`,
+    '',
+    ...catchUpLines(r.persistenceCatchUp, table),
+    `total ${fixed(r.totalSeconds)} s`,
+  ];
+  console.log(out.join('\n'));
+  console.log(JSON.stringify(r));
 }
 
 /** What `npm run bench -- --only parallel` measured. */

@@ -1,4 +1,4 @@
-import { type ChildProcess, spawn } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
 import { Kvm } from '@nats-io/kv';
 import { connect } from '@nats-io/transport-node';
@@ -9,7 +9,7 @@ import type { Model, ModelAnswer, ModelRequest } from '../src/roles/model.js';
 import { createRoleWorker } from '../src/roles/role-worker.js';
 import type { RunEvent } from '../src/schemas/index.js';
 import { medianValue } from './measure.js';
-import { startBenchNatsServer } from './nats-deployment.js';
+import { startBenchNatsServer, startCoordinatorProcess } from './nats-deployment.js';
 
 /**
  * Section 9: coordinator takeover. Two coordinators run as real processes (`pge worker --role
@@ -37,9 +37,6 @@ export interface TakeoverResults {
   maxMs: number;
 }
 
-const ROOT = join(import.meta.dirname, '..');
-const SCRIPT = join(ROOT, 'bench', 'cli-process.ts');
-
 /** The demo model, with the work call made slow so that the owner dies while it runs. */
 class SlowWork implements Model {
   readonly name = 'bench-takeover (demo model, slow work)';
@@ -51,29 +48,14 @@ class SlowWork implements Model {
   }
 }
 
-function startCoordinator(url: string, id: string): Promise<ChildProcess> {
-  const child = spawn(
-    process.execPath,
-    ['--import', 'tsx', SCRIPT, 'worker', '--role', 'coordinator', '--demo', '--worker-id', id],
-    { cwd: ROOT, env: { ...process.env, NATS_URL: url }, stdio: ['ignore', 'ignore', 'pipe'] },
-  );
-  return new Promise((resolve, reject) => {
-    let err = '';
-    child.stderr?.on('data', (d: Buffer) => {
-      err += d.toString();
-      if (err.includes('ready')) resolve(child);
-    });
-    child.on('exit', (code) => reject(new Error(`coordinator ${id} exited ${code}: ${err}`)));
-  });
-}
-
 export async function measureTakeover(settings: TakeoverSettings): Promise<TakeoverResults> {
   const server = await startBenchNatsServer(join(settings.dir, 'takeover-nats.pid'));
   const coordinators = new Map<string, ChildProcess>();
   const buses: NatsBus[] = [];
   const nc = await connect({ servers: server.url });
   try {
-    for (const id of ['coord-1', 'coord-2']) coordinators.set(id, await startCoordinator(server.url, id));
+    for (const id of ['coord-1', 'coord-2'])
+      coordinators.set(id, await startCoordinatorProcess(server.url, id));
     for (const role of ['planner', 'generator', 'evaluator'] as const) {
       const bus = await NatsBus.connect({ servers: server.url, name: `bench-${role}` });
       buses.push(bus);
@@ -123,7 +105,7 @@ export async function measureTakeover(settings: TakeoverSettings): Promise<Takeo
       sub.unsubscribe();
       coordinators.delete(owner!);
       const replacement = `coord-${trial + 2}`;
-      coordinators.set(replacement, await startCoordinator(server.url, replacement));
+      coordinators.set(replacement, await startCoordinatorProcess(server.url, replacement));
     }
     return {
       settings: { trials: settings.trials, workDelayMs: settings.workDelayMs },

@@ -159,11 +159,13 @@ export interface DurableOptions {
   batch?: number;
   /**
    * Acknowledge cumulatively (the consumer's `AckPolicy.All`): one ack covers every message
-   * before it, so a reader acks once per half batch rather than per message. The reader then keeps
-   * stream order: a message whose handler throws is tried again in place (after `nakDelayMs`, up
-   * to `maxDeliver` tries) before any later one, and a message the consumer counts as delivered
-   * that this reader never received (a reader before it died with it; a connection was lost) is
-   * read from the stream and handled before the ack of a later one covers it.
+   * before it, so a reader acks once per half batch rather than per message. The reader then calls
+   * its handler in stream order, up to half a batch of calls running side by side (a handler that
+   * writes writes them together), and no ack covers a message whose handler has not resolved: a
+   * message whose handler throws is tried again (after `nakDelayMs`, up to `maxDeliver` tries)
+   * while the later ones go on, their acks held behind it; and a message the consumer counts as
+   * delivered that this reader never received (a reader before it died with it; a connection was
+   * lost) is read from the stream and handled before any later one.
    */
   ackAll?: boolean;
 }
@@ -172,14 +174,24 @@ export interface DurableOptions {
 export interface StoredMessages {
   /**
    * Every message kept on `subject` (a subject or pattern), oldest first, each validated; with
-   * `consumer`, read as `subscribeOrdered` reads with it (the coordinator's alone).
+   * `consumer`, read as `subscribeOrdered` reads with it (the coordinator's alone); with `first`,
+   * only the oldest `first` of them.
    */
-  stored(subject: string, options?: Pick<OrderedOptions, 'consumer'>): Promise<unknown[]>;
+  stored(subject: string, options?: StoredReadOptions): Promise<unknown[]>;
   /**
    * The last message kept on `subject` (a subject or pattern), validated, in one lookup whatever
    * the count; null when none is kept, or when the last one fails validation (it is reported).
    */
   lastStored(subject: string): Promise<unknown | null>;
+}
+
+/** Options of `StoredMessages.stored`. */
+export interface StoredReadOptions extends Pick<OrderedOptions, 'consumer'> {
+  /**
+   * Read no more than the oldest `first` messages (a whole number from 1): a reader that wants a
+   * run's opening event pays for one lookup, not for the whole run.
+   */
+  first?: number;
 }
 
 /** Options of `subscribeOrdered`. */

@@ -63,6 +63,16 @@ export async function readRunEvents(
   return (await source.stored(subjects.events(runId), options)) as RunEvent[];
 }
 
+/**
+ * The first event the transport keeps of one run (NATS: one lookup on PGE_EVENTS), normally its
+ * `run.started`; null when it keeps none. How a reader that joins a run midway whose earlier
+ * events are already written (a restarted persistence worker) learns where its log is.
+ */
+export async function readRunOpening(source: StoredMessages, runId: string): Promise<RunEvent | null> {
+  const [first] = (await source.stored(subjects.events(runId), { first: 1 })) as RunEvent[];
+  return first ?? null;
+}
+
 /** Every result the transport keeps of one run (NATS: PGE_RESULTS), in the order it stored them. */
 export async function readRunResults(
   source: StoredMessages,

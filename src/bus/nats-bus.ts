@@ -22,6 +22,7 @@ import type {
   PublishOptions,
   RequestOptions,
   StoredMessages,
+  StoredReadOptions,
   SubscribeOptions,
 } from './bus.js';
 import {
@@ -444,18 +445,23 @@ export class NatsBus implements Bus, StoredMessages {
    * Every message a pge stream holds on `subject` now (one run's events: `pge.run.<id>.evt.>`),
    * oldest first, each validated as on receive: one that fails is reported on `pge.errors.rejected.<reporter>`
    * and left out. By lookups, or with `options.consumer` through an ordered consumer, in a few round
-   * trips whatever the count (see `OrderedOptions.consumer`: the coordinator's alone). Rejects with
-   * `TypeError` for a subject no pge stream holds, `BusError` when the stream cannot be read.
+   * trips whatever the count (see `OrderedOptions.consumer`: the coordinator's alone); with
+   * `options.first`, only that many of the oldest, by lookups. Rejects with `TypeError` for a
+   * subject no pge stream holds or a `first` that is not a count, `BusError` when the stream cannot
+   * be read.
    */
-  async stored(subject: string, options: Pick<OrderedOptions, 'consumer'> = {}): Promise<unknown[]> {
+  async stored(subject: string, options: StoredReadOptions = {}): Promise<unknown[]> {
     if (this.closed) throw new BusError(`cannot read ${subject}: the bus is closed`);
     checkSubject(subject, true);
+    const { first } = options;
+    if (first !== undefined && (!Number.isSafeInteger(first) || first < 1))
+      throw new TypeError(`first must be a whole number >= 1, got ${first}`);
     const stream = streamOf(subject);
     if (stream === null) throw new TypeError(`no pge stream holds ${subject}`);
     // Not on PGE_WORK: a consumer that takes no acks counts as one that acknowledged everything it
     // was sent, which on an interest stream may remove a work item no worker took yet.
     const consumer = options.consumer && stream.retention === 'limits' ? this.js : undefined;
-    const messages = await readStored(this.jsm, stream, subject, consumer);
+    const messages = await readStored(this.jsm, stream, subject, { consumer, first });
     const valid: unknown[] = [];
     for (const message of messages) {
       try {

@@ -54,10 +54,11 @@ export class PullSubscription implements NatsSubscription {
   private readonly open = new Set<ConsumerMessages>();
   private readonly ready: Promise<void>;
   /**
-   * A reader on an `AckPolicy.All` consumer: its acks, and the stream sequence up to which every
-   * message of its filter was handled (or given up). Null on an explicit consumer, and for a queue.
+   * A reader on an `AckPolicy.All` consumer: its acks, the stream sequence up to which every
+   * message of its filter was handed to the handler, and those whose handlers run, in stream order.
+   * Null on an explicit consumer, and for a queue.
    */
-  private inOrder: { acks: CumulativeAcks; through: number } | null = null;
+  private inOrder: InOrder | null = null;
   private readonly stream: string;
   /** The consumer's own ack wait (a coordinator's, when this process may not set it). */
   private ackWaitMs: number;
@@ -119,6 +120,7 @@ export class PullSubscription implements NatsSubscription {
           acks: new CumulativeAcks(Math.max(1, Math.floor(this.timings.batch / 2))),
           // Nothing before its ack floor, or before where it starts, is left to deliver.
           through: Math.max(info.ack_floor.stream_seq, (info.config.opt_start_seq ?? 1) - 1),
+          turns: [],
         }
       : null;
   }
@@ -141,7 +143,18 @@ export class PullSubscription implements NatsSubscription {
 
   async caughtUp(): Promise<void> {
     await this.ready;
-    await drained(() => (this.active ? this.consumer : null), this.host, this.subject);
+    // A reader of its own takes what consume buffered one message at a time: caught up once it
+    // handled (or gave up) every message the server delivered, not once the server sent them; or
+    // once none is unacknowledged (a reader beside it, against the docs, took the last ones).
+    await drained(
+      () => (this.active ? this.consumer : null),
+      this.host,
+      this.subject,
+      (info) =>
+        this.inOrder === null ||
+        this.inOrder.through >= info.delivered.stream_seq ||
+        info.num_ack_pending === 0,
+    );
   }
 
   private async run(): Promise<void> {
@@ -154,6 +167,7 @@ export class PullSubscription implements NatsSubscription {
 
   /** A reader of its own: one `consume()`, made again only when nats.js gives it up. */
   private async readAlone(consumer: Consumer): Promise<void> {
+    const handling = new Set<Promise<void>>();
     while (this.active) {
       const pulledAt = Date.now();
       let messages: ConsumerMessages | null = null;
@@ -166,7 +180,7 @@ export class PullSubscription implements NatsSubscription {
           this.health.served();
           this.busy = true;
           try {
-            await this.take(msg);
+            await this.takeInTurn(msg, handling);
           } finally {
             this.busy = false;
             this.health.askedAgain();
@@ -183,6 +197,28 @@ export class PullSubscription implements NatsSubscription {
         }
       }
     }
+  }
+
+  /**
+   * Takes the next message of a reader of its own. On an explicit consumer, once handled. On an
+   * `AckPolicy.All` consumer, once its handler was called (what came before it in the stream
+   * first): up to half a batch of handlers run side by side, each message's ack waiting for every
+   * one before it (`settleTurns`), so a handler that writes (persistence) writes many at once; the
+   * other half arrives meanwhile. With every one of them busy it takes nothing more, and consume
+   * asks for nothing more (its refills run as its messages are taken).
+   */
+  private async takeInTurn(msg: JsMsg, handling: Set<Promise<void>>): Promise<void> {
+    if (this.inOrder === null) return this.take(msg);
+    let called: () => void = () => undefined;
+    const calling = new Promise<void>((resolve) => {
+      called = resolve;
+    });
+    const handled: Promise<void> = this.take(msg, called)
+      .catch((error: unknown) => this.host.report(error, msg.subject))
+      .finally(() => handling.delete(handled));
+    handling.add(handled);
+    await Promise.race([calling, handled]);
+    while (handling.size >= Math.max(1, Math.floor(this.timings.batch / 2))) await Promise.race(handling);
   }
 
   /**
@@ -270,7 +306,8 @@ export class PullSubscription implements NatsSubscription {
     );
   }
 
-  private async take(msg: JsMsg): Promise<void> {
+  /** Handles one message; `called`, on an `AckPolicy.All` consumer: told once its handler was called. */
+  private async take(msg: JsMsg, called?: () => void): Promise<void> {
     // Stopped while the pull was open: give the message back at once for another worker.
     if (!this.active) return settle(() => msg.nak());
     this.host.begin();
@@ -284,7 +321,7 @@ export class PullSubscription implements NatsSubscription {
       try {
         await (this.inOrder === null
           ? this.handleAlone(msg, data, headers)
-          : this.handleInTurn(this.inOrder, msg, data, headers));
+          : this.handleInTurn(this.inOrder, msg, data, headers, called));
       } finally {
         clearInterval(heartbeat);
       }
@@ -307,22 +344,28 @@ export class PullSubscription implements NatsSubscription {
     }
   }
 
-  /** On an `AckPolicy.All` consumer: in stream order, what came before it first. */
+  /**
+   * On an `AckPolicy.All` consumer: in stream order, what came before it first. Its turn is queued
+   * before its handler is called, so that its ack waits for every message handed on before it.
+   */
   private async handleInTurn(
-    inOrder: { acks: CumulativeAcks; through: number },
+    inOrder: InOrder,
     msg: JsMsg,
     data: unknown,
     headers: MessageHeaders,
+    called?: () => void,
   ): Promise<void> {
     const seq = msg.info.streamSequence;
     if (seq > inOrder.through + 1 && !(await this.fillGap(inOrder, seq))) return;
-    const handled = await this.handleInOrder(msg.subject, data, headers, msg.info.deliveryCount);
-    // Stopped: left unacknowledged, for the next reader.
-    if (handled === null) return;
     inOrder.through = Math.max(inOrder.through, seq);
-    if (handled) inOrder.acks.handled(msg);
-    // Given up, as the server gives a message up after `max_deliver`; a later ack covers it.
-    else settle(() => msg.term());
+    // One delivered again (its ack was lost) is handled again, as at-least-once allows, and its
+    // turn waits behind every one handed on before it all the same.
+    const turn: Turn = { msg, handled: undefined };
+    inOrder.turns.push(turn);
+    const handling = this.handleInOrder(msg.subject, data, headers, msg.info.deliveryCount);
+    called?.();
+    turn.handled = await handling;
+    settleTurns(inOrder);
   }
 
   /**
@@ -359,7 +402,7 @@ export class PullSubscription implements NatsSubscription {
    * fails is tried again (the message at `seq` keeps its heartbeat meanwhile); resolves false when
    * the subscription stopped first.
    */
-  private async fillGap(inOrder: { through: number }, seq: number): Promise<boolean> {
+  private async fillGap(inOrder: InOrder, seq: number): Promise<boolean> {
     while (this.active && inOrder.through + 1 < seq) {
       let stored: Awaited<ReturnType<typeof storedAfter>>;
       try {
@@ -379,5 +422,37 @@ export class PullSubscription implements NatsSubscription {
       inOrder.through = stored.seq;
     }
     return this.active;
+  }
+}
+
+/** A message handed to the handler on an `AckPolicy.All` consumer, and how its handling ended. */
+interface Turn {
+  readonly msg: JsMsg;
+  /** True once handled, false when given up, null when the subscription stopped first; undefined while under way. */
+  handled: boolean | null | undefined;
+}
+
+/** What a reader of an `AckPolicy.All` consumer keeps of its place in the stream. */
+interface InOrder {
+  acks: CumulativeAcks;
+  /** The stream sequence up to which every message of its filter was handed to the handler. */
+  through: number;
+  /** The messages whose handling has not been settled, oldest first. */
+  turns: Turn[];
+}
+
+/**
+ * Settles the turns whose handling ended, oldest first, up to the first still under way: an ack
+ * covers every message before it, so none may go out while an earlier one is handled. A turn
+ * the subscription stopped leaves it and every later one unacknowledged, for the next reader.
+ */
+function settleTurns(inOrder: InOrder): void {
+  for (let turn = inOrder.turns[0]; turn !== undefined; turn = inOrder.turns[0]) {
+    if (turn.handled === undefined || turn.handled === null) return;
+    inOrder.turns.shift();
+    const { msg } = turn;
+    if (turn.handled) inOrder.acks.handled(msg);
+    // Given up, as the server gives a message up after `max_deliver`; a later ack covers it.
+    else settle(() => msg.term());
   }
 }

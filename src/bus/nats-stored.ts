@@ -46,20 +46,29 @@ export interface StoredMessage {
  * first, oldest first: how a reader that joined late (a restarted persistence worker, a resumed
  * run) gets what it never received. With `consumer`, the client of a process that may make
  * consumers, through an ordered consumer up to the last message (`consumeStored`), then by
- * lookups. Rejects with `BusError` when the server does not answer.
+ * lookups. With `first`, only the oldest `first` messages, by lookups (an ordered consumer would
+ * cost more round trips than the few lookups it saves). Rejects with `BusError` when the server
+ * does not answer.
  */
 export async function readStored(
   jsm: JetStreamManager,
   stream: PgeStream,
   filter: string,
-  consumer?: JetStreamClient,
+  options: { consumer?: JetStreamClient | undefined; first?: number | undefined } = {},
 ): Promise<StoredMessage[]> {
+  const { consumer, first = Number.POSITIVE_INFINITY } = options;
   const messages: StoredMessage[] = [];
   const take = (msg: StoredMessage) =>
     void messages.push({ subject: msg.subject, data: msg.data, seq: msg.seq });
   try {
-    const from = consumer === undefined ? 1 : await consumeStored(consumer, jsm, stream.name, filter, take);
-    for await (const msg of storedFrom(jsm, stream.name, filter, from)) take(msg);
+    const from =
+      consumer === undefined || Number.isFinite(first)
+        ? 1
+        : await consumeStored(consumer, jsm, stream.name, filter, take);
+    for await (const msg of storedFrom(jsm, stream.name, filter, from)) {
+      take(msg);
+      if (messages.length >= first) break;
+    }
   } catch (error) {
     throw busError(error, `cannot read ${filter} from ${stream.name}`);
   }

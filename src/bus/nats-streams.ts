@@ -58,10 +58,12 @@ export const PERSISTENCE_CONSUMER = 'pge-persistence';
 export const PERSISTENCE_ACK_WAIT_MS = 5_000;
 /**
  * Events a persistence worker asks for at once and holds unacknowledged: not one pull per
- * event. Each is written within milliseconds, so a batch is written long before
- * the ack wait sends its last event elsewhere.
+ * event. Half of them are written side by side while the other half arrive; a worker writes
+ * thousands a second (benchmarks.md, section 8), so a batch is written long before the ack wait
+ * sends its last event elsewhere (and one sent again is written once: the log keeps one per seq).
+ * Large, so that a restarted worker joins many runs of its backlog at once.
  */
-export const PERSISTENCE_BATCH = 64;
+export const PERSISTENCE_BATCH = 512;
 /** How persistence reads PGE_EVENTS (`subscribeDurable`'s options): in batches, acked cumulatively. */
 export const PERSISTENCE_READING = {
   ackWaitMs: PERSISTENCE_ACK_WAIT_MS,

@@ -1,5 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { Consumer } from '@nats-io/jetstream';
+import type { Consumer, ConsumerInfo } from '@nats-io/jetstream';
 import type { Msg, MsgHdrs, NatsConnection, Subscription } from '@nats-io/transport-node';
 import pLimit from 'p-limit';
 import { BusError } from '../errors.js';
@@ -222,22 +222,25 @@ function offSubject(subject: string, subscribed: string): BusError {
  * way within the microtasks that follow its arrival, so one macrotask later the bus's idle count
  * covers it. A failure to ask is reported, and ends the wait. Polled (every `CAUGHT_UP_POLL_MS`):
  * nats-server 2.9 tells what a consumer has left to deliver only when asked (consumer info's
- * `num_pending`), and consume's heartbeats do not say it.
+ * `num_pending`), and consume's heartbeats do not say it. A reader that holds what it was sent
+ * until it takes it (consume's buffer) says with `taken` whether it took every message the
+ * consumer's info counts as delivered.
  */
 export async function drained(
   current: () => Consumer | null,
   host: NatsHost,
   subject: string,
+  taken: (info: ConsumerInfo) => boolean = () => true,
 ): Promise<void> {
   for (let consumer = current(); consumer !== null; consumer = current()) {
-    let pending: number;
+    let info: ConsumerInfo;
     try {
-      pending = (await consumer.info()).num_pending;
+      info = await consumer.info();
     } catch (error) {
       host.report(busError(error, `cannot ask how far ${subject} was read`), subject);
       return;
     }
-    if (pending === 0) break;
+    if (info.num_pending === 0 && taken(info)) break;
     await sleep(CAUGHT_UP_POLL_MS);
   }
   await new Promise<void>((resolve) => setImmediate(resolve));

@@ -250,6 +250,12 @@ const NATS_CONFIG_FLAGS = inGroup('nats', [
     help: 'HTTP monitoring port, unauthenticated: bind it privately (0: off; default: as last written, else 8222)',
   },
   {
+    name: 'monitor-host',
+    kind: 'text',
+    value: '<addr>',
+    help: 'Address the monitoring port listens on; another host reaches it only if you name one (default: as last written, else 127.0.0.1)',
+  },
+  {
     name: 'store-dir',
     kind: 'text',
     value: '<dir>',

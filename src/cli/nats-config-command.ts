@@ -19,6 +19,7 @@ export async function natsConfigCommand(line: CommandLine, io: CliIo): Promise<n
     ...(typeof values.host === 'string' ? { host: values.host } : {}),
     ...(typeof values.port === 'number' ? { port: values.port } : {}),
     ...(typeof values['monitor-port'] === 'number' ? { monitorPort: values['monitor-port'] } : {}),
+    ...(typeof values['monitor-host'] === 'string' ? { monitorHost: values['monitor-host'] } : {}),
     ...(typeof values['store-dir'] === 'string' ? { storeDir: values['store-dir'] } : {}),
     ...clusterOf(values),
     rotate: values.rotate === true,

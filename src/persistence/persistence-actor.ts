@@ -1,4 +1,3 @@
-import pLimit from 'p-limit';
 import type { Bus, BusSubscription } from '../bus/bus.js';
 import { subscribeEvents } from '../bus/channels.js';
 import type { MessageRejection } from '../bus/codec.js';
@@ -6,6 +5,7 @@ import type { LogWriteError } from '../errors.js';
 import type { RunEvent, RunOpening } from '../schemas/index.js';
 import { createRejecter } from './persistence-support.js';
 import { RunLogs } from './run-logs.js';
+import { RunQueues } from './run-queues.js';
 import { createStreamPlacement } from './stream-placement.js';
 
 /** Options of `createPersistenceActor`. */
@@ -30,6 +30,13 @@ export interface PersistenceActorOptions {
    * in-process bus, where a run's events come in order) an event waits for its run's `run.started`.
    */
   history?: (runId: string) => Promise<readonly RunEvent[]>;
+  /**
+   * With `history`: reads the first event the transport keeps of a run (NATS: one lookup), so that
+   * a run joined midway whose log already holds its start (a restarted worker's backlog) is opened
+   * from its `run.started` alone; `history` is read only for what the log then lacks. Without it,
+   * a run joined midway is read whole.
+   */
+  opening?: (runId: string) => Promise<RunEvent | null>;
   /**
    * Milliseconds a seq gap that `history` cannot fill may last before the run's log fails (default
    * 10 000): the events after it are held meanwhile, and delivery goes on.
@@ -68,9 +75,9 @@ export function createPersistenceActor(options: PersistenceActorOptions): Persis
   const subscribe = options.subscribe ?? ((handler) => subscribeEvents(bus, '*', handler));
   const reject = createRejecter(bus, options.onRejected);
   const logs = new RunLogs({ resolvePath: options.resolvePath, onError: options.onError, reject });
-  // Deliveries, and the checks of gaps, are handled one at a time: a join reads the stream while
-  // later events of the run may already be on their way.
-  const serial = pLimit(1);
+  // A run's deliveries, and the checks of its gaps, are handled one at a time: a join reads the
+  // stream while later events of the run may already be on their way. Runs go side by side.
+  const queues = new RunQueues();
 
   /**
    * The in-process path: events of a run arrive in order, and wait for its `run.started` (or, for
@@ -97,11 +104,14 @@ export function createPersistenceActor(options: PersistenceActorOptions): Persis
     const place = createStreamPlacement({
       logs,
       read: history,
+      ...(options.opening === undefined ? {} : { opening: options.opening }),
       gapWaitMs: options.gapWaitMs ?? DEFAULT_GAP_WAIT_MS,
-      serial,
+      queues,
       reject,
     });
-    handler = (event) => serial(() => place(event));
+    // A run's events placed one at a time, written side by side: a delivery settles once its
+    // event is on disk.
+    handler = async (event) => (await queues.run(event.runId, () => place(event))).written;
   }
   const subscription = subscribe(handler);
 
@@ -109,8 +119,8 @@ export function createPersistenceActor(options: PersistenceActorOptions): Persis
     flushed: (runId) => logs.flushed(runId),
     async close(): Promise<void> {
       subscription.unsubscribe();
-      // Queued last, this runs once every placement and gap check before it has settled.
-      await serial(() => undefined);
+      // Once every placement and gap check queued before it has settled.
+      await queues.idle();
       await logs.close();
     },
   };

@@ -1,9 +1,9 @@
 import { LRUCache } from 'lru-cache';
-import type { LimitFunction } from 'p-limit';
 import { LogWriteError } from '../errors.js';
 import type { RunEvent, RunEventOf } from '../schemas/index.js';
 import type { LogWriter } from './index.js';
 import type { RunLog, RunLogs } from './run-logs.js';
+import type { RunQueues } from './run-queues.js';
 
 /**
  * How the persistence actor places an event when the transport keeps every run's events (NATS:
@@ -17,10 +17,15 @@ export interface StreamPlacementOptions {
   logs: RunLogs;
   /** Every event the stream keeps of a run, in stored order. */
   read: (runId: string) => Promise<readonly RunEvent[]>;
+  /**
+   * The first event the stream keeps of a run (one lookup), to open the log of a run joined midway
+   * without reading all of it; absent, `read` is used.
+   */
+  opening?: (runId: string) => Promise<RunEvent | null>;
   /** How long a gap the stream cannot fill may last before the run's log fails. */
   gapWaitMs: number;
-  /** Runs placements and gap checks one at a time (a limit of 1). */
-  serial: LimitFunction;
+  /** Runs a run's placements and gap checks one at a time. */
+  queues: RunQueues;
   reject: (event: RunEvent, problem: string) => void;
 }
 
@@ -28,19 +33,42 @@ export interface StreamPlacementOptions {
 const ORPHANS_KEPT = 10_000;
 
 /**
- * The placement of one delivered event: resolves once the event is on disk, or known to be in no
- * log (reported), or held behind a gap that is given `gapWaitMs` to fill. Rejects only when the
- * stream cannot be read to join a run (the delivery is then retried).
+ * Where a placed event stands: `written` resolves once it is on disk, or known to be in no log
+ * (reported), or held behind a gap that is given `gapWaitMs` to fill. Wrapped, so that a placement
+ * run in its run's queue ends once the event is placed, not once it is written: the next one is placed
+ * while this one's write is under way, and a backlog goes to disk in a few large writes.
  */
-export function createStreamPlacement(options: StreamPlacementOptions): (event: RunEvent) => Promise<void> {
-  const { logs, read, gapWaitMs, serial, reject } = options;
+export interface Placed {
+  readonly written: Promise<void>;
+}
+
+const PLACED_NOWHERE: Placed = { written: Promise.resolve() };
+
+/**
+ * The placement of one delivered event: resolves once the event is placed in its log (`Placed`),
+ * or known to be in no log (reported), or held behind a gap. Rejects only when the stream cannot
+ * be read to join a run (the delivery is then retried).
+ */
+export function createStreamPlacement(options: StreamPlacementOptions): (event: RunEvent) => Promise<Placed> {
+  const { logs, read, opening, gapWaitMs, queues, reject } = options;
   const orphans = new LRUCache<string, true>({ max: ORPHANS_KEPT });
+
+  /**
+   * What the stream holds of a run first seen midway that its log needs before `event`: with
+   * `opening`, its `run.started` alone when that is the run's first stored event (what the log
+   * lacks after it is read as a gap, `fill`: a restarted worker's logs hold most of it), else all.
+   */
+  const joining = async (event: RunEvent): Promise<readonly RunEvent[]> => {
+    // A run.started seen first needs no history, unless earlier events of its run were refused.
+    if (event.type === 'run.started' && orphans.get(event.runId) === undefined) return [];
+    const first = opening === undefined ? null : await opening(event.runId);
+    return first?.type === 'run.started' ? [first] : read(event.runId);
+  };
 
   /** Opens the log of a run first seen midway (or of no run at all): its start is in the stream. */
   const join = async (event: RunEvent): Promise<RunLog | undefined> => {
     const { runId } = event;
-    // A run.started seen first needs no history, unless earlier events of its run were refused.
-    const stored = event.type === 'run.started' && orphans.get(runId) === undefined ? [] : await read(runId);
+    const stored = await joining(event);
     const started =
       event.type === 'run.started'
         ? event
@@ -78,7 +106,7 @@ export function createStreamPlacement(options: StreamPlacementOptions): (event: 
     const missing = writer.missingSeq;
     run.gapTimer = setTimeout(() => {
       run.gapTimer = null;
-      const check = serial(async () => {
+      const check = queues.run(runId, async () => {
         if (run.failure !== null || writer.missingSeq === null) return;
         await fill(run, writer);
         if (run.failure !== null || writer.missingSeq === null) return;
@@ -103,23 +131,23 @@ export function createStreamPlacement(options: StreamPlacementOptions): (event: 
   };
 
   return async (event) => {
-    if (logs.settledAsClosed(event)) return;
+    if (logs.settledAsClosed(event)) return PLACED_NOWHERE;
     let run = logs.get(event.runId);
-    if (run?.failure) return; // reported already, and the run is being stopped
+    if (run?.failure) return PLACED_NOWHERE; // reported already, and the run is being stopped
     if (run?.writer) logs.accept(run, run.writer, event);
     else run = await join(event);
     const writer = run?.writer;
-    if (run === undefined || writer == null) return;
+    if (run === undefined || writer == null) return PLACED_NOWHERE;
     await writer.ready.catch(() => undefined); // a failure to open is reported through onError
     // A log the previous worker finished already ends with the closing event.
     if (writer.endSeq !== null && run.done === null) logs.closeAt(event.runId, run, writer, writer.endSeq);
     if (writer.missingSeq !== null) await fill(run, writer);
-    if (run.failure !== null) return;
+    if (run.failure !== null) return PLACED_NOWHERE;
     if (writer.missingSeq !== null) {
       awaitGap(run, writer);
-      return;
+      return PLACED_NOWHERE;
     }
     // A failed write has reached onError, which stops the run: the message has nothing left to wait for.
-    await (run.done ?? writer.flushed()).catch(() => undefined);
+    return { written: (run.done ?? writer.flushed()).catch(() => undefined) };
   };
 }

@@ -59,6 +59,12 @@ export interface NatsConfigOptions {
   port?: number;
   /** HTTP monitoring port (default 8222); 0 turns monitoring off. */
   monitorPort?: number;
+  /**
+   * Address the monitoring port listens on. Left out, the one this directory was last written
+   * with, else 127.0.0.1: the port has no authentication (it shows connections, accounts and
+   * streams), so reaching it from another host is a choice made by name, not a default.
+   */
+  monitorHost?: string;
   /** JetStream's store (default `<dir>/jetstream`). */
   storeDir?: string;
   /**
@@ -77,7 +83,8 @@ export interface NatsConfigOptions {
 
 /**
  * A server of a cluster, as the others and the clients reach it. Each listens on the configuration's
- * `host` (every interface by default) at these ports.
+ * `host` (every interface by default) at these ports, and serves monitoring on its `monitorHost`
+ * (loopback by default).
  */
 export interface ClusterServer {
   /** Where the other servers reach this one (a host name or address). */
@@ -138,6 +145,7 @@ interface KeptSettings {
   host?: string;
   port?: number;
   monitorPort?: number;
+  monitorHost?: string;
   storeDir?: string;
   cluster?: ClusterServer[];
 }
@@ -174,6 +182,7 @@ export async function writeNatsConfig(options: NatsConfigOptions): Promise<NatsC
   const host = options.host ?? kept.host ?? '0.0.0.0';
   const port = options.port ?? kept.port ?? 4222;
   const monitorPort = options.monitorPort ?? kept.monitorPort ?? 8222;
+  const monitorHost = options.monitorHost ?? kept.monitorHost ?? '127.0.0.1';
   const storeDir = resolve(options.storeDir ?? kept.storeDir ?? join(dir, 'jetstream'));
   const cluster = options.cluster === undefined ? (kept.cluster ?? null) : options.cluster;
   if (cluster !== null && cluster.length < 2)
@@ -224,6 +233,7 @@ export async function writeNatsConfig(options: NatsConfigOptions): Promise<NatsC
     host,
     port,
     monitorPort,
+    monitorHost,
     storeDir,
     ...(cluster === null ? {} : { cluster: [...cluster] }),
   };
@@ -234,7 +244,7 @@ export async function writeNatsConfig(options: NatsConfigOptions): Promise<NatsC
     const configFile = join(dir, 'nats-server.conf');
     await writeFile(
       configFile,
-      serverConfig(accounts, { listen: `${host}:${port}`, monitorPort, storeDir, written }),
+      serverConfig(accounts, { listen: `${host}:${port}`, monitorHost, monitorPort, storeDir, written }),
       { mode: 0o644 },
     );
     await removeOtherConfigs(dir, [configFile]);
@@ -251,6 +261,7 @@ export async function writeNatsConfig(options: NatsConfigOptions): Promise<NatsC
       .map((other) => `nats-route://${ROUTE_USER}:${routePassword}@${other.host}:${other.clusterPort}`);
     const text = serverConfig(accounts, {
       listen: `${host}:${server.port}`,
+      monitorHost,
       monitorPort: server.monitorPort,
       storeDir: join(storeDir, name),
       written,
@@ -314,6 +325,8 @@ function userClaims(permissions: RolePermissions) {
 interface ServerSettings {
   /** `host:port` of the clients. */
   listen: string;
+  /** Address of the monitoring port, apart from the clients': loopback unless told otherwise. */
+  monitorHost: string;
   monitorPort: number;
   storeDir: string;
   written: Date;
@@ -430,7 +443,6 @@ async function accountsConfig(
 
 function serverConfig(accounts: AccountsConfig, settings: ServerSettings): string {
   const { cluster } = settings;
-  const host = settings.listen.slice(0, settings.listen.lastIndexOf(':'));
   return [
     `# nats-server configuration of a pge deployment, written by \`pge nats-config\` on ${settings.written.toISOString()}.`,
     cluster === undefined
@@ -441,7 +453,7 @@ function serverConfig(accounts: AccountsConfig, settings: ServerSettings): strin
     '',
     ...(cluster === undefined ? [] : [`server_name: ${cluster.serverName}`]),
     `listen: "${settings.listen}"`,
-    ...(settings.monitorPort === 0 ? [] : [`http: "${host}:${settings.monitorPort}"`]),
+    ...(settings.monitorPort === 0 ? [] : [`http: "${settings.monitorHost}:${settings.monitorPort}"`]),
     `jetstream { store_dir: ${JSON.stringify(settings.storeDir)} }`,
     ...(cluster === undefined
       ? []

@@ -1,4 +1,4 @@
-import { readRunEvents } from '../bus/channels.js';
+import { readRunEvents, readRunOpening } from '../bus/channels.js';
 import type { NatsBus } from '../bus/nats-bus.js';
 import { PERSISTENCE_CONSUMER, PERSISTENCE_READING } from '../bus/nats-streams.js';
 import { subjects } from '../bus/subjects.js';
@@ -17,7 +17,10 @@ import type { RunEvent } from '../schemas/index.js';
  */
 
 /** Options of `startNatsPersistence`: the actor's, but for how it reads the bus. */
-export type NatsPersistenceOptions = Omit<PersistenceActorOptions, 'bus' | 'subscribe' | 'history'> & {
+export type NatsPersistenceOptions = Omit<
+  PersistenceActorOptions,
+  'bus' | 'subscribe' | 'history' | 'opening'
+> & {
   bus: NatsBus;
 };
 
@@ -34,5 +37,6 @@ export function startNatsPersistence(options: NatsPersistenceOptions): Persisten
         PERSISTENCE_READING,
       ),
     history: (runId) => readRunEvents(bus, runId),
+    opening: (runId) => readRunOpening(bus, runId),
   });
 }

@@ -8,6 +8,7 @@ import {
   enqueueWork,
   publishEvent,
   readRunEvents,
+  readRunOpening,
   serveWork,
   subscribeRejections,
 } from '../../src/bus/channels.js';
@@ -532,6 +533,32 @@ describe('NatsBus on JetStream', () => {
     return seen;
   };
 
+  /** Like `readSeqs`, with the handler of event `heldSeq` held until `release` is called. */
+  const readHolding = (
+    bus: NatsBus,
+    runId: string,
+    durable: string,
+    heldSeq: number,
+    options: DurableOptions,
+  ) => {
+    const seen: number[] = [];
+    let release = () => {};
+    const gate = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    bus.subscribeDurable(
+      subjects.events(runId),
+      durable,
+      async (message) => {
+        const { seq } = message.data as RunEvent;
+        seen.push(seq);
+        if (seq === heldSeq) await gate;
+      },
+      options,
+    );
+    return { seen, release: () => release() };
+  };
+
   /** The acks of durable `durable` on PGE_EVENTS that cross the server, as a core subscriber sees them. */
   const watchAcks = (durable: string): { acks: number } => {
     const seen = { acks: 0 };
@@ -547,13 +574,17 @@ describe('NatsBus on JetStream', () => {
     (await jsm.consumers.info('PGE_EVENTS', durable)).ack_floor.stream_seq - base;
   const lastStored = async () => (await jsm.streams.info('PGE_EVENTS')).state.last_seq;
 
-  it('acks a durable cumulatively with ackAll: fewer acks than messages, none past a handler that has not resolved', async () => {
+  /** The first 8 events of a fresh run, stored, and where PGE_EVENTS stood before them. */
+  const storedRun = async (prefix: string) => {
     const producer = await open();
     const runId = freshRunId();
-    const durable = `all-${runId}`;
-    const events = fullRun(runId).slice(0, 8);
     const base = await lastStored();
-    for (const event of events) await publishEvent(producer, event);
+    for (const event of fullRun(runId).slice(0, 8)) await publishEvent(producer, event);
+    return { runId, durable: `${prefix}-${runId}`, base, count: 8 };
+  };
+
+  it('acks a durable cumulatively with ackAll: fewer acks than messages, none past a handler that has not resolved', async () => {
+    const { runId, durable, base, count } = await storedRun('all');
     const acked = watchAcks(durable);
     await nc.flush();
     const problems: unknown[] = [];
@@ -578,14 +609,36 @@ describe('NatsBus on JetStream', () => {
     await sleep(100);
     expect(await ackedUpTo(durable, base)).toBe(5);
     await waitFor('every event', () => seen.length === 10);
-    expect(seen).toEqual([1, 2, 3, 4, 5, 6, 6, 6, 7, 8]);
+    // Called in stream order, two side by side (half the batch): 7 and 8 while 6 is tried again.
+    expect(seen.slice(0, 6)).toEqual([1, 2, 3, 4, 5, 6]);
+    expect(seen.slice(6).sort()).toEqual([6, 6, 7, 8]);
     await expect.poll(() => ackedUpTo(durable, base)).toBe(8);
     const info = await jsm.consumers.info('PGE_EVENTS', durable);
     expect(info.config.ack_policy).toBe(AckPolicy.All);
     expect(info.num_ack_pending).toBe(0);
     expect(acked.acks).toBeGreaterThan(0);
-    expect(acked.acks).toBeLessThan(events.length);
+    expect(acked.acks).toBeLessThan(count);
     expect(problems).toHaveLength(2);
+  });
+
+  it('with ackAll, runs handlers side by side in stream order and acks none past one still running', async () => {
+    const { runId, durable, base } = await storedRun('side');
+    const reader = await open();
+    const options = { batch: 16, ackAll: true, ackWaitMs: 1_000 };
+    const { seen, release } = readHolding(reader, runId, durable, 2, options);
+    // Every handler is called while the one of seq 2 still runs, in stream order ...
+    await waitFor('every event', () => seen.length === 8);
+    expect(seen).toEqual([1, 2, 3, 4, 5, 6, 7, 8]);
+    // ... and no ack covers seq 2 (held acks go out within 50 ms).
+    await sleep(300);
+    expect(await ackedUpTo(durable, base)).toBe(1);
+    // The reader's process dies before seq 2 resolves: the next reader is handed 2-8 again.
+    await reader.connection.close();
+    release();
+    const again = readSeqs(await open(), runId, durable, options);
+    await waitFor('the rest again', () => again.length >= 7);
+    expect(again.slice(0, 7)).toEqual([2, 3, 4, 5, 6, 7, 8]);
+    await expect.poll(() => ackedUpTo(durable, base)).toBe(8);
   });
 
   it('with ackAll, a reader that starts first handles what an earlier reader held unacknowledged', async () => {
@@ -629,21 +682,8 @@ describe('NatsBus on JetStream', () => {
     const events = fullRun(runId).slice(0, 3);
     const base = await lastStored();
     const reader = await open();
-    const seen: number[] = [];
-    let release = () => {};
-    const gate = new Promise<void>((resolve) => {
-      release = resolve;
-    });
-    reader.subscribeDurable(
-      subjects.events(runId),
-      durable,
-      async (message) => {
-        const { seq } = message.data as RunEvent;
-        seen.push(seq);
-        if (seq === 1) await gate;
-      },
-      { batch: 4, ackAll: true },
-    );
+    // Half a batch of 2: with event 1 in hand the reader takes nothing more, and its pull expires.
+    const { seen, release } = readHolding(reader, runId, durable, 1, { batch: 2, ackAll: true });
     await publishEvent(producer, events[0]!);
     await waitFor('the reader holds event 1', () => seen.length === 1);
     // While the reader is busy and its pull has expired at the server, another puller takes
@@ -709,6 +749,13 @@ describe('NatsBus on JetStream', () => {
     expect(await readRunEvents(bus, freshRunId(), { consumer: true })).toEqual([]);
     await expect(bus.stored('pge.runs.submit')).rejects.toThrow(TypeError);
     await expect(bus.stored('pge.runs.submit', { consumer: true })).rejects.toThrow(TypeError);
+    // Its opening alone (a restarted persistence worker's join): the first event stored, only.
+    expect(await readRunOpening(bus, runId)).toEqual(events[0]);
+    expect(await bus.stored(subjects.events(runId), { first: 3, consumer: true })).toEqual(
+      events.slice(0, 3),
+    );
+    expect(await readRunOpening(bus, freshRunId())).toBeNull();
+    await expect(bus.stored(subjects.events(runId), { first: 0 })).rejects.toThrow(TypeError);
     // The reads leave no consumer behind: only the durable ones of other tests remain.
     await expect.poll(throwaway).toEqual([]);
   });

@@ -8,7 +8,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { NATS_ROLES, type NatsRole, ROLE_PERMISSIONS } from '../../src/bus/permissions.js';
 import { subjectMatches } from '../../src/bus/subjects.js';
 import { writeNatsConfig } from '../../src/runtime/nats-config.js';
-import { startNatsServer } from '../support/nats-server.js';
+import { freePort, startNatsServer } from '../support/nats-server.js';
 import { startPge } from '../support/processes.js';
 import { runCli } from './run-cli.js';
 
@@ -126,6 +126,59 @@ describe('pge nats-config', () => {
     });
     expect(usage.code).toBe(2);
     expect(usage.stderr).toContain('--cluster-hosts names 2 hosts for --cluster 3');
+  });
+
+  it('binds the unauthenticated monitoring port to loopback unless --monitor-host names another address', async () => {
+    const dir = await freshDir();
+    const cli = await runCli(['nats-config', '--dir', dir, '--cluster', '2'], { cwd: dir });
+    expect(cli.code, cli.stderr).toBe(0);
+    for (const i of [1, 2]) {
+      const config = await readFile(join(dir, `nats-server-${i}.conf`), 'utf8');
+      // Clients on every interface, monitoring on loopback only.
+      expect(config).toMatch(new RegExp(`^listen: "0\\.0\\.0\\.0:${4221 + i}"$`, 'm'));
+      expect(config).toMatch(new RegExp(`^http: "127\\.0\\.0\\.1:${8221 + i}"$`, 'm'));
+    }
+    const named = await runCli(
+      ['nats-config', '--dir', dir, '--cluster', '1', '--monitor-host', '10.1.2.3'],
+      {
+        cwd: dir,
+      },
+    );
+    expect(named.code, named.stderr).toBe(0);
+    expect(await readFile(join(dir, 'nats-server.conf'), 'utf8')).toMatch(/^http: "10\.1\.2\.3:8222"$/m);
+    // A re-run keeps the address it was given, as it keeps the ports.
+    expect((await runCli(['nats-config', '--dir', dir], { cwd: dir })).code).toBe(0);
+    const config = await readFile(join(dir, 'nats-server.conf'), 'utf8');
+    expect(config).toMatch(/^listen: "0\.0\.0\.0:4222"$/m);
+    expect(config).toMatch(/^http: "10\.1\.2\.3:8222"$/m);
+  });
+
+  it("leaves a running server's monitoring unreachable at any address but loopback by default", async () => {
+    // Linux routes all of 127.0.0.0/8 to loopback: 127.0.0.2 stands for another interface, which a
+    // port bound to every interface answers and one bound to 127.0.0.1 refuses.
+    const healthy = (host: string, port: number) =>
+      fetch(`http://${host}:${port}/healthz`).then(
+        (response) => response.ok,
+        () => false,
+      );
+    for (const monitorHost of [undefined, '0.0.0.0']) {
+      const dir = await freshDir();
+      const monitorPort = await freePort();
+      const files = await writeNatsConfig({
+        dir,
+        monitorPort,
+        ...(monitorHost === undefined ? {} : { monitorHost }),
+      });
+      const server = await startNatsServer({ configFile: files.configFile });
+      try {
+        expect(await healthy('127.0.0.1', monitorPort)).toBe(true);
+        expect(await healthy('127.0.0.2', monitorPort), `monitor host ${monitorHost}`).toBe(
+          monitorHost === '0.0.0.0',
+        );
+      } finally {
+        await server.stop();
+      }
+    }
   });
 
   it('says which directory it cannot write, as a usage error (exit 2)', async () => {

@@ -51,9 +51,10 @@ describe('docker-compose.yml', () => {
     try {
       const files = await writeNatsConfig({ dir, storeDir: '/data' });
       const config = readFileSync(files.configFile, 'utf8');
-      // JetStream on, in the nats-data volume; monitoring where the healthcheck asks.
+      // JetStream on, in the nats-data volume; monitoring on loopback, where the healthcheck (run
+      // inside the server's container) asks, and nowhere else.
       expect(config).toMatch(/^jetstream \{ store_dir: "\/data" \}$/m);
-      expect(config).toMatch(/^http: "0\.0\.0\.0:8222"$/m);
+      expect(config).toMatch(/^http: "127\.0\.0\.1:8222"$/m);
       expect(compose.services.nats!.healthcheck?.test.join(' ')).toContain('http://127.0.0.1:8222/healthz');
       const inContainer = (path: string) => join(dir, path.replace(`${CONFIG_MOUNT}/`, ''));
       expect(existsSync(inContainer(compose.services.nats!.command![1]!))).toBe(true);
@@ -158,7 +159,7 @@ describe('docker-compose.cluster.yml', () => {
         const config = readFileSync(join(cwd, 'nats-config', file), 'utf8');
         expect(config).toContain(`server_name: pge-${i + 1}`);
         expect(config).toContain(`store_dir: "/data/pge-${i + 1}"`);
-        expect(config).toMatch(/^http: "0\.0\.0\.0:8222"$/m);
+        expect(config).toMatch(/^http: "127\.0\.0\.1:8222"$/m);
         for (const other of servers.filter((s) => s !== name)) expect(config).toContain(`@${other}:6222"`);
         expect(service.healthcheck?.test.join(' ')).toContain('http://127.0.0.1:8222/healthz');
       }

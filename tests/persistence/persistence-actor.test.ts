@@ -214,10 +214,16 @@ describe('the persistence actor reading a stream (history)', () => {
    * An actor that reads history from `stream` (a stand-in for PGE_EVENTS: what the transport
    * kept, in stored order), fed by `deliver`, which settles as a durable consumer's handler does.
    */
-  function streamActor(stream: RunEvent[], gapWaitMs = 10_000) {
+  function streamActor(stream: RunEvent[], gapWaitMs = 10_000, withOpening = false) {
     let handler: ((event: RunEvent) => void | Promise<void>) | null = null;
     const reads: string[] = [];
+    const openings: string[] = [];
+    const opening = async (runId: string) => {
+      openings.push(runId);
+      return stream.find((e) => e.runId === runId) ?? null;
+    };
     const actor = createPersistenceActor({
+      ...(withOpening ? { opening } : {}),
       bus,
       onError,
       gapWaitMs,
@@ -230,8 +236,43 @@ describe('the persistence actor reading a stream (history)', () => {
         return stream.filter((e) => e.runId === runId);
       },
     });
-    return { actor, reads, deliver: async (event: RunEvent) => handler!(event) };
+    return { actor, reads, openings, deliver: async (event: RunEvent) => handler!(event) };
   }
+
+  /** The log an earlier process left: `events` delivered to an actor that then closed. */
+  async function leftBy(events: RunEvent[]): Promise<void> {
+    const earlier = streamActor(events);
+    for (const event of events) await earlier.deliver(event);
+    await earlier.actor.close();
+  }
+
+  it('with opening, joins a run whose log holds its start by its first event alone, reading no more', async () => {
+    const a = fullRun('run-a', { logPath: join(dir, 'a.md') });
+    await leftBy(a.slice(0, 8));
+    const second = streamActor(a, 10_000, true);
+    for (const event of a.slice(8)) await second.deliver(event);
+    expect(second.openings).toEqual(['run-a']);
+    expect(second.reads).toEqual([]);
+    expect(await readFile(join(dir, 'a.md'), 'utf8')).toBe(renderLog(a));
+    await second.actor.close();
+    expect(errors).toEqual([]);
+  });
+
+  it("with opening, reads from the stream what a joined run's log lacks before the event delivered", async () => {
+    const a = fullRun('run-a', { logPath: join(dir, 'a.md') });
+    await leftBy(a.slice(0, 4));
+    // Seq 5-8 were never written (the earlier worker died with them): the stream has them.
+    const second = streamActor(a, 10_000, true);
+    await second.deliver(a[8]!);
+    // Settled: so the file holds everything up to it already (and what the stream held after it).
+    expect((await readLogFile(join(dir, 'a.md'))).slice(0, 9)).toEqual(a.slice(0, 9));
+    for (const event of a.slice(9)) await second.deliver(event);
+    expect(second.openings).toEqual(['run-a']);
+    expect(second.reads).toEqual(['run-a']);
+    expect(await readFile(join(dir, 'a.md'), 'utf8')).toBe(renderLog(a));
+    await second.actor.close();
+    expect(errors).toEqual([]);
+  });
 
   it('writes a run it joined midway from the start of the stream, and settles each event once on disk', async () => {
     const a = fullRun('run-a', { logPath: join(dir, 'a.md') });
@@ -248,9 +289,7 @@ describe('the persistence actor reading a stream (history)', () => {
 
   it('goes on with a log an earlier process left, after its last event', async () => {
     const a = fullRun('run-a', { logPath: join(dir, 'a.md') });
-    const first = streamActor(a.slice(0, 8));
-    for (const event of a.slice(0, 8)) await first.deliver(event);
-    await first.actor.close();
+    await leftBy(a.slice(0, 8));
     // The next process is handed seq 7 again (never acknowledged), then the rest.
     const second = streamActor(a);
     for (const event of a.slice(6)) await second.deliver(event);

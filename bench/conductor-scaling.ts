@@ -1,0 +1,304 @@
+import type { ChildProcess } from 'node:child_process';
+import { mkdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import type { Bus } from '../src/bus/bus.js';
+import { DemoModel } from '../src/roles/demo-model.js';
+import { createRoleWorker, type RoleWorker } from '../src/roles/role-worker.js';
+import { submitAndFollow } from '../src/runtime/services.js';
+import type { Role } from '../src/schemas/index.js';
+import { DelayedModel } from './delayed-model.js';
+import { sleep } from './measure.js';
+import {
+  natsConnector,
+  processCpuMs,
+  startBenchNatsServer,
+  startCoordinatorProcess,
+} from './nats-deployment.js';
+
+/**
+ * Section 11: what one coordinator drives, and whether a second one adds to it. On a fresh
+ * nats-server, `workersPerRole` role workers per role in this process (the demo model, answering
+ * at once: the model is never what waits), and one or two coordinators, each its own process
+ * (`pge worker --role coordinator`, as a deployment runs them: two coordinators in one process
+ * would share one core's event loop, and measure that loop). A client here keeps `runsInFlight`
+ * runs submitted (`pge.runs.submit` spreads them over the coordinators) and counts the model
+ * calls answered within a window after a warm-up. Then the runs one coordinator holds: with a
+ * model that never answers, `heldRuns` runs are submitted to one coordinator process and its
+ * resident memory is read before and after (`/proc/<pid>/status`, Linux).
+ */
+
+/** Settings of the section. */
+export interface ConductorSettings {
+  dir: string;
+  workersPerRole: number;
+  /** Requests each worker handles at once. */
+  workerConcurrency: number;
+  runsInFlight: number;
+  warmupMs: number;
+  windowMs: number;
+  maxSteps: number;
+  maxRetriesPerStep: number;
+  /** Runs held by one coordinator for the memory figure. */
+  heldRuns: number;
+}
+
+/** Figures of one set-up. */
+export interface ConductorFigures {
+  coordinators: number;
+  modelCalls: number;
+  windowMs: number;
+  callsPerSecond: number;
+  /** This process's CPU (workers and client), % of one core. */
+  benchCpuPercent: number;
+  /** The coordinators' CPU, summed, % of one core (null off Linux). */
+  coordinatorCpuPercent: number | null;
+  /**
+   * The coordinators' CPU time per model call (null off Linux): what bounds one coordinator on a
+   * core of its own, 1000 / this calls per second, whatever else shares the machine.
+   */
+  coordinatorCpuMsPerCall: number | null;
+  serverCpuPercent: number | null;
+}
+
+/** What the section measured. */
+export interface ConductorResults {
+  settings: Omit<ConductorSettings, 'dir'>;
+  one: ConductorFigures;
+  two: ConductorFigures;
+  /** Calls per second of two coordinators over one. */
+  ratio: number;
+  /** One coordinator holding `heldRuns` runs: its resident memory before and after, and per run. */
+  held: { runs: number; rssBeforeBytes: number; rssAfterBytes: number; bytesPerRun: number } | null;
+}
+
+const ROLES: readonly Role[] = ['planner', 'generator', 'evaluator'];
+const TASK = 'Write a two-part technical note (conductor benchmark)';
+/** A model call that never answers within the section: runs stay held at their plan. */
+const NEVER_MS = 3_600_000;
+
+/** A field of `/proc/<pid>/status` or `/proc/<pid>/stat`, or null off Linux. */
+function procStatus(pid: number | undefined, field: 'VmRSS'): number | null {
+  try {
+    const line = readFileSync(`/proc/${pid}/status`, 'utf8').match(
+      new RegExp(`^${field}:\\s+(\\d+) kB`, 'm'),
+    );
+    return line ? Number(line[1]) * 1024 : null;
+  } catch {
+    return null;
+  }
+}
+
+/** The deployment of one set-up: server, workers and coordinators; `models` count the calls. */
+async function deploy(settings: ConductorSettings, coordinators: number, delayMs: number, name: string) {
+  const dir = join(settings.dir, name);
+  mkdirSync(dir, { recursive: true });
+  const server = await startBenchNatsServer(join(dir, 'nats-server.pid'));
+  const errors: string[] = [];
+  const connect = natsConnector(server.url, errors);
+  const buses: Bus[] = [];
+  const workers: RoleWorker[] = [];
+  const models: DelayedModel[] = [];
+  const children: ChildProcess[] = [];
+  try {
+    for (let i = 1; i <= coordinators; i++)
+      children.push(await startCoordinatorProcess(server.url, `coord-${i}`));
+    for (const role of ROLES) {
+      for (let i = 1; i <= settings.workersPerRole; i++) {
+        const bus = await connect(`${role}-${i}`);
+        buses.push(bus);
+        const model = new DelayedModel(new DemoModel(), delayMs);
+        models.push(model);
+        workers.push(
+          createRoleWorker({
+            bus,
+            role,
+            model,
+            concurrency: settings.workerConcurrency,
+            workerId: `${role}-${i}`,
+          }),
+        );
+      }
+    }
+    const client = await connect('client');
+    buses.push(client);
+    await Promise.all(buses.map((bus) => bus.flush()));
+    return {
+      server,
+      client,
+      errors,
+      children,
+      calls: () => models.reduce((n, m) => n + m.calls, 0),
+      coordinatorCpuMs: () => {
+        const each = children.map((child) => (child.pid === undefined ? null : processCpuMs(child.pid)));
+        return each.some((ms) => ms === null) ? null : each.reduce<number>((sum, ms) => sum + ms!, 0);
+      },
+      async stop() {
+        for (const child of children) child.kill('SIGKILL');
+        await Promise.all(workers.map((worker) => worker.stop('abort')));
+        await Promise.all(buses.map((bus) => bus.close()));
+        await server.stop();
+      },
+    };
+  } catch (error) {
+    for (const child of children) child.kill('SIGKILL');
+    await server.stop();
+    throw error;
+  }
+}
+
+/** Submits runs one after another on one lane until `stopping()`; each waits for its run's end. */
+async function lane(client: Bus, settings: ConductorSettings, stopping: () => boolean): Promise<void> {
+  const options = {
+    maxSteps: settings.maxSteps,
+    maxRetriesPerStep: settings.maxRetriesPerStep,
+    maxParallelSteps: 1,
+  };
+  while (!stopping()) {
+    let closing: Promise<{ type: string }>;
+    try {
+      ({ closing } = await submitAndFollow(client, { task: TASK, options }, () => {}, { timeoutMs: 30_000 }));
+    } catch (error) {
+      if (stopping()) return;
+      throw error;
+    }
+    const last = await closing.catch((error: unknown) =>
+      stopping() ? { type: 'stopped' } : Promise.reject(error),
+    );
+    if (!stopping() && last.type !== 'run.completed') throw new Error(`conductor: a run ended ${last.type}`);
+  }
+}
+
+/** Calls per second with `coordinators` coordinator processes. */
+async function measureSetup(settings: ConductorSettings, coordinators: number): Promise<ConductorFigures> {
+  const deployment = await deploy(settings, coordinators, 0, `conductor-${coordinators}`);
+  let stopping = false;
+  try {
+    const lanes = Array.from({ length: settings.runsInFlight }, () =>
+      lane(deployment.client, settings, () => stopping),
+    );
+    const failed = Promise.all(lanes).then(
+      () => null,
+      (error: unknown) => error,
+    );
+    await Promise.race([sleep(settings.warmupMs), failed]);
+    const before = {
+      calls: deployment.calls(),
+      cpu: process.cpuUsage(),
+      coordinators: deployment.coordinatorCpuMs(),
+      server: deployment.server.cpuMs(),
+      at: performance.now(),
+    };
+    await Promise.race([sleep(settings.windowMs), failed]);
+    const windowMs = performance.now() - before.at;
+    const modelCalls = deployment.calls() - before.calls;
+    const cpu = process.cpuUsage(before.cpu);
+    const coordinatorsAfter = deployment.coordinatorCpuMs();
+    const serverAfter = deployment.server.cpuMs();
+    stopping = true;
+    const failure = await Promise.race([failed, sleep(100).then(() => null)]);
+    if (failure !== null) throw failure;
+    if (deployment.errors.length > 0) throw new Error(`conductor: ${deployment.errors.join('; ')}`);
+    const share = (from: number | null, to: number | null) =>
+      from === null || to === null ? null : ((to - from) * 100) / windowMs;
+    return {
+      coordinators,
+      modelCalls,
+      windowMs,
+      callsPerSecond: (modelCalls * 1000) / windowMs,
+      benchCpuPercent: (cpu.user + cpu.system) / 10 / windowMs,
+      coordinatorCpuPercent: share(before.coordinators, coordinatorsAfter),
+      coordinatorCpuMsPerCall:
+        before.coordinators === null || coordinatorsAfter === null || modelCalls === 0
+          ? null
+          : (coordinatorsAfter - before.coordinators) / modelCalls,
+      serverCpuPercent: share(before.server, serverAfter),
+    };
+  } finally {
+    stopping = true;
+    await deployment.stop();
+  }
+}
+
+/** One coordinator process holding `heldRuns` runs, each waiting on a model call that does not end. */
+async function measureHeld(settings: ConductorSettings): Promise<ConductorResults['held']> {
+  const deployment = await deploy(
+    { ...settings, workerConcurrency: Math.ceil(settings.heldRuns / settings.workersPerRole) + 1 },
+    1,
+    NEVER_MS,
+    'conductor-held',
+  );
+  try {
+    const pid = deployment.children[0]?.pid;
+    await sleep(1_000);
+    const rssBeforeBytes = procStatus(pid, 'VmRSS');
+    if (rssBeforeBytes === null) return null;
+    const options = { maxSteps: settings.maxSteps, maxRetriesPerStep: settings.maxRetriesPerStep };
+    const follows: (() => void)[] = [];
+    for (let i = 0; i < settings.heldRuns; i += 50) {
+      const batch = await Promise.all(
+        Array.from({ length: Math.min(50, settings.heldRuns - i) }, () =>
+          submitAndFollow(deployment.client, { task: TASK, options }, () => {}, { timeoutMs: 30_000 }),
+        ),
+      );
+      for (const run of batch) {
+        run.closing.catch(() => undefined); // ended by the stop below
+        follows.push(run.stop);
+      }
+    }
+    // Every run has asked for its plan once the planners hold one call per run.
+    await sleep(3_000);
+    const rssAfterBytes = procStatus(pid, 'VmRSS') ?? rssBeforeBytes;
+    for (const stop of follows) stop();
+    return {
+      runs: settings.heldRuns,
+      rssBeforeBytes,
+      rssAfterBytes,
+      bytesPerRun: (rssAfterBytes - rssBeforeBytes) / settings.heldRuns,
+    };
+  } finally {
+    await deployment.stop();
+  }
+}
+
+/** Runs the section: one coordinator, two, then the runs one holds. */
+export async function measureConductor(settings: ConductorSettings): Promise<ConductorResults> {
+  const one = await measureSetup(settings, 1);
+  process.stderr.write(`1 coordinator ${one.callsPerSecond.toFixed(0)} calls/s… `);
+  const two = await measureSetup(settings, 2);
+  process.stderr.write(`2 coordinators ${two.callsPerSecond.toFixed(0)} calls/s… `);
+  const held = await measureHeld(settings);
+  const { dir: _dir, ...rest } = settings;
+  return { settings: rest, one, two, ratio: two.callsPerSecond / one.callsPerSecond, held };
+}
+
+/** The section's lines in the report. */
+export function conductorLines(
+  r: ConductorResults | { skipped: string },
+  table: (header: readonly string[], rows: readonly (readonly string[])[]) => string,
+): string[] {
+  if ('skipped' in r) return [`11. Coordinators: skipped (${r.skipped})`, ''];
+  const s = r.settings;
+  const pct = (n: number | null) => (n === null ? '-' : `${n.toFixed(0)} %`);
+  const row = (f: ConductorFigures) => [
+    String(f.coordinators),
+    Math.round(f.callsPerSecond).toLocaleString('en-US'),
+    pct(f.coordinatorCpuPercent),
+    f.coordinatorCpuMsPerCall === null ? '-' : f.coordinatorCpuMsPerCall.toFixed(2),
+    pct(f.benchCpuPercent),
+    pct(f.serverCpuPercent),
+  ];
+  const mib = (bytes: number) => `${(bytes / 2 ** 20).toFixed(1)} MiB`;
+  return [
+    `11. Coordinators on NATS (each its own process; ${s.workersPerRole} workers per role × ${s.workerConcurrency} at once, demo model`,
+    `    answering at once; ${s.runsInFlight} runs kept in flight; model calls answered in ${s.windowMs / 1000} s after ${s.warmupMs / 1000} s)`,
+    table(
+      ['coordinators', 'calls/s', 'coordinators CPU', 'CPU ms/call', 'workers+client CPU', 'server CPU'],
+      [row(r.one), row(r.two)],
+    ),
+    `    two over one: ${r.ratio.toFixed(2)}× (target ≥ 1.8×)`,
+    r.held === null
+      ? '    runs held by one coordinator: not measured (no /proc)'
+      : `    one coordinator holding ${r.held.runs} runs (each at its plan call): RSS ${mib(r.held.rssBeforeBytes)} → ${mib(r.held.rssAfterBytes)}, ${(r.held.bytesPerRun / 1024).toFixed(1)} KiB per run`,
+    '',
+  ];
+}
