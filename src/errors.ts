@@ -18,6 +18,13 @@ export class ConfigurationError extends PgeError {
 }
 
 /**
+ * The server refused this connection's credential a publish or a subscription (a NATS permissions
+ * violation): the credential is another role's, or older than the subject. Asking again cannot
+ * help, so, like any configuration error, CLI exit code 2.
+ */
+export class PermissionDeniedError extends ConfigurationError {}
+
+/**
  * A run that cannot be resumed from its log: the file is not a run's log, the run has ended, the
  * log is damaged beyond a torn last write, or it disagrees with the code that replays it. Detected
  * before any model is asked or anything is written, so, like any configuration error, CLI exit code 2.

@@ -8,6 +8,7 @@ import {
   ConfigurationError,
   describeError,
   EventSeqTakenError,
+  PermissionDeniedError,
   UnansweredRequestError,
 } from '../errors.js';
 import type { RunEvent } from '../schemas/index.js';
@@ -561,6 +562,11 @@ export class NatsBus implements Bus, StoredMessages {
     } catch (error) {
       if (hasCause(error, natsErrors.NoRespondersError))
         throw new UnansweredRequestError(`no responders on ${subject}`);
+      // Not a transport failure: this credential may not ask there, however often it tries.
+      if (hasCause(error, natsErrors.PermissionViolationError))
+        throw new PermissionDeniedError(busError(error, `request on ${subject} failed`).message, {
+          cause: error,
+        });
       if (hasCause(error, natsErrors.TimeoutError)) {
         throw new UnansweredRequestError(`request on ${subject} timed out after ${timeoutMs} ms`, {
           cause: error,
