@@ -5,6 +5,7 @@ import { NatsBus } from '../bus/nats-bus.js';
 import { RESUME_ANSWER_MS, subjects } from '../bus/subjects.js';
 import { ConfigurationError, errorFromInfo } from '../errors.js';
 import { DemoModel, titledDeliverable } from '../roles/demo-model.js';
+import { NoCoordinatorError, unlessNoCoordinator } from '../runtime/coordinator-ping.js';
 import { readCrashedLog } from '../runtime/crashed-log.js';
 import type { Role, RunEvent, RunEventOf } from '../schemas/index.js';
 import { ID_PATTERN, OPTION_DEFAULTS } from '../schemas/setting-values.js';
@@ -79,8 +80,16 @@ async function resumeRemote(runId: string, servers: string, line: CommandLine, i
   const connection = natsOptionsOf(line.flags, io.env);
   const bus = await NatsBus.connect({ ...connection, servers, name: 'pge-resume' });
   try {
+    // A ping beside it: on a secured server no coordinator is silence for RESUME_ANSWER_MS, not "no responders".
+    const asked = bus.request(subjects.resume, { runId }, { timeoutMs: RESUME_ANSWER_MS });
     const reply = RunResumeReply.parse(
-      await bus.request(subjects.resume, { runId }, { timeoutMs: RESUME_ANSWER_MS }),
+      await unlessNoCoordinator(bus, asked).catch((error: unknown) => {
+        if (!(error instanceof NoCoordinatorError)) throw error;
+        throw new NoCoordinatorError(
+          `no coordinator answered the resume of run ${runId}: is one running? (pge worker --role coordinator; ${error.message})`,
+          { cause: error },
+        );
+      }),
     );
     if ('error' in reply) throw errorFromInfo(reply.error);
     io.stderr.write(

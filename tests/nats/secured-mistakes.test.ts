@@ -137,6 +137,16 @@ describe('a worker whose credential cannot serve its role', () => {
         /^pge: no coordinator answered the submission of run \S+: is one running\? \(pge worker --role coordinator; no coordinator answered a ping within \d+ ms\)$/,
       ),
     ]);
+    // So does a resume.
+    const asked = Date.now();
+    const resume = startPge(['resume', 'pge-some-run', '--nats', nats.url, '--creds', nats.creds.client], {});
+    expect(await exitWithin(resume, 15_000), resume.stderr()).toBe(3);
+    expect(Date.now() - asked).toBeLessThan(5_000);
+    expect(linesOf(resume.stderr())).toEqual([
+      expect.stringMatching(
+        /^pge: no coordinator answered the resume of run pge-some-run: is one running\? \(pge worker --role coordinator; no coordinator answered a ping within \d+ ms\)$/,
+      ),
+    ]);
   }, 30_000);
 
   // Last: the rotation revokes every credential of the deployment, the coordinator's too.
