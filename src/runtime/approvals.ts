@@ -94,18 +94,39 @@ export async function decide(
     by: decision.by,
     ts: new Date().toISOString(),
   });
+  return untilRecorded(
+    bus,
+    runId,
+    (events) =>
+      events.find(
+        (e): e is RunEventOf<'approval.decided'> =>
+          e.type === 'approval.decided' && e.payload.requestId === at.requestId,
+      ),
+    timeoutMs,
+    () =>
+      new DecisionNotAppliedError(
+        `no coordinator recorded the decision for run ${runId} within ${timeoutMs} ms: is one running? (the run waits at its ${at.gate} still; decide again once one is)`,
+      ),
+  );
+}
+
+/**
+ * What `pick` finds among run `runId`'s stored events, read again every 100 ms until it finds
+ * something; after `timeoutMs` without, throws `timedOut()`. For a command that sent a run's
+ * coordinator something and waits until it is recorded (a decision, a cancel).
+ */
+export async function untilRecorded<T>(
+  bus: StoredMessages,
+  runId: string,
+  pick: (events: RunEvent[]) => T | undefined,
+  timeoutMs: number,
+  timedOut: () => Error,
+): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
-    const events = await readRunEvents(bus, runId);
-    const recorded = events.find(
-      (e): e is RunEventOf<'approval.decided'> =>
-        e.type === 'approval.decided' && e.payload.requestId === at.requestId,
-    );
-    if (recorded !== undefined) return recorded;
-    if (Date.now() > deadline)
-      throw new DecisionNotAppliedError(
-        `no coordinator recorded the decision for run ${runId} within ${timeoutMs} ms: is one running? (the run waits at its ${at.gate} still; decide again once one is)`,
-      );
+    const found = pick(await readRunEvents(bus, runId));
+    if (found !== undefined) return found;
+    if (Date.now() > deadline) throw timedOut();
     await sleep(100);
   }
 }

@@ -1,4 +1,3 @@
-import { setTimeout as sleep } from 'node:timers/promises';
 import type { Bus, StoredMessages } from '../bus/bus.js';
 import { readRunEvents } from '../bus/channels.js';
 import { CANCEL_ANSWER_MS, subjects } from '../bus/subjects.js';
@@ -6,6 +5,7 @@ import { ConfigurationError, UnansweredRequestError } from '../errors.js';
 import type { RunEventOf } from '../schemas/index.js';
 import { isClosingEvent } from '../schemas/index.js';
 import { type RunCancelReply, RunCancelReply as RunCancelReplySchema } from '../schemas/submission.js';
+import { untilRecorded } from './approvals.js';
 
 /**
  * Cancelling a run of a distributed deployment from outside it (`pge cancel`): the run is looked
@@ -58,14 +58,15 @@ export async function cancelRun(
       { cause: error },
     );
   }
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const closing = (await readRunEvents(bus, runId)).find(isClosingEvent);
-    if (closing !== undefined) return { owner: reply.owner, closing };
-    if (Date.now() > deadline)
-      throw new UnansweredRequestError(
+  const closing = await untilRecorded(
+    bus,
+    runId,
+    (stored) => stored.find(isClosingEvent),
+    timeoutMs,
+    () =>
+      new UnansweredRequestError(
         `coordinator ${reply.owner} took the cancel of run ${runId}, but its closing event is not stored after ${timeoutMs} ms`,
-      );
-    await sleep(100);
-  }
+      ),
+  );
+  return { owner: reply.owner, closing };
 }

@@ -4,13 +4,14 @@ import type { RunEventOf } from '../../src/schemas/index.js';
 import {
   closedRun,
   passingAnswer,
+  pgeAsClient,
   schemaOf,
   startDeployment,
   submitRun,
   type TestDeployment,
   until,
 } from '../support/deployment.js';
-import { type PgeProcess, startPge } from '../support/processes.js';
+import type { PgeProcess } from '../support/processes.js';
 import { storedEvents } from '../support/stored-events.js';
 
 /**
@@ -39,12 +40,7 @@ afterAll(async () => {
   expect(refusals).toEqual([expect.stringMatching(/Publish.*pge\.runs\.cancel/)]);
 }, 60_000);
 
-/** Runs `pge <args>` as a client of the deployment; resolves with its exit code and output. */
-async function pge(args: string[], creds = d.nats.creds.client) {
-  const cli = startPge([...args, '--nats', d.nats.url, '--creds', creds], {});
-  const code = await cli.exited();
-  return { code, stdout: cli.stdout(), stderr: cli.stderr() };
-}
+const pge = (args: string[]) => pgeAsClient(d, args);
 
 const works = () => d.openai.completions().filter((r) => schemaOf(r.body) === 'pge_work');
 
