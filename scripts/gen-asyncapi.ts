@@ -106,9 +106,12 @@ function streamLayout(name: string): { stream: string; subjects: string } {
 const EVENT_SUMMARIES: Record<RunEventType, string> = {
   'run.started': 'A run began: its task, log path and settings (limits, budgets, models).',
   'plan.requested': 'Work item for the planner: plan the task (or replan after an exhausted step).',
-  'plan.created': 'The plan the run follows, with the threshold the harness enforces for each criterion.',
+  'plan.created':
+    'The plan the run follows, with the threshold the harness enforces for each criterion; `given` when it came from a file or the API, not the planner.',
   'plan.truncated': 'The plan had more steps than maxSteps and was cut; names the steps dropped.',
   'step.started': 'A step of the plan began.',
+  'step.carried':
+    'A step kept from the run this one continues (pge continue): it passed there and is not run again.',
   'step.contract.requested': "Work item for the generator: propose (or revise) a step's contract.",
   'step.contract.proposed': "The generator's contract proposal for one negotiation round.",
   'step.review.requested': 'Work item for the evaluator: review a contract proposal.',

@@ -6,7 +6,7 @@ import { z } from 'zod';
 import { ConfigurationError } from '../errors.js';
 import type { Model } from '../roles/model.js';
 import { DEFAULT_PRICES, priceOf } from '../roles/pricing.js';
-import type { Role, RunActing, RunEvent } from '../schemas/index.js';
+import type { GivenPlan, Role, RunActing, RunEvent } from '../schemas/index.js';
 import { OPTION_DEFAULTS, ROLES } from '../schemas/setting-values.js';
 import {
   FollowSettings,
@@ -18,6 +18,7 @@ import {
 } from '../schemas/settings.js';
 import { McpServers } from '../tools/mcp.js';
 import { type Validator, type ValidatorFunction, validatorName } from '../tools/validators.js';
+import { givenPlanOf } from './plan-file.js';
 
 /** A new harness id (option `id`'s default): `planner-generator-evaluator-<32 hex digits>`. */
 export function newHarnessId(): string {
@@ -127,6 +128,24 @@ export const PgeOptionsSchema = z.strictObject({
   maxDurationMs: run.maxDurationMs.optional(),
   callTimeoutMs: run.callTimeoutMs.default(D.callTimeoutMs),
   criteria: run.criteria.default(null),
+  /**
+   * The plan to run, instead of asking the planner (`--plan`): a plan document (`PlanDocument`,
+   * `schemas/plan.schema.json`), the path of one, or of a pge log (its latest plan). It gets the
+   * checks a planner's plan gets; its rubric stands unless `criteria` is given.
+   */
+  plan: z
+    .union([z.string().min(1), z.looseObject({})])
+    .nullable()
+    .default(null)
+    .transform((value, ctx): GivenPlan | null => {
+      if (value === null) return null;
+      try {
+        return givenPlanOf(value);
+      } catch (error) {
+        ctx.addIssue({ code: 'custom', message: (error as Error).message });
+        return z.NEVER;
+      }
+    }),
   /**
    * Gates where the run waits for a person (`--approve plan,contract,step`): on the terminal when
    * `pge run` has one, else through `approve(runId, gate, decision)`; on NATS, `pge approve`.

@@ -5,22 +5,33 @@ import { basename, dirname, extname, join, resolve } from 'node:path';
 import type { InspectionEvent } from 'xstate';
 import { subscribeEvents } from '../bus/channels.js';
 import { ConfigurationError, errorFromInfo, type LogWriteError, ResumeError } from '../errors.js';
+import { resolveCriteria } from '../machines/guards.js';
 import type { RunOutcome } from '../machines/run-machine.js';
-import { readLogRunId } from '../persistence/log-reader.js';
+import { readLogFile, readLogRunId } from '../persistence/log-reader.js';
 import type { Model } from '../roles/model.js';
 import { OpenAIModel } from '../roles/openai-model.js';
 import { readCrashedLog } from '../runtime/crashed-log.js';
 import { createEmbeddedRuntime, type EmbeddedRuntime } from '../runtime/embedded.js';
 import type { ForkSettings } from '../runtime/fork-log.js';
 import { newRunId } from '../runtime/run-id.js';
-import { ReplayDivergence, type RunHandle, readRecordedRun, runSettingsOf } from '../runtime/runs.js';
+import {
+  ReplayDivergence,
+  type RunHandle,
+  type RunSpec,
+  readRecordedRun,
+  runSettingsOf,
+} from '../runtime/runs.js';
 import { checkTask } from '../runtime/task.js';
 import {
   ApprovalDecision,
   type ApprovalGate,
+  type GivenPlan,
+  type PlanDocumentInput,
+  planOfDocument,
   type Role,
   type RunActing,
   type RunEvent,
+  type RunEventOf,
 } from '../schemas/index.js';
 import { otlpRequested } from '../telemetry/otlp-env.js';
 import type { RunTracing } from '../telemetry/run-tracing.js';
@@ -36,6 +47,7 @@ import {
   workingDirectoryOf,
 } from './options.js';
 import { formatOutput, type OutputType, type RunOutput } from './output.js';
+import { givenPlanOf } from './plan-file.js';
 import { buildResult, type HarnessResult } from './result.js';
 
 /**
@@ -52,6 +64,18 @@ export interface ForkOptions {
   logPath?: string;
   /** Settings that differ from the parent's (its recorded ones stand for the rest). */
   settings?: ForkSettings;
+}
+
+/** Options of `continue`. */
+export interface ContinueOptions {
+  /**
+   * The plan the new run follows, if not the earlier run's (an edited copy): a path, a plan
+   * document, or one already read. Steps it adds run, steps it drops are gone, steps it changes
+   * run again, with every step that depends on them; so does every step if it changes the rubric.
+   */
+  plan?: string | PlanDocumentInput | GivenPlan;
+  /** The new run's log (default `<workingDirectory>/pge_shared_state_<runId>.md`); never overwritten. */
+  logPath?: string;
 }
 
 export class PlannerGeneratorEvaluator<T extends OutputType = OutputType> {
@@ -216,6 +240,45 @@ export class PlannerGeneratorEvaluator<T extends OutputType = OutputType> {
     }
   }
 
+  /**
+   * Carries a job on (`pge continue`): a new run, with its own id and log, of the plan of the ended
+   * run logged at `logPath` (or of `options.plan`, an edited copy). No planner is asked. The steps
+   * that passed are kept, with their artifacts and the files of the run's workspace, which the new
+   * run's starts as a copy of; a step that failed or was exhausted runs again, and so does every
+   * step that depends on a step that runs. The new run's log names the earlier one, and its job: the
+   * earlier run's, one run further. Settings are this instance's. Returns what `run` returns.
+   *
+   * Throws `ResumeError` when the log holds no ended run (a run whose process died is resumed,
+   * not continued), `ConfigurationError` when the plan is bad or every step already passed.
+   */
+  async continue(logPath: string, options: ContinueOptions = {}): Promise<RunOutput<T>> {
+    const path = resolve(logPath);
+    const { continuationOf, copyWorkspace } = await import('../runtime/continue-run.js');
+    const events = await readLogFile(path).catch((error: Error) => {
+      throw new ResumeError(`cannot continue ${path}: ${error.message}`, { cause: error });
+    });
+    const edited = options.plan === undefined ? null : givenPlanOf(options.plan);
+    const o = this.options;
+    const continuation = await continuationOf(events, path, edited, (document) =>
+      resolveCriteria(
+        o.criteria ?? planOfDocument(document).criteria,
+        o.defaultThresholds,
+        o.fallbackThreshold,
+      ),
+    );
+    const runId = newRunId();
+    const log = resolve(options.logPath ?? join(o.workingDirectory, `pge_shared_state_${runId}.md`));
+    const acting = actingOf(o, runId);
+    if (o.tools)
+      await copyWorkspace(
+        events[0] as RunEventOf<'run.started'>,
+        join(o.workingDirectory, WORKSPACES_DIR),
+        acting.workspace,
+      );
+    const { plan, continues, job, task } = continuation;
+    return this.runOne(task, log, false, { runId, plan, continues, job });
+  }
+
   /** Runs tasks one after another, each with its own run id and log; returns their outputs. */
   async batchedRun(tasks: readonly string[]): Promise<RunOutput<T>[]> {
     for (const task of tasks) checkTask(task, this.options.maxTaskBytes);
@@ -297,9 +360,15 @@ export class PlannerGeneratorEvaluator<T extends OutputType = OutputType> {
     await stop?.();
   }
 
-  private async runOne(task: string, fixedPath: string | null, batch = false): Promise<RunOutput<T>> {
+  /** Starts a run of `task` and waits for it; a continued run (`continue`) comes with its id, plan, job and the run it continues. */
+  private async runOne(
+    task: string,
+    fixedPath: string | null,
+    batch = false,
+    continued?: { runId: string } & Pick<RunSpec, 'plan' | 'continues' | 'job'>,
+  ): Promise<RunOutput<T>> {
     checkTask(task, this.options.maxTaskBytes);
-    const runId = newRunId();
+    const runId = continued?.runId ?? newRunId();
     const logPath = fixedPath ?? this.defaultLogPath(runId, batch);
     // Checked before any model is called: the directory may have gone since the options were
     // checked, and a file there means the run id was used already (a log is never reused).
@@ -313,6 +382,9 @@ export class PlannerGeneratorEvaluator<T extends OutputType = OutputType> {
       task,
       logPath,
       ...runSettingsOf(o),
+      ...(continued === undefined
+        ? {}
+        : { plan: continued.plan, continues: continued.continues, job: continued.job }),
       models: this.modelNames,
       acting: actingOf(o, runId),
     });

@@ -14,6 +14,7 @@ import type {
   ResultRejectionReason,
   RoleResult,
   RunActing,
+  RunJob,
 } from '../schemas/index.js';
 import { OPTION_DEFAULTS } from '../schemas/index.js';
 import type { RunTracing } from '../telemetry/run-tracing.js';
@@ -49,6 +50,8 @@ export interface RunSpec extends Omit<RunInput, 'startedAt'> {
   approvalDeadline: { timeoutMs: number; policy: ApprovalTimeoutPolicy } | null;
   /** The acting roles' tools, validators and workspace, when this process holds the workers (`run.started`'s `acting`). */
   acting?: RunActing;
+  /** The job the run belongs to when it carries one on (`pge continue`); absent: a job of its own. */
+  job?: RunJob;
 }
 
 /** The options a run's settings are taken from (a subset of the API's resolved options). */
@@ -65,6 +68,7 @@ export type RunSettingsSource = Pick<
 > & {
   criteria?: RunInput['criteria'] | undefined;
   approve?: RunInput['approve'] | undefined;
+  plan?: RunInput['plan'] | undefined;
   maxCostUsd?: number | undefined;
   maxTokens?: number | undefined;
   maxDurationMs?: number | undefined;
@@ -86,6 +90,8 @@ export function runSettingsOf(o: RunSettingsSource): Omit<RunSpec, 'runId' | 'ta
     fallbackThreshold: o.fallbackThreshold,
     criteria: o.criteria ?? null,
     approve: o.approve ?? [],
+    plan: o.plan ?? null,
+    continues: null,
     budgets: {
       maxCostUsd: o.maxCostUsd ?? null,
       maxTokens: o.maxTokens ?? null,
@@ -168,13 +174,18 @@ export function resumedSpec({ runId, started }: RecordedRun, options: ResumeOpti
     approve,
     approvalDeadline,
     maxParallelSteps,
+    plan,
     ...rest
   } = settings;
+  const { job, continues } = started.payload;
   return {
     runId,
     task,
     logPath: options.logPath ?? logPath,
     ...rest,
+    plan: plan ?? null,
+    continues: continues ?? null,
+    ...(job === undefined ? {} : { job }),
     criteria: criteria ?? null,
     approve: approve ?? [],
     approvalDeadline: approvalDeadline ?? null,

@@ -112,8 +112,11 @@ const REQUEST_OF_ANSWER: Record<Exclude<AnswerEvent['type'], 'role.failed'>, Rol
   'step.evaluation.invalid': 'step.evaluation.requested',
 };
 
+/** An answer event; a given plan's `plan.created` answers no request (the chart records it, no planner was asked). */
 const isAnswer = (event: RunEvent): event is AnswerEvent =>
-  event.type === 'role.failed' || Object.hasOwn(REQUEST_OF_ANSWER, event.type);
+  event.type === 'role.failed' ||
+  (Object.hasOwn(REQUEST_OF_ANSWER, event.type) &&
+    !(event.type === 'plan.created' && event.payload.given !== undefined));
 
 const epochMs = (event: RunEvent): number => Date.parse(event.ts);
 

@@ -41,7 +41,18 @@ function startedDraft(
   spec: RunSpec,
   traceparent: string | undefined,
 ): Extract<RunEventDraft, { type: 'run.started' }> {
-  const { runId: _, models, callTimeoutMs, approvalDeadline, acting, task, logPath, ...settings } = spec;
+  const {
+    runId: _,
+    models,
+    callTimeoutMs,
+    approvalDeadline,
+    acting,
+    task,
+    logPath,
+    job,
+    continues,
+    ...settings
+  } = spec;
   return {
     type: 'run.started',
     payload: {
@@ -63,7 +74,10 @@ function startedDraft(
         ...(approvalDeadline === null ? {} : { approvalDeadline }),
         models,
         ...(acting === undefined ? {} : { acting }),
+        ...(settings.plan === null ? {} : { plan: settings.plan }),
       },
+      ...(job === undefined ? {} : { job }),
+      ...(continues === null ? {} : { continues }),
       ...(traceparent === undefined ? {} : { traceparent }),
     },
   };

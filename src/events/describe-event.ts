@@ -68,7 +68,13 @@ function totals(p: RunEventOf<'run.completed'>['payload']): { steps: string; usa
 const DESCRIBERS: { readonly [T in RunEventType]: (event: RunEventOf<T>) => EventDescription } = {
   'run.started': (e) => {
     const { parent, logPath, task } = e.payload;
-    const fork = parent === undefined ? '' : ` (a fork of run ${parent.runId} from step ${parent.fromStep})`;
+    const { job, continues } = e.payload;
+    const fork =
+      parent !== undefined
+        ? ` (a fork of run ${parent.runId} from step ${parent.fromStep})`
+        : continues !== undefined
+          ? ` (run ${job?.run ?? 2} of job ${job?.id ?? continues.runId}, continuing run ${continues.runId})`
+          : '';
     return described(null, `run ${e.runId} started${fork}; log: ${logPath}`, 'milestone', task);
   },
   'plan.requested': ({ payload: { input } }) =>
@@ -85,9 +91,14 @@ const DESCRIBERS: { readonly [T in RunEventType]: (event: RunEventOf<T>) => Even
       }`,
       'detail',
     ),
-  'plan.created': ({ payload: { plan, criteria, replan } }) => {
+  'plan.created': ({ payload: { plan, criteria, replan, given } }) => {
     const rubric = criteria.map((c) => `${c.name} >= ${c.threshold}`).join(', ');
-    const head = replan > 0 ? `plan revised (replan ${replan})` : 'plan created';
+    const head =
+      replan > 0
+        ? `plan revised (replan ${replan})`
+        : given === undefined
+          ? 'plan created'
+          : `plan given${given.file === null ? '' : ` (${given.file})`}, not planned`;
     return described(
       null,
       `${head}: ${plural(plan.steps.length, 'step')}; thresholds: ${rubric}`,
@@ -97,6 +108,8 @@ const DESCRIBERS: { readonly [T in RunEventType]: (event: RunEventOf<T>) => Even
   'plan.truncated': ({ payload: p }) =>
     described(null, `plan cut from ${p.from} to ${p.to} steps (maxSteps)`, 'milestone'),
   'step.started': ({ payload: p }) => described(p.stepNumber, `started: ${p.title}`, 'progress'),
+  'step.carried': ({ payload: p }) =>
+    described(p.stepNumber, `kept: ${p.title} (passed in run ${p.fromRunId})`, 'progress'),
   'step.contract.requested': ({ payload: { input } }) =>
     described(input.stepNumber, `generator: contract proposal requested (round ${input.round})`, 'detail'),
   'step.review.requested': ({ payload: { input } }) =>

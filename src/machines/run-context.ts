@@ -1,6 +1,4 @@
 import type {
-  ApprovalGate,
-  Budgets,
   Criterion,
   DependencyArtifact,
   ErrorInfo,
@@ -15,7 +13,16 @@ import type {
   RunTotals,
   StepInFlight,
 } from '../schemas/index.js';
-import { type BudgetName, exhaustionPolicy } from './guards.js';
+import {
+  type ApprovalGate,
+  type Budgets,
+  type CarriedStep,
+  type GivenPlan,
+  planOfDocument,
+  type RunContinuation,
+  ZERO_USAGE,
+} from '../schemas/index.js';
+import { type BudgetName, exhaustionPolicy, resolveCriteria } from './guards.js';
 import type { BudgetState, RecordParams, StepInput, StepOutcome } from './types.js';
 
 /**
@@ -44,6 +51,10 @@ export interface RunInput {
   callTimeoutMs: number;
   /** Steps that may run side by side (`--parallel`); 1: one at a time, in plan order. */
   maxParallelSteps: number;
+  /** The plan the run was given (`--plan`, `pge continue`): its first plan asks no planner. Null: the planner plans. */
+  plan: GivenPlan | null;
+  /** The run this one carries on (`pge continue`): the steps it keeps from it pass without running. Null: none. */
+  continues: RunContinuation | null;
   /** Epoch ms the run started (the machine reads no clock). */
   startedAt: number;
 }
@@ -100,6 +111,83 @@ export interface RunContext {
   error: ErrorInfo | null;
 }
 
+/**
+ * The outcomes a continued run starts with: one per step it keeps, passed on its kept attempt,
+ * in the given plan's order (`CarriedStep`). No spend: it was the earlier run's.
+ */
+export function carriedOutcomes(input: RunInput, budget: BudgetState): StepOutcome[] {
+  const carried = input.continues?.carried ?? [];
+  const steps = input.plan?.document.steps ?? [];
+  return carried.map((c: CarriedStep) => ({
+    status: 'passed',
+    stepId: c.stepId,
+    stepNumber: steps.findIndex((s) => s.id === c.stepId) + 1,
+    title: c.title,
+    contract: c.contract,
+    rounds: [],
+    attempts: [c.attempt],
+    best: 0,
+    usage: ZERO_USAGE,
+    budget,
+    stoppedBy: null,
+    error: null,
+    carriedFrom: c.runId,
+  }));
+}
+
+/** The run's first plan, when it was given: no planner is asked for it. */
+export function givenPlanDue(context: RunContext): boolean {
+  return context.input.plan !== null && context.plan === null;
+}
+
+/** The plan a run takes (given, or the planner's) and its rubric, thresholds resolved; a fixed rubric stands. */
+export function takePlan(context: RunContext, plan: Plan): Pick<RunContext, 'plan' | 'criteria'> {
+  const { criteria, defaultThresholds, fallbackThreshold } = context.input;
+  return {
+    plan: criteria ? { ...plan, criteria } : plan,
+    criteria: resolveCriteria(criteria ?? plan.criteria, defaultThresholds, fallbackThreshold),
+  };
+}
+
+/** The given plan, taken as the run's, and its `plan.created`, which says it was given. */
+export function takeGivenPlan(context: RunContext): Pick<RunContext, 'plan' | 'criteria'> {
+  return takePlan(context, planOfDocument(context.input.plan!.document));
+}
+
+/** The `plan.created` of the plan just taken (`given` when it was the run's given plan). */
+export function planCreatedEvent(context: RunContext, given: boolean): RecordParams {
+  return {
+    type: 'plan.created',
+    payload: {
+      plan: context.plan!,
+      criteria: context.criteria,
+      replan: context.replans,
+      ...(given ? { given: { file: context.input.plan!.file } } : {}),
+    },
+  };
+}
+
+/** The ready step was kept from the run this one continues (and has not run here since). */
+export function readyStepCarried(context: RunContext): boolean {
+  const step = readyStep(context);
+  return step !== undefined && latest(context, step.id)?.carriedFrom !== undefined;
+}
+
+/** The `step.carried` of the ready step, kept from the run this one continues. */
+export function stepCarriedEvent(context: RunContext): RecordParams {
+  const step = readyStep(context)!;
+  const outcome = latest(context, step.id)!;
+  return {
+    type: 'step.carried',
+    payload: {
+      stepId: step.id,
+      stepNumber: context.plan!.steps.indexOf(step) + 1,
+      title: step.title,
+      fromRunId: outcome.carriedFrom!,
+    },
+  };
+}
+
 /** The replans the run has left (`maxReplans` less those made). */
 export function replansLeft(context: RunContext): number {
   return context.input.maxReplans - context.replans;
@@ -111,7 +199,7 @@ export function exhaustionPolicyOf(context: RunContext): ExhaustionPolicy {
 }
 
 /** The latest outcome of a step id, if it ran. */
-export function latest(context: RunContext, stepId: string): StepOutcome | undefined {
+export function latest(context: Pick<RunContext, 'outcomes'>, stepId: string): StepOutcome | undefined {
   for (let i = context.outcomes.length - 1; i >= 0; i--)
     if (context.outcomes[i]!.stepId === stepId) return context.outcomes[i];
   return undefined;

@@ -10,32 +10,39 @@ import {
 import { describeError } from '../errors.js';
 import { type StepInFlight, ZERO_USAGE } from '../schemas/index.js';
 import { type CallLogic, type CallName, callDeadline, notProvided } from './calls.js';
-import { budgetBroken, resolveCriteria } from './guards.js';
+import { budgetBroken } from './guards.js';
 import {
   allStepsEnded,
   budgetMessage,
   cancelledEvent,
+  carriedOutcomes,
   completedEvent,
   errorMessage,
   exhaustionPolicyOf,
   failedEvent,
+  givenPlanDue,
   interruptedEvent,
   latest,
+  planCreatedEvent,
   planSummary,
   type RunContext,
   type RunInput,
   type RunOutcome,
   type RunStopEvent,
   readyStep,
+  readyStepCarried,
   replanAfter,
   replanDisapproved,
   replansLeft,
   runOutcome,
   started,
   stepActorId,
+  stepCarriedEvent,
   stepInput,
   stepStartedEvent,
   store,
+  takeGivenPlan,
+  takePlan,
 } from './run-context.js';
 import { stepMachine } from './step-machine.js';
 import {
@@ -118,6 +125,10 @@ export const runMachine = setup({
     aStepIsReady: ({ context }) => readyStep(context) !== undefined,
     /** Fewer steps run than `maxParallelSteps`. */
     aSlotIsFree: ({ context }) => context.running.length < context.input.maxParallelSteps,
+    /** The run was given its plan (`--plan`, `pge continue`) and has not taken it yet: no planner is asked. */
+    planGiven: ({ context }) => givenPlanDue(context),
+    /** The ready step was kept from the run this one continues: it is not run. */
+    readyStepCarried: ({ context }) => readyStepCarried(context),
     /** The ready step's id passed before a replan: it is not run again. */
     readyStepPassed: ({ context }) => latest(context, readyStep(context)!.id)?.status === 'passed',
     /** A step asked for a replan, which waits for the steps still running. */
@@ -201,7 +212,12 @@ export const runMachine = setup({
     company: [],
     pendingReplan: null,
     inFlight: [],
-    outcomes: [],
+    outcomes: carriedOutcomes(input, {
+      budgets: input.budgets,
+      spent: ZERO_USAGE,
+      startedAt: input.startedAt,
+      clock: input.startedAt,
+    }),
     budget: { budgets: input.budgets, spent: ZERO_USAGE, startedAt: input.startedAt, clock: input.startedAt },
     stoppedBy: null,
     error: null,
@@ -230,8 +246,16 @@ export const runMachine = setup({
       states: {
         gate: {
           description:
-            'Budget check before the planner is called (`overBudget`); a call that would break a budget is never made.',
+            "A plan given to the run (`planGiven`: `--plan`, `pge continue`) is taken as the planner's would be, with no call, and recorded (`plan.created`, `given`); it goes to `planned`. Otherwise a budget check before the planner is called (`overBudget`); a call that would break a budget is never made.",
           always: [
+            {
+              guard: 'planGiven',
+              target: 'planned',
+              actions: [
+                assign(({ context }) => takeGivenPlan(context)),
+                { type: 'record', params: ({ context }) => planCreatedEvent(context, true) },
+              ],
+            },
             { guard: 'overBudget', target: '#run.stopped', actions: 'noteBudget' },
             { target: 'calling' },
           ],
@@ -254,26 +278,13 @@ export const runMachine = setup({
               actions: [
                 assign(({ context, event }) => ({
                   // A fixed rubric stands whatever the planner answered.
-                  plan: context.input.criteria
-                    ? { ...event.output.plan, criteria: context.input.criteria }
-                    : event.output.plan,
-                  criteria: resolveCriteria(
-                    context.input.criteria ?? event.output.plan.criteria,
-                    context.input.defaultThresholds,
-                    context.input.fallbackThreshold,
-                  ),
+                  ...takePlan(context, event.output.plan),
                   scheduled: [],
                   running: [],
                   company: [],
                   budget: charged(context.budget, event.output),
                 })),
-                {
-                  type: 'record',
-                  params: ({ context }) => ({
-                    type: 'plan.created',
-                    payload: { plan: context.plan!, criteria: context.criteria, replan: context.replans },
-                  }),
-                },
+                { type: 'record', params: ({ context }) => planCreatedEvent(context, false) },
               ],
             },
             onError: { target: '#run.failed', actions: 'noteError' },
@@ -377,7 +388,7 @@ export const runMachine = setup({
       states: {
         scheduling: {
           description:
-            'Chooses what comes next, in this order: a replan asked for (`replanPending`), `draining`; every step ended (`allStepsEnded`), `completed`; a step ready (`aStepIsReady`) with a slot free (`aSlotIsFree`): its first model call would break a budget (`overBudget`), `stopped`; its id passed before a replan (`readyStepPassed`), it is skipped; otherwise it starts (`step.started`). Then again, until no step can start: `waiting`.',
+            'Chooses what comes next, in this order: a replan asked for (`replanPending`), `draining`; every step ended (`allStepsEnded`), `completed`; a step ready (`aStepIsReady`) that was kept from the run this one continues (`readyStepCarried`): it is skipped (`step.carried`), as it needs no call; a ready step with a slot free (`aSlotIsFree`): its first model call would break a budget (`overBudget`), `stopped`; its id passed before a replan (`readyStepPassed`), it is skipped; otherwise it starts (`step.started`). Then again, until no step can start: `waiting`.',
           always: [
             { guard: 'replanPending', target: 'draining' },
             { guard: 'allStepsEnded', target: '#run.completed' },
@@ -386,6 +397,15 @@ export const runMachine = setup({
               guard: and(['aStepIsReady', 'aSlotIsFree', 'overBudget']),
               target: '#run.stopped',
               actions: 'noteBudget',
+            },
+            {
+              guard: and(['aStepIsReady', 'readyStepCarried']),
+              target: 'scheduling',
+              reenter: true,
+              actions: [
+                { type: 'record', params: ({ context }) => stepCarriedEvent(context) },
+                'skipReadyStep',
+              ],
             },
             {
               guard: and(['aStepIsReady', 'aSlotIsFree', 'readyStepPassed']),

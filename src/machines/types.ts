@@ -170,6 +170,8 @@ export interface StepOutcome {
   budget: BudgetState;
   stoppedBy: BudgetName | null;
   error: ErrorInfo | null;
+  /** The run the step passed in, when this run kept it from there (`pge continue`) rather than ran it. */
+  carriedFrom?: string;
 }
 
 type ClosingType = 'run.completed' | 'run.failed';

@@ -1,5 +1,5 @@
 import { describeLine } from '../events/describe-event.js';
-import type { RunEvent, RunEventOf } from '../schemas/index.js';
+import { documentOfPlan, type RunEvent, type RunEventOf } from '../schemas/index.js';
 
 /**
  * Rendering of the shared-state log: one chunk per event, computed from the event alone, so a
@@ -118,10 +118,22 @@ function renderBody(event: RunEvent): string {
       return renderHeader(event);
     case 'plan.created':
       return section(
-        event.payload.replan > 0 ? `PLANNER OUTPUT (Replan ${event.payload.replan})` : 'PLANNER OUTPUT',
+        event.payload.replan > 0
+          ? `PLANNER OUTPUT (Replan ${event.payload.replan})`
+          : event.payload.given === undefined
+            ? 'PLANNER OUTPUT'
+            : 'GIVEN PLAN',
         event.ts,
         renderPlan(event.payload),
       );
+    case 'step.carried': {
+      const { stepNumber, title, fromRunId } = event.payload;
+      return section(
+        `STEP ${stepNumber} KEPT`,
+        event.ts,
+        `**${inline(title)}** passed in run ${fromRunId}: its artifact stands, and the step is not run again.\n\n`,
+      );
+    }
     case 'step.contract.proposed': {
       const { stepNumber, round, proposal } = event.payload;
       return section(
@@ -204,6 +216,9 @@ function renderHeader(event: RunEventOf<'run.started'>): string {
     (settings.maxParallelSteps === undefined
       ? ''
       : `- **Steps side by side**: at most ${settings.maxParallelSteps}, along the plan's dependencies\n`) +
+    (event.payload.continues === undefined
+      ? ''
+      : `- **Continues**: run ${inline(event.payload.continues.runId)} (${inline(event.payload.continues.logPath)}), run ${event.payload.job?.run ?? 2} of job ${inline(event.payload.job?.id ?? event.payload.continues.runId)}; ${plural(event.payload.continues.carried.length, 'step')} kept\n`) +
     (event.payload.parent === undefined
       ? '\n'
       : `- **Forked from**: run ${inline(event.payload.parent.runId)} (${inline(event.payload.parent.logPath)}) at step ${event.payload.parent.fromStep}: its events before that step are this run's\n\n`)
@@ -220,8 +235,12 @@ function renderResumed(p: RunEventOf<'run.resumed'>['payload']): string {
   );
 }
 
-function renderPlan({ plan, criteria }: RunEventOf<'plan.created'>['payload']): string {
-  let out = block('Scope', plan.scope);
+function renderPlan({ plan, criteria, replan, given }: RunEventOf<'plan.created'>['payload']): string {
+  let out =
+    given === undefined
+      ? ''
+      : `**Given**: ${given.file === null ? 'through the API' : `from ${inline(given.file)}`}, not planned\n\n`;
+  out += block('Scope', plan.scope);
   out += '**Steps**\n\n';
   plan.steps.forEach((step, i) => {
     const deps = step.dependsOn.length === 0 ? 'none' : step.dependsOn.join(', ');
@@ -229,7 +248,10 @@ function renderPlan({ plan, criteria }: RunEventOf<'plan.created'>['payload']): 
     out += `${block('Description', step.description)}${block('Expected output', step.expectedOutput)}`;
   });
   const rows = criteria.map((c) => [c.name, c.weight, c.description, c.threshold]);
-  return `${out}**Criteria**\n\n${table(['Criterion', 'Weight', 'Description', 'Threshold'], rows)}`;
+  out += `**Criteria**\n\n${table(['Criterion', 'Weight', 'Description', 'Threshold'], rows)}`;
+  // A replan's plan as a document, for a person to edit and run (`pge run --plan`, `pge continue --plan`).
+  if (replan > 0) out += block('Plan document', JSON.stringify(documentOfPlan(plan, { criteria }), null, 2));
+  return out;
 }
 
 function renderSummary(event: RunEventOf<'run.completed'> | RunEventOf<'run.failed'>): string {

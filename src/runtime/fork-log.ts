@@ -1,9 +1,9 @@
-import { cp, stat, writeFile } from 'node:fs/promises';
-import { join } from 'node:path';
+import { writeFile } from 'node:fs/promises';
 import { ConfigurationError, ResumeError } from '../errors.js';
 import { readLogFile } from '../persistence/log-reader.js';
 import { renderLog } from '../persistence/markdown-log.js';
 import { type Role, type RunActing, RunEvent, type RunEventOf } from '../schemas/index.js';
+import { copyWorkspace } from './continue-run.js';
 
 /**
  * `pge fork`: the log a fork starts from. A fork is a new run that takes a recorded run's events
@@ -108,19 +108,5 @@ export async function forkLog(options: ForkLogOptions): Promise<void> {
   if (!checked.success)
     throw new ConfigurationError(`cannot fork ${parentPath}: ${checked.error.issues[0]?.message}`);
   await writeFile(logPath, renderLog(checked.data), { flag: 'wx' });
-  // Where the parent's log says its workspace is, unless it is gone from there (moved with its
-  // working directory) or the log does not say: then where it would be here.
-  for (const workspace of [started.payload.settings.acting?.workspace, join(options.workspaces, parentId)]) {
-    if (workspace === undefined || !(await isDirectory(workspace))) continue;
-    // Links are copied as they are: one made absolute would lead into the parent's workspace.
-    await cp(workspace, options.acting.workspace, { recursive: true, verbatimSymlinks: true });
-    return;
-  }
-}
-
-function isDirectory(path: string): Promise<boolean> {
-  return stat(path).then(
-    (s) => s.isDirectory(),
-    () => false,
-  );
+  await copyWorkspace(started, options.workspaces, options.acting.workspace);
 }

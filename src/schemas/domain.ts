@@ -63,25 +63,37 @@ export const Plan = z
     steps: z.array(PlanStep).min(1),
     criteria: z.array(Criterion).min(1),
   })
-  .superRefine((plan, ctx) => {
-    const seen = new Set<string>();
-    plan.steps.forEach((step, i) => {
-      if (seen.has(step.id))
-        ctx.addIssue({ code: 'custom', path: ['steps', i, 'id'], message: `duplicate step id "${step.id}"` });
-      for (const dep of step.dependsOn) {
-        if (!seen.has(dep)) {
-          ctx.addIssue({
-            code: 'custom',
-            path: ['steps', i, 'dependsOn'],
-            message: `step "${step.id}" depends on "${dep}", which is not an earlier step`,
-          });
-        }
-      }
-      seen.add(step.id);
-    });
-    checkUniqueCriteria(plan.criteria, ctx, ['criteria']);
-  });
+  .superRefine((plan, ctx) => checkPlanGraph(plan, ctx));
 export type Plan = z.infer<typeof Plan>;
+
+/**
+ * The checks every plan gets, a planner's or a file's: step ids unique, each step depending only
+ * on earlier steps (so the graph has no cycle and names no unknown step), criteria named once.
+ */
+export function checkPlanGraph(
+  plan: {
+    steps: readonly { id: string; dependsOn: readonly string[] }[];
+    criteria: readonly { name: string }[];
+  },
+  ctx: z.RefinementCtx,
+): void {
+  const seen = new Set<string>();
+  plan.steps.forEach((step, i) => {
+    if (seen.has(step.id))
+      ctx.addIssue({ code: 'custom', path: ['steps', i, 'id'], message: `duplicate step id "${step.id}"` });
+    for (const dep of step.dependsOn) {
+      if (!seen.has(dep)) {
+        ctx.addIssue({
+          code: 'custom',
+          path: ['steps', i, 'dependsOn'],
+          message: `step "${step.id}" depends on "${dep}", which is not an earlier step`,
+        });
+      }
+    }
+    seen.add(step.id);
+  });
+  checkUniqueCriteria(plan.criteria, ctx, ['criteria']);
+}
 
 /** Adds an issue for each criterion whose (normalised) name an earlier one has: a rubric names each once. */
 export function checkUniqueCriteria(

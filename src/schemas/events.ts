@@ -25,6 +25,7 @@ import {
   RetrySignal,
   WorkInput,
 } from './inputs.js';
+import { GivenPlan } from './plan-document.js';
 import { PHASES } from './setting-values.js';
 import { ApprovalGate, ApprovalTimeoutPolicy, ExhaustionPolicy } from './settings.js';
 
@@ -176,6 +177,33 @@ export const RunActing = z.strictObject({
 });
 export type RunActing = z.infer<typeof RunActing>;
 
+/**
+ * A step a continued run keeps from an earlier run of its job (`pge continue`): it passed there,
+ * its plan entry is unchanged and nothing it depends on runs again. Its kept attempt (the work and
+ * its evaluation) stands for it: its dependents receive that artifact, and no model is asked.
+ */
+export const CarriedStep = z.strictObject({
+  stepId: SafeId,
+  title: z.string(),
+  /** The run it passed in. */
+  runId: SafeId,
+  contract: Contract.nullable(),
+  attempt: z.lazy(() => AttemptRecord),
+});
+export type CarriedStep = z.infer<typeof CarriedStep>;
+
+/** The job a run belongs to: the runs of one plan, carried on by `pge continue`, numbered from 1. */
+export const RunJob = z.strictObject({ id: SafeId, run: z.number().int().min(1) });
+export type RunJob = z.infer<typeof RunJob>;
+
+/** The run a continued run carries on (`pge continue`): its id, its log, and the steps kept from it. */
+export const RunContinuation = z.strictObject({
+  runId: SafeId,
+  logPath: z.string(),
+  carried: z.array(CarriedStep),
+});
+export type RunContinuation = z.infer<typeof RunContinuation>;
+
 export const RunStarted = event(
   'run.started',
   z.strictObject({
@@ -216,11 +244,17 @@ export const RunStarted = event(
        * were recorded.
        */
       acting: RunActing.optional(),
+      /** The plan the run was given (`--plan`, `pge continue`): it asks no planner for its first plan. */
+      plan: GivenPlan.optional(),
     }),
     /** A fork's parent: the run whose events before step `fromStep` this one took (`pge fork`). */
     parent: z
       .strictObject({ runId: SafeId, logPath: z.string(), fromStep: z.number().int().min(1) })
       .optional(),
+    /** The job the run belongs to, when it carries one on (`pge continue`); absent: a job of its own, this its first run. */
+    job: RunJob.optional(),
+    /** The run this one carries on (`pge continue`), and the steps it keeps from it. */
+    continues: RunContinuation.optional(),
     /**
      * The trace context of the run's span, when its coordinator traces (OpenTelemetry): a process
      * that resumes the run continues that trace. Absent when tracing was off.
@@ -254,13 +288,24 @@ export const PlanRequested = event(
 );
 export const PlanCreated = event(
   'plan.created',
-  z.strictObject({ plan: Plan, criteria: z.array(ResolvedCriterion), replan: z.number().int().min(0) }),
+  z.strictObject({
+    plan: Plan,
+    criteria: z.array(ResolvedCriterion),
+    replan: z.number().int().min(0),
+    /** Present when the plan was given, not planned: the file it came from (null: through the API). */
+    given: z.strictObject({ file: z.string().nullable() }).optional(),
+  }),
 );
 export const PlanTruncated = event(
   'plan.truncated',
   z.strictObject({ from: z.number().int(), to: z.number().int(), droppedStepIds: z.array(SafeId) }),
 );
 export const StepStarted = event('step.started', z.strictObject({ ...StepRef, title: z.string() }));
+/** A step kept from the run this one continues (`CarriedStep`): it counts as passed, and is not run. */
+export const StepCarried = event(
+  'step.carried',
+  z.strictObject({ ...StepRef, title: z.string(), fromRunId: SafeId }),
+);
 export const ContractRequested = event(
   'step.contract.requested',
   z.strictObject({ phase: z.literal('contract'), input: ContractInput }),
@@ -490,6 +535,7 @@ export const RunEvent = z.discriminatedUnion('type', [
   PlanCreated,
   PlanTruncated,
   StepStarted,
+  StepCarried,
   ContractRequested,
   ContractProposed,
   ReviewRequested,

@@ -9,6 +9,7 @@ export {
   CriterionScore,
   CriterionWeight,
   checkEvaluationCoverage,
+  checkPlanGraph,
   Evaluation,
   FailureKind,
   Phase,
@@ -34,6 +35,7 @@ export {
   AttemptReason,
   AttemptRecord,
   Budgets,
+  CarriedStep,
   ErrorInfo,
   isClosingEvent,
   isRoleRequest,
@@ -46,7 +48,9 @@ export {
   RoleRequest,
   RunActing,
   RunCancellation,
+  RunContinuation,
   RunEvent,
+  RunJob,
   RunStopReason,
   RunTotals,
   StepInFlight,
@@ -65,6 +69,16 @@ export {
   ScoreStanding,
   WorkInput,
 } from './inputs.js';
+export {
+  documentOfPlan,
+  GivenPlan,
+  PLAN_DOCUMENT_VERSION,
+  PlanDocument,
+  PlanDocumentCriterion,
+  type PlanDocumentInput,
+  PlanDocumentStep,
+  planOfDocument,
+} from './plan-document.js';
 export { RoleFailure, RoleResult, RoleSuccess } from './results.js';
 export {
   APPROVAL_GATES,

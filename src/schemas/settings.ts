@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { Criterion, checkUniqueCriteria } from './domain.js';
+import { GivenPlan } from './plan-document.js';
 import {
   APPROVAL_GATES,
   APPROVAL_TIMEOUT_POLICIES,
@@ -168,6 +169,11 @@ export const RunSettings = z.strictObject({
     .max(MAX_TIMER_MS, { error: 'approvalTimeoutMs must be at most 2147483647 (24.8 days)' })
     .nullable(),
   onApprovalTimeout: ApprovalTimeoutPolicy,
+  /**
+   * The plan to run (`--plan plan.json`): no planner is asked for the first plan, which gets the
+   * checks a planner's gets. Its rubric stands unless `criteria` is given. Null: the planner plans.
+   */
+  plan: GivenPlan.nullable(),
 });
 export type RunSettings = z.infer<typeof RunSettings>;
 

@@ -29,6 +29,10 @@ const ref = { stepId: 's1', stepNumber: 1 };
 /** One event of every type: the fixture run, and the types a passing run does not publish. */
 const SAMPLES: RunEvent[] = [
   ...run,
+  makeEvent('run-a', 39, {
+    type: 'step.carried',
+    payload: { ...ref, title: 'Kept step', fromRunId: 'run-0' },
+  }),
   makeEvent('run-a', 40, {
     type: 'plan.truncated',
     payload: { from: 12, to: 10, droppedStepIds: ['s11', 's12'] },

@@ -110,6 +110,8 @@ export function runInput(overrides: Partial<RunInput> = {}): RunInput {
     budgets: { maxCostUsd: null, maxTokens: null, maxDurationMs: null },
     callTimeoutMs: 30 * 60_000,
     maxParallelSteps: 4,
+    plan: null,
+    continues: null,
     startedAt: 1_000_000,
     ...overrides,
   };
