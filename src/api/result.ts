@@ -49,6 +49,8 @@ export interface StepLog {
   bestAttempt: number | null;
   /** The kept attempt's artifact. */
   output: string | null;
+  /** The run the step passed in when this run kept it from there (`continue`) rather than ran it; null: run here. */
+  keptFrom: string | null;
 }
 
 /** Calls, tokens, cost and model time of one phase. */
@@ -120,6 +122,7 @@ function stepLog(o: StepOutcome): StepLog {
     retries: Math.max(0, o.attempts.length - 1),
     bestAttempt: o.best >= 0 ? o.best + 1 : null,
     output: o.best >= 0 ? (o.attempts[o.best]!.work?.output ?? null) : null,
+    keptFrom: o.carriedFrom ?? null,
   };
 }
 

@@ -189,6 +189,13 @@ describe('continue', () => {
       ['s4', firstResult.runId],
     ]);
     // The kept steps' artifacts are the earlier run's, and s4 still received s1's.
+    expect(result.stepLogs.map((s) => [s.stepId, s.keptFrom])).toEqual([
+      ['s1', firstResult.runId],
+      ['s4', firstResult.runId],
+      ['s2', null],
+      ['s3', null],
+    ]);
+    expect(result.finalArtifact).toContain('the work of s4');
     const closing = events.at(-1) as RunEventOf<'run.completed'>;
     expect([closing.payload.stepsPassed, closing.payload.stepsTotal]).toEqual([4, 4]);
     expect((await replayLog(result.outputPath)).identical).toBe(true);
