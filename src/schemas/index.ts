@@ -72,6 +72,8 @@ export {
 export {
   documentOfPlan,
   GivenPlan,
+  PLAN_DOCUMENT_SCHEMA_ID,
+  PLAN_DOCUMENT_SCHEMA_REF,
   PLAN_DOCUMENT_VERSION,
   PlanDocument,
   PlanDocumentCriterion,

@@ -20,6 +20,17 @@ import {
 /** The version of the plan document this pge writes and reads. */
 export const PLAN_DOCUMENT_VERSION = 1;
 
+/** The `$id` of the plan document's JSON Schema: a name, not a place to fetch it from. */
+export const PLAN_DOCUMENT_SCHEMA_ID = `urn:pge:plan-document:${PLAN_DOCUMENT_VERSION}`;
+
+/**
+ * The `$schema` `pge plan` writes: where the shipped JSON Schema is in a project that has pge
+ * installed, relative to a plan file kept at the project's root (the directory of its
+ * `node_modules`), which is where editors look for it. A file kept elsewhere may change it, or
+ * drop it: pge does not read it.
+ */
+export const PLAN_DOCUMENT_SCHEMA_REF = 'node_modules/pge/schemas/plan.schema.json';
+
 /** One step of a plan document; `dependsOn` may be left out (no dependency). */
 export const PlanDocumentStep = z.strictObject({
   id: SafeId.describe('Unique within the plan; letters, digits, "-" and "_"'),
@@ -35,9 +46,9 @@ export type PlanDocumentStep = z.infer<typeof PlanDocumentStep>;
 
 /** A criterion of a plan document's rubric; `threshold` null or left out: the run's defaults decide. */
 export const PlanDocumentCriterion = z.strictObject({
-  name: CriterionName,
-  weight: CriterionWeight.default('standard'),
-  description: z.string().default(''),
+  name: CriterionName.describe('Unique within the rubric; compared trimmed and in lower case'),
+  weight: CriterionWeight.default('standard').describe("The criterion's weight in a step's weighted mean"),
+  description: z.string().default('').describe('What the evaluator judges'),
   threshold: Score.nullable()
     .default(null)
     .describe(
@@ -61,7 +72,7 @@ export const PlanDocument = z
       .min(1)
       .optional()
       .describe('The task the plan is for; `pge run --plan` takes it unless one is given'),
-    scope: z.string().default(''),
+    scope: z.string().default('').describe('What the plan covers, and what it leaves out'),
     steps: z.array(PlanDocumentStep).min(1, { error: 'a plan needs at least one step' }),
     criteria: z.array(PlanDocumentCriterion).min(1, { error: 'a rubric needs at least one criterion' }),
   })
