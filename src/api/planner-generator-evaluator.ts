@@ -26,6 +26,7 @@ import {
   ApprovalDecision,
   type ApprovalGate,
   type GivenPlan,
+  type PlanDocument,
   type PlanDocumentInput,
   planOfDocument,
   type Role,
@@ -128,6 +129,19 @@ export class PlannerGeneratorEvaluator<T extends OutputType = OutputType> {
    */
   async run(task: string): Promise<RunOutput<T>> {
     return this.runOne(task, this.options.sharedStatePath ? resolve(this.options.sharedStatePath) : null);
+  }
+
+  /**
+   * Asks the planner alone for a plan of `task` (`pge plan`): one planner request, as a run's
+   * planning makes it (the role's prompt, repairs, the `maxSteps` cut, the fixed rubric `criteria`
+   * if given), and no other role, no run and no log. Returns the plan as a plan document, with the
+   * thresholds a run of this instance would enforce and the shipped JSON Schema as its `$schema`
+   * (`PLAN_DOCUMENT_SCHEMA_REF`): written to a file, edited if need be, it is what the `plan` option
+   * and `pge run --plan` take. Rejects with the planner's error as a run would fail with it.
+   */
+  async plan(task: string): Promise<PlanDocument> {
+    const { planAlone } = await import('./plan-alone.js');
+    return planAlone(task, this.options, this.models.planner);
   }
 
   /**

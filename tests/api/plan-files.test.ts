@@ -1,16 +1,17 @@
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { PgeOptions } from '../../src/api/options.js';
 import { PlannerGeneratorEvaluator } from '../../src/api/planner-generator-evaluator.js';
-import { ConfigurationError } from '../../src/errors.js';
+import { CallTimeoutError, ConfigurationError, InvalidOutputError } from '../../src/errors.js';
 import { readLogFile } from '../../src/persistence/index.js';
 import { inputOf } from '../../src/roles/prompts.js';
 import { replayLog } from '../../src/runtime/replay-log.js';
-import type { PlanDocumentInput, RunEventOf } from '../../src/schemas/index.js';
+import { PlanDocument, type PlanDocumentInput, type RunEventOf } from '../../src/schemas/index.js';
 import { type FakeOpenAI, type FakeStep, startFakeOpenAI } from '../support/fake-openai-server.js';
 import { answers, schemaOf } from '../support/scripted-deployment.js';
+import { planOf } from '../support/scripts.js';
 
 /**
  * Plans as files and jobs across runs, embedded, counted on the model server's wire through the
@@ -277,5 +278,77 @@ describe('continue', () => {
     expect(plan.payload.plan.steps.map((s) => s.id)).toEqual(['s1', 's2', 's4', 's5']);
     expect(plan.payload.given).toEqual({ file: edited });
     expect(next.lastResult!.totalStepsCompleted).toBe(4);
+  });
+});
+
+describe('plan (the planner alone)', () => {
+  /** The planner answers a plan of `steps` steps whose clarity threshold is left open. */
+  function planner(steps: number): void {
+    openai.script((body: Body): FakeStep => {
+      if (schemaOf(body) !== 'pge_plan') return { status: 400, error: { message: 'not the planner' } };
+      const plan = planOf(steps, [
+        { name: 'accuracy', threshold: 8 },
+        { name: 'Clarity', threshold: null },
+      ]);
+      return { content: plan };
+    });
+  }
+
+  it('asks the planner once and returns a plan document that a run takes with no planner call', async () => {
+    planner(3);
+    const pge = harness({ defaultThresholds: { clarity: 7 } });
+    const doc = await pge.plan('Write a three-part guide');
+    expect(askedSince(0)).toEqual(['pge_plan']);
+    const asked = inputOf((openai.completions()[0]!.body as Body).messages);
+    expect(asked).toEqual({ task: 'Write a three-part guide', maxSteps: 10, replan: null });
+    expect(PlanDocument.parse(doc)).toEqual(doc);
+    expect(doc.$schema).toBe('node_modules/pge/schemas/plan.schema.json');
+    expect(doc.task).toBe('Write a three-part guide');
+    expect(doc.steps.map((s) => [s.id, s.dependsOn])).toEqual([
+      ['s1', []],
+      ['s2', ['s1']],
+      ['s3', ['s2']],
+    ]);
+    // The thresholds this harness would enforce: the plan's, else defaultThresholds.
+    expect(doc.criteria.map((c) => [c.name, c.threshold])).toEqual([
+      ['accuracy', 8],
+      ['clarity', 7],
+    ]);
+    openai.script((body: Body): FakeStep => ({ content: answers(9, 3)[schemaOf(body) ?? ''] ?? {} }));
+    const since = openai.completions().length;
+    await harness({ plan: doc }).run(doc.task!);
+    expect(askedSince(since).filter((a) => a.startsWith('pge_plan'))).toEqual([]);
+    await pge.close();
+  });
+
+  it('keeps a fixed rubric, cuts a plan of too many steps after one re-ask, and starts no run', async () => {
+    planner(5);
+    const rubric = [{ name: 'accuracy', weight: 'high' as const, description: 'right', threshold: null }];
+    const pge = harness({ maxSteps: 2, criteria: rubric, fallbackThreshold: 5 });
+    const doc = await pge.plan('Write a guide');
+    // The planner is re-asked once with the problem, then its plan is cut, as in a run.
+    expect(askedSince(0)).toEqual(['pge_plan', 'pge_plan']);
+    expect(inputOf((openai.completions()[0]!.body as Body).messages)).toMatchObject({ rubric, maxSteps: 2 });
+    expect(doc.steps.map((s) => s.id)).toEqual(['s1', 's2']);
+    expect(doc.criteria).toEqual([{ ...rubric[0], threshold: 5 }]);
+    expect(pge.lastResult).toBeNull();
+    expect(readdirSync(dir)).toEqual([]);
+  });
+
+  it('rejects with the error a run would fail with when the answer stays invalid', async () => {
+    openai.script(() => ({ content: { scope: 'no steps' } }));
+    const pge = harness({ maxRepairs: 1 });
+    await expect(pge.plan('Write a guide')).rejects.toThrow(InvalidOutputError);
+    expect(askedSince(0)).toEqual(['pge_plan', 'pge_plan']);
+  });
+
+  it('gives up after callTimeoutMs, as a run does', async () => {
+    openai.script(() => ({ content: planOf(1), delayMs: 5_000 }));
+    const pge = harness({ callTimeoutMs: 200 });
+    const started = performance.now();
+    await expect(pge.plan('Write a guide')).rejects.toThrow(
+      new CallTimeoutError('no answer to plan.requested within 200 ms'),
+    );
+    expect(performance.now() - started).toBeLessThan(2_000);
   });
 });
