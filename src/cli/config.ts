@@ -2,6 +2,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import type { z } from 'zod';
 import { type PgeOptions, PgeOptionsSchema } from '../api/options.js';
+import { readPlanFile } from '../api/plan-file.js';
 import { ConfigurationError } from '../errors.js';
 import { describeEndpoint } from '../roles/openai-model.js';
 import { CLI_DEFAULTS, CONFIG_FILE_NAME, ENV_VARS } from './defaults.js';
@@ -25,7 +26,7 @@ export const CONFIG_KEYS: readonly ConfigKey[] = Object.keys(PgeOptionsSchema.sh
   (key) => !API_ONLY.has(key),
 ) as ConfigKey[];
 
-const PATH_KEYS = new Set<ConfigKey>(['workingDirectory', 'sharedStatePath']);
+const PATH_KEYS = new Set<ConfigKey>(['workingDirectory', 'sharedStatePath', 'plan']);
 
 /** What to read besides the flags. */
 export interface ConfigInput {
@@ -95,9 +96,11 @@ export function readConfigFile(
   const values: Partial<Record<ConfigKey, unknown>> = {};
   for (const [name, raw] of entries) {
     const key = name as ConfigKey;
-    checked(key, raw, path);
     // A path in a config file means the same wherever pge is started from: relative to the file.
-    values[key] = PATH_KEYS.has(key) && typeof raw === 'string' ? resolve(dirname(path), raw) : raw;
+    const value = PATH_KEYS.has(key) && typeof raw === 'string' ? resolve(dirname(path), raw) : raw;
+    // A plan file is read here, so that a fault in it is named by its own file and field.
+    values[key] = key === 'plan' && typeof value === 'string' ? readPlanFile(value) : value;
+    checked(key, values[key], path);
   }
   return { path, values };
 }
@@ -132,8 +135,13 @@ export function resolveConfig(input: ConfigInput): ResolvedConfig {
   }
   for (const [name, given] of Object.entries(flags.options)) {
     const key = name as ConfigKey;
-    // The rubric flag names a file; the option is what it holds.
-    const value = key === 'criteria' ? readRubric(resolve(cwd, given as string)) : given;
+    // The rubric and plan flags name a file; the option is what it holds.
+    const value =
+      key === 'criteria'
+        ? readRubric(resolve(cwd, given as string))
+        : key === 'plan'
+          ? readPlanFile(resolve(cwd, given as string))
+          : given;
     const flag = OPTION_FLAGS.find((f) => f.option === key)!;
     checked(key, value, `--${flag.name}`);
     if (
@@ -143,7 +151,7 @@ export function resolveConfig(input: ConfigInput): ResolvedConfig {
       // Thresholds, prices and MCP servers merge by key: a flag overrides the file's value for its key only.
       set(key, { ...(options[key] as object), ...(value as object) }, 'flag + config file');
     } else {
-      set(key, PATH_KEYS.has(key) ? resolve(cwd, value as string) : value, 'flag');
+      set(key, PATH_KEYS.has(key) && typeof value === 'string' ? resolve(cwd, value) : value, 'flag');
     }
   }
   return { options: options as PgeOptions, sources, configFile: file?.path ?? null };

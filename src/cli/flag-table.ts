@@ -20,6 +20,7 @@ import {
 export type Command =
   | 'run'
   | 'demo'
+  | 'plan'
   | 'resume'
   | 'batch'
   | 'config'
@@ -439,6 +440,19 @@ const CLI_FLAGS = inGroup('cli', [
   { name: 'config', kind: 'text', value: '<file>', help: 'Config file to read instead of ./pge.config.json' },
 ]);
 
+/**
+ * `--plan` of `run` and `demo`: the plan to run instead of asking the planner, a plan document or a
+ * pge log (its latest plan), read by the CLI (`readPlanFile`), as `--rubric`'s file is.
+ */
+export const PLAN_FLAG: FlagSpec = {
+  name: 'plan',
+  kind: 'text',
+  option: 'plan',
+  value: '<file>',
+  group: 'harness',
+  help: "Run this plan instead of asking the planner: a plan document (pge plan --out) or a pge log (its latest plan); its task is the run's unless one is given, its rubric unless --rubric is",
+};
+
 /** The flags that configure a run: every flag of `run`, in help order. */
 export const FLAGS: readonly FlagSpec[] = [
   ...MODEL_FLAGS,
@@ -450,6 +464,6 @@ export const FLAGS: readonly FlagSpec[] = [
 ];
 
 /** Every flag that sets an option, whichever command takes it. */
-export const OPTION_FLAGS: readonly FlagSpec[] = [...FLAGS, ...DEPLOYMENT_FLAGS].filter(
+export const OPTION_FLAGS: readonly FlagSpec[] = [...FLAGS, PLAN_FLAG, ...DEPLOYMENT_FLAGS].filter(
   (flag) => flag.option !== undefined,
 );

@@ -60,6 +60,14 @@ const NATS_CONFIG_EXIT_CODES = `Exit codes:
   0    the files were written
   2    usage error: unknown flag or bad value, or a directory that cannot be written`;
 
+const PLAN_EXIT_CODES = `Exit codes:
+  0    the plan was printed (and written to --out)
+  2    usage or configuration error: no task, unknown flag, bad value, bad config file, no API key,
+       an --out file that exists (without --force) or whose directory is missing (all detected
+       before the planner is asked)
+  3    the planner failed: the model server failed or refused the request, its answer stayed
+       invalid after repairs, or it did not answer within --call-timeout`;
+
 const REPLAY_EXIT_CODES = `Exit codes:
   0    the replay produced every recorded event again, in order, and nothing else
   1    it did not: the first difference is printed (and with --json, is in firstDifference)
@@ -141,17 +149,23 @@ export interface CommandHelp {
 export const COMMAND_HELP: Record<Command, CommandHelp> = {
   run: {
     summary: 'run a task with an OpenAI-compatible model',
-    usage: '"<task>" [flags]',
+    synopsis: '"<task>" [flags]',
+    usage: '"<task>" [flags]   |   pge run --plan <file> ["<task>"] [flags]',
     about: `Plans the task, runs every step through contract, work and evaluation, and prints the
 result on stdout: the final artifact (or the transcript, with --output-type), then the summary
 line with the path of the log; with an --output-type of dict, list, json or yaml the summary goes to
-stderr, so that stdout parses. With --json it prints the result object instead.`,
+stderr, so that stdout parses. With --json it prints the result object instead.
+With --plan <file> no planner is asked: the run follows the plan in the file (a plan document, as
+'pge plan --out' writes it, or a pge log, whose latest plan it takes), checked as a planner's plan
+is; a bad file is refused with the file and the field at fault. The task may then be left out when
+the file has one, and the file's rubric stands unless --rubric is given.`,
     examples: [
       'pge run "Write a short guide to intermittent fasting"',
       'pge run "Summarise the causes of the 2008 crisis" --model gpt-4.1-mini --max-retries 2',
       'pge run "Write a haiku about rain" --threshold creativity=8 --fallback-threshold 7 --max-cost 0.50',
       'pge run "Explain TCP slow start" --evaluator-model gpt-4.1 --generator-model gpt-4.1-mini --json > result.json',
       'pge run "Draft a README" --base-url http://localhost:8000/v1 --model qwen2.5 --structured-output prompt',
+      'pge run --plan plan.json',
     ],
   },
   demo: {
@@ -167,6 +181,26 @@ Default task: "${DEMO_TASK}".`,
       'pge demo "Plan a birthday party" --working-dir /tmp/pge',
       'pge demo --json',
       'pge demo --inspect',
+    ],
+  },
+  plan: {
+    summary: 'ask the planner alone for a plan, a file to edit and pge run --plan',
+    synopsis: '"<task>" [flags]',
+    usage: '"<task>" [--out <file.json> [--force]] [--json] [flags]',
+    about: `Asks the planner alone for a plan of the task, as a run's planning asks it (--max-steps,
+a fixed --rubric, repairs of an invalid answer), and prints it: the scope, the numbered steps with
+their ids and dependencies, and the rubric with the threshold of each criterion (the plan's, else
+--threshold, else --fallback-threshold). No generator or evaluator is asked, no run is started and
+no log is written. With --out it writes the plan document, versioned JSON that a person can edit
+and 'pge run --plan' runs with no planner call; its JSON Schema ships with pge
+(node_modules/pge/schemas/plan.schema.json, which the file's $schema names). An existing file is
+not replaced unless --force is given. With --json it prints the document on stdout instead.
+With --demo the built-in demo model plans (not an AI: no key, nothing sent anywhere).`,
+    examples: [
+      'pge plan "Write a short guide to intermittent fasting" --out plan.json',
+      'pge plan "Plan a 3-day trip to Lisbon" --max-steps 4 --threshold accuracy=8 --json > plan.json',
+      'pge plan --demo "Plan a birthday party" --out plan.json && pge demo --plan plan.json',
+      'pge run --plan plan.json',
     ],
   },
   resume: {
@@ -413,6 +447,7 @@ their owner only. Run again, it keeps the keys and the credentials it issued bef
 const EXITS: Record<Command, string> = {
   run: EXIT_CODES,
   demo: EXIT_CODES,
+  plan: PLAN_EXIT_CODES,
   resume: RESUME_EXIT_CODES,
   batch: EXIT_CODES,
   config: EXIT_CODES,
@@ -432,7 +467,9 @@ const EXITS: Record<Command, string> = {
 /** What the help of a command says after its flags: configuration, exit codes and examples. */
 export function afterFlags(command: Command): string {
   // Only the commands that read the environment and a config file explain them.
-  const configuration = ['run', 'resume', 'fork', 'batch', 'config', 'worker', 'follow'].includes(command)
+  const configuration = ['run', 'plan', 'resume', 'fork', 'batch', 'config', 'worker', 'follow'].includes(
+    command,
+  )
     ? `${CONFIGURATION}\n\n`
     : '';
   const examples = COMMAND_HELP[command].examples.map((e) => `  ${e}`).join('\n');

@@ -8,7 +8,7 @@ import { type CliIo, processIo } from './io.js';
 import { commandHelp, topHelp } from './program.js';
 
 /**
- * The `pge` command line: `run`, `demo`, `resume`, `batch`, `config`, `graph`, `replay`, `fork`, `runs`, `approvals`, `approve`, `cancel`, `worker`,
+ * The `pge` command line: `run`, `demo`, `plan`, `resume`, `batch`, `config`, `graph`, `replay`, `fork`, `runs`, `approvals`, `approve`, `cancel`, `worker`,
  * `dashboard`, `follow`, `help`.
  * `bin/pge.js` calls `main` and exits with the code it returns; `main` closes everything it opened,
  * so nothing else is needed. Every command's line is parsed here, by commander against the options
@@ -21,6 +21,7 @@ type RunsCommandLine = (line: CommandLine, io: CliIo) => Promise<number>;
 const COMMANDS: Record<Command, () => Promise<RunsCommandLine>> = {
   run: async () => (await import('./run-command.js')).runCommand,
   demo: async () => (await import('./run-command.js')).demoCommand,
+  plan: async () => (await import('./plan-command.js')).planCommand,
   resume: async () => (await import('./resume-command.js')).resumeCommand,
   batch: async () => (await import('./batch-command.js')).batchCommand,
   config: async () => (await import('./config-command.js')).configCommand,

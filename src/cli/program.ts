@@ -77,6 +77,7 @@ const groupIndex = (f: FlagSpec) => Object.keys(FLAG_GROUPS).indexOf(f.group);
 const TAKE_ARGUMENTS: readonly Command[] = [
   'run',
   'demo',
+  'plan',
   'resume',
   'batch',
   'replay',

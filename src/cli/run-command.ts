@@ -3,6 +3,7 @@ import type { RunOutput } from '../api/output.js';
 import type { PlannerGeneratorEvaluator } from '../api/planner-generator-evaluator.js';
 import { ConfigurationError } from '../errors.js';
 import { DemoModel, titledDeliverable } from '../roles/demo-model.js';
+import type { GivenPlan } from '../schemas/index.js';
 import { resolveConfig } from './config.js';
 import { DEMO_TASK } from './defaults.js';
 import { ExitCode, errorMessage, exitCodeOfError, exitCodeOfResult } from './exit-codes.js';
@@ -116,12 +117,28 @@ export async function reportRun(
   });
 }
 
-/** `pge run "<task>" [flags]`. */
+/**
+ * The task of a command line: its positionals, else the task of the plan it runs (`--plan`), else
+ * `fallback`; none is a `ConfigurationError` that says how to give one.
+ */
+function taskOf(line: CommandLine, options: PgeOptions, fallback?: string): string {
+  const given = options.plan as GivenPlan | null | undefined;
+  const task = line.positionals.join(' ').trim() || given?.document.task || fallback;
+  if (task !== undefined) return task;
+  if (given)
+    throw new ConfigurationError(
+      `pge run needs a task: the plan ${given.file ?? 'given'} has none ("task"), so give it: pge run "<task>" --plan <file>`,
+    );
+  throw new ConfigurationError(
+    'pge run needs a task: pge run "<task>", or a plan with one: pge run --plan <file>',
+  );
+}
+
+/** `pge run "<task>" [flags]`, `pge run --plan <file> ["<task>"] [flags]`. */
 export async function runCommand(line: CommandLine, io: CliIo): Promise<number> {
   const inspect = line.flags.values.inspect === true;
-  const task = line.positionals.join(' ').trim();
-  if (task === '') throw new ConfigurationError('pge run needs a task: pge run "<task>"');
   const config = resolveConfig({ flags: line.flags, env: io.env, cwd: io.cwd });
+  const task = taskOf(line, config.options);
   const nats = line.flags.nats ?? io.env.NATS_URL?.trim();
   if (nats) {
     if (inspect)
@@ -141,7 +158,7 @@ export async function demoCommand(line: CommandLine, io: CliIo): Promise<number>
   const config = resolveConfig({ flags: line.flags, env: io.env, cwd: io.cwd, flagsOnly: true });
   io.stderr.write(`${DEMO_NOTICE}\n`);
   const model = new DemoModel();
-  const task = line.positionals.join(' ').trim() || DEMO_TASK;
+  const task = taskOf(line, config.options, DEMO_TASK);
   const options = {
     ...config.options,
     plannerAgent: model,

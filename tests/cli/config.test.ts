@@ -124,6 +124,32 @@ describe('flag values', () => {
     expect(() => resolveIn(['--rubric', 'twice.json'])).toThrow(/duplicate criterion "correctness"/);
   });
 
+  it('reads the plan --plan or a config file names, a path in the file relative to it', () => {
+    const plan = {
+      version: 1,
+      task: 'a task',
+      steps: [{ id: 'a', title: 'A', description: 'do a', expectedOutput: 'a' }],
+      criteria: [{ name: 'accuracy' }],
+    };
+    mkdirSync(join(dir, 'team', 'plans'), { recursive: true });
+    writeFileSync(join(dir, 'team', 'plans', 'p.json'), JSON.stringify(plan));
+    const fromFlag = resolveIn(['--plan', 'team/plans/p.json']).options.plan;
+    expect(fromFlag).toMatchObject({
+      file: join(dir, 'team', 'plans', 'p.json'),
+      document: { task: 'a task' },
+    });
+    writeFileSync(join(dir, 'team', 'pge.config.json'), JSON.stringify({ plan: 'plans/p.json' }));
+    expect(resolveIn(['--config', 'team/pge.config.json']).options.plan).toEqual(fromFlag);
+    writeFileSync(join(dir, 'team', 'plans', 'p.json'), JSON.stringify({ ...plan, version: 3 }));
+    for (const argv of [
+      ['--plan', 'team/plans/p.json'],
+      ['--config', 'team/pge.config.json'],
+    ])
+      expect(() => resolveIn(argv)).toThrow(
+        `${join(dir, 'team', 'plans', 'p.json')}: version: this pge reads plan documents of version 1, not 3`,
+      );
+  });
+
   it('reads MCP servers for both acting roles or one, a command or a URL, into one record; --no-tools turns tools off', () => {
     const { options } = flags(
       '--mcp',
