@@ -1,6 +1,6 @@
-import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import { AckPolicy, jetstreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -8,7 +8,7 @@ import type { HarnessResult } from '../../src/api/result.js';
 import type { NatsRole } from '../../src/bus/permissions.js';
 import { SUBMIT_ANSWER_MS } from '../../src/bus/subjects.js';
 import { readLogFile } from '../../src/persistence/index.js';
-import type { RunEvent } from '../../src/schemas/index.js';
+import type { RunEvent, RunEventOf } from '../../src/schemas/index.js';
 import { passingAnswer, readRunToEnd, schemaOf } from '../support/deployment.js';
 import { type FakeOpenAI, type FakeStep, startFakeOpenAI } from '../support/fake-openai-server.js';
 import { type SecuredNatsServer, startSecuredNatsServer } from '../support/nats-server.js';
@@ -142,6 +142,53 @@ describe('distributed deployment on NATS', () => {
     expect(result).toMatchObject({ status: 'completed', passed: true, totalSteps: 3 });
     expect(run.stderr()).toMatch(/plan created: 3 steps/);
     expect(readdirSync(logs)).toContain(`pge_shared_state_${result.runId}.md`);
+  }, 30_000);
+
+  it('pge run --nats --plan submits the plan: no planner is asked, the file names the task', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'pge-dist-plan-'));
+    const file = join(dir, 'plan.json');
+    const step = (id: string, dependsOn: string[] = []) => ({
+      id,
+      title: `Part ${id}`,
+      description: `write part ${id}`,
+      expectedOutput: `part ${id}`,
+      dependsOn,
+    });
+    const plan = {
+      version: 1,
+      task: 'Write a two-part guide',
+      steps: [step('one'), step('two', ['one'])],
+      criteria: [{ name: 'accuracy', threshold: 7 }, { name: 'clarity' }],
+    };
+    writeFileSync(file, JSON.stringify(plan));
+    const since = openai.completions().length;
+    try {
+      const run = startPge(
+        ['run', '--plan', file, '--nats', nats.url, '--creds', nats.creds.client, '--json'],
+        {
+          OPENAI_API_KEY: 'sk-test-client',
+        },
+      );
+      const code = await run.exited();
+      expect(code, run.stderr()).toBe(0);
+      const result = JSON.parse(run.stdout()) as HarnessResult;
+      expect(result).toMatchObject({ status: 'completed', passed: true, totalSteps: 2 });
+      expect(result.plan?.steps.map((s) => s.id)).toEqual(['one', 'two']);
+      expect(run.stderr()).toContain(`plan given (${file}), not planned`);
+      const schemas = openai
+        .completions()
+        .slice(since)
+        .map((r) => r.body?.response_format?.json_schema?.name);
+      expect(schemas).not.toContain('pge_plan');
+      expect(schemas.filter((s) => s === 'pge_work')).toHaveLength(2);
+      const path = join(logs, `pge_shared_state_${result.runId}.md`);
+      for (let i = 0; i < 100 && !readdirSync(logs).includes(basename(path)); i++)
+        await new Promise((r) => setTimeout(r, 50));
+      const started = (await readLogFile(path))[0] as RunEventOf<'run.started'>;
+      expect(started.payload.task).toBe('Write a two-part guide');
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   }, 30_000);
 
   it('an interrupt sent over NATS cancels the call in flight: the generator aborts its HTTP request', async () => {
