@@ -32,7 +32,9 @@ export type { ChatMessage, Model, ModelAnswer, ModelRequest } from './roles/mode
 export { OpenAIModel } from './roles/openai-model.js';
 export { createRoleWorker } from './roles/role-worker.js';
 export { newRunId } from './runtime/run-id.js';
-export type { RunEvent, RunEventType } from './schemas/index.js';
+export type { GivenPlan, PlanDocumentInput, RunEvent, RunEventType } from './schemas/index.js';
+// A plan as a file (`plan()`, the `plan` option): its schema, version and JSON Schema's place.
+export { PLAN_DOCUMENT_SCHEMA_REF, PLAN_DOCUMENT_VERSION, PlanDocument } from './schemas/index.js';
 export type {
   Validator,
   ValidatorContext,

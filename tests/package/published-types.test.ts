@@ -70,7 +70,7 @@ describe('the published types', () => {
   it('compile in a project without Node types, and type run() by outputType', async () => {
     const problems = await typeCheck({
       'consumer.ts': `
-import { type HarnessResult, PlannerGeneratorEvaluator, type RunEvent, readLog } from 'pge';
+import { type HarnessResult, PlanDocument, type PlanDocumentInput, PlannerGeneratorEvaluator, type RunEvent, readLog } from 'pge';
 import { type Script, ScriptedModel } from 'pge/testing';
 
 const script: Script = { plan: [{ json: { scope: 'x', steps: [], criteria: [] } }] };
@@ -81,6 +81,13 @@ export async function main(): Promise<string> {
   const result: HarnessResult | null = pge.lastResult;
   const events: RunEvent[] = readLog('');
   return artifact + String(result?.passed) + events.length;
+}
+export async function planned(task: string): Promise<number> {
+  const pge = new PlannerGeneratorEvaluator({ plannerAgent: model });
+  const doc: PlanDocument = await pge.plan(task);
+  const edited: PlanDocumentInput = { version: 1, steps: [{ id: 'a', title: 'A', description: 'a', expectedOutput: 'a' }], criteria: [{ name: 'accuracy' }] };
+  await new PlannerGeneratorEvaluator({ plan: edited }).run(doc.task ?? task);
+  return PlanDocument.parse(doc).steps.length;
 }
 `,
     });
