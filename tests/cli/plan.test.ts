@@ -1,4 +1,4 @@
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { readLogFile } from '../../src/persistence/index.js';
@@ -122,6 +122,28 @@ describe('pge plan', () => {
     const batch = await pge(['batch', 'tasks.txt', '--plan', 'plan.json']);
     expect(batch.code).toBe(2);
     expect(batch.stderr.split('\n')[0]).toBe('pge: pge batch does not take --plan');
+  });
+
+  it("points the written $schema at the nearest installed pge's schema, relative to the file", async () => {
+    context.server.script(scripted());
+    const installed = join(context.tmp, 'node_modules', 'pge', 'schemas');
+    mkdirSync(installed, { recursive: true });
+    writeFileSync(join(installed, 'plan.schema.json'), '{}');
+    mkdirSync(join(context.tmp, 'plans'));
+    for (const [out, ref] of [
+      ['plan.json', 'node_modules/pge/schemas/plan.schema.json'],
+      ['plans/haiku.json', '../node_modules/pge/schemas/plan.schema.json'],
+    ]) {
+      const r = await pge(['plan', 'Write a haiku', '--out', out!]);
+      expect(r.code, r.stderr).toBe(0);
+      expect(JSON.parse(readFileSync(join(context.tmp, out!), 'utf8')).$schema).toBe(ref);
+    }
+    const missing = await pge(['plan', 'Write a haiku', '--out', 'drafts/plan.json']);
+    expect(missing.code).toBe(2);
+    expect(missing.stderr.split('\n')[0]).toBe(
+      `pge: --out: the directory of ${join(context.tmp, 'drafts', 'plan.json')} does not exist`,
+    );
+    expect(asked()).toEqual(['pge_plan', 'pge_plan']);
   });
 
   it('needs a task', async () => {
