@@ -11,9 +11,10 @@ const EXIT_CODES = `Exit codes:
   0    every step passed
   1    the run finished with failed steps, was stopped by a budget, or aborted (--on-exhausted abort);
        a work or evaluation answer that stays invalid after repairs fails its attempt, so it ends here
-  2    usage or configuration error: unknown flag, bad value, bad config file, no API key, --max-cost
-       for a model without a price, a log path that is taken or whose directory is missing, a working
-       directory that cannot be created or written in (all detected before a model is called)
+  2    usage or configuration error: unknown flag, bad value, bad config file, a --plan file that
+       fails its checks, no API key, --max-cost for a model without a price, a log path that is taken
+       or whose directory is missing, a working directory that cannot be created or written in (all
+       detected before a model is called)
   3    the run could not complete: the model server failed or refused the request (network, 5xx,
        401/403/404), a plan or contract answer stayed invalid after repairs, or the log could not
        be written while the run was going (a log that cannot be written stops the run)
