@@ -1,4 +1,4 @@
-import type { ChartBox, ChartLayout } from '../chart-layout.js';
+import type { ChartBox, ChartLayout } from '../chart-types.js';
 import type { ActiveStates, CallView, RunView, StepState } from '../run-view-types.js';
 import { byId, el, svg, svgText } from './dom.js';
 
