@@ -1,3 +1,4 @@
+import elkjs, { type ElkExtendedEdge, type ElkNode } from 'elkjs/lib/elk.bundled.js';
 import type { AnyStateMachine } from 'xstate';
 import {
   childrenOf,
@@ -7,171 +8,207 @@ import {
   type MachineGraph,
   machineGraph,
   nodeNotes,
-  type StateKind,
 } from '../graph/machine-graph.js';
+import type { ChartBox, ChartEdge, ChartLayout } from './chart-types.js';
 
 /**
  * A statechart laid out for the dashboard: every state a box, compound states holding their
- * children, read from `machineGraph` so it is the chart the code runs. The layout is computed
- * here rather than in the page, which then only draws rectangles, text and paths: no layout
- * engine, no CDN, nothing that needs the network. Top-level states go in one row, final states
- * in a second row below, children of a compound state in a row inside it.
+ * children, read from `machineGraph` so it is the chart the code runs. The layout is ELK's
+ * layered algorithm (elkjs, as Stately's own editor uses), run here in the server process: the
+ * page only draws rectangles, text and paths, with no layout engine, no CDN, nothing that needs
+ * the network. Compound states are laid out with their children in one pass
+ * (`INCLUDE_CHILDREN`), so an arrow into a nested state is routed with the rest, and arrows are
+ * orthogonal, routed between the boxes rather than across them.
  */
 
-/** One state's box, in SVG user units. */
-export interface ChartBox {
-  /** xstate's state id, as `ActiveStates` names it. */
-  id: string;
-  label: string;
-  kind: StateKind;
-  /** What is shown under its name: the actors it invokes and the model calls it makes (`nodeNotes`). */
-  notes: string[];
-  /** The ids of the state and its ancestors, so the page can highlight the path to the active state. */
-  path: string[];
-  x: number;
-  y: number;
-  w: number;
-  h: number;
-}
-
-/** The transitions between two boxes, drawn as one curved arrow. */
-export interface ChartEdge {
-  source: string;
-  target: string;
-  /** Each transition as the graph export labels it: the event, then the guard in brackets. */
-  labels: string[];
-  /** The SVG path data of the arrow. */
-  d: string;
-}
-
-/** A whole chart. */
-export interface ChartLayout {
-  id: string;
-  width: number;
-  height: number;
-  boxes: ChartBox[];
-  edges: ChartEdge[];
-}
-
+/** The width of a character of the 12 px system font, generously: a label must fit its box. */
 const CHAR_W = 7;
 const LEAF_H = 32;
-const INVOKE_H = 14;
+const NOTES_H = 14;
 const PAD = 10;
-const HEADER = 20;
-const GAP = 16;
-const ROW_GAP = 56;
-const MARGIN = 12;
+/** A compound state's name, drawn at its top left, above its children. */
+const HEADER = 22;
 
-interface Size {
-  w: number;
-  h: number;
-}
+/**
+ * ELK's settings for every chart. Top to bottom, as a statechart is read; the spacing leaves
+ * room between rows for a step's mark above its box (`step 1`).
+ */
+const LAYOUT_OPTIONS = {
+  'elk.algorithm': 'layered',
+  'elk.direction': 'DOWN',
+  'elk.hierarchyHandling': 'INCLUDE_CHILDREN',
+  'elk.edgeRouting': 'ORTHOGONAL',
+  // The states in the order the machine declares them: the initial state first, and an arrow
+  // back to an earlier state (a retry, a new round) is the one drawn against the flow.
+  'elk.layered.considerModelOrder.strategy': 'NODES_AND_EDGES',
+  'elk.layered.cycleBreaking.strategy': 'MODEL_ORDER',
+  'elk.layered.spacing.nodeNodeBetweenLayers': '36',
+  'elk.spacing.nodeNode': '24',
+  'elk.spacing.edgeNode': '12',
+  'elk.spacing.edgeEdge': '8',
+  'elk.layered.spacing.edgeNodeBetweenLayers': '12',
+  'elk.padding': '[top=16,left=12,bottom=12,right=12]',
+  // Global coordinates for boxes and arrows alike: the page draws them all in one SVG.
+  'elk.json.shapeCoords': 'ROOT',
+  'elk.json.edgeCoords': 'ROOT',
+} as const;
+
+/**
+ * What a compound state's own layout needs besides the root's. ELK lays out each compound
+ * state's children as a graph of their own, with the options set on it; elkjs 0.12.1 fails on
+ * the model-order options there, and depth-first cycle breaking keeps the states in the order of
+ * their flow (`proposing`, `reviewing`, `decided`: the arrow back from `decided` is the one
+ * reversed).
+ */
+const CHILD_OPTIONS = { 'elk.layered.cycleBreaking.strategy': 'DEPTH_FIRST' } as const;
+
+/**
+ * elkjs's bundled build: it lays out in this thread, with no worker and no file to load. It is a
+ * CommonJS module whose types declare an ES default export; Node hands an ES import the
+ * constructor itself, which elkjs also sets as its own `default`, the one spelling both agree on.
+ */
+const elk = new elkjs.default();
 
 /** Where a compound state's children start below its top: under its name, and its notes (the session's `open` invokes the run). */
-const headerOf = (node: GraphNode): number => HEADER + (nodeNotes(node).length > 0 ? INVOKE_H : 0);
+const headerOf = (node: GraphNode): number => HEADER + (nodeNotes(node).length > 0 ? NOTES_H : 0);
+
+/** The width its name and notes need. */
+const textWidth = (node: GraphNode): number =>
+  Math.max(node.key.length, nodeNotes(node).join(', ').length) * CHAR_W + 2 * PAD;
 
 /** Lays out the statechart of `machine`. */
-export function layoutChart(machine: AnyStateMachine): ChartLayout {
+export function layoutChart(machine: AnyStateMachine): Promise<ChartLayout> {
   return layoutGraph(machineGraph(machine));
 }
 
 /** Lays out a `MachineGraph` (see `layoutChart`). */
-export function layoutGraph(graph: MachineGraph): ChartLayout {
+export async function layoutGraph(graph: MachineGraph): Promise<ChartLayout> {
   const root = graph.nodes[0]!;
   const children = childrenOf(graph);
   const kids = (node: GraphNode) => children.get(node.id) ?? [];
-  const sizes = new Map<string, Size>();
-  const measure = (node: GraphNode): Size => {
-    const inner = kids(node).map(measure);
-    const notes = nodeNotes(node);
-    const label = Math.max(node.key.length, notes.join(', ').length) * CHAR_W + 2 * PAD;
-    const size =
-      inner.length === 0
-        ? { w: Math.max(92, label), h: LEAF_H + (notes.length > 0 ? INVOKE_H : 0) }
-        : {
-            w: Math.max(label, inner.reduce((w, s) => w + s.w, 0) + GAP * (inner.length - 1) + 2 * PAD),
-            h: headerOf(node) + Math.max(...inner.map((s) => s.h)) + PAD,
-          };
-    sizes.set(node.id, size);
-    return size;
-  };
-  const boxes: ChartBox[] = [];
-  const place = (node: GraphNode, x: number, y: number, path: string[]) => {
-    const size = sizes.get(node.id)!;
-    const own = [...path, node.id];
-    boxes.push({
+  const paths = new Map<string, string[]>([[root.id, [root.id]]]);
+  const nodes = new Map<string, GraphNode>();
+  const elkNode = (node: GraphNode, parentPath: string[]): ElkNode => {
+    const path = [...parentPath, node.id];
+    paths.set(node.id, path);
+    nodes.set(node.id, node);
+    const inner = kids(node);
+    if (inner.length === 0)
+      return {
+        id: node.id,
+        width: Math.max(92, textWidth(node)),
+        height: LEAF_H + (nodeNotes(node).length > 0 ? NOTES_H : 0),
+      };
+    return {
       id: node.id,
-      label: node.key,
-      kind: node.type,
-      notes: nodeNotes(node),
-      path: own,
-      ...size,
-      x,
-      y,
-    });
-    let cx = x + PAD;
-    for (const child of kids(node)) {
-      place(child, cx, y + headerOf(node), own);
-      cx += sizes.get(child.id)!.w + GAP;
+      children: inner.map((child) => elkNode(child, path)),
+      edges: [],
+      layoutOptions: {
+        ...CHILD_OPTIONS,
+        'elk.padding': `[top=${headerOf(node) + PAD},left=${PAD},bottom=${PAD},right=${PAD}]`,
+        'elk.nodeSize.constraints': 'MINIMUM_SIZE',
+        'elk.nodeSize.minimum': `(${textWidth(node)}, ${headerOf(node) + PAD})`,
+      },
+    };
+  };
+  const top: ElkNode = {
+    id: root.id,
+    layoutOptions: { ...LAYOUT_OPTIONS },
+    children: kids(root).map((node) => elkNode(node, [root.id])),
+    edges: [],
+  };
+  const edges = edgesOf(graph, paths);
+  placeEdges(top, edges, paths);
+  const laid = await elk.layout(top);
+  const boxes: ChartBox[] = [];
+  const collect = (node: ElkNode) => {
+    for (const child of node.children ?? []) {
+      const state = nodes.get(child.id)!;
+      boxes.push({
+        id: state.id,
+        label: state.key,
+        kind: state.type,
+        notes: nodeNotes(state),
+        path: paths.get(state.id)!,
+        x: round(child.x ?? 0),
+        y: round(child.y ?? 0),
+        w: round(child.width ?? 0),
+        h: round(child.height ?? 0),
+      });
+      collect(child);
     }
   };
-  const top = kids(root);
-  top.forEach(measure);
-  const rows = [top.filter((n) => n.type !== 'final'), top.filter((n) => n.type === 'final')];
-  let y = MARGIN;
-  let width = 0;
-  for (const row of rows) {
-    let x = MARGIN;
-    const height = Math.max(0, ...row.map((n) => sizes.get(n.id)!.h));
-    for (const node of row) {
-      place(node, x, y, [root.id]);
-      x += sizes.get(node.id)!.w + GAP;
-    }
-    width = Math.max(width, x - GAP + MARGIN);
-    y += height + ROW_GAP;
-  }
-  const byId = new Map(boxes.map((b) => [b.id, b]));
-  return { id: graph.id, width, height: y - ROW_GAP + MARGIN, boxes, edges: edgesOf(graph, byId) };
+  collect(laid);
+  const routed = new Map<string, ElkExtendedEdge>();
+  const gather = (node: ElkNode) => {
+    for (const edge of node.edges ?? []) routed.set(edge.id, edge);
+    node.children?.forEach(gather);
+  };
+  gather(laid);
+  return {
+    id: graph.id,
+    width: round(laid.width ?? 0),
+    height: round(laid.height ?? 0),
+    boxes,
+    edges: edges.map((edge) => ({ ...edge, d: pathData(routed.get(edge.id)!) })),
+  };
 }
 
-/** One arrow per pair of boxes; an arrow within one box, or into or out of its own parent, is not drawn. */
-function edgesOf(graph: MachineGraph, byId: ReadonlyMap<string, ChartBox>): ChartEdge[] {
-  const edges = new Map<string, ChartEdge>();
-  for (const edge of drawnEdges(graph)) {
-    const from = byId.get(edge.source);
-    const to = byId.get(edge.target);
-    if (!from || !to || from.path.includes(to.id) || to.path.includes(from.id)) continue;
-    const key = `${from.id}\u0000${to.id}`;
+const round = (n: number) => Math.round(n * 10) / 10;
+
+interface PendingEdge extends Omit<ChartEdge, 'd'> {
+  id: string;
+}
+
+/**
+ * One arrow per pair of boxes. A transition from a state to itself is not drawn, nor one into or
+ * out of its own parent. The root's targetless transitions (the step's `company` and
+ * `budget.others`, which only update its context) are among the first: `drawnEdges` would draw
+ * them from every top-level state to the initial one, as if they restarted the chart.
+ */
+function edgesOf(graph: MachineGraph, paths: ReadonlyMap<string, string[]>): PendingEdge[] {
+  const edges = new Map<string, PendingEdge>();
+  const moving = graph.edges.filter((edge) => edge.source !== edge.target);
+  for (const edge of drawnEdges({ ...graph, edges: moving })) {
+    const from = paths.get(edge.source);
+    const to = paths.get(edge.target);
+    if (!from || !to || from.includes(edge.target) || to.includes(edge.source)) continue;
+    const key = `${edge.source}\u0000${edge.target}`;
     const known = edges.get(key);
     if (known) known.labels.push(edgeText(edge));
-    else edges.set(key, { source: from.id, target: to.id, labels: [edgeText(edge)], d: arrow(from, to) });
+    else
+      edges.set(key, {
+        id: `e${edges.size}`,
+        source: edge.source,
+        target: edge.target,
+        labels: [edgeText(edge)],
+      });
   }
   return [...edges.values()];
 }
 
-/** Where the line from a box's centre towards (dx, dy) leaves the box. */
-function border(box: ChartBox, dx: number, dy: number): [number, number] {
-  const cx = box.x + box.w / 2;
-  const cy = box.y + box.h / 2;
-  const t = Math.min(
-    dx === 0 ? Number.POSITIVE_INFINITY : box.w / 2 / Math.abs(dx),
-    dy === 0 ? Number.POSITIVE_INFINITY : box.h / 2 / Math.abs(dy),
-  );
-  return [cx + dx * t, cy + dy * t];
+/** Puts each edge in the deepest state that holds both its ends, where ELK expects it. */
+function placeEdges(top: ElkNode, edges: readonly PendingEdge[], paths: ReadonlyMap<string, string[]>): void {
+  const byId = new Map<string, ElkNode>();
+  const index = (node: ElkNode) => {
+    byId.set(node.id, node);
+    node.children?.forEach(index);
+  };
+  index(top);
+  for (const edge of edges) {
+    const from = paths.get(edge.source)!;
+    const to = paths.get(edge.target)!;
+    let common = 0;
+    while (common < from.length - 1 && common < to.length - 1 && from[common + 1] === to[common + 1])
+      common += 1;
+    byId.get(from[common]!)!.edges!.push({ id: edge.id, sources: [edge.source], targets: [edge.target] });
+  }
 }
 
-/**
- * A quadratic curve between the borders of two boxes, bent to its left, so that the arrows of
- * A→B and B→A do not lie on top of each other.
- */
-function arrow(from: ChartBox, to: ChartBox): string {
-  const dx = to.x + to.w / 2 - (from.x + from.w / 2);
-  const dy = to.y + to.h / 2 - (from.y + from.h / 2);
-  const [x1, y1] = border(from, dx, dy);
-  const [x2, y2] = border(to, -dx, -dy);
-  const bend = 0.15;
-  const mx = (x1 + x2) / 2 - (y2 - y1) * bend;
-  const my = (y1 + y2) / 2 + (x2 - x1) * bend;
-  const r = (n: number) => Math.round(n * 10) / 10;
-  return `M${r(x1)},${r(y1)} Q${r(mx)},${r(my)} ${r(x2)},${r(y2)}`;
+/** The route ELK gave an edge, as SVG path data: its start, its bends and its end. */
+function pathData(edge: ElkExtendedEdge): string {
+  return (edge.sections ?? [])
+    .map((s) => [s.startPoint, ...(s.bendPoints ?? []), s.endPoint])
+    .map((points) => points.map((p, i) => `${i === 0 ? 'M' : 'L'}${round(p.x)},${round(p.y)}`).join(' '))
+    .join(' ');
 }

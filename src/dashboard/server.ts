@@ -5,7 +5,8 @@ import { sessionMachine } from '../machines/session-machine.js';
 import { stepMachine } from '../machines/step-machine.js';
 import { loadAppScript } from './app-bundle.js';
 import { APP_STYLE, PAGE_HTML } from './assets/page.js';
-import { type ChartLayout, layoutChart } from './chart-layout.js';
+import { layoutChart } from './chart-layout.js';
+import type { ChartLayout } from './chart-types.js';
 import {
   admit,
   DASHBOARD_CSP,
@@ -51,13 +52,29 @@ export interface Dashboard {
   close(): Promise<void>;
 }
 
-/** The session, run and step charts, laid out once: the machines do not change while the server runs. */
-function charts(): { session: ChartLayout; run: ChartLayout; step: ChartLayout } {
-  return {
-    session: layoutChart(sessionMachine),
-    run: layoutChart(runMachine),
-    step: layoutChart(stepMachine),
-  };
+/** The session, run and step charts. */
+interface ChartLayouts {
+  session: ChartLayout;
+  run: ChartLayout;
+  step: ChartLayout;
+}
+
+let laidOut: Promise<ChartLayouts> | undefined;
+
+/**
+ * The charts, laid out once per process (ELK takes a few hundred milliseconds for the three): the
+ * machines do not change while it runs.
+ */
+function charts(): Promise<ChartLayouts> {
+  laidOut ??= (async () => {
+    const [session, run, step] = await Promise.all([
+      layoutChart(sessionMachine),
+      layoutChart(runMachine),
+      layoutChart(stepMachine),
+    ]);
+    return { session, run, step };
+  })();
+  return laidOut;
 }
 
 /** A path segment decoded; a malformed escape names no run rather than failing the request. */
@@ -74,7 +91,7 @@ export async function startDashboard(options: DashboardOptions): Promise<Dashboa
   const { store } = options;
   const host = options.host ?? '127.0.0.1';
   const debounceMs = options.debounceMs ?? 100;
-  const layouts = charts();
+  const layouts = await charts();
   const script = await loadAppScript();
   const streams = new Set<() => void>();
   const csp = DASHBOARD_CSP;

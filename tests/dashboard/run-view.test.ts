@@ -1,19 +1,15 @@
 import { beforeAll, describe, expect, it } from 'vitest';
-import { layoutChart } from '../../src/dashboard/chart-layout.js';
 import { parseLogPrefix } from '../../src/dashboard/log-follower.js';
 import { RunStore } from '../../src/dashboard/run-store.js';
 import { afterClosingProblem, buildRunView } from '../../src/dashboard/run-view.js';
-import { machineGraph } from '../../src/graph/machine-graph.js';
-import { runMachine } from '../../src/machines/run-machine.js';
-import { sessionMachine } from '../../src/machines/session-machine.js';
-import { stepMachine } from '../../src/machines/step-machine.js';
 import { renderEvent } from '../../src/persistence/index.js';
 import type { RunEvent, RunEventOf } from '../../src/schemas/index.js';
 import { type RecordedRun, recordRun } from './support.js';
 
 /**
- * What the dashboard makes of events, without a browser: the run view, the tolerant log prefix
- * and the chart layout, on a real demo run (the active states: active-state.test.ts).
+ * What the dashboard makes of events, without a browser: the run view and the tolerant log
+ * prefix, on a real demo run (the chart layout: chart-layout.test.ts; the active states:
+ * active-state.test.ts).
  */
 
 let demo: RecordedRun;
@@ -201,31 +197,5 @@ describe('log prefix', () => {
     const { events, error } = parseLogPrefix(cut);
     expect(events).toEqual(demo.events.slice(0, -1));
     expect(error?.message).toMatch(/never closed/);
-  });
-});
-
-describe('chart layout', () => {
-  it('draws every state once, each child inside its parent', () => {
-    for (const machine of [sessionMachine, runMachine, stepMachine]) {
-      const graph = machineGraph(machine);
-      const layout = layoutChart(machine);
-      const states = graph.nodes.slice(1);
-      expect(layout.boxes.map((b) => b.id).sort()).toEqual(states.map((n) => n.id).sort());
-      const byId = new Map(layout.boxes.map((b) => [b.id, b]));
-      for (const node of states) {
-        const box = byId.get(node.id)!;
-        expect(box.x + box.w).toBeLessThanOrEqual(layout.width);
-        expect(box.y + box.h).toBeLessThanOrEqual(layout.height);
-        const parent = byId.get(node.parent!);
-        if (!parent) continue;
-        expect(box.x).toBeGreaterThan(parent.x);
-        expect(box.y).toBeGreaterThan(parent.y);
-        expect(box.x + box.w).toBeLessThan(parent.x + parent.w);
-        expect(box.y + box.h).toBeLessThan(parent.y + parent.h);
-        // Below the parent's name and notes (`open`: invoke: run), which are drawn down to y + 28.
-        if (parent.notes.length > 0) expect(box.y).toBeGreaterThan(parent.y + 30);
-      }
-      expect(layout.edges.length).toBeGreaterThan(5);
-    }
   });
 });

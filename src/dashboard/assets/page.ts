@@ -24,10 +24,10 @@ export const PAGE_HTML = `<!doctype html>
   <section id="problems" hidden></section>
   <p id="empty">Waiting for a run… (a log that does not exist yet is waited for; on NATS, start a run).</p>
   <section id="overview"></section>
-  <section id="charts">
-    <div class="chart"><h2>Session statechart</h2><div id="session-chart"></div></div>
-    <div class="chart"><h2>Run statechart</h2><div id="run-chart"></div></div>
-    <div class="chart"><h2 id="step-chart-title">Step statechart</h2><div id="step-chart"></div></div>
+  <section id="charts" aria-label="Statecharts">
+    <div class="chart" role="figure" aria-labelledby="session-chart-title"><h2 id="session-chart-title">Session statechart</h2><div id="session-chart"></div></div>
+    <div class="chart" role="figure" aria-labelledby="run-chart-title"><h2 id="run-chart-title">Run statechart</h2><div id="run-chart"></div></div>
+    <div class="chart" role="figure" aria-labelledby="step-chart-title"><h2 id="step-chart-title">Step statechart</h2><div id="step-chart"></div></div>
     <div id="next-transitions"></div>
   </section>
   <section id="plan"></section>
@@ -35,6 +35,7 @@ export const PAGE_HTML = `<!doctype html>
   <section id="phases"></section>
   <section id="timeline"></section>
 </main>
+<div id="chart-tip" role="tooltip" hidden></div>
 </body>
 </html>
 `;
@@ -47,10 +48,12 @@ export const APP_STYLE = `:root {
 }
 * { box-sizing: border-box; }
 body { margin: 0; background: var(--bg); }
-header { display: flex; gap: 16px; align-items: center; padding: 10px 20px; background: #1d2330; color: #fff; }
+header { display: flex; flex-wrap: wrap; gap: 8px 16px; align-items: center; padding: 10px 20px; background: #1d2330; color: #fff; }
 header h1 { font-size: 18px; margin: 0 12px 0 0; }
-header select { max-width: 520px; }
-main { padding: 12px 20px 40px; display: grid; gap: 14px; }
+header label { min-width: 0; max-width: 100%; }
+header select { max-width: min(520px, 100%); }
+/* One column no wider than the window: a long line wraps or scrolls in its own box. */
+main { padding: 12px 20px 40px; display: grid; grid-template-columns: minmax(0, 1fr); gap: 14px; }
 section { background: var(--card); border: 1px solid var(--line); border-radius: 8px; padding: 12px 16px; }
 section:empty { display: none; }
 h2 { font-size: 15px; margin: 4px 0 10px; }
@@ -64,9 +67,10 @@ h3 { font-size: 14px; margin: 12px 0 6px; }
 .facts { display: grid; grid-template-columns: max-content 1fr; gap: 4px 14px; margin: 0; }
 .facts dt { color: var(--muted); }
 .facts dd { margin: 0; white-space: pre-wrap; overflow-wrap: anywhere; }
-#charts { display: grid; gap: 10px; }
-.chart { overflow-x: auto; }
-svg.statechart { display: block; }
+#charts { display: flex; flex-wrap: wrap; align-items: flex-start; gap: 10px 28px; }
+.chart { flex: 0 1 auto; min-width: 0; max-width: 100%; }
+#next-transitions { flex: 1 0 100%; }
+svg.statechart { display: block; max-width: 100%; height: auto; }
 svg .state rect { fill: #fff; stroke: #8a94a6; stroke-width: 1; }
 svg .state.compound > rect { fill: #f4f6fa; }
 svg .state.final > rect { stroke-width: 2.5; }
@@ -74,10 +78,16 @@ svg .state.on-path > rect { fill: var(--path); stroke: #c9a100; }
 svg .state.active > rect { fill: var(--active); stroke: #8a6d00; stroke-width: 2.5; }
 svg .state text { font-size: 12px; fill: var(--fg); }
 svg .state text.invoke { font-size: 10px; fill: var(--muted); }
-svg .state text.step-mark { font-size: 10px; font-weight: 600; fill: #8a6d00; text-anchor: end; }
-svg .edge { fill: none; stroke: #a9b2c2; stroke-width: 1; }
-svg .edge.from-active { stroke: #8a6d00; stroke-width: 1.6; }
+svg .state .step-mark-badge { fill: #8a6d00; }
+svg .state text.step-mark { font-size: 10px; font-weight: 600; fill: #fff; text-anchor: middle; }
+svg .edge path { fill: none; }
+svg .edge .line { stroke: #a9b2c2; stroke-width: 1; }
+svg .edge .hit { stroke: transparent; stroke-width: 10; pointer-events: stroke; }
+svg .edge.from-active .line { stroke: #8a6d00; stroke-width: 1.6; }
+svg .edge.pointed .line { stroke: var(--accent); stroke-width: 2.2; }
 svg .arrowhead { fill: #a9b2c2; }
+#chart-tip { position: fixed; z-index: 10; max-width: 420px; padding: 4px 8px; border-radius: 4px; background: #1d2330; color: #fff; font-size: 12px; white-space: pre-line; pointer-events: none; }
+#chart-tip[hidden] { display: none; }
 #next-transitions { color: var(--muted); font-size: 12px; }
 table { border-collapse: collapse; width: 100%; }
 th, td { text-align: left; padding: 4px 8px; border-bottom: 1px solid var(--line); vertical-align: top; }

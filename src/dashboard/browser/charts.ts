@@ -1,5 +1,6 @@
-import type { ChartBox, ChartLayout } from '../chart-layout.js';
+import type { ChartBox, ChartLayout } from '../chart-types.js';
 import type { ActiveStates, CallView, RunView, StepState } from '../run-view-types.js';
+import { followPointer, TIP_ATTRIBUTE } from './chart-tip.js';
 import { byId, el, svg, svgText } from './dom.js';
 
 /**
@@ -18,28 +19,33 @@ export interface Charts {
 
 const isCompound = (box: ChartBox) => box.kind === 'compound' || box.kind === 'parallel';
 
-function drawEdges(
-  root: SVGSVGElement,
-  layout: ChartLayout,
-  onPath: ReadonlySet<string>,
-  markerId: string,
-): void {
+/** A state's name in a chart, without the machine's (`negotiating.proposing`). */
+const stateName = (id: string) => id.slice(id.indexOf('.') + 1);
+
+function drawEdges(root: SVGSVGElement, layout: ChartLayout, markerId: string): void {
   for (const edge of layout.edges) {
-    const from = onPath.has(edge.source) ? ' from-active' : '';
-    const path = svg('path', { d: edge.d, class: `edge${from}`, 'marker-end': `url(#${markerId})` });
-    const title = svg('title');
-    title.textContent = `${edge.labels.join('\n')}  (${edge.source} → ${edge.target})`;
-    path.append(title);
-    root.append(path);
+    const route = `${stateName(edge.source)} → ${stateName(edge.target)}`;
+    const g = svg('g', {
+      class: 'edge',
+      'data-source': edge.source,
+      role: 'img',
+      'aria-label': `${route}: ${edge.labels.join('; ')}`,
+      [TIP_ATTRIBUTE]: [...edge.labels, route].join('\n'),
+    });
+    // A wide invisible stroke under the line: a one-pixel line is hard to point at.
+    g.append(
+      svg('path', { d: edge.d, class: 'hit' }),
+      svg('path', { d: edge.d, class: 'line', 'marker-end': `url(#${markerId})` }),
+    );
+    root.append(g);
   }
 }
 
 /** The states highlighted in a chart, each with its mark (which steps stand there) or null. */
 type Highlights = ReadonlyMap<string, string | null>;
 
-function drawBox(box: ChartBox, active: Highlights, onPath: ReadonlySet<string>): SVGGElement {
-  const state = active.has(box.id) ? ' active' : onPath.has(box.id) ? ' on-path' : '';
-  const g = svg('g', { class: `state ${box.kind}${state}`, 'data-state': box.id });
+function drawBox(box: ChartBox): SVGGElement {
+  const g = svg('g', { class: `state ${box.kind}`, 'data-state': box.id, role: 'img' });
   const title = svg('title');
   title.textContent = box.id;
   g.append(title, svg('rect', { x: box.x, y: box.y, width: box.w, height: box.h, rx: 6 }));
@@ -47,24 +53,42 @@ function drawBox(box: ChartBox, active: Highlights, onPath: ReadonlySet<string>)
   g.append(svgText(box.x + 8, box.y + (compound ? 14 : 20), box.label, 'label'));
   if (box.notes.length > 0)
     g.append(svgText(box.x + 8, box.y + (compound ? 28 : 34), box.notes.join(', '), 'invoke'));
-  const mark = active.get(box.id);
-  // Above the box's right end: the gap between rows of states is free, the box's own text is not.
-  if (mark) g.append(svgText(box.x + box.w, box.y - 4, mark, 'step-mark'));
   return g;
 }
 
+/** The width of a character of a step's mark (10 px, bold), generously. */
+const MARK_CHAR_W = 6.5;
+
 /**
- * Draws `layout` into `host`, highlighting each state of `active` and its ancestors; a state
- * given a mark carries it (`step 1`).
+ * A step's mark (`step 1`, `steps 1, 2`): a badge on the top border of its state's box, at the
+ * right, drawn over whatever passes there so that it stays readable.
  */
-export function drawChart(host: HTMLElement, layout: ChartLayout, active: Highlights): void {
+function drawMark(box: ChartBox, mark: string): SVGGElement {
+  const w = mark.length * MARK_CHAR_W + 10;
+  const x = box.x + box.w - w - 6;
+  const y = box.y - 8;
+  const g = svg('g', { class: 'step-mark' });
+  g.append(
+    svg('rect', { x, y, width: w, height: 15, rx: 7.5, class: 'step-mark-badge' }),
+    svgText(x + w / 2, y + 11, mark, 'step-mark'),
+  );
+  return g;
+}
+
+/** The chart of `layout`, its states not highlighted; pointing at an arrow shows its transitions. */
+function buildChart(host: HTMLElement, layout: ChartLayout): SVGSVGElement {
+  // The layout's own size, and no wider than the page (`max-width: 100%` in the stylesheet):
+  // scaled down to fit a narrow window, never scaled up.
   const root = svg('svg', {
     class: 'statechart',
+    'data-chart': layout.id,
     width: layout.width,
     height: layout.height,
     viewBox: `0 0 ${layout.width} ${layout.height}`,
-    role: 'img',
+    role: 'group',
   });
+  const heading = host.closest('[aria-labelledby]')?.getAttribute('aria-labelledby');
+  if (heading) root.setAttribute('aria-labelledby', heading);
   const markerId = `${host.id}-arrow`;
   const defs = svg('defs');
   const marker = svg('marker', {
@@ -72,6 +96,8 @@ export function drawChart(host: HTMLElement, layout: ChartLayout, active: Highli
     viewBox: '0 0 10 10',
     refX: 9,
     refY: 5,
+    // In user units, not stroke widths: the arrowhead keeps its size on a highlighted arrow.
+    markerUnits: 'userSpaceOnUse',
     markerWidth: 7,
     markerHeight: 7,
     orient: 'auto-start-reverse',
@@ -79,13 +105,50 @@ export function drawChart(host: HTMLElement, layout: ChartLayout, active: Highli
   marker.append(svg('path', { d: 'M0,0 L10,5 L0,10 z', class: 'arrowhead' }));
   defs.append(marker);
   root.append(defs);
+  // Compound states first, then the arrows, then the leaves: the arrows stay visible inside the
+  // compound states they cross into or out of.
+  for (const box of layout.boxes.filter(isCompound)) root.append(drawBox(box));
+  drawEdges(root, layout, markerId);
+  for (const box of layout.boxes.filter((b) => !isCompound(b))) root.append(drawBox(box));
+  followPointer(root);
+  return root;
+}
+
+/** Highlights each state of `active` and its ancestors in `root`, and the arrows that leave them. */
+function highlight(root: SVGSVGElement, layout: ChartLayout, active: Highlights): void {
   const onPath = new Set(layout.boxes.filter((b) => active.has(b.id)).flatMap((b) => b.path));
-  // Compound states first, then the arrows, then the leaves: an arrow passes under a leaf it
-  // crosses but stays visible inside the compound state it belongs to.
-  for (const box of layout.boxes.filter(isCompound)) root.append(drawBox(box, active, onPath));
-  drawEdges(root, layout, onPath, markerId);
-  for (const box of layout.boxes.filter((b) => !isCompound(b))) root.append(drawBox(box, active, onPath));
-  host.replaceChildren(root);
+  const boxes = new Map(layout.boxes.map((b) => [b.id, b]));
+  for (const g of root.querySelectorAll<SVGGElement>('g.state')) {
+    const id = g.getAttribute('data-state') ?? '';
+    const box = boxes.get(id);
+    if (!box) continue;
+    const state = active.has(id) ? 'active' : onPath.has(id) ? 'on-path' : null;
+    g.setAttribute('class', `state ${box.kind}${state ? ` ${state}` : ''}`);
+    g.querySelector('g.step-mark')?.remove();
+    const mark = active.get(id);
+    if (mark) g.append(drawMark(box, mark));
+    const notes = box.notes.length > 0 ? ` (${box.notes.join(', ')})` : '';
+    g.setAttribute(
+      'aria-label',
+      `${box.label}${notes}${state ? `, ${state.replace('-', ' ')}` : ''}${mark ? `, ${mark}` : ''}`,
+    );
+  }
+  for (const g of root.querySelectorAll<SVGGElement>('g.edge'))
+    g.classList.toggle('from-active', onPath.has(g.getAttribute('data-source') ?? ''));
+}
+
+/**
+ * Draws `layout` into `host`, highlighting each state of `active` and its ancestors; a state
+ * given a mark carries it (`step 1`). The chart is built once and highlighted again on each update,
+ * so that an arrow's tooltip stays up while the run moves.
+ */
+export function drawChart(host: HTMLElement, layout: ChartLayout, active: Highlights): void {
+  let root = host.querySelector<SVGSVGElement>('svg.statechart');
+  if (root?.getAttribute('data-chart') !== layout.id) {
+    root = buildChart(host, layout);
+    host.replaceChildren(root);
+  }
+  highlight(root, layout, active);
 }
 
 /** `state` highlighted with no mark, or nothing when it is null. */
