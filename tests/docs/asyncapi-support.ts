@@ -56,6 +56,7 @@ export const REQUEST_TYPES = RoleRequest.options.map((s) => s.shape.type.value a
 /** Events of the types the full-run fixture does not produce, so that every type has a sample. */
 const RARER_EVENTS: RunEventDraft[] = [
   { type: 'plan.truncated', payload: { from: 12, to: 10, droppedStepIds: ['s11', 's12'] } },
+  { type: 'step.carried', payload: { stepId: 's1', stepNumber: 1, title: 'Kept', fromRunId: 'run-0' } },
   {
     type: 'request.cancelled',
     payload: { requestId: 'run-3-7', phase: 'work', reason: 'interrupted by the operator' },
