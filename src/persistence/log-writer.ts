@@ -1,7 +1,7 @@
-import { type FileHandle, open, readFile } from 'node:fs/promises';
+import { type FileHandle, open } from 'node:fs/promises';
 import { LogWriteError } from '../errors.js';
 import { isClosingEvent, type RunEvent } from '../schemas/index.js';
-import { readLog, readLogRunId, readLogTail } from './log-reader.js';
+import { findLogEnd } from './log-end.js';
 import { renderEvent } from './markdown-log.js';
 
 /** Options of `LogWriter`. */
@@ -198,11 +198,19 @@ export class LogWriter {
       }
     }
     try {
-      const found = created ? { last: 0, keep: null } : await this.#lastSeqInFile(handle);
-      this.#nextSeq = found.last + 1;
+      const found = created
+        ? { last: null, keep: null }
+        : await findLogEnd(handle, {
+            path: this.path,
+            runId: this.runId,
+            resumed: this.#continuesAt !== undefined,
+          });
+      // A log that ends with its closing event closes the writer at that seq.
+      if (found.last !== null && isClosingEvent(found.last)) this.#end(found.last.seq);
+      this.#nextSeq = (found.last?.seq ?? 0) + 1;
       const expected = this.#continuesAt;
       if (expected !== undefined && this.#nextSeq !== expected) {
-        const what = created ? 'did not exist' : `ends at seq ${found.last}`;
+        const what = created ? 'did not exist' : `ends at seq ${this.#nextSeq - 1}`;
         throw new LogWriteError(
           `${this.path} ${what}, but the resumed run continues at seq ${expected}: the log changed after the resume read it`,
         );
@@ -225,41 +233,6 @@ export class LogWriter {
     this.#endSeq = seq;
     for (const held of this.#held.keys()) if (held > seq) this.#held.delete(held);
     if (this.#highestSeq > seq) this.#highestSeq = seq;
-  }
-
-  /**
-   * The last seq of this run's own existing log (a resume), 0 for a device; throws for any other
-   * file. For a resumed run (`continuesAt`) a torn end is allowed: `keep` is then the length in
-   * bytes to cut the file to, else null. A log that ends with its closing event closes the writer
-   * at that seq.
-   */
-  async #lastSeqInFile(handle: FileHandle): Promise<{ last: number; keep: number | null }> {
-    const stat = await handle.stat();
-    // A device or pipe (/dev/stdout, say) holds no earlier run: write from the start.
-    if (!stat.isFile()) return { last: 0, keep: null };
-    // Empty but already there: another writer has just created it, or someone left it; either way
-    // it is not this run's log to resume.
-    if (stat.size === 0)
-      throw new LogWriteError(
-        `${this.path} already exists (empty): another writer may hold it; pge never shares a log`,
-      );
-    const text = await readFile(this.path, 'utf8');
-    const owner = readLogRunId(text);
-    if (owner === null)
-      throw new LogWriteError(`${this.path} exists and is not a pge log; pge never overwrites a file`);
-    if (owner !== this.runId)
-      throw new LogWriteError(`${this.path} already holds run ${owner}; pge never overwrites a log`);
-    try {
-      const { events, end } =
-        this.#continuesAt === undefined
-          ? { events: readLog(text, this.path), end: text.length }
-          : readLogTail(text, this.path);
-      const last = events.at(-1);
-      if (last !== undefined && isClosingEvent(last)) this.#end(last.seq);
-      return { last: events.length, keep: end < text.length ? Buffer.byteLength(text.slice(0, end)) : null };
-    } catch (error) {
-      throw new LogWriteError(`cannot resume ${this.path}: ${message(error)}`, { cause: error });
-    }
   }
 
   /** Renders every held event whose predecessors are rendered, and starts a write if none is in flight. */
