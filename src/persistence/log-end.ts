@@ -10,6 +10,8 @@ export interface LogEnd {
   last: RunEvent | null;
   /** The length in bytes to cut the file to (the torn end of a write), or null to keep it whole. */
   keep: number | null;
+  /** False for a device or pipe (`/dev/stdout`, say), which holds no earlier run. */
+  regularFile: boolean;
 }
 
 /** What `findLogEnd` needs. */
@@ -44,7 +46,7 @@ export async function findLogEnd(handle: FileHandle, options: LogEndOptions): Pr
   const { path, runId, resumed } = options;
   const stat = await handle.stat();
   // A device or pipe (/dev/stdout, say) holds no earlier run: write from the start.
-  if (!stat.isFile()) return { last: null, keep: null };
+  if (!stat.isFile()) return { last: null, keep: null, regularFile: false };
   // Empty but already there: another writer has just created it, or someone left it; either way
   // it is not this run's log to resume.
   if (stat.size === 0)
@@ -53,7 +55,7 @@ export async function findLogEnd(handle: FileHandle, options: LogEndOptions): Pr
     );
   if (!resumed) {
     const last = await lastRenderedEvent(path, stat.size, runId).catch(() => null); // read whole below
-    if (last !== null) return { last, keep: null };
+    if (last !== null) return { last, keep: null, regularFile: true };
   }
   return readWholeLog(path, runId, resumed);
 }
@@ -73,6 +75,7 @@ async function readWholeLog(path: string, runId: string, resumed: boolean): Prom
     return {
       last: events.at(-1) ?? null,
       keep: end < text.length ? Buffer.byteLength(text.slice(0, end)) : null,
+      regularFile: true,
     };
   } catch (error) {
     throw new LogWriteError(`cannot resume ${path}: ${message(error)}`, { cause: error });
