@@ -31,14 +31,14 @@ const message = (error: unknown): string => (error instanceof Error ? error.mess
 /**
  * The one ordered writer of one run's log. `append` takes events in any order and holds each until
  * every lower seq has arrived; chunks are written in seq order through one append-mode handle, and
- * the chunks that pile up while a write is in flight go out together in the next write, so a burst
- * of events costs one system call. The first failure is final: it is reported to `onError`,
- * rejects `flushed()` and `close()`, and every later `append` throws it.
+ * the chunks rendered in one turn of the event loop (or while a write is in flight) go out together
+ * in one write, so a burst of events costs one system call. The first failure is final: it is
+ * reported to `onError`, rejects `flushed()` and `close()`, and every later `append` throws it.
  *
- * It runs on the event loop that runs the charts, with Node's asynchronous file API: a model call
- * takes seconds, and rendering its few events and handing one write to the thread pool is a small
- * part of a run's cost (docs/benchmarks.md has the figures), so a thread of its own would buy
- * nothing that pays for its machinery.
+ * It runs on the event loop that runs the charts. Opening and reading a log use Node's
+ * asynchronous file API; appending to a regular file is one `writeSync` at the end of the turn
+ * (see `#writeInline`: cheaper than the thread pool's hand-off), and to a device or pipe an
+ * asynchronous write.
  *
  * The constructor starts opening the file and accepts events at once; `LogWriter.open` waits
  * until the file is open and checked. Events come validated from the bus, so they are not parsed
