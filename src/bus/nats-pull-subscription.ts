@@ -10,6 +10,7 @@ import {
 } from '@nats-io/jetstream';
 import { nanos } from '@nats-io/transport-node';
 import { type BusHandler, Delivery, type MessageHeaders } from './bus.js';
+import { HandlersUnderWay } from './handlers-under-way.js';
 import { CumulativeAcks } from './nats-cumulative-acks.js';
 import { busError, fromNatsHeaders } from './nats-helpers.js';
 import { PullHealth } from './nats-pull-health.js';
@@ -167,7 +168,7 @@ export class PullSubscription implements NatsSubscription {
 
   /** A reader of its own: one `consume()`, made again only when nats.js gives it up. */
   private async readAlone(consumer: Consumer): Promise<void> {
-    const handling = new Set<Promise<void>>();
+    const handling = new HandlersUnderWay();
     while (this.active) {
       const pulledAt = Date.now();
       let messages: ConsumerMessages | null = null;
@@ -207,18 +208,16 @@ export class PullSubscription implements NatsSubscription {
    * other half arrives meanwhile. With every one of them busy it takes nothing more, and consume
    * asks for nothing more (its refills run as its messages are taken).
    */
-  private async takeInTurn(msg: JsMsg, handling: Set<Promise<void>>): Promise<void> {
+  private async takeInTurn(msg: JsMsg, handling: HandlersUnderWay): Promise<void> {
     if (this.inOrder === null) return this.take(msg);
     let called: () => void = () => undefined;
     const calling = new Promise<void>((resolve) => {
       called = resolve;
     });
-    const handled: Promise<void> = this.take(msg, called)
-      .catch((error: unknown) => this.host.report(error, msg.subject))
-      .finally(() => handling.delete(handled));
+    const handled = this.take(msg, called).catch((error: unknown) => this.host.report(error, msg.subject));
     handling.add(handled);
     await Promise.race([calling, handled]);
-    while (handling.size >= Math.max(1, Math.floor(this.timings.batch / 2))) await Promise.race(handling);
+    await handling.room(Math.max(1, Math.floor(this.timings.batch / 2)));
   }
 
   /**

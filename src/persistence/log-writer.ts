@@ -1,7 +1,8 @@
-import { type FileHandle, open, readFile } from 'node:fs/promises';
+import { writeSync } from 'node:fs';
+import { type FileHandle, open } from 'node:fs/promises';
 import { LogWriteError } from '../errors.js';
 import { isClosingEvent, type RunEvent } from '../schemas/index.js';
-import { readLog, readLogRunId, readLogTail } from './log-reader.js';
+import { findLogEnd } from './log-end.js';
 import { renderEvent } from './markdown-log.js';
 
 /** Options of `LogWriter`. */
@@ -30,14 +31,14 @@ const message = (error: unknown): string => (error instanceof Error ? error.mess
 /**
  * The one ordered writer of one run's log. `append` takes events in any order and holds each until
  * every lower seq has arrived; chunks are written in seq order through one append-mode handle, and
- * the chunks that pile up while a write is in flight go out together in the next write, so a burst
- * of events costs one system call. The first failure is final: it is reported to `onError`,
- * rejects `flushed()` and `close()`, and every later `append` throws it.
+ * the chunks rendered in one turn of the event loop (or while a write is in flight) go out together
+ * in one write, so a burst of events costs one system call. The first failure is final: it is
+ * reported to `onError`, rejects `flushed()` and `close()`, and every later `append` throws it.
  *
- * It runs on the event loop that runs the charts, with Node's asynchronous file API: a model call
- * takes seconds, and rendering its few events and handing one write to the thread pool is a small
- * part of a run's cost (docs/benchmarks.md has the figures), so a thread of its own would buy
- * nothing that pays for its machinery.
+ * It runs on the event loop that runs the charts. Opening and reading a log use Node's
+ * asynchronous file API; appending to a regular file is one `writeSync` at the end of the turn
+ * (see `#writeInline`: cheaper than the thread pool's hand-off), and to a device or pipe an
+ * asynchronous write.
  *
  * The constructor starts opening the file and accepts events at once; `LogWriter.open` waits
  * until the file is open and checked. Events come validated from the bus, so they are not parsed
@@ -57,6 +58,10 @@ export class LogWriter {
   #nextSeq = 1;
   #chunks: string[] = [];
   #inFlight = false;
+  /** A regular file is written with `writeSync`; a device or pipe through the thread pool. */
+  #writesInline = false;
+  /** The inline write scheduled for the end of this turn of the event loop, if any. */
+  #inlineWrite: NodeJS.Immediate | null = null;
   #writtenSeq = 0;
   #highestSeq = 0;
   /** The seq of the run's closing event once appended (or found in a resumed file): the log ends there. */
@@ -166,6 +171,8 @@ export class LogWriter {
   async #close(): Promise<void> {
     this.#closed = true;
     await this.ready.catch(() => undefined); // an open failure is already recorded in #failure
+    // What is rendered goes to the file now, even if a missing seq fails the close below.
+    if (this.#inlineWrite !== null) this.#writeInline();
     if (this.#failure === null && this.#held.size > 0) {
       // Everything contiguous is rendered by now, so what is held waits behind a missing seq.
       const seqs = [...this.#held.keys()].sort((a, b) => a - b);
@@ -198,17 +205,26 @@ export class LogWriter {
       }
     }
     try {
-      const found = created ? { last: 0, keep: null } : await this.#lastSeqInFile(handle);
-      this.#nextSeq = found.last + 1;
+      const found = created
+        ? { last: null, keep: null, regularFile: true }
+        : await findLogEnd(handle, {
+            path: this.path,
+            runId: this.runId,
+            resumed: this.#continuesAt !== undefined,
+          });
+      // A log that ends with its closing event closes the writer at that seq.
+      if (found.last !== null && isClosingEvent(found.last)) this.#end(found.last.seq);
+      this.#nextSeq = (found.last?.seq ?? 0) + 1;
       const expected = this.#continuesAt;
       if (expected !== undefined && this.#nextSeq !== expected) {
-        const what = created ? 'did not exist' : `ends at seq ${found.last}`;
+        const what = created ? 'did not exist' : `ends at seq ${this.#nextSeq - 1}`;
         throw new LogWriteError(
           `${this.path} ${what}, but the resumed run continues at seq ${expected}: the log changed after the resume read it`,
         );
       }
       // The torn end of a write the crash cut short goes before the resumed run's first event.
       if (found.keep !== null) await handle.truncate(found.keep);
+      this.#writesInline = found.regularFile;
     } catch (error) {
       await handle.close().catch(() => undefined); // the refusal below is the error that matters
       throw error instanceof LogWriteError
@@ -227,41 +243,6 @@ export class LogWriter {
     if (this.#highestSeq > seq) this.#highestSeq = seq;
   }
 
-  /**
-   * The last seq of this run's own existing log (a resume), 0 for a device; throws for any other
-   * file. For a resumed run (`continuesAt`) a torn end is allowed: `keep` is then the length in
-   * bytes to cut the file to, else null. A log that ends with its closing event closes the writer
-   * at that seq.
-   */
-  async #lastSeqInFile(handle: FileHandle): Promise<{ last: number; keep: number | null }> {
-    const stat = await handle.stat();
-    // A device or pipe (/dev/stdout, say) holds no earlier run: write from the start.
-    if (!stat.isFile()) return { last: 0, keep: null };
-    // Empty but already there: another writer has just created it, or someone left it; either way
-    // it is not this run's log to resume.
-    if (stat.size === 0)
-      throw new LogWriteError(
-        `${this.path} already exists (empty): another writer may hold it; pge never shares a log`,
-      );
-    const text = await readFile(this.path, 'utf8');
-    const owner = readLogRunId(text);
-    if (owner === null)
-      throw new LogWriteError(`${this.path} exists and is not a pge log; pge never overwrites a file`);
-    if (owner !== this.runId)
-      throw new LogWriteError(`${this.path} already holds run ${owner}; pge never overwrites a log`);
-    try {
-      const { events, end } =
-        this.#continuesAt === undefined
-          ? { events: readLog(text, this.path), end: text.length }
-          : readLogTail(text, this.path);
-      const last = events.at(-1);
-      if (last !== undefined && isClosingEvent(last)) this.#end(last.seq);
-      return { last: events.length, keep: end < text.length ? Buffer.byteLength(text.slice(0, end)) : null };
-    } catch (error) {
-      throw new LogWriteError(`cannot resume ${this.path}: ${message(error)}`, { cause: error });
-    }
-  }
-
   /** Renders every held event whose predecessors are rendered, and starts a write if none is in flight. */
   #drain(): void {
     const handle = this.#handle;
@@ -274,6 +255,11 @@ export class LogWriter {
     }
     if (this.#inFlight || this.#chunks.length === 0) return;
     this.#inFlight = true;
+    if (this.#writesInline) {
+      // Once the events that arrive in this turn of the event loop are rendered too: one write for them all.
+      this.#inlineWrite = setImmediate(() => this.#writeInline());
+      return;
+    }
     const data = Buffer.from(this.#chunks.join(''), 'utf8');
     const upTo = this.#nextSeq - 1;
     this.#chunks = [];
@@ -281,6 +267,34 @@ export class LogWriter {
       () => this.#written(upTo),
       (error: unknown) => this.#fail(error, 'cannot write'),
     );
+  }
+
+  /**
+   * Appends what is rendered to a regular file with `writeSync`, as Node writes `process.stdout`
+   * to a file: a few kilobytes go to the page cache in microseconds, less than handing the write
+   * to the thread pool costs (waking a thread, a promise, a callback: about ten times the write on
+   * a 2-core machine, docs/benchmarks.md section 8). A device or pipe, whose reader may not read,
+   * is written asynchronously, so that it never holds the event loop.
+   */
+  #writeInline(): void {
+    if (this.#inlineWrite !== null) clearImmediate(this.#inlineWrite);
+    this.#inlineWrite = null;
+    const handle = this.#handle;
+    if (handle === null || this.#failure !== null) {
+      this.#inFlight = false;
+      return;
+    }
+    const data = Buffer.from(this.#chunks.join(''), 'utf8');
+    const upTo = this.#nextSeq - 1;
+    this.#chunks = [];
+    try {
+      let offset = 0;
+      while (offset < data.length) offset += writeSync(handle.fd, data, offset);
+    } catch (error) {
+      this.#fail(error, 'cannot write');
+      return;
+    }
+    this.#written(upTo);
   }
 
   #written(upTo: number): void {

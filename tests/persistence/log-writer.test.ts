@@ -1,5 +1,5 @@
 import { existsSync } from 'node:fs';
-import { mkdtemp, open, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
@@ -8,12 +8,25 @@ import { LogWriter, readLogFile, renderLog } from '../../src/persistence/index.j
 import type { RunEvent } from '../../src/schemas/index.js';
 import { fullRun } from './fixtures.js';
 
+/** Calls of `writeSync` (how the writer appends to a regular file); `failing` makes them throw EIO. */
+const inline = vi.hoisted(() => ({ writes: 0, failing: false }));
+vi.mock('node:fs', async (importOriginal) => {
+  const actual = await importOriginal<typeof import('node:fs')>();
+  const writeSync = ((...args: Parameters<typeof actual.writeSync>) => {
+    inline.writes++;
+    if (inline.failing) throw Object.assign(new Error('EIO: i/o error, write'), { code: 'EIO' });
+    return actual.writeSync(...args);
+  }) as typeof actual.writeSync;
+  return { ...actual, writeSync, default: { ...actual, writeSync } };
+});
+
 let dir: string;
 beforeEach(async () => {
   dir = await mkdtemp(join(tmpdir(), 'pge-writer-'));
 });
 afterEach(async () => {
   vi.restoreAllMocks();
+  inline.failing = false;
   await rm(dir, { recursive: true, force: true });
 });
 
@@ -277,16 +290,28 @@ describe('LogWriter', () => {
   });
 });
 
-it('coalesces the events appended during an async write into one write', async () => {
+it('coalesces the events appended in one turn of the event loop into one write', async () => {
   const path = join(dir, 'log.md');
-  const probe = await open(join(dir, 'probe'), 'w');
-  const write = vi.spyOn(Object.getPrototypeOf(probe) as { write: () => unknown }, 'write');
-  await probe.close();
   const log = await LogWriter.open({ path, runId: 'run-a', onError: () => undefined });
+  inline.writes = 0;
   for (const event of events) log.append(event);
   await log.flushed();
   await log.close();
-  // The first event starts a write; the other 30 pile up behind it and go out together.
-  expect(write.mock.calls.length).toBeLessThanOrEqual(2);
+  expect(inline.writes).toBe(1);
   expect(await readFile(path, 'utf8')).toBe(renderLog(events));
+});
+
+it('stops at the first failed write to a regular file', async () => {
+  const path = join(dir, 'log.md');
+  const { log, errors } = writer(path);
+  log.append(events[0]!);
+  await log.flushed();
+  inline.failing = true;
+  log.append(events[1]!);
+  log.append(events[2]!);
+  await expect(log.flushed()).rejects.toThrow(`cannot write ${path}: EIO`);
+  expect(errors).toHaveLength(1);
+  expect(() => log.append(events[3]!)).toThrow(errors[0]);
+  await expect(log.close()).rejects.toBe(errors[0]);
+  expect(await readFile(path, 'utf8')).toBe(renderLog(events.slice(0, 1)));
 });
