@@ -12,6 +12,7 @@ import type { Model } from '../roles/model.js';
 import { OpenAIModel } from '../roles/openai-model.js';
 import { readCrashedLog } from '../runtime/crashed-log.js';
 import { createEmbeddedRuntime, type EmbeddedRuntime } from '../runtime/embedded.js';
+import type { Continuation } from '../runtime/continue-run.js';
 import type { ForkSettings } from '../runtime/fork-log.js';
 import { newRunId } from '../runtime/run-id.js';
 import {
@@ -77,6 +78,8 @@ export interface ContinueOptions {
   plan?: string | PlanDocumentInput | GivenPlan;
   /** The new run's log (default `<workingDirectory>/pge_shared_state_<runId>.md`); never overwritten. */
   logPath?: string;
+  /** Told what the new run keeps and runs, before it starts (the CLI prints it). */
+  onContinuation?: (continuation: Continuation) => void;
 }
 
 export class PlannerGeneratorEvaluator<T extends OutputType = OutputType> {
@@ -280,6 +283,7 @@ export class PlannerGeneratorEvaluator<T extends OutputType = OutputType> {
         o.fallbackThreshold,
       ),
     );
+    options.onContinuation?.(continuation);
     const runId = newRunId();
     const log = resolve(options.logPath ?? join(o.workingDirectory, `pge_shared_state_${runId}.md`));
     const acting = actingOf(o, runId);

@@ -27,6 +27,7 @@ export type Command =
   | 'graph'
   | 'replay'
   | 'fork'
+  | 'continue'
   | 'runs'
   | 'approvals'
   | 'approve'

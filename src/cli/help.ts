@@ -313,6 +313,27 @@ as the parent left it (files of later steps included, if it got that far).`,
       'pge fork pge_shared_state_<runId>.md --from-step 3 --max-retries 5 --log retry-more.md',
     ],
   },
+  continue: {
+    summary:
+      "carry a job on: a new run of an ended run's plan that keeps the steps that passed and runs the rest",
+    synopsis: '<log> [--plan <edited.json>]',
+    usage: '<log> [--plan <edited.json>] [--log <new-log>] [flags]',
+    about: `Starts a new run (its own id and log) of the plan of the ended run that <log> records, or of
+--plan's edited copy of it, with no planner call. A step that passed is kept: it is not run, its
+artifact goes to the steps that depend on it, and the new run's workspace starts as a copy of the
+earlier one's. A step that failed or was exhausted runs again, and so does every step that depends
+on a step that runs. With --plan, a step the file adds runs, one it drops is gone, and one whose
+title, description, expected output or dependencies it changes runs again; a rubric other than the
+one the steps were judged by runs every step again. The new run is the next run of the earlier
+run's job (the first run's id), and its log names the run it continues. Its models are the flags',
+the environment's or the config file's, else the earlier run's; its other settings are the flags'.
+A run that has not ended is resumed (pge resume), not continued; a job whose every step passed
+has nothing left to do (exit 2) unless --plan adds or changes steps. See docs/long-jobs.md.`,
+    examples: [
+      'pge continue pge_shared_state_<runId>.md',
+      'pge continue pge_shared_state_<runId>.md --plan edited.json --max-retries 5',
+    ],
+  },
   runs: {
     summary: 'list the runs of a deployment: status, steps, cost, last event',
     synopsis: '--nats <url>',
@@ -457,6 +478,7 @@ const EXITS: Record<Command, string> = {
   graph: GRAPH_EXIT_CODES,
   replay: REPLAY_EXIT_CODES,
   fork: RESUME_EXIT_CODES,
+  continue: RESUME_EXIT_CODES,
   runs: RUNS_EXIT_CODES,
   approvals: APPROVE_EXIT_CODES,
   approve: APPROVE_EXIT_CODES,
@@ -468,9 +490,17 @@ const EXITS: Record<Command, string> = {
 /** What the help of a command says after its flags: configuration, exit codes and examples. */
 export function afterFlags(command: Command): string {
   // Only the commands that read the environment and a config file explain them.
-  const configuration = ['run', 'plan', 'resume', 'fork', 'batch', 'config', 'worker', 'follow'].includes(
-    command,
-  )
+  const configuration = [
+    'run',
+    'plan',
+    'resume',
+    'fork',
+    'continue',
+    'batch',
+    'config',
+    'worker',
+    'follow',
+  ].includes(command)
     ? `${CONFIGURATION}\n\n`
     : '';
   const examples = COMMAND_HELP[command].examples.map((e) => `  ${e}`).join('\n');

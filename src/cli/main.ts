@@ -8,7 +8,7 @@ import { type CliIo, processIo } from './io.js';
 import { commandHelp, topHelp } from './program.js';
 
 /**
- * The `pge` command line: `run`, `demo`, `plan`, `resume`, `batch`, `config`, `graph`, `replay`, `fork`, `runs`, `approvals`, `approve`, `cancel`, `worker`,
+ * The `pge` command line: `run`, `demo`, `plan`, `resume`, `batch`, `config`, `graph`, `replay`, `fork`, `continue`, `runs`, `approvals`, `approve`, `cancel`, `worker`,
  * `dashboard`, `follow`, `help`.
  * `bin/pge.js` calls `main` and exits with the code it returns; `main` closes everything it opened,
  * so nothing else is needed. Every command's line is parsed here, by commander against the options
@@ -28,6 +28,7 @@ const COMMANDS: Record<Command, () => Promise<RunsCommandLine>> = {
   graph: async () => (await import('./graph-command.js')).graphCommand,
   replay: async () => (await import('./replay-command.js')).replayCommand,
   fork: async () => (await import('./fork-command.js')).forkCommand,
+  continue: async () => (await import('./continue-command.js')).continueCommand,
   runs: async () => (await import('./runs-command.js')).runsCommand,
   approvals: async () => (await import('./approve-command.js')).approvalsCommand,
   approve: async () => (await import('./approve-command.js')).approveCommand,

@@ -82,6 +82,7 @@ const TAKE_ARGUMENTS: readonly Command[] = [
   'batch',
   'replay',
   'fork',
+  'continue',
   'approve',
   'cancel',
   'follow',

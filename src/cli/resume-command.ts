@@ -40,7 +40,10 @@ const MODEL_OPTION = {
  * The events of the log at `path`, read before the harness is built (which may refuse first for
  * want of an API key): `ResumeError` says why it cannot be read, as `resume` and `fork` would.
  */
-export async function recordedEvents(path: string, verb: 'resume' | 'fork'): Promise<RunEvent[]> {
+export async function recordedEvents(
+  path: string,
+  verb: 'resume' | 'fork' | 'continue',
+): Promise<RunEvent[]> {
   return (await readCrashedLog(path, verb)).tail.events;
 }
 

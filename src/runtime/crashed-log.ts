@@ -9,7 +9,7 @@ import { readLogRunId, readLogTail } from '../persistence/log-reader.js';
  */
 export async function readCrashedLog(
   path: string,
-  verb: 'resume' | 'fork',
+  verb: 'resume' | 'fork' | 'continue',
 ): Promise<{ bytes: Buffer; text: string; tail: ReturnType<typeof readLogTail> }> {
   const refuse = (why: string, cause?: unknown) =>
     new ResumeError(`cannot ${verb} ${path}: ${why}`, cause === undefined ? undefined : { cause });

@@ -79,7 +79,7 @@ describe('flag mistakes', () => {
     expect(typo).toContain('unknown command "rnu" (did you mean run?)');
     // Every command is listed, from the same table that runs them.
     expect(typo).toContain(
-      'the commands are run, demo, plan, resume, batch, config, graph, replay, fork, runs, approvals, approve, cancel, worker, dashboard, follow, nats-config, help',
+      'the commands are run, demo, plan, resume, batch, config, graph, replay, fork, continue, runs, approvals, approve, cancel, worker, dashboard, follow, nats-config, help',
     );
   });
 
