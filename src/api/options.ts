@@ -7,7 +7,7 @@ import { ConfigurationError } from '../errors.js';
 import type { Model } from '../roles/model.js';
 import { DEFAULT_PRICES, priceOf } from '../roles/pricing.js';
 import type { GivenPlan, Role, RunActing, RunEvent } from '../schemas/index.js';
-import { OPTION_DEFAULTS, ROLES } from '../schemas/setting-values.js';
+import { OPTION_DEFAULTS, ROLES, WORKSPACES_DIR } from '../schemas/setting-values.js';
 import {
   FollowSettings,
   ModelClientSettings,
@@ -198,8 +198,7 @@ export function systemPromptsOf(options: ResolvedOptions): Partial<Record<Role, 
   return Object.fromEntries(Object.entries(prompts).filter(([, prompt]) => prompt !== undefined));
 }
 
-/** The directory of the working directory that holds runs' workspaces, one per run id. */
-export const WORKSPACES_DIR = 'workspaces';
+export { WORKSPACES_DIR } from '../schemas/setting-values.js';
 
 /** Where the generator's validators run (each run's workspace) and which they are. */
 export function validationOf(options: ResolvedOptions): { root: string; validators: readonly Validator[] } {

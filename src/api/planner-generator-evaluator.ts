@@ -10,9 +10,9 @@ import type { RunOutcome } from '../machines/run-machine.js';
 import { readLogFile, readLogRunId } from '../persistence/log-reader.js';
 import type { Model } from '../roles/model.js';
 import { OpenAIModel } from '../roles/openai-model.js';
+import type { Continuation } from '../runtime/continue-run.js';
 import { readCrashedLog } from '../runtime/crashed-log.js';
 import { createEmbeddedRuntime, type EmbeddedRuntime } from '../runtime/embedded.js';
-import type { Continuation } from '../runtime/continue-run.js';
 import type { ForkSettings } from '../runtime/fork-log.js';
 import { newRunId } from '../runtime/run-id.js';
 import {

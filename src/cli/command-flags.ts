@@ -368,7 +368,7 @@ export function flagsFor(command: Command): readonly FlagSpec[] {
       return [...CANCEL_FLAGS, ...FLAGS.filter((f) => f.name === 'json')];
     case 'continue':
       // The plan is the earlier run's, or --plan's edited one; the rubric may be fixed anew.
-      return [...FLAGS.filter((f) => f.group !== 'nats' && !['max-steps'].includes(f.name)), PLAN_FLAG];
+      return [...FLAGS.filter((f) => f.name !== 'max-steps'), PLAN_FLAG];
     case 'fork':
       // The plan is the parent's: the flags that shape a plan do not apply.
       return [FROM_STEP_FLAG, ...FLAGS.filter((f) => f.group !== 'nats' && !PLAN_FLAGS.includes(f.name))];

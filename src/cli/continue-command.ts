@@ -1,6 +1,17 @@
+import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { ConfigurationError } from '../errors.js';
-import type { GivenPlan } from '../schemas/index.js';
+import { resolveCriteria } from '../machines/guards.js';
+import { readLogFile } from '../persistence/log-reader.js';
+import type { Continuation } from '../runtime/continue-run.js';
+import {
+  type GivenPlan,
+  ID_PATTERN,
+  OPTION_DEFAULTS,
+  planOfDocument,
+  type RunEvent,
+} from '../schemas/index.js';
+import { resolveConfig } from './config.js';
 import type { CommandLine } from './flags.js';
 import type { CliIo } from './io.js';
 import { optionsForRecordedRun, recordedEvents } from './resume-command.js';
@@ -17,8 +28,10 @@ export async function continueCommand(line: CommandLine, io: CliIo): Promise<num
   const [file, ...extra] = line.positionals;
   if (file === undefined || extra.length > 0)
     throw new ConfigurationError(
-      'pge continue needs one log file: pge continue <log> [--plan <edited.json>]',
+      'pge continue needs one log file, or a run id with --nats: pge continue <log|runId> [--plan <edited.json>]',
     );
+  const nats = line.flags.nats ?? io.env.NATS_URL?.trim();
+  if (nats) return continueRemote(file, nats, line, io);
   const earlier = resolve(io.cwd, file);
   const events = await recordedEvents(earlier, 'continue');
   const started = events[0]?.type === 'run.started' ? events[0] : null;
@@ -29,13 +42,79 @@ export async function continueCommand(line: CommandLine, io: CliIo): Promise<num
       // The CLI read --plan's file (`readPlanFile`): a plan already read.
       ...(plan === undefined || plan === null ? {} : { plan: plan as GivenPlan }),
       ...(sharedStatePath === undefined ? {} : { logPath: sharedStatePath }),
-      onContinuation: ({ continues, runs, job }) => {
-        const kept = continues.carried.map((c) => c.stepId);
-        io.stderr.write(
-          `pge: run ${job.run} of job ${job.id}, continuing run ${continues.runId}: ` +
-            `${kept.length === 0 ? 'no step kept' : `kept ${kept.join(', ')}`}; runs ${runs.join(', ')}\n`,
-        );
-      },
+      onContinuation: (continuation) => tell(continuation, io),
     }),
   );
+}
+
+/** Says what a continued run keeps and what it runs, before it starts. */
+function tell({ continues, runs, job }: Continuation, io: CliIo): void {
+  const kept = continues.carried.map((c) => c.stepId);
+  io.stderr.write(
+    `pge: run ${job.run} of job ${job.id}, continuing run ${continues.runId}: ` +
+      `${kept.length === 0 ? 'no step kept' : `kept ${kept.join(', ')}`}; runs ${runs.join(', ')}\n`,
+  );
+}
+
+/** How long `pge continue --nats <runId>` waits for the earlier run's events before it says it has none. */
+const READ_TIMEOUT_MS = 10_000;
+
+/**
+ * `pge continue --nats <url> <runId|log>`: the earlier run's events from its log, when the argument
+ * is a file here, else from the deployment's events stream; the continuation is worked out here
+ * (thresholds resolved by this command's configuration) and submitted with the plan, then followed
+ * as `pge run --nats` follows a run.
+ */
+async function continueRemote(from: string, servers: string, line: CommandLine, io: CliIo): Promise<number> {
+  const [
+    { refuseWorkerFlags, remoteRun },
+    { natsOptionsOf },
+    { NatsBus },
+    { continuationOf },
+    { followRun },
+  ] = await Promise.all([
+    import('./remote-run.js'),
+    import('./nats-options.js'),
+    import('../bus/nats-bus.js'),
+    import('../runtime/continue-run.js'),
+    import('../runtime/follow-run.js'),
+  ]);
+  refuseWorkerFlags(line.flags.options);
+  const { options } = resolveConfig({ flags: line.flags, env: io.env, cwd: io.cwd });
+  const connection = natsOptionsOf(line.flags, io.env);
+  const path = resolve(io.cwd, from);
+  let events: RunEvent[];
+  if (existsSync(path)) events = await readLogFile(path);
+  else {
+    if (!ID_PATTERN.test(from))
+      throw new ConfigurationError(`"${from}" is neither a log file here nor a run id`);
+    const bus = await NatsBus.connect({ ...connection, servers, name: 'pge-continue' });
+    try {
+      const read: RunEvent[] = [];
+      const follower = followRun(bus, from, { onEvent: (e) => read.push(e), idleTimeoutMs: READ_TIMEOUT_MS });
+      await follower.closing.catch(() => {
+        throw new ConfigurationError(
+          read.length === 0
+            ? `no run ${from} in the deployment's events stream`
+            : `run ${from} has not ended (its last event is ${read.at(-1)!.type}): it can be resumed (pge resume --nats), not continued`,
+        );
+      });
+      events = read;
+    } finally {
+      await bus.close();
+    }
+  }
+  const started = events[0];
+  const logPath = started?.type === 'run.started' ? started.payload.logPath : path;
+  const edited = (options.plan ?? null) as GivenPlan | null;
+  const continuation = await continuationOf(events, logPath, edited, (document) =>
+    resolveCriteria(
+      options.criteria ?? planOfDocument(document).criteria,
+      options.defaultThresholds ?? {},
+      options.fallbackThreshold ?? OPTION_DEFAULTS.fallbackThreshold,
+    ),
+  );
+  tell(continuation, io);
+  const { task, plan, continues, job } = continuation;
+  return remoteRun(task, servers, connection, { ...options, plan }, line.flags.json, io, { continues, job });
 }

@@ -5,7 +5,7 @@ import { ConfigurationError } from '../errors.js';
 import { logFileOf, submitAndFollow } from '../runtime/services.js';
 import { checkTask } from '../runtime/task.js';
 import { OPTION_DEFAULTS } from '../schemas/setting-values.js';
-import { RunSubmissionOptions } from '../schemas/submission.js';
+import { type RunSubmission, RunSubmissionOptions } from '../schemas/submission.js';
 import { flagsFor } from './command-flags.js';
 import type { ConfigKey, FlagSpec } from './flag-table.js';
 import { type FollowDisplay, followProgress, interruptions, showToEnd } from './follow-command.js';
@@ -67,6 +67,8 @@ export async function remoteRun(
   options: PgeOptions,
   json: boolean,
   io: CliIo,
+  /** With `pge continue --nats`: the run it carries on and its job. */
+  continued: Pick<RunSubmission, 'continues' | 'job'> = {},
 ): Promise<number> {
   // The coordinator holds the task to its own limit too; this one answers before connecting.
   checkTask(task, options.maxTaskBytes ?? OPTION_DEFAULTS.maxTaskBytes);
@@ -87,10 +89,15 @@ export async function remoteRun(
   const bus = await NatsBus.connect({ ...connection, servers, name: 'pge-run' });
   const interrupt = interruptions();
   try {
-    const { runId, closing, stop } = await submitAndFollow(bus, { task, options: submitted }, onEvent, {
-      idleTimeoutMs: display.timeoutMs,
-      submitTimeoutMs: options.submitTimeoutMs ?? OPTION_DEFAULTS.submitTimeoutMs,
-    });
+    const { runId, closing, stop } = await submitAndFollow(
+      bus,
+      { task, options: submitted, ...continued },
+      onEvent,
+      {
+        idleTimeoutMs: display.timeoutMs,
+        submitTimeoutMs: options.submitTimeoutMs ?? OPTION_DEFAULTS.submitTimeoutMs,
+      },
+    );
     try {
       return await showToEnd(runId, closing, interrupt.signalled, progress, display, io, events);
     } finally {

@@ -54,6 +54,12 @@ const shortTime = (iso: string): string => iso.replace('T', ' ').replace(/(\.\d+
 /** The columns of the table: each one's heading and value. */
 const COLUMNS: readonly [string, (r: RunSummary) => string][] = [
   ['RUN', (r) => r.runId],
+  // A job's later runs say which run of which job they are; a run of its own job says nothing more.
+  [
+    'JOB',
+    (r) =>
+      r.job === null ? '?' : r.job.run === 1 && r.job.id === r.runId ? '-' : `${r.job.id} #${r.job.run}`,
+  ],
   ['STATUS', (r) => r.status],
   ['STEPS', (r) => `${r.stepsPassed}/${r.stepsTotal ?? '?'}`],
   ['COST', (r) => `$${r.costUsd.toFixed(4)}`],

@@ -118,17 +118,19 @@ export async function continuationOf(
 }
 
 /**
- * Copies an earlier run's workspace into a new run's: where its log says it is, unless it is gone
+ * Copies an earlier run's workspace (its `run.started`, or only its id) into a new run's: where its log says it is, unless it is gone
  * from there (moved with its working directory) or the log does not say, then under `workspaces`.
  * Links are copied as they are: one made absolute would lead into the earlier run's workspace.
  * Nothing is copied when neither is a directory.
  */
 export async function copyWorkspace(
-  started: RunEventOf<'run.started'>,
+  started: RunEventOf<'run.started'> | string,
   workspaces: string,
   target: string,
 ): Promise<void> {
-  for (const workspace of [started.payload.settings.acting?.workspace, join(workspaces, started.runId)]) {
+  const recorded = typeof started === 'string' ? undefined : started.payload.settings.acting?.workspace;
+  const runId = typeof started === 'string' ? started : started.runId;
+  for (const workspace of [recorded, join(workspaces, runId)]) {
     if (workspace === undefined || !(await isDirectory(workspace))) continue;
     await cp(workspace, target, { recursive: true, verbatimSymlinks: true });
     return;

@@ -1,7 +1,7 @@
 import type { StoredMessages } from '../bus/bus.js';
 import { subjects } from '../bus/subjects.js';
 import { type RunStatus, STOP_REASON } from '../machines/run-context.js';
-import type { RunEvent, RunEventOf, RunStopReason } from '../schemas/index.js';
+import type { RunEvent, RunEventOf, RunJob, RunStopReason } from '../schemas/index.js';
 import { isClosingEvent } from '../schemas/index.js';
 import { undecidedRequests } from './approvals.js';
 
@@ -33,6 +33,12 @@ export interface RunListFilter {
 /** One run, as `pge runs` lists it. */
 export interface RunSummary {
   runId: string;
+  /**
+   * The job the run belongs to, and its place in it (`pge continue`): a run that continues none is
+   * run 1 of its own job. Null when the stream no longer holds its start. Its steps passed of its
+   * plan are the job's progress, since the steps it kept count as passed.
+   */
+  job: RunJob | null;
   /** The task's first line, cut to `TASK_CHARS`; null when the stream no longer holds its start. */
   task: string | null;
   status: RunListStatus;
@@ -101,6 +107,7 @@ export async function listRuns(bus: StoredMessages, filter: RunListFilter = {}):
       if (filter.since !== undefined && Date.parse(startedAt) < filter.since) return null;
       const opening = {
         runId: first.runId,
+        job: started ? (started.payload.job ?? { id: started.runId, run: 1 }) : null,
         task: started ? taskLine(started.payload.task) : null,
         startedAt,
       };
@@ -119,7 +126,7 @@ export async function listRuns(bus: StoredMessages, filter: RunListFilter = {}):
     .sort((a, b) => Date.parse(a.startedAt) - Date.parse(b.startedAt) || a.runId.localeCompare(b.runId));
 }
 
-type Opening = Pick<RunSummary, 'runId' | 'task' | 'startedAt'>;
+type Opening = Pick<RunSummary, 'runId' | 'job' | 'task' | 'startedAt'>;
 
 /** A run that ended: its closing event holds its figures, and nothing of the run follows it. */
 function closedRun(opening: Opening, closing: RunEventOf<'run.completed' | 'run.failed'>): RunSummary {
@@ -155,9 +162,10 @@ async function openRun(
 ): Promise<RunSummary> {
   const { runId } = opening;
   const read = async (tail: string) => (await bus.stored(eventsOf(runId, tail))) as RunEvent[];
-  const [approvals, plans, passed, failed, rejected, calls, latest] = await Promise.all([
+  const [approvals, plans, carried, passed, failed, rejected, calls, latest] = await Promise.all([
     read('approval.>'),
     read('plan.created'),
+    read('step.carried'),
     read('step.passed'),
     read('step.failed'),
     read('step.plan.rejected'),
@@ -166,19 +174,28 @@ async function openRun(
   ]);
   const plan = plans.findLast((e): e is RunEventOf<'plan.created'> => e.type === 'plan.created');
   const outcome = new Map<string, { seq: number; passed: boolean }>();
-  for (const end of [...passed, ...failed, ...rejected]) {
-    if (end.type !== 'step.passed' && end.type !== 'step.failed' && end.type !== 'step.plan.rejected')
+  // A step kept from the run this one continues counts as passed, as the run chart counts it.
+  for (const end of [...carried, ...passed, ...failed, ...rejected]) {
+    if (
+      end.type !== 'step.carried' &&
+      end.type !== 'step.passed' &&
+      end.type !== 'step.failed' &&
+      end.type !== 'step.plan.rejected'
+    )
       continue;
     const known = outcome.get(end.payload.stepId);
     if (known === undefined || known.seq < end.seq)
-      outcome.set(end.payload.stepId, { seq: end.seq, passed: end.type === 'step.passed' });
+      outcome.set(end.payload.stepId, {
+        seq: end.seq,
+        passed: end.type === 'step.passed' || end.type === 'step.carried',
+      });
   }
   const steps = plan?.payload.plan.steps ?? [];
   // Without the latest event (one this version cannot read), the latest of those read stands in.
   const last =
     latest ??
-    [...runEvents, ...approvals, ...plans, ...passed, ...failed, ...rejected, ...calls].reduce((a, b) =>
-      b.seq > a.seq ? b : a,
+    [...runEvents, ...approvals, ...plans, ...carried, ...passed, ...failed, ...rejected, ...calls].reduce(
+      (a, b) => (b.seq > a.seq ? b : a),
     );
   return {
     ...opening,

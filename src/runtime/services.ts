@@ -1,3 +1,4 @@
+import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Bus, BusSubscription } from '../bus/bus.js';
@@ -23,7 +24,7 @@ import {
 } from '../errors.js';
 import type { Role, RoleResult, RunEvent } from '../schemas/index.js';
 import { isClosingEvent } from '../schemas/index.js';
-import { OPTION_DEFAULTS } from '../schemas/setting-values.js';
+import { OPTION_DEFAULTS, WORKSPACES_DIR } from '../schemas/setting-values.js';
 import {
   type RunCancelReply,
   type RunCancelRequest,
@@ -33,6 +34,7 @@ import {
   RunSubmissionReply,
 } from '../schemas/submission.js';
 import type { RunTracing } from '../telemetry/run-tracing.js';
+import { copyWorkspace } from './continue-run.js';
 import { answerPings, NoCoordinatorError, unlessNoCoordinator } from './coordinator-ping.js';
 import { type ClosingEvent, followRun, seconds } from './follow-run.js';
 import { newRunId } from './run-id.js';
@@ -165,8 +167,23 @@ export function runSpecOf(
     task: submission.task,
     logPath: join(options.workingDirectory ?? '', logFileOf(runId)),
     ...runSettingsOf({ ...options, ...submission.options }),
+    continues: submission.continues ?? null,
+    ...(submission.job === undefined ? {} : { job: submission.job }),
     models: modelNames(models),
   };
+}
+
+/**
+ * A continued run's workspace starts as a copy of the earlier run's, when this coordinator shares
+ * the workers' working directory (`<workingDirectory>/workspaces/<runId>`, as in the compose file);
+ * otherwise the new run's workspace starts empty, and the kept steps' artifacts still reach their
+ * dependents through the run's events.
+ */
+async function carryWorkspace(workingDirectory: string | undefined, from: string, to: string): Promise<void> {
+  const workspaces = join(workingDirectory ?? '', WORKSPACES_DIR);
+  const target = join(workspaces, to);
+  if (existsSync(target)) return;
+  await copyWorkspace(from, workspaces, target);
 }
 
 /** A running coordinator service. */
@@ -304,6 +321,8 @@ export function startCoordinatorService(service: CoordinatorServiceOptions): Coo
           await message.respond({ runId });
           return;
         }
+        if (submission.continues !== undefined)
+          await carryWorkspace(options.workingDirectory, submission.continues.runId, runId);
         handle = coordinator.startRun(spec);
       } catch (error) {
         await message.respond({ error: describeError(refusal(runId, error)) });

@@ -88,3 +88,6 @@ export const DEFAULT_PUBLISH_RETRY_MS = 60_000;
 
 /** Requests one role worker (`createRoleWorker`) handles at once: model calls are I/O-bound. */
 export const DEFAULT_WORKER_CONCURRENCY = 16;
+
+/** The directory of the working directory that holds runs' workspaces, one per run id. */
+export const WORKSPACES_DIR = 'workspaces';

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { SafeId } from './domain.js';
-import { ErrorInfo } from './events.js';
+import { ErrorInfo, RunContinuation, RunJob } from './events.js';
 import { RunSettings } from './settings.js';
 
 /**
@@ -27,6 +27,10 @@ export const RunSubmission = z.strictObject({
    */
   runId: SafeId.optional(),
   options: RunSubmissionOptions.optional(),
+  /** The run this one carries on (`pge continue --nats`), and the steps it keeps from it; its plan is `options.plan`. */
+  continues: RunContinuation.optional(),
+  /** The job the run belongs to, with `continues`: the earlier run's job, one run further. */
+  job: RunJob.optional(),
 });
 export type RunSubmission = z.infer<typeof RunSubmission>;
 

@@ -113,10 +113,11 @@ describe('pge runs on NATS', () => {
     const table = await pgeRuns(['--status', 'failed,waiting']);
     expect(table.code, table.stderr).toBe(0);
     const lines = table.stdout.trimEnd().split('\n');
-    expect(lines[0]).toMatch(/^RUN +STATUS +STEPS +COST +STARTED \(UTC\) +LAST EVENT +TASK$/);
-    expect(lines.slice(1).map((l) => l.split(/ +/).slice(0, 3))).toEqual([
-      [failed, 'failed', '0/?'],
-      [waiting, 'waiting', '0/3'],
+    expect(lines[0]).toMatch(/^RUN +JOB +STATUS +STEPS +COST +STARTED \(UTC\) +LAST EVENT +TASK$/);
+    // Each is the first run of a job of its own: no job is shown.
+    expect(lines.slice(1).map((l) => l.split(/ +/).slice(0, 4))).toEqual([
+      [failed, '-', 'failed', '0/?'],
+      [waiting, '-', 'waiting', '0/3'],
     ]);
 
     // The slow run ends, and shows so.

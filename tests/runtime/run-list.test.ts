@@ -107,6 +107,7 @@ describe('listRuns', () => {
     const task = 'Write a haiku about the sea, then explain its imagery.';
     expect(runs[0]).toEqual({
       runId: 'r-passed',
+      job: { id: 'r-passed', run: 1 },
       task,
       status: 'passed',
       stepsPassed: 1,
@@ -120,6 +121,36 @@ describe('listRuns', () => {
     const calls = fullRun('x').filter((e) => e.type === 'model.call.completed').length;
     expect(runs[3]).toMatchObject({ costUsd: expect.closeTo(calls * COST, 10), lastEvent: 'step.passed' });
     expect(runs[2]).toMatchObject({ lastEvent: 'approval.requested', costUsd: COST });
+  });
+
+  it("names a continued run's job, and counts its kept steps as passed while it runs", async () => {
+    const stream = new MemoryStream();
+    // Run 2 of job r-first: its plan's one step was kept from run r-first, and nothing else has happened.
+    const [started, requested, , created] = fullRun('r-next');
+    expect([started!.type, created!.type]).toEqual(['run.started', 'plan.created']);
+    const head = started as Extract<RunEvent, { type: 'run.started' }>;
+    const step = (created as Extract<RunEvent, { type: 'plan.created' }>).payload.plan.steps[0]!;
+    stream.add(
+      [
+        { ...head, payload: { ...head.payload, job: { id: 'r-first', run: 2 } } },
+        { ...created!, seq: 2 },
+        makeEvent('r-next', 3, {
+          type: 'step.carried',
+          payload: { stepId: step.id, stepNumber: 1, title: step.title, fromRunId: 'r-first' },
+        }),
+      ],
+      T,
+    );
+    expect(requested!.type).toBe('plan.requested');
+    const [run] = await listRuns(stream);
+    expect(run).toMatchObject({
+      runId: 'r-next',
+      job: { id: 'r-first', run: 2 },
+      status: 'running',
+      stepsPassed: 1,
+      stepsTotal: 1,
+      lastEvent: 'step.carried',
+    });
   });
 
   it('reads one run-level filter for runs that ended, and the events that say where an open one stands', async () => {
