@@ -102,6 +102,8 @@ export interface StepView {
   contract: { title: string; acceptanceCriteria: string[]; imposed: boolean; outstanding: string[] } | null;
   attempts: AttemptView[];
   decisions: DecisionView[];
+  /** The run the step passed in, when this run kept it from there (`pge continue`) rather than ran it. */
+  keptFrom: string | null;
 }
 
 /** Model usage of one phase, summed over its calls (repairs included). */
@@ -141,6 +143,8 @@ export interface CallView {
 export interface RunView {
   runId: string;
   task: string | null;
+  /** The job the run belongs to and its place in it, and the run it continues (`pge continue`); null until its start is seen. */
+  job: { id: string; run: number; continues: string | null } | null;
   /** `running` until a closing event; then the run's outcome. */
   status: 'running' | 'passed' | 'failed';
   /** The closing event's summary and, for `run.failed`, its reason and message. */

@@ -93,6 +93,7 @@ export function buildRunView(
   const view: RunView = {
     runId,
     task: null,
+    job: null,
     status: 'running',
     outcome: null,
     startedAt: events[0]?.ts ?? null,
@@ -146,9 +147,25 @@ function apply(
   attemptOf: (n: number, attempt: number) => AttemptView | null,
 ): void {
   switch (event.type) {
-    case 'run.started':
-      view.task = event.payload.task;
-      view.models = event.payload.settings.models;
+    case 'run.started': {
+      const { task, settings, job, continues } = event.payload;
+      view.task = task;
+      view.models = settings.models;
+      view.job = { ...(job ?? { id: event.runId, run: 1 }), continues: continues?.runId ?? null };
+      return;
+    }
+    case 'step.carried':
+      view.steps.push({
+        stepNumber: event.payload.stepNumber,
+        stepId: event.payload.stepId,
+        title: event.payload.title,
+        status: 'passed',
+        rounds: [],
+        contract: null,
+        attempts: [],
+        decisions: [],
+        keptFrom: event.payload.fromRunId,
+      });
       return;
     case 'plan.created': {
       const { plan, criteria, replan } = event.payload;
@@ -172,6 +189,7 @@ function apply(
         contract: null,
         attempts: [],
         decisions: [],
+        keptFrom: null,
       });
       return;
     case 'step.contract.proposed': {

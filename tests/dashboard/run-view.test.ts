@@ -163,6 +163,40 @@ describe('run view', () => {
     expect(store.view(closing.runId)!.steps.map((s) => s.stepNumber)).not.toContain(9);
   });
 
+  it("names a continued run's job and shows a kept step as passed, not pending", () => {
+    const [started, ...rest] = demo.events as [RunEventOf<'run.started'>, ...RunEvent[]];
+    const plan = rest.find((e): e is RunEventOf<'plan.created'> => e.type === 'plan.created')!;
+    const step = plan.payload.plan.steps[0]!;
+    const kept: RunEvent = {
+      id: `${started.runId}-kept`,
+      runId: started.runId,
+      seq: plan.seq + 1,
+      ts: plan.ts,
+      type: 'step.carried',
+      payload: { stepId: step.id, stepNumber: 1, title: step.title, fromRunId: 'run-first' },
+    };
+    const continued: RunEventOf<'run.started'> = {
+      ...started,
+      payload: {
+        ...started.payload,
+        job: { id: 'run-first', run: 2 },
+        continues: { runId: 'run-first', logPath: '/logs/first.md', carried: [] },
+      },
+    };
+    const view = buildRunView(started.runId, [continued, ...upTo(rest, 'plan.created'), kept]);
+    expect(view.job).toEqual({ id: 'run-first', run: 2, continues: 'run-first' });
+    expect(view.steps.map((s) => [s.stepId, s.status, s.keptFrom])).toEqual([
+      [step.id, 'passed', 'run-first'],
+    ]);
+    expect(view.plan!.steps[0]!.status).toBe('passed');
+    // A run of its own job names itself, run 1, continuing nothing.
+    expect(buildRunView(started.runId, demo.events).job).toEqual({
+      id: started.runId,
+      run: 1,
+      continues: null,
+    });
+  });
+
   it('shows a run seen from the middle', () => {
     const view = buildRunView('late', demo.events.slice(20));
     expect(view.task).toBeNull();

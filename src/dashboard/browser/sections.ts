@@ -13,6 +13,12 @@ export function renderOverview(view: RunView): void {
     facts([
       ['Task', view.task],
       ['Run id', view.runId],
+      [
+        'Job',
+        view.job && (view.job.run > 1 || view.job.id !== view.runId)
+          ? `run ${view.job.run} of job ${view.job.id}${view.job.continues ? `, continuing run ${view.job.continues}` : ''}`
+          : null,
+      ],
       ['Status', status],
       ['Outcome', outcome ? outcome.summary : null],
       ['Stopped because', outcome?.reason ? `${outcome.reason}: ${outcome.message}` : null],

@@ -76,6 +76,8 @@ function renderStep(step: StepView): HTMLDivElement {
   const head = el('h3');
   head.append(el('span', null, `Step ${step.stepNumber}: ${step.title} `), pill(step.status));
   box.append(head);
+  if (step.keptFrom !== null)
+    box.append(el('p', 'kept', `Kept from run ${step.keptFrom}, where it passed: not run again.`));
   if (step.rounds.length) box.append(el('div', 'muted', 'Contract rounds'), contractRounds(step));
   if (step.contract) {
     const { imposed, outstanding } = step.contract;
