@@ -80,6 +80,7 @@ describe('pge runs on NATS', () => {
     const completed = passedEvents.at(-1) as RunEventOf<'run.completed'>;
     expect(runs[0]).toEqual({
       runId: passed,
+      job: { id: passed, run: 1 },
       task: 'a task that passes',
       status: 'passed',
       stepsPassed: 3,
