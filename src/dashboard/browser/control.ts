@@ -94,6 +94,7 @@ function button(text: string, onClick: () => void, cls = ''): HTMLButtonElement 
 /** The panel of one gate: what is to be approved, a reason, Approve and Reject. */
 function gatePanel(view: ControlledView, gate: GateView): HTMLElement {
   const box = el('div', 'gate');
+  box.dataset.request = gate.requestId;
   const where = gate.stepNumber === null ? '' : ` of step ${gate.stepNumber}`;
   box.append(el('h3', null, `Waiting for your decision on ${GATE_NAMES[gate.gate]}${where}`));
   if (gate.gate === 'plan' && view.plan) box.append(...planTables(view.plan));
