@@ -227,6 +227,28 @@ describe('dashboard --control in a browser', () => {
   });
 });
 
+describe('the gates a run waits at', () => {
+  it('lists the undecided one, and none once the run has ended', async () => {
+    const store = new RunStore({ replayDelayMs: 10 });
+    const control = embeddedControl({
+      store,
+      options: harnessOptions(),
+      modelLabel: 'test-model',
+      namedModels: true,
+    });
+    open.push(control);
+    const { runId } = await control.start({ task: 'Write a guide to clouds', approve: ['plan'] }, OPERATOR);
+    await until(() => store.view(runId)?.gates.length === 1, 'the plan gate');
+    expect(control.abilitiesFor(store.view(runId)!)).toEqual({ act: true, fork: false });
+    await control.cancel({ runId, reason: null }, OPERATOR);
+    await until(() => store.view(runId)?.status === 'failed', 'the run to end');
+    expect(store.view(runId)!.gates).toEqual([]);
+    // Ended, with its log here: it can be forked, no longer decided or cancelled.
+    expect(control.abilitiesFor(store.view(runId)!)).toEqual({ act: false, fork: true });
+    await expect(control.cancel({ runId, reason: null }, OPERATOR)).rejects.toThrow('is not going on');
+  });
+});
+
 describe('dashboard --control refuses what does not come from its page', () => {
   let hostile: Server | null = null;
   afterEach(async () => {
@@ -250,7 +272,7 @@ describe('dashboard --control refuses what does not come from its page', () => {
     });
     const origin = base.slice(0, -1);
     // node:http, not fetch: fetch would not send a Host of one's choosing.
-    const post = (headers: Record<string, string>) =>
+    const post = (headers: Record<string, string>, data = body) =>
       new Promise<number>((resolve, reject) => {
         const request = httpRequest(`${base}api/actions/decide`, {
           method: 'POST',
@@ -261,7 +283,7 @@ describe('dashboard --control refuses what does not come from its page', () => {
           resolve(res.statusCode ?? 0);
         });
         request.on('error', reject);
-        request.end(body);
+        request.end(data);
       });
 
     // From outside a browser, which can set any header.
@@ -274,6 +296,13 @@ describe('dashboard --control refuses what does not come from its page', () => {
     expect(await post({ 'Sec-Fetch-Site': 'cross-site', 'X-PGE-Token': token })).toBe(403);
     expect(await post({ Host: 'evil.example', 'X-PGE-Token': token })).toBe(421);
     expect(await post({ Cookie: `token=${token}` })).toBe(403);
+    // With the token, from its own origin, a body that is not the action's JSON does nothing either.
+    const own = { Origin: origin, 'X-PGE-Token': token };
+    expect(await post({ ...own, 'Content-Type': 'text/plain' })).toBe(415);
+    expect(await post(own, '{"runId":')).toBe(400);
+    expect(await post(own, JSON.stringify({ runId, gate: 'plan', decision: 'approve' }))).toBe(400);
+    expect(await post(own, JSON.stringify({ task: 'x'.repeat(1024 * 1024 + 1) }))).toBe(413);
+    expect(await post(own, JSON.stringify({ ...JSON.parse(body), requestId: 'another' }))).toBe(409);
 
     // From a page of another origin in the same browser, even one that knows the token.
     hostile = createServer((_req, res) => {
