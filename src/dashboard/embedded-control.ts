@@ -143,7 +143,7 @@ export function embeddedControl(o: EmbeddedControlOptions): RunControl {
         ...startSettingsOf(action),
         ...(action.model === undefined ? {} : { modelName: action.model }),
       };
-      const runId = await launch(options, false, (pge) => pge.run(action.task));
+      const runId = await launch(options, false, (pge) => pge.run(action.task, { startedBy: by }));
       return { runId, message: `run ${runId} started by ${by}` };
     },
     async fork(action, by: string) {
@@ -155,7 +155,7 @@ export function embeddedControl(o: EmbeddedControlOptions): RunControl {
       if (store.view(action.runId)?.status === 'running')
         throw new ConfigurationError(`run ${action.runId} is going on: fork it once it has ended`);
       const runId = await launch(o.options, true, (pge) =>
-        pge.fork(parent, { fromStep: action.fromStep, settings: action.settings ?? {} }),
+        pge.fork(parent, { fromStep: action.fromStep, settings: action.settings ?? {}, startedBy: by }),
       );
       return {
         runId,

@@ -47,6 +47,7 @@ export async function natsControl(options: NatsBusOptions): Promise<RunControl> 
       const { runId, stop } = await submitAndFollow(bus, {
         task: action.task,
         options: startSettingsOf(action),
+        by,
       });
       // The dashboard's NATS source shows the run: this follower was only for the submission.
       stop();

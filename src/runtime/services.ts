@@ -166,6 +166,7 @@ export function runSpecOf(
     logPath: join(options.workingDirectory ?? '', logFileOf(runId)),
     ...runSettingsOf({ ...options, ...submission.options }),
     models: modelNames(models),
+    ...(submission.by === undefined ? {} : { startedBy: submission.by }),
   };
 }
 

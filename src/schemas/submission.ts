@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { SafeId } from './domain.js';
-import { ErrorInfo } from './events.js';
+import { ErrorInfo, Operator } from './events.js';
 import { RunSettings } from './settings.js';
 
 /**
@@ -27,6 +27,8 @@ export const RunSubmission = z.strictObject({
    */
   runId: SafeId.optional(),
   options: RunSubmissionOptions.optional(),
+  /** Who submits the run, by name, for its `run.started` (`startedBy`): the dashboard's operator. */
+  by: Operator.optional(),
 });
 export type RunSubmission = z.infer<typeof RunSubmission>;
 

@@ -96,7 +96,9 @@ describe('dashboard --control on NATS', () => {
     const runId = await startFromPage(page, 'Write a guide to rivers', ['the plan']);
     await page.getByRole('button', { name: 'Approve' }).click();
     await page.locator('#run-status', { hasText: 'passed' }).waitFor({ timeout: 30_000 });
-    const decided = (await eventsOf(runId)).filter((e) => e.type === 'approval.decided');
+    const stored = await eventsOf(runId);
+    expect((stored[0] as RunEventOf<'run.started'>).payload.startedBy).toBe(OPERATOR);
+    const decided = stored.filter((e) => e.type === 'approval.decided');
     expect(decided.map((e) => [e.payload.decision, e.payload.by])).toEqual([['approve', OPERATOR]]);
     // There is no fork on NATS: the page offers none.
     expect(await page.getByRole('button', { name: 'Fork' }).count()).toBe(0);

@@ -1,4 +1,4 @@
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer, request as httpRequest, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -144,7 +144,12 @@ describe('dashboard --control in a browser', () => {
     await approve.focus();
     await page.keyboard.press('Enter');
     await page.locator('#run-status', { hasText: 'passed' }).waitFor({ timeout: 20_000 });
-    const decided = (await loggedEvents(store, runId)).filter((e) => e.type === 'approval.decided');
+    const logged = await loggedEvents(store, runId);
+    // Who started it, and who decided, are in the log.
+    const started = logged[0] as RunEventOf<'run.started'>;
+    expect(started.payload.startedBy).toBe(OPERATOR);
+    expect(readFileSync(started.payload.logPath, 'utf8')).toContain(`- **Started by**: ${OPERATOR}\n`);
+    const decided = logged.filter((e) => e.type === 'approval.decided');
     expect(decided.map((e) => e.payload)).toEqual([
       expect.objectContaining({ gate: 'plan', decision: 'approve', by: OPERATOR, reason: null }),
     ]);
@@ -222,6 +227,8 @@ describe('dashboard --control in a browser', () => {
     const started = store.events(forkId)[0] as RunEventOf<'run.started'>;
     expect(started.payload.parent).toEqual({ runId: parentId, logPath: parentLog, fromStep: 2 });
     expect(started.payload.settings.maxRetriesPerStep).toBe(1);
+    expect(started.payload.startedBy).toBe(OPERATOR);
+    expect((store.events(parentId)[0] as RunEventOf<'run.started'>).payload.startedBy).toBeUndefined();
     expect(plans().length).toBe(asked);
     expect(errors).toEqual([]);
   });
@@ -246,6 +253,15 @@ describe('the gates a run waits at', () => {
     // Ended, with its log here: it can be forked, no longer decided or cancelled.
     expect(control.abilitiesFor(store.view(runId)!)).toEqual({ act: false, fork: true });
     await expect(control.cancel({ runId, reason: null }, OPERATOR)).rejects.toThrow('is not going on');
+  });
+
+  it('refuses a run started in the name of nobody, before anything is asked', async () => {
+    const pge = new PlannerGeneratorEvaluator(harnessOptions());
+    const asked = openai.completions().length;
+    await expect(pge.run('Write a line', { startedBy: '' })).rejects.toThrow('startedBy must be a name');
+    await expect(pge.run('Write a line', { startedBy: 'x'.repeat(201) })).rejects.toThrow('startedBy');
+    expect(openai.completions().length).toBe(asked);
+    await pge.close();
   });
 });
 
