@@ -3,7 +3,7 @@ import { isAbsolute } from 'node:path';
 import type { PgeOptions } from '../api/options.js';
 import { PlannerGeneratorEvaluator } from '../api/planner-generator-evaluator.js';
 import { ConfigurationError } from '../errors.js';
-import type { RunEvent } from '../schemas/index.js';
+import { isClosingEvent, type RunEvent } from '../schemas/index.js';
 import { followLog, type LogFollower } from './log-follower.js';
 import { decidedMessage, type RunControl, startSettingsOf } from './run-control.js';
 import type { RunStore } from './run-store.js';
@@ -132,7 +132,10 @@ export function embeddedControl(o: EmbeddedControlOptions): RunControl {
     },
     async cancel(action, by: string) {
       const { runId, reason } = action;
-      driver(runId).cancel(runId, by, reason ?? undefined);
+      const pge = driver(runId);
+      // Its instance lets the run go a moment after its closing event: by then there is nothing to cancel.
+      if (store.events(runId).some(isClosingEvent) || !pge.cancel(runId, by, reason ?? undefined))
+        throw new ConfigurationError(`run ${runId} has ended: there is nothing to cancel`);
       return { runId, message: `run ${runId}: cancelled by ${by}` };
     },
     async start(action, by: string) {

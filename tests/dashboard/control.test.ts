@@ -183,6 +183,39 @@ describe('dashboard --control in a browser', () => {
     expect(errors).toEqual([]);
   });
 
+  it("shows a step's result and its evaluation at the step gate, and approves each step", async () => {
+    const { url, store } = await controlled();
+    const { page, errors } = await openPage(browser, url);
+    const runId = await startFromPage(page, 'Write a guide to ferns', ["each step's result"]);
+    let last: string | null = null;
+    for (const stepNumber of [1, 2, 3]) {
+      await until(async () => {
+        const shown = await page
+          .locator('#control .gate')
+          .getAttribute('data-request', { timeout: 100 })
+          .catch(() => null);
+        return shown !== null && shown !== last;
+      }, `the gate of step ${stepNumber}`);
+      const gate = page.locator('#control .gate');
+      last = await gate.getAttribute('data-request');
+      expect(await gate.locator('h3').textContent()).toBe(
+        `Waiting for your decision on the step's result of step ${stepNumber}`,
+      );
+      // The result as the run put it, and what the evaluator said of it.
+      expect(await gate.locator('pre').textContent()).toBe('the work');
+      expect(await gate.locator('p.evaluation').textContent()).toBe('Evaluation of attempt 1: s');
+      await gate.getByRole('button', { name: 'Approve' }).click();
+    }
+    await page.locator('#run-status', { hasText: 'passed' }).waitFor({ timeout: 20_000 });
+    const decided = (await loggedEvents(store, runId)).filter((e) => e.type === 'approval.decided');
+    expect(decided.map((e) => [e.payload.gate, e.payload.by])).toEqual([
+      ['step', OPERATOR],
+      ['step', OPERATOR],
+      ['step', OPERATOR],
+    ]);
+    expect(errors).toEqual([]);
+  });
+
   it('cancels a running run: its log ends cancelled, by the operator', async () => {
     slowWork = true;
     const { url, store } = await controlled();
@@ -252,7 +285,9 @@ describe('the gates a run waits at', () => {
     expect(store.view(runId)!.gates).toEqual([]);
     // Ended, with its log here: it can be forked, no longer decided or cancelled.
     expect(control.abilitiesFor(store.view(runId)!)).toEqual({ act: false, fork: true });
-    await expect(control.cancel({ runId, reason: null }, OPERATOR)).rejects.toThrow('is not going on');
+    await expect(control.cancel({ runId, reason: null }, OPERATOR)).rejects.toThrow(
+      /has ended|is not going on/,
+    );
   });
 
   it('refuses a run started in the name of nobody, before anything is asked', async () => {

@@ -1,7 +1,7 @@
 import type { ControlInfo, ControlledView } from '../control-types.js';
 import { TOKEN_HEADER } from '../control-types.js';
 import type { GateView } from '../run-view-types.js';
-import { byId, el } from './dom.js';
+import { byId, el, list } from './dom.js';
 import { planTables } from './sections.js';
 
 /**
@@ -72,6 +72,7 @@ function field(label: string, control: HTMLElement): HTMLLabelElement {
 
 function numberInput(min: number, step = '1', value = ''): HTMLInputElement {
   const input = el('input');
+  input.placeholder = 'default';
   input.type = 'number';
   input.min = String(min);
   input.step = step;
@@ -97,8 +98,17 @@ function gatePanel(view: ControlledView, gate: GateView): HTMLElement {
   box.dataset.request = gate.requestId;
   const where = gate.stepNumber === null ? '' : ` of step ${gate.stepNumber}`;
   box.append(el('h3', null, `Waiting for your decision on ${GATE_NAMES[gate.gate]}${where}`));
+  // The plan's tables say all its summary does; a contract or a result is shown as the run put it.
   if (gate.gate === 'plan' && view.plan) box.append(...planTables(view.plan));
-  box.append(el('pre', 'text gate-summary', gate.summary));
+  else box.append(el('pre', 'text gate-summary', gate.summary));
+  if (gate.gate === 'step') {
+    const step = [...view.steps].reverse().find((s) => s.stepNumber === gate.stepNumber);
+    const attempt = step?.attempts.find((a) => a.attempt === gate.attempt);
+    // The gate comes after the evaluation and before the harness's verdict: its scores are judged once decided.
+    if (attempt?.summary != null)
+      box.append(el('p', 'evaluation', `Evaluation of attempt ${attempt.attempt}: ${attempt.summary}`));
+    if (attempt?.findings.length) box.append(el('div', 'muted', 'Findings'), list(attempt.findings));
+  }
   const reason = el('textarea');
   reason.rows = 2;
   const decide = (decision: 'approve' | 'reject') => {
