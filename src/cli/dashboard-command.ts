@@ -178,7 +178,7 @@ export async function dashboardCommand(line: CommandLine, io: CliIo): Promise<nu
     closers.push(() => dashboard.close());
     if (!isLoopback(command.host))
       io.stderr.write(
-        `pge dashboard: listening on ${command.host}: anyone who can reach it sees the runs (tasks and model output), without a password\n`,
+        `pge dashboard: listening on ${command.host}: anyone who can reach it sees the runs (tasks and model output), without a password${control ? '; acting on them takes the token' : ''}\n`,
       );
     if (control)
       // Printed once: whoever has this URL can act on the runs as the operator, until Ctrl-C.
