@@ -27,6 +27,7 @@ import {
   ApprovalDecision,
   type ApprovalGate,
   type GivenPlan,
+  Operator,
   type PlanDocument,
   type PlanDocumentInput,
   planOfDocument,
@@ -66,6 +67,21 @@ export interface ForkOptions {
   logPath?: string;
   /** Settings that differ from the parent's (its recorded ones stand for the rest). */
   settings?: ForkSettings;
+  /** Who forks the run, by name: the fork's `run.started` records it as `startedBy`. */
+  startedBy?: string;
+}
+
+/** Options of `run`. */
+export interface RunOptions {
+  /** Who starts the run, by name (a dashboard's operator): its `run.started` records it as `startedBy`. */
+  startedBy?: string;
+}
+
+/** A `startedBy` given to `run` or `fork`, checked before anything is asked or written. */
+function checkedStarter(startedBy: string | undefined): string | undefined {
+  if (startedBy !== undefined && !Operator.safeParse(startedBy).success)
+    throw new ConfigurationError('startedBy must be a name of 1 to 200 characters');
+  return startedBy;
 }
 
 /** Options of `continue`. */
@@ -130,8 +146,10 @@ export class PlannerGeneratorEvaluator<T extends OutputType = OutputType> {
    * details. Rejects with the run's error when a model or the log failed; a run that finished with
    * failed steps resolves, with `lastResult.passed` false.
    */
-  async run(task: string): Promise<RunOutput<T>> {
-    return this.runOne(task, this.options.sharedStatePath ? resolve(this.options.sharedStatePath) : null);
+  async run(task: string, options: RunOptions = {}): Promise<RunOutput<T>> {
+    const startedBy = checkedStarter(options.startedBy);
+    const path = this.options.sharedStatePath ? resolve(this.options.sharedStatePath) : null;
+    return this.runOne(task, path, false, undefined, startedBy);
   }
 
   /**
@@ -224,6 +242,7 @@ export class PlannerGeneratorEvaluator<T extends OutputType = OutputType> {
    * copy of the parent's, as the parent left it. Returns what `run` returns.
    */
   async fork(logPath: string, options: ForkOptions): Promise<RunOutput<T>> {
+    const startedBy = checkedStarter(options.startedBy);
     const parentPath = resolve(logPath);
     const { forkLog } = await import('../runtime/fork-log.js');
     const runId = newRunId();
@@ -240,6 +259,7 @@ export class PlannerGeneratorEvaluator<T extends OutputType = OutputType> {
       acting: actingOf(this.options, runId),
       settings: options.settings ?? {},
       workspaces: join(this.options.workingDirectory, WORKSPACES_DIR),
+      ...(startedBy === undefined ? {} : { startedBy }),
     });
     try {
       return await this.resume(path);
@@ -378,12 +398,16 @@ export class PlannerGeneratorEvaluator<T extends OutputType = OutputType> {
     await stop?.();
   }
 
-  /** Starts a run of `task` and waits for it; a continued run (`continue`) comes with its id, plan, job and the run it continues. */
+  /**
+   * Starts a run of `task` and waits for it; a continued run (`continue`) comes with its id, plan,
+   * job and the run it continues; a run started by a person's name, with `startedBy`.
+   */
   private async runOne(
     task: string,
     fixedPath: string | null,
     batch = false,
     continued?: { runId: string } & Pick<RunSpec, 'plan' | 'continues' | 'job'>,
+    startedBy?: string,
   ): Promise<RunOutput<T>> {
     checkTask(task, this.options.maxTaskBytes);
     const runId = continued?.runId ?? newRunId();
@@ -405,6 +429,7 @@ export class PlannerGeneratorEvaluator<T extends OutputType = OutputType> {
         : { plan: continued.plan, continues: continued.continues, job: continued.job }),
       models: this.modelNames,
       acting: actingOf(o, runId),
+      ...(startedBy === undefined ? {} : { startedBy }),
     });
     return this.finish(handle, task, logPath, () => performance.now() - started);
   }

@@ -171,7 +171,26 @@ const DASHBOARD_FLAGS = inGroup('cli', [
     default: '127.0.0.1',
     help: 'Address to bind; the default is this machine only',
   },
+  {
+    name: 'control',
+    kind: 'switch',
+    help: 'Let the page approve, reject, cancel, start and fork runs; prints a URL with a one-time token',
+  },
+  {
+    name: 'operator',
+    kind: 'text',
+    value: '<name>',
+    help: "With --control: who acts, as the runs' logs record it (default: the OS user)",
+  },
+  {
+    name: 'demo',
+    kind: 'switch',
+    help: 'With --control, no --nats: runs started from the page use the built-in demo model (not an AI)',
+  },
 ]);
+
+/** The flags of `pge dashboard --control` that set the options of the runs it starts itself. */
+const DASHBOARD_RUN_FLAGS = ['model', 'base-url', 'working-dir'];
 
 /** The output flags of `resume`: a resumed run keeps its log and its recorded settings. */
 const RESUME_OUTPUT_FLAGS: readonly string[] = ['output-type', 'json', 'verbose'];
@@ -373,7 +392,7 @@ export function flagsFor(command: Command): readonly FlagSpec[] {
       // The plan is the parent's: the flags that shape a plan do not apply.
       return [FROM_STEP_FLAG, ...FLAGS.filter((f) => f.group !== 'nats' && !PLAN_FLAGS.includes(f.name))];
     case 'dashboard':
-      return DASHBOARD_FLAGS;
+      return [...DASHBOARD_FLAGS, ...FLAGS.filter((f) => DASHBOARD_RUN_FLAGS.includes(f.name))];
     case 'follow':
       return FOLLOW_FLAGS;
     case 'nats-config':

@@ -1,14 +1,21 @@
+import { userInfo } from 'node:os';
+import type { PgeOptions } from '../api/options.js';
+import type { RunControl } from '../dashboard/run-control.js';
+import type { RunStore } from '../dashboard/run-store.js';
 import { ConfigurationError } from '../errors.js';
 import { isLoopback } from '../loopback.js';
+import { resolveConfig } from './config.js';
 import { ExitCode } from './exit-codes.js';
 import type { CommandLine } from './flags.js';
 import type { CliIo } from './io.js';
 
 /**
- * `pge dashboard [--log <file>]… [--nats <url>] [--port <n>] [--host <addr>]`: a read-only local
+ * `pge dashboard [--log <file>]… [--nats <url>] [--port <n>] [--host <addr>] [--control]`: a local
  * web page that shows runs as they go: their statecharts with the active state, the plan, each
  * attempt's scores, the decisions, usage by phase and the timeline. It works with no network:
- * everything the page loads comes from this process. It runs until SIGINT or SIGTERM.
+ * everything the page loads comes from this process. Read-only unless `--control` is given: then
+ * the page approves, rejects, cancels, starts and forks runs, with a token printed once, in the
+ * URL. It runs until SIGINT or SIGTERM.
  */
 
 interface DashboardCommand {
@@ -16,19 +23,92 @@ interface DashboardCommand {
   nats: string | null;
   host: string;
   port: number;
+  /** `--control`: who acts (`--operator`, else the OS user); null: read-only. */
+  operator: string | null;
+  demo: boolean;
+}
+
+/** The user's name, for the runs' logs; a container's user may have none. */
+function whoAmI(io: CliIo): string {
+  try {
+    return userInfo().username;
+  } catch {
+    return io.env.USER?.trim() || 'unknown';
+  }
 }
 
 /** The sources and address of a dashboard command line; the flag table supplies the defaults. */
 function dashboardOf(line: CommandLine, io: CliIo): DashboardCommand {
   const values = line.flags.values;
+  const control = values.control === true;
   const logs = (values.log as string[] | undefined) ?? [];
-  const nats = line.flags.nats ?? (logs.length === 0 ? io.env.NATS_URL?.trim() : undefined);
-  if (logs.length === 0 && !nats)
-    throw new ConfigurationError('pge dashboard needs --log <file> or --nats <url> (or NATS_URL)');
+  const nats = line.flags.nats ?? (logs.length === 0 && !control ? io.env.NATS_URL?.trim() : undefined);
+  if (logs.length === 0 && !nats && !control)
+    throw new ConfigurationError(
+      'pge dashboard needs --log <file> or --nats <url> (or NATS_URL), or --control',
+    );
   const port = values.port as number;
   if (port > 65_535)
     throw new ConfigurationError(`--port expects a port number (0 for any free port), got "${port}"`);
-  return { logs, nats: nats || null, host: values.host as string, port };
+  for (const flag of ['operator', 'demo', 'model', 'base-url', 'working-dir'])
+    if (values[flag] !== undefined && !control) throw new ConfigurationError(`--${flag} needs --control`);
+  const demo = values.demo === true;
+  if (nats && (demo || values.model !== undefined || values['base-url'] !== undefined))
+    throw new ConfigurationError(
+      'with --nats the role workers of the deployment hold the models: --demo, --model and --base-url do not apply',
+    );
+  const operator = typeof values.operator === 'string' ? values.operator.trim() : whoAmI(io);
+  if (control && (operator === '' || operator.length > 200))
+    throw new ConfigurationError('--operator needs a name of 1 to 200 characters');
+  return {
+    logs,
+    nats: nats || null,
+    host: values.host as string,
+    port,
+    operator: control ? operator : null,
+    demo,
+  };
+}
+
+/**
+ * How the page acts on runs: on the deployment with the dashboard's credential (a client's), or
+ * in this process, with the demo model or the model the flags, the environment and the config file
+ * name (as `pge run` does).
+ */
+async function controlOf(
+  command: DashboardCommand,
+  line: CommandLine,
+  io: CliIo,
+  store: RunStore,
+): Promise<RunControl> {
+  if (command.nats) {
+    const [{ natsControl }, { natsOptionsOf }] = await Promise.all([
+      import('../dashboard/nats-control.js'),
+      import('./nats-options.js'),
+    ]);
+    return natsControl({ ...natsOptionsOf(line.flags, io.env), servers: command.nats });
+  }
+  const { embeddedControl } = await import('../dashboard/embedded-control.js');
+  const config = resolveConfig({ flags: line.flags, env: io.env, cwd: io.cwd, flagsOnly: command.demo });
+  if (command.demo) {
+    const { DemoModel, titledDeliverable } = await import('../roles/demo-model.js');
+    const model = new DemoModel();
+    const options: PgeOptions = {
+      ...config.options,
+      plannerAgent: model,
+      generatorAgent: model,
+      evaluatorAgent: model,
+      validators: [titledDeliverable],
+    };
+    return embeddedControl({
+      store,
+      options,
+      modelLabel: `${model.name} (built in, not an AI)`,
+      namedModels: false,
+    });
+  }
+  const model = config.options.modelName ?? 'the default model';
+  return embeddedControl({ store, options: config.options, modelLabel: model, namedModels: true });
 }
 
 /** Resolves on the first SIGINT or SIGTERM. */
@@ -70,9 +150,23 @@ export async function dashboardCommand(line: CommandLine, io: CliIo): Promise<nu
       const source = await followNats({ ...natsOptionsOf(line.flags, io.env), servers: command.nats }, store);
       closers.push(() => source.close());
     }
+    let control: { control: RunControl; token: string; operator: string } | undefined;
+    if (command.operator !== null) {
+      const [{ newToken }, runControl] = await Promise.all([
+        import('../dashboard/control-http.js'),
+        controlOf(command, line, io, store),
+      ]);
+      closers.push(() => runControl.close());
+      control = { control: runControl, token: newToken(), operator: command.operator };
+    }
     let dashboard: Awaited<ReturnType<typeof startDashboard>>;
     try {
-      dashboard = await startDashboard({ store, host: command.host, port: command.port });
+      dashboard = await startDashboard({
+        store,
+        host: command.host,
+        port: command.port,
+        ...(control ? { control } : {}),
+      });
     } catch (error) {
       const code = (error as NodeJS.ErrnoException).code;
       if (code === 'EADDRINUSE' || code === 'EACCES' || code === 'EADDRNOTAVAIL')
@@ -84,9 +178,14 @@ export async function dashboardCommand(line: CommandLine, io: CliIo): Promise<nu
     closers.push(() => dashboard.close());
     if (!isLoopback(command.host))
       io.stderr.write(
-        `pge dashboard: listening on ${command.host}: anyone who can reach it sees the runs (tasks and model output), without a password\n`,
+        `pge dashboard: listening on ${command.host}: anyone who can reach it sees the runs (tasks and model output), without a password${control ? '; acting on them takes the token' : ''}\n`,
       );
-    io.stderr.write(`pge dashboard: ${dashboard.url} (read-only; Ctrl-C to stop)\n`);
+    if (control)
+      // Printed once: whoever has this URL can act on the runs as the operator, until Ctrl-C.
+      io.stderr.write(
+        `pge dashboard: ${dashboard.url}?token=${control.token} (control: acting as ${control.operator}; keep this URL to yourself; Ctrl-C to stop)\n`,
+      );
+    else io.stderr.write(`pge dashboard: ${dashboard.url} (read-only; Ctrl-C to stop)\n`);
     const signal = await untilSignal();
     io.stderr.write(`pge dashboard: ${signal}: stopping\n`);
     return ExitCode.passed;

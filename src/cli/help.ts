@@ -411,7 +411,8 @@ for another worker), then the connection closes.`,
   dashboard: {
     summary: 'a local web page that shows runs live, from a log or NATS',
     synopsis: '[flags]',
-    usage: '[--log <file>]... [--nats <url>] [--port <n>] [--host <addr>]',
+    usage:
+      '[--log <file>]... [--nats <url>] [--port <n>] [--host <addr>] [--control [--operator <name>] [--demo]]',
     about: `Serves a read-only web page that shows runs as they go, and after: the run and step
 statecharts with the active state highlighted, the plan, each attempt's score per criterion
 against its threshold, the contract rounds, the refine and pivot decisions, tokens, cost and time
@@ -420,11 +421,19 @@ it follows every run on the server from the JetStream stream (a run under way wh
 joined is read from its start; a reconnect loses nothing), with a run selector.
 The page loads nothing from the internet (no CDN, no fonts), shows model text as text, and takes
 only GET requests. It binds 127.0.0.1 unless --host says otherwise: the runs' tasks and model
-output are visible to anyone who can reach the port. It runs until Ctrl-C.`,
+output are visible to anyone who can reach the port. It runs until Ctrl-C.
+With --control the page also approves or rejects the gate a run waits at, cancels runs, starts
+runs from a form and, without --nats, forks ended runs from a step, each in the name of --operator
+(default: the OS user), which the run's log records. The URL it prints carries a one-time token that
+every action must send; requests from another origin are refused. Without --nats the runs it
+starts run in this process (--demo: the built-in demo model; else --model and the environment, as
+for pge run); with --nats it acts with the client credential (--creds client.creds).`,
     examples: [
       'pge dashboard --log pge_shared_state_<runId>.md',
       'pge dashboard --nats nats://127.0.0.1:4222 --port 8080',
       'pge dashboard --log a.md --log b.md --port 0',
+      'pge dashboard --control --demo',
+      'pge dashboard --control --nats nats://127.0.0.1:4222 --creds client.creds --operator ada',
     ],
   },
   follow: {

@@ -52,6 +52,8 @@ export interface RunSpec extends Omit<RunInput, 'startedAt'> {
   acting?: RunActing;
   /** The job the run belongs to when it carries one on (`pge continue`); absent: a job of its own. */
   job?: RunJob;
+  /** Who started the run, when a person did it by name (`run.started`'s `startedBy`). */
+  startedBy?: string;
 }
 
 /** The options a run's settings are taken from (a subset of the API's resolved options). */

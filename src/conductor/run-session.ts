@@ -51,6 +51,7 @@ function startedDraft(
     logPath,
     job,
     continues,
+    startedBy,
     ...settings
   } = spec;
   return {
@@ -78,6 +79,7 @@ function startedDraft(
       },
       ...(job === undefined ? {} : { job }),
       ...(continues === null ? {} : { continues }),
+      ...(startedBy === undefined ? {} : { startedBy }),
       ...(traceparent === undefined ? {} : { traceparent }),
     },
   };

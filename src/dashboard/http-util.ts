@@ -49,6 +49,19 @@ export function admit(req: IncomingMessage, res: ServerResponse, boundHost: stri
     });
     return false;
   }
+  return addressedRight(req, res, boundHost, csp);
+}
+
+/**
+ * Whether a request is addressed to this server as bound: on a loopback address the `Host` header
+ * must name loopback too (see `admit`). Answers the refusal (421) itself and returns false.
+ */
+export function addressedRight(
+  req: IncomingMessage,
+  res: ServerResponse,
+  boundHost: string,
+  csp: string,
+): boolean {
   const host = (req.headers.host ?? '').replace(/:\d+$/, '');
   if (isLoopback(boundHost) && !isLoopback(host)) {
     send(res, 421, 'text/plain', 'Misdirected Request: use a loopback address\n', csp);

@@ -89,6 +89,11 @@ export class RunStore {
     return this.problemList;
   }
 
+  /** The events of run `runId` seen so far, in seq order; none for a run not seen. */
+  events(runId: string): readonly RunEvent[] {
+    return this.runs.get(runId) ?? [];
+  }
+
   /** The view of a run as of its latest replay, or undefined for a run not replayed yet. */
   view(runId: string): RunView | undefined {
     return this.views.get(runId);

@@ -1,4 +1,5 @@
 import type {
+  ApprovalGate,
   ContractReview,
   JudgedScore,
   Phase,
@@ -139,6 +140,18 @@ export interface CallView {
   stepNumber: number | null;
 }
 
+/** A gate the run waits at for a person's decision (`approval.requested` with no decision yet). */
+export interface GateView {
+  gate: ApprovalGate;
+  /** The request's id, which a decision names. */
+  requestId: string;
+  stepNumber: number | null;
+  attempt: number | null;
+  /** What is to be approved: the plan, the contract, or the step's result, as the run put it. */
+  summary: string;
+  since: string;
+}
+
 /** Everything the page shows of a run. */
 export interface RunView {
   runId: string;
@@ -158,6 +171,8 @@ export interface RunView {
   /** The calls in flight, in the order they were asked, each shown as its chart state's child actor. */
   calls: CallView[];
   plan: { scope: string; replan: number; steps: PlanStepView[]; criteria: ResolvedCriterion[] } | null;
+  /** The gates the run waits at, oldest first; none once it has ended. */
+  gates: GateView[];
   steps: StepView[];
   phases: PhaseView[];
   totals: Omit<PhaseView, 'phase'>;

@@ -2,7 +2,15 @@ import type { RoleRequest, RunEvent } from '../schemas/index.js';
 import { isClosingEvent, isRoleRequest, ROLE_OF_REQUEST } from '../schemas/index.js';
 import { PHASES } from '../schemas/setting-values.js';
 import { describeEvent } from './event-text.js';
-import type { ActiveStates, AttemptView, CallView, RunSummary, RunView, StepView } from './run-view-types.js';
+import type {
+  ActiveStates,
+  AttemptView,
+  CallView,
+  GateView,
+  RunSummary,
+  RunView,
+  StepView,
+} from './run-view-types.js';
 
 /**
  * What the dashboard shows of one run, folded from its events. The page only renders this object,
@@ -68,6 +76,28 @@ function callsInFlight(events: readonly RunEvent[]): CallView[] {
     }));
 }
 
+/** The gates a run waits at: each `approval.requested` no `approval.decided` answers, until the run closes. */
+function gatesWaiting(events: readonly RunEvent[]): GateView[] {
+  if (events.some(isClosingEvent)) return [];
+  const decided = new Set(
+    events.flatMap((e) => (e.type === 'approval.decided' ? [e.payload.requestId] : [])),
+  );
+  return events.flatMap((e) =>
+    e.type === 'approval.requested' && !decided.has(e.id)
+      ? [
+          {
+            gate: e.payload.gate,
+            requestId: e.id,
+            stepNumber: e.payload.stepNumber,
+            attempt: e.payload.attempt,
+            summary: e.payload.summary,
+            since: e.ts,
+          },
+        ]
+      : [],
+  );
+}
+
 /**
  * Why `event` cannot be shown with `events` (a run's events so far, in seq order): it comes after
  * the run's closing event, which ends every run. Null when it can.
@@ -103,6 +133,7 @@ export function buildRunView(
     active,
     calls: callsInFlight(events),
     plan: null,
+    gates: gatesWaiting(events),
     steps: [],
     phases: PHASES.map((phase) => ({
       phase,

@@ -7,7 +7,10 @@ import { loadAppScript } from './app-bundle.js';
 import { APP_STYLE, PAGE_HTML } from './assets/page.js';
 import { layoutChart } from './chart-layout.js';
 import type { ChartLayout } from './chart-types.js';
+import { handleAction } from './control-http.js';
+import type { ControlInfo, ControlledView } from './control-types.js';
 import {
+  addressedRight,
   admit,
   DASHBOARD_CSP,
   openEventStream,
@@ -16,13 +19,16 @@ import {
   sendJson,
   writeEvent,
 } from './http-util.js';
+import type { RunControl } from './run-control.js';
 import type { RunStore } from './run-store.js';
-import type { RunList } from './run-view-types.js';
+import type { RunList, RunView } from './run-view-types.js';
 
 /**
  * The dashboard's web server: node:http, one page, its script and style, a JSON API and a
  * server-sent event stream. Everything the page needs comes from this server, so it works with
- * no network at all. It only reads: every method but GET and HEAD is refused.
+ * no network at all. It only reads: every method but GET and HEAD is refused, unless `control` is
+ * given (`pge dashboard --control`): then a POST to `/api/actions/<name>` that carries the token
+ * from the dashboard's own origin acts on a run (`control-http.ts`).
  */
 
 /**
@@ -41,6 +47,8 @@ export interface DashboardOptions {
   port?: number;
   /** Milliseconds to gather changes before pushing a view (default 100). */
   debounceMs?: number;
+  /** Acting on runs from the page: how, the token every action must carry, and who acts. Absent: read-only. */
+  control?: { control: RunControl; token: string; operator: string };
 }
 
 /** A running dashboard. */
@@ -96,6 +104,10 @@ export async function startDashboard(options: DashboardOptions): Promise<Dashboa
   const streams = new Set<() => void>();
   const csp = DASHBOARD_CSP;
   const runList = (): RunList => ({ runs: store.list(), problems: store.problems });
+  const { control } = options;
+  /** A view as the page gets it: with what may be done to its run when the dashboard controls runs. */
+  const withControl = (view: RunView): ControlledView =>
+    control ? { ...view, control: control.control.abilitiesFor(view) } : view;
 
   function stream(req: IncomingMessage, res: ServerResponse, wanted: string | null): void {
     openEventStream(res, csp);
@@ -112,7 +124,7 @@ export async function startDashboard(options: DashboardOptions): Promise<Dashboa
       if (viewChanged || now !== shown) {
         shown = now;
         const view = now === null ? undefined : store.view(now);
-        if (view) writeEvent(res, 'view', view);
+        if (view) writeEvent(res, 'view', withControl(view));
       }
       listChanged = false;
       viewChanged = false;
@@ -144,14 +156,21 @@ export async function startDashboard(options: DashboardOptions): Promise<Dashboa
   ] as const);
 
   async function route(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    if (!admit(req, res, host, csp)) return;
     const url = new URL(req.url ?? '/', 'http://dashboard.invalid');
     const path = url.pathname;
+    if (control && req.method === 'POST' && path.startsWith('/api/actions/')) {
+      if (!addressedRight(req, res, host, csp)) return;
+      return handleAction(req, res, path.slice('/api/actions/'.length), { ...control, csp });
+    }
+    if (!admit(req, res, host, csp)) return;
     const file = files.get(path as '/');
     if (file) {
       send(res, 200, file[0], file[1], csp);
     } else if (path === '/api/charts') {
       sendJson(res, 200, layouts, csp);
+    } else if (path === '/api/control' && control) {
+      const info: ControlInfo = { operator: control.operator, abilities: control.control.abilities };
+      sendJson(res, 200, info, csp);
     } else if (path === '/api/runs') {
       // Answered once the runs' charts have been replayed over every event that has arrived (or 2 s).
       await store.settled(SETTLE_WAIT_MS);
@@ -159,7 +178,7 @@ export async function startDashboard(options: DashboardOptions): Promise<Dashboa
     } else if (path.startsWith('/api/runs/')) {
       await store.settled(SETTLE_WAIT_MS);
       const view = store.view(decodeOr(path.slice('/api/runs/'.length)));
-      if (view) sendJson(res, 200, view, csp);
+      if (view) sendJson(res, 200, withControl(view), csp);
       else sendJson(res, 404, { error: 'no such run' }, csp);
     } else if (path === '/favicon.ico') {
       // No icon: an empty answer, so the browser neither asks again nor logs an error.

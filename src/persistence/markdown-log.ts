@@ -216,6 +216,7 @@ function renderHeader(event: RunEventOf<'run.started'>): string {
     (settings.maxParallelSteps === undefined
       ? ''
       : `- **Steps side by side**: at most ${settings.maxParallelSteps}, along the plan's dependencies\n`) +
+    (event.payload.startedBy === undefined ? '' : `- **Started by**: ${inline(event.payload.startedBy)}\n`) +
     (event.payload.continues === undefined
       ? ''
       : `- **Continues**: run ${inline(event.payload.continues.runId)} (${inline(event.payload.continues.logPath)}), run ${event.payload.job?.run ?? 2} of job ${inline(event.payload.job?.id ?? event.payload.continues.runId)}; ${plural(event.payload.continues.carried.length, 'step')} kept\n`) +

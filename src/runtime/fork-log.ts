@@ -58,6 +58,8 @@ export interface ForkLogOptions {
   settings: ForkSettings;
   /** Where runs' workspaces are: the parent's, if its log does not say where it is. */
   workspaces: string;
+  /** Who forks the run, by name, for the fork's `run.started`; absent: nobody named (the parent's is not kept). */
+  startedBy?: string;
 }
 
 /** Writes the fork's log (the parent's events before step `fromStep`, as the fork's) and copies the parent's workspace. */
@@ -87,7 +89,7 @@ export async function forkLog(options: ForkLogOptions): Promise<void> {
     Object.entries({ maxCostUsd, maxTokens, maxDurationMs }).filter(([, v]) => v !== undefined),
   );
   // A fork is a run of its own: its trace is its own too (its parent's is named in `parent`).
-  const { traceparent: _parentTrace, ...payload } = first.payload;
+  const { traceparent: _parentTrace, startedBy: _parentStarter, ...payload } = first.payload;
   prefix[0] = {
     ...first,
     payload: {
@@ -101,6 +103,7 @@ export async function forkLog(options: ForkLogOptions): Promise<void> {
         acting: options.acting,
       },
       parent: { runId: parentId, logPath: parentPath, fromStep },
+      ...(options.startedBy === undefined ? {} : { startedBy: options.startedBy }),
     },
   };
   // Checked as any log's events are: a setting out of its range is refused here, not at the replay.

@@ -170,6 +170,7 @@ export function runSpecOf(
     continues: submission.continues ?? null,
     ...(submission.job === undefined ? {} : { job: submission.job }),
     models: modelNames(models),
+    ...(submission.by === undefined ? {} : { startedBy: submission.by }),
   };
 }
 

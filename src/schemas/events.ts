@@ -196,6 +196,9 @@ export type CarriedStep = z.infer<typeof CarriedStep>;
 export const RunJob = z.strictObject({ id: SafeId, run: z.number().int().min(1) });
 export type RunJob = z.infer<typeof RunJob>;
 
+/** A person's name as the log records who acted (`by`, `startedBy`). */
+export const Operator = z.string().min(1).max(200);
+
 /** The run a continued run carries on (`pge continue`): its id, its log, and the steps kept from it. */
 export const RunContinuation = z.strictObject({
   runId: SafeId,
@@ -247,6 +250,12 @@ export const RunStarted = event(
       /** The plan the run was given (`--plan`, `pge continue`): it asks no planner for its first plan. */
       plan: GivenPlan.optional(),
     }),
+    /**
+     * Who started the run, when a person did it by name: the operator of `pge dashboard --control`
+     * (a start or a fork from the page), a submission's `by`. Absent otherwise, and in logs written
+     * before it was recorded.
+     */
+    startedBy: Operator.optional(),
     /** A fork's parent: the run whose events before step `fromStep` this one took (`pge fork`). */
     parent: z
       .strictObject({ runId: SafeId, logPath: z.string(), fromStep: z.number().int().min(1) })
@@ -403,7 +412,7 @@ export const ApprovalDecision = z.strictObject({
   decision: z.enum(['approve', 'reject']),
   reason: z.string().max(4000).nullable(),
   /** Who decided: a user's name, `terminal`, or the deadline's policy (`deadline`). */
-  by: z.string().min(1).max(200),
+  by: Operator,
 });
 export type ApprovalDecision = z.infer<typeof ApprovalDecision>;
 
@@ -492,7 +501,7 @@ export const StepInFlight = z.strictObject({ ...AttemptRef, state: z.string().mi
 export type StepInFlight = z.infer<typeof StepInFlight>;
 /** Who cancelled a run (`pge cancel`, `RunHandle.cancel`), and why, if they said. */
 export const RunCancellation = z.strictObject({
-  by: z.string().min(1).max(200),
+  by: Operator,
   reason: z.string().min(1).max(4000).nullable(),
 });
 export type RunCancellation = z.infer<typeof RunCancellation>;

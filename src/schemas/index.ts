@@ -41,6 +41,7 @@ export {
   isRoleRequest,
   JudgedScore,
   ModelCall,
+  Operator,
   PhaseTotals,
   phaseTotals,
   ResultRejectionReason,

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { SafeId } from './domain.js';
-import { ErrorInfo, RunContinuation, RunJob } from './events.js';
+import { ErrorInfo, Operator, RunContinuation, RunJob } from './events.js';
 import { RunSettings } from './settings.js';
 
 /**
@@ -31,6 +31,8 @@ export const RunSubmission = z.strictObject({
   continues: RunContinuation.optional(),
   /** The job the run belongs to, with `continues`: the earlier run's job, one run further. */
   job: RunJob.optional(),
+  /** Who submits the run, by name, for its `run.started` (`startedBy`): the dashboard's operator. */
+  by: Operator.optional(),
 });
 export type RunSubmission = z.infer<typeof RunSubmission>;
 

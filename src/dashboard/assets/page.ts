@@ -24,6 +24,8 @@ export const PAGE_HTML = `<!doctype html>
   <section id="problems" hidden></section>
   <p id="empty">Waiting for a run… (a log that does not exist yet is waited for; on NATS, start a run).</p>
   <section id="overview"></section>
+  <p id="action-status" role="status" aria-live="polite" hidden></p>
+  <section id="control" aria-label="Actions" hidden></section>
   <section id="charts" aria-label="Statecharts">
     <div class="chart" role="figure" aria-labelledby="session-chart-title"><h2 id="session-chart-title">Session statechart</h2><div id="session-chart"></div></div>
     <div class="chart" role="figure" aria-labelledby="run-chart-title"><h2 id="run-chart-title">Run statechart</h2><div id="run-chart"></div></div>
@@ -34,6 +36,7 @@ export const PAGE_HTML = `<!doctype html>
   <section id="steps"></section>
   <section id="phases"></section>
   <section id="timeline"></section>
+  <section id="start-run" aria-label="Start a run" hidden></section>
 </main>
 <div id="chart-tip" role="tooltip" hidden></div>
 </body>
@@ -109,4 +112,18 @@ ul.plain { margin: 4px 0; padding-left: 18px; }
 #timeline li { display: grid; grid-template-columns: 44px 92px 1fr; gap: 8px; padding: 2px 0; border-bottom: 1px dotted var(--line); }
 #timeline .seq, #timeline .ts { color: var(--muted); font-variant-numeric: tabular-nums; }
 #timeline .text { overflow-wrap: anywhere; }
+#control, #start-run { border-color: var(--accent); }
+#control .gate, #control .cancel, #control .fork { border-top: 1px solid var(--line); padding-top: 8px; margin-top: 8px; }
+label.field { display: flex; flex-wrap: wrap; gap: 4px 10px; align-items: center; margin: 6px 0; }
+label.field > span { min-width: 180px; color: var(--muted); }
+label.field textarea, label.field input:not([type=checkbox]) { flex: 1 1 320px; max-width: 640px; font: inherit; padding: 4px 6px; }
+fieldset { border: 1px solid var(--line); border-radius: 6px; margin: 6px 0; }
+fieldset label.field > span { min-width: 0; }
+button { font: inherit; padding: 5px 14px; border-radius: 6px; border: 1px solid #8a94a6; background: #fff; cursor: pointer; margin: 4px 8px 4px 0; }
+button.primary { background: var(--accent); border-color: var(--accent); color: #fff; }
+button.danger { border-color: var(--fail); color: var(--fail); }
+button:focus-visible, input:focus-visible, textarea:focus-visible { outline: 3px solid #ffbf47; outline-offset: 1px; }
+#action-status { margin: 0; padding: 6px 12px; border-radius: 6px; background: #dde8fb; }
+#action-status.failed { background: #f8dcd8; color: var(--fail); }
+#action-status:empty { display: none; }
 `;

@@ -1,5 +1,7 @@
-import type { RunList, RunView } from '../run-view-types.js';
+import type { ControlledView } from '../control-types.js';
+import type { RunList } from '../run-view-types.js';
 import { type Charts, renderCharts } from './charts.js';
+import { initControl, renderControl } from './control.js';
 import { byId } from './dom.js';
 import { renderOverview, renderPhases, renderPlan, renderRuns, renderTimeline } from './sections.js';
 import { renderSteps } from './steps.js';
@@ -14,12 +16,13 @@ import { renderSteps } from './steps.js';
 let charts: Charts | null = null;
 let selected = '';
 let source: EventSource | null = null;
-let lastView: RunView | null = null;
+let lastView: ControlledView | null = null;
 
-function render(view: RunView): void {
+function render(view: ControlledView): void {
   lastView = view;
   byId('empty').hidden = true;
   renderOverview(view);
+  renderControl(view, follow);
   if (charts) renderCharts(charts, view);
   renderPlan(view);
   renderSteps(view.steps);
@@ -27,6 +30,12 @@ function render(view: RunView): void {
   renderTimeline(view);
   document.body.dataset.run = view.runId;
   document.body.dataset.status = view.status;
+}
+
+/** Shows run `runId` (one the page just started or forked). */
+function follow(runId: string): void {
+  selected = runId;
+  connect();
 }
 
 /** Follows the selected run (or the latest) on the server's event stream, replacing any stream open. */
@@ -46,7 +55,9 @@ function connect(): void {
   stream.addEventListener('runs', (e) =>
     renderRuns(JSON.parse((e as MessageEvent<string>).data) as RunList, selected),
   );
-  stream.addEventListener('view', (e) => render(JSON.parse((e as MessageEvent<string>).data) as RunView));
+  stream.addEventListener('view', (e) =>
+    render(JSON.parse((e as MessageEvent<string>).data) as ControlledView),
+  );
 }
 
 async function loadCharts(): Promise<void> {
@@ -63,6 +74,12 @@ function start(): void {
   });
   // Without the layouts the page still shows everything but the charts: report, do not stop.
   loadCharts().catch((error: unknown) => console.error('pge dashboard: no chart layouts:', error));
+  // A read-only dashboard answers 404: the page then has no controls at all.
+  initControl(follow)
+    .then((controlling) => {
+      if (controlling && lastView) renderControl(lastView, follow);
+    })
+    .catch((error: unknown) => console.error('pge dashboard: no controls:', error));
   connect();
 }
 

@@ -40,26 +40,31 @@ export function renderOverview(view: RunView): void {
   );
 }
 
-export function renderPlan(view: RunView): void {
-  const section = byId('plan');
-  const plan = view.plan;
-  if (!plan) {
-    section.replaceChildren();
-    return;
-  }
+/** The plan's steps and its rubric, as tables: in the plan section, and next to a plan gate's buttons. */
+export function planTables(plan: NonNullable<RunView['plan']>): HTMLElement[] {
   const steps = plan.steps.map((s, i): Cell[] => {
     const cell = el('div');
     cell.append(el('strong', 'step-title', s.title), el('div', 'muted', s.description));
     return [i + 1, cell, s.dependsOn.join(', ') || '—', pill(s.status)];
   });
   const criteria = plan.criteria.map((c): Cell[] => [c.name, c.weight, num(c.threshold), c.description]);
-  section.replaceChildren(
-    el('h2', null, plan.replan > 0 ? `Plan (replan ${plan.replan})` : 'Plan'),
+  return [
     el('p', 'scope', plan.scope),
     table(['#', 'Step', 'Depends on', 'Status'], steps),
     el('h3', null, 'Criteria'),
     table(['Criterion', 'Weight', 'Threshold', 'Description'], criteria, [false, false, true, false]),
-  );
+  ];
+}
+
+export function renderPlan(view: RunView): void {
+  const section = byId('plan');
+  const plan = view.plan;
+  if (!plan) section.replaceChildren();
+  else
+    section.replaceChildren(
+      el('h2', null, plan.replan > 0 ? `Plan (replan ${plan.replan})` : 'Plan'),
+      ...planTables(plan),
+    );
 }
 
 function usageBar(value: number, max: number): SVGSVGElement {

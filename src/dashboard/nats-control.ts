@@ -1,0 +1,63 @@
+import { NatsBus, type NatsBusOptions } from '../bus/nats-bus.js';
+import { ConfigurationError } from '../errors.js';
+import { decide } from '../runtime/approvals.js';
+import { cancelRun, endedAs } from '../runtime/run-cancel.js';
+import { submitAndFollow } from '../runtime/services.js';
+import { decidedMessage, type RunControl, startSettingsOf } from './run-control.js';
+
+/**
+ * Acting on a deployment's runs (`pge dashboard --control --nats <url>`) as `pge approve`,
+ * `pge cancel` and `pge run --nats` do, on one connection with the dashboard's credential, which
+ * must be a client's: the client role may submit runs, decide gates and cancel runs, and read
+ * every run's events (docs/security.md). A decision, a cancel, a submission is done once the
+ * deployment has answered it; the run's events then reach the page through the dashboard's NATS
+ * source. There is no fork on NATS: a fork replays its parent's log, which the persistence worker
+ * holds, and no subject asks a coordinator for one, so the page offers none.
+ */
+
+/** Connects (rejecting with `ConfigurationError` when the server cannot be reached). */
+export async function natsControl(options: NatsBusOptions): Promise<RunControl> {
+  const bus = await NatsBus.connect({ ...options, name: 'pge-dashboard-control' });
+  return {
+    abilities: { fork: false, model: null, where: 'nats' },
+    abilitiesFor(view) {
+      return { act: view.status === 'running', fork: false };
+    },
+    async decide(action, by: string) {
+      const { runId, gate, decision, reason } = action;
+      await decide(bus, runId, gate, { decision, reason, by });
+      return { runId, message: decidedMessage(action, by) };
+    },
+    async cancel(action, by: string) {
+      const { runId, reason } = action;
+      const { owner, closing } = await cancelRun(bus, runId, by, reason);
+      const cancelled = closing.type === 'run.failed' && closing.payload.reason === 'cancelled';
+      return {
+        runId,
+        message: cancelled
+          ? `run ${runId}: cancelled by ${by} (coordinator ${owner})`
+          : `run ${runId}: it ended (${endedAs(closing)}) before the cancel reached it`,
+      };
+    },
+    async start(action, by: string) {
+      if (action.model !== undefined)
+        throw new ConfigurationError(
+          'a run on NATS cannot name a model: the role workers of the deployment hold the models',
+        );
+      const { runId, stop } = await submitAndFollow(bus, {
+        task: action.task,
+        options: startSettingsOf(action),
+        by,
+      });
+      // The dashboard's NATS source shows the run: this follower was only for the submission.
+      stop();
+      return { runId, message: `run ${runId} submitted by ${by}` };
+    },
+    async fork(action) {
+      throw new ConfigurationError(
+        `run ${action.runId} cannot be forked from a dashboard on NATS: fork its log with pge fork where the log is`,
+      );
+    },
+    close: () => bus.close(),
+  };
+}

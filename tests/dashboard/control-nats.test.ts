@@ -1,0 +1,123 @@
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import type { RunEvent, RunEventOf } from '../../src/schemas/index.js';
+import {
+  closedRun,
+  passingAnswer,
+  schemaOf,
+  startDeployment,
+  type TestDeployment,
+  until,
+} from '../support/deployment.js';
+import { type PgeProcess, startPge } from '../support/processes.js';
+import { taskHas } from '../support/scripted-deployment.js';
+import { storedEvents } from '../support/stored-events.js';
+import { type Browser, launchBrowser, openPage } from './support.js';
+
+/**
+ * `pge dashboard --control --nats` on a deployment of real `pge worker` processes and a secured
+ * nats-server: the dashboard reads and acts with the `client` credential alone. A run started from
+ * the page's form waits at its plan gate, is approved from the page and passes; a busy run is
+ * cancelled from the page; the page offers no fork (there is none on NATS); and the server refused
+ * nothing the dashboard did.
+ */
+
+const SLOW = 'a task whose work takes a minute';
+const OPERATOR = 'lin';
+
+let d: TestDeployment;
+let browser: Browser;
+let dashboard: PgeProcess;
+let url = '';
+
+beforeAll(async () => {
+  d = await startDeployment();
+  d.openai.script((body) =>
+    passingAnswer(body, taskHas(body, SLOW) && schemaOf(body) === 'pge_work' ? 60_000 : 0),
+  );
+  await d.worker('coordinator');
+  for (const role of ['planner', 'generator', 'evaluator'] as const) await d.worker(role);
+  dashboard = startPge(
+    [
+      'dashboard',
+      '--control',
+      '--nats',
+      d.nats.url,
+      '--creds',
+      d.nats.creds.client,
+      '--port',
+      '0',
+      '--operator',
+      OPERATOR,
+    ],
+    {},
+  );
+  await dashboard.waitFor(/\?token=/, 30_000);
+  url = /(http:\/\/127\.0\.0\.1:\d+\/\?token=[\w-]+)/.exec(dashboard.stderr())![1]!;
+  browser = await launchBrowser();
+}, 90_000);
+
+afterEach(() => {
+  expect(browser.offMachine, 'requests that tried to leave the machine').toEqual([]);
+});
+
+afterAll(async () => {
+  await browser?.close();
+  expect(await dashboard?.stop('SIGTERM')).toBe(0);
+  // Nothing the dashboard did was refused: the client credential may read and act as it does.
+  const { refusals } = await d.close();
+  expect(refusals).toEqual([]);
+}, 60_000);
+
+/** The events of run `runId` as the deployment stored them. */
+const eventsOf = (runId: string): Promise<RunEvent[]> => storedEvents(d.client, `pge.run.${runId}.evt.>`);
+
+async function startFromPage(
+  page: Awaited<ReturnType<typeof openPage>>['page'],
+  task: string,
+  gates: string[],
+) {
+  const before = await page.locator('body').getAttribute('data-run');
+  await page.getByLabel('Task', { exact: true }).fill(task);
+  for (const gate of gates) await page.getByLabel(gate, { exact: true }).check();
+  await page.getByRole('button', { name: 'Start run' }).click();
+  return until(
+    () => page.locator('body').getAttribute('data-run'),
+    (shown): shown is string => shown !== null && shown !== before,
+    'the page to show the new run',
+  ) as Promise<string>;
+}
+
+describe('dashboard --control on NATS', () => {
+  it('starts a run from the form, approves its plan from the page, and the run passes', async () => {
+    const { page, errors } = await openPage(browser, url);
+    await page.getByRole('button', { name: 'Start run' }).waitFor();
+    // The workers hold the models: the form names none.
+    expect(await page.getByLabel('Model').count()).toBe(0);
+    const runId = await startFromPage(page, 'Write a guide to rivers', ['the plan']);
+    await page.getByRole('button', { name: 'Approve' }).click();
+    await page.locator('#run-status', { hasText: 'passed' }).waitFor({ timeout: 30_000 });
+    const stored = await eventsOf(runId);
+    expect((stored[0] as RunEventOf<'run.started'>).payload.startedBy).toBe(OPERATOR);
+    const decided = stored.filter((e) => e.type === 'approval.decided');
+    expect(decided.map((e) => [e.payload.decision, e.payload.by])).toEqual([['approve', OPERATOR]]);
+    // There is no fork on NATS: the page offers none.
+    expect(await page.getByRole('button', { name: 'Fork' }).count()).toBe(0);
+    expect(errors).toEqual([]);
+  });
+
+  it('cancels a busy run from the page: its closing event names the operator', async () => {
+    const { page, errors } = await openPage(browser, url);
+    const runId = await startFromPage(page, SLOW, []);
+    await until(
+      async () => (await eventsOf(runId)).some((e) => e.type === 'step.work.requested'),
+      (found) => found,
+      'the run to be at work',
+      30_000,
+    );
+    await page.getByRole('button', { name: 'Cancel run' }).click();
+    await page.locator('#run-status', { hasText: 'failed' }).waitFor({ timeout: 30_000 });
+    const closing = (await closedRun(d.client, runId)).at(-1) as RunEventOf<'run.failed'>;
+    expect(closing.payload).toMatchObject({ reason: 'cancelled', cancelled: { by: OPERATOR, reason: null } });
+    expect(errors).toEqual([]);
+  });
+});
