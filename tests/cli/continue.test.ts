@@ -112,6 +112,8 @@ describe('pge continue', () => {
   it('refuses a log that is not an ended run', async () => {
     const r = await pge(['continue', 'missing.md']);
     expect(r.code).toBe(2);
-    expect(r.stderr.split('\n')[0]).toMatch(new RegExp(`^pge: cannot continue ${join(context.tmp, 'missing.md')}: ENOENT`));
+    expect(r.stderr.split('\n')[0]).toMatch(
+      new RegExp(`^pge: cannot continue ${join(context.tmp, 'missing.md')}: ENOENT`),
+    );
   });
 });
