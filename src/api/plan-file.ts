@@ -22,12 +22,12 @@ function fieldOf(path: readonly PropertyKey[]): string {
 /** The first fault of a document, as `<source>: <field>: <message>`. */
 function faultOf(source: string, error: z.ZodError): string {
   const issue = error.issues[0]!;
-  if (issue.code === 'unrecognized_keys') {
-    const where = fieldOf(issue.path);
-    return `${source}: ${where === '' ? '' : `${where}: `}unknown field${issue.keys.length > 1 ? 's' : ''} ${issue.keys.map((k) => `"${k}"`).join(', ')}`;
-  }
   const where = fieldOf(issue.path);
-  return `${source}: ${where === '' ? '' : `${where}: `}${issue.message}`;
+  const message =
+    issue.code === 'unrecognized_keys'
+      ? `unknown field${issue.keys.length > 1 ? 's' : ''} ${issue.keys.map((k) => `"${k}"`).join(', ')}`
+      : issue.message;
+  return `${source}: ${where === '' ? '' : `${where}: `}${message}`;
 }
 
 /** Checks a plan document given as a value; throws `ConfigurationError` naming `source` and the field at fault. */

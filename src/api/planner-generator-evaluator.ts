@@ -5,7 +5,6 @@ import { basename, dirname, extname, join, resolve } from 'node:path';
 import type { InspectionEvent } from 'xstate';
 import { subscribeEvents } from '../bus/channels.js';
 import { ConfigurationError, errorFromInfo, type LogWriteError, ResumeError } from '../errors.js';
-import { resolveCriteria } from '../machines/guards.js';
 import type { RunOutcome } from '../machines/run-machine.js';
 import { readLogFile, readLogRunId } from '../persistence/log-reader.js';
 import type { Model } from '../roles/model.js';
@@ -30,7 +29,6 @@ import {
   Operator,
   type PlanDocument,
   type PlanDocumentInput,
-  planOfDocument,
   type Role,
   type RunActing,
   type RunEvent,
@@ -290,19 +288,13 @@ export class PlannerGeneratorEvaluator<T extends OutputType = OutputType> {
    */
   async continue(logPath: string, options: ContinueOptions = {}): Promise<RunOutput<T>> {
     const path = resolve(logPath);
-    const { continuationOf, copyWorkspace } = await import('../runtime/continue-run.js');
+    const { continuationOf, copyWorkspace, rubricBy } = await import('../runtime/continue-run.js');
     const events = await readLogFile(path).catch((error: Error) => {
       throw new ResumeError(`cannot continue ${path}: ${error.message}`, { cause: error });
     });
     const edited = options.plan === undefined ? null : givenPlanOf(options.plan);
     const o = this.options;
-    const continuation = await continuationOf(events, path, edited, (document) =>
-      resolveCriteria(
-        o.criteria ?? planOfDocument(document).criteria,
-        o.defaultThresholds,
-        o.fallbackThreshold,
-      ),
-    );
+    const continuation = await continuationOf(events, path, edited, rubricBy(o));
     options.onContinuation?.(continuation);
     const runId = newRunId();
     const log = resolve(options.logPath ?? join(o.workingDirectory, `pge_shared_state_${runId}.md`));

@@ -1,16 +1,9 @@
 import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { ConfigurationError } from '../errors.js';
-import { resolveCriteria } from '../machines/guards.js';
 import { readLogFile } from '../persistence/log-reader.js';
 import type { Continuation } from '../runtime/continue-run.js';
-import {
-  type GivenPlan,
-  ID_PATTERN,
-  OPTION_DEFAULTS,
-  planOfDocument,
-  type RunEvent,
-} from '../schemas/index.js';
+import { type GivenPlan, ID_PATTERN, type RunEvent } from '../schemas/index.js';
 import { resolveConfig } from './config.js';
 import type { CommandLine } from './flags.js';
 import type { CliIo } from './io.js';
@@ -70,7 +63,7 @@ async function continueRemote(from: string, servers: string, line: CommandLine, 
     { refuseWorkerFlags, remoteRun },
     { natsOptionsOf },
     { NatsBus },
-    { continuationOf },
+    { continuationOf, rubricBy },
     { followRun },
   ] = await Promise.all([
     import('./remote-run.js'),
@@ -107,13 +100,7 @@ async function continueRemote(from: string, servers: string, line: CommandLine, 
   const started = events[0];
   const logPath = started?.type === 'run.started' ? started.payload.logPath : path;
   const edited = (options.plan ?? null) as GivenPlan | null;
-  const continuation = await continuationOf(events, logPath, edited, (document) =>
-    resolveCriteria(
-      options.criteria ?? planOfDocument(document).criteria,
-      options.defaultThresholds ?? {},
-      options.fallbackThreshold ?? OPTION_DEFAULTS.fallbackThreshold,
-    ),
-  );
+  const continuation = await continuationOf(events, logPath, edited, rubricBy(options));
   tell(continuation, io);
   const { task, plan, continues, job } = continuation;
   return remoteRun(task, servers, connection, { ...options, plan }, line.flags.json, io, { continues, job });

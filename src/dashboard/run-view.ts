@@ -1,5 +1,5 @@
 import type { RoleRequest, RunEvent } from '../schemas/index.js';
-import { isClosingEvent, isRoleRequest, ROLE_OF_REQUEST } from '../schemas/index.js';
+import { isClosingEvent, isRoleRequest, jobOf, ROLE_OF_REQUEST } from '../schemas/index.js';
 import { PHASES } from '../schemas/setting-values.js';
 import { describeEvent } from './event-text.js';
 import type {
@@ -179,10 +179,10 @@ function apply(
 ): void {
   switch (event.type) {
     case 'run.started': {
-      const { task, settings, job, continues } = event.payload;
+      const { task, settings, continues } = event.payload;
       view.task = task;
       view.models = settings.models;
-      view.job = { ...(job ?? { id: event.runId, run: 1 }), continues: continues?.runId ?? null };
+      view.job = { ...jobOf(event), continues: continues?.runId ?? null };
       return;
     }
     case 'step.carried':

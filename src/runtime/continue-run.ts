@@ -1,13 +1,18 @@
 import { cp, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { ConfigurationError } from '../errors.js';
+import { resolveCriteria } from '../machines/guards.js';
 import { latest } from '../machines/run-context.js';
 import {
   type CarriedStep,
+  type Criterion,
   documentOfPlan,
   type GivenPlan,
+  jobOf,
+  OPTION_DEFAULTS,
   type PlanDocument,
   type PlanDocumentStep,
+  planOfDocument,
   type ResolvedCriterion,
   type RunContinuation,
   type RunEvent,
@@ -35,9 +40,24 @@ export interface Continuation {
   runs: string[];
 }
 
-/** The job an ended run belongs to: its own, when it continues none. */
-export function jobOf(started: RunEventOf<'run.started'>): RunJob {
-  return started.payload.job ?? { id: started.runId, run: 1 };
+/** The settings the rubric of a continued run is resolved by: a fixed rubric, and the thresholds of open criteria. */
+export interface RubricSettings {
+  criteria?: Criterion[] | null | undefined;
+  defaultThresholds?: Record<string, number> | undefined;
+  fallbackThreshold?: number | undefined;
+}
+
+/**
+ * The rubric a run with `settings` judges a plan document by, as its chart resolves it
+ * (`takePlan`): the fixed rubric, else the document's, thresholds filled in by the settings.
+ */
+export function rubricBy(settings: RubricSettings): (document: PlanDocument) => ResolvedCriterion[] {
+  return (document) =>
+    resolveCriteria(
+      settings.criteria ?? planOfDocument(document).criteria,
+      settings.defaultThresholds ?? {},
+      settings.fallbackThreshold ?? OPTION_DEFAULTS.fallbackThreshold,
+    );
 }
 
 const sameStep = (a: PlanDocumentStep, b: PlanDocumentStep): boolean =>

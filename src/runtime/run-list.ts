@@ -2,7 +2,7 @@ import type { StoredMessages } from '../bus/bus.js';
 import { subjects } from '../bus/subjects.js';
 import { type RunStatus, STOP_REASON } from '../machines/run-context.js';
 import type { RunEvent, RunEventOf, RunJob, RunStopReason } from '../schemas/index.js';
-import { isClosingEvent } from '../schemas/index.js';
+import { isClosingEvent, jobOf } from '../schemas/index.js';
 import { undecidedRequests } from './approvals.js';
 
 /**
@@ -107,7 +107,7 @@ export async function listRuns(bus: StoredMessages, filter: RunListFilter = {}):
       if (filter.since !== undefined && Date.parse(startedAt) < filter.since) return null;
       const opening = {
         runId: first.runId,
-        job: started ? (started.payload.job ?? { id: started.runId, run: 1 }) : null,
+        job: started ? jobOf(started) : null,
         task: started ? taskLine(started.payload.task) : null,
         startedAt,
       };

@@ -196,6 +196,11 @@ export type CarriedStep = z.infer<typeof CarriedStep>;
 export const RunJob = z.strictObject({ id: SafeId, run: z.number().int().min(1) });
 export type RunJob = z.infer<typeof RunJob>;
 
+/** The job a run belongs to, from its `run.started`: its own, run 1, when it continues none. */
+export function jobOf(started: { runId: string; payload: { job?: RunJob | undefined } }): RunJob {
+  return started.payload.job ?? { id: started.runId, run: 1 };
+}
+
 /** A person's name as the log records who acted (`by`, `startedBy`). */
 export const Operator = z.string().min(1).max(200);
 

@@ -40,6 +40,7 @@ export {
   isClosingEvent,
   isRoleRequest,
   JudgedScore,
+  jobOf,
   ModelCall,
   Operator,
   PhaseTotals,

@@ -4,6 +4,7 @@ import { describe, expect, it } from 'vitest';
 import { readLogFile } from '../../src/persistence/index.js';
 import { inputOf } from '../../src/roles/prompts.js';
 import type { RunEventOf } from '../../src/schemas/index.js';
+import { stepsAskedSince, THREE_PART_PLAN } from '../support/continue-fixtures.js';
 import type { FakeStep } from '../support/fake-openai-server.js';
 import { answers, asksForTools, schemaOf, toolAnswers } from '../support/scripted-deployment.js';
 import { fakeServerAndScratch, runCli } from './run-cli.js';
@@ -17,27 +18,6 @@ import { fakeServerAndScratch, runCli } from './run-cli.js';
 const context = fakeServerAndScratch('pge-continue-cli-');
 const pge = (args: string[]) =>
   runCli(args, { cwd: context.tmp, env: { OPENAI_BASE_URL: context.server.url } });
-
-/** s1 and s2 depend on nothing, s3 on s2. */
-const PLAN = {
-  version: 1,
-  task: 'Write a three-part guide',
-  steps: [
-    { id: 's1', title: 'Part one', description: 'write part one', expectedOutput: 'part one' },
-    { id: 's2', title: 'Part two', description: 'write part two', expectedOutput: 'part two' },
-    {
-      id: 's3',
-      title: 'Part three',
-      description: 'extend two',
-      expectedOutput: 'part three',
-      dependsOn: ['s2'],
-    },
-  ],
-  criteria: [
-    { name: 'accuracy', weight: 'high', threshold: 7 },
-    { name: 'clarity', threshold: 7 },
-  ],
-};
 
 /** Steps whose evaluations score 5 (below the thresholds); each step's first work writes a file. */
 function script(failing: ReadonlySet<number>) {
@@ -55,19 +35,9 @@ function script(failing: ReadonlySet<number>) {
   };
 }
 
-/** The step numbers asked about since request `from`, each once, in order. */
-const stepsAsked = (from: number) => [
-  ...new Set(
-    context.server
-      .completions()
-      .slice(from)
-      .map((r) => (inputOf((r.body as { messages: never }).messages) as { stepNumber?: number }).stepNumber),
-  ),
-];
-
 describe('pge continue', () => {
   it('runs the failed step and its dependents again, keeping the rest and their files', async () => {
-    writeFileSync(join(context.tmp, 'plan.json'), JSON.stringify(PLAN));
+    writeFileSync(join(context.tmp, 'plan.json'), JSON.stringify(THREE_PART_PLAN));
     context.server.script(script(new Set([2])));
     const common = ['--working-dir', context.tmp, '--max-retries', '0', '--parallel', '1', '--json'];
     const first = await pge(['run', '--plan', 'plan.json', ...common]);
@@ -82,7 +52,7 @@ describe('pge continue', () => {
     expect(next.stderr).toContain(
       `pge: run 2 of job ${earlier.runId}, continuing run ${earlier.runId}: kept s1; runs s2, s3`,
     );
-    expect(stepsAsked(since)).toEqual([2, 3]);
+    expect(stepsAskedSince(context.server, since)).toEqual([2, 3]);
     const result = JSON.parse(next.stdout);
     expect(result.passed).toBe(true);
     expect(

@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { NatsRole } from '../../src/bus/permissions.js';
 import { inputOf } from '../../src/roles/prompts.js';
 import type { RunSummary } from '../../src/runtime/run-list.js';
+import { stepsAskedSince, THREE_PART_PLAN } from '../support/continue-fixtures.js';
 import { type FakeOpenAI, startFakeOpenAI } from '../support/fake-openai-server.js';
 import { type SecuredNatsServer, startSecuredNatsServer } from '../support/nats-server.js';
 import { type PgeProcess, startPge } from '../support/processes.js';
@@ -17,25 +18,6 @@ import { answers, schemaOf, scriptedStep, startWorkers } from '../support/script
  */
 
 const MODEL = { OPENAI_API_KEY: 'sk-test-continue', PGE_MODEL: 'test-model' };
-const PLAN = {
-  version: 1,
-  task: 'Write a three-part guide',
-  steps: [
-    { id: 's1', title: 'Part one', description: 'write part one', expectedOutput: 'part one' },
-    { id: 's2', title: 'Part two', description: 'write part two', expectedOutput: 'part two' },
-    {
-      id: 's3',
-      title: 'Part three',
-      description: 'extend two',
-      expectedOutput: 'part three',
-      dependsOn: ['s2'],
-    },
-  ],
-  criteria: [
-    { name: 'accuracy', weight: 'high', threshold: 7 },
-    { name: 'clarity', threshold: 7 },
-  ],
-};
 
 let nats: SecuredNatsServer;
 let openai: FakeOpenAI;
@@ -56,7 +38,7 @@ beforeAll(async () => {
   });
   logs = mkdtempSync(join(tmpdir(), 'pge-continue-logs-'));
   here = mkdtempSync(join(tmpdir(), 'pge-continue-client-'));
-  writeFileSync(join(here, 'plan.json'), JSON.stringify(PLAN));
+  writeFileSync(join(here, 'plan.json'), JSON.stringify(THREE_PART_PLAN));
   const env = (role: NatsRole) => ({ ...nats.env(role), ...MODEL, OPENAI_BASE_URL: openai.url });
   workers = await startWorkers(env, logs);
 }, 60_000);
@@ -75,16 +57,6 @@ async function client(...args: string[]): Promise<PgeProcess> {
   await p.exited();
   return p;
 }
-
-/** The step numbers asked about since request `from`, each once, in order. */
-const stepsAsked = (from: number) => [
-  ...new Set(
-    openai
-      .completions()
-      .slice(from)
-      .map((r) => (inputOf((r.body as { messages: never }).messages) as { stepNumber?: number }).stepNumber),
-  ),
-];
 
 describe('pge continue --nats', () => {
   it('reads the earlier run from the stream and runs only its failed step and its dependent', async () => {
@@ -110,7 +82,7 @@ describe('pge continue --nats', () => {
       `run 2 of job ${earlier.runId}, continuing run ${earlier.runId}: kept s1; runs s2, s3`,
     );
     // No planner, no s1: only the second and third steps are asked about.
-    expect(stepsAsked(since)).toEqual([2, 3]);
+    expect(stepsAskedSince(openai, since)).toEqual([2, 3]);
     const result = JSON.parse(next.stdout());
     expect(result.passed).toBe(true);
     expect(
