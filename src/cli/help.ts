@@ -416,9 +416,11 @@ for another worker), then the connection closes.`,
     about: `Serves a read-only web page that shows runs as they go, and after: the run and step
 statecharts with the active state highlighted, the plan, each attempt's score per criterion
 against its threshold, the contract rounds, the refine and pivot decisions, tokens, cost and time
-per phase, and every event. With --log it follows a log file while its run writes it; with --nats
-it follows every run on the server from the JetStream stream (a run under way when the dashboard
-joined is read from its start; a reconnect loses nothing), with a run selector.
+per phase and per step, and every event. Above them, every run at a glance: status, task, steps
+passed of total, cost, start and duration, the runs waiting for a person first, filtered by
+status if you like. With --log it follows a log file while its run writes it; with --nats it
+follows every run on the server from the JetStream stream (a run under way when the dashboard
+joined is read from its start; a reconnect loses nothing).
 The page loads nothing from the internet (no CDN, no fonts), shows model text as text, and takes
 only GET requests. It binds 127.0.0.1 unless --host says otherwise: the runs' tasks and model
 output are visible to anyone who can reach the port. It runs until Ctrl-C.

@@ -1,6 +1,7 @@
 import { ConfigurationError } from '../errors.js';
-import { listRuns, type RunListFilter, type RunSummary, runListStatuses } from '../runtime/run-list.js';
+import { listRuns, type RunListFilter, type RunSummary } from '../runtime/run-list.js';
 import { RunStopReason } from '../schemas/index.js';
+import { runListStatuses } from '../schemas/run-status.js';
 import { connect } from './approve-command.js';
 import { ExitCode } from './exit-codes.js';
 import type { CommandLine } from './flags.js';

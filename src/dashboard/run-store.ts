@@ -1,6 +1,6 @@
 import type { RunEvent } from '../schemas/index.js';
 import { replayActiveStates } from './active-state.js';
-import { afterClosingProblem, buildRunView, summarize } from './run-view.js';
+import { afterClosingProblem, buildRunView, byAttention, summarize } from './run-view.js';
 import type { ActiveStates, RunSummary, RunView } from './run-view-types.js';
 
 /**
@@ -99,11 +99,17 @@ export class RunStore {
     return this.views.get(runId);
   }
 
-  /** Every run replayed so far, the most recently updated first. */
+  /** Every run replayed so far: those waiting for a person first, then running, then ended (`byAttention`). */
   list(): RunSummary[] {
-    return [...this.views.values()]
-      .map(summarize)
-      .sort((a, b) => (b.updatedAt ?? '').localeCompare(a.updatedAt ?? ''));
+    return [...this.views.values()].map(summarize).sort(byAttention);
+  }
+
+  /** The run most recently updated, which the page shows until one is chosen; null before any. */
+  latest(): string | null {
+    let latest: RunView | null = null;
+    for (const view of this.views.values())
+      if (latest === null || (view.updatedAt ?? '') > (latest.updatedAt ?? '')) latest = view;
+    return latest?.runId ?? null;
   }
 
   /**

@@ -7,8 +7,10 @@ import type {
   RetrySignal,
   Role,
   RunEvent,
+  RunStopReason,
   Verdict,
 } from '../schemas/index.js';
+import type { RunListStatus } from '../schemas/run-status.js';
 
 /**
  * The shape of what the dashboard shows of a run: `buildRunView` folds a run's events into a
@@ -105,16 +107,22 @@ export interface StepView {
   decisions: DecisionView[];
   /** The run the step passed in, when this run kept it from there (`pge continue`) rather than ran it. */
   keptFrom: string | null;
+  /** The model calls made for this run of the step (contract, review, work, evaluation), repairs included. */
+  usage: Usage;
 }
 
-/** Model usage of one phase, summed over its calls (repairs included). */
-export interface PhaseView {
-  phase: Phase;
+/** Model usage summed over calls (repairs included). */
+export interface Usage {
   calls: number;
   promptTokens: number;
   completionTokens: number;
   costUsd: number;
   latencyMs: number;
+}
+
+/** Model usage of one phase. */
+export interface PhaseView extends Usage {
+  phase: Phase;
 }
 
 /** One line of the event timeline. */
@@ -161,7 +169,7 @@ export interface RunView {
   /** `running` until a closing event; then the run's outcome. */
   status: 'running' | 'passed' | 'failed';
   /** The closing event's summary and, for `run.failed`, its reason and message. */
-  outcome: { summary: string; reason: string | null; message: string | null } | null;
+  outcome: { summary: string; reason: RunStopReason | null; message: string | null } | null;
   startedAt: string | null;
   updatedAt: string | null;
   durationMs: number | null;
@@ -175,16 +183,30 @@ export interface RunView {
   gates: GateView[];
   steps: StepView[];
   phases: PhaseView[];
-  totals: Omit<PhaseView, 'phase'>;
+  totals: Usage;
   timeline: TimelineEntry[];
 }
 
-/** A line of the run list. */
+/** A line of the run list: the run at a glance. */
 export interface RunSummary {
   runId: string;
   task: string | null;
-  status: RunView['status'];
+  /**
+   * Where the run stands, named as `pge runs` names it: `waiting` (at a gate, for a person),
+   * `running`, `passed`, `completed` (some step failed), or how it stopped (`cancelled`, `stopped`
+   * by a budget, `failed` on an error, `interrupted`, `aborted`).
+   */
+  status: RunListStatus;
+  /** The gate it waits at, when `waiting`. */
+  waitingAt: ApprovalGate | null;
+  /** Steps of its current plan that passed (kept ones included), of how many; total null before a plan. */
+  stepsPassed: number;
+  stepsTotal: number | null;
+  costUsd: number;
+  startedAt: string | null;
   updatedAt: string | null;
+  /** From its first event to its closing one; null while it runs (the page counts from `startedAt`). */
+  durationMs: number | null;
   events: number;
 }
 

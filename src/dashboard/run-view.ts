@@ -1,5 +1,6 @@
-import type { RoleRequest, RunEvent } from '../schemas/index.js';
+import type { ModelCall, RoleRequest, RunEvent } from '../schemas/index.js';
 import { isClosingEvent, isRoleRequest, jobOf, ROLE_OF_REQUEST } from '../schemas/index.js';
+import { stoppedStatus } from '../schemas/run-status.js';
 import { PHASES } from '../schemas/setting-values.js';
 import { describeEvent } from './event-text.js';
 import type {
@@ -10,6 +11,7 @@ import type {
   RunSummary,
   RunView,
   StepView,
+  Usage,
 } from './run-view-types.js';
 
 /**
@@ -17,6 +19,17 @@ import type {
  * so every rule about what an event means lives here, typed and tested, not in browser code. All
  * strings are data: the page puts them into the DOM as text, never as markup.
  */
+
+const noUsage = (): Usage => ({ calls: 0, promptTokens: 0, completionTokens: 0, costUsd: 0, latencyMs: 0 });
+
+/** Adds one model call to a sum of usage. */
+function addCall(usage: Usage, call: ModelCall): void {
+  usage.calls += 1;
+  usage.promptTokens += call.promptTokens;
+  usage.completionTokens += call.completionTokens;
+  usage.costUsd += call.costUsd;
+  usage.latencyMs += call.latencyMs;
+}
 
 function newAttempt(attempt: number): AttemptView {
   return {
@@ -135,15 +148,8 @@ export function buildRunView(
     plan: null,
     gates: gatesWaiting(events),
     steps: [],
-    phases: PHASES.map((phase) => ({
-      phase,
-      calls: 0,
-      promptTokens: 0,
-      completionTokens: 0,
-      costUsd: 0,
-      latencyMs: 0,
-    })),
-    totals: { calls: 0, promptTokens: 0, completionTokens: 0, costUsd: 0, latencyMs: 0 },
+    phases: PHASES.map((phase) => ({ phase, ...noUsage() })),
+    totals: noUsage(),
     timeline: events.map((e) => ({ seq: e.seq, ts: e.ts, type: e.type, text: describeEvent(e) })),
   };
   // A step number names the latest run of that step: a replanned plan may reuse it.
@@ -158,7 +164,18 @@ export function buildRunView(
     }
     return found;
   };
-  for (const event of events) apply(view, event, stepOf, attemptOf);
+  // A model call is the step's whose request it answers: its `requestId` is the request's id.
+  const stepOfRequest = new Map<string, StepView>();
+  for (const event of events) {
+    apply(view, event, stepOf, attemptOf);
+    if (isRoleRequest(event) && event.type !== 'plan.requested') {
+      const step = stepOf(event.payload.input.stepNumber);
+      if (step) stepOfRequest.set(event.id, step);
+    } else if (event.type === 'model.call.completed') {
+      const step = stepOfRequest.get(event.payload.requestId);
+      if (step) addCall(step.usage, event.payload);
+    }
+  }
   if (view.plan) {
     for (const planStep of view.plan.steps) {
       const latest = view.steps.findLast((s) => s.stepId === planStep.id);
@@ -196,6 +213,7 @@ function apply(
         attempts: [],
         decisions: [],
         keptFrom: event.payload.fromRunId,
+        usage: noUsage(),
       });
       return;
     case 'plan.created': {
@@ -221,6 +239,7 @@ function apply(
         attempts: [],
         decisions: [],
         keptFrom: null,
+        usage: noUsage(),
       });
       return;
     case 'step.contract.proposed': {
@@ -299,14 +318,8 @@ function apply(
     }
     case 'model.call.completed': {
       const call = event.payload;
-      for (const usage of [view.phases.find((p) => p.phase === call.phase), view.totals]) {
-        if (!usage) continue;
-        usage.calls += 1;
-        usage.promptTokens += call.promptTokens;
-        usage.completionTokens += call.completionTokens;
-        usage.costUsd += call.costUsd;
-        usage.latencyMs += call.latencyMs;
-      }
+      for (const usage of [view.phases.find((p) => p.phase === call.phase), view.totals])
+        if (usage) addCall(usage, call);
       return;
     }
     case 'run.completed':
@@ -328,13 +341,41 @@ function apply(
   }
 }
 
+/** Where a run stands, as `pge runs` names it (`src/runtime/run-list.ts`). */
+function listStatus(view: RunView): RunSummary['status'] {
+  if (view.outcome === null) return view.gates.length > 0 ? 'waiting' : 'running';
+  if (view.outcome.reason !== null) return stoppedStatus(view.outcome.reason);
+  return view.status === 'passed' ? 'passed' : 'completed';
+}
+
 /** The run list's line for a view. */
 export function summarize(view: RunView): RunSummary {
+  const steps = view.plan?.steps ?? [];
   return {
     runId: view.runId,
     task: view.task,
-    status: view.status,
+    status: listStatus(view),
+    waitingAt: view.outcome === null ? (view.gates[0]?.gate ?? null) : null,
+    stepsPassed: steps.filter((s) => s.status === 'passed').length,
+    stepsTotal: view.plan === null ? null : steps.length,
+    costUsd: view.totals.costUsd,
+    startedAt: view.startedAt,
     updatedAt: view.updatedAt,
+    durationMs: view.outcome === null ? null : view.durationMs,
     events: view.timeline.length,
   };
+}
+
+/** How much a run needs a person: waiting at a gate first, then running, then ended. */
+const ATTENTION: Partial<Record<RunSummary['status'], number>> = { waiting: 0, running: 1 };
+
+/**
+ * The run list in the order a person reads it: the runs waiting for a person first, then those
+ * running, then the ended ones; in each, the most recently updated first.
+ */
+export function byAttention(a: RunSummary, b: RunSummary): number {
+  return (
+    (ATTENTION[a.status] ?? 2) - (ATTENTION[b.status] ?? 2) ||
+    (b.updatedAt ?? '').localeCompare(a.updatedAt ?? '')
+  );
 }

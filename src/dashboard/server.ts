@@ -112,7 +112,7 @@ export async function startDashboard(options: DashboardOptions): Promise<Dashboa
   function stream(req: IncomingMessage, res: ServerResponse, wanted: string | null): void {
     openEventStream(res, csp);
     // Without a run named, the stream follows the most recently updated run.
-    const current = () => wanted ?? store.list()[0]?.runId ?? null;
+    const current = () => wanted ?? store.latest();
     let shown = current();
     let listChanged = true;
     let viewChanged = true;
@@ -174,7 +174,11 @@ export async function startDashboard(options: DashboardOptions): Promise<Dashboa
     } else if (path === '/api/runs') {
       // Answered once the runs' charts have been replayed over every event that has arrived (or 2 s).
       await store.settled(SETTLE_WAIT_MS);
-      sendJson(res, 200, runList(), csp);
+      // `?status=waiting,running`: only the runs in one of those statuses.
+      const statuses = url.searchParams.get('status')?.split(',').filter(Boolean) ?? [];
+      const list = runList();
+      if (statuses.length > 0) list.runs = list.runs.filter((r) => statuses.includes(r.status));
+      sendJson(res, 200, list, csp);
     } else if (path.startsWith('/api/runs/')) {
       await store.settled(SETTLE_WAIT_MS);
       const view = store.view(decodeOr(path.slice('/api/runs/'.length)));

@@ -20,6 +20,7 @@ import {
   type StepInFlight,
   ZERO_USAGE,
 } from '../schemas/index.js';
+import { type RunStatus, STOP_REASON } from '../schemas/run-status.js';
 import { type BudgetName, exhaustionPolicy, resolveCriteria } from './guards.js';
 import type { BudgetState, RecordParams, StepInput, StepOutcome } from './types.js';
 
@@ -57,8 +58,7 @@ export interface RunInput {
   startedAt: number;
 }
 
-/** How the run ended. */
-export type RunStatus = 'completed' | 'aborted' | 'stopped' | 'failed' | 'interrupted' | 'cancelled';
+export type { RunStatus } from '../schemas/run-status.js';
 
 /** Output of the run machine. */
 export interface RunOutcome {
@@ -242,14 +242,7 @@ export function runTotals(context: RunContext, status: RunStatus): RunTotals {
   };
 }
 
-/** The closing event's `reason` of each way a run stops. */
-export const STOP_REASON: Record<Exclude<RunStatus, 'completed'>, RunStopReason> = {
-  aborted: 'aborted',
-  stopped: 'budget',
-  failed: 'error',
-  interrupted: 'interrupted',
-  cancelled: 'cancelled',
-};
+export { STOP_REASON };
 
 /** The run's output, given by the final state it reached, which names its `status`. */
 export function runOutcome(context: RunContext, status: RunStatus): RunOutcome {

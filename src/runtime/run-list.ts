@@ -1,8 +1,8 @@
 import type { StoredMessages } from '../bus/bus.js';
 import { subjects } from '../bus/subjects.js';
-import { type RunStatus, STOP_REASON } from '../machines/run-context.js';
 import type { RunEvent, RunEventOf, RunJob, RunStopReason } from '../schemas/index.js';
 import { isClosingEvent, jobOf } from '../schemas/index.js';
+import { type RunListStatus, stoppedStatus } from '../schemas/run-status.js';
 import { undecidedRequests } from './approvals.js';
 
 /**
@@ -13,14 +13,6 @@ import { undecidedRequests } from './approvals.js';
  * three a run), whose closing event carries a finished run's figures; only for a run still open
  * does it read more, and only the events that hold what the list shows.
  */
-
-/**
- * Where a run stands: `running`, `waiting` at a gate, or how it ended, named as its run chart's
- * final state names it (`passed` when every step passed, else `completed`; `aborted`, `stopped` by a
- * budget, `failed` on an error, `interrupted`). A stop reason the chart does not name yet shows as
- * the reason itself.
- */
-export type RunListStatus = 'running' | 'waiting' | 'passed' | RunStatus | RunStopReason;
 
 /** What `listRuns` keeps. */
 export interface RunListFilter {
@@ -57,23 +49,6 @@ export interface RunSummary {
 
 /** How long a task may be in a summary: a list shows one short line (`pge follow` shows it all). */
 export const TASK_CHARS = 80;
-
-/** The status of each stop reason the run chart names (the reverse of its `STOP_REASON`). */
-const STATUS_OF_REASON: ReadonlyMap<string, RunStatus> = new Map(
-  Object.entries(STOP_REASON).map(([status, reason]) => [reason, status as RunStatus]),
-);
-
-/** The status a run that stopped for `reason` has: the chart's name for it, else the reason itself. */
-export function stoppedStatus(reason: RunStopReason): RunListStatus {
-  return STATUS_OF_REASON.get(reason) ?? reason;
-}
-
-/** Every status a run can have, for checking a filter: a stop reason added later is one too. */
-export function runListStatuses(reasons: readonly RunStopReason[]): RunListStatus[] {
-  return [
-    ...new Set<RunListStatus>(['running', 'waiting', 'passed', 'completed', ...reasons.map(stoppedStatus)]),
-  ];
-}
 
 /** `pge.run.<runId>.evt.<tail>`: the events of one run (`'*'`: of every run) whose type `tail` matches. */
 const eventsOf = (runId: string, tail: string): string => `${subjects.events(runId).slice(0, -1)}${tail}`;

@@ -9,6 +9,7 @@ import { replayActiveStates } from '../../src/dashboard/active-state.js';
 import { followLog } from '../../src/dashboard/log-follower.js';
 import { followNats } from '../../src/dashboard/nats-source.js';
 import { RunStore } from '../../src/dashboard/run-store.js';
+import { buildRunView } from '../../src/dashboard/run-view.js';
 import type { StepState } from '../../src/dashboard/run-view-types.js';
 import { startDashboard } from '../../src/dashboard/server.js';
 import { renderLog } from '../../src/persistence/index.js';
@@ -376,19 +377,44 @@ describe('dashboard in a browser', () => {
     await page.locator('body[data-status="passed"]').waitFor();
     for (const event of other.events) await publishEvent(bus, event);
 
-    // Two runs in the selector (after "latest run"); the latest is shown until one is chosen.
-    const options = page.locator('#run-select option');
-    await expect.poll(() => options.count()).toBe(3);
+    // Two runs in the list, both ended, the most recently updated first; it is shown until one is chosen.
+    const rows = page.locator('#runs table.runs tr[data-run]');
+    await expect.poll(() => rows.count()).toBe(2);
     const runIds = [other.events[0]!.runId, demo.events[0]!.runId];
-    expect(await options.evaluateAll((o) => o.map((x) => (x as unknown as { value: string }).value))).toEqual(
-      ['', ...runIds],
-    );
+    expect(
+      await rows.evaluateAll((r) => r.map((x) => (x as unknown as { dataset: { run: string } }).dataset.run)),
+    ).toEqual(runIds);
     await expect.poll(() => page.locator('body').getAttribute('data-run')).toBe(runIds[0]);
-    await page.locator('#run-select').selectOption(runIds[1]!);
+    expect(await page.locator(`#runs tr[data-run="${runIds[0]}"]`).getAttribute('aria-current')).toBe('true');
+    await page.getByRole('link', { name: 'Write a short guide to brewing green tea' }).click();
     await expect.poll(() => page.locator('body').getAttribute('data-run')).toBe(runIds[1]);
+    await expect
+      .poll(() => page.locator(`#runs tr[data-run="${runIds[1]}"]`).getAttribute('aria-current'))
+      .toBe('true');
     expect(await page.locator('#overview').textContent()).toContain(
       'Write a short guide to brewing green tea',
     );
+    // Each row gives the run at a glance: status, task, steps passed of total, cost, start, duration.
+    const cells = await page.locator(`#runs tr[data-run="${runIds[1]}"] td`).allTextContents();
+    const view = buildRunView(runIds[1]!, demo.events);
+    expect(cells[0]).toBe('passed');
+    expect(cells[1]).toBe(`Write a short guide to brewing green tea${runIds[1]}`);
+    expect(cells[2]).toBe(`${view.plan!.steps.length} / ${view.plan!.steps.length}`);
+    expect(cells[3]).toBe(`$${view.totals.costUsd.toFixed(4)}`);
+    expect(cells[5]).toBe(`${(view.durationMs! / 1000).toFixed(1)} s`);
+    // The address names the run shown: Back and Forward go between runs, and it can be opened as it is.
+    expect(new URL(page.url()).searchParams.get('run')).toBe(runIds[1]);
+    await page.goBack();
+    await expect.poll(() => page.locator('body').getAttribute('data-run')).toBe(runIds[0]);
+    await page.goForward();
+    await expect.poll(() => page.locator('body').getAttribute('data-run')).toBe(runIds[1]);
+    const opened = await openPage(browser, `${dashboard.url}?run=${runIds[1]}`);
+    await expect.poll(() => opened.page.locator('body').getAttribute('data-run')).toBe(runIds[1]);
+    expect(opened.errors).toEqual([]);
+    // Back to following the latest run.
+    await page.getByRole('link', { name: 'Follow the latest run' }).click();
+    await expect.poll(() => page.locator('body').getAttribute('data-run')).toBe(runIds[0]);
+    expect(new URL(page.url()).searchParams.has('run')).toBe(false);
     expect(errors).toEqual([]);
   });
 });

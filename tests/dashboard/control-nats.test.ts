@@ -94,6 +94,10 @@ describe('dashboard --control on NATS', () => {
     // The workers hold the models: the form names none.
     expect(await page.getByLabel('Model').count()).toBe(0);
     const runId = await startFromPage(page, 'Write a guide to rivers', ['the plan']);
+    // The deployment's run list has it, waiting, first: it needs a person.
+    const first = page.locator('#runs tr[data-run]').first();
+    await expect.poll(() => first.getAttribute('data-run')).toBe(runId);
+    await expect.poll(() => first.locator('td').first().textContent()).toBe('waiting at the plan gate');
     await page.getByRole('button', { name: 'Approve' }).click();
     await page.locator('#run-status', { hasText: 'passed' }).waitFor({ timeout: 30_000 });
     const stored = await eventsOf(runId);

@@ -5,6 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Page } from 'playwright-core';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import type { PgeOptions } from '../../src/api/options.js';
 import { PlannerGeneratorEvaluator } from '../../src/api/planner-generator-evaluator.js';
 import { newToken } from '../../src/dashboard/control-http.js';
 import { embeddedControl } from '../../src/dashboard/embedded-control.js';
@@ -15,7 +16,7 @@ import { readLogFile } from '../../src/persistence/index.js';
 import type { RunEvent, RunEventOf } from '../../src/schemas/index.js';
 import { type FakeOpenAI, type FakeStep, startFakeOpenAI } from '../support/fake-openai-server.js';
 import { answers, schemaOf } from '../support/scripted-deployment.js';
-import { type Browser, launchBrowser, openPage, startCli } from './support.js';
+import { type Browser, launchBrowser, openPage, ROOT, startCli } from './support.js';
 
 /**
  * `pge dashboard --control` in a real Chromium, offline: runs started from the page run in the
@@ -69,12 +70,12 @@ const harnessOptions = () => ({
 });
 
 /** A dashboard with `--control` that runs what it starts itself; `logs` are followed too. */
-async function controlled(logs: string[] = []) {
+async function controlled(logs: string[] = [], options: PgeOptions = harnessOptions()) {
   const store = new RunStore({ replayDelayMs: 10 });
   for (const log of logs) open.push(followLog(log, store, { intervalMs: 40 }));
   const control = embeddedControl({
     store,
-    options: harnessOptions(),
+    options,
     modelLabel: 'test-model',
     namedModels: true,
     followIntervalMs: 40,
@@ -155,6 +156,77 @@ describe('dashboard --control in a browser', () => {
     ]);
     expect(errors).toEqual([]);
   });
+
+  it('lists the runs waiting for a person first, filters them by status, and acts on the one chosen', async () => {
+    // Priced as gpt-4.1 is, so that the list has costs to show.
+    const { url } = await controlled([], {
+      ...harnessOptions(),
+      prices: { 'test-model': { inputPerMTok: 2, outputPerMTok: 8 } },
+    });
+    const { page, errors } = await openPage(browser, url);
+    await page.setViewportSize({ width: 1280, height: 900 });
+    // The waiting run is the older: it comes first all the same.
+    const waitingId = await startFromPage(page, 'Write a three-part guide to tea', ['the plan']);
+    await page.getByRole('button', { name: 'Approve' }).waitFor();
+    await page.getByLabel('the plan', { exact: true }).uncheck();
+    const passedId = await startFromPage(page, 'Write a guide to moss');
+    await page.locator('#run-status', { hasText: 'passed' }).waitFor({ timeout: 20_000 });
+    const rows = page.locator('#runs tr[data-run]');
+    const listed = () =>
+      rows.evaluateAll((r) => r.map((x) => (x as unknown as { dataset: { run: string } }).dataset.run));
+    await expect.poll(listed).toEqual([waitingId, passedId]);
+    const cells = (runId: string) => page.locator(`#runs tr[data-run="${runId}"] td`).allTextContents();
+    expect((await cells(waitingId)).slice(0, 3)).toEqual([
+      'waiting at the plan gate',
+      `Write a three-part guide to tea${waitingId}`,
+      '0 / 3',
+    ]);
+    expect((await cells(passedId)).slice(0, 3)).toEqual([
+      'passed',
+      `Write a guide to moss${passedId}`,
+      '3 / 3',
+    ]);
+    expect((await cells(passedId))[3]).toMatch(/^\$0\.0[0-9]{2}[1-9]$/);
+    expect((await cells(waitingId))[5]).toMatch(/^\d+\.\d s so far$/);
+    expect((await cells(passedId))[5]).toMatch(/^\d+\.\d s$/);
+
+    const filter = page.getByLabel('Filter by status', { exact: true });
+    expect(await filter.locator('option').allTextContents()).toEqual([
+      'all (2)',
+      'waiting (1)',
+      'passed (1)',
+    ]);
+    await filter.selectOption('waiting');
+    await expect.poll(listed).toEqual([waitingId]);
+    await filter.selectOption('passed');
+    await expect.poll(listed).toEqual([passedId]);
+    await filter.selectOption('');
+    await expect.poll(listed).toEqual([waitingId, passedId]);
+    if (process.env.PGE_UPDATE_SCREENSHOTS === '1')
+      await page.locator('#runs').screenshot({ path: join(ROOT, 'docs', 'dashboard-runs.png') });
+
+    // Chosen from the list, the waiting run is shown with what is to be approved, and approved there.
+    await page.getByRole('link', { name: 'Write a three-part guide to tea' }).click();
+    await expect.poll(() => page.locator('body').getAttribute('data-run')).toBe(waitingId);
+    const approve = page.getByRole('button', { name: 'Approve' });
+    await approve.waitFor();
+    if (process.env.PGE_UPDATE_SCREENSHOTS === '1')
+      await page.screenshot({
+        path: join(ROOT, 'docs', 'dashboard-approval.png'),
+        clip: { x: 0, y: 0, width: 1280, height: 900 },
+      });
+    // Once decided, it leaves the waiting runs; the filter chosen stays, with none in it.
+    await filter.selectOption('waiting');
+    await approve.click();
+    await page.locator('#run-status', { hasText: 'passed' }).waitFor({ timeout: 20_000 });
+    await expect.poll(() => page.locator('#run-list').textContent()).toContain('No run is waiting.');
+    expect(await filter.locator('option').allTextContents()).toEqual([
+      'all (2)',
+      'passed (2)',
+      'waiting (0)',
+    ]);
+    expect(errors).toEqual([]);
+  }, 60_000);
 
   it('sends a rejection’s reason to the planner, then approves the new plan', async () => {
     const { url, store } = await controlled();

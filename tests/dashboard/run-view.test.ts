@@ -1,9 +1,10 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import { parseLogPrefix } from '../../src/dashboard/log-follower.js';
 import { RunStore } from '../../src/dashboard/run-store.js';
-import { afterClosingProblem, buildRunView } from '../../src/dashboard/run-view.js';
+import { afterClosingProblem, buildRunView, byAttention, summarize } from '../../src/dashboard/run-view.js';
+import type { RunSummary } from '../../src/dashboard/run-view-types.js';
 import { renderEvent } from '../../src/persistence/index.js';
-import type { RunEvent, RunEventOf } from '../../src/schemas/index.js';
+import { isRoleRequest, type RunEvent, type RunEventOf } from '../../src/schemas/index.js';
 import { type RecordedRun, recordRun } from './support.js';
 
 /**
@@ -137,6 +138,107 @@ describe('run view', () => {
       completed.payload.usage.completionTokens,
     );
     expect(view.timeline).toHaveLength(demo.events.length);
+  });
+
+  it("counts each step's model calls and cost: the calls that answer its requests", () => {
+    const view = buildRunView(demo.events[0]!.runId, demo.events);
+    // Each call's request, told apart from the view's own bookkeeping: the step its input names.
+    const stepOfRequest = new Map<string, number>();
+    for (const e of demo.events)
+      if (isRoleRequest(e) && e.type !== 'plan.requested')
+        stepOfRequest.set(e.id, e.payload.input.stepNumber);
+    const calls = demo.events.filter(
+      (e): e is RunEventOf<'model.call.completed'> => e.type === 'model.call.completed',
+    );
+    for (const step of view.steps) {
+      const mine = calls.filter((c) => stepOfRequest.get(c.payload.requestId) === step.stepNumber);
+      expect(mine.length, `step ${step.stepNumber}'s calls`).toBeGreaterThan(0);
+      expect(step.usage).toEqual({
+        calls: mine.length,
+        promptTokens: mine.reduce((n, c) => n + c.payload.promptTokens, 0),
+        completionTokens: mine.reduce((n, c) => n + c.payload.completionTokens, 0),
+        costUsd: mine.reduce((n, c) => n + c.payload.costUsd, 0),
+        latencyMs: mine.reduce((n, c) => n + c.payload.latencyMs, 0),
+      });
+    }
+    // Every call is the plan's or a step's.
+    const planCalls = view.phases.find((p) => p.phase === 'plan')!.calls;
+    expect(planCalls + view.steps.reduce((n, s) => n + s.usage.calls, 0)).toBe(view.totals.calls);
+  });
+
+  it('sums a run up for the run list: status, steps passed of total, cost, start and duration', () => {
+    const runId = demo.events[0]!.runId;
+    const ended = summarize(buildRunView(runId, demo.events));
+    const completed = demo.events.at(-1) as RunEventOf<'run.completed'>;
+    expect(ended).toEqual({
+      runId,
+      task: 'Write a short guide to brewing green tea',
+      status: 'passed',
+      waitingAt: null,
+      stepsPassed: 4,
+      stepsTotal: 4,
+      costUsd: completed.payload.usage.costUsd,
+      startedAt: demo.events[0]!.ts,
+      updatedAt: completed.ts,
+      durationMs: completed.payload.durationMs,
+      events: demo.events.length,
+    });
+    // Midway: running, the steps passed so far, no duration yet (the page counts it from the start).
+    const firstPass = demo.events.findIndex((e) => e.type === 'step.passed');
+    const midway = summarize(buildRunView(runId, demo.events.slice(0, firstPass + 1)));
+    expect(midway).toMatchObject({ status: 'running', stepsPassed: 1, stepsTotal: 4, durationMs: null });
+    // At a gate: waiting, and which gate.
+    const planned = upTo(demo.events, 'plan.created');
+    const gate: RunEvent = {
+      id: `${runId}-gate`,
+      runId,
+      seq: planned.at(-1)!.seq + 1,
+      ts: planned.at(-1)!.ts,
+      type: 'approval.requested',
+      payload: { gate: 'plan', stepId: null, stepNumber: null, attempt: null, summary: 'the plan' },
+    };
+    expect(summarize(buildRunView(runId, [...planned, gate]))).toMatchObject({
+      status: 'waiting',
+      waitingAt: 'plan',
+      stepsPassed: 0,
+    });
+    // Stopped: named as `pge runs` names it.
+    const cancelled: RunEvent = {
+      ...completed,
+      type: 'run.failed',
+      payload: { ...completed.payload, passed: false, reason: 'cancelled', message: 'cancelled by ada' },
+    };
+    expect(summarize(buildRunView(runId, [...demo.events.slice(0, -1), cancelled])).status).toBe('cancelled');
+  });
+
+  it('lists the runs waiting for a person first, then those running, then the ended ones, newest first', () => {
+    const line = (runId: string, status: RunSummary['status'], updatedAt: string): RunSummary => ({
+      runId,
+      task: null,
+      status,
+      waitingAt: status === 'waiting' ? 'plan' : null,
+      stepsPassed: 0,
+      stepsTotal: null,
+      costUsd: 0,
+      startedAt: null,
+      updatedAt,
+      durationMs: null,
+      events: 1,
+    });
+    const runs = [
+      line('old-passed', 'passed', '2026-01-01T00:00:01Z'),
+      line('running', 'running', '2026-01-01T00:00:09Z'),
+      line('new-failed', 'failed', '2026-01-01T00:00:08Z'),
+      line('old-waiting', 'waiting', '2026-01-01T00:00:02Z'),
+      line('new-waiting', 'waiting', '2026-01-01T00:00:05Z'),
+    ];
+    expect(runs.sort(byAttention).map((r) => r.runId)).toEqual([
+      'new-waiting',
+      'old-waiting',
+      'running',
+      'new-failed',
+      'old-passed',
+    ]);
   });
 
   it('ends with the closing event: the store reports an event after it as a problem and shows it nowhere', async () => {

@@ -1,8 +1,9 @@
 import { describe, expect, it } from 'vitest';
 import type { StoredMessages } from '../../src/bus/bus.js';
 import { subjectMatches, subjects } from '../../src/bus/subjects.js';
-import { listRuns, stoppedStatus, TASK_CHARS, taskLine } from '../../src/runtime/run-list.js';
+import { listRuns, TASK_CHARS, taskLine } from '../../src/runtime/run-list.js';
 import type { RunEvent, RunEventDraft, RunStopReason } from '../../src/schemas/index.js';
+import { stoppedStatus } from '../../src/schemas/run-status.js';
 import { fullRun, makeEvent } from '../persistence/fixtures.js';
 
 /**

@@ -17,11 +17,14 @@ export const PAGE_HTML = `<!doctype html>
 <body>
 <header>
   <h1>pge dashboard</h1>
-  <label>Run <select id="run-select"><option value="">latest run</option></select></label>
   <span id="connection" class="pill">connecting…</span>
 </header>
 <main>
   <section id="problems" hidden></section>
+  <section id="runs" aria-labelledby="runs-title">
+    <div class="runs-head"><h2 id="runs-title">Runs</h2><label for="status-filter">Filter by status</label> <select id="status-filter"><option value="">all</option></select></div>
+    <div id="run-list"></div>
+  </section>
   <p id="empty">Waiting for a run… (a log that does not exist yet is waited for; on NATS, start a run).</p>
   <section id="overview"></section>
   <p id="action-status" role="status" aria-live="polite" hidden></p>
@@ -53,8 +56,9 @@ export const APP_STYLE = `:root {
 body { margin: 0; background: var(--bg); }
 header { display: flex; flex-wrap: wrap; gap: 8px 16px; align-items: center; padding: 10px 20px; background: #1d2330; color: #fff; }
 header h1 { font-size: 18px; margin: 0 12px 0 0; }
-header label { min-width: 0; max-width: 100%; }
-header select { max-width: min(520px, 100%); }
+#runs .runs-head { display: flex; flex-wrap: wrap; gap: 8px 16px; align-items: baseline; }
+#runs table.runs tr[aria-current="true"] { background: var(--path); }
+#runs .run-id { font-size: 11px; }
 /* One column no wider than the window: a long line wraps or scrolls in its own box. */
 main { padding: 12px 20px 40px; display: grid; grid-template-columns: minmax(0, 1fr); gap: 14px; }
 section { background: var(--card); border: 1px solid var(--line); border-radius: 8px; padding: 12px 16px; }
@@ -66,6 +70,8 @@ h3 { font-size: 14px; margin: 12px 0 6px; }
 .pill.passed, .pill.pass { background: #dcf2e4; color: var(--pass); }
 .pill.failed, .pill.fail { background: #f8dcd8; color: var(--fail); }
 .pill.pending { background: #eee; color: var(--muted); }
+.pill.waiting { background: #ffe9a8; color: #7a5a00; }
+.pill.completed, .pill.cancelled, .pill.stopped, .pill.interrupted, .pill.aborted { background: #f8dcd8; color: var(--fail); }
 #problems { border-color: var(--fail); color: var(--fail); }
 .facts { display: grid; grid-template-columns: max-content 1fr; gap: 4px 14px; margin: 0; }
 .facts dt { color: var(--muted); }

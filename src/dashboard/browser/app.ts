@@ -3,7 +3,8 @@ import type { RunList } from '../run-view-types.js';
 import { type Charts, renderCharts } from './charts.js';
 import { initControl, renderControl } from './control.js';
 import { byId } from './dom.js';
-import { renderOverview, renderPhases, renderPlan, renderRuns, renderTimeline } from './sections.js';
+import { initRunList, renderRunList } from './run-list.js';
+import { renderOverview, renderPhases, renderPlan, renderTimeline } from './sections.js';
 import { renderSteps } from './steps.js';
 
 /**
@@ -17,6 +18,7 @@ let charts: Charts | null = null;
 let selected = '';
 let source: EventSource | null = null;
 let lastView: ControlledView | null = null;
+let lastList: RunList | null = null;
 
 function render(view: ControlledView): void {
   lastView = view;
@@ -30,10 +32,29 @@ function render(view: ControlledView): void {
   renderTimeline(view);
   document.body.dataset.run = view.runId;
   document.body.dataset.status = view.status;
+  if (lastList) showList(lastList);
 }
 
-/** Shows run `runId` (one the page just started or forked). */
+/** The run list, with the run the page shows marked. */
+function showList(data: RunList): void {
+  lastList = data;
+  renderRunList(data, lastView?.runId ?? null, selected !== '', follow);
+}
+
+/** The run the address names (`?run=<id>`); `''`: none, the latest run is shown. */
+const runInAddress = (): string => new URL(window.location.href).searchParams.get('run') ?? '';
+
+/**
+ * Shows run `runId` (one picked in the list, or just started or forked); `''`: the latest run. The
+ * address says which, so that the browser's Back goes to the run shown before.
+ */
 function follow(runId: string): void {
+  if (runId !== runInAddress()) {
+    const url = new URL(window.location.href);
+    if (runId === '') url.searchParams.delete('run');
+    else url.searchParams.set('run', runId);
+    history.pushState(null, '', url.pathname + url.search + url.hash);
+  }
   selected = runId;
   connect();
 }
@@ -52,9 +73,7 @@ function connect(): void {
     status.textContent = 'reconnecting…';
     status.className = 'pill failed';
   });
-  stream.addEventListener('runs', (e) =>
-    renderRuns(JSON.parse((e as MessageEvent<string>).data) as RunList, selected),
-  );
+  stream.addEventListener('runs', (e) => showList(JSON.parse((e as MessageEvent<string>).data) as RunList));
   stream.addEventListener('view', (e) =>
     render(JSON.parse((e as MessageEvent<string>).data) as ControlledView),
   );
@@ -67,9 +86,12 @@ async function loadCharts(): Promise<void> {
 }
 
 function start(): void {
-  const select = byId<HTMLSelectElement>('run-select');
-  select.addEventListener('change', () => {
-    selected = select.value;
+  initRunList(() => {
+    if (lastList) showList(lastList);
+  });
+  selected = runInAddress();
+  window.addEventListener('popstate', () => {
+    selected = runInAddress();
     connect();
   });
   // Without the layouts the page still shows everything but the charts: report, do not stop.

@@ -1,7 +1,7 @@
-import type { RunList, RunView } from '../run-view-types.js';
-import { byId, type Cell, el, facts, list, num, pill, secs, svg, table, usd } from './dom.js';
+import type { RunView } from '../run-view-types.js';
+import { byId, type Cell, el, facts, num, pill, secs, svg, table, usd } from './dom.js';
 
-/** The run's overview, plan, usage by phase and event timeline, and the run list with its problems. */
+/** The run's overview, plan, usage by phase and by step, and event timeline. */
 
 export function renderOverview(view: RunView): void {
   const status = pill(view.status);
@@ -90,10 +90,24 @@ export function renderPhases(view: RunView): void {
   const t = view.totals;
   rows.push(['total', t.calls, t.promptTokens, t.completionTokens, usd(t.costUsd), secs(t.latencyMs), '']);
   const headers = ['Phase', 'Calls', 'Prompt tokens', 'Completion tokens', 'Cost', 'Time in calls', ''];
-  byId('phases').replaceChildren(
-    el('h2', null, 'Usage by phase'),
-    table(headers, rows, [false, true, true, true, true, true, false]),
-  );
+  const numeric = [false, true, true, true, true, true, false];
+  const section = byId('phases');
+  section.replaceChildren(el('h2', null, 'Usage by phase'), table(headers, rows, numeric));
+  if (view.steps.length === 0) return;
+  // Each run of a step (a step run again after a replan has a line of its own); the plan's calls are the run's.
+  const stepMs = Math.max(...view.steps.map((s) => s.usage.latencyMs));
+  const stepRows = view.steps.map((s): Cell[] => [
+    `${s.stepNumber}. ${s.title}`,
+    s.usage.calls,
+    s.usage.promptTokens,
+    s.usage.completionTokens,
+    usd(s.usage.costUsd),
+    secs(s.usage.latencyMs),
+    usageBar(s.usage.latencyMs, stepMs),
+  ]);
+  const byStep = table(['Step', ...headers.slice(1)], stepRows, numeric);
+  byStep.classList.add('by-step');
+  section.append(el('h2', null, 'Usage by step'), byStep);
 }
 
 export function renderTimeline(view: RunView): void {
@@ -114,21 +128,4 @@ export function renderTimeline(view: RunView): void {
   }
   section.replaceChildren(el('h2', null, `Timeline (${view.timeline.length} events)`), ol);
   if (atEnd) ol.scrollTop = ol.scrollHeight;
-}
-
-/** The run selector (keeping the selected run) and the problems the server reported. */
-export function renderRuns(data: RunList, selected: string): void {
-  const select = byId<HTMLSelectElement>('run-select');
-  const latest = el('option', null, 'latest run');
-  latest.value = '';
-  const options = data.runs.map((r) => {
-    const option = el('option', null, `${r.task || r.runId} — ${r.status} (${r.runId})`);
-    option.value = r.runId;
-    return option;
-  });
-  select.replaceChildren(latest, ...options);
-  select.value = selected;
-  const problems = byId('problems');
-  problems.hidden = data.problems.length === 0;
-  problems.replaceChildren(el('h2', null, 'Problems'), list(data.problems));
 }

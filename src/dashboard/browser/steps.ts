@@ -1,5 +1,5 @@
 import type { AttemptView, StepView } from '../run-view-types.js';
-import { byId, type Cell, details, el, list, num, pill, svg, svgText, table } from './dom.js';
+import { byId, type Cell, details, el, list, num, pill, svg, svgText, table, usd } from './dom.js';
 
 /**
  * The steps of a run: contract rounds, retry decisions, and each attempt with its scores drawn
@@ -75,6 +75,12 @@ function renderStep(step: StepView): HTMLDivElement {
   box.dataset.step = String(step.stepNumber);
   const head = el('h3');
   head.append(el('span', null, `Step ${step.stepNumber}: ${step.title} `), pill(step.status));
+  if (step.keptFrom === null) {
+    const { calls, costUsd } = step.usage;
+    head.append(
+      el('span', 'muted step-cost', ` ${calls} model ${calls === 1 ? 'call' : 'calls'}, ${usd(costUsd)}`),
+    );
+  }
   box.append(head);
   if (step.keptFrom !== null)
     box.append(el('p', 'kept', `Kept from run ${step.keptFrom}, where it passed: not run again.`));
