@@ -171,6 +171,8 @@ export interface RunView {
   /** The closing event's summary and, for `run.failed`, its reason and message. */
   outcome: { summary: string; reason: RunStopReason | null; message: string | null } | null;
   startedAt: string | null;
+  /** Who started the run, when it was started in someone's name (`--operator`, the page’s Start run); else null. */
+  startedBy: string | null;
   updatedAt: string | null;
   durationMs: number | null;
   models: { planner: string; generator: string; evaluator: string } | null;

@@ -140,6 +140,7 @@ export function buildRunView(
     status: 'running',
     outcome: null,
     startedAt: events[0]?.ts ?? null,
+    startedBy: null,
     updatedAt: events.at(-1)?.ts ?? null,
     durationMs: null,
     models: null,
@@ -196,8 +197,9 @@ function apply(
 ): void {
   switch (event.type) {
     case 'run.started': {
-      const { task, settings, continues } = event.payload;
+      const { task, settings, continues, startedBy } = event.payload;
       view.task = task;
+      view.startedBy = startedBy ?? null;
       view.models = settings.models;
       view.job = { ...jobOf(event), continues: continues?.runId ?? null };
       return;

@@ -150,6 +150,7 @@ describe('dashboard --control in a browser', () => {
     const started = logged[0] as RunEventOf<'run.started'>;
     expect(started.payload.startedBy).toBe(OPERATOR);
     expect(readFileSync(started.payload.logPath, 'utf8')).toContain(`- **Started by**: ${OPERATOR}\n`);
+    expect(await page.locator('#overview').textContent()).toContain(`Started by${OPERATOR}`);
     const decided = logged.filter((e) => e.type === 'approval.decided');
     expect(decided.map((e) => e.payload)).toEqual([
       expect.objectContaining({ gate: 'plan', decision: 'approve', by: OPERATOR, reason: null }),

@@ -23,6 +23,7 @@ export function renderOverview(view: RunView): void {
       ['Outcome', outcome ? outcome.summary : null],
       ['Stopped because', outcome?.reason ? `${outcome.reason}: ${outcome.message}` : null],
       ['Started', view.startedAt],
+      ['Started by', view.startedBy],
       ['Duration', secs(view.durationMs)],
       ['Model calls', `${t.calls} (${secs(t.latencyMs)} in calls)`],
       [
