@@ -102,6 +102,12 @@ describe('HTTP', () => {
       expect((await call(dashboard.url + asset)).status).toBe(200);
     const runs = JSON.parse((await call(`${dashboard.url}api/runs`)).body) as { runs: RunSummary[] };
     expect(runs.runs).toEqual([expect.objectContaining({ runId: demo.events[0]!.runId, status: 'passed' })]);
+    // `?status=` keeps the runs in one of the statuses named.
+    const only = async (status: string) =>
+      (JSON.parse((await call(`${dashboard.url}api/runs?status=${status}`)).body) as { runs: RunSummary[] })
+        .runs;
+    expect(await only('passed,waiting')).toEqual(runs.runs);
+    expect(await only('waiting')).toEqual([]);
     const view = JSON.parse((await call(`${dashboard.url}api/runs/${runs.runs[0]!.runId}`)).body) as RunView;
     expect(view.steps).toHaveLength(4);
     expect((await call(`${dashboard.url}api/runs/nope`)).status).toBe(404);
