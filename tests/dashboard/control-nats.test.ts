@@ -139,6 +139,8 @@ describe('dashboard --control on NATS', () => {
       'the run to be at work',
       30_000,
     );
+    // A run still going is not offered for a fork.
+    expect(await page.getByRole('button', { name: 'Fork' }).count()).toBe(0);
     await page.getByRole('button', { name: 'Cancel run' }).click();
     await page.locator('#run-status', { hasText: 'failed' }).waitFor({ timeout: 30_000 });
     const closing = (await closedRun(d.client, runId)).at(-1) as RunEventOf<'run.failed'>;
