@@ -1,4 +1,5 @@
-import { readFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { inputOf } from '../../src/roles/prompts.js';
@@ -13,6 +14,7 @@ import {
   type TestDeployment,
   until,
 } from '../support/deployment.js';
+import { type PgeProcess, startPge } from '../support/processes.js';
 import { answers, schemaOf, scriptedStep, taskHas } from '../support/scripted-deployment.js';
 import { storedEvents } from '../support/stored-events.js';
 
@@ -21,7 +23,8 @@ import { storedEvents } from '../support/stored-events.js';
  * private, secured nats-server, with the client credential: the coordinator that takes the fork
  * reads the parent's events from the stream, records the fork's first events under its run id and
  * drives it live from step N (no model is asked about the steps before, counted on the scripted
- * model server's wire); the persistence worker writes its log. Forks of a run still going, of an
+ * model server's wire); the persistence worker writes its log, and the coordinator, which shares
+ * the generators' working directory here, starts the fork's workspace as a copy of the parent's. Forks of a run still going, of an
  * unknown run, from a step the run never started, or with settings that would change the steps
  * before, are refused with one sentence, exit 2, and nothing recorded or asked.
  */
@@ -30,6 +33,9 @@ const SLOW = 'a task whose work takes a minute';
 const TASK = 'Write a guide to rivers';
 
 let d: TestDeployment;
+/** The coordinator's working directory, where the generators' workspaces would be on a shared volume. */
+let shared: string;
+let coordinator: PgeProcess;
 
 beforeAll(async () => {
   d = await startDeployment();
@@ -40,12 +46,16 @@ beforeAll(async () => {
     const score = stepNumber === 1 && attempt === 1 ? 5 : 9;
     return scriptedStep(answers(score, 3)[schema], taskHas(body, SLOW) && schema === 'pge_work' ? 60_000 : 5);
   });
-  await d.worker('coordinator');
+  shared = mkdtempSync(join(tmpdir(), 'pge-fork-shared-'));
+  coordinator = startPge(['worker', '--role', 'coordinator'], d.env('coordinator'), shared);
+  await coordinator.waitFor(/ready/, 30_000);
   await d.worker('persistence', ['--working-dir', d.logs]);
   for (const role of ['planner', 'generator', 'evaluator'] as const) await d.worker(role);
 }, 90_000);
 
 afterAll(async () => {
+  await coordinator?.stop('SIGTERM');
+  rmSync(shared, { recursive: true, force: true });
   // Nothing the client did was refused: its credential may fork as it may submit.
   const { refusals } = await d.close();
   expect(refusals).toEqual([]);
@@ -64,6 +74,9 @@ describe('pge fork --nats', () => {
   }, 60_000);
 
   it('forks a finished run from step 2: the fork names its parent, asks nothing about step 1, and passes', async () => {
+    // What the parent's generators left in its workspace, in the working directory the coordinator shares.
+    mkdirSync(join(shared, 'workspaces', parent.runId), { recursive: true });
+    writeFileSync(join(shared, 'workspaces', parent.runId, 'part-1.md'), 'the first part');
     const since = d.openai.completions().length;
     const fork = await pgeAsClient(d, [
       'fork',
@@ -98,6 +111,10 @@ describe('pge fork --nats', () => {
       true,
     );
     expect(stored[cut]).toMatchObject({ type: 'run.resumed', payload: { fromSeq: cut } });
+
+    expect(readFileSync(join(shared, 'workspaces', result.runId, 'part-1.md'), 'utf8')).toBe(
+      'the first part',
+    );
 
     // The persistence worker wrote the fork's log from the stream, as for any run.
     const logged = await loggedRun(d.logs, result.runId, stored.length);
