@@ -336,7 +336,11 @@ export function startCoordinatorService(service: CoordinatorServiceOptions): Coo
    * parent's (`carryWorkspace`), they are recorded under its run id, and the fork is driven on from
    * them as a resumed run is, live from the step. Null when an earlier try of it started it.
    */
-  const startFork = async (runId: string, fork: RunFork, by: string | undefined): Promise<Started | null> => {
+  const startFork = async (
+    runId: string,
+    submission: RunSubmission & { fork: RunFork },
+  ): Promise<Started | null> => {
+    const { fork, by } = submission;
     if (ownership === undefined)
       throw new ConfigurationError(
         `this coordinator does not share runs: it cannot read run ${fork.runId}'s events to fork it`,
@@ -350,8 +354,8 @@ export function startCoordinatorService(service: CoordinatorServiceOptions): Coo
     });
     const recorded = readRecordedRun(events, `the fork ${runId}`);
     checkCostCanBeKept(resumedSpec(recorded, { owner: ownership.owner }), models);
-    if ((await admit(runId, { fork, ...(by === undefined ? {} : { by }) }, service)) === 'started')
-      return null;
+    // The submission as it came: with the run id its submitter chose, which an earlier try may have started.
+    if ((await admit(runId, submission, service)) === 'started') return null;
     try {
       await carryWorkspace(options.workingDirectory, fork.runId, runId);
       // In seq order, each once the one before it is stored (`NatsBus.storeEvent`); no work item is
@@ -383,7 +387,7 @@ export function startCoordinatorService(service: CoordinatorServiceOptions): Coo
         started =
           submission.fork === undefined
             ? await startSubmitted(runId, submission as RunSubmission & { task: string })
-            : await startFork(runId, submission.fork, submission.by);
+            : await startFork(runId, submission as RunSubmission & { fork: RunFork });
       } catch (error) {
         await message.respond({ error: describeError(refusal(runId, error)) });
         return;

@@ -1,7 +1,9 @@
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { connect } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { SUBMIT_ANSWER_MS } from '../../src/bus/subjects.js';
 import { inputOf } from '../../src/roles/prompts.js';
 import type { RunEvent, RunEventOf } from '../../src/schemas/index.js';
 import { stepsAskedSince } from '../support/continue-fixtures.js';
@@ -154,6 +156,29 @@ describe('pge fork --nats', () => {
 
     expect(d.openai.completions().length).toBe(since);
     expect((await starts()).length).toBe(runsBefore);
+  }, 60_000);
+
+  it('answers a fork submitted again under its run id with that run, started once; another use of the id is refused', async () => {
+    const nc = await connect(d.client);
+    const submit = async (submission: object) =>
+      (await nc.request('pge.runs.submit', JSON.stringify(submission), { timeout: SUBMIT_ANSWER_MS })).json<{
+        runId?: string;
+        error?: { message: string };
+      }>();
+    try {
+      const runId = `pge-fork-again-${Date.now()}`;
+      const fork = { runId, fork: { runId: parent.runId, fromStep: 3 } };
+      // A submitter whose answer was lost sends the same submission again.
+      expect(await submit(fork)).toEqual({ runId });
+      expect(await submit(fork)).toEqual({ runId });
+      const other = await submit({ runId, fork: { runId: parent.runId, fromStep: 2 } });
+      expect(other.error?.message).toContain(`run id ${runId} is taken`);
+      const stored = await closedRun(d.client, runId);
+      expect(stored.filter((e) => e.type === 'run.started')).toHaveLength(1);
+      expect(stored.at(-1)).toMatchObject({ type: 'run.completed', payload: { passed: true } });
+    } finally {
+      await nc.close();
+    }
   }, 60_000);
 
   it('refuses a fork of a run still going', async () => {
