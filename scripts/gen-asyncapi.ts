@@ -199,7 +199,11 @@ function componentSchemas(): Record<string, Json> {
     'RoleFailure',
     'A request that could not be answered; `raw` is the last invalid answer, if any.',
   );
-  add(RunSubmission, 'RunSubmission', 'A request to start a run.');
+  add(
+    RunSubmission,
+    'RunSubmission',
+    'A request to start a run: of a task, or a fork of an ended run (`fork`, with no task: the parent’s is the fork’s).',
+  );
   add(
     RunSubmissionOptions,
     'RunSubmissionOptions',
@@ -208,7 +212,7 @@ function componentSchemas(): Record<string, Json> {
   add(
     RunSubmissionReply,
     'RunSubmissionReply',
-    'The id of the run that was started, or why the submission was refused (a run id used before, a task that is too long or holds a NUL).',
+    'The id of the run that was started, or why the submission was refused (a run id used before, a task that is too long or holds a NUL, a fork of a run that is unknown, has not ended or did not start the step).',
   );
   add(RunResumeRequest, 'RunResumeRequest', 'A request to take a run over now (`pge resume --nats`).');
   add(
@@ -394,11 +398,22 @@ export function buildAsyncApi(options: AsyncApiOptions = {}): Json {
     RunSubmission: {
       name: 'RunSubmission',
       title: 'Run submission',
-      summary: 'A task to run, with optional run settings.',
+      summary: 'A task to run, with optional run settings; or a fork of an ended run from a step.',
       contentType: 'application/json',
       payload: schemaRef('RunSubmission'),
       examples: [
         { name: 'haiku', payload: { task: 'Write a haiku about the sea.', options: { maxSteps: 3 } } },
+        {
+          name: 'fork',
+          payload: {
+            fork: {
+              runId: 'pge-20250101-120000-0a1b2c3d',
+              fromStep: 2,
+              settings: { maxRetriesPerStep: 3 },
+            },
+            by: 'lin',
+          },
+        },
       ],
     },
     RunSubmissionReply: {
@@ -639,7 +654,7 @@ export function buildAsyncApi(options: AsyncApiOptions = {}): Json {
     runSubmit: {
       address: 'pge.runs.submit',
       title: 'Run submission',
-      description: 'Core NATS request/reply (not stored): a task in, the new run id out.',
+      description: 'Core NATS request/reply (not stored): a task (or a fork) in, the new run id out.',
       messages: channelMessages(['RunSubmission']),
       'x-pge-nats': { transport: 'core' },
     },

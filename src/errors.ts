@@ -153,6 +153,8 @@ export function errorFromInfo(info: { name: string; message: string; retryable: 
       return new InvalidOutputError(info.message, { raw: null });
     case 'ConfigurationError':
       return new ConfigurationError(info.message);
+    case 'ResumeError':
+      return new ResumeError(info.message);
     case 'LogWriteError':
       return new LogWriteError(info.message);
     case 'CallTimeoutError':

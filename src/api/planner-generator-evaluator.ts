@@ -242,7 +242,7 @@ export class PlannerGeneratorEvaluator<T extends OutputType = OutputType> {
   async fork(logPath: string, options: ForkOptions): Promise<RunOutput<T>> {
     const startedBy = checkedStarter(options.startedBy);
     const parentPath = resolve(logPath);
-    const { forkLog } = await import('../runtime/fork-log.js');
+    const { forkDivergence, forkLog } = await import('../runtime/fork-log.js');
     const runId = newRunId();
     const path = resolve(
       options.logPath ?? join(this.options.workingDirectory, `pge_shared_state_${runId}.md`),
@@ -267,11 +267,7 @@ export class PlannerGeneratorEvaluator<T extends OutputType = OutputType> {
       await rm(path, { force: true });
       await rm(join(this.options.workingDirectory, WORKSPACES_DIR, runId), { recursive: true, force: true });
       if (!(error instanceof ReplayDivergence)) throw error;
-      throw new ResumeError(
-        `cannot fork ${parentPath} from step ${options.fromStep} with these settings: the events before it would not be the same (at seq ${error.seq}: ${error.problem}). ` +
-          'Change only what applies from that step on, or fork from an earlier step',
-        { cause: error },
-      );
+      throw forkDivergence(parentPath, options.fromStep, error);
     }
   }
 

@@ -390,7 +390,7 @@ export function flagsFor(command: Command): readonly FlagSpec[] {
       return [...FLAGS.filter((f) => f.name !== 'max-steps'), PLAN_FLAG];
     case 'fork':
       // The plan is the parent's: the flags that shape a plan do not apply.
-      return [FROM_STEP_FLAG, ...FLAGS.filter((f) => f.group !== 'nats' && !PLAN_FLAGS.includes(f.name))];
+      return [FROM_STEP_FLAG, ...FLAGS.filter((f) => !PLAN_FLAGS.includes(f.name))];
     case 'dashboard':
       return [...DASHBOARD_FLAGS, ...FLAGS.filter((f) => DASHBOARD_RUN_FLAGS.includes(f.name))];
     case 'follow':

@@ -298,8 +298,8 @@ where the log says, with the reason its closing event records.`,
   fork: {
     summary:
       'a new run that reuses a recorded run up to step N and calls models from there (other models, retries, budgets: any run flag)',
-    synopsis: '<log> --from-step N',
-    usage: '<log> --from-step <n> [--log <new-log>] [flags]',
+    synopsis: '<log|runId> --from-step N',
+    usage: '<log> --from-step <n> [--log <new-log>] [flags] | --nats <url> <runId> --from-step <n> [flags]',
     about: `Starts a new run (its own id and log) from a recorded one: the parent's plan and every event
 before step <n> started are taken from its log and replayed, so no model is asked again for any
 of them, and models are called from step <n> on. The new log's first section names its parent.
@@ -307,10 +307,16 @@ The fork's models are the flags', the environment's or the config file's, else t
 bounds, thresholds, budgets and call deadline given as flags replace the parent's, which stand
 for the rest. A flag that would change what happened before step <n> is refused with the first
 difference, before any model is called. The fork's workspace starts as a copy of the parent's,
-as the parent left it (files of later steps included, if it got that far).`,
+as the parent left it (files of later steps included, if it got that far).
+With --nats the fork is of an ended run of a deployment, by its id: a coordinator reads the
+parent's events from the events stream (a run unknown, not ended, or that never started step <n>
+is refused, exit 2), records the fork's first events and drives it on; its models are the
+workers', its log the persistence worker's, and only the settings above may be given. It is
+followed as pge run --nats follows a run (--creds client.creds suffices). See docs/distributed.md.`,
     examples: [
       'pge fork pge_shared_state_<runId>.md --from-step 2 --generator-model gpt-4.1',
       'pge fork pge_shared_state_<runId>.md --from-step 3 --max-retries 5 --log retry-more.md',
+      'pge fork --nats nats://127.0.0.1:4222 --creds client.creds <runId> --from-step 2 --max-retries 3',
     ],
   },
   continue: {
@@ -425,7 +431,7 @@ The page loads nothing from the internet (no CDN, no fonts), shows model text as
 only GET requests. It binds 127.0.0.1 unless --host says otherwise: the runs' tasks and model
 output are visible to anyone who can reach the port. It runs until Ctrl-C.
 With --control the page also approves or rejects the gate a run waits at, cancels runs, starts
-runs from a form and, without --nats, forks ended runs from a step, each in the name of --operator
+runs from a form and forks ended runs from a step (with --nats, by the deployment), each in the name of --operator
 (default: the OS user), which the run's log records. The URL it prints carries a one-time token that
 every action must send; requests from another origin are refused. Without --nats the runs it
 starts run in this process (--demo: the built-in demo model; else --model and the environment, as

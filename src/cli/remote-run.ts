@@ -32,29 +32,35 @@ const CLIENT_SIDE: ReadonlySet<string> = new Set([
 ]);
 
 /** Where a flag that a run on NATS cannot take belongs instead, by the option it sets. */
-function elsewhere(flag: FlagSpec): string {
+function elsewhere(flag: FlagSpec, fork: boolean): string {
   if (flag.option === 'workingDirectory' || flag.option === 'sharedStatePath')
     return `the persistence worker writes each run's log, as ${logFileOf('<runId>')} in its own --working-dir: give that to \`pge worker --role persistence\``;
   if (flag.option === 'validators')
     return 'it runs on the generator workers of a deployment: give it to `pge worker --role generator`';
   if (flag.group === 'model')
     return 'the role workers of a deployment hold the models: give it to `pge worker --role planner|generator|evaluator`';
+  if (fork)
+    return "a fork takes its parent's settings; only the bounds, thresholds, budgets and call deadline may differ (pge fork --help)";
   return 'it acts where the role workers of a deployment run: give it to `pge worker`';
 }
 
 /**
- * Refuses the flags of a `pge run` command line that would have no effect on a run submitted to a
- * deployment: only run settings travel with a submission, and a flag silently dropped would run
- * the task otherwise than asked. Throws `ConfigurationError` (exit 2) naming the first.
+ * Refuses the flags of a `pge run` command line (or of `pge fork`'s, whose settings that travel are
+ * `FORK_SETTINGS`) that would have no effect on a run submitted to a deployment: only run settings
+ * travel with a submission, and a flag silently dropped would run the task otherwise than asked.
+ * Throws `ConfigurationError` (exit 2) naming the first.
  */
-export function refuseWorkerFlags(given: Partial<Record<ConfigKey, unknown>>): void {
-  const submitted: ReadonlySet<string> = new Set(SUBMITTED);
-  for (const flag of flagsFor('run')) {
+export function refuseWorkerFlags(
+  given: Partial<Record<ConfigKey, unknown>>,
+  fork?: { settings: readonly string[] },
+): void {
+  const submitted: ReadonlySet<string> = new Set(fork?.settings ?? SUBMITTED);
+  for (const flag of flagsFor(fork ? 'fork' : 'run')) {
     const { option } = flag;
     if (option === undefined || given[option] === undefined) continue;
     if (submitted.has(option) || CLIENT_SIDE.has(option)) continue;
     throw new ConfigurationError(
-      `--${flag.name} has no effect on a run on NATS (--nats): ${elsewhere(flag)}`,
+      `--${flag.name} has no effect on a ${fork ? 'fork' : 'run'} on NATS (--nats): ${elsewhere(flag, fork !== undefined)}`,
     );
   }
 }
@@ -75,6 +81,22 @@ export async function remoteRun(
   const submitted = Object.fromEntries(
     SUBMITTED.filter((k) => options[k] !== undefined).map((k) => [k, options[k]]),
   ) as RunSubmissionOptions;
+  return followSubmission({ task, options: submitted, ...continued }, servers, connection, options, json, io);
+}
+
+/**
+ * Submits `submission` (a task's run, or a fork: `pge fork --nats`) to the deployment at `servers`
+ * and follows the run it starts as `pge run --nats` does; returns the exit code. `options` are how
+ * it is shown and followed.
+ */
+export async function followSubmission(
+  submission: Omit<RunSubmission, 'runId'>,
+  servers: string,
+  connection: NatsConnectionOptions,
+  options: PgeOptions,
+  json: boolean,
+  io: CliIo,
+): Promise<number> {
   const display: FollowDisplay = {
     json,
     verbose: options.verbose === true,
@@ -89,15 +111,10 @@ export async function remoteRun(
   const bus = await NatsBus.connect({ ...connection, servers, name: 'pge-run' });
   const interrupt = interruptions();
   try {
-    const { runId, closing, stop } = await submitAndFollow(
-      bus,
-      { task, options: submitted, ...continued },
-      onEvent,
-      {
-        idleTimeoutMs: display.timeoutMs,
-        submitTimeoutMs: options.submitTimeoutMs ?? OPTION_DEFAULTS.submitTimeoutMs,
-      },
-    );
+    const { runId, closing, stop } = await submitAndFollow(bus, submission, onEvent, {
+      idleTimeoutMs: display.timeoutMs,
+      submitTimeoutMs: options.submitTimeoutMs ?? OPTION_DEFAULTS.submitTimeoutMs,
+    });
     try {
       return await showToEnd(runId, closing, interrupt.signalled, progress, display, io, events);
     } finally {

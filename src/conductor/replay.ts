@@ -34,6 +34,8 @@ export class ReplayDivergence extends ResumeError {
     message: string,
     readonly seq: number,
     readonly problem: string,
+    /** The replay produced every recorded event, then went on past them (or asked what they do not answer). */
+    readonly beyondLog = false,
   ) {
     super(message);
   }
@@ -365,6 +367,7 @@ export class Replay {
       `the replay of run ${this.recorded.runId} parts from its log at seq ${seq}: ${problem}`,
       seq,
       problem,
+      true,
     );
   }
 

@@ -9,13 +9,13 @@ import type { RunView } from './run-view-types.js';
 export interface RunAbilities {
   /** Approve, reject and cancel: the run is going on, and this dashboard can reach who drives it. */
   act: boolean;
-  /** Fork from a step: the run has ended and its log is readable here. */
+  /** Fork from a step: the run has ended (embedded: and its log is readable here). */
   fork: boolean;
 }
 
 /** What the page may offer at all. */
 export interface ControlAbilities {
-  /** Fork runs: only where the dashboard runs them itself. */
+  /** Fork runs: embedded, from their logs; on NATS, by the deployment's coordinators. */
   fork: boolean;
   /** The model a started run uses unless the form names one; null: the form may not name one (the workers hold the models). */
   model: string | null;

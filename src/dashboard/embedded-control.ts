@@ -5,7 +5,7 @@ import { PlannerGeneratorEvaluator } from '../api/planner-generator-evaluator.js
 import { ConfigurationError } from '../errors.js';
 import { isClosingEvent, type RunEvent } from '../schemas/index.js';
 import { followLog, type LogFollower } from './log-follower.js';
-import { decidedMessage, type RunControl, startSettingsOf } from './run-control.js';
+import { decidedMessage, forkedMessage, type RunControl, startSettingsOf } from './run-control.js';
 import type { RunStore } from './run-store.js';
 
 /**
@@ -160,10 +160,7 @@ export function embeddedControl(o: EmbeddedControlOptions): RunControl {
       const runId = await launch(o.options, true, (pge) =>
         pge.fork(parent, { fromStep: action.fromStep, settings: action.settings ?? {}, startedBy: by }),
       );
-      return {
-        runId,
-        message: `run ${runId} forked from run ${action.runId} at step ${action.fromStep} by ${by}`,
-      };
+      return { runId, message: forkedMessage(action, runId, by) };
     },
     async close() {
       for (const { pge } of live) pge.interrupt('the dashboard stopped');

@@ -3,7 +3,7 @@ import { ConfigurationError } from '../errors.js';
 import { decide } from '../runtime/approvals.js';
 import { cancelRun, endedAs } from '../runtime/run-cancel.js';
 import { submitAndFollow } from '../runtime/services.js';
-import { decidedMessage, type RunControl, startSettingsOf } from './run-control.js';
+import { decidedMessage, forkedMessage, type RunControl, startSettingsOf } from './run-control.js';
 
 /**
  * Acting on a deployment's runs (`pge dashboard --control --nats <url>`) as `pge approve`,
@@ -11,17 +11,19 @@ import { decidedMessage, type RunControl, startSettingsOf } from './run-control.
  * must be a client's: the client role may submit runs, decide gates and cancel runs, and read
  * every run's events (docs/security.md). A decision, a cancel, a submission is done once the
  * deployment has answered it; the run's events then reach the page through the dashboard's NATS
- * source. There is no fork on NATS: a fork replays its parent's log, which the persistence worker
- * holds, and no subject asks a coordinator for one, so the page offers none.
+ * source. A fork of an ended run is a submission too (`RunSubmission.fork`, as `pge fork --nats`
+ * sends it): the coordinator that takes it reads the parent's events from the stream.
  */
 
 /** Connects (rejecting with `ConfigurationError` when the server cannot be reached). */
 export async function natsControl(options: NatsBusOptions): Promise<RunControl> {
   const bus = await NatsBus.connect({ ...options, name: 'pge-dashboard-control' });
   return {
-    abilities: { fork: false, model: null, where: 'nats' },
+    abilities: { fork: true, model: null, where: 'nats' },
     abilitiesFor(view) {
-      return { act: view.status === 'running', fork: false };
+      // The parent's events are read from the stream by the coordinator that takes the fork.
+      const running = view.status === 'running';
+      return { act: running, fork: !running };
     },
     async decide(action, by: string) {
       const { runId, gate, decision, reason } = action;
@@ -53,10 +55,15 @@ export async function natsControl(options: NatsBusOptions): Promise<RunControl> 
       stop();
       return { runId, message: `run ${runId} submitted by ${by}` };
     },
-    async fork(action) {
-      throw new ConfigurationError(
-        `run ${action.runId} cannot be forked from a dashboard on NATS: fork its log with pge fork where the log is`,
-      );
+    async fork(action, by: string) {
+      const { runId: parent, fromStep, settings } = action;
+      const { runId, stop } = await submitAndFollow(bus, {
+        fork: { runId: parent, fromStep, ...(settings === undefined ? {} : { settings }) },
+        by,
+      });
+      // As for a start: the dashboard's NATS source shows the fork.
+      stop();
+      return { runId, message: forkedMessage(action, runId, by) };
     },
     close: () => bus.close(),
   };

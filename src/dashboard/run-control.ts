@@ -44,3 +44,8 @@ export function decidedMessage(action: DecideAction, by: string): string {
   const done = action.decision === 'approve' ? 'approved' : `rejected (${action.reason ?? 'no reason'})`;
   return `run ${action.runId}: ${action.gate} ${done} by ${by}`;
 }
+
+/** What a fork did, in words for the page: `runId` is the fork's. */
+export function forkedMessage(action: ForkAction, runId: string, by: string): string {
+  return `run ${runId} forked from run ${action.runId} at step ${action.fromStep} by ${by}`;
+}

@@ -61,9 +61,16 @@ export interface ReplayedRun {
  * call answered from them, and returns what they ended with: how a process that did not drive a run
  * (`pge run --nats`) gets the outcome its result is built from. Throws `ResumeError` when `events`
  * are no ended pge run (`source` names them), `ReplayDivergence` when the charts part from them.
+ * With `ended: false`, `events` are a run that has not ended (a fork's first events): the charts
+ * go on past them, and it rejects with a `ReplayDivergence` that says so (`beyondLog`) when they
+ * produced every one of them.
  */
-export async function replayEvents(events: readonly RunEvent[], source: string): Promise<ReplayedRun> {
-  const recorded = readRecordedRun(events, source, { ended: true });
+export async function replayEvents(
+  events: readonly RunEvent[],
+  source: string,
+  { ended = true }: { ended?: boolean } = {},
+): Promise<ReplayedRun> {
+  const recorded = readRecordedRun(events, source, { ended });
   const bus = new InProcessBus();
   let modelCalls = 0;
   const queues = ROLES.map((role) =>

@@ -2,13 +2,14 @@ import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Bus, BusSubscription } from '../bus/bus.js';
-import { answerable, subscribeApprovals, subscribeControl } from '../bus/channels.js';
+import { answerable, publishEvent, subscribeApprovals, subscribeControl } from '../bus/channels.js';
 import { subjects } from '../bus/subjects.js';
 import {
   createCoordinator,
   type RunHandle,
   type RunSettingsSource,
   type RunSpec,
+  resumedSpec,
   runIdTaken,
   runSettingsOf,
 } from '../conductor/coordinator.js';
@@ -22,12 +23,13 @@ import {
   RunTakenOverError,
   UnansweredRequestError,
 } from '../errors.js';
-import type { Role, RoleResult, RunEvent } from '../schemas/index.js';
+import type { Role, RoleResult, RunEvent, RunEventOf } from '../schemas/index.js';
 import { isClosingEvent } from '../schemas/index.js';
 import { OPTION_DEFAULTS, WORKSPACES_DIR } from '../schemas/setting-values.js';
 import {
   type RunCancelReply,
   type RunCancelRequest,
+  type RunFork,
   type RunResumeReply,
   type RunResumeRequest,
   type RunSubmission,
@@ -158,7 +160,7 @@ function checkCostCanBeKept(spec: RunSpec, models: Record<Role, string> | Worker
 /** Builds a run's settings from the coordinator's options and a submission's overrides. */
 export function runSpecOf(
   runId: string,
-  submission: RunSubmission,
+  submission: RunSubmission & { task: string },
   options: CoordinatorSettings,
   models: Record<Role, string> | WorkerDirectory,
 ): RunSpec {
@@ -187,6 +189,12 @@ async function carryWorkspace(workingDirectory: string | undefined, from: string
   await copyWorkspace(from, workspaces, target);
 }
 
+/** A run a submission started, and its task (a fork's is its parent's). */
+interface Started {
+  handle: RunHandle;
+  task: string;
+}
+
 /** A running coordinator service. */
 export interface CoordinatorService {
   /** Runs in progress. */
@@ -210,7 +218,8 @@ export interface CoordinatorService {
 /**
  * Takes runs submitted on `pge.runs.submit` (as one member of the coordinators' queue group),
  * replies with the run id, and drives each run's statechart on the bus. A submission with a run
- * id used before, or a task `checkTask` refuses, is answered with the error and starts nothing.
+ * id used before, a task `checkTask` refuses, or a fork `forkOfStoredRun` refuses, is answered with
+ * the error and starts nothing.
  */
 export function startCoordinatorService(service: CoordinatorServiceOptions): CoordinatorService {
   const { bus, options, models } = service;
@@ -306,31 +315,88 @@ export function startCoordinatorService(service: CoordinatorServiceOptions): Coo
         approval.requestId,
       ),
   );
+  /** Starts the run a submission of a task asks for; null when an earlier try of it started it. */
+  const startSubmitted = async (
+    runId: string,
+    submission: RunSubmission & { task: string },
+  ): Promise<Started | null> => {
+    checkTask(submission.task, options.maxTaskBytes);
+    const spec = runSpecOf(runId, submission, options, models);
+    checkCostCanBeKept(spec, models);
+    if ((await admit(runId, submission, service)) === 'started') return null;
+    if (submission.continues !== undefined)
+      await carryWorkspace(options.workingDirectory, submission.continues.runId, runId);
+    return { handle: coordinator.startRun(spec), task: submission.task };
+  };
+
+  /**
+   * Starts the fork a submission asks for (`RunFork`): its events are made from its parent's stored
+   * ones (`forkOfStoredRun`, which refuses a parent unknown, not ended or without the step, and
+   * settings that would change what the fork takes), its workspace starts as a copy of the
+   * parent's (`carryWorkspace`), they are recorded under its run id, and the fork is driven on from
+   * them as a resumed run is, live from the step. Null when an earlier try of it started it.
+   */
+  const startFork = async (
+    runId: string,
+    submission: RunSubmission & { fork: RunFork },
+  ): Promise<Started | null> => {
+    const { fork, by } = submission;
+    if (ownership === undefined)
+      throw new ConfigurationError(
+        `this coordinator does not share runs: it cannot read run ${fork.runId}'s events to fork it`,
+      );
+    const { forkOfStoredRun } = await import('./fork-log.js');
+    const events = await forkOfStoredRun(await ownership.events(fork.runId), fork, {
+      runId,
+      logPath: join(options.workingDirectory ?? '', logFileOf(runId)),
+      models: modelNames(models),
+      ...(by === undefined ? {} : { startedBy: by }),
+    });
+    const recorded = readRecordedRun(events, `the fork ${runId}`);
+    checkCostCanBeKept(resumedSpec(recorded, { owner: ownership.owner }), models);
+    // The submission as it came: with the run id its submitter chose, which an earlier try may have started.
+    if ((await admit(runId, submission, service)) === 'started') return null;
+    try {
+      await carryWorkspace(options.workingDirectory, fork.runId, runId);
+      // In seq order, each once the one before it is stored (`NatsBus.storeEvent`); no work item is
+      // queued: every request among them is answered among them, or asked again once the fork is live.
+      await Promise.all(events.map((event) => publishEvent(bus, event)));
+    } catch (error) {
+      // Its events partly stored, the fork is taken over from them once its claim expires (by this
+      // coordinator or another), and a try of the submission again is answered with its id.
+      ownership.letExpire(runId);
+      throw error;
+    }
+    try {
+      const handle = coordinator.resumeRun(recorded, { owner: ownership.owner });
+      return { handle, task: recorded.started.payload.task };
+    } catch (error) {
+      await ownership.release(runId);
+      throw error;
+    }
+  };
+
   const subscription: BusSubscription = bus.subscribe(
     subjects.submit,
     async (message) => {
       if (!answerable(bus, message)) return;
       const submission = message.data as RunSubmission;
       const runId = submission.runId ?? newRunId();
-      let handle: RunHandle;
+      let started: Started | null;
       try {
-        checkTask(submission.task, options.maxTaskBytes);
-        const spec = runSpecOf(runId, submission, options, models);
-        checkCostCanBeKept(spec, models);
-        if ((await admit(runId, submission, service)) === 'started') {
-          // An earlier try of this very submission started it (its answer was lost, or late).
-          await message.respond({ runId });
-          return;
-        }
-        if (submission.continues !== undefined)
-          await carryWorkspace(options.workingDirectory, submission.continues.runId, runId);
-        handle = coordinator.startRun(spec);
+        started =
+          submission.fork === undefined
+            ? await startSubmitted(runId, submission as RunSubmission & { task: string })
+            : await startFork(runId, submission as RunSubmission & { fork: RunFork });
       } catch (error) {
         await message.respond({ error: describeError(refusal(runId, error)) });
         return;
       }
-      track(handle);
-      service.onRun?.(runId, submission.task);
+      // Null: an earlier try of this very submission started it (its answer was lost, or late).
+      if (started !== null) {
+        track(started.handle);
+        service.onRun?.(runId, started.task);
+      }
       await message.respond({ runId });
     },
     { queue: COORDINATOR_QUEUE },
@@ -386,7 +452,7 @@ export function startCoordinatorService(service: CoordinatorServiceOptions): Coo
 /**
  * Whether a submission starts a run here (`'start'`, its id claimed when runs are shared), or was
  * started already by an earlier try of the same submission (`'started'`): the same run id and the
- * same task, sent again by a submitter whose answer was lost. Throws `runIdTaken` for an id that
+ * same task (or fork), sent again by a submitter whose answer was lost. Throws `runIdTaken` for an id that
  * another submission used, and a retryable `BusError` while the id is claimed by a run that has
  * not stored its first event yet (an earlier try may be starting it: asked again, it is answered).
  */
@@ -402,7 +468,7 @@ async function admit(
     if (ownership === undefined) return 'other';
     const first = (await ownership.events(runId))[0];
     if (first === undefined) return 'none';
-    return first.type === 'run.started' && first.payload.task === submission.task ? 'same' : 'other';
+    return first.type === 'run.started' && isStartOf(first, submission) ? 'same' : 'other';
   };
   // Only an id the submitter chose can be old. `startRun` refuses an id of this coordinator's own
   // runs, checked after the lookup's await, so two submissions of one id cannot both pass.
@@ -416,6 +482,13 @@ async function admit(
   if (seen === 'same') return 'started';
   if (seen === 'other') throw runIdTaken(runId);
   throw new BusError(`run ${runId} is claimed but not started yet: ask again`);
+}
+
+/** Whether `started` is what `submission` starts: a run of its task, or its fork of the same run and step. */
+function isStartOf(started: RunEventOf<'run.started'>, { task, fork }: RunSubmission): boolean {
+  if (fork === undefined) return started.payload.task === task;
+  const { parent } = started.payload;
+  return parent?.runId === fork.runId && parent.fromStep === fork.fromStep;
 }
 
 /**

@@ -37,6 +37,7 @@ export {
   Budgets,
   CarriedStep,
   ErrorInfo,
+  ForkSettings,
   isClosingEvent,
   isRoleRequest,
   JudgedScore,

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { SafeId } from './domain.js';
-import { ErrorInfo, Operator, RunContinuation, RunJob } from './events.js';
+import { ErrorInfo, ForkSettings, Operator, RunContinuation, RunJob } from './events.js';
 import { RunSettings } from './settings.js';
 
 /**
@@ -8,7 +8,8 @@ import { RunSettings } from './settings.js';
  * it wants to override; the coordinator that takes it replies with the new run's id, and the run's
  * events follow on `pge.run.<runId>.evt.>`. Model names, keys and paths are the coordinator's
  * business, not the submitter's, so only run settings travel here. A submission the coordinator
- * refuses (a run id used before, a task too long) is answered with the reason instead.
+ * refuses (a run id used before, a task too long, a fork of a run that has not ended) is answered
+ * with the reason instead.
  */
 
 /**
@@ -18,27 +19,55 @@ import { RunSettings } from './settings.js';
 export const RunSubmissionOptions = RunSettings.partial();
 export type RunSubmissionOptions = z.infer<typeof RunSubmissionOptions>;
 
-/** A request to start a run, sent on `pge.runs.submit`. */
-export const RunSubmission = z.strictObject({
-  task: z.string().min(1),
-  /**
-   * The run id to use, so that a submitter can follow the run's events before submitting it. It
-   * must be new: a run id is never reused.
-   */
-  runId: SafeId.optional(),
-  options: RunSubmissionOptions.optional(),
-  /** The run this one carries on (`pge continue --nats`), and the steps it keeps from it; its plan is `options.plan`. */
-  continues: RunContinuation.optional(),
-  /** The job the run belongs to, with `continues`: the earlier run's job, one run further. */
-  job: RunJob.optional(),
-  /** Who submits the run, by name, for its `run.started` (`startedBy`): the dashboard's operator. */
-  by: Operator.optional(),
+/**
+ * A fork asked of the deployment (`pge fork --nats`, the dashboard's Fork on NATS): a new run that
+ * takes the ended run `runId`'s events before step `fromStep` from the events stream (replayed,
+ * never asked of a model again) and goes on live from there, with `settings` in place of the
+ * parent's (`ForkSettings`, as `pge fork` takes them). Its task and plan are the parent's.
+ */
+export const RunFork = z.strictObject({
+  runId: SafeId,
+  fromStep: z.number().int().min(1),
+  settings: ForkSettings.optional(),
 });
+export type RunFork = z.infer<typeof RunFork>;
+
+/** A request to start a run, sent on `pge.runs.submit`: of a task, or a fork of an ended run. */
+export const RunSubmission = z
+  .strictObject({
+    /** The run's task; absent for a fork, whose task is its parent's. */
+    task: z.string().min(1).optional(),
+    /**
+     * The run id to use, so that a submitter can follow the run's events before submitting it. It
+     * must be new: a run id is never reused.
+     */
+    runId: SafeId.optional(),
+    options: RunSubmissionOptions.optional(),
+    /** The run this one carries on (`pge continue --nats`), and the steps it keeps from it; its plan is `options.plan`. */
+    continues: RunContinuation.optional(),
+    /** The job the run belongs to, with `continues`: the earlier run's job, one run further. */
+    job: RunJob.optional(),
+    /** Who submits the run, by name, for its `run.started` (`startedBy`): the dashboard's operator. */
+    by: Operator.optional(),
+    /** The run is a fork of an ended run (`RunFork`): it has no task, options, plan or job of its own. */
+    fork: RunFork.optional(),
+  })
+  .refine(
+    (s) =>
+      s.fork === undefined
+        ? s.task !== undefined
+        : s.task === undefined && s.options === undefined && s.continues === undefined && s.job === undefined,
+    {
+      error:
+        "a submission has a task, or a fork (whose task, plan and settings are its parent's, but those of fork.settings)",
+    },
+  );
 export type RunSubmission = z.infer<typeof RunSubmission>;
 
 /**
  * The reply to a submission: the id of the run that was started, or the error that refused it
- * (`ConfigurationError` for a run id used before, or a task that is empty, too long or holds a NUL).
+ * (`ConfigurationError` for a run id used before, a task that is empty, too long or holds a NUL, or
+ * a fork of a run that is unknown, has not ended or did not start the step).
  */
 export const RunSubmissionReply = z.union([
   z.strictObject({ runId: SafeId }),

@@ -1,5 +1,6 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { RunEvent, RunEventOf } from '../../src/schemas/index.js';
+import { stepsAskedSince } from '../support/continue-fixtures.js';
 import {
   closedRun,
   passingAnswer,
@@ -17,8 +18,9 @@ import { type Browser, launchBrowser, openPage } from './support.js';
  * `pge dashboard --control --nats` on a deployment of real `pge worker` processes and a secured
  * nats-server: the dashboard reads and acts with the `client` credential alone. A run started from
  * the page's form waits at its plan gate, is approved from the page and passes; a busy run is
- * cancelled from the page; the page offers no fork (there is none on NATS); and the server refused
- * nothing the dashboard did.
+ * cancelled from the page; the run that passed is forked from its step 2 from the page (the
+ * deployment's coordinator reads it from the stream, and no model is asked about step 1 again); and
+ * the server refused nothing the dashboard did.
  */
 
 const SLOW = 'a task whose work takes a minute';
@@ -71,20 +73,23 @@ afterAll(async () => {
 /** The events of run `runId` as the deployment stored them. */
 const eventsOf = (runId: string): Promise<RunEvent[]> => storedEvents(d.client, `pge.run.${runId}.evt.>`);
 
-async function startFromPage(
-  page: Awaited<ReturnType<typeof openPage>>['page'],
-  task: string,
-  gates: string[],
-) {
+type Page = Awaited<ReturnType<typeof openPage>>['page'];
+
+/** Clicks the button `name` and resolves with the run the page shows next (one it started or forked). */
+async function nextRunShown(page: Page, name: string): Promise<string> {
   const before = await page.locator('body').getAttribute('data-run');
-  await page.getByLabel('Task', { exact: true }).fill(task);
-  for (const gate of gates) await page.getByLabel(gate, { exact: true }).check();
-  await page.getByRole('button', { name: 'Start run' }).click();
+  await page.getByRole('button', { name }).click();
   return until(
     () => page.locator('body').getAttribute('data-run'),
     (shown): shown is string => shown !== null && shown !== before,
     'the page to show the new run',
   ) as Promise<string>;
+}
+
+async function startFromPage(page: Page, task: string, gates: string[]) {
+  await page.getByLabel('Task', { exact: true }).fill(task);
+  for (const gate of gates) await page.getByLabel(gate, { exact: true }).check();
+  return nextRunShown(page, 'Start run');
 }
 
 describe('dashboard --control on NATS', () => {
@@ -104,8 +109,28 @@ describe('dashboard --control on NATS', () => {
     expect((stored[0] as RunEventOf<'run.started'>).payload.startedBy).toBe(OPERATOR);
     const decided = stored.filter((e) => e.type === 'approval.decided');
     expect(decided.map((e) => [e.payload.decision, e.payload.by])).toEqual([['approve', OPERATOR]]);
-    // There is no fork on NATS: the page offers none.
-    expect(await page.getByRole('button', { name: 'Fork' }).count()).toBe(0);
+    expect(errors).toEqual([]);
+  });
+
+  it('forks the run that passed from its step 2: the fork names its parent and asks nothing about step 1', async () => {
+    const { page, errors } = await openPage(browser, url);
+    const parent = await startFromPage(page, 'Write a guide to lakes', []);
+    await page.locator('#run-status', { hasText: 'passed' }).waitFor({ timeout: 30_000 });
+    const since = d.openai.completions().length;
+    await page.getByLabel('Fork from step', { exact: true }).fill('2');
+    await page.getByLabel('Retries per step (fork)', { exact: true }).fill('2');
+    const fork = await nextRunShown(page, 'Fork');
+    await page.locator('#run-status', { hasText: 'passed' }).waitFor({ timeout: 30_000 });
+    const stored = await closedRun(d.client, fork);
+    const started = stored[0] as RunEventOf<'run.started'>;
+    expect(started.payload).toMatchObject({
+      task: 'Write a guide to lakes',
+      startedBy: OPERATOR,
+      parent: { runId: parent, fromStep: 2 },
+    });
+    expect(started.payload.settings.maxRetriesPerStep).toBe(2);
+    // No planner call, no call about step 1: only steps 2 and 3 were asked about.
+    expect(stepsAskedSince(d.openai, since)).toEqual([2, 3]);
     expect(errors).toEqual([]);
   });
 
@@ -118,6 +143,8 @@ describe('dashboard --control on NATS', () => {
       'the run to be at work',
       30_000,
     );
+    // A run still going is not offered for a fork.
+    expect(await page.getByRole('button', { name: 'Fork' }).count()).toBe(0);
     await page.getByRole('button', { name: 'Cancel run' }).click();
     await page.locator('#run-status', { hasText: 'failed' }).waitFor({ timeout: 30_000 });
     const closing = (await closedRun(d.client, runId)).at(-1) as RunEventOf<'run.failed'>;
