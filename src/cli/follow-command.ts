@@ -3,7 +3,7 @@ import { NatsBus } from '../bus/nats-bus.js';
 import { describeNatsServers } from '../bus/nats-connection.js';
 import { ConfigurationError } from '../errors.js';
 import { type ClosingEvent, followRun } from '../runtime/follow-run.js';
-import type { RunEvent } from '../schemas/index.js';
+import { isClosingEvent, type RunEvent } from '../schemas/index.js';
 import { ID_PATTERN, OPTION_DEFAULTS } from '../schemas/setting-values.js';
 import { resolveConfig } from './config.js';
 import { ExitCode, errorMessage } from './exit-codes.js';
@@ -29,6 +29,11 @@ export interface FollowDisplay {
   timeoutMs: number;
   /** Lines are printed from this event on; earlier ones only feed the status. */
   fromSeq: number;
+  /**
+   * For a fork: the step it goes on from. The events it took from its parent, those before that
+   * step's start, only feed the status, as the embedded fork counts them (`Progress.resumeFrom`).
+   */
+  forkFromStep?: number | undefined;
   /** The NATS servers as given, for the command that follows the run again. */
   servers: string;
   /** The credential file the follower connected with, if any: the command to follow again needs it too. */
@@ -58,6 +63,7 @@ export function followProgress(
   const events: RunEvent[] = [];
   let current: number | null = null;
   let quiet = display.fromSeq > 1;
+  let taken = display.forkFromStep !== undefined;
   const progress = new Progress({
     stream: {
       write: (text: string) => (quiet ? undefined : io.stderr.write(text)),
@@ -69,7 +75,12 @@ export function followProgress(
   });
   const onEvent = (event: RunEvent) => {
     events.push(event);
-    quiet = event.seq < display.fromSeq;
+    if (taken)
+      taken = !(
+        (event.type === 'step.started' && event.payload.stepNumber === display.forkFromStep) ||
+        isClosingEvent(event)
+      );
+    quiet = taken || event.seq < display.fromSeq;
     current = Date.parse(event.ts);
     try {
       progress.onEvent(event);

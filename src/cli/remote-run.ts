@@ -102,6 +102,7 @@ export async function followSubmission(
     verbose: options.verbose === true,
     timeoutMs: options.followTimeoutMs ?? OPTION_DEFAULTS.followTimeoutMs,
     fromSeq: 1,
+    forkFromStep: submission.fork?.fromStep,
     servers,
     credsFile: connection.credsFile,
     outputType: options.outputType,

@@ -90,6 +90,9 @@ describe('pge fork --nats', () => {
       '--json',
     ]);
     expect(fork.code, fork.stderr).toBe(0);
+    // As the embedded fork, it shows the steps it runs, not the ones it took from its parent.
+    expect(fork.stderr).toContain('step 2/3');
+    expect(fork.stderr).not.toContain('step 1/3');
     const result = JSON.parse(fork.stdout);
     expect(result).toMatchObject({ passed: true, totalStepsCompleted: 3 });
     expect(result.runId).not.toBe(parent.runId);
