@@ -337,9 +337,10 @@ has nothing left to do (exit 2) unless --plan adds or changes steps. See docs/lo
   runs: {
     summary: 'list the runs of a deployment: status, steps, cost, last event',
     synopsis: '--nats <url>',
-    usage: '[--nats <url>] [--status <s>[,<s>…]] [--since <duration|time>] [--json]',
+    usage: '[--nats <url>] [--status <s>[,<s>…]] [--since <duration|time>] [--job <id>] [--json]',
     about: `Lists the runs of a distributed deployment, read from the events stream, oldest start first
-(the newest last, nearest the prompt): each run's id, status, steps passed of the plan's, what its
+(the newest last, nearest the prompt): each run's id, its job and run number when it continues
+another (pge continue; --job <id> lists one job's runs), status, steps passed of the plan's, what its
 model calls cost, when it started and its latest event (time and type, UTC), and its task's first
 line. A run is running, waiting (at a gate: see pge approvals), or ended: passed (every step),
 completed (not every step passed), or stopped: aborted, stopped (a budget), failed (an error),
@@ -348,6 +349,7 @@ another takes it over. Runs the stream no longer holds (its limits) are not list
     examples: [
       'pge runs --nats nats://127.0.0.1:4222',
       'pge runs --status running,waiting --since 1h',
+      'pge runs --job pge-20260301-101500-3f2a9c1e',
       "NATS_CREDS=client.creds pge runs --since 2026-11-28T00:00:00Z --json | jq '.[].runId'",
     ],
   },

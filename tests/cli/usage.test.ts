@@ -103,6 +103,9 @@ describe('flag mistakes', () => {
       '--since takes a duration with its unit (30m, 1h, 7d) or an ISO time (2026-11-28T09:00:00Z), not "90"',
     );
     expect(await usageError(['runs', '--since', '2026-13-45', ...at])).toContain('not "2026-13-45"');
+    expect(await usageError(['runs', '--job', 'pge.run.>', ...at])).toContain(
+      `--job takes a job's id, its first run's id (letters, digits, "-" and "_"), not "pge.run.>"`,
+    );
   });
 
   it('fails fast on a working directory that cannot be created (procfs)', async () => {
