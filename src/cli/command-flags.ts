@@ -119,6 +119,12 @@ const WORKER_FLAGS = inGroup('nats', [
     value: '<id>',
     help: 'Name reported in model-call events (default <role>-<pid>)',
   },
+  {
+    name: 'workspaces',
+    kind: 'text',
+    value: '<dir>',
+    help: "Coordinator: the generators' workspaces directory (their <working-dir>/workspaces, on this machine or a shared volume), where a continued run's workspace is copied from the earlier run's (default: <working-dir>/workspaces)",
+  },
 ]);
 
 const GRAPH_FLAGS = inGroup('output', [

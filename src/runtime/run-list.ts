@@ -65,12 +65,21 @@ export function taskLine(task: string): string {
 }
 
 /**
+ * The run-level events (`run.started`, `run.resumed`, the closing event) of one run, or of every run
+ * (`'*'`), in the order the stream holds them: a few lookups, however long the runs. Rejects as
+ * `bus.stored` does.
+ */
+export async function runLevelEvents(bus: StoredMessages, runId: string): Promise<RunEvent[]> {
+  return (await bus.stored(eventsOf(runId, 'run.>'))) as RunEvent[];
+}
+
+/**
  * The runs whose events `bus` holds, oldest start first (newest last, nearest the prompt), those
  * `filter` keeps. A run's start is its `run.started`, or its first run event when the stream no
  * longer holds that (its limits removed it). Rejects as `bus.stored` does.
  */
 export async function listRuns(bus: StoredMessages, filter: RunListFilter = {}): Promise<RunSummary[]> {
-  const runEvents = (await bus.stored(eventsOf('*', 'run.>'))) as RunEvent[];
+  const runEvents = await runLevelEvents(bus, '*');
   const byRun = new Map<string, RunEvent[]>();
   for (const event of runEvents) {
     const events = byRun.get(event.runId);

@@ -159,6 +159,20 @@ describe('pge worker', () => {
     );
   });
 
+  it("gives a coordinator the generators' workspaces directory, and no other role --workspaces", () => {
+    const workspaces = (args: string[]) =>
+      parseWorkerCommand(['--role', 'coordinator', ...args], { env: {}, cwd: tmp }).workspaces;
+    expect(workspaces(['--working-dir', 'shared'])).toBe(join(tmp, 'shared', 'workspaces'));
+    expect(workspaces(['--workspaces', '/mnt/pge/workspaces'])).toBe('/mnt/pge/workspaces');
+    expect(workspaces(['--workspaces', 'ws'])).toBe(join(tmp, 'ws'));
+    expect(parseWorkerCommand(['--role', 'generator'], { env: {}, cwd: tmp }).workspaces).toBeNull();
+    expect(() =>
+      parseWorkerCommand(['--role', 'generator', '--workspaces', 'ws'], { env: {}, cwd: tmp }),
+    ).toThrow(
+      /^--workspaces is the coordinator's .*: a generator worker keeps runs' workspaces under --working-dir$/,
+    );
+  });
+
   it("takes createRoleWorker's default concurrency, and its help says which", async () => {
     const plan = parseWorkerCommand(['--role', 'generator', '--demo'], { env: {}, cwd: tmp });
     expect(plan.concurrency).toBe(DEFAULT_WORKER_CONCURRENCY);
