@@ -37,6 +37,24 @@ const RESUME_EXIT_CODES = `Exit codes (as 'pge run'):
        contract answer stayed invalid after repairs, or the log could not be written
   130  interrupted (Ctrl-C or SIGTERM): the run ends as "interrupted" (it can be resumed no more)`;
 
+const CONTINUE_EXIT_CODES = `Exit codes:
+  0    every step of the new run passed (kept steps count as passed)
+  1    the new run finished with failed steps, was stopped by a budget, or aborted
+       (--on-exhausted abort); on NATS, also a run cancelled (pge cancel)
+  2    usage or configuration error (unknown flag, bad value, a --plan file that fails its checks,
+       no API key, NATS unreachable), or nothing to continue, said in one line before a model is
+       called or anything is submitted: no such log, not a pge log, a run that did not end (its
+       log has no closing event: resume it with pge resume <log>), a run that ended before it had
+       a plan, a job whose every step passed (nothing left to do), a log whose replay by this
+       version of pge disagrees with it; with --nats, a run id the events stream holds no event
+       of, or a run that has not ended (still going, or its coordinator died)
+  3    the new run could not complete: the model server failed or refused the request, a plan or
+       contract answer stayed invalid after repairs, or the log could not be written; with --nats,
+       a run that failed on such an error, no coordinator answering the submission within
+       --submit-timeout, or no new event for --follow-timeout (following stops; the run goes on)
+  130  interrupted (Ctrl-C or SIGTERM): the run ends as "interrupted" (with --nats, following stops
+       and the run goes on)`;
+
 const WORKER_EXIT_CODES = `Exit codes:
   0    drained and stopped after SIGINT or SIGTERM
   2    usage or configuration error, NATS unreachable ("cannot connect to NATS at <url>: …"), or a
@@ -491,7 +509,7 @@ const EXITS: Record<Command, string> = {
   graph: GRAPH_EXIT_CODES,
   replay: REPLAY_EXIT_CODES,
   fork: RESUME_EXIT_CODES,
-  continue: RESUME_EXIT_CODES,
+  continue: CONTINUE_EXIT_CODES,
   runs: RUNS_EXIT_CODES,
   approvals: APPROVE_EXIT_CODES,
   approve: APPROVE_EXIT_CODES,
