@@ -6,7 +6,7 @@ import type { InspectionEvent } from 'xstate';
 import { subscribeEvents } from '../bus/channels.js';
 import { ConfigurationError, errorFromInfo, type LogWriteError, ResumeError } from '../errors.js';
 import type { RunOutcome } from '../machines/run-machine.js';
-import { readLogFile, readLogRunId } from '../persistence/log-reader.js';
+import { readLogRunId } from '../persistence/log-reader.js';
 import type { Model } from '../roles/model.js';
 import { OpenAIModel } from '../roles/openai-model.js';
 import type { Continuation } from '../runtime/continue-run.js';
@@ -285,9 +285,8 @@ export class PlannerGeneratorEvaluator<T extends OutputType = OutputType> {
   async continue(logPath: string, options: ContinueOptions = {}): Promise<RunOutput<T>> {
     const path = resolve(logPath);
     const { continuationOf, copyWorkspace, rubricBy } = await import('../runtime/continue-run.js');
-    const events = await readLogFile(path).catch((error: Error) => {
-      throw new ResumeError(`cannot continue ${path}: ${error.message}`, { cause: error });
-    });
+    // A log torn by a crash is read up to its last whole event: such a run is said not to have ended.
+    const { events } = (await readCrashedLog(path, 'continue')).tail;
     const edited = options.plan === undefined ? null : givenPlanOf(options.plan);
     const o = this.options;
     const continuation = await continuationOf(events, path, edited, rubricBy(o));

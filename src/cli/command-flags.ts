@@ -119,6 +119,12 @@ const WORKER_FLAGS = inGroup('nats', [
     value: '<id>',
     help: 'Name reported in model-call events (default <role>-<pid>)',
   },
+  {
+    name: 'workspaces',
+    kind: 'text',
+    value: '<dir>',
+    help: "Coordinator: the generators' workspaces directory (their <working-dir>/workspaces, on this machine or a shared volume), where a continued run's workspace is copied from the earlier run's (default: <working-dir>/workspaces)",
+  },
 ]);
 
 const GRAPH_FLAGS = inGroup('output', [
@@ -239,7 +245,7 @@ const CANCEL_FLAGS: readonly FlagSpec[] = [
   ...DEPLOYMENT_CLIENT_FLAGS,
 ];
 
-/** What `pge runs` lists: every run, or those of some statuses, or started since a time. */
+/** What `pge runs` lists: every run, or those of some statuses, started since a time, of one job. */
 const RUNS_FLAGS: readonly FlagSpec[] = [
   ...inGroup('output', [
     {
@@ -255,9 +261,15 @@ const RUNS_FLAGS: readonly FlagSpec[] = [
       help: 'Only runs started since: a duration back from now (30m, 1h, 7d) or an ISO time (2026-11-28T09:00:00Z)',
     },
     {
+      name: 'job',
+      kind: 'text',
+      value: '<id>',
+      help: "Only the runs of this job (pge continue): its id is its first run's id, which is listed too",
+    },
+    {
       name: 'json',
       kind: 'switch',
-      help: 'Print the runs as a JSON array on stdout: runId, task, status, stepsPassed, stepsTotal, costUsd, startedAt, lastEventAt, lastEvent',
+      help: 'Print the runs as a JSON array on stdout: runId, job ({ id, run }), task, status, stepsPassed, stepsTotal, costUsd, startedAt, lastEventAt, lastEvent',
     },
   ]),
   ...DEPLOYMENT_CLIENT_FLAGS,

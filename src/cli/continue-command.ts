@@ -3,7 +3,7 @@ import { resolve } from 'node:path';
 import { ConfigurationError } from '../errors.js';
 import { readLogFile } from '../persistence/log-reader.js';
 import type { Continuation } from '../runtime/continue-run.js';
-import { type GivenPlan, ID_PATTERN, type RunEvent } from '../schemas/index.js';
+import { type GivenPlan, ID_PATTERN, isClosingEvent, type RunEvent } from '../schemas/index.js';
 import { resolveConfig } from './config.js';
 import type { CommandLine } from './flags.js';
 import type { CliIo } from './io.js';
@@ -49,7 +49,10 @@ function tell({ continues, runs, job }: Continuation, io: CliIo): void {
   );
 }
 
-/** How long `pge continue --nats <runId>` waits for the earlier run's events before it says it has none. */
+/**
+ * How long `pge continue --nats <runId>` waits for the next event of the earlier run while it
+ * reads them: the run has ended (its closing event is stored), so they are all there.
+ */
 const READ_TIMEOUT_MS = 10_000;
 
 /**
@@ -65,12 +68,14 @@ async function continueRemote(from: string, servers: string, line: CommandLine, 
     { NatsBus },
     { continuationOf, rubricBy },
     { followRun },
+    { runLevelEvents },
   ] = await Promise.all([
     import('./remote-run.js'),
     import('./nats-options.js'),
     import('../bus/nats-bus.js'),
     import('../runtime/continue-run.js'),
     import('../runtime/follow-run.js'),
+    import('../runtime/run-list.js'),
   ]);
   refuseWorkerFlags(line.flags.options);
   const { options } = resolveConfig({ flags: line.flags, env: io.env, cwd: io.cwd });
@@ -83,15 +88,19 @@ async function continueRemote(from: string, servers: string, line: CommandLine, 
       throw new ConfigurationError(`"${from}" is neither a log file here nor a run id`);
     const bus = await NatsBus.connect({ ...connection, servers, name: 'pge-continue' });
     try {
+      // Its run-level events say at once whether the stream holds the run, and whether it ended.
+      const level = await runLevelEvents(bus, from);
+      const last = level.at(-1);
+      if (last === undefined)
+        throw new ConfigurationError(`no run ${from} in the deployment's events stream`);
+      if (!isClosingEvent(last))
+        throw new ConfigurationError(
+          `run ${from} has not ended (its latest run event is ${last.type} at ${last.ts}): continue it once it has ended, or resume it (pge resume --nats) if its coordinator died`,
+        );
       const read: RunEvent[] = [];
       const follower = followRun(bus, from, { onEvent: (e) => read.push(e), idleTimeoutMs: READ_TIMEOUT_MS });
-      await follower.closing.catch(() => {
-        throw new ConfigurationError(
-          read.length === 0
-            ? `no run ${from} in the deployment's events stream`
-            : `run ${from} has not ended (its last event is ${read.at(-1)!.type}): it can be resumed (pge resume --nats), not continued`,
-        );
-      });
+      // A stream that stops giving them is the deployment's failure: its BusError exits 3.
+      await follower.closing;
       events = read;
     } finally {
       await bus.close();

@@ -37,6 +37,24 @@ const RESUME_EXIT_CODES = `Exit codes (as 'pge run'):
        contract answer stayed invalid after repairs, or the log could not be written
   130  interrupted (Ctrl-C or SIGTERM): the run ends as "interrupted" (it can be resumed no more)`;
 
+const CONTINUE_EXIT_CODES = `Exit codes:
+  0    every step of the new run passed (kept steps count as passed)
+  1    the new run finished with failed steps, was stopped by a budget, or aborted
+       (--on-exhausted abort); on NATS, also a run cancelled (pge cancel)
+  2    usage or configuration error (unknown flag, bad value, a --plan file that fails its checks,
+       no API key, NATS unreachable), or nothing to continue, said in one line before a model is
+       called or anything is submitted: no such log, not a pge log, a run that did not end (its
+       log has no closing event: resume it with pge resume <log>), a run that ended before it had
+       a plan, a job whose every step passed (nothing left to do), a log whose replay by this
+       version of pge disagrees with it; with --nats, a run id the events stream holds no event
+       of, or a run that has not ended (still going, or its coordinator died)
+  3    the new run could not complete: the model server failed or refused the request, a plan or
+       contract answer stayed invalid after repairs, or the log could not be written; with --nats,
+       a run that failed on such an error, no coordinator answering the submission within
+       --submit-timeout, or no new event for --follow-timeout (following stops; the run goes on)
+  130  interrupted (Ctrl-C or SIGTERM): the run ends as "interrupted" (with --nats, following stops
+       and the run goes on)`;
+
 const WORKER_EXIT_CODES = `Exit codes:
   0    drained and stopped after SIGINT or SIGTERM
   2    usage or configuration error, NATS unreachable ("cannot connect to NATS at <url>: …"), or a
@@ -343,9 +361,10 @@ has nothing left to do (exit 2) unless --plan adds or changes steps. See docs/lo
   runs: {
     summary: 'list the runs of a deployment: status, steps, cost, last event',
     synopsis: '--nats <url>',
-    usage: '[--nats <url>] [--status <s>[,<s>…]] [--since <duration|time>] [--json]',
+    usage: '[--nats <url>] [--status <s>[,<s>…]] [--since <duration|time>] [--job <id>] [--json]',
     about: `Lists the runs of a distributed deployment, read from the events stream, oldest start first
-(the newest last, nearest the prompt): each run's id, status, steps passed of the plan's, what its
+(the newest last, nearest the prompt): each run's id, its job and run number when it continues
+another (pge continue; --job <id> lists one job's runs), status, steps passed of the plan's, what its
 model calls cost, when it started and its latest event (time and type, UTC), and its task's first
 line. A run is running, waiting (at a gate: see pge approvals), or ended: passed (every step),
 completed (not every step passed), or stopped: aborted, stopped (a budget), failed (an error),
@@ -354,6 +373,7 @@ another takes it over. Runs the stream no longer holds (its limits) are not list
     examples: [
       'pge runs --nats nats://127.0.0.1:4222',
       'pge runs --status running,waiting --since 1h',
+      'pge runs --job pge-20260301-101500-3f2a9c1e',
       "NATS_CREDS=client.creds pge runs --since 2026-11-28T00:00:00Z --json | jq '.[].runId'",
     ],
   },
@@ -495,7 +515,7 @@ const EXITS: Record<Command, string> = {
   graph: GRAPH_EXIT_CODES,
   replay: REPLAY_EXIT_CODES,
   fork: RESUME_EXIT_CODES,
-  continue: RESUME_EXIT_CODES,
+  continue: CONTINUE_EXIT_CODES,
   runs: RUNS_EXIT_CODES,
   approvals: APPROVE_EXIT_CODES,
   approve: APPROVE_EXIT_CODES,

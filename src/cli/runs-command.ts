@@ -1,6 +1,6 @@
 import { ConfigurationError } from '../errors.js';
 import { listRuns, type RunListFilter, type RunSummary } from '../runtime/run-list.js';
-import { RunStopReason } from '../schemas/index.js';
+import { ID_PATTERN, RunStopReason } from '../schemas/index.js';
 import { runListStatuses } from '../schemas/run-status.js';
 import { connect } from './approve-command.js';
 import { ExitCode } from './exit-codes.js';
@@ -49,6 +49,16 @@ export function sinceOf(text: string, now: number): number {
   );
 }
 
+/** `--job <id>`: a job's id is its first run's id, so it is checked as a run id is. */
+export function jobIdOf(text: string): string {
+  const id = text.trim();
+  if (!ID_PATTERN.test(id))
+    throw new ConfigurationError(
+      `--job takes a job's id, its first run's id (letters, digits, "-" and "_"), not "${text}"`,
+    );
+  return id;
+}
+
 /** `2026-11-28 09:00:05`: a time to the second, in UTC as the events record it. */
 const shortTime = (iso: string): string => iso.replace('T', ' ').replace(/(\.\d+)?Z$/, '');
 
@@ -90,12 +100,13 @@ export function runsTable(runs: readonly RunSummary[]): string {
     .join('\n');
 }
 
-/** `pge runs [--status s,…] [--since 1h] [--json]`: the deployment's runs, oldest start first. */
+/** `pge runs [--status s,…] [--since 1h] [--job <id>] [--json]`: the deployment's runs, oldest start first. */
 export async function runsCommand(line: CommandLine, io: CliIo): Promise<number> {
   const { values } = line.flags;
   const filter: RunListFilter = {};
   if (typeof values.status === 'string') filter.statuses = statusesOf(values.status);
   if (typeof values.since === 'string') filter.since = sinceOf(values.since, Date.now());
+  if (typeof values.job === 'string') filter.job = jobIdOf(values.job);
   const bus = await connect(line, io, 'pge-runs');
   try {
     const runs = await listRuns(bus, filter);

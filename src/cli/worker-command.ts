@@ -1,4 +1,4 @@
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { resolveOptions, systemPromptsOf, validationOf, WORKSPACES_DIR } from '../api/options.js';
 import { buildRoleModel } from '../api/planner-generator-evaluator.js';
 import { NatsBus } from '../bus/nats-bus.js';
@@ -64,6 +64,12 @@ export interface WorkerPlan {
   id: string;
   nats: NatsConnectionOptions;
   options: ReturnType<typeof resolveOptions>;
+  /**
+   * A coordinator's: the generators' workspaces directory, where it copies a continued run's
+   * workspace (`--workspaces`, else `<working-dir>/workspaces`, as a generator's with the same
+   * `--working-dir`). Null for the other roles.
+   */
+  workspaces: string | null;
 }
 
 /**
@@ -89,7 +95,18 @@ export function workerPlan(line: CommandLine, io: Pick<CliIo, 'env' | 'cwd'>): W
     throw new ConfigurationError(
       `--publish-retry must be between 1ms and ${MAX_PUBLISH_RETRY_MS / 1000}s (within the streams' duplicate window)`,
     );
-  return { role, demo, concurrency, publishRetryMs, id, nats, options };
+  const given = values.workspaces;
+  if (typeof given === 'string' && role !== 'coordinator')
+    throw new ConfigurationError(
+      `--workspaces is the coordinator's (where it copies a continued run's workspace): a ${role} worker keeps runs' workspaces under --working-dir`,
+    );
+  const workspaces =
+    role !== 'coordinator'
+      ? null
+      : typeof given === 'string'
+        ? resolve(io.cwd, given)
+        : join(options.workingDirectory, WORKSPACES_DIR);
+  return { role, demo, concurrency, publishRetryMs, id, nats, options, workspaces };
 }
 
 /** Reads and checks a `pge worker` command line (the arguments after `worker`), as `main` does. */
@@ -221,6 +238,7 @@ async function startRole(plan: WorkerPlan, bus: NatsBus, io: CliIo): Promise<Sto
     return startCoordinatorProcess({
       ...base,
       settings: options,
+      ...(plan.workspaces === null ? {} : { workspaces: plan.workspaces }),
       ...(options.replicas === undefined ? {} : { replicas: options.replicas }),
     });
   const systemPrompt = systemPromptsOf(options)[role];

@@ -1,6 +1,6 @@
 import { cp, stat } from 'node:fs/promises';
 import { join } from 'node:path';
-import { ConfigurationError } from '../errors.js';
+import { ConfigurationError, ResumeError } from '../errors.js';
 import { resolveCriteria } from '../machines/guards.js';
 import { latest } from '../machines/run-context.js';
 import {
@@ -8,6 +8,7 @@ import {
   type Criterion,
   documentOfPlan,
   type GivenPlan,
+  isClosingEvent,
   jobOf,
   OPTION_DEFAULTS,
   type PlanDocument,
@@ -81,8 +82,8 @@ function sameRubric(a: readonly ResolvedCriterion[], b: readonly ResolvedCriteri
  * its plan if given. The events are replayed (no model is asked) to know how each step ended.
  * `rubricOf` is the rubric the new run will judge by (its thresholds resolved by its settings): when
  * it is not the one the steps were judged by, every step runs again.
- * Throws `ResumeError` when they are no ended run, `ConfigurationError` when the run made no plan
- * or the job has nothing left to do.
+ * Throws `ResumeError` when they are no ended run (`notEnded` says so of a run that did not end),
+ * `ConfigurationError` when the run made no plan or the job has nothing left to do.
  */
 export async function continuationOf(
   events: readonly RunEvent[],
@@ -90,6 +91,9 @@ export async function continuationOf(
   edited: GivenPlan | null,
   rubricOf: (document: PlanDocument) => readonly ResolvedCriterion[],
 ): Promise<Continuation> {
+  const last = events.at(-1);
+  if (last !== undefined && events[0]?.type === 'run.started' && !isClosingEvent(last))
+    throw notEnded(last, logPath);
   const { runId, outcome } = await replayEvents(events, logPath);
   const started = events[0] as RunEventOf<'run.started'>;
   if (outcome.plan === null)
@@ -135,6 +139,16 @@ export async function continuationOf(
     job: { id: job.id, run: job.run + 1 },
     runs,
   };
+}
+
+/**
+ * Why a run whose last event is `last` cannot be continued: it did not end (its process died, or
+ * it is still going), so it is resumed, from its log, not continued.
+ */
+export function notEnded(last: RunEvent, logPath: string): ResumeError {
+  return new ResumeError(
+    `cannot continue ${logPath}: run ${last.runId} did not end (its last event is ${last.type}, seq ${last.seq}); resume it with pge resume ${logPath}`,
+  );
 }
 
 /**

@@ -111,6 +111,11 @@ export interface CoordinatorProcessOptions extends RoleProcessBase {
   settings: CoordinatorSettings;
   /** The replicas of the lease bucket (`--replicas`), if not the server's default. */
   replicas?: number;
+  /**
+   * The generators' workspaces directory (`--workspaces`), where a continued run's workspace is
+   * copied from the earlier run's (`CoordinatorServiceOptions.workspaces`).
+   */
+  workspaces?: string;
 }
 
 /** Starts a coordinator: it takes submitted runs, shares them through leases and takes over orphans. */
@@ -143,6 +148,7 @@ export async function startCoordinatorProcess(o: CoordinatorProcessOptions): Pro
     ...(runTracing ? { tracing: runTracing } : {}),
     // Its persistence worker writes the logs in its own directory: `run.started` names the file alone.
     options: { ...o.settings, workingDirectory: undefined },
+    ...(o.workspaces === undefined ? {} : { workspaces: o.workspaces }),
     models: workers,
     onRun: (runId, task) => log(`pge coordinator: run ${runId} started: ${task.slice(0, 80)}`),
     runExists: (runId) => bus.hasStored(subjects.events(runId)),

@@ -1,6 +1,6 @@
 import type { StoredMessages } from '../bus/bus.js';
 import { subjects } from '../bus/subjects.js';
-import type { RunEvent, RunEventOf, RunJob, RunStopReason } from '../schemas/index.js';
+import type { RunEvent, RunEventOf, RunJob } from '../schemas/index.js';
 import { isClosingEvent, jobOf } from '../schemas/index.js';
 import { type RunListStatus, stoppedStatus } from '../schemas/run-status.js';
 import { undecidedRequests } from './approvals.js';
@@ -20,6 +20,11 @@ export interface RunListFilter {
   statuses?: readonly string[];
   /** Only runs started at this time (ms since the epoch) or later. */
   since?: number;
+  /**
+   * Only the runs of this job (`RunSummary.job.id`: its first run's id), that run included; a run
+   * whose start the stream no longer holds has no known job, so it is left out.
+   */
+  job?: string;
 }
 
 /** One run, as `pge runs` lists it. */
@@ -60,12 +65,21 @@ export function taskLine(task: string): string {
 }
 
 /**
+ * The run-level events (`run.started`, `run.resumed`, the closing event) of one run, or of every run
+ * (`'*'`), in the order the stream holds them: a few lookups, however long the runs. Rejects as
+ * `bus.stored` does.
+ */
+export async function runLevelEvents(bus: StoredMessages, runId: string): Promise<RunEvent[]> {
+  return (await bus.stored(eventsOf(runId, 'run.>'))) as RunEvent[];
+}
+
+/**
  * The runs whose events `bus` holds, oldest start first (newest last, nearest the prompt), those
  * `filter` keeps. A run's start is its `run.started`, or its first run event when the stream no
  * longer holds that (its limits removed it). Rejects as `bus.stored` does.
  */
 export async function listRuns(bus: StoredMessages, filter: RunListFilter = {}): Promise<RunSummary[]> {
-  const runEvents = (await bus.stored(eventsOf('*', 'run.>'))) as RunEvent[];
+  const runEvents = await runLevelEvents(bus, '*');
   const byRun = new Map<string, RunEvent[]>();
   for (const event of runEvents) {
     const events = byRun.get(event.runId);
@@ -80,9 +94,11 @@ export async function listRuns(bus: StoredMessages, filter: RunListFilter = {}):
       const started = events.find((e): e is RunEventOf<'run.started'> => e.type === 'run.started');
       const startedAt = started?.ts ?? first.ts;
       if (filter.since !== undefined && Date.parse(startedAt) < filter.since) return null;
+      const job = started ? jobOf(started) : null;
+      if (filter.job !== undefined && job?.id !== filter.job) return null;
       const opening = {
         runId: first.runId,
-        job: started ? jobOf(started) : null,
+        job,
         task: started ? taskLine(started.payload.task) : null,
         startedAt,
       };

@@ -97,6 +97,13 @@ export interface CoordinatorServiceOptions {
   ownership?: RunOwnership;
   /** Tracing of the coordinator's runs (`traceRuns`). */
   tracing?: RunTracing;
+  /**
+   * The directory the generator workers keep runs' workspaces in, one per run id (their
+   * `<working-dir>/workspaces`): a continued run's workspace is copied there from the earlier
+   * run's before it starts. Default `<options.workingDirectory>/workspaces` when this process
+   * knows that directory; without either, nothing is copied and the new run's workspace starts empty.
+   */
+  workspaces?: string;
 }
 
 /** Runs shared between coordinators: who owns which, and what a run left in the transport. */
@@ -177,13 +184,13 @@ export function runSpecOf(
 }
 
 /**
- * A continued run's workspace starts as a copy of the earlier run's, when this coordinator shares
- * the workers' working directory (`<workingDirectory>/workspaces/<runId>`, as in the compose file);
- * otherwise the new run's workspace starts empty, and the kept steps' artifacts still reach their
- * dependents through the run's events.
+ * A continued run's workspace starts as a copy of the earlier run's, in the directory where the
+ * generators keep workspaces (`workspaces`, shared with them: one machine, or a shared volume);
+ * with none known, or no earlier workspace there, the new run's workspace starts empty, and the
+ * kept steps' artifacts still reach their dependents through the run's events.
  */
-async function carryWorkspace(workingDirectory: string | undefined, from: string, to: string): Promise<void> {
-  const workspaces = join(workingDirectory ?? '', WORKSPACES_DIR);
+async function carryWorkspace(workspaces: string | undefined, from: string, to: string): Promise<void> {
+  if (workspaces === undefined) return;
   const target = join(workspaces, to);
   if (existsSync(target)) return;
   await copyWorkspace(from, workspaces, target);
@@ -224,6 +231,9 @@ export interface CoordinatorService {
 export function startCoordinatorService(service: CoordinatorServiceOptions): CoordinatorService {
   const { bus, options, models } = service;
   const { ownership } = service;
+  const workspaces =
+    service.workspaces ??
+    (options.workingDirectory === undefined ? undefined : join(options.workingDirectory, WORKSPACES_DIR));
   const coordinator = createCoordinator({ bus, ...(service.tracing ? { tracing: service.tracing } : {}) });
   const active = new Map<string, RunHandle & { settled: Promise<unknown> }>();
   /** Why a run with these stored events cannot be resumed (none stored, or it has ended), or null. */
@@ -325,7 +335,7 @@ export function startCoordinatorService(service: CoordinatorServiceOptions): Coo
     checkCostCanBeKept(spec, models);
     if ((await admit(runId, submission, service)) === 'started') return null;
     if (submission.continues !== undefined)
-      await carryWorkspace(options.workingDirectory, submission.continues.runId, runId);
+      await carryWorkspace(workspaces, submission.continues.runId, runId);
     return { handle: coordinator.startRun(spec), task: submission.task };
   };
 
@@ -357,7 +367,7 @@ export function startCoordinatorService(service: CoordinatorServiceOptions): Coo
     // The submission as it came: with the run id its submitter chose, which an earlier try may have started.
     if ((await admit(runId, submission, service)) === 'started') return null;
     try {
-      await carryWorkspace(options.workingDirectory, fork.runId, runId);
+      await carryWorkspace(workspaces, fork.runId, runId);
       // In seq order, each once the one before it is stored (`NatsBus.storeEvent`); no work item is
       // queued: every request among them is answered among them, or asked again once the fork is live.
       await Promise.all(events.map((event) => publishEvent(bus, event)));

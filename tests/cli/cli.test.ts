@@ -384,6 +384,22 @@ describe('help and version', () => {
     expect(r.stdout).toMatch(new RegExp(`Examples:\\n {2}(\\w+=\\S+ )?pge ${command}`));
   });
 
+  it("lists pge continue's own exit codes, each refusal it makes under 2", async () => {
+    const r = await pge(['continue', '--help']);
+    expect(r.code).toBe(0);
+    const codes = r.stdout.slice(r.stdout.indexOf('Exit codes:'), r.stdout.indexOf('Examples:'));
+    expect(codes.match(/^ {2}\d+/gm)).toEqual(['  0', '  1', '  2', '  3', '  130']);
+    for (const said of [
+      '0    every step of the new run passed',
+      '1    the new run finished with failed steps',
+      'resume it with pge resume <log>',
+      'nothing left to do',
+      'a run id the events stream holds no event\n       of, or a run that has not ended',
+      '3    the new run could not complete',
+    ])
+      expect(codes).toContain(said);
+  });
+
   it('prints the version', async () => {
     const r = await pge(['--version']);
     expect(r.code).toBe(0);

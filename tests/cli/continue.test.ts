@@ -45,6 +45,28 @@ describe('pge continue', () => {
     const earlier = JSON.parse(first.stdout);
     expect(earlier.totalStepsCompleted).toBe(2);
 
+    // The same log cut before its closing event, as a run whose process died leaves it: resumed, not continued.
+    const text = readFileSync(earlier.outputPath, 'utf8');
+    const closing = text.search(/<!-- pge:event seq=\d+ type=run\.(completed|failed) -->/);
+    expect(closing).toBeGreaterThan(0);
+    // Cut in the middle of its closing event, the write a crash tore: read up to its last whole event.
+    const asked = context.server.completions().length;
+    for (const [name, end] of [
+      ['crashed.md', closing],
+      ['torn.md', closing + 80],
+    ] as const) {
+      const crashed = join(context.tmp, name);
+      writeFileSync(crashed, text.slice(0, end));
+      const refused = await pge(['continue', crashed, ...common]);
+      expect(refused.code).toBe(2);
+      expect(refused.stderr.split('\n')[0]).toMatch(
+        new RegExp(
+          `^pge: cannot continue ${crashed}: run ${earlier.runId} did not end \\(its last event is [a-z.]+, seq \\d+\\); resume it with pge resume ${crashed}$`,
+        ),
+      );
+    }
+    expect(context.server.completions()).toHaveLength(asked);
+
     context.server.script(script(new Set()));
     const since = context.server.completions().length;
     const next = await pge(['continue', earlier.outputPath, ...common]);

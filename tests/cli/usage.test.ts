@@ -103,6 +103,9 @@ describe('flag mistakes', () => {
       '--since takes a duration with its unit (30m, 1h, 7d) or an ISO time (2026-11-28T09:00:00Z), not "90"',
     );
     expect(await usageError(['runs', '--since', '2026-13-45', ...at])).toContain('not "2026-13-45"');
+    expect(await usageError(['runs', '--job', 'pge.run.>', ...at])).toContain(
+      `--job takes a job's id, its first run's id (letters, digits, "-" and "_"), not "pge.run.>"`,
+    );
   });
 
   it('fails fast on a working directory that cannot be created (procfs)', async () => {
@@ -153,6 +156,20 @@ describe('pge worker', () => {
     expect(await usageError(['worker', '--demo'])).toContain('pge worker needs --role');
     expect(await usageError(['worker', '--role', 'planner', 'extra'])).toContain(
       'pge worker takes no arguments',
+    );
+  });
+
+  it("gives a coordinator the generators' workspaces directory, and no other role --workspaces", () => {
+    const workspaces = (args: string[]) =>
+      parseWorkerCommand(['--role', 'coordinator', ...args], { env: {}, cwd: tmp }).workspaces;
+    expect(workspaces(['--working-dir', 'shared'])).toBe(join(tmp, 'shared', 'workspaces'));
+    expect(workspaces(['--workspaces', '/mnt/pge/workspaces'])).toBe('/mnt/pge/workspaces');
+    expect(workspaces(['--workspaces', 'ws'])).toBe(join(tmp, 'ws'));
+    expect(parseWorkerCommand(['--role', 'generator'], { env: {}, cwd: tmp }).workspaces).toBeNull();
+    expect(() =>
+      parseWorkerCommand(['--role', 'generator', '--workspaces', 'ws'], { env: {}, cwd: tmp }),
+    ).toThrow(
+      /^--workspaces is the coordinator's .*: a generator worker keeps runs' workspaces under --working-dir$/,
     );
   });
 

@@ -1,6 +1,6 @@
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import type { NatsRole } from '../../src/bus/permissions.js';
@@ -16,6 +16,7 @@ import { runCli } from '../cli/run-cli.js';
 const ROOT = join(import.meta.dirname, '..', '..');
 interface Service {
   image?: string;
+  working_dir?: string;
   build?: string;
   command?: string[];
   environment?: Record<string, string>;
@@ -123,6 +124,40 @@ describe('docker-compose.yml', () => {
     expect(dockerfile).toMatch(/ENTRYPOINT \["node", "\/app\/bin\/pge\.js"\]/);
     expect(dockerfile).toMatch(/npm ci/);
   });
+});
+
+/**
+ * The coordinator copies a continued run's workspace into the directory its --workspaces names:
+ * the one where every generator and evaluator keeps runs' workspaces (`<working_dir>/workspaces`),
+ * in a volume they all mount there.
+ */
+function expectSharedWorkspaces(services: Record<string, Service>): void {
+  const inContainer = (service: Service, path: string) => resolve(service.working_dir ?? '/app', path);
+  const coordinator = services.coordinator!;
+  const flag = coordinator.command!.indexOf('--workspaces');
+  expect(flag).toBeGreaterThan(0);
+  const workspaces = inContainer(coordinator, coordinator.command![flag + 1]!);
+  for (const name of ['coordinator', 'generator', 'evaluator']) {
+    const service = services[name]!;
+    expect(service.volumes, name).toContain(`workspaces:${workspaces}`);
+    if (name === 'coordinator') continue;
+    expect(service.command, name).not.toContain('--working-dir');
+    expect(inContainer(service, 'workspaces'), name).toBe(workspaces);
+  }
+}
+
+describe('the workspaces of a deployment', () => {
+  it.each(['docker-compose.yml', 'docker-compose.cluster.yml'])(
+    '%s shares them between the coordinator, the generators and the evaluators',
+    (file) => {
+      const parsed = parse(readFileSync(join(ROOT, file), 'utf8'), { merge: true }) as {
+        services: Record<string, Service>;
+        volumes: Record<string, unknown>;
+      };
+      expect(Object.keys(parsed.volumes)).toContain('workspaces');
+      expectSharedWorkspaces(parsed.services);
+    },
+  );
 });
 
 describe('docker-compose.cluster.yml', () => {

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import type { StoredMessages } from '../../src/bus/bus.js';
 import { subjectMatches, subjects } from '../../src/bus/subjects.js';
 import { listRuns, TASK_CHARS, taskLine } from '../../src/runtime/run-list.js';
-import type { RunEvent, RunEventDraft, RunStopReason } from '../../src/schemas/index.js';
+import type { RunEvent, RunEventDraft, RunEventOf, RunStopReason } from '../../src/schemas/index.js';
 import { stoppedStatus } from '../../src/schemas/run-status.js';
 import { fullRun, makeEvent } from '../persistence/fixtures.js';
 
@@ -152,6 +152,38 @@ describe('listRuns', () => {
       stepsTotal: 1,
       lastEvent: 'step.carried',
     });
+  });
+
+  it("keeps one job's runs, its first run included, reading no other open run", async () => {
+    const stream = deployment();
+    // Run 2 of job r-budget ended; run 3 is still going.
+    const second = runOf('r-budget-2', 'run.completed');
+    const third = runOf('r-budget-3', null);
+    for (const [run, n] of [
+      [second, 2],
+      [third, 3],
+    ] as const) {
+      const head = run[0] as RunEventOf<'run.started'>;
+      run[0] = { ...head, payload: { ...head.payload, job: { id: 'r-budget', run: n } } };
+    }
+    stream.add(second, T + 10 * MIN);
+    stream.add(third, T + 11 * MIN);
+    // A run whose start the stream no longer holds: its job is not known, so it is not the job's.
+    stream.add(runOf('r-old', 'run.completed').slice(-1), T + 12 * MIN);
+    const runs = await listRuns(stream, { job: 'r-budget' });
+    expect(runs.map((r) => [r.runId, r.job?.run, r.status])).toEqual([
+      ['r-budget', 1, 'stopped'],
+      ['r-budget-2', 2, 'passed'],
+      ['r-budget-3', 3, 'running'],
+    ]);
+    // Only the job's open run is read beyond the run-level events.
+    expect(
+      new Set(stream.filters.filter((f) => !f.startsWith('pge.run.*.')).map((f) => f.split('.')[2])),
+    ).toEqual(new Set(['r-budget-3']));
+    expect(await listRuns(stream, { job: 'r-budget-2' })).toEqual([]);
+    expect((await listRuns(stream, { job: 'r-budget', statuses: ['running'] })).map((r) => r.runId)).toEqual([
+      'r-budget-3',
+    ]);
   });
 
   it('reads one run-level filter for runs that ended, and the events that say where an open one stands', async () => {
