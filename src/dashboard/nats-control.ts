@@ -26,8 +26,9 @@ export async function natsControl(options: NatsBusOptions): Promise<RunControl> 
       return { act: running, fork: !running };
     },
     async decide(action, by: string) {
-      const { runId, gate, decision, reason } = action;
-      await decide(bus, runId, gate, { decision, reason, by });
+      const { runId, gate, decision, reason, requestId } = action;
+      // The very request the page showed: another of the same gate (a step beside it) is not settled.
+      await decide(bus, runId, gate, { decision, reason, by }, undefined, requestId);
       return { runId, message: decidedMessage(action, by) };
     },
     async cancel(action, by: string) {

@@ -67,8 +67,10 @@ export class DecisionNotAppliedError extends PgeError {
 
 /**
  * Sends a person's decision to the gate run `runId` waits at (`gate`, or the one it waits at when
- * left out) and waits up to `timeoutMs` for the coordinator to record it; resolves with the
- * recorded `approval.decided`. Throws `ConfigurationError` when the run waits at no such gate.
+ * left out; `requestId`, when given, names the very request decided: steps side by side may wait
+ * at gates of one kind at once, and a later request must not be settled by a decision on an earlier
+ * one) and waits up to `timeoutMs` for the coordinator to record it; resolves with the recorded
+ * `approval.decided`. Throws `ConfigurationError` when the run waits at no such gate or request.
  */
 export async function decide(
   bus: Bus & StoredMessages,
@@ -76,14 +78,19 @@ export async function decide(
   gate: ApprovalGate | undefined,
   decision: ApprovalDecision,
   timeoutMs = 10_000,
+  requestId?: string,
 ): Promise<RunEventOf<'approval.decided'>> {
   const waiting = (await pendingApprovals(bus)).filter((p) => p.runId === runId);
-  const at = waiting.find((p) => gate === undefined || p.gate === gate);
+  const at = waiting.find(
+    (p) => (gate === undefined || p.gate === gate) && (requestId === undefined || p.requestId === requestId),
+  );
   if (at === undefined)
     throw new ConfigurationError(
       waiting.length === 0
         ? `run ${runId} waits at no gate (pge approvals lists those that do)`
-        : `run ${runId} waits at its ${waiting[0]!.gate}, not at a ${gate}`,
+        : requestId !== undefined
+          ? `run ${runId} does not wait at request ${requestId} (any more): it was decided, or the run moved on`
+          : `run ${runId} waits at its ${waiting[0]!.gate}, not at a ${gate}`,
     );
   await publishApproval(bus, {
     runId,

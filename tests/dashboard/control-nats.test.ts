@@ -103,6 +103,26 @@ describe('dashboard --control on NATS', () => {
     const first = page.locator('#runs tr[data-run]').first();
     await expect.poll(() => first.getAttribute('data-run')).toBe(runId);
     await expect.poll(() => first.locator('td').first().textContent()).toBe('waiting at the plan gate');
+    // A decision names the request it decides: one on another request of the same gate settles nothing.
+    const { origin, searchParams } = new URL(url);
+    const stale = await fetch(`${origin}/api/actions/decide`, {
+      method: 'POST',
+      headers: {
+        'Content-Type': 'application/json',
+        'X-PGE-Token': searchParams.get('token')!,
+        Origin: origin,
+      },
+      body: JSON.stringify({
+        runId,
+        gate: 'plan',
+        requestId: `${runId}-earlier`,
+        decision: 'approve',
+        reason: null,
+      }),
+    });
+    expect(stale.status).toBe(409);
+    expect(await stale.text()).toContain(`does not wait at request ${runId}-earlier`);
+    expect((await eventsOf(runId)).filter((e) => e.type === 'approval.decided')).toEqual([]);
     await page.getByRole('button', { name: 'Approve' }).click();
     await page.locator('#run-status', { hasText: 'passed' }).waitFor({ timeout: 30_000 });
     const stored = await eventsOf(runId);
