@@ -277,7 +277,11 @@ describe('dashboard --control in a browser', () => {
       // The result as the run put it, and what the evaluator said of it.
       expect(await gate.locator('pre').textContent()).toBe('the work');
       expect(await gate.locator('p.evaluation').textContent()).toBe('Evaluation of attempt 1: s');
-      await gate.getByRole('button', { name: 'Approve' }).click();
+      // Each gate is a group named by its heading, so a screen reader says whose Approve it is.
+      await page
+        .getByRole('group', { name: `Waiting for your decision on the step's result of step ${stepNumber}` })
+        .getByRole('button', { name: 'Approve' })
+        .click();
     }
     await page.locator('#run-status', { hasText: 'passed' }).waitFor({ timeout: 20_000 });
     const decided = (await loggedEvents(store, runId)).filter((e) => e.type === 'approval.decided');

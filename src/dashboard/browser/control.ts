@@ -97,7 +97,13 @@ function gatePanel(view: ControlledView, gate: GateView): HTMLElement {
   const box = el('div', 'gate');
   box.dataset.request = gate.requestId;
   const where = gate.stepNumber === null ? '' : ` of step ${gate.stepNumber}`;
-  box.append(el('h3', null, `Waiting for your decision on ${GATE_NAMES[gate.gate]}${where}`));
+  const heading = el('h3', null, `Waiting for your decision on ${GATE_NAMES[gate.gate]}${where}`);
+  // A group named by its heading: with two steps at their gates, a screen reader says which step
+  // each Approve, Reject and Reason belongs to.
+  heading.id = `gate-${gate.requestId}`;
+  box.setAttribute('role', 'group');
+  box.setAttribute('aria-labelledby', heading.id);
+  box.append(heading);
   // The plan's tables say all its summary does; a contract or a result is shown as the run put it.
   if (gate.gate === 'plan' && view.plan) box.append(...planTables(view.plan));
   else box.append(el('pre', 'text gate-summary', gate.summary));

@@ -77,6 +77,7 @@ export function renderRunList(
       choose(run.runId),
     );
     pick.title = `Show run ${run.runId}`;
+    pick.dataset.run = run.runId;
     const task = el('div');
     task.append(pick, el('div', 'muted run-id', run.runId));
     return [
@@ -105,10 +106,18 @@ export function renderRunList(
     if (run.runId === shown) row.setAttribute('aria-current', 'true');
   });
   const latest = runLink('?', 'Follow the latest run', () => choose(''));
+  latest.dataset.run = '';
   latest.hidden = !choosing;
   const body =
     runs.length > 0 ? t : el('p', 'muted', data.runs.length > 0 ? `No run is ${filter}.` : 'No run yet.');
-  byId('run-list').replaceChildren(body, latest);
+  // The list is drawn again at every change of any run: the link that had the keyboard's focus keeps it.
+  const holder = byId('run-list');
+  const focused = holder.contains(document.activeElement)
+    ? (document.activeElement as HTMLElement).dataset.run
+    : undefined;
+  holder.replaceChildren(body, latest);
+  if (focused !== undefined)
+    holder.querySelector<HTMLElement>(`a[data-run="${CSS.escape(focused)}"]`)?.focus();
   const problems = byId('problems');
   problems.hidden = data.problems.length === 0;
   problems.replaceChildren(el('h2', null, 'Problems'), list(data.problems));
