@@ -315,7 +315,7 @@ export class PullSubscription implements NatsSubscription {
       // Redelivering a message that can never decode would only repeat the rejection.
       if (decoded === null) return settle(() => msg.term());
       const { data } = decoded;
-      const headers = fromNatsHeaders(msg.headers);
+      const headers = () => fromNatsHeaders(msg.headers);
       const heartbeat = setInterval(() => settle(() => msg.working()), this.ackWaitMs / 3);
       try {
         await (this.inOrder === null
@@ -330,7 +330,7 @@ export class PullSubscription implements NatsSubscription {
   }
 
   /** On an explicit consumer: acknowledged once handled, given back when the handler throws. */
-  private async handleAlone(msg: JsMsg, data: unknown, headers: MessageHeaders): Promise<void> {
+  private async handleAlone(msg: JsMsg, data: unknown, headers: LazyHeaders): Promise<void> {
     try {
       await this.handler(new Delivery(this.host.bus, msg.subject, data, null, headers));
       settle(() => msg.ack());
@@ -351,7 +351,7 @@ export class PullSubscription implements NatsSubscription {
     inOrder: InOrder,
     msg: JsMsg,
     data: unknown,
-    headers: MessageHeaders,
+    headers: LazyHeaders,
     called?: () => void,
   ): Promise<void> {
     const seq = msg.info.streamSequence;
@@ -376,7 +376,7 @@ export class PullSubscription implements NatsSubscription {
   private async handleInOrder(
     subject: string,
     data: unknown,
-    headers: MessageHeaders,
+    headers: LazyHeaders,
     tried: number,
   ): Promise<boolean | null> {
     for (let tries = tried; this.active; tries++) {
@@ -416,13 +416,16 @@ export class PullSubscription implements NatsSubscription {
       const handled =
         decoded === null
           ? false
-          : await this.handleInOrder(stored.subject, decoded.data, fromNatsHeaders(stored.header), 1);
+          : await this.handleInOrder(stored.subject, decoded.data, () => fromNatsHeaders(stored.header), 1);
       if (handled === null) return false;
       inOrder.through = stored.seq;
     }
     return this.active;
   }
 }
+
+/** A message's headers, decoded when its handler first reads them (`Delivery`). */
+type LazyHeaders = () => MessageHeaders;
 
 /** A message handed to the handler on an `AckPolicy.All` consumer, and how its handling ended. */
 interface Turn {
