@@ -237,13 +237,26 @@ export interface Bus {
 
 /** A received message as both buses hand it to a handler; `respond` publishes on its reply subject. */
 export class Delivery implements BusMessage {
+  #headers: MessageHeaders | (() => MessageHeaders);
+
+  /**
+   * `headers` may be given as a function, called the first time a handler reads them: a JetStream
+   * message's headers are then decoded only for a handler that uses them (persistence does not).
+   */
   constructor(
     private readonly bus: Bus,
     readonly subject: string,
     readonly data: unknown,
     readonly reply: string | null,
-    readonly headers: MessageHeaders = NO_HEADERS,
-  ) {}
+    headers: MessageHeaders | (() => MessageHeaders) = NO_HEADERS,
+  ) {
+    this.#headers = headers;
+  }
+
+  get headers(): MessageHeaders {
+    if (typeof this.#headers === 'function') this.#headers = this.#headers();
+    return this.#headers;
+  }
 
   /**
    * Publishes `data` on the reply subject. Only an inbox (`_INBOX…`, `_R_…`) is answered: the sender

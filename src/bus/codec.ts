@@ -236,6 +236,7 @@ export function validateMessage(subject: string, data: unknown): unknown {
 }
 
 const encoder = new TextEncoder();
+const decoder = new TextDecoder();
 
 /**
  * Validates and encodes a message for a wire transport. A handed-over message (`freezeMessage`)
@@ -250,7 +251,7 @@ export function encodeMessage(subject: string, data: unknown): Uint8Array {
 export function decodeMessage(subject: string, bytes: Uint8Array): unknown {
   let data: unknown;
   try {
-    data = JSON.parse(new TextDecoder().decode(bytes));
+    data = JSON.parse(decoder.decode(bytes));
   } catch (cause) {
     throw new MessageRejectedError(`invalid message on ${subject}: not JSON`, { subject, cause });
   }

@@ -19,6 +19,11 @@ export class HandlersUnderWay {
     });
   }
 
+  /** How many are under way. */
+  get size(): number {
+    return this.#size;
+  }
+
   /** Resolves once fewer than `most` handlers are under way. */
   async room(most: number): Promise<void> {
     while (this.#size >= most) {

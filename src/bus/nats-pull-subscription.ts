@@ -8,7 +8,7 @@ import {
   type JetStreamManager,
   type JsMsg,
 } from '@nats-io/jetstream';
-import { nanos } from '@nats-io/transport-node';
+import { type MsgHdrs, nanos } from '@nats-io/transport-node';
 import { type BusHandler, Delivery, type MessageHeaders } from './bus.js';
 import { HandlersUnderWay } from './handlers-under-way.js';
 import { CumulativeAcks } from './nats-cumulative-acks.js';
@@ -210,14 +210,22 @@ export class PullSubscription implements NatsSubscription {
    */
   private async takeInTurn(msg: JsMsg, handling: HandlersUnderWay): Promise<void> {
     if (this.inOrder === null) return this.take(msg);
-    let called: () => void = () => undefined;
-    const calling = new Promise<void>((resolve) => {
-      called = resolve;
-    });
-    const handled = this.take(msg, called).catch((error: unknown) => this.host.report(error, msg.subject));
+    // Its handler is usually called before `take` returns (no gap to read first): then the next
+    // message is taken at once, with no promise made to wait for the call.
+    const turn: { called: boolean; wake: (() => void) | null } = { called: false, wake: null };
+    const handled = this.take(msg, () => {
+      turn.called = true;
+      turn.wake?.();
+    }).catch((error: unknown) => this.host.report(error, msg.subject));
     handling.add(handled);
-    await Promise.race([calling, handled]);
-    await handling.room(Math.max(1, Math.floor(this.timings.batch / 2)));
+    if (!turn.called) {
+      await new Promise<void>((resolve) => {
+        turn.wake = resolve;
+        void handled.then(resolve);
+      });
+    }
+    const most = Math.max(1, Math.floor(this.timings.batch / 2));
+    if (handling.size >= most) await handling.room(most);
   }
 
   /**
@@ -315,7 +323,7 @@ export class PullSubscription implements NatsSubscription {
       // Redelivering a message that can never decode would only repeat the rejection.
       if (decoded === null) return settle(() => msg.term());
       const { data } = decoded;
-      const headers = fromNatsHeaders(msg.headers);
+      const headers = headersOf(msg);
       const heartbeat = setInterval(() => settle(() => msg.working()), this.ackWaitMs / 3);
       try {
         await (this.inOrder === null
@@ -330,7 +338,7 @@ export class PullSubscription implements NatsSubscription {
   }
 
   /** On an explicit consumer: acknowledged once handled, given back when the handler throws. */
-  private async handleAlone(msg: JsMsg, data: unknown, headers: MessageHeaders): Promise<void> {
+  private async handleAlone(msg: JsMsg, data: unknown, headers: LazyHeaders): Promise<void> {
     try {
       await this.handler(new Delivery(this.host.bus, msg.subject, data, null, headers));
       settle(() => msg.ack());
@@ -351,7 +359,7 @@ export class PullSubscription implements NatsSubscription {
     inOrder: InOrder,
     msg: JsMsg,
     data: unknown,
-    headers: MessageHeaders,
+    headers: LazyHeaders,
     called?: () => void,
   ): Promise<void> {
     const seq = msg.info.streamSequence;
@@ -376,7 +384,7 @@ export class PullSubscription implements NatsSubscription {
   private async handleInOrder(
     subject: string,
     data: unknown,
-    headers: MessageHeaders,
+    headers: LazyHeaders,
     tried: number,
   ): Promise<boolean | null> {
     for (let tries = tried; this.active; tries++) {
@@ -416,12 +424,19 @@ export class PullSubscription implements NatsSubscription {
       const handled =
         decoded === null
           ? false
-          : await this.handleInOrder(stored.subject, decoded.data, fromNatsHeaders(stored.header), 1);
+          : await this.handleInOrder(stored.subject, decoded.data, headersOf({ headers: stored.header }), 1);
       if (handled === null) return false;
       inOrder.through = stored.seq;
     }
     return this.active;
   }
+}
+
+/** A message's headers, decoded when its handler first reads them (`Delivery`). */
+type LazyHeaders = () => MessageHeaders;
+
+function headersOf(msg: { readonly headers?: MsgHdrs | undefined }): LazyHeaders {
+  return () => fromNatsHeaders(msg.headers);
 }
 
 /** A message handed to the handler on an `AckPolicy.All` consumer, and how its handling ended. */

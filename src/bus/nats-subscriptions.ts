@@ -127,11 +127,7 @@ export class SerialDelivery<M extends Received> {
     if (decoded === null) return;
     try {
       await this.handler(
-        new Delivery(
-          this.host.bus,
-          msg.subject,
-          decoded.data,
-          this.replyOf(msg),
+        new Delivery(this.host.bus, msg.subject, decoded.data, this.replyOf(msg), () =>
           fromNatsHeaders(msg.headers),
         ),
       );

@@ -1,4 +1,5 @@
-import { type FileHandle, open, readFile } from 'node:fs/promises';
+import { closeSync, fstatSync, openSync, readSync } from 'node:fs';
+import { type FileHandle, readFile } from 'node:fs/promises';
 import { LogWriteError } from '../errors.js';
 import { RunEvent } from '../schemas/index.js';
 import { readLog, readLogRunId, readLogTail } from './log-reader.js';
@@ -44,7 +45,9 @@ const message = (error: unknown): string => (error instanceof Error ? error.mess
  */
 export async function findLogEnd(handle: FileHandle, options: LogEndOptions): Promise<LogEnd> {
   const { path, runId, resumed } = options;
-  const stat = await handle.stat();
+  // Synchronous, like the writer's appends: a stat and two short reads of a local file cost less
+  // than the thread pool's hand-off, and a restarted worker opens hundreds of logs at once.
+  const stat = fstatSync(handle.fd);
   // A device or pipe (/dev/stdout, say) holds no earlier run: write from the start.
   if (!stat.isFile()) return { last: null, keep: null, regularFile: false };
   // Empty but already there: another writer has just created it, or someone left it; either way
@@ -54,7 +57,12 @@ export async function findLogEnd(handle: FileHandle, options: LogEndOptions): Pr
       `${path} already exists (empty): another writer may hold it; pge never shares a log`,
     );
   if (!resumed) {
-    const last = await lastRenderedEvent(path, stat.size, runId).catch(() => null); // read whole below
+    let last: RunEvent | null = null;
+    try {
+      last = lastRenderedEvent(path, stat.size, runId);
+    } catch {
+      // read whole below
+    }
     if (last !== null) return { last, keep: null, regularFile: true };
   }
   return readWholeLog(path, runId, resumed);
@@ -87,25 +95,25 @@ async function readWholeLog(path: string, runId: string, resumed: boolean): Prom
  * `runId`; else null. Only the head and the tail are read (the tail again, longer, when the last
  * chunk does not fit in `TAIL_BYTES`).
  */
-async function lastRenderedEvent(path: string, size: number, runId: string): Promise<RunEvent | null> {
-  const file = await open(path, 'r');
+function lastRenderedEvent(path: string, size: number, runId: string): RunEvent | null {
+  const file = openSync(path, 'r');
   try {
-    let tail = await readAt(file, Math.max(0, size - TAIL_BYTES), Math.min(size, TAIL_BYTES));
-    const head = tail.length === size ? tail : await readAt(file, 0, Math.min(size, HEAD_BYTES));
+    let tail = readAt(file, Math.max(0, size - TAIL_BYTES), Math.min(size, TAIL_BYTES));
+    const head = tail.length === size ? tail : readAt(file, 0, Math.min(size, HEAD_BYTES));
     if (readLogRunId(head.subarray(0, HEAD_BYTES).toString('utf8')) !== runId) return null;
     let event = eventAtEnd(tail.toString('utf8'));
     if (event === null && tail.length < size) {
       // The last JSON line is longer than the tail read: read the whole file.
-      tail = await readAt(file, 0, size);
+      tail = readAt(file, 0, size);
       event = eventAtEnd(tail.toString('utf8'));
     }
     if (event === null || event.runId !== runId) return null;
     const chunk = Buffer.from(renderEvent(event), 'utf8');
     if (chunk.length > size) return null;
-    if (chunk.length > tail.length) tail = await readAt(file, size - chunk.length, chunk.length);
+    if (chunk.length > tail.length) tail = readAt(file, size - chunk.length, chunk.length);
     return tail.subarray(tail.length - chunk.length).equals(chunk) ? event : null;
   } finally {
-    await file.close();
+    closeSync(file);
   }
 }
 
@@ -136,11 +144,11 @@ function eventAtEnd(text: string): RunEvent | null {
 }
 
 /** `length` bytes of `file` from `position` (fewer if it ends sooner). */
-async function readAt(file: FileHandle, position: number, length: number): Promise<Buffer> {
+function readAt(fd: number, position: number, length: number): Buffer {
   const buffer = Buffer.allocUnsafe(length);
   let read = 0;
   while (read < length) {
-    const { bytesRead } = await file.read(buffer, read, length - read, position + read);
+    const bytesRead = readSync(fd, buffer, read, length - read, position + read);
     if (bytesRead === 0) break;
     read += bytesRead;
   }

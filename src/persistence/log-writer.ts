@@ -35,10 +35,10 @@ const message = (error: unknown): string => (error instanceof Error ? error.mess
  * in one write, so a burst of events costs one system call. The first failure is final: it is
  * reported to `onError`, rejects `flushed()` and `close()`, and every later `append` throws it.
  *
- * It runs on the event loop that runs the charts. Opening and reading a log use Node's
- * asynchronous file API; appending to a regular file is one `writeSync` at the end of the turn
- * (see `#writeInline`: cheaper than the thread pool's hand-off), and to a device or pipe an
- * asynchronous write.
+ * It runs on the event loop that runs the charts. Opening a log uses Node's asynchronous file
+ * API; finding where an existing one ends reads its head and tail synchronously (`findLogEnd`), and
+ * appending to a regular file is one `writeSync` at the end of the turn (see `#writeInline`: both
+ * cheaper than the thread pool's hand-off), and to a device or pipe an asynchronous write.
  *
  * The constructor starts opening the file and accepts events at once; `LogWriter.open` waits
  * until the file is open and checked. Events come validated from the bus, so they are not parsed

@@ -14,6 +14,20 @@ function handler(): { done: Promise<void>; end: () => void } {
 const settle = () => new Promise<void>((resolve) => setImmediate(resolve));
 
 describe('HandlersUnderWay', () => {
+  it('counts the handlers under way until each settles', async () => {
+    const handling = new HandlersUnderWay();
+    const [a, b] = [handler(), handler()];
+    handling.add(a.done);
+    handling.add(b.done);
+    expect(handling.size).toBe(2);
+    a.end();
+    await settle();
+    expect(handling.size).toBe(1);
+    b.end();
+    await settle();
+    expect(handling.size).toBe(0);
+  });
+
   it('makes room only once fewer than the most are under way', async () => {
     const handling = new HandlersUnderWay();
     const [a, b, c] = [handler(), handler(), handler()];
