@@ -180,7 +180,7 @@ const DASHBOARD_FLAGS = inGroup('cli', [
   {
     name: 'control',
     kind: 'switch',
-    help: 'Let the page approve, reject, cancel, start and fork runs; prints a URL with a one-time token',
+    help: 'Let the page approve, reject, cancel, start and fork runs; prints a URL with a token made at each start',
   },
   {
     name: 'operator',

@@ -452,10 +452,11 @@ only GET requests. It binds 127.0.0.1 unless --host says otherwise: the runs' ta
 output are visible to anyone who can reach the port. It runs until Ctrl-C.
 With --control the page also approves or rejects the gate a run waits at, cancels runs, starts
 runs from a form and forks ended runs from a step (with --nats, by the deployment), each in the name of --operator
-(default: the OS user), which the run's log records. The URL it prints carries a one-time token that
+(default: the OS user), which the run's log records. The URL it prints carries a token, new at each start, that
 every action must send; requests from another origin are refused. Without --nats the runs it
 starts run in this process (--demo: the built-in demo model; else --model and the environment, as
-for pge run); with --nats it acts with the client credential (--creds client.creds).`,
+for pge run): with --control, NATS_URL is not read, so give --nats to act on a deployment; with
+--nats it acts with the client credential (--creds client.creds).`,
     examples: [
       'pge dashboard --log pge_shared_state_<runId>.md',
       'pge dashboard --nats nats://127.0.0.1:4222 --port 8080',

@@ -15,7 +15,6 @@ import {
   type ResolvedCriterion,
   type RunCancellation,
   type RunContinuation,
-  type RunStopReason,
   type RunTotals,
   type StepInFlight,
   ZERO_USAGE,

@@ -12,14 +12,20 @@ import { ApprovalGate } from './settings.js';
 const Reason = z.string().trim().min(1).max(4000);
 
 /** `/api/actions/decide`: approve, or reject with a reason, the gate run `runId` waits at. */
-export const DecideAction = z.strictObject({
-  runId: SafeId,
-  gate: ApprovalGate,
-  /** The `approval.requested` decided on: a decision never settles a later request. */
-  requestId: z.string().min(1).max(200),
-  decision: z.enum(['approve', 'reject']),
-  reason: Reason.nullable(),
-});
+export const DecideAction = z
+  .strictObject({
+    runId: SafeId,
+    gate: ApprovalGate,
+    /** The `approval.requested` decided on: a decision never settles a later request. */
+    requestId: z.string().min(1).max(200),
+    decision: z.enum(['approve', 'reject']),
+    reason: Reason.nullable(),
+  })
+  // The run takes a rejection's reason back to the planner or the generator: it must have one.
+  .refine((a) => a.decision === 'approve' || a.reason !== null, {
+    message: 'a rejection needs a reason',
+    path: ['reason'],
+  });
 export type DecideAction = z.infer<typeof DecideAction>;
 
 /** `/api/actions/cancel`: cancels run `runId`. */

@@ -429,6 +429,10 @@ describe('dashboard --control refuses what does not come from its page', () => {
     expect(await post({ ...own, 'Content-Type': 'text/plain' })).toBe(415);
     expect(await post(own, '{"runId":')).toBe(400);
     expect(await post(own, JSON.stringify({ runId, gate: 'plan', decision: 'approve' }))).toBe(400);
+    // A rejection without a reason: the planner would get none.
+    expect(await post(own, JSON.stringify({ ...JSON.parse(body), decision: 'reject', reason: null }))).toBe(
+      400,
+    );
     expect(await post(own, JSON.stringify({ task: 'x'.repeat(1024 * 1024 + 1) }))).toBe(413);
     expect(await post(own, JSON.stringify({ ...JSON.parse(body), requestId: 'another' }))).toBe(409);
 

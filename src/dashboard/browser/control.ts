@@ -163,7 +163,7 @@ function forkPanel(view: ControlledView, follow: (runId: string) => void): HTMLE
   from.max = String(steps);
   from.required = true;
   const retries = numberInput(0);
-  const budget = numberInput(0, 'any');
+  const budget = numberInput(0.0001, 'any');
   box.append(
     el('h3', null, 'Fork this run'),
     field('Fork from step', from),
@@ -208,7 +208,7 @@ function startForm(abilities: ControlInfo['abilities'], follow: (runId: string) 
   model.placeholder = abilities.model ?? '';
   const steps = numberInput(1);
   const retries = numberInput(0);
-  const budget = numberInput(0, 'any');
+  const budget = numberInput(0.0001, 'any');
   const gates = (['plan', 'contract', 'step'] as const).map((gate) => {
     const box = el('input');
     box.type = 'checkbox';
