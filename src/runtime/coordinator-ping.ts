@@ -9,8 +9,8 @@ import type { CoordinatorPong } from '../schemas/submission.js';
  * that nobody serves gets "no responders" at once; across the accounts of a server secured by `pge
  * nats-config`, the server drops a request that the coordinators' account does not serve, and the
  * submitter hears nothing until its timeout (`SUBMIT_ANSWER_MS`), as it would from a coordinator
- * that is merely slow. A coordinator answers a ping at once, without any I/O: a ping unanswered
- * for `COORDINATOR_PING_MS` tells the two apart.
+ * that is merely slow. A coordinator answers a ping at once, without any I/O: pings unanswered
+ * for `NO_COORDINATOR_MS` tell the two apart.
  */
 
 /** No coordinator answered a ping: none runs (or none could be reached). */
@@ -28,23 +28,42 @@ export function answerPings(bus: Bus, name: string, queue: string): BusSubscript
   );
 }
 
+/** Pings in a row that go unanswered before no coordinator is said to run. */
+const PINGS = 2;
+
 /**
- * `request` (a submission), or an `UnansweredRequestError` once `COORDINATOR_PING_MS` passed with
- * `request` unsettled and a ping unanswered: no coordinator runs. A ping answered leaves `request`
- * its own timeout; one that failed otherwise (the connection, say) decides nothing either.
+ * How long `unlessNoCoordinator` takes to say that no coordinator runs: `COORDINATOR_PING_MS`, in
+ * two pings one after the other, each given half of it. One is not enough: a ping sent as a server
+ * of a cluster dies is lost with it, though a coordinator runs and answers the next one, sent once
+ * the client has moved to another server (at once: a killed server's socket closes).
+ */
+export const NO_COORDINATOR_MS = COORDINATOR_PING_MS;
+
+/** One ping: null when a coordinator answered it, or when it failed otherwise than unanswered. */
+function ping(bus: Bus): Promise<UnansweredRequestError | null> {
+  return bus.request(subjects.coordinatorPing, {}, { timeoutMs: NO_COORDINATOR_MS / PINGS }).then(
+    () => null,
+    (error: unknown) => (error instanceof UnansweredRequestError ? error : null),
+  );
+}
+
+/**
+ * `request` (a submission), or an `UnansweredRequestError` once `NO_COORDINATOR_MS` passed with
+ * `request` unsettled and two pings in a row unanswered: no coordinator runs. A ping answered
+ * leaves `request` its own timeout; one that failed otherwise (the connection, say) decides
+ * nothing either.
  */
 export async function unlessNoCoordinator<T>(bus: Bus, request: Promise<T>): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
   const deadline = new Promise<void>((resolve) => {
-    timer = setTimeout(resolve, COORDINATOR_PING_MS);
+    timer = setTimeout(resolve, NO_COORDINATOR_MS);
   });
-  const ping = bus.request(subjects.coordinatorPing, {}, { timeoutMs: COORDINATOR_PING_MS }).then(
-    () => null,
-    (error: unknown) => (error instanceof UnansweredRequestError ? error : null),
-  );
-  const none = Promise.all([ping, deadline]).then(([unanswered]) => {
+  let pings = ping(bus);
+  for (let n = 1; n < PINGS; n++)
+    pings = pings.then((unanswered) => (unanswered === null ? null : ping(bus)));
+  const none = Promise.all([pings, deadline]).then(([unanswered]) => {
     if (unanswered === null) return new Promise<never>(() => undefined);
-    throw new NoCoordinatorError(`no coordinator answered a ping within ${COORDINATOR_PING_MS} ms`, {
+    throw new NoCoordinatorError(`no coordinator answered ${PINGS} pings within ${NO_COORDINATOR_MS} ms`, {
       cause: unanswered,
     });
   });

@@ -134,7 +134,7 @@ describe('a worker whose credential cannot serve its role', () => {
     expect(Date.now() - started).toBeLessThan(5_000);
     expect(linesOf(run.stderr())).toEqual([
       expect.stringMatching(
-        /^pge: no coordinator answered the submission of run \S+: is one running\? \(pge worker --role coordinator; no coordinator answered a ping within \d+ ms\)$/,
+        /^pge: no coordinator answered the submission of run \S+: is one running\? \(pge worker --role coordinator; no coordinator answered 2 pings within \d+ ms\)$/,
       ),
     ]);
     // So does a resume.
@@ -144,7 +144,7 @@ describe('a worker whose credential cannot serve its role', () => {
     expect(Date.now() - asked).toBeLessThan(5_000);
     expect(linesOf(resume.stderr())).toEqual([
       expect.stringMatching(
-        /^pge: no coordinator answered the resume of run pge-some-run: is one running\? \(pge worker --role coordinator; no coordinator answered a ping within \d+ ms\)$/,
+        /^pge: no coordinator answered the resume of run pge-some-run: is one running\? \(pge worker --role coordinator; no coordinator answered 2 pings within \d+ ms\)$/,
       ),
     ]);
   }, 30_000);
