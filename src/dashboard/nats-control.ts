@@ -28,7 +28,7 @@ export async function natsControl(options: NatsBusOptions): Promise<RunControl> 
     async decide(action, by: string) {
       const { runId, gate, decision, reason, requestId } = action;
       // The very request the page showed: another of the same gate (a step beside it) is not settled.
-      await decide(bus, runId, gate, { decision, reason, by }, undefined, requestId);
+      await decide(bus, runId, gate, { decision, reason, by }, { requestId });
       return { runId, message: decidedMessage(action, by) };
     },
     async cancel(action, by: string) {

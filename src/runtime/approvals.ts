@@ -77,8 +77,7 @@ export async function decide(
   runId: string,
   gate: ApprovalGate | undefined,
   decision: ApprovalDecision,
-  timeoutMs = 10_000,
-  requestId?: string,
+  { timeoutMs = 10_000, requestId }: { timeoutMs?: number; requestId?: string } = {},
 ): Promise<RunEventOf<'approval.decided'>> {
   const waiting = (await pendingApprovals(bus)).filter((p) => p.runId === runId);
   const at = waiting.find(

@@ -58,9 +58,8 @@ export async function unlessNoCoordinator<T>(bus: Bus, request: Promise<T>): Pro
   const deadline = new Promise<void>((resolve) => {
     timer = setTimeout(resolve, NO_COORDINATOR_MS);
   });
-  let pings = ping(bus);
-  for (let n = 1; n < PINGS; n++)
-    pings = pings.then((unanswered) => (unanswered === null ? null : ping(bus)));
+  // The second ping only when the first went unanswered.
+  const pings = ping(bus).then((unanswered) => (unanswered === null ? null : ping(bus)));
   const none = Promise.all([pings, deadline]).then(([unanswered]) => {
     if (unanswered === null) return new Promise<never>(() => undefined);
     throw new NoCoordinatorError(`no coordinator answered ${PINGS} pings within ${NO_COORDINATOR_MS} ms`, {

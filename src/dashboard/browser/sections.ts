@@ -1,4 +1,4 @@
-import type { RunView } from '../run-view-types.js';
+import type { RunView, Usage } from '../run-view-types.js';
 import { byId, type Cell, el, facts, num, pill, secs, svg, table, usd } from './dom.js';
 
 /** The run's overview, plan, usage by phase and by step, and event timeline. */
@@ -77,19 +77,16 @@ function usageBar(value: number, max: number): SVGSVGElement {
   return root;
 }
 
+/** A line of a usage table: its label, the calls' counts, cost and time, and a bar of the time (none when `maxMs` is null). */
+function usageRow(label: string, u: Usage, maxMs: number | null): Cell[] {
+  const bar = maxMs === null ? '' : usageBar(u.latencyMs, maxMs);
+  return [label, u.calls, u.promptTokens, u.completionTokens, usd(u.costUsd), secs(u.latencyMs), bar];
+}
+
 export function renderPhases(view: RunView): void {
   const maxMs = Math.max(...view.phases.map((p) => p.latencyMs));
-  const rows = view.phases.map((p): Cell[] => [
-    p.phase,
-    p.calls,
-    p.promptTokens,
-    p.completionTokens,
-    usd(p.costUsd),
-    secs(p.latencyMs),
-    usageBar(p.latencyMs, maxMs),
-  ]);
-  const t = view.totals;
-  rows.push(['total', t.calls, t.promptTokens, t.completionTokens, usd(t.costUsd), secs(t.latencyMs), '']);
+  const rows = view.phases.map((p) => usageRow(p.phase, p, maxMs));
+  rows.push(usageRow('total', view.totals, null));
   const headers = ['Phase', 'Calls', 'Prompt tokens', 'Completion tokens', 'Cost', 'Time in calls', ''];
   const numeric = [false, true, true, true, true, true, false];
   const section = byId('phases');
@@ -97,15 +94,7 @@ export function renderPhases(view: RunView): void {
   if (view.steps.length === 0) return;
   // Each run of a step (a step run again after a replan has a line of its own); the plan's calls are the run's.
   const stepMs = Math.max(...view.steps.map((s) => s.usage.latencyMs));
-  const stepRows = view.steps.map((s): Cell[] => [
-    `${s.stepNumber}. ${s.title}`,
-    s.usage.calls,
-    s.usage.promptTokens,
-    s.usage.completionTokens,
-    usd(s.usage.costUsd),
-    secs(s.usage.latencyMs),
-    usageBar(s.usage.latencyMs, stepMs),
-  ]);
+  const stepRows = view.steps.map((s) => usageRow(`${s.stepNumber}. ${s.title}`, s.usage, stepMs));
   const byStep = table(['Step', ...headers.slice(1)], stepRows, numeric);
   byStep.classList.add('by-step');
   section.append(el('h2', null, 'Usage by step'), byStep);
