@@ -3,6 +3,7 @@ import { NatsBus } from '../bus/nats-bus.js';
 import { describeNatsServers } from '../bus/nats-connection.js';
 import { ConfigurationError } from '../errors.js';
 import { type ClosingEvent, followRun } from '../runtime/follow-run.js';
+import { isForkPoint } from '../runtime/fork-log.js';
 import { isClosingEvent, type RunEvent } from '../schemas/index.js';
 import { ID_PATTERN, OPTION_DEFAULTS } from '../schemas/setting-values.js';
 import { resolveConfig } from './config.js';
@@ -63,7 +64,8 @@ export function followProgress(
   const events: RunEvent[] = [];
   let current: number | null = null;
   let quiet = display.fromSeq > 1;
-  let taken = display.forkFromStep !== undefined;
+  const forkFrom = display.forkFromStep;
+  let taken = forkFrom !== undefined;
   const progress = new Progress({
     stream: {
       write: (text: string) => (quiet ? undefined : io.stderr.write(text)),
@@ -75,11 +77,7 @@ export function followProgress(
   });
   const onEvent = (event: RunEvent) => {
     events.push(event);
-    if (taken)
-      taken = !(
-        (event.type === 'step.started' && event.payload.stepNumber === display.forkFromStep) ||
-        isClosingEvent(event)
-      );
+    if (taken && forkFrom !== undefined) taken = !(isForkPoint(event, forkFrom) || isClosingEvent(event));
     quiet = taken || event.seq < display.fromSeq;
     current = Date.parse(event.ts);
     try {

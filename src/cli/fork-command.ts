@@ -1,6 +1,6 @@
 import { resolve } from 'node:path';
 import { ConfigurationError } from '../errors.js';
-import { FORK_SETTINGS, type ForkSettings } from '../runtime/fork-log.js';
+import { FORK_SETTINGS, type ForkSettings, isForkPoint } from '../runtime/fork-log.js';
 import { ID_PATTERN } from '../schemas/setting-values.js';
 import { resolveConfig } from './config.js';
 import type { CommandLine } from './flags.js';
@@ -33,7 +33,7 @@ export async function forkCommand(line: CommandLine, io: CliIo): Promise<number>
   const { sharedStatePath, ...options } = optionsForRecordedRun(line, io, started);
   return reportRun('fork', options, line.flags.json, io, ({ pge, progress }) => {
     // The status line counts what the fork takes from its parent, as a resume counts its log.
-    const at = events.findIndex((e) => e.type === 'step.started' && e.payload.stepNumber === fromStep);
+    const at = events.findIndex((e) => isForkPoint(e, fromStep));
     if (at > 0) progress.resumeFrom(events.slice(0, at));
     return pge.fork(parent, {
       fromStep,

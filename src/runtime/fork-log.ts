@@ -52,6 +52,11 @@ export interface ForkOptions {
   startedBy?: string;
 }
 
+/** Whether `event` is where a fork from step `fromStep` goes on live: that step's start. What comes before it the fork takes from its parent. */
+export function isForkPoint(event: RunEvent, fromStep: number): boolean {
+  return event.type === 'step.started' && event.payload.stepNumber === fromStep;
+}
+
 /**
  * The events a fork of the run of `events` starts with: those before the start of step
  * `fromStep`, as the fork's, its `run.started` naming the parent and carrying `settings` in place of
@@ -62,7 +67,7 @@ export function forkEvents(events: readonly RunEvent[], options: ForkOptions): R
   const { source, fromStep, runId, logPath } = options;
   const started = events[0];
   if (started?.type !== 'run.started') throw new ResumeError(`cannot fork ${source}: it is not a pge log`);
-  const at = events.findIndex((e) => e.type === 'step.started' && e.payload.stepNumber === fromStep);
+  const at = events.findIndex((e) => isForkPoint(e, fromStep));
   if (at < 0) {
     const steps = events.flatMap((e) => (e.type === 'step.started' ? [e.payload.stepNumber] : []));
     throw new ConfigurationError(
