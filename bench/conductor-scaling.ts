@@ -6,6 +6,7 @@ import { DemoModel } from '../src/roles/demo-model.js';
 import { createRoleWorker, type RoleWorker } from '../src/roles/role-worker.js';
 import { submitAndFollow } from '../src/runtime/services.js';
 import type { Role } from '../src/schemas/index.js';
+import { type CpuLimit, createCpuLimit } from './cpu-limit.js';
 import { DelayedModel } from './delayed-model.js';
 import { sleep } from './measure.js';
 import {
@@ -25,6 +26,14 @@ import {
  * calls answered within a window after a warm-up. Then the runs one coordinator holds: with a
  * model that never answers, `heldRuns` runs are submitted to one coordinator process and its
  * resident memory is read before and after (`/proc/<pid>/status`, Linux).
+ *
+ * Two coordinators can only drive twice the calls of one if the machine has the cores for both and
+ * for what they drive: on 2 cores, the workers, the client and nats-server take most of what one
+ * coordinator leaves. So each coordinator is given the same CPU budget (`coordinatorCpus`, a cgroup
+ * quota, `cpu-limit.ts`), as a container limit gives each replica of a deployment: one coordinator
+ * at its budget against two, each at theirs, is what a second replica adds, with the cores that
+ * budgets leave for the rest. Without a writable cgroup, the coordinators run unbounded and the
+ * report says so.
  */
 
 /** Settings of the section. */
@@ -40,6 +49,8 @@ export interface ConductorSettings {
   maxRetriesPerStep: number;
   /** Runs held by one coordinator for the memory figure. */
   heldRuns: number;
+  /** Cores each coordinator may use (a cgroup quota); null: unbounded. */
+  coordinatorCpus: number | null;
 }
 
 /** Figures of one set-up. */
@@ -52,6 +63,8 @@ export interface ConductorFigures {
   benchCpuPercent: number;
   /** The coordinators' CPU, summed, % of one core (null off Linux). */
   coordinatorCpuPercent: number | null;
+  /** Cores each coordinator was given (its cgroup quota); null: unbounded. */
+  coordinatorCpus: number | null;
   /**
    * The coordinators' CPU time per model call (null off Linux): what bounds one coordinator on a
    * core of its own, 1000 / this calls per second, whatever else shares the machine.
@@ -67,6 +80,8 @@ export interface ConductorResults {
   two: ConductorFigures;
   /** Calls per second of two coordinators over one. */
   ratio: number;
+  /** Why the coordinators ran unbounded though a budget was asked for (no writable cgroup). */
+  unbounded: string | null;
   /** One coordinator holding `heldRuns` runs: its resident memory before and after, and per run. */
   held: { runs: number; rssBeforeBytes: number; rssAfterBytes: number; bytesPerRun: number } | null;
 }
@@ -88,6 +103,49 @@ function procStatus(pid: number | undefined, field: 'VmRSS'): number | null {
   }
 }
 
+/**
+ * Starts `count` coordinator processes, each in a cgroup of its own with `cpus` cores when given
+ * (moved there once ready: loading pge from the sources is not what is measured). Each child and
+ * cgroup goes into `children` and `limits` as it is made, for the caller to stop and remove.
+ */
+async function startCoordinators(
+  url: string,
+  count: number,
+  cpus: number | null,
+  children: ChildProcess[],
+  limits: CpuLimit[],
+): Promise<string | null> {
+  let unbounded: string | null = null;
+  for (let i = 1; i <= count; i++) {
+    const child = await startCoordinatorProcess(url, `coord-${i}`);
+    children.push(child);
+    if (cpus === null || child.pid === undefined) continue;
+    const limit = createCpuLimit(`pge-bench-${process.pid}-coord-${i}`, cpus);
+    if ('unavailable' in limit) {
+      unbounded = limit.unavailable;
+      continue;
+    }
+    limits.push(limit);
+    limit.add(child.pid);
+  }
+  return unbounded;
+}
+
+/** Kills `children`, waits for them to exit, and removes their cgroups. */
+async function stopCoordinators(children: readonly ChildProcess[], limits: readonly CpuLimit[]) {
+  await Promise.all(
+    children.map((child) =>
+      child.exitCode !== null || child.signalCode !== null
+        ? undefined
+        : new Promise((resolve) => {
+            child.once('exit', resolve);
+            child.kill('SIGKILL');
+          }),
+    ),
+  );
+  for (const limit of limits) limit.remove();
+}
+
 /** The deployment of one set-up: server, workers and coordinators; `models` count the calls. */
 async function deploy(settings: ConductorSettings, coordinators: number, delayMs: number, name: string) {
   const dir = join(settings.dir, name);
@@ -99,9 +157,15 @@ async function deploy(settings: ConductorSettings, coordinators: number, delayMs
   const workers: RoleWorker[] = [];
   const models: DelayedModel[] = [];
   const children: ChildProcess[] = [];
+  const limits: CpuLimit[] = [];
   try {
-    for (let i = 1; i <= coordinators; i++)
-      children.push(await startCoordinatorProcess(server.url, `coord-${i}`));
+    const unbounded = await startCoordinators(
+      server.url,
+      coordinators,
+      settings.coordinatorCpus,
+      children,
+      limits,
+    );
     for (const role of ROLES) {
       for (let i = 1; i <= settings.workersPerRole; i++) {
         const bus = await connect(`${role}-${i}`);
@@ -127,20 +191,23 @@ async function deploy(settings: ConductorSettings, coordinators: number, delayMs
       client,
       errors,
       children,
+      unbounded,
+      coordinatorCpus:
+        settings.coordinatorCpus !== null && unbounded === null ? settings.coordinatorCpus : null,
       calls: () => models.reduce((n, m) => n + m.calls, 0),
       coordinatorCpuMs: () => {
         const each = children.map((child) => (child.pid === undefined ? null : processCpuMs(child.pid)));
         return each.some((ms) => ms === null) ? null : each.reduce<number>((sum, ms) => sum + ms!, 0);
       },
       async stop() {
-        for (const child of children) child.kill('SIGKILL');
+        await stopCoordinators(children, limits);
         await Promise.all(workers.map((worker) => worker.stop('abort')));
         await Promise.all(buses.map((bus) => bus.close()));
         await server.stop();
       },
     };
   } catch (error) {
-    for (const child of children) child.kill('SIGKILL');
+    await stopCoordinators(children, limits);
     await server.stop();
     throw error;
   }
@@ -169,7 +236,10 @@ async function lane(client: Bus, settings: ConductorSettings, stopping: () => bo
 }
 
 /** Calls per second with `coordinators` coordinator processes. */
-async function measureSetup(settings: ConductorSettings, coordinators: number): Promise<ConductorFigures> {
+async function measureSetup(
+  settings: ConductorSettings,
+  coordinators: number,
+): Promise<{ figures: ConductorFigures; unbounded: string | null }> {
   const deployment = await deploy(settings, coordinators, 0, `conductor-${coordinators}`);
   let stopping = false;
   try {
@@ -200,19 +270,21 @@ async function measureSetup(settings: ConductorSettings, coordinators: number): 
     if (deployment.errors.length > 0) throw new Error(`conductor: ${deployment.errors.join('; ')}`);
     const share = (from: number | null, to: number | null) =>
       from === null || to === null ? null : ((to - from) * 100) / windowMs;
-    return {
+    const figures = {
       coordinators,
       modelCalls,
       windowMs,
       callsPerSecond: (modelCalls * 1000) / windowMs,
       benchCpuPercent: (cpu.user + cpu.system) / 10 / windowMs,
       coordinatorCpuPercent: share(before.coordinators, coordinatorsAfter),
+      coordinatorCpus: deployment.coordinatorCpus,
       coordinatorCpuMsPerCall:
         before.coordinators === null || coordinatorsAfter === null || modelCalls === 0
           ? null
           : (coordinatorsAfter - before.coordinators) / modelCalls,
       serverCpuPercent: share(before.server, serverAfter),
     };
+    return { figures, unbounded: deployment.unbounded };
   } finally {
     stopping = true;
     await deployment.stop();
@@ -221,8 +293,13 @@ async function measureSetup(settings: ConductorSettings, coordinators: number): 
 
 /** One coordinator process holding `heldRuns` runs, each waiting on a model call that does not end. */
 async function measureHeld(settings: ConductorSettings): Promise<ConductorResults['held']> {
+  // Memory does not depend on the CPU budget; submitting the runs goes faster without one.
   const deployment = await deploy(
-    { ...settings, workerConcurrency: Math.ceil(settings.heldRuns / settings.workersPerRole) + 1 },
+    {
+      ...settings,
+      workerConcurrency: Math.ceil(settings.heldRuns / settings.workersPerRole) + 1,
+      coordinatorCpus: null,
+    },
     1,
     NEVER_MS,
     'conductor-held',
@@ -262,13 +339,22 @@ async function measureHeld(settings: ConductorSettings): Promise<ConductorResult
 
 /** Runs the section: one coordinator, two, then the runs one holds. */
 export async function measureConductor(settings: ConductorSettings): Promise<ConductorResults> {
-  const one = await measureSetup(settings, 1);
+  const { figures: one, unbounded } = await measureSetup(settings, 1);
   process.stderr.write(`1 coordinator ${one.callsPerSecond.toFixed(0)} calls/s… `);
-  const two = await measureSetup(settings, 2);
+  const { figures: two } = await measureSetup(settings, 2);
   process.stderr.write(`2 coordinators ${two.callsPerSecond.toFixed(0)} calls/s… `);
   const held = await measureHeld(settings);
   const { dir: _dir, ...rest } = settings;
-  return { settings: rest, one, two, ratio: two.callsPerSecond / one.callsPerSecond, held };
+  const ratio = two.callsPerSecond / one.callsPerSecond;
+  return { settings: rest, one, two, ratio, unbounded, held };
+}
+
+/** How the coordinators' CPU was bounded, in words. */
+function budget(r: ConductorResults): string {
+  const cpus = r.one.coordinatorCpus;
+  if (cpus !== null) return `each coordinator given ${cpus} of a core (a cgroup quota, as a container limit)`;
+  if (r.unbounded !== null) return `coordinators unbounded: ${r.unbounded}`;
+  return 'coordinators unbounded: they share the machine with everything else';
 }
 
 /** The section's lines in the report. */
@@ -279,10 +365,15 @@ export function conductorLines(
   if ('skipped' in r) return [`11. Coordinators: skipped (${r.skipped})`, ''];
   const s = r.settings;
   const pct = (n: number | null) => (n === null ? '-' : `${n.toFixed(0)} %`);
+  // Each coordinator's share of its budget: near 100 % says the budget, not the rest, bounded it.
+  const ofBudget = (f: ConductorFigures) =>
+    f.coordinatorCpus === null || f.coordinatorCpuPercent === null
+      ? ''
+      : ` (${((f.coordinatorCpuPercent / (f.coordinators * f.coordinatorCpus * 100)) * 100).toFixed(0)} % of budget)`;
   const row = (f: ConductorFigures) => [
     String(f.coordinators),
     Math.round(f.callsPerSecond).toLocaleString('en-US'),
-    pct(f.coordinatorCpuPercent),
+    `${pct(f.coordinatorCpuPercent)}${ofBudget(f)}`,
     f.coordinatorCpuMsPerCall === null ? '-' : f.coordinatorCpuMsPerCall.toFixed(2),
     pct(f.benchCpuPercent),
     pct(f.serverCpuPercent),
@@ -295,7 +386,7 @@ export function conductorLines(
       ['coordinators', 'calls/s', 'coordinators CPU', 'CPU ms/call', 'workers+client CPU', 'server CPU'],
       [row(r.one), row(r.two)],
     ),
-    `    two over one: ${r.ratio.toFixed(2)}× (target ≥ 1.8×)`,
+    `    two over one: ${r.ratio.toFixed(2)}× (target ≥ 1.8×), ${budget(r)}`,
     r.held === null
       ? '    runs held by one coordinator: not measured (no /proc)'
       : `    one coordinator holding ${r.held.runs} runs (each at its plan call): RSS ${mib(r.held.rssBeforeBytes)} → ${mib(r.held.rssAfterBytes)}, ${(r.held.bytesPerRun / 1024).toFixed(1)} KiB per run`,

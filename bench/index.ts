@@ -34,7 +34,8 @@ import { measureTakeover, type TakeoverResults } from './takeover.js';
  * `npm run bench -- --only nats` runs sections 5-6 alone (scaling, bus overhead, the floor),
  * `--only catchup` section 8 alone (a restarted persistence worker), `--only conductor` section 11
  * alone (what one and two coordinators drive; not in the whole bench), `--only parallel` section 10 alone (steps side by side), and `--workers 1,2,4,8,16,32` sets the
- * workers per role section 5 measures (default 1, 2, 4, 8).
+ * workers per role section 5 measures (default 1, 2, 4, 8), `--coordinator-cpus 0.5` each
+ * coordinator's CPU budget in section 11 (default 0.25; `none` for none).
  */
 
 const SETTINGS = {
@@ -97,6 +98,8 @@ const CONDUCTOR_SETTINGS = {
   maxSteps: 2,
   maxRetriesPerStep: 0,
   heldRuns: 500,
+  /** Each coordinator's CPU budget (cores): see bench/conductor-scaling.ts. */
+  coordinatorCpus: 0.25,
 } as const;
 
 /** Settings of section 10: each run waits 17 × 400 ms one step at a time, 9 × 400 ms side by side. */
@@ -116,10 +119,17 @@ function natsMissing(): { skipped: string } | null {
   }
 }
 
-/** The command line: `--only nats|catchup|parallel|conductor`, `--workers <list>`. */
-function options(): { only: Alone | null; workers: readonly number[] } {
+/**
+ * The command line: `--only nats|catchup|parallel|conductor`, `--workers <list>`,
+ * `--coordinator-cpus <cores>|none`.
+ */
+function options(): { only: Alone | null; workers: readonly number[]; coordinatorCpus: number | null } {
   const { values } = parseArgs({
-    options: { only: { type: 'string' }, workers: { type: 'string' } },
+    options: {
+      only: { type: 'string' },
+      workers: { type: 'string' },
+      'coordinator-cpus': { type: 'string' },
+    },
     strict: true,
     allowPositionals: false,
   });
@@ -137,7 +147,14 @@ function options(): { only: Alone | null; workers: readonly number[] } {
     }
     workers = list;
   }
-  return { only, workers };
+  const cpus = values['coordinator-cpus'];
+  let coordinatorCpus: number | null = CONDUCTOR_SETTINGS.coordinatorCpus;
+  if (cpus !== undefined) {
+    coordinatorCpus = cpus === 'none' ? null : Number(cpus);
+    if (coordinatorCpus !== null && !(coordinatorCpus > 0))
+      throw new Error(`--coordinator-cpus ${cpus}: cores above 0 (0.25, 1.5), or none`);
+  }
+  return { only, workers, coordinatorCpus };
 }
 
 /** Sections 5-6, or why they cannot run. */
@@ -175,11 +192,14 @@ async function measureTakeoverSection(dir: string): Promise<TakeoverResults | { 
 }
 
 /** Section 11, or why it cannot run. */
-async function measureConductorSection(dir: string): Promise<ConductorResults | { skipped: string }> {
+async function measureConductorSection(
+  dir: string,
+  coordinatorCpus: number | null,
+): Promise<ConductorResults | { skipped: string }> {
   const missing = natsMissing();
   if (missing) return missing;
   return section('11 coordinators on NATS (one, then two processes, then the runs one holds)', () =>
-    measureConductor({ dir, ...CONDUCTOR_SETTINGS }),
+    measureConductor({ dir, ...CONDUCTOR_SETTINGS, coordinatorCpus }),
   );
 }
 
@@ -215,7 +235,7 @@ function machineInfo(): BenchResults['machine'] {
 }
 
 async function main(): Promise<void> {
-  const { only, workers } = options();
+  const { only, workers, coordinatorCpus } = options();
   const dir = mkdtempSync(join(tmpdir(), 'pge-bench-'));
   const started = performance.now();
   try {
@@ -226,7 +246,7 @@ async function main(): Promise<void> {
       return;
     }
     if (only === 'conductor') {
-      const conductor = await measureConductorSection(dir);
+      const conductor = await measureConductorSection(dir, coordinatorCpus);
       printConductorReport({ machine, conductor, totalSeconds: (performance.now() - started) / 1000 });
       return;
     }
