@@ -27,7 +27,7 @@ import {
 import type { NatsServerHandle } from '../support/nats-server.js';
 import { type PgeProcess, startPge } from '../support/processes.js';
 import { schemaOf } from '../support/scripted-deployment.js';
-import { seqsUpTo, storedEvents } from '../support/stored-events.js';
+import { describeStuckRun, seqsUpTo, storedEvents } from '../support/stored-events.js';
 
 /**
  * pge on a JetStream cluster of three real nats-servers on loopback (routes between them, the
@@ -43,6 +43,11 @@ const processes: PgeProcess[] = [];
 /** Submissions through server losses: waves of clients, a server SIGKILLed in each. */
 const WAVES = 4;
 const PER_WAVE = 5;
+/** How long a wave's runs may take to end after its server loss (about 15 s when nothing stalls). */
+const WAVE_MS = 90_000;
+
+/** The task a `pge run <task> …` client submitted. */
+const taskOf = (client: PgeProcess): string => client.child.spawnargs[3] ?? '';
 
 beforeEach(async () => {
   // The cluster first: one that does not come up has stopped its servers, and nothing else is started.
@@ -340,7 +345,19 @@ describe('pge on a three-server JetStream cluster', () => {
         await lost.kill();
         await sleep(2_000);
         await lost.restart();
-        const codes = await Promise.all(started.map((client) => client.exited()));
+        const exited = Promise.all(started.map((client) => client.exited()));
+        // A run that stalls is described from the stream while its client still waits: where it stopped.
+        const ended = await Promise.race([exited.then(() => true), sleep(WAVE_MS).then(() => false)]);
+        if (!ended) {
+          const waiting = started.filter((client) => client.child.exitCode === null);
+          const described = await Promise.all(
+            waiting.map((client) => describeStuckRun(cluster.connectOptions('admin'), taskOf(client))),
+          );
+          expect.fail(
+            `${waiting.length} runs not ended ${WAVE_MS / 1000} s after a server was SIGKILLed:\n${described.join('\n')}\n---\n${waiting.map((c) => c.stderr()).join('\n---\n')}`,
+          );
+        }
+        const codes = await exited;
         expect(codes, started.map((c) => c.stderr()).join('\n---\n')).toEqual(started.map(() => 0));
       }
       // Each prints the run's result, as an embedded run does.
