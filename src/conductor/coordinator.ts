@@ -213,7 +213,23 @@ export interface CoordinatorOptions {
    * (not those a replay takes from a log).
    */
   tracing?: RunTracing;
+  /**
+   * The result a worker stored for a request, if any (NATS: `PGE_RESULTS`). With it, a call that
+   * has waited `resultCheckMs` for its result looks for it there, and again as often while it
+   * waits: a result stored but missed on its way to the coordinator (its reading lost across a
+   * server loss, say) is applied from the stream rather than left until the call's deadline.
+   */
+  storedResult?: (runId: string, requestId: string) => Promise<RoleResult | null>;
+  /** Milliseconds between a call's looks for its stored result (default `RESULT_CHECK_MS`). */
+  resultCheckMs?: number;
 }
+
+/**
+ * How long a call waits for its result before the coordinator looks for it in the stream, and
+ * how often it looks again: longer than most model calls, so that a deployment's calls cost no
+ * lookups, and far below a call's deadline (30 min by default).
+ */
+export const RESULT_CHECK_MS = 60_000;
 
 /** How many ended runs a coordinator remembers, to tell a late result of its own from another coordinator's. */
 const ENDED_RUNS_REMEMBERED = 10_000;
@@ -330,6 +346,9 @@ export function createCoordinator(options: CoordinatorOptions) {
   const active = new Map<string, RunState>();
   const ended = new LRUCache<string, true>({ max: ENDED_RUNS_REMEMBERED });
   const results = routeResults({ bus, timestamp, pending, active, ended });
+  const resultCheckMs = options.resultCheckMs ?? RESULT_CHECK_MS;
+  if (!(resultCheckMs > 0))
+    throw new ConfigurationError(`resultCheckMs must be above 0, got ${resultCheckMs}`);
 
   // The session is provided once per coordinator, not per run (see `provideSession`); each run's
   // actors reach their run through the actor system they belong to.
@@ -341,6 +360,9 @@ export function createCoordinator(options: CoordinatorOptions) {
     tracing: options.tracing,
     pending,
     applyStored: results.applyStored,
+    ...(options.storedResult === undefined
+      ? {}
+      : { lookUp: { storedResult: options.storedResult, everyMs: resultCheckMs } }),
     machine: provideSession((system) => scopes.get(system)),
     scopes,
     inspect: options.inspect,

@@ -43,6 +43,14 @@ export interface CallDeps extends RecorderDeps {
   pending: Map<string, PendingCall>;
   /** Applies a result a worker stored for a request asked again, or reports it. */
   applyStored: (result: RoleResult) => void;
+  /**
+   * Where a call that waits long looks for its result (`CoordinatorOptions.storedResult`): every
+   * `everyMs` while it waits. None: a call waits for its result to come, or its deadline.
+   */
+  lookUp?: {
+    storedResult: (runId: string, requestId: string) => Promise<RoleResult | null>;
+    everyMs: number;
+  };
 }
 
 /** A call of this run waiting for its result. */
@@ -145,14 +153,18 @@ export class RunCalls {
     }
     // `record` published the request both as an event and on the role's work queue.
     this.asked.set(request.id, request.payload.phase);
+    const { runId } = this.recorder.spec;
+    const looking = this.#lookUp(runId, request.id);
     const promise = new Promise<RoleReply>((resolve, reject) => {
       const onAbort = () => {
+        clearInterval(looking);
         this.#asking.delete(request.id);
         this.cancel(request.id, abortReason(signal));
         reject(signal.reason);
       };
       signal.addEventListener('abort', onAbort, { once: true });
       const done = (reply: RoleReply) => {
+        clearInterval(looking);
         signal.removeEventListener('abort', onAbort);
         this.#asking.delete(request.id);
         this.asked.delete(request.id);
@@ -160,7 +172,6 @@ export class RunCalls {
       };
       this.#asking.set(request.id, { request, carried, resolve: done });
     });
-    const { runId } = this.recorder.spec;
     this.deps.pending.set(request.id, { run: this.#state, runId, role: ROLE_OF_REQUEST[request.type] });
     this.#requestOf.set(caller, request.id);
     // Asked again after a crash: a worker may have answered after the last owner died.
@@ -171,6 +182,29 @@ export class RunCalls {
       },
     );
     return promise;
+  }
+
+  /**
+   * Looks for the result of a call that waits long in the stream, every `lookUp.everyMs` while it
+   * waits (`CallDeps.lookUp`); undefined without one. What it finds is routed as a result that
+   * came (`applyStored`): to the call if it still waits, else dropped as answered.
+   */
+  #lookUp(runId: string, requestId: string): NodeJS.Timeout | undefined {
+    const { lookUp, applyStored } = this.deps;
+    if (lookUp === undefined) return undefined;
+    const timer = setInterval(() => {
+      lookUp.storedResult(runId, requestId).then(
+        (result) => {
+          if (result !== null && this.#asking.has(requestId)) applyStored(result);
+        },
+        () => {
+          // Not read now (the stream electing its leader, say): looked for again at the next turn.
+        },
+      );
+    }, lookUp.everyMs);
+    // A call's look-ups never hold a process open.
+    timer.unref();
+    return timer;
   }
 
   /** The result goes to its call, in the tick it arrived. */

@@ -91,10 +91,13 @@ export interface CoordinatorServiceOptions {
   /**
    * How coordinators share runs (on NATS: `natsRunOwnership`): a new run's id is claimed at once
    * (so that two coordinators can never both start it), an ended run's claim is released, and a
-   * run whose owner died can be taken over (`CoordinatorService.takeOver`). Without it a run lives
-   * and dies with this coordinator.
+   * run whose owner died can be taken over (`CoordinatorService.takeOver`), and a call that waits
+   * long looks for its result in what the workers stored (`CoordinatorOptions.storedResult`).
+   * Without it a run lives and dies with this coordinator.
    */
   ownership?: RunOwnership;
+  /** Milliseconds between a waiting call's looks for its stored result (default `RESULT_CHECK_MS`). */
+  resultCheckMs?: number;
   /** Tracing of the coordinator's runs (`traceRuns`). */
   tracing?: RunTracing;
   /**
@@ -234,7 +237,14 @@ export function startCoordinatorService(service: CoordinatorServiceOptions): Coo
   const workspaces =
     service.workspaces ??
     (options.workingDirectory === undefined ? undefined : join(options.workingDirectory, WORKSPACES_DIR));
-  const coordinator = createCoordinator({ bus, ...(service.tracing ? { tracing: service.tracing } : {}) });
+  const coordinator = createCoordinator({
+    bus,
+    ...(service.tracing ? { tracing: service.tracing } : {}),
+    ...(ownership === undefined
+      ? {}
+      : { storedResult: (runId, requestId) => ownership.storedResult(runId, requestId) }),
+    ...(service.resultCheckMs === undefined ? {} : { resultCheckMs: service.resultCheckMs }),
+  });
   const active = new Map<string, RunHandle & { settled: Promise<unknown> }>();
   /** Why a run with these stored events cannot be resumed (none stored, or it has ended), or null. */
   const notResumable = (runId: string, events: readonly RunEvent[]): string | null => {

@@ -1,0 +1,102 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { resolveOptions } from '../../src/api/options.js';
+import { readRunEvents } from '../../src/bus/channels.js';
+import { NatsBus } from '../../src/bus/nats-bus.js';
+import { RunLeases } from '../../src/bus/run-leases.js';
+import { subjects } from '../../src/bus/subjects.js';
+import { createRoleWorker } from '../../src/roles/role-worker.js';
+import { natsRunOwnership } from '../../src/runtime/nats-ownership.js';
+import { startCoordinatorService } from '../../src/runtime/services.js';
+import type { RoleResult } from '../../src/schemas/index.js';
+import { ScriptedModel } from '../../src/testing.js';
+import { until } from '../support/deployment.js';
+import { type NatsServerHandle, startNatsServer } from '../support/nats-server.js';
+import { passingScript } from '../support/scripts.js';
+
+/**
+ * A result the worker stored in PGE_RESULTS that never reached the coordinator (its reading lost
+ * it): the call that waits for it looks for it in the stream, and the run goes on, where it would
+ * otherwise wait for the call's deadline (30 min by default).
+ */
+
+let nats: NatsServerHandle;
+let dir: string;
+const closing: (() => Promise<void> | void)[] = [];
+beforeEach(async () => {
+  nats = await startNatsServer();
+  dir = mkdtempSync(join(tmpdir(), 'pge-missed-result-'));
+});
+afterEach(async () => {
+  for (const close of closing.splice(0).reverse()) await close();
+  await nats.stop();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+describe('a result stored but missed by the coordinator', () => {
+  it('is found in the stream by the call that waits for it, and applied once', async () => {
+    const workerBus = await NatsBus.connect({ servers: nats.url });
+    const model = new ScriptedModel(passingScript(1));
+    const workers = (['planner', 'generator', 'evaluator'] as const).map((role) =>
+      createRoleWorker({ bus: workerBus, role, model, workerId: role }),
+    );
+    closing.push(async () => {
+      await Promise.all(workers.map((w) => w.stop('abort')));
+      await workerBus.close();
+    });
+
+    // The coordinator's reading of results drops the work's result, as a reading lost across a
+    // server loss would: the result is in the stream, and never delivered.
+    const bus = await NatsBus.connect({ servers: nats.url, reporter: 'coordinator' });
+    const dropped: string[] = [];
+    const subscribeOrdered = bus.subscribeOrdered.bind(bus);
+    bus.subscribeOrdered = (subject, handler, options) =>
+      subscribeOrdered(
+        subject,
+        (message) => {
+          const result = message.data as RoleResult;
+          if (subject === subjects.result('*') && result.result.phase === 'work' && dropped.length === 0) {
+            dropped.push(result.requestId);
+            return;
+          }
+          return handler(message);
+        },
+        options,
+      );
+    const leases = await RunLeases.open(bus.connection, {
+      owner: 'coordinator-1',
+      onExpired: () => undefined,
+      onLost: () => undefined,
+    });
+    const service = startCoordinatorService({
+      bus,
+      options: resolveOptions({ workingDirectory: dir }),
+      models: { planner: model.name, generator: model.name, evaluator: model.name },
+      ownership: natsRunOwnership(bus, leases),
+      resultCheckMs: 300,
+    });
+    closing.push(async () => {
+      await service.stop();
+      leases.stop();
+      await bus.close();
+    });
+
+    const { runId } = (await workerBus.request(subjects.submit, { task: 'one step' })) as { runId: string };
+    const events = await until(
+      () => readRunEvents(workerBus, runId),
+      (stored) => stored.some((e) => e.type === 'run.completed' || e.type === 'run.failed'),
+      'the run to end',
+      20_000,
+    );
+    expect(dropped).toHaveLength(1);
+    expect(events.at(-1)?.type).toBe('run.completed');
+    // The dropped result was applied from the stream, once: its model call is recorded once.
+    const [work] = dropped;
+    expect(
+      events.filter((e) => e.type === 'model.call.completed' && e.payload.requestId === work),
+    ).toHaveLength(1);
+    expect(events.some((e) => e.type === 'request.cancelled')).toBe(false);
+  });
+});
