@@ -8,7 +8,7 @@ import { submitAndFollow } from '../src/runtime/services.js';
 import type { Role } from '../src/schemas/index.js';
 import { type CpuLimit, createCpuLimit } from './cpu-limit.js';
 import { DelayedModel } from './delayed-model.js';
-import { sleep } from './measure.js';
+import { medianValue, sleep } from './measure.js';
 import {
   natsConnector,
   processCpuMs,
@@ -51,6 +51,11 @@ export interface ConductorSettings {
   heldRuns: number;
   /** Cores each coordinator may use (a cgroup quota); null: unbounded. */
   coordinatorCpus: number | null;
+  /**
+   * One coordinator then two, this many times: the machine's speed drifts between minutes (a VM's
+   * neighbours), so each pair's ratio is taken, and their median reported.
+   */
+  pairs: number;
 }
 
 /** Figures of one set-up. */
@@ -73,12 +78,18 @@ export interface ConductorFigures {
   serverCpuPercent: number | null;
 }
 
+/** One coordinator, then two right after: their calls per second, and two over one. */
+export interface ConductorPair {
+  one: ConductorFigures;
+  two: ConductorFigures;
+  ratio: number;
+}
+
 /** What the section measured. */
 export interface ConductorResults {
   settings: Omit<ConductorSettings, 'dir'>;
-  one: ConductorFigures;
-  two: ConductorFigures;
-  /** Calls per second of two coordinators over one. */
+  pairs: ConductorPair[];
+  /** The median of the pairs' ratios: calls per second of two coordinators over one. */
   ratio: number;
   /** Why the coordinators ran unbounded though a budget was asked for (no writable cgroup). */
   unbounded: string | null;
@@ -339,19 +350,26 @@ async function measureHeld(settings: ConductorSettings): Promise<ConductorResult
 
 /** Runs the section: one coordinator, two, then the runs one holds. */
 export async function measureConductor(settings: ConductorSettings): Promise<ConductorResults> {
-  const { figures: one, unbounded } = await measureSetup(settings, 1);
-  process.stderr.write(`1 coordinator ${one.callsPerSecond.toFixed(0)} calls/s… `);
-  const { figures: two } = await measureSetup(settings, 2);
-  process.stderr.write(`2 coordinators ${two.callsPerSecond.toFixed(0)} calls/s… `);
+  const pairs: ConductorPair[] = [];
+  let unbounded: string | null = null;
+  for (let i = 0; i < settings.pairs; i++) {
+    const first = await measureSetup(settings, 1);
+    unbounded = first.unbounded;
+    const one = first.figures;
+    process.stderr.write(`1 coordinator ${one.callsPerSecond.toFixed(0)} calls/s, `);
+    const { figures: two } = await measureSetup(settings, 2);
+    process.stderr.write(`2 coordinators ${two.callsPerSecond.toFixed(0)} calls/s… `);
+    pairs.push({ one, two, ratio: two.callsPerSecond / one.callsPerSecond });
+  }
   const held = await measureHeld(settings);
   const { dir: _dir, ...rest } = settings;
-  const ratio = two.callsPerSecond / one.callsPerSecond;
-  return { settings: rest, one, two, ratio, unbounded, held };
+  const ratio = medianValue(pairs.map((pair) => pair.ratio));
+  return { settings: rest, pairs, ratio, unbounded, held };
 }
 
 /** How the coordinators' CPU was bounded, in words. */
 function budget(r: ConductorResults): string {
-  const cpus = r.one.coordinatorCpus;
+  const cpus = r.pairs[0]?.one.coordinatorCpus ?? null;
   if (cpus !== null) return `each coordinator given ${cpus} of a core (a cgroup quota, as a container limit)`;
   if (r.unbounded !== null) return `coordinators unbounded: ${r.unbounded}`;
   return 'coordinators unbounded: they share the machine with everything else';
@@ -370,7 +388,8 @@ export function conductorLines(
     f.coordinatorCpus === null || f.coordinatorCpuPercent === null
       ? ''
       : ` (${((f.coordinatorCpuPercent / (f.coordinators * f.coordinatorCpus * 100)) * 100).toFixed(0)} % of budget)`;
-  const row = (f: ConductorFigures) => [
+  const row = (pair: number, f: ConductorFigures) => [
+    String(pair),
     String(f.coordinators),
     Math.round(f.callsPerSecond).toLocaleString('en-US'),
     `${pct(f.coordinatorCpuPercent)}${ofBudget(f)}`,
@@ -383,10 +402,19 @@ export function conductorLines(
     `11. Coordinators on NATS (each its own process; ${s.workersPerRole} workers per role × ${s.workerConcurrency} at once, demo model`,
     `    answering at once; ${s.runsInFlight} runs kept in flight; model calls answered in ${s.windowMs / 1000} s after ${s.warmupMs / 1000} s)`,
     table(
-      ['coordinators', 'calls/s', 'coordinators CPU', 'CPU ms/call', 'workers+client CPU', 'server CPU'],
-      [row(r.one), row(r.two)],
+      [
+        'pair',
+        'coordinators',
+        'calls/s',
+        'coordinators CPU',
+        'CPU ms/call',
+        'workers+client CPU',
+        'server CPU',
+      ],
+      r.pairs.flatMap((pair, i) => [row(i + 1, pair.one), row(i + 1, pair.two)]),
     ),
-    `    two over one: ${r.ratio.toFixed(2)}× (target ≥ 1.8×), ${budget(r)}`,
+    `    two over one: ${r.ratio.toFixed(2)}×, the median of ${r.pairs.map((pair) => `${pair.ratio.toFixed(2)}×`).join(', ')} (target ≥ 1.8×),`,
+    `    ${budget(r)}`,
     r.held === null
       ? '    runs held by one coordinator: not measured (no /proc)'
       : `    one coordinator holding ${r.held.runs} runs (each at its plan call): RSS ${mib(r.held.rssBeforeBytes)} → ${mib(r.held.rssAfterBytes)}, ${(r.held.bytesPerRun / 1024).toFixed(1)} KiB per run`,

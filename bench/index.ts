@@ -93,13 +93,14 @@ const CONDUCTOR_SETTINGS = {
   workersPerRole: 8,
   workerConcurrency: 4,
   runsInFlight: 64,
-  warmupMs: 3_000,
+  warmupMs: 10_000,
   windowMs: 10_000,
   maxSteps: 2,
   maxRetriesPerStep: 0,
   heldRuns: 500,
   /** Each coordinator's CPU budget (cores): see bench/conductor-scaling.ts. */
   coordinatorCpus: 0.25,
+  pairs: 3,
 } as const;
 
 /** Settings of section 10: each run waits 17 × 400 ms one step at a time, 9 × 400 ms side by side. */
@@ -198,8 +199,9 @@ async function measureConductorSection(
 ): Promise<ConductorResults | { skipped: string }> {
   const missing = natsMissing();
   if (missing) return missing;
-  return section('11 coordinators on NATS (one, then two processes, then the runs one holds)', () =>
-    measureConductor({ dir, ...CONDUCTOR_SETTINGS, coordinatorCpus }),
+  return section(
+    '11 coordinators on NATS (one, then two processes, three times; then the runs one holds)',
+    () => measureConductor({ dir, ...CONDUCTOR_SETTINGS, coordinatorCpus }),
   );
 }
 
