@@ -83,7 +83,9 @@ describe('a result stored but missed by the coordinator', () => {
       await bus.close();
     });
 
-    const { runId } = (await workerBus.request(subjects.submit, { task: 'one step' })) as { runId: string };
+    // Submitted on the coordinator's own connection, after its subscriptions reached the server.
+    await bus.flush();
+    const { runId } = (await bus.request(subjects.submit, { task: 'one step' })) as { runId: string };
     const events = await until(
       () => readRunEvents(workerBus, runId),
       (stored) => stored.some((e) => e.type === 'run.completed' || e.type === 'run.failed'),
