@@ -115,6 +115,18 @@ function procStatus(pid: number | undefined, field: 'VmRSS'): number | null {
 }
 
 /**
+ * The budget each coordinator can be given: `cpus` where a cgroup can be made here (one is made
+ * and removed to find out), else none, and why.
+ */
+function availableBudget(cpus: number | null): { cpus: number | null; unbounded: string | null } {
+  if (cpus === null) return { cpus: null, unbounded: null };
+  const probe = createCpuLimit(`pge-bench-${process.pid}-probe`, cpus);
+  if ('unavailable' in probe) return { cpus: null, unbounded: probe.unavailable };
+  probe.remove();
+  return { cpus, unbounded: null };
+}
+
+/**
  * Starts `count` coordinator processes, each in a cgroup of its own with `cpus` cores when given
  * (moved there once ready: loading pge from the sources is not what is measured). Each child and
  * cgroup goes into `children` and `limits` as it is made, for the caller to stop and remove.
@@ -125,21 +137,17 @@ async function startCoordinators(
   cpus: number | null,
   children: ChildProcess[],
   limits: CpuLimit[],
-): Promise<string | null> {
-  let unbounded: string | null = null;
+): Promise<void> {
   for (let i = 1; i <= count; i++) {
     const child = await startCoordinatorProcess(url, `coord-${i}`);
     children.push(child);
     if (cpus === null || child.pid === undefined) continue;
     const limit = createCpuLimit(`pge-bench-${process.pid}-coord-${i}`, cpus);
-    if ('unavailable' in limit) {
-      unbounded = limit.unavailable;
-      continue;
-    }
+    // `availableBudget` made one a moment ago: failing now is a fault, not a machine without cgroups.
+    if ('unavailable' in limit) throw new Error(`conductor: ${limit.unavailable}`);
     limits.push(limit);
     limit.add(child.pid);
   }
-  return unbounded;
 }
 
 /** Kills `children`, waits for them to exit, and removes their cgroups. */
@@ -170,13 +178,7 @@ async function deploy(settings: ConductorSettings, coordinators: number, delayMs
   const children: ChildProcess[] = [];
   const limits: CpuLimit[] = [];
   try {
-    const unbounded = await startCoordinators(
-      server.url,
-      coordinators,
-      settings.coordinatorCpus,
-      children,
-      limits,
-    );
+    await startCoordinators(server.url, coordinators, settings.coordinatorCpus, children, limits);
     for (const role of ROLES) {
       for (let i = 1; i <= settings.workersPerRole; i++) {
         const bus = await connect(`${role}-${i}`);
@@ -202,9 +204,6 @@ async function deploy(settings: ConductorSettings, coordinators: number, delayMs
       client,
       errors,
       children,
-      unbounded,
-      coordinatorCpus:
-        settings.coordinatorCpus !== null && unbounded === null ? settings.coordinatorCpus : null,
       calls: () => models.reduce((n, m) => n + m.calls, 0),
       coordinatorCpuMs: () => {
         const each = children.map((child) => (child.pid === undefined ? null : processCpuMs(child.pid)));
@@ -247,10 +246,7 @@ async function lane(client: Bus, settings: ConductorSettings, stopping: () => bo
 }
 
 /** Calls per second with `coordinators` coordinator processes. */
-async function measureSetup(
-  settings: ConductorSettings,
-  coordinators: number,
-): Promise<{ figures: ConductorFigures; unbounded: string | null }> {
+async function measureSetup(settings: ConductorSettings, coordinators: number): Promise<ConductorFigures> {
   const deployment = await deploy(settings, coordinators, 0, `conductor-${coordinators}`);
   let stopping = false;
   try {
@@ -281,21 +277,20 @@ async function measureSetup(
     if (deployment.errors.length > 0) throw new Error(`conductor: ${deployment.errors.join('; ')}`);
     const share = (from: number | null, to: number | null) =>
       from === null || to === null ? null : ((to - from) * 100) / windowMs;
-    const figures = {
+    return {
       coordinators,
       modelCalls,
       windowMs,
       callsPerSecond: (modelCalls * 1000) / windowMs,
       benchCpuPercent: (cpu.user + cpu.system) / 10 / windowMs,
       coordinatorCpuPercent: share(before.coordinators, coordinatorsAfter),
-      coordinatorCpus: deployment.coordinatorCpus,
+      coordinatorCpus: settings.coordinatorCpus,
       coordinatorCpuMsPerCall:
         before.coordinators === null || coordinatorsAfter === null || modelCalls === 0
           ? null
           : (coordinatorsAfter - before.coordinators) / modelCalls,
       serverCpuPercent: share(before.server, serverAfter),
     };
-    return { figures, unbounded: deployment.unbounded };
   } finally {
     stopping = true;
     await deployment.stop();
@@ -350,14 +345,13 @@ async function measureHeld(settings: ConductorSettings): Promise<ConductorResult
 
 /** Runs the section: one coordinator, two, then the runs one holds. */
 export async function measureConductor(settings: ConductorSettings): Promise<ConductorResults> {
+  const { cpus, unbounded } = availableBudget(settings.coordinatorCpus);
+  const budgeted = { ...settings, coordinatorCpus: cpus };
   const pairs: ConductorPair[] = [];
-  let unbounded: string | null = null;
   for (let i = 0; i < settings.pairs; i++) {
-    const first = await measureSetup(settings, 1);
-    unbounded = first.unbounded;
-    const one = first.figures;
+    const one = await measureSetup(budgeted, 1);
     process.stderr.write(`1 coordinator ${one.callsPerSecond.toFixed(0)} calls/s, `);
-    const { figures: two } = await measureSetup(settings, 2);
+    const two = await measureSetup(budgeted, 2);
     process.stderr.write(`2 coordinators ${two.callsPerSecond.toFixed(0)} calls/s… `);
     pairs.push({ one, two, ratio: two.callsPerSecond / one.callsPerSecond });
   }

@@ -200,7 +200,7 @@ async function measureConductorSection(
   const missing = natsMissing();
   if (missing) return missing;
   return section(
-    '11 coordinators on NATS (one, then two processes, three times; then the runs one holds)',
+    `11 coordinators on NATS (one, then two processes, ${CONDUCTOR_SETTINGS.pairs} times; then the runs one holds)`,
     () => measureConductor({ dir, ...CONDUCTOR_SETTINGS, coordinatorCpus }),
   );
 }
