@@ -36,7 +36,7 @@ export interface BenchResults {
   importTime: ImportTimeResults;
   /** Section 8: events per second a restarted persistence worker writes over a backlog. */
   persistenceCatchUp: CatchUpResults | { skipped: string };
-  /** Section 9: time from a run owner's SIGKILL to the run's next event. */
+  /** Section 9: time from a run owner's SIGKILL to the run's `run.resumed` by another. */
   takeover: TakeoverResults | { skipped: string };
   /** Section 10: two independent chains of steps, side by side against one step at a time. */
   parallelSteps: ParallelResults;

@@ -16,7 +16,7 @@ import { startBenchNatsServer, startCoordinatorProcess } from './nats-deployment
  * coordinator`, from the sources); the role workers run in this process, the generator's work
  * call taking `workDelayMs`. Each trial submits a run, waits until its work call is in flight,
  * SIGKILLs the coordinator that owns the run (the one its lease in the KV bucket names), and times
- * how long the run's next event (`run.resumed`, from the other coordinator) takes; then it waits
+ * how long the other coordinator takes to record the run's `run.resumed`; then it waits
  * for the run to complete and starts a new coordinator in place of the dead one.
  */
 
@@ -31,8 +31,8 @@ export interface TakeoverSettings {
 /** What the section measured. */
 export interface TakeoverResults {
   settings: Omit<TakeoverSettings, 'dir'>;
-  /** Milliseconds from each SIGKILL to the run's next event, in trial order. */
-  killToNextEventMs: number[];
+  /** Milliseconds from each SIGKILL to the run's `run.resumed`, in trial order. */
+  killToResumedMs: number[];
   medianMs: number;
   maxMs: number;
 }
@@ -96,10 +96,10 @@ export async function measureTakeover(settings: TakeoverSettings): Promise<Takeo
       const seen = events.length;
       doomed.kill('SIGKILL');
       const killed = performance.now();
-      const resumed = await next(seen, () => true);
+      // Events the owner sent just before it died may still arrive first (another step's call,
+      // with steps side by side): the takeover is the other coordinator's run.resumed.
+      await next(seen, (e) => e.type === 'run.resumed');
       times.push(performance.now() - killed);
-      if (resumed.type !== 'run.resumed')
-        throw new Error(`takeover: the event after the kill was ${resumed.type}, not run.resumed`);
       const closing = await next(seen, (e) => e.type === 'run.completed' || e.type === 'run.failed');
       if (closing.type !== 'run.completed') throw new Error(`takeover: run ${runId} ended ${closing.type}`);
       sub.unsubscribe();
@@ -109,7 +109,7 @@ export async function measureTakeover(settings: TakeoverSettings): Promise<Takeo
     }
     return {
       settings: { trials: settings.trials, workDelayMs: settings.workDelayMs },
-      killToNextEventMs: times,
+      killToResumedMs: times,
       medianMs: medianValue(times),
       maxMs: Math.max(...times),
     };
@@ -129,12 +129,12 @@ export function takeoverLines(
   if ('skipped' in results) return [`9. Coordinator takeover: skipped (${results.skipped})`, ''];
   return [
     "9. Coordinator takeover on NATS (two coordinator processes; the owner SIGKILLed while its run's",
-    `   work call runs; time from the kill to the run's next event, run.resumed by the other; lease 3 s)`,
+    `   work call runs; time from the kill to the run's run.resumed by the other; lease 3 s)`,
     table(
       ['trials', 'median ms', 'max ms', 'target'],
       [
         [
-          String(results.killToNextEventMs.length),
+          String(results.killToResumedMs.length),
           results.medianMs.toFixed(0),
           results.maxMs.toFixed(0),
           '≤ 5000',
