@@ -55,6 +55,11 @@ export interface PublishOptions {
    * sent may still be stored), and the publish rejects with the signal's reason.
    */
   signal?: AbortSignal;
+  /**
+   * The id a stored message is de-duplicated by, in place of the one its kind has (NATS
+   * `Nats-Msg-Id`, `messageIdOf`): a work item sent again as a new one, not a copy of the first.
+   */
+  messageId?: string;
 }
 
 /** A message as a handler receives it: already decoded and validated. */

@@ -121,15 +121,17 @@ export async function publishRequest(
 /**
  * Queues a request for the role that serves it (`ROLE_OF_REQUEST`), on `pge.work.<role>`, with
  * `headers` (the W3C `traceparent` of the span that asks, when the run is traced); `signal`
- * stops it (`PublishOptions`).
+ * stops it, and `messageId` stores it as a new item (`PublishOptions`).
  */
 export function enqueueWork(
   bus: Bus,
   request: RoleRequest,
   headers?: MessageHeaders,
   signal?: AbortSignal,
+  messageId?: string,
 ): Promise<void> {
-  return publishOn(bus, () => subjects.work(ROLE_OF_REQUEST[request.type]), request, { headers, signal });
+  const options = { headers, signal, ...(messageId === undefined ? {} : { messageId }) };
+  return publishOn(bus, () => subjects.work(ROLE_OF_REQUEST[request.type]), request, options);
 }
 
 /**

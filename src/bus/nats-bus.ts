@@ -11,7 +11,7 @@ import {
   PermissionDeniedError,
   UnansweredRequestError,
 } from '../errors.js';
-import type { RunEvent } from '../schemas/index.js';
+import type { Role, RunEvent } from '../schemas/index.js';
 import { DEFAULT_PUBLISH_RETRY_MS, ID_PATTERN } from '../schemas/setting-values.js';
 import { StreamLimits } from '../schemas/settings.js';
 import type {
@@ -51,11 +51,19 @@ import {
   pgeConsumers,
   streamOf,
   WORK_MAX_ACK_PENDING,
+  WORK_STREAM,
   whileUnanswered,
 } from './nats-streams.js';
 import type { NatsHost, NatsSubscription, PullTimings } from './nats-subscriptions.js';
 import { CoreSubscription } from './nats-subscriptions.js';
-import { assertSubjectToken, checkSubject, republishedOn, subjectMatches, subjects } from './subjects.js';
+import {
+  assertSubjectToken,
+  checkSubject,
+  republishedOn,
+  subjectMatches,
+  subjects,
+  workerQueue,
+} from './subjects.js';
 
 /**
  * The bus of the distributed mode: the `Bus` contract over a nats-server with JetStream. Events,
@@ -290,7 +298,7 @@ export class NatsBus implements Bus, StoredMessages {
         return Promise.reject(busError(error, `cannot publish on ${subject}`));
       }
     }
-    const msgID = messageIdOf(stream, data);
+    const msgID = options.messageId ?? messageIdOf(stream, data);
     let stored: Promise<void>;
     if (msgID === undefined) {
       // Without an id a second copy would be stored twice: such a message is sent once.
@@ -472,6 +480,25 @@ export class NatsBus implements Bus, StoredMessages {
       }
     }
     return valid;
+  }
+
+  /** Milliseconds before a work item a worker took and stopped heartbeating is handed out again. */
+  get ackWaitMs(): number {
+    return this.timings.ackWaitMs;
+  }
+
+  /**
+   * Whether every work item queued for `role` so far has been handed to a worker at least once:
+   * none waits in its consumer (`num_pending` 0; those handed out and not yet acknowledged count
+   * as handed out). One lookup; rejects with `BusError` when the server does not answer.
+   */
+  async workHandedOut(role: Role): Promise<boolean> {
+    try {
+      const info = await this.jsm.consumers.info(WORK_STREAM, workerQueue(role));
+      return info.num_pending === 0;
+    } catch (error) {
+      throw busError(error, `cannot read the work queue of the ${role}s`);
+    }
   }
 
   /**

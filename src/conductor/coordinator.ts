@@ -19,7 +19,7 @@ import type {
 import { OPTION_DEFAULTS } from '../schemas/index.js';
 import type { RunTracing } from '../telemetry/run-tracing.js';
 import type { RecordedRun } from './replay.js';
-import type { PendingCall, RunState } from './run-calls.js';
+import type { LostWork, PendingCall, RunState } from './run-calls.js';
 import type { Resumption } from './run-recorder.js';
 import { RunSession, type SessionDeps } from './run-session.js';
 
@@ -222,6 +222,14 @@ export interface CoordinatorOptions {
   storedResult?: (runId: string, requestId: string) => Promise<RoleResult | null>;
   /** Milliseconds between a call's looks for its stored result (default `RESULT_CHECK_MS`). */
   resultCheckMs?: number;
+  /**
+   * With `storedResult`: how a call's look tells that its work item was lost (NATS: the role's
+   * consumer had handed out every item by one look, no worker said it held this one until the
+   * next, and no result is stored), and sends it again as a new item. `resultCheckMs` must then
+   * be longer than the work items' ack wait and the workers' presence interval, so that a
+   * redelivered item is held by a worker that said so before the next look.
+   */
+  lostWork?: LostWork;
 }
 
 /**
@@ -362,7 +370,13 @@ export function createCoordinator(options: CoordinatorOptions) {
     applyStored: results.applyStored,
     ...(options.storedResult === undefined
       ? {}
-      : { lookUp: { storedResult: options.storedResult, everyMs: resultCheckMs } }),
+      : {
+          lookUp: {
+            storedResult: options.storedResult,
+            everyMs: resultCheckMs,
+            ...(options.lostWork === undefined ? {} : { lostWork: options.lostWork }),
+          },
+        }),
     machine: provideSession((system) => scopes.get(system)),
     scopes,
     inspect: options.inspect,

@@ -50,7 +50,26 @@ export interface CallDeps extends RecorderDeps {
   lookUp?: {
     storedResult: (runId: string, requestId: string) => Promise<RoleResult | null>;
     everyMs: number;
+    /** How a look tells a work item that no worker holds (`CoordinatorOptions.lostWork`). */
+    lostWork?: LostWork;
   };
+}
+
+/**
+ * What the transport and the workers say of a role's work items (NATS: the role's consumer, and
+ * the requests each worker's presence says it holds), so that a call whose work item was lost
+ * (handed out, then neither held by a worker, answered nor handed out again) has it sent again.
+ */
+export interface LostWork {
+  /** Whether every work item queued for `role` so far has been handed to a worker at least once. */
+  allHandedOut(role: Role): Promise<boolean>;
+  /**
+   * Whether a worker of `role` said it held `requestId` at `since` (epoch ms, the coordinator's
+   * clock) or after; null when it cannot be told.
+   */
+  heldSince(role: Role, requestId: string, since: number): boolean | null;
+  /** Told of each work item sent again, with why. */
+  onSentAgain?: (request: RoleRequest, why: string) => void;
 }
 
 /** A call of this run waiting for its result. */
@@ -154,7 +173,7 @@ export class RunCalls {
     // `record` published the request both as an event and on the role's work queue.
     this.asked.set(request.id, request.payload.phase);
     const { runId } = this.recorder.spec;
-    const looking = this.#lookUp(runId, request.id);
+    const looking = this.#lookUp(request);
     const promise = new Promise<RoleReply>((resolve, reject) => {
       const onAbort = () => {
         clearInterval(looking);
@@ -187,20 +206,53 @@ export class RunCalls {
   /**
    * Looks for the result of a call that waits long in the stream, every `lookUp.everyMs` while it
    * waits (`CallDeps.lookUp`); undefined without one. What it finds is routed as a result that
-   * came (`applyStored`): to the call if it still waits, else dropped as answered.
+   * came (`applyStored`): to the call if it still waits, else dropped as answered. With
+   * `lookUp.lostWork`, a work item that every work item of its role had been handed out by one
+   * look, and that no worker said it held from then to the next, with no result stored, is lost:
+   * it is sent again as a new item. A redelivery (a worker died holding it) comes within the
+   * consumer's ack wait, far shorter than `everyMs`, and its worker says it holds it.
    */
-  #lookUp(runId: string, requestId: string): NodeJS.Timeout | undefined {
-    const { lookUp, applyStored } = this.deps;
+  #lookUp(request: RoleRequest): NodeJS.Timeout | undefined {
+    const { lookUp, applyStored, clock } = this.deps;
     if (lookUp === undefined) return undefined;
+    const { runId } = this.recorder.spec;
+    const { id: requestId } = request;
+    const role = ROLE_OF_REQUEST[request.type];
+    /** The time of the last look, when every work item of the role had been handed out by then. */
+    let handedOutAt: number | null = null;
+    let sentAgain = 0;
+    let looking = false;
+    const look = async () => {
+      const result = await lookUp.storedResult(runId, requestId);
+      if (!this.#asking.has(requestId)) return;
+      if (result !== null) return applyStored(result);
+      const { lostWork } = lookUp;
+      if (lostWork === undefined) return;
+      if (handedOutAt !== null && lostWork.heldSince(role, requestId, handedOutAt) === false) {
+        handedOutAt = null;
+        sentAgain += 1;
+        this.recorder.enqueueAgain(request, `${requestId}-again-${sentAgain}`);
+        lostWork.onSentAgain?.(
+          request,
+          `run ${runId}: ${request.type} ${requestId} was handed out, and no ${role} worker has held it for ${lookUp.everyMs} ms, nor stored its result: sent again`,
+        );
+        return;
+      }
+      const at = clock();
+      handedOutAt = (await lostWork.allHandedOut(role)) ? at : null;
+    };
     const timer = setInterval(() => {
-      lookUp.storedResult(runId, requestId).then(
-        (result) => {
-          if (result !== null && this.#asking.has(requestId)) applyStored(result);
-        },
-        () => {
+      // A look that outlasts the interval (a slow server) is not doubled.
+      if (looking) return;
+      looking = true;
+      look()
+        .catch(() => {
           // Not read now (the stream electing its leader, say): looked for again at the next turn.
-        },
-      );
+          handedOutAt = null;
+        })
+        .finally(() => {
+          looking = false;
+        });
     }, lookUp.everyMs);
     // A call's look-ups never hold a process open.
     timer.unref();

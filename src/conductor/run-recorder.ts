@@ -119,9 +119,13 @@ export class RunRecorder {
       : publishEvent(bus, event, this.sending.signal);
   }
 
-  /** Queues a recorded request again (asked again after a crash). */
-  enqueueAgain(request: RoleRequest): void {
-    const work = enqueueWork(this.deps.bus, request, this.traceHeaders(), this.sending.signal);
+  /**
+   * Queues a recorded request again: asked again after a crash, or its work item lost (then with a
+   * `messageId` of its own, so that the stream stores it although it stored the first).
+   */
+  enqueueAgain(request: RoleRequest, messageId?: string): void {
+    const { bus } = this.deps;
+    const work = enqueueWork(bus, request, this.traceHeaders(), this.sending.signal, messageId);
     this.publishing.push(work.catch(this.publishFailed));
   }
 

@@ -1,7 +1,7 @@
 import { join, resolve } from 'node:path';
 import { LRUCache } from 'lru-cache';
 import { z } from 'zod';
-import type { Bus } from '../bus/bus.js';
+import type { Bus, MessageHeaders } from '../bus/bus.js';
 import { publishRejection, publishResult, serveWork, subscribeCancels } from '../bus/channels.js';
 import { assertSubjectToken, subjects } from '../bus/subjects.js';
 import {
@@ -434,6 +434,8 @@ export interface RoleWorker {
    * queue hands them to another worker.
    */
   stop(mode?: 'finish' | 'abort'): Promise<void>;
+  /** The ids of the requests this worker has taken and not yet settled (its presence says them). */
+  holding(): string[];
 }
 
 /** `isLiveRun` with its yes remembered per run for `LIVE_RUN_CACHE_MS`. */
@@ -471,6 +473,8 @@ export function createRoleWorker(options: RoleWorkerOptions): RoleWorker {
   const id = options.workerId ?? `${role}-${Math.random().toString(36).slice(2, 8)}`;
   /** The requests in flight, by id, with the controller that aborts each one's model call. */
   const inFlight = new Map<string, { controller: AbortController; job: Promise<unknown> }>();
+  /** The requests taken and not yet settled: those in flight, and those whose run is looked up. */
+  const taken = new Set<string>();
   const cancelled = new LRUCache<string, true>({ max: CANCELS_REMEMBERED });
   const live = options.isLiveRun === undefined ? null : liveRunCheck(options.isLiveRun, options.now);
   /** Set by `stop`: a request taken before it and not begun yet goes back to the queue. */
@@ -567,33 +571,42 @@ export function createRoleWorker(options: RoleWorkerOptions): RoleWorker {
     role,
     async (request, headers) => {
       if (cancelled.get(request.id)) return;
-      if (live !== null) {
-        if (!(await live(request.runId))) return refuse(request);
-        // Cancelled while its run was looked up; or the worker stopped meanwhile, before it began.
-        if (cancelled.get(request.id)) return;
-        if (stopping !== null) throw stopping;
-      }
-      const controller = new AbortController();
-      const what = `${request.type} ${request.id}`;
-      const traced = (tracing && traceSafely(what, () => tracing.begin(request, headers, id))) ?? UNTRACED;
-      const job = answer(request, controller.signal, traced);
-      inFlight.set(request.id, { controller, job });
-      let outcome: Parameters<TracedWork['end']>[0];
+      taken.add(request.id);
       try {
-        outcome = { result: await job };
-      } catch (error) {
-        outcome = { error };
+        await take(request, headers);
       } finally {
-        inFlight.delete(request.id);
+        taken.delete(request.id);
       }
-      traceSafely(what, () => traced.end(outcome));
-      if ('error' in outcome && !(controller.signal.reason instanceof CallCancelledError))
-        throw outcome.error;
     },
     concurrency,
   );
+  /** Handles one request taken from the queue. */
+  async function take(request: RoleRequest, headers: MessageHeaders): Promise<void> {
+    if (live !== null) {
+      if (!(await live(request.runId))) return refuse(request);
+      // Cancelled while its run was looked up; or the worker stopped meanwhile, before it began.
+      if (cancelled.get(request.id)) return;
+      if (stopping !== null) throw stopping;
+    }
+    const controller = new AbortController();
+    const what = `${request.type} ${request.id}`;
+    const traced = (tracing && traceSafely(what, () => tracing.begin(request, headers, id))) ?? UNTRACED;
+    const job = answer(request, controller.signal, traced);
+    inFlight.set(request.id, { controller, job });
+    let outcome: Parameters<TracedWork['end']>[0];
+    try {
+      outcome = { result: await job };
+    } catch (error) {
+      outcome = { error };
+    } finally {
+      inFlight.delete(request.id);
+    }
+    traceSafely(what, () => traced.end(outcome));
+    if ('error' in outcome && !(controller.signal.reason instanceof CallCancelledError)) throw outcome.error;
+  }
   return {
     id,
+    holding: () => [...taken],
     async stop(mode = 'finish') {
       stopping = new WorkerStoppedError(`worker ${id} stopped; its requests go back to the queue`);
       subscription.unsubscribe();

@@ -5,14 +5,15 @@ import { publishControl } from '../bus/channels.js';
 import type { NatsBus } from '../bus/nats-bus.js';
 import { RunLeases, readRunLeases } from '../bus/run-leases.js';
 import { subjects } from '../bus/subjects.js';
+import { RESULT_CHECK_MS } from '../conductor/coordinator.js';
 import type { Model } from '../roles/model.js';
 import { createRoleWorker, type RoleWorkerOptions } from '../roles/role-worker.js';
 import type { Role } from '../schemas/index.js';
 import type { McpServers } from '../tools/mcp.js';
-import { natsRunOwnership } from './nats-ownership.js';
+import { natsLostWork, natsRunOwnership } from './nats-ownership.js';
 import { startNatsPersistence } from './nats-persistence.js';
 import { type CoordinatorService, type CoordinatorSettings, startCoordinatorService } from './services.js';
-import { announcePresence, hearWorkers } from './worker-presence.js';
+import { announcePresence, hearWorkers, PRESENCE_TTL_MS } from './worker-presence.js';
 
 /**
  * The distributed composition root: what one process of a NATS deployment runs, by role. The
@@ -73,6 +74,8 @@ export async function startRoleWorkerProcess(o: RoleWorkerProcessOptions): Promi
     o.bus,
     { role: o.role, worker: o.id, model: o.model.name, priced: o.model.priced !== false },
     (error) => o.log(`pge worker ${o.role} (${o.id}): cannot say it is there: ${String(error)}`),
+    // And which requests it holds: a coordinator sends again a work item no worker holds.
+    () => worker.holding(),
   );
   return async (hurry) => {
     silence();
@@ -153,6 +156,11 @@ export async function startCoordinatorProcess(o: CoordinatorProcessOptions): Pro
     onRun: (runId, task) => log(`pge coordinator: run ${runId} started: ${task.slice(0, 80)}`),
     runExists: (runId) => bus.hasStored(subjects.events(runId)),
     ownership: natsRunOwnership(bus, leases),
+    // Judged only when the looks are further apart than an item takes to be redelivered (the ack
+    // wait) and its new worker to say it holds it (the presence TTL).
+    ...(RESULT_CHECK_MS > bus.ackWaitMs + PRESENCE_TTL_MS
+      ? { lostWork: natsLostWork(bus, workers, (_request, why) => log(`pge coordinator: ${why}`)) }
+      : {}),
   });
   service = running;
   // A request every worker died or failed holding is answered as failed, not left to its deadline.

@@ -1,8 +1,10 @@
 import { readRunEvents, readRunResults } from '../bus/channels.js';
 import type { NatsBus } from '../bus/nats-bus.js';
 import type { RunLeases } from '../bus/run-leases.js';
+import type { LostWork } from '../conductor/run-calls.js';
 import type { RunEvent } from '../schemas/index.js';
 import type { RunOwnership } from './services.js';
+import type { WorkerDirectory } from './worker-presence.js';
 
 const BY_CONSUMER = { consumer: true } as const;
 
@@ -38,4 +40,22 @@ function bySeq(events: readonly RunEvent[]): RunEvent[] {
   const seen = new Map<number, RunEvent>();
   for (const event of events) if (!seen.has(event.seq)) seen.set(event.seq, event);
   return [...seen.values()].sort((a, b) => a.seq - b.seq);
+}
+
+/**
+ * Lost work items as a NATS coordinator tells them: the role's durable consumer says whether it
+ * has handed out every item queued (`NatsBus.workHandedOut`), and the workers' presence which
+ * requests each holds (`hearWorkers`). Such an item is one the server counts as delivered and
+ * never delivers again (nats-server has had such defects across a leader change).
+ */
+export function natsLostWork(
+  bus: NatsBus,
+  workers: WorkerDirectory,
+  onSentAgain: LostWork['onSentAgain'],
+): LostWork {
+  return {
+    allHandedOut: (role) => bus.workHandedOut(role),
+    heldSince: (role, requestId, since) => workers.heldSince(role, requestId, since),
+    ...(onSentAgain === undefined ? {} : { onSentAgain }),
+  };
 }

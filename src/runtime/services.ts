@@ -14,6 +14,7 @@ import {
   runSettingsOf,
 } from '../conductor/coordinator.js';
 import { readRecordedRun } from '../conductor/replay.js';
+import type { LostWork } from '../conductor/run-calls.js';
 import {
   BusError,
   ConfigurationError,
@@ -98,6 +99,8 @@ export interface CoordinatorServiceOptions {
   ownership?: RunOwnership;
   /** Milliseconds between a waiting call's looks for its stored result (default `RESULT_CHECK_MS`). */
   resultCheckMs?: number;
+  /** With `ownership`: how those looks tell a lost work item, and send it again (`CoordinatorOptions.lostWork`). */
+  lostWork?: LostWork;
   /** Tracing of the coordinator's runs (`traceRuns`). */
   tracing?: RunTracing;
   /**
@@ -244,6 +247,7 @@ export function startCoordinatorService(service: CoordinatorServiceOptions): Coo
       ? {}
       : { storedResult: (runId, requestId) => ownership.storedResult(runId, requestId) }),
     ...(service.resultCheckMs === undefined ? {} : { resultCheckMs: service.resultCheckMs }),
+    ...(service.lostWork === undefined ? {} : { lostWork: service.lostWork }),
   });
   const active = new Map<string, RunHandle & { settled: Promise<unknown> }>();
   /** Why a run with these stored events cannot be resumed (none stored, or it has ended), or null. */

@@ -53,13 +53,16 @@ export type CallCancel = z.infer<typeof CallCancel>;
  * A role worker saying it is there, on `pge.workers.<role>` every few seconds: its id, and the model
  * that serves its role with whether its client knows that model's price (`false`: its calls would
  * count as free, so a cost budget could not be kept). Coordinators read it to name the models of a
- * run's roles in `run.started` and to refuse a cost budget that a worker could not keep.
+ * run's roles in `run.started` and to refuse a cost budget that a worker could not keep, and
+ * `holding`, the requests it has taken and not yet settled, to tell a work item that no worker
+ * holds from a long call (a worker of an earlier pge does not say it).
  */
 export const WorkerPresence = z.strictObject({
   role: Role,
   worker: z.string().min(1),
   model: z.string().min(1),
   priced: z.boolean(),
+  holding: z.array(z.string().min(1)).optional(),
   ts: z.iso.datetime(),
 });
 export type WorkerPresence = z.infer<typeof WorkerPresence>;

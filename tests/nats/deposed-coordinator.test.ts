@@ -1,7 +1,4 @@
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { resolveOptions } from '../../src/api/options.js';
 import { readRunEvents } from '../../src/bus/channels.js';
 import { NatsBus } from '../../src/bus/nats-bus.js';
@@ -14,8 +11,8 @@ import { type CoordinatorService, startCoordinatorService } from '../../src/runt
 import type { RunEvent } from '../../src/schemas/index.js';
 import { ScriptedModel } from '../../src/testing.js';
 import { until } from '../support/deployment.js';
-import { type NatsServerHandle, startNatsServer } from '../support/nats-server.js';
 import { passingScript } from '../support/scripts.js';
+import { serverPerTest } from '../support/server-per-test.js';
 
 /**
  * Two coordinators on one run, on purpose: the first keeps driving it after the second took it
@@ -23,18 +20,8 @@ import { passingScript } from '../support/scripts.js';
  * The stream keeps one event per seq, the second coordinator's, and the first lets the run go.
  */
 
-let nats: NatsServerHandle;
-let dir: string;
-const closing: (() => Promise<void> | void)[] = [];
-beforeEach(async () => {
-  nats = await startNatsServer();
-  dir = mkdtempSync(join(tmpdir(), 'pge-deposed-'));
-});
-afterEach(async () => {
-  for (const close of closing.splice(0).reverse()) await close();
-  await nats.stop();
-  rmSync(dir, { recursive: true, force: true });
-});
+const each = serverPerTest('pge-deposed-');
+const { closing } = each;
 
 /** Answers as `inner` does, but holds the first work call until `gate` resolves. */
 class FirstWorkHeld implements Model {
@@ -63,7 +50,7 @@ async function coordinator(
   model: Model,
   onExpired: (runId: string) => void = () => undefined,
 ): Promise<{ bus: NatsBus; leases: RunLeases; service: CoordinatorService }> {
-  const bus = await NatsBus.connect({ servers: nats.url, reporter: 'coordinator' });
+  const bus = await NatsBus.connect({ servers: each.nats.url, reporter: 'coordinator' });
   const leases = await RunLeases.open(bus.connection, {
     owner,
     leaseMs: 600,
@@ -73,7 +60,7 @@ async function coordinator(
   });
   const service = startCoordinatorService({
     bus,
-    options: resolveOptions({ workingDirectory: dir }),
+    options: resolveOptions({ workingDirectory: each.dir }),
     models: { planner: model.name, generator: model.name, evaluator: model.name },
     ownership: natsRunOwnership(bus, leases),
   });
@@ -95,7 +82,7 @@ describe('a coordinator that drives on after its run was taken over', () => {
         release = resolve;
       }),
     );
-    const workerBus = await NatsBus.connect({ servers: nats.url });
+    const workerBus = await NatsBus.connect({ servers: each.nats.url });
     const workers: RoleWorker[] = (['planner', 'generator', 'evaluator'] as const).map((role) =>
       createRoleWorker({ bus: workerBus, role, model, workerId: role }),
     );

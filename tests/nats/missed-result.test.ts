@@ -1,7 +1,4 @@
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { resolveOptions } from '../../src/api/options.js';
 import { readRunEvents } from '../../src/bus/channels.js';
 import { NatsBus } from '../../src/bus/nats-bus.js';
@@ -13,8 +10,8 @@ import { startCoordinatorService } from '../../src/runtime/services.js';
 import type { RoleResult } from '../../src/schemas/index.js';
 import { ScriptedModel } from '../../src/testing.js';
 import { until } from '../support/deployment.js';
-import { type NatsServerHandle, startNatsServer } from '../support/nats-server.js';
 import { passingScript } from '../support/scripts.js';
+import { serverPerTest } from '../support/server-per-test.js';
 
 /**
  * A result the worker stored in PGE_RESULTS that never reached the coordinator (its reading lost
@@ -22,22 +19,12 @@ import { passingScript } from '../support/scripts.js';
  * otherwise wait for the call's deadline (30 min by default).
  */
 
-let nats: NatsServerHandle;
-let dir: string;
-const closing: (() => Promise<void> | void)[] = [];
-beforeEach(async () => {
-  nats = await startNatsServer();
-  dir = mkdtempSync(join(tmpdir(), 'pge-missed-result-'));
-});
-afterEach(async () => {
-  for (const close of closing.splice(0).reverse()) await close();
-  await nats.stop();
-  rmSync(dir, { recursive: true, force: true });
-});
+const each = serverPerTest('pge-missed-result-');
+const { closing } = each;
 
 describe('a result stored but missed by the coordinator', () => {
   it('is found in the stream by the call that waits for it, and applied once', async () => {
-    const workerBus = await NatsBus.connect({ servers: nats.url });
+    const workerBus = await NatsBus.connect({ servers: each.nats.url });
     const model = new ScriptedModel(passingScript(1));
     const workers = (['planner', 'generator', 'evaluator'] as const).map((role) =>
       createRoleWorker({ bus: workerBus, role, model, workerId: role }),
@@ -49,7 +36,7 @@ describe('a result stored but missed by the coordinator', () => {
 
     // The coordinator's reading of results drops the work's result, as a reading lost across a
     // server loss would: the result is in the stream, and never delivered.
-    const bus = await NatsBus.connect({ servers: nats.url, reporter: 'coordinator' });
+    const bus = await NatsBus.connect({ servers: each.nats.url, reporter: 'coordinator' });
     const dropped: string[] = [];
     const subscribeOrdered = bus.subscribeOrdered.bind(bus);
     bus.subscribeOrdered = (subject, handler, options) =>
@@ -72,7 +59,7 @@ describe('a result stored but missed by the coordinator', () => {
     });
     const service = startCoordinatorService({
       bus,
-      options: resolveOptions({ workingDirectory: dir }),
+      options: resolveOptions({ workingDirectory: each.dir }),
       models: { planner: model.name, generator: model.name, evaluator: model.name },
       ownership: natsRunOwnership(bus, leases),
       resultCheckMs: 300,

@@ -55,6 +55,34 @@ describe('worker presence', () => {
     }
   });
 
+  it('says whether a worker of a role held a request since a time, when every worker of it says what it holds', async () => {
+    let now = 1_000_000;
+    const heard = hearWorkers(bus, () => now);
+    const say = async (worker: string, holding?: string[]) => {
+      const said = { ...presence('generator', worker, 'gpt-4.1'), ...(holding ? { holding } : {}) };
+      await bus.publish(subjects.presence('generator'), said);
+      await bus.flush();
+    };
+    try {
+      // No generator heard: it cannot be told.
+      expect(heard.heldSince('generator', 'req-1', now)).toBeNull();
+      await say('gen-a', ['req-1']);
+      await say('gen-b', []);
+      expect(heard.heldSince('generator', 'req-1', now)).toBe(true);
+      expect(heard.heldSince('generator', 'req-2', now)).toBe(false);
+      expect(heard.heldSince('planner', 'req-1', now)).toBeNull();
+      // Said before `since`: not held since.
+      const said = now;
+      now += 1_000;
+      expect(heard.heldSince('generator', 'req-1', said + 1)).toBe(false);
+      // A worker that does not say what it holds (an earlier pge): it cannot be told.
+      await say('gen-c');
+      expect(heard.heldSince('generator', 'req-2', said)).toBeNull();
+    } finally {
+      heard.stop();
+    }
+  });
+
   it('refuses a presence on another role’s subject', async () => {
     await expect(
       bus.publish(subjects.presence('generator'), presence('planner', 'plan-a', 'gpt-4.1')),
