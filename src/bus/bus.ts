@@ -213,6 +213,12 @@ export interface OrderedOptions {
    * any other role reads by lookups, the default.
    */
   consumer?: boolean;
+  /**
+   * With `consumer`: the subjects whose messages the reader wants; the others are passed over
+   * before they are decoded. A coordinator reads every run's results through one consumer and
+   * wants only its own runs': with more coordinators, each would otherwise decode every result.
+   */
+  accept?: (subject: string) => boolean;
 }
 
 /** The transport every pge process uses to talk to the others. */

@@ -13,7 +13,7 @@ import type {
 } from './bus.js';
 import type { MessageRejection } from './codec.js';
 import { freezeMessage, rejectionOf } from './codec.js';
-import { subjects, workerQueue } from './subjects.js';
+import { runIdOfSubject, subjects, workerQueue } from './subjects.js';
 
 /**
  * Typed channels over a `Bus`, so that no module outside `src/bus` builds a subject or reads a raw
@@ -162,18 +162,25 @@ export function publishResult(bus: Bus, result: RoleResult): Promise<void> {
  * results (NATS) reads them from the stream, from the next one stored: a result that a worker
  * stored while this process was reconnecting (it sent it again until the stream took it) comes
  * all the same, where a plain subscription would have missed it and left its run waiting. Only
- * coordinators read results, and they may make consumers: through an ordered consumer.
+ * coordinators read results, and they may make consumers: through an ordered consumer. `ofRun`
+ * says which runs' results are wanted: there, the others are passed over before they are decoded.
  */
 export function subscribeResults(
   bus: Bus,
   runId: string | '*',
   handler: (result: RoleResult) => void | Promise<void>,
+  ofRun?: (runId: string) => boolean,
 ): BusSubscription {
   const subject = subjects.result(runId);
   const deliver = (message: { data: unknown }) => handler(message.data as RoleResult);
-  return bus.subscribeOrdered
-    ? bus.subscribeOrdered(subject, deliver, { from: 'new', consumer: true })
-    : bus.subscribe(subject, deliver);
+  if (!bus.subscribeOrdered) return bus.subscribe(subject, deliver);
+  const accept =
+    ofRun &&
+    ((subject: string) => {
+      const run = runIdOfSubject(subject);
+      return run === null || ofRun(run);
+    });
+  return bus.subscribeOrdered(subject, deliver, { from: 'new', consumer: true, ...(accept && { accept }) });
 }
 
 /** Reports a message that was received but refused (`pge.errors.rejected.<bus.reporter>`). */

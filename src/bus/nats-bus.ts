@@ -559,7 +559,10 @@ export class NatsBus implements Bus, StoredMessages {
         `an ordered reading starts at a stream sequence >= 1 or 'new', not ${String(from)}`,
       );
     const subscription = options.consumer
-      ? new OrderedSubscription(this.js, this.jsm, stream.name, subject, handler, this.host, { from })
+      ? new OrderedSubscription(this.js, this.jsm, stream.name, subject, handler, this.host, {
+          from,
+          accept: options.accept,
+        })
       : new StoredSubscription(this.connection, this.jsm, stream.name, subject, handler, this.host, {
           from,
           republishedOn: this.republishing.has(stream.name) ? republishedOn(subject) : null,

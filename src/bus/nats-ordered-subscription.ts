@@ -34,6 +34,8 @@ import {
 export interface OrderedStart {
   /** A stream sequence (1: everything stored), or `'new'`: only what the stream stores from now on. */
   readonly from: number | 'new';
+  /** Which subjects' messages are handed on (`OrderedOptions.accept`); default all. */
+  readonly accept?: ((subject: string) => boolean) | undefined;
 }
 
 /** Pause before a new consumer is tried after one could not be created or stopped. */
@@ -53,6 +55,7 @@ export class OrderedSubscription implements NatsSubscription {
   /** Set when a reconnect closed the consumer: a new one is made at once, and nothing is reported. */
   private renewing = false;
   private readonly unlisten: () => void;
+  private readonly accept: ((subject: string) => boolean) | undefined;
 
   constructor(
     private readonly js: JetStreamClient,
@@ -70,6 +73,7 @@ export class OrderedSubscription implements NatsSubscription {
       () => this.active,
     ));
     this.next = start.from === 'new' ? null : Math.max(1, Math.floor(start.from));
+    this.accept = start.accept;
     this.unlisten = host.onReconnect(() => this.renew());
     // Not floating: run catches and reports every failure, and ends when the subscription stops.
     void this.run();
@@ -158,6 +162,6 @@ export class OrderedSubscription implements NatsSubscription {
   private receive(msg: JsMsg): void {
     if (!this.active) return;
     this.next = msg.seq + 1;
-    this.delivery.push(msg);
+    if (this.accept === undefined || this.accept(msg.subject)) this.delivery.push(msg);
   }
 }

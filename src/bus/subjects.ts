@@ -29,6 +29,13 @@ const WORK_SUBJECTS: Readonly<Record<Role, string>> = {
   evaluator: 'pge.work.evaluator',
 };
 
+/** The run id a run's subject (`pge.run.<runId>.…`) names, or null for a subject of no run. */
+export function runIdOfSubject(subject: string): string | null {
+  if (!subject.startsWith(RUN_PREFIX)) return null;
+  const end = subject.indexOf('.', RUN_PREFIX.length);
+  return end === -1 ? null : subject.slice(RUN_PREFIX.length, end);
+}
+
 export const subjects = {
   /** The subject of one event of a run. */
   event(runId: string, type: RunEventType): string {

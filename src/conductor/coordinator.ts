@@ -326,19 +326,28 @@ function routeResults({ bus, timestamp, pending, active, ended }: RoutingDeps) {
     return true;
   };
 
-  const subscription = subscribeResults(bus, '*', (result) => {
-    if (applyResult(result) || rejectMismatch(result)) return;
-    const run = active.get(result.runId);
-    if (run !== undefined) {
-      const reason = run.answered.has(result.requestId)
-        ? 'duplicate'
-        : run.cancelled.has(result.requestId)
-          ? 'late'
-          : 'unknown';
-      reject(result, run, reason);
-    } else if (ended.get(result.runId)) reject(result, null, 'late');
-    // Otherwise the run is another coordinator's: its results are not ours to judge.
-  });
+  // Only the results of this coordinator's runs are decoded: with several coordinators, each
+  // would otherwise decode every run's. So a result on another run's subject that names a call
+  // of this one's (a forgery) is that run's owner's to report, not this one's.
+  const ours = (runId: string) => active.has(runId) || ended.has(runId);
+  const subscription = subscribeResults(
+    bus,
+    '*',
+    (result) => {
+      if (applyResult(result) || rejectMismatch(result)) return;
+      const run = active.get(result.runId);
+      if (run !== undefined) {
+        const reason = run.answered.has(result.requestId)
+          ? 'duplicate'
+          : run.cancelled.has(result.requestId)
+            ? 'late'
+            : 'unknown';
+        reject(result, run, reason);
+      } else if (ended.get(result.runId)) reject(result, null, 'late');
+      // Otherwise the run is another coordinator's: its results are not ours to judge.
+    },
+    ours,
+  );
   const applyStored = (result: RoleResult): void => {
     if (!applyResult(result)) rejectMismatch(result);
   };

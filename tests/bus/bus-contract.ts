@@ -6,7 +6,7 @@ import type { MessageRejection } from '../../src/bus/codec.js';
 import { registerSubjectSchema } from '../../src/bus/codec.js';
 import { subjects } from '../../src/bus/subjects.js';
 import { BusError, MessageRejectedError } from '../../src/errors.js';
-import type { RunEventOf } from '../../src/schemas/index.js';
+import type { RoleResult, RunEventOf } from '../../src/schemas/index.js';
 
 /**
  * The behaviour every `Bus` must show, whatever carries the messages. It relies only on the `Bus`
@@ -46,6 +46,23 @@ export function runStarted(runId: string, seq = 1): RunEventOf<'run.started'> {
 }
 
 /** A valid `step.started` event of `runId`. */
+/** A planner's failed result of request `requestId` of run `runId`. */
+export function planFailed(runId: string, requestId: string): RoleResult {
+  return {
+    requestId,
+    runId,
+    role: 'planner',
+    worker: 'w1',
+    calls: [],
+    result: {
+      status: 'error',
+      phase: 'plan',
+      error: { name: 'ModelTransportError', message: 'down', retryable: true },
+      raw: null,
+    },
+  };
+}
+
 export function stepStarted(runId: string, seq = 2): RunEventOf<'step.started'> {
   return {
     id: `${runId}-${seq}`,

@@ -14,7 +14,7 @@ import { InProcessBus } from '../../src/bus/in-process-bus.js';
 import { subjects } from '../../src/bus/subjects.js';
 import { BusError, ConfigurationError } from '../../src/errors.js';
 import type { RoleRequest, RoleResult, RunEvent } from '../../src/schemas/index.js';
-import { describeBusContract, freshRunId, runStarted, stepStarted } from './bus-contract.js';
+import { describeBusContract, freshRunId, planFailed, runStarted, stepStarted } from './bus-contract.js';
 
 describeBusContract('InProcessBus', async () => new InProcessBus(), { decodesOnReceive: false });
 
@@ -29,22 +29,6 @@ function planRequested(runId: string, seq: number): RoleRequest {
     ts: new Date().toISOString(),
     type: 'plan.requested',
     payload: { phase: 'plan', input: { task: 'write a haiku', maxSteps: 3, replan: null } },
-  };
-}
-
-function planFailed(runId: string, requestId: string): RoleResult {
-  return {
-    requestId,
-    runId,
-    role: 'planner',
-    worker: 'w1',
-    calls: [],
-    result: {
-      status: 'error',
-      phase: 'plan',
-      error: { name: 'ModelTransportError', message: 'down', retryable: true },
-      raw: null,
-    },
   };
 }
 

@@ -7,10 +7,12 @@ import type { DurableOptions } from '../../src/bus/bus.js';
 import {
   enqueueWork,
   publishEvent,
+  publishResult,
   readRunEvents,
   readRunOpening,
   serveWork,
   subscribeRejections,
+  subscribeResults,
 } from '../../src/bus/channels.js';
 import type { MessageRejection } from '../../src/bus/codec.js';
 import { NatsBus } from '../../src/bus/nats-bus.js';
@@ -27,7 +29,7 @@ import type { NatsServerHandle } from '../support/nats-server.js';
 import { startNatsServer } from '../support/nats-server.js';
 import { startPendingDuplicateProxy } from '../support/pending-duplicate-proxy.js';
 import { seqsUpTo, storedEvents } from '../support/stored-events.js';
-import { describeBusContract, freshRunId, runStarted, stepStarted } from './bus-contract.js';
+import { describeBusContract, freshRunId, planFailed, runStarted, stepStarted } from './bus-contract.js';
 
 /**
  * NatsBus against real nats-servers: the bus contract on the run's shared server (global setup),
@@ -982,6 +984,40 @@ describe('NatsBus.hasStored', () => {
       await bus.close();
     }
     await expect(bus.hasStored(subjects.events('x'))).rejects.toBeInstanceOf(BusError);
+  });
+});
+
+describe('subscribeResults on NATS', () => {
+  it('hands on the results of the runs asked for, and never decodes the others', async () => {
+    const bus = await NatsBus.connect({ servers: natsUrl });
+    const raw = await connect({ servers: natsUrl });
+    const reports: MessageRejection[] = [];
+    const seen: string[] = [];
+    try {
+      bus.subscribe(subjects.rejected('*'), (m) => void reports.push(m.data as MessageRejection));
+      const [mine, other] = [freshRunId(), freshRunId()];
+      subscribeResults(
+        bus,
+        '*',
+        (result) => void seen.push(result.requestId),
+        (runId) => runId === mine,
+      );
+      await bus.flush();
+      // Not a result: reported when decoded, so only on the subject of a run asked for.
+      const malformed = '{"forged":true}';
+      await jetstream(raw).publish(subjects.result(other, 'planner'), malformed);
+      await publishResult(bus, planFailed(other, 'theirs'));
+      await jetstream(raw).publish(subjects.result(mine, 'planner'), malformed);
+      await publishResult(bus, planFailed(mine, 'ours'));
+      await waitFor('the result of the run asked for', () => seen.length === 1);
+      await waitFor('the malformed one on its subject reported', () => reports.length === 1);
+      await sleep(200);
+      expect(seen).toEqual(['ours']);
+      expect(reports.map((r) => r.subject)).toEqual([subjects.result(mine, 'planner')]);
+    } finally {
+      await raw.close();
+      await bus.close();
+    }
   });
 });
 
