@@ -502,7 +502,8 @@ export function buildAsyncApi(options: AsyncApiOptions = {}): Json {
     WorkerPresence: {
       name: 'WorkerPresence',
       title: 'Worker presence',
-      summary: 'A role worker is there, with its model (pge worker says it every 2 s).',
+      summary:
+        'A role worker is there, with its model and the requests it holds (pge worker says it every 2 s). `holding` is newer than the rest: an earlier coordinator refuses a presence that carries it, so coordinators are upgraded before workers (docs/distributed.md).',
       contentType: 'application/json',
       payload: schemaRef('WorkerPresence'),
     },

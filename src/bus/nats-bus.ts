@@ -488,14 +488,15 @@ export class NatsBus implements Bus, StoredMessages {
   }
 
   /**
-   * Whether every work item queued for `role` so far has been handed to a worker at least once:
-   * none waits in its consumer (`num_pending` 0; those handed out and not yet acknowledged count
-   * as handed out). One lookup; rejects with `BusError` when the server does not answer.
+   * Whether the work queue of `role` is idle: every item queued so far has been handed to a worker
+   * at least once (`num_pending` 0), and a worker waits for more (`num_waiting` above 0, a pull
+   * open), so an item due to be handed out again would have been. One lookup; rejects with
+   * `BusError` when the server does not answer.
    */
-  async workHandedOut(role: Role): Promise<boolean> {
+  async workIdle(role: Role): Promise<boolean> {
     try {
       const info = await this.jsm.consumers.info(WORK_STREAM, workerQueue(role));
-      return info.num_pending === 0;
+      return info.num_pending === 0 && info.num_waiting > 0;
     } catch (error) {
       throw busError(error, `cannot read the work queue of the ${role}s`);
     }

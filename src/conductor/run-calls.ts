@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { Caller, RequestDraft, RoleReply } from '../actors/run-charts.js';
 import { publishCancel } from '../bus/channels.js';
 import { CallTimeoutError, describeError } from '../errors.js';
@@ -61,14 +62,19 @@ export interface CallDeps extends RecorderDeps {
  * (handed out, then neither held by a worker, answered nor handed out again) has it sent again.
  */
 export interface LostWork {
-  /** Whether every work item queued for `role` so far has been handed to a worker at least once. */
-  allHandedOut(role: Role): Promise<boolean>;
   /**
-   * Whether a worker of `role` said it held `requestId` at `since` (epoch ms, the coordinator's
-   * clock) or after; null when it cannot be told.
+   * When `role`'s work queue was found idle (this object's own clock): every item queued so far
+   * handed out at least once, and a worker waiting for more; null when it is not.
+   */
+  idleAt(role: Role): Promise<number | null>;
+  /**
+   * Whether a worker of `role` said it held `requestId` at `since` (a time `idleAt` gave) or
+   * after; null when it cannot be told.
    */
   heldSince(role: Role, requestId: string, since: number): boolean | null;
-  /** Told of each work item sent again, with why. */
+  /** How long after a look finds an item lost it looks again before sending it: a presence TTL. */
+  confirmMs: number;
+  /** Told of each work item sent again (once the queue stored it), with why. */
   onSentAgain?: (request: RoleRequest, why: string) => void;
 }
 
@@ -90,6 +96,10 @@ export class RunCalls {
   readonly #asking = new Map<string, Asking>();
   /** The request each call actor waits for, for its deadline (`timeOutCall`). */
   readonly #requestOf = new WeakMap<object, string>();
+  /** Work items sent again so far (`#lookUp`), for their message ids. */
+  #sentAgain = 0;
+  /** Requests whose work item was sent again: once answered, the other copy is dropped. */
+  readonly #copies = new Set<string>();
 
   constructor(
     private readonly deps: CallDeps,
@@ -111,6 +121,7 @@ export class RunCalls {
    */
   cancel(requestId: string, stopped: string): void {
     this.deps.pending.delete(requestId);
+    this.#copies.delete(requestId);
     const phase = this.asked.get(requestId);
     if (phase === undefined) return;
     this.asked.delete(requestId);
@@ -207,39 +218,47 @@ export class RunCalls {
    * Looks for the result of a call that waits long in the stream, every `lookUp.everyMs` while it
    * waits (`CallDeps.lookUp`); undefined without one. What it finds is routed as a result that
    * came (`applyStored`): to the call if it still waits, else dropped as answered. With
-   * `lookUp.lostWork`, a work item that every work item of its role had been handed out by one
-   * look, and that no worker said it held from then to the next, with no result stored, is lost:
-   * it is sent again as a new item. A redelivery (a worker died holding it) comes within the
-   * consumer's ack wait, far shorter than `everyMs`, and its worker says it holds it.
+   * `lookUp.lostWork`, the call's work item is lost when its role's queue was idle (every item
+   * handed out, a worker waiting for more) at two looks in a row, no worker said it held the item
+   * from the first to the second nor by `confirmMs` later, and no result is stored: it is sent
+   * again as a new item, and once the call is answered the workers are told to drop the other copy.
+   * An item due to be handed out again (its worker died) goes to the waiting worker, who says so.
    */
   #lookUp(request: RoleRequest): NodeJS.Timeout | undefined {
     const { lookUp, applyStored, clock } = this.deps;
     if (lookUp === undefined) return undefined;
+    const { lostWork } = lookUp;
     const { runId } = this.recorder.spec;
     const { id: requestId } = request;
     const role = ROLE_OF_REQUEST[request.type];
-    /** The time of the last look, when every work item of the role had been handed out by then. */
-    let handedOutAt: number | null = null;
-    let sentAgain = 0;
+    /** When the previous look found the role's queue idle (`LostWork.idleAt`), else null. */
+    let idleSince: number | null = null;
     let looking = false;
-    const look = async () => {
+    /** True once a result is found or applied: the look has nothing more to do. */
+    const answered = async (): Promise<boolean> => {
       const result = await lookUp.storedResult(runId, requestId);
-      if (!this.#asking.has(requestId)) return;
-      if (result !== null) return applyStored(result);
-      const { lostWork } = lookUp;
-      if (lostWork === undefined) return;
-      if (handedOutAt !== null && lostWork.heldSince(role, requestId, handedOutAt) === false) {
-        handedOutAt = null;
-        sentAgain += 1;
-        this.recorder.enqueueAgain(request, `${requestId}-again-${sentAgain}`);
+      if (!this.#asking.has(requestId)) return true;
+      if (result !== null) applyStored(result);
+      return result !== null;
+    };
+    const look = async () => {
+      if ((await answered()) || lostWork === undefined) return;
+      const since = idleSince;
+      idleSince = await lostWork.idleAt(role);
+      if (since === null || idleSince === null || lostWork.heldSince(role, requestId, since) !== false)
+        return;
+      // Once every worker has said again what it holds: one that took the item a moment ago says so.
+      await sleep(lostWork.confirmMs, undefined, { ref: false });
+      if ((await answered()) || lostWork.heldSince(role, requestId, since) !== false) return;
+      idleSince = null;
+      // A message id of its own: a coordinator that took the run over may send it again too.
+      const messageId = `${requestId}-again-${clock()}-${++this.#sentAgain}`;
+      this.#copies.add(requestId);
+      if (await this.recorder.enqueueAgain(request, messageId))
         lostWork.onSentAgain?.(
           request,
-          `run ${runId}: ${request.type} ${requestId} was handed out, and no ${role} worker has held it for ${lookUp.everyMs} ms, nor stored its result: sent again`,
+          `run ${runId}: ${request.type} ${requestId} was handed out, and no ${role} worker held it from one look to the next (${lookUp.everyMs} ms apart), nor stored its result: sent again`,
         );
-        return;
-      }
-      const at = clock();
-      handedOutAt = (await lostWork.allHandedOut(role)) ? at : null;
     };
     const timer = setInterval(() => {
       // A look that outlasts the interval (a slow server) is not doubled.
@@ -248,7 +267,7 @@ export class RunCalls {
       look()
         .catch(() => {
           // Not read now (the stream electing its leader, say): looked for again at the next turn.
-          handedOutAt = null;
+          idleSince = null;
         })
         .finally(() => {
           looking = false;
@@ -266,6 +285,19 @@ export class RunCalls {
     const now = this.deps.clock();
     const report = this.#spent(call.request, result, call.carried, now);
     call.resolve({ request: call.request, result: result.result, report, receivedAt: now });
+    if (this.#copies.delete(requestId)) this.#dropCopy(requestId);
+  }
+
+  /**
+   * Tells the workers to drop the other copy of a request sent again and answered: whichever copy
+   * still runs is aborted (not recorded: the call was answered, not cancelled).
+   */
+  #dropCopy(requestId: string): void {
+    const { runId } = this.recorder.spec;
+    const reason = `answered by another copy of ${requestId}`;
+    publishCancel(this.deps.bus, { runId, requestId, reason, ts: this.deps.timestamp() }).catch(() => {
+      // A copy that is not told finishes its call; its result is then rejected as a duplicate.
+    });
   }
 
   /**

@@ -121,12 +121,21 @@ export class RunRecorder {
 
   /**
    * Queues a recorded request again: asked again after a crash, or its work item lost (then with a
-   * `messageId` of its own, so that the stream stores it although it stored the first).
+   * `messageId` of its own, so that the stream stores it although it stored the first). Resolves
+   * with whether the queue stored it (a failure is the run's, as for any publish).
    */
-  enqueueAgain(request: RoleRequest, messageId?: string): void {
+  enqueueAgain(request: RoleRequest, messageId?: string): Promise<boolean> {
     const { bus } = this.deps;
     const work = enqueueWork(bus, request, this.traceHeaders(), this.sending.signal, messageId);
-    this.publishing.push(work.catch(this.publishFailed));
+    const stored = work.then(
+      () => true,
+      (error: unknown) => {
+        this.publishFailed(error);
+        return false;
+      },
+    );
+    this.publishing.push(stored.then(() => undefined));
+    return stored;
   }
 
   /** During a replay, the recorded event `draft` produces again; null when they have run out (the run is live now). */

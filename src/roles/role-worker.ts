@@ -473,8 +473,11 @@ export function createRoleWorker(options: RoleWorkerOptions): RoleWorker {
   const id = options.workerId ?? `${role}-${Math.random().toString(36).slice(2, 8)}`;
   /** The requests in flight, by id, with the controller that aborts each one's model call. */
   const inFlight = new Map<string, { controller: AbortController; job: Promise<unknown> }>();
-  /** The requests taken and not yet settled: those in flight, and those whose run is looked up. */
-  const taken = new Set<string>();
+  /**
+   * The requests taken and not yet settled (those in flight, and those whose run is looked up),
+   * with how many copies of each: a request sent again may reach this worker twice.
+   */
+  const taken = new Map<string, number>();
   const cancelled = new LRUCache<string, true>({ max: CANCELS_REMEMBERED });
   const live = options.isLiveRun === undefined ? null : liveRunCheck(options.isLiveRun, options.now);
   /** Set by `stop`: a request taken before it and not begun yet goes back to the queue. */
@@ -571,11 +574,13 @@ export function createRoleWorker(options: RoleWorkerOptions): RoleWorker {
     role,
     async (request, headers) => {
       if (cancelled.get(request.id)) return;
-      taken.add(request.id);
+      taken.set(request.id, (taken.get(request.id) ?? 0) + 1);
       try {
         await take(request, headers);
       } finally {
-        taken.delete(request.id);
+        const copies = (taken.get(request.id) ?? 1) - 1;
+        if (copies > 0) taken.set(request.id, copies);
+        else taken.delete(request.id);
       }
     },
     concurrency,
@@ -606,7 +611,7 @@ export function createRoleWorker(options: RoleWorkerOptions): RoleWorker {
   }
   return {
     id,
-    holding: () => [...taken],
+    holding: () => [...taken.keys()],
     async stop(mode = 'finish') {
       stopping = new WorkerStoppedError(`worker ${id} stopped; its requests go back to the queue`);
       subscription.unsubscribe();

@@ -78,8 +78,9 @@ export async function startRoleWorkerProcess(o: RoleWorkerProcessOptions): Promi
     () => worker.holding(),
   );
   return async (hurry) => {
-    silence();
+    // It says what it holds until the requests it finishes are done: else they would be sent again.
     await worker.stop(hurry ? 'abort' : 'finish');
+    silence();
     await o.otlp?.shutdown();
   };
 }

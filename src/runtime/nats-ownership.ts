@@ -4,7 +4,7 @@ import type { RunLeases } from '../bus/run-leases.js';
 import type { LostWork } from '../conductor/run-calls.js';
 import type { RunEvent } from '../schemas/index.js';
 import type { RunOwnership } from './services.js';
-import type { WorkerDirectory } from './worker-presence.js';
+import { PRESENCE_TTL_MS, type WorkerDirectory } from './worker-presence.js';
 
 const BY_CONSUMER = { consumer: true } as const;
 
@@ -43,19 +43,21 @@ function bySeq(events: readonly RunEvent[]): RunEvent[] {
 }
 
 /**
- * Lost work items as a NATS coordinator tells them: the role's durable consumer says whether it
- * has handed out every item queued (`NatsBus.workHandedOut`), and the workers' presence which
- * requests each holds (`hearWorkers`). Such an item is one the server counts as delivered and
- * never delivers again (nats-server has had such defects across a leader change).
+ * Lost work items as a NATS coordinator tells them: the role's durable consumer says whether its
+ * queue is idle (`NatsBus.workIdle`), and the workers' presence which requests each holds
+ * (`hearWorkers`, on the same clock as `now`). Such an item is one the server counts as delivered
+ * and never delivers again (nats-server has had such defects across a leader change).
  */
 export function natsLostWork(
   bus: NatsBus,
   workers: WorkerDirectory,
   onSentAgain: LostWork['onSentAgain'],
+  now: () => number = Date.now,
 ): LostWork {
   return {
-    allHandedOut: (role) => bus.workHandedOut(role),
+    idleAt: async (role) => ((await bus.workIdle(role)) ? now() : null),
     heldSince: (role, requestId, since) => workers.heldSince(role, requestId, since),
+    confirmMs: PRESENCE_TTL_MS,
     ...(onSentAgain === undefined ? {} : { onSentAgain }),
   };
 }

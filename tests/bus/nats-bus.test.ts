@@ -987,6 +987,52 @@ describe('NatsBus.hasStored', () => {
   });
 });
 
+describe('NatsBus.workIdle', () => {
+  it('says a role’s queue is idle only while no item waits and a worker waits for more', async () => {
+    const server = await startNatsServer();
+    const bus = await NatsBus.connect({ servers: server.url, reporter: 'coordinator' });
+    const idle = async (expected: boolean) => {
+      const deadline = Date.now() + 5_000;
+      while ((await bus.workIdle('generator')) !== expected) {
+        if (Date.now() > deadline)
+          throw new Error(`the generators' queue never became ${expected ? 'idle' : 'busy'}`);
+        await sleep(20);
+      }
+    };
+    try {
+      // No generator runs: nothing waits for work.
+      expect(await bus.workIdle('generator')).toBe(false);
+      const taken: string[] = [];
+      let release = () => {};
+      const held = new Promise<void>((resolve) => {
+        release = resolve;
+      });
+      serveWork(
+        bus,
+        'generator',
+        async (request) => {
+          taken.push(request.id);
+          await held;
+        },
+        1,
+      );
+      await idle(true);
+      // Its one handler busy and a second item queued: not idle, though an item was handed out.
+      const runId = freshRunId();
+      await enqueueWork(bus, requestOf('step.work.requested', runId, 1));
+      await enqueueWork(bus, requestOf('step.work.requested', runId, 2));
+      await waitFor('the first item taken', () => taken.length === 1);
+      await idle(false);
+      release();
+      await waitFor('both items taken', () => taken.length === 2);
+      await idle(true);
+    } finally {
+      await bus.close();
+      await server.stop();
+    }
+  }, 30_000);
+});
+
 describe('subscribeResults on NATS', () => {
   it('hands on the results of the runs asked for, and never decodes the others', async () => {
     const bus = await NatsBus.connect({ servers: natsUrl });
