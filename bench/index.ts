@@ -35,7 +35,7 @@ import { measureTakeover, type TakeoverResults } from './takeover.js';
  * `--only catchup` section 8 alone (a restarted persistence worker), `--only conductor` section 11
  * alone (what one and two coordinators drive; not in the whole bench), `--only parallel` section 10 alone (steps side by side), and `--workers 1,2,4,8,16,32` sets the
  * workers per role section 5 measures (default 1, 2, 4, 8), `--coordinator-cpus 0.5` each
- * coordinator's CPU budget in section 11 (default 0.25; `none` for none).
+ * coordinator's CPU budget in section 11 (default 0.1; `none` for none).
  */
 
 const SETTINGS = {
@@ -99,7 +99,7 @@ const CONDUCTOR_SETTINGS = {
   maxRetriesPerStep: 0,
   heldRuns: 500,
   /** Each coordinator's CPU budget (cores): see bench/conductor-scaling.ts. */
-  coordinatorCpus: 0.25,
+  coordinatorCpus: 0.1,
   pairs: 3,
 } as const;
 
