@@ -224,10 +224,10 @@ export interface CoordinatorOptions {
   resultCheckMs?: number;
   /**
    * With `storedResult`: how a call's look tells that its work item was lost (NATS: the role's
-   * consumer had handed out every item by one look, no worker said it held this one until the
-   * next, and no result is stored), and sends it again as a new item. `resultCheckMs` must then
-   * be longer than the work items' ack wait and the workers' presence interval, so that a
-   * redelivered item is held by a worker that said so before the next look.
+   * queue idle at two looks in a row, no worker saying it held the item from one to the next nor
+   * `confirmMs` later, and no result stored), and sends it again as a new item (`RunCalls`).
+   * `resultCheckMs` must then be longer than the work items' ack wait and the workers' presence
+   * TTL, so that a redelivered item is held by a worker that said so before the next look.
    */
   lostWork?: LostWork;
 }

@@ -45,7 +45,6 @@ export function runStarted(runId: string, seq = 1): RunEventOf<'run.started'> {
   };
 }
 
-/** A valid `step.started` event of `runId`. */
 /** A planner's failed result of request `requestId` of run `runId`. */
 export function planFailed(runId: string, requestId: string): RoleResult {
   return {
@@ -63,6 +62,7 @@ export function planFailed(runId: string, requestId: string): RoleResult {
   };
 }
 
+/** A valid `step.started` event of `runId`. */
 export function stepStarted(runId: string, seq = 2): RunEventOf<'step.started'> {
   return {
     id: `${runId}-${seq}`,

@@ -11,7 +11,7 @@ import {
 import { subjects } from '../../src/bus/subjects.js';
 import { MessageRejectedError } from '../../src/errors.js';
 import type { RoleRequest } from '../../src/schemas/index.js';
-import { freshRunId, runStarted } from './bus-contract.js';
+import { freshRunId, planFailed, runStarted } from './bus-contract.js';
 
 const bytes = (text: string) => new TextEncoder().encode(text);
 
@@ -94,19 +94,7 @@ describe('validateMessage', () => {
 
   it('ties a result to its run’s and its role’s subject', () => {
     const runId = freshRunId();
-    const result = {
-      requestId: 'req-1',
-      runId,
-      role: 'planner',
-      worker: 'w1',
-      calls: [],
-      result: {
-        status: 'error',
-        phase: 'plan',
-        error: { name: 'E', message: 'm', retryable: false },
-        raw: null,
-      },
-    };
+    const result = planFailed(runId, 'req-1');
     expect(validateMessage(subjects.result(runId, 'planner'), result)).toEqual(result);
     expect(
       rejection(() => validateMessage(subjects.result(freshRunId(), 'planner'), result)).message,
