@@ -471,8 +471,11 @@ export function createRoleWorker(options: RoleWorkerOptions): RoleWorker {
   const maxRepairs = options.maxRepairs ?? DEFAULT_MAX_REPAIRS;
   const concurrency = options.concurrency ?? DEFAULT_WORKER_CONCURRENCY;
   const id = options.workerId ?? `${role}-${Math.random().toString(36).slice(2, 8)}`;
-  /** The requests in flight, by id, with the controller that aborts each one's model call. */
-  const inFlight = new Map<string, { controller: AbortController; job: Promise<unknown> }>();
+  /**
+   * The calls in flight (at most `concurrency`), each with the controller that aborts its model
+   * call: a request sent again may be in flight here twice, and a cancel aborts both.
+   */
+  const inFlight = new Set<{ requestId: string; controller: AbortController; job: Promise<unknown> }>();
   /**
    * The requests taken and not yet settled (those in flight, and those whose run is looked up),
    * with how many copies of each: a request sent again may reach this worker twice.
@@ -485,7 +488,8 @@ export function createRoleWorker(options: RoleWorkerOptions): RoleWorker {
 
   const cancels = subscribeCancels(bus, (cancel) => {
     cancelled.set(cancel.requestId, true);
-    inFlight.get(cancel.requestId)?.controller.abort(new CallCancelledError(cancel.reason));
+    for (const call of inFlight)
+      if (call.requestId === cancel.requestId) call.controller.abort(new CallCancelledError(cancel.reason));
   });
 
   /**
@@ -596,15 +600,15 @@ export function createRoleWorker(options: RoleWorkerOptions): RoleWorker {
     const controller = new AbortController();
     const what = `${request.type} ${request.id}`;
     const traced = (tracing && traceSafely(what, () => tracing.begin(request, headers, id))) ?? UNTRACED;
-    const job = answer(request, controller.signal, traced);
-    inFlight.set(request.id, { controller, job });
+    const call = { requestId: request.id, controller, job: answer(request, controller.signal, traced) };
+    inFlight.add(call);
     let outcome: Parameters<TracedWork['end']>[0];
     try {
-      outcome = { result: await job };
+      outcome = { result: await call.job };
     } catch (error) {
       outcome = { error };
     } finally {
-      inFlight.delete(request.id);
+      inFlight.delete(call);
     }
     traceSafely(what, () => traced.end(outcome));
     if ('error' in outcome && !(controller.signal.reason instanceof CallCancelledError)) throw outcome.error;
@@ -615,8 +619,8 @@ export function createRoleWorker(options: RoleWorkerOptions): RoleWorker {
     async stop(mode = 'finish') {
       stopping = new WorkerStoppedError(`worker ${id} stopped; its requests go back to the queue`);
       subscription.unsubscribe();
-      if (mode === 'abort') for (const { controller } of inFlight.values()) controller.abort(stopping);
-      await Promise.allSettled([...inFlight.values()].map((f) => f.job));
+      if (mode === 'abort') for (const { controller } of inFlight) controller.abort(stopping);
+      await Promise.allSettled([...inFlight].map((call) => call.job));
       cancels.unsubscribe();
       await mcp.close();
     },

@@ -6,7 +6,7 @@ import type { MessageRejection } from '../../src/bus/codec.js';
 import { registerSubjectSchema } from '../../src/bus/codec.js';
 import { subjects } from '../../src/bus/subjects.js';
 import { BusError, MessageRejectedError } from '../../src/errors.js';
-import type { RoleResult, RunEventOf } from '../../src/schemas/index.js';
+import type { RoleRequest, RoleResult, RunEventOf } from '../../src/schemas/index.js';
 
 /**
  * The behaviour every `Bus` must show, whatever carries the messages. It relies only on the `Bus`
@@ -42,6 +42,18 @@ export function runStarted(runId: string, seq = 1): RunEventOf<'run.started'> {
         models: { planner: 'm-plan', generator: 'm-gen', evaluator: 'm-eval' },
       },
     },
+  };
+}
+
+/** A valid `plan.requested` work item of `runId`; `seq` tells requests of one run apart. */
+export function planRequested(runId: string, seq = 2): RoleRequest {
+  return {
+    id: `${runId}-${seq}`,
+    runId,
+    seq,
+    ts: new Date().toISOString(),
+    type: 'plan.requested',
+    payload: { phase: 'plan', input: { task: 'write a haiku', maxSteps: 3, replan: null } },
   };
 }
 

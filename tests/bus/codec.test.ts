@@ -10,8 +10,7 @@ import {
 } from '../../src/bus/codec.js';
 import { subjects } from '../../src/bus/subjects.js';
 import { MessageRejectedError } from '../../src/errors.js';
-import type { RoleRequest } from '../../src/schemas/index.js';
-import { freshRunId, planFailed, runStarted } from './bus-contract.js';
+import { freshRunId, planFailed, planRequested, runStarted } from './bus-contract.js';
 
 const bytes = (text: string) => new TextEncoder().encode(text);
 
@@ -24,17 +23,6 @@ function rejection(fn: () => unknown): MessageRejectedError {
     return error as MessageRejectedError;
   }
   throw new Error('expected a MessageRejectedError, nothing was thrown');
-}
-
-function planRequested(runId: string): RoleRequest {
-  return {
-    id: `${runId}-2`,
-    runId,
-    seq: 2,
-    ts: new Date().toISOString(),
-    type: 'plan.requested',
-    payload: { phase: 'plan', input: { task: 'write', maxSteps: 2, replan: null } },
-  };
 }
 
 describe('validateMessage', () => {

@@ -14,23 +14,19 @@ import { InProcessBus } from '../../src/bus/in-process-bus.js';
 import { subjects } from '../../src/bus/subjects.js';
 import { BusError, ConfigurationError } from '../../src/errors.js';
 import type { RoleRequest, RoleResult, RunEvent } from '../../src/schemas/index.js';
-import { describeBusContract, freshRunId, planFailed, runStarted, stepStarted } from './bus-contract.js';
+import {
+  describeBusContract,
+  freshRunId,
+  planFailed,
+  planRequested,
+  runStarted,
+  stepStarted,
+} from './bus-contract.js';
 
 describeBusContract('InProcessBus', async () => new InProcessBus(), { decodesOnReceive: false });
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 const seqOf = (data: unknown): number => (data as { seq: number }).seq;
-
-function planRequested(runId: string, seq: number): RoleRequest {
-  return {
-    id: `${runId}-${seq}`,
-    runId,
-    seq,
-    ts: new Date().toISOString(),
-    type: 'plan.requested',
-    payload: { phase: 'plan', input: { task: 'write a haiku', maxSteps: 3, replan: null } },
-  };
-}
 
 describe('InProcessBus', () => {
   it('never delivers inside the publish call', async () => {

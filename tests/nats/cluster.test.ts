@@ -369,8 +369,14 @@ describe('pge on a three-server JetStream cluster', () => {
         (client) => JSON.parse(client.stdout()) as { runId: string; passed: boolean },
       );
       expect(results.map((r) => r.passed)).toEqual(clients.map(() => true));
-      // The stream holds one run.started per task, each under the run id its client followed.
-      const events = await storedEvents(cluster.connectOptions('client'), 'pge.run.*.evt.>');
+      // The stream holds one run.started per task, each under the run id its client followed. Read
+      // as a client reads: through the last loss's elections, which may outlast its runs.
+      const events = (await until(
+        () => storedEvents(cluster.connectOptions('client'), 'pge.run.*.evt.>').catch(() => null),
+        (read) => read !== null,
+        'the stored events after the last server loss',
+        45_000,
+      ))!;
       const starts = events.filter((e) => e.type === 'run.started');
       expect(starts.map((e) => (e.type === 'run.started' ? e.payload.task : '')).toSorted()).toEqual(
         tasks.toSorted(),

@@ -1,6 +1,8 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import { afterEach, describe, expect, it } from 'vitest';
 import {
   enqueueWork,
+  publishCancel,
   subscribeEvents,
   subscribeRejections,
   subscribeResults,
@@ -8,9 +10,11 @@ import {
 import type { MessageRejection } from '../../src/bus/codec.js';
 import { InProcessBus } from '../../src/bus/in-process-bus.js';
 import { createCoordinator } from '../../src/conductor/coordinator.js';
+import type { Model } from '../../src/roles/model.js';
 import { createRoleWorker, LIVE_RUN_CACHE_MS } from '../../src/roles/role-worker.js';
 import type { RoleRequest, RoleResult, RunEvent } from '../../src/schemas/index.js';
 import { ScriptedModel } from '../../src/testing.js';
+import { freshRunId, planRequested } from '../bus/bus-contract.js';
 import { runSpec } from '../support/chart-fixtures.js';
 import { passingScript } from '../support/scripts.js';
 
@@ -110,5 +114,55 @@ describe('role workers and live runs', () => {
     expect(rejections[0]!.problem).toMatch(
       /^plan\.requested run-forged-1 names run run-forged, which is not live .*: refused by planner, no model was called$/,
     );
+  });
+});
+
+describe('role workers and cancels', () => {
+  it('abort every copy of a cancelled request they hold: a request sent again may reach one worker twice', async () => {
+    const bus = new InProcessBus();
+    let calls = 0;
+    const aborted: unknown[] = [];
+    // A model whose calls end only when aborted: each stays in flight until then.
+    const model: Model = {
+      name: 'test-model',
+      complete: ({ signal }) => {
+        calls++;
+        return new Promise<never>((_resolve, reject) =>
+          signal?.addEventListener('abort', () => {
+            aborted.push(signal.reason);
+            reject(signal.reason);
+          }),
+        );
+      },
+    };
+    const worker = createRoleWorker({ bus, role: 'planner', model, workerId: 'planner-1', concurrency: 2 });
+    const results: RoleResult[] = [];
+    subscribeResults(bus, '*', (result) => void results.push(result));
+    cleanup.push(async () => {
+      await worker.stop('abort');
+      await bus.close();
+    });
+    const runId = freshRunId();
+    const request = planRequested(runId);
+    // The request, and the copy a coordinator sends when it judges the first lost.
+    await enqueueWork(bus, request);
+    await enqueueWork(bus, request, undefined, undefined, `${request.id}-again-1`);
+    while (calls < 2) await sleep(1);
+    expect(worker.holding()).toEqual([request.id]);
+
+    await publishCancel(bus, {
+      runId,
+      requestId: request.id,
+      reason: 'answered',
+      ts: new Date().toISOString(),
+    });
+    while (aborted.length < 2) await sleep(1);
+    await bus.flush();
+    expect(aborted.map((reason) => (reason as Error).name)).toEqual([
+      'CallCancelledError',
+      'CallCancelledError',
+    ]);
+    expect(worker.holding()).toEqual([]);
+    expect(results).toEqual([]);
   });
 });
