@@ -328,6 +328,8 @@ describe('coordinator service', () => {
     const stored: RunEvent[] = [];
     bus.subscribe(subjects.events('*'), (m) => void stored.push(m.data as RunEvent));
     const claimed = new Set<string>();
+    /** Runs the lookup finds, whose events a read gives as here. */
+    const lagging = new Map<string, RunEvent[]>();
     let unanswered = 0;
     const service = startCoordinatorService({
       bus,
@@ -336,13 +338,13 @@ describe('coordinator service', () => {
       ownership: {
         ...noRunsShared('coordinator-a'),
         claim: async (runId) => !claimed.has(runId) && claimed.add(runId) !== undefined,
-        events: async (runId) => stored.filter((e) => e.runId === runId),
+        events: async (runId) => lagging.get(runId) ?? stored.filter((e) => e.runId === runId),
       },
       runExists: async (runId) => {
         // As nats.js rejects a lookup that JetStream, electing a leader, does not answer.
         if (unanswered > 0 && unanswered--)
           throw Object.assign(new Error('timeout'), { name: 'TimeoutError' });
-        return stored.some((e) => e.runId === runId);
+        return lagging.has(runId) || stored.some((e) => e.runId === runId);
       },
     });
     const submit = (task: string, runId: string) => bus.request(subjects.submit, { task, runId });
@@ -372,6 +374,18 @@ describe('coordinator service', () => {
           retryable: true,
         },
       });
+      // Found by the lookup, but its start not read back yet (a read that lags the lookup, or one
+      // short of the run's start): ask again, not refused as another's.
+      lagging.set('read-lags', []);
+      lagging.set('read-short', [{ ...starts('sent-twice')[0]!, runId: 'read-short', seq: 2 }]);
+      for (const runId of lagging.keys())
+        expect(await submit('Write a haiku', runId)).toEqual({
+          error: {
+            name: 'BusError',
+            message: `run ${runId} is claimed but not started yet: ask again`,
+            retryable: true,
+          },
+        });
       // A lookup not answered twice is a retryable refusal, and the submitter asks again.
       unanswered = 2;
       const { runId, closing } = await submitAndFollow(bus, { task: 'Write a haiku' }, () => {}, {
