@@ -460,8 +460,9 @@ function liveRunCheck(
 /**
  * Starts a worker serving `role` on the bus, as one member of the role's queue group. Each
  * request it holds has its own abort signal, passed to the model (the openai SDK aborts the HTTP
- * request with it): a cancel from the run's coordinator aborts that one call, and the request is
- * done with no result; `stop('abort')` aborts them all, and the requests go back to the queue.
+ * request with it): a cancel from the run's coordinator aborts that request's call (each copy, if
+ * it was sent again and reached this worker twice), and the request is done with no result;
+ * `stop('abort')` aborts them all, and the requests go back to the queue.
  */
 export function createRoleWorker(options: RoleWorkerOptions): RoleWorker {
   const { bus, role, model, workspaces, validation, tracing } = options;
