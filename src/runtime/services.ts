@@ -477,9 +477,10 @@ export function startCoordinatorService(service: CoordinatorServiceOptions): Coo
  * Whether a submission starts a run here (`'start'`, its id claimed when runs are shared), or was
  * started already by an earlier try of the same submission (`'started'`): the same run id and the
  * same task (or fork), sent again by a submitter whose answer was lost. Throws `runIdTaken` for an
- * id whose run started with another task, and a retryable `BusError` while its start cannot be
- * read yet: the id claimed by a try that has not stored it, or a read that lags the lookup that
- * found the run (an earlier try may be starting it: asked again, it is answered).
+ * id whose run started otherwise (or whose start the stream no longer holds), and a retryable
+ * `BusError` while nothing of its run can be read yet: the id claimed by a try that has not stored
+ * its start, or a run the lookup found whose events a read does not give back yet (an earlier try
+ * may be starting it: asked again, it is answered).
  */
 async function admit(
   runId: string,
@@ -487,23 +488,27 @@ async function admit(
   service: Pick<CoordinatorServiceOptions, 'runExists' | 'ownership'>,
 ): Promise<'start' | 'started'> {
   const { ownership } = service;
-  /** Whether the run of this id is this submission's, by the start it stored. */
-  const startedBefore = async (): Promise<'started'> => {
+  /** 'started' when the run of this id is this submission's, by the start it stored. */
+  const startedBefore = async (found: 'stored' | 'claimed'): Promise<'started'> => {
     // Without shared runs the stream is not read here: only this coordinator's own runs are known.
     if (ownership === undefined || submission.runId === undefined) throw runIdTaken(runId);
+    // A run's events are stored one after another, from its start: the first read is its start.
     const first = (await ownership.events(runId))[0];
-    // Nothing read, or a read short of the run's start (seq 1): asked again, not judged.
-    if (first === undefined || first.seq !== 1)
-      throw new BusError(`run ${runId} is claimed but not started yet: ask again`);
+    if (first === undefined)
+      throw new BusError(
+        found === 'stored'
+          ? `run ${runId} is stored but its start is not read yet: ask again`
+          : `run ${runId} is claimed but not started yet: ask again`,
+      );
     if (first.type === 'run.started' && isStartOf(first, submission)) return 'started';
     throw runIdTaken(runId);
   };
   // Only an id the submitter chose can be old. `startRun` refuses an id of this coordinator's own
   // runs, checked after the lookup's await, so two submissions of one id cannot both pass.
-  if (submission.runId !== undefined && (await service.runExists?.(runId))) return startedBefore();
+  if (submission.runId !== undefined && (await service.runExists?.(runId))) return startedBefore('stored');
   // The claim is atomic across coordinators: of two submissions of one id, one is refused.
   if (ownership === undefined || (await ownership.claim(runId))) return 'start';
-  return startedBefore();
+  return startedBefore('claimed');
 }
 
 /** Whether `started` is what `submission` starts: a run of its task, or its fork of the same run and step. */

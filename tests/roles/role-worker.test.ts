@@ -1,4 +1,3 @@
-import { setTimeout as sleep } from 'node:timers/promises';
 import { afterEach, describe, expect, it } from 'vitest';
 import {
   enqueueWork,
@@ -16,6 +15,7 @@ import type { RoleRequest, RoleResult, RunEvent } from '../../src/schemas/index.
 import { ScriptedModel } from '../../src/testing.js';
 import { freshRunId, planRequested } from '../bus/bus-contract.js';
 import { runSpec } from '../support/chart-fixtures.js';
+import { until } from '../support/deployment.js';
 import { passingScript } from '../support/scripts.js';
 
 /**
@@ -147,7 +147,12 @@ describe('role workers and cancels', () => {
     // The request, and the copy a coordinator sends when it judges the first lost.
     await enqueueWork(bus, request);
     await enqueueWork(bus, request, undefined, undefined, `${request.id}-again-1`);
-    while (calls < 2) await sleep(1);
+    await until(
+      () => calls,
+      (n) => n === 2,
+      'both copies in flight',
+      5_000,
+    );
     expect(worker.holding()).toEqual([request.id]);
 
     await publishCancel(bus, {
@@ -156,7 +161,12 @@ describe('role workers and cancels', () => {
       reason: 'answered',
       ts: new Date().toISOString(),
     });
-    while (aborted.length < 2) await sleep(1);
+    await until(
+      () => aborted.length,
+      (n) => n === 2,
+      'both copies aborted',
+      5_000,
+    );
     await bus.flush();
     expect(aborted.map((reason) => (reason as Error).name)).toEqual([
       'CallCancelledError',

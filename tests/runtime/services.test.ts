@@ -374,18 +374,28 @@ describe('coordinator service', () => {
           retryable: true,
         },
       });
-      // Found by the lookup, but its start not read back yet (a read that lags the lookup, or one
-      // short of the run's start): ask again, not refused as another's.
+      // Found by the lookup, but none of its events read back yet: ask again, not refused.
       lagging.set('read-lags', []);
-      lagging.set('read-short', [{ ...starts('sent-twice')[0]!, runId: 'read-short', seq: 2 }]);
-      for (const runId of lagging.keys())
-        expect(await submit('Write a haiku', runId)).toEqual({
-          error: {
-            name: 'BusError',
-            message: `run ${runId} is claimed but not started yet: ask again`,
-            retryable: true,
-          },
-        });
+      expect(await submit('Write a haiku', 'read-lags')).toEqual({
+        error: {
+          name: 'BusError',
+          message: 'run read-lags is stored but its start is not read yet: ask again',
+          retryable: true,
+        },
+      });
+      // Its start no longer in the stream (aged out): refused, as an id is never reused.
+      const [later] = await until(
+        () => stored.filter((e) => e.runId === 'sent-twice' && e.seq > 1),
+        (events) => events.length > 0,
+        'an event after run.started',
+      );
+      lagging.set('start-gone', [{ ...later!, runId: 'start-gone' }]);
+      expect(await submit('Write a haiku', 'start-gone')).toEqual({
+        error: expect.objectContaining({
+          name: 'ConfigurationError',
+          message: expect.stringContaining('is taken'),
+        }),
+      });
       // A lookup not answered twice is a retryable refusal, and the submitter asks again.
       unanswered = 2;
       const { runId, closing } = await submitAndFollow(bus, { task: 'Write a haiku' }, () => {}, {
