@@ -55,9 +55,6 @@ function deployment(live: Set<string>) {
     coordinator.close();
     await bus.close();
   });
-  const until = async (check: () => boolean) => {
-    while (!check()) await new Promise((resolve) => setTimeout(resolve, 1));
-  };
   return {
     bus,
     model,
@@ -66,7 +63,6 @@ function deployment(live: Set<string>) {
     results,
     rejections,
     coordinator,
-    until,
     advance: (ms: number) => {
       clock += ms;
     },
@@ -86,7 +82,7 @@ describe('role workers and live runs', () => {
 
   it('refuse a work item of a run that is not live: no model call, no result, reported; asked again each time', async () => {
     const live = new Set(['run-live']);
-    const { bus, model, asked, events, results, rejections, coordinator, until, advance } = deployment(live);
+    const { bus, model, asked, events, results, rejections, coordinator, advance } = deployment(live);
     await coordinator.startRun(runSpec('run-live')).done;
     const calls = model.requests.length;
     const real = events.find((e): e is RoleRequest => e.type === 'plan.requested')!;
@@ -95,12 +91,20 @@ describe('role workers and live runs', () => {
     const forged = { ...real, runId: 'run-forged', id: 'run-forged-1' } as RoleRequest;
     await enqueueWork(bus, forged);
     await enqueueWork(bus, { ...forged, id: 'run-forged-2' });
-    await until(() => rejections.length === 2);
+    await until(
+      () => rejections.length,
+      (n) => n === 2,
+      'the two forged items refused',
+    );
     // The run that ended is not live any more either, once its remembered answer is old.
     live.delete('run-live');
     advance(LIVE_RUN_CACHE_MS + 1);
     await enqueueWork(bus, { ...real, id: 'run-live-again' });
-    await until(() => rejections.length === 3);
+    await until(
+      () => rejections.length,
+      (n) => n === 3,
+      'the ended run’s item refused',
+    );
     await bus.flush();
 
     expect(model.requests).toHaveLength(calls);
