@@ -6,6 +6,7 @@ import {
   passingAnswer,
   schemaOf,
   startDeployment,
+  submitRun,
   type TestDeployment,
   until,
 } from '../support/deployment.js';
@@ -171,4 +172,52 @@ describe('dashboard --control on NATS', () => {
     expect(closing.payload).toMatchObject({ reason: 'cancelled', cancelled: { by: OPERATOR, reason: null } });
     expect(errors).toEqual([]);
   });
+
+  it('lists a run that waits at its plan gate since before the page opened, and approves it', async () => {
+    // Submitted before this dashboard starts: waiting at its gate, the run sends no event at all.
+    const runId = await submitRun(d.client, 'Write a guide to canals', { approve: ['plan'] });
+    await until(
+      async () => (await eventsOf(runId)).some((e) => e.type === 'approval.requested'),
+      (found) => found,
+      'the run to wait at its plan gate',
+      30_000,
+    );
+    const late = startPge(
+      ['dashboard', '--control', '--nats', d.nats.url, '--creds', d.nats.creds.client, '--port', '0'],
+      {},
+    );
+    try {
+      await late.waitFor(/\?token=/, 30_000);
+      const lateUrl = new URL(/(http:\/\/127\.0\.0\.1:\d+\/\?token=[\w-]+)/.exec(late.stderr())![1]!);
+      const get = async (path: string) => (await fetch(`${lateUrl.origin}${path}`)).json();
+      const listed = await until(
+        () => get('/api/runs?status=waiting') as Promise<{ runs: { runId: string; waitingAt: string }[] }>,
+        (list) => list.runs.some((r) => r.runId === runId),
+        'the late dashboard to list the waiting run',
+        30_000,
+      );
+      expect(listed.runs.find((r) => r.runId === runId)?.waitingAt).toBe('plan');
+      const view = (await get(`/api/runs/${runId}`)) as { gates: { requestId: string }[] };
+      const decided = await fetch(`${lateUrl.origin}/api/actions/decide`, {
+        method: 'POST',
+        headers: {
+          'Content-Type': 'application/json',
+          'X-PGE-Token': lateUrl.searchParams.get('token')!,
+          Origin: lateUrl.origin,
+        },
+        body: JSON.stringify({
+          runId,
+          gate: 'plan',
+          requestId: view.gates[0]!.requestId,
+          decision: 'approve',
+          reason: null,
+        }),
+      });
+      expect(decided.status).toBe(200);
+      const stored = await closedRun(d.client, runId);
+      expect(stored.at(-1)).toMatchObject({ type: 'run.completed', payload: { passed: true } });
+    } finally {
+      expect(await late.stop('SIGTERM')).toBe(0);
+    }
+  }, 120_000);
 });
