@@ -8,7 +8,6 @@ import { ConfigurationError, errorFromInfo, type LogWriteError, ResumeError } fr
 import type { RunOutcome } from '../machines/run-machine.js';
 import { readLogRunId } from '../persistence/log-reader.js';
 import type { Model } from '../roles/model.js';
-import { OpenAIModel } from '../roles/openai-model.js';
 import type { Continuation } from '../runtime/continue-run.js';
 import { readCrashedLog } from '../runtime/crashed-log.js';
 import { createEmbeddedRuntime, type EmbeddedRuntime } from '../runtime/embedded.js';
@@ -37,19 +36,19 @@ import {
 import { otlpRequested } from '../telemetry/otlp-env.js';
 import type { RunTracing } from '../telemetry/run-tracing.js';
 import type { WorkTracing } from '../telemetry/work-tracing.js';
+import { embeddedWorkersOf } from './host.js';
 import {
   actingOf,
   type PgeOptions,
   type ResolvedOptions,
   resolveOptions,
-  systemPromptsOf,
-  validationOf,
   WORKSPACES_DIR,
   workingDirectoryOf,
 } from './options.js';
 import { formatOutput, type OutputType, type RunOutput } from './output.js';
 import { givenPlanOf } from './plan-file.js';
 import { buildResult, type HarnessResult } from './result.js';
+import { buildRoleModels } from './role-models.js';
 
 /**
  * The public entry point, with the reference's surface: `new PlannerGeneratorEvaluator(options)`,
@@ -482,19 +481,7 @@ export class PlannerGeneratorEvaluator<T extends OutputType = OutputType> {
   private ensureRuntime(): EmbeddedRuntime {
     if (this.runtime) return this.runtime;
     this.runtime = createEmbeddedRuntime({
-      models: this.models,
-      maxRepairs: this.options.maxRepairs,
-      ...(this.options.tools
-        ? {
-            workspaces: {
-              root: join(this.options.workingDirectory, WORKSPACES_DIR),
-              images: this.options.images,
-            },
-          }
-        : {}),
-      mcpServers: this.options.mcpServers,
-      systemPrompts: systemPromptsOf(this.options),
-      validation: validationOf(this.options),
+      ...embeddedWorkersOf(this.options, this.models),
       ...(this.inspect ? { inspect: this.inspect } : {}),
       ...(this.runTracing ? { tracing: this.runTracing } : {}),
       ...(this.workTracing ? { workTracing: this.workTracing } : {}),
@@ -513,48 +500,6 @@ export class PlannerGeneratorEvaluator<T extends OutputType = OutputType> {
     }
     return this.runtime;
   }
-}
-
-/**
- * The model of a role: its custom agent if one was given, else an `OpenAIModel` with the role's
- * model name and settings. Shared by the embedded API and the distributed role workers.
- */
-export function buildRoleModel(o: ResolvedOptions, role: Role): Model {
-  const agent = { planner: o.plannerAgent, generator: o.generatorAgent, evaluator: o.evaluatorAgent }[role];
-  if (agent) return agent;
-  const name = {
-    planner: o.plannerModelName,
-    generator: o.generatorModelName,
-    evaluator: o.evaluatorModelName,
-  }[role];
-  return new OpenAIModel({
-    model: name ?? o.modelName,
-    ...(o.apiKey ? { apiKey: o.apiKey } : {}),
-    ...(o.baseURL ? { baseURL: o.baseURL } : {}),
-    structuredOutput: o.structuredOutput,
-    ...pick({
-      temperature: o.temperature,
-      maxOutputTokens: o.maxOutputTokens,
-      reasoningEffort: o.reasoningEffort,
-    }),
-    ...pick(o.roleSettings[role] ?? {}),
-    maxRetries: o.maxRetries,
-    timeoutMs: o.timeoutMs,
-    ...(o.prices ? { prices: o.prices } : {}),
-  });
-}
-
-/** The model of every role (see `buildRoleModel`). */
-export function buildRoleModels(o: ResolvedOptions): Record<Role, Model> {
-  return {
-    planner: buildRoleModel(o, 'planner'),
-    generator: buildRoleModel(o, 'generator'),
-    evaluator: buildRoleModel(o, 'evaluator'),
-  };
-}
-
-function pick<T extends Record<string, unknown>>(values: T): Partial<T> {
-  return Object.fromEntries(Object.entries(values).filter(([, v]) => v !== undefined)) as Partial<T>;
 }
 
 /** The run whose log `path` is (`readLogRunId`); null for any other file, or one it cannot read. */

@@ -1,5 +1,4 @@
 import { userInfo } from 'node:os';
-import type { PgeOptions } from '../api/options.js';
 import type { RunControl } from '../dashboard/run-control.js';
 import type { RunStore } from '../dashboard/run-store.js';
 import { ConfigurationError } from '../errors.js';
@@ -71,9 +70,10 @@ function dashboardOf(line: CommandLine, io: CliIo): DashboardCommand {
 }
 
 /**
- * How the page acts on runs: on the deployment with the dashboard's credential (a client's), or
- * in this process, with the demo model or the model the flags, the environment and the config file
- * name (as `pge run` does).
+ * How the page acts on runs: through the deployment's coordinators with the dashboard's credential
+ * (a client's), or through a host of this process's own, with the demo model or the model the
+ * flags, the environment and the config file name (as `pge run` does). One control either way: the
+ * command chooses the bus.
  */
 async function controlOf(
   command: DashboardCommand,
@@ -81,34 +81,30 @@ async function controlOf(
   io: CliIo,
   store: RunStore,
 ): Promise<RunControl> {
+  const { embeddedHostControl, hostControl } = await import('../dashboard/host-control.js');
   if (command.nats) {
-    const [{ natsControl }, { natsOptionsOf }] = await Promise.all([
-      import('../dashboard/nats-control.js'),
+    const [{ NatsBus }, { natsOptionsOf }] = await Promise.all([
+      import('../bus/nats-bus.js'),
       import('./nats-options.js'),
     ]);
-    return natsControl({ ...natsOptionsOf(line.flags, io.env), servers: command.nats });
-  }
-  const { embeddedControl } = await import('../dashboard/embedded-control.js');
-  const config = resolveConfig({ flags: line.flags, env: io.env, cwd: io.cwd, flagsOnly: command.demo });
-  if (command.demo) {
-    const { DemoModel, titledDeliverable } = await import('../roles/demo-model.js');
-    const model = new DemoModel();
-    const options: PgeOptions = {
-      ...config.options,
-      plannerAgent: model,
-      generatorAgent: model,
-      evaluatorAgent: model,
-      validators: [titledDeliverable],
-    };
-    return embeddedControl({
-      store,
-      options,
-      modelLabel: `${model.name} (built in, not an AI)`,
-      namedModels: false,
+    const bus = await NatsBus.connect({
+      ...natsOptionsOf(line.flags, io.env),
+      servers: command.nats,
+      name: 'pge-dashboard-control',
     });
+    return hostControl(bus, 'nats', () => bus.close());
   }
-  const model = config.options.modelName ?? 'the default model';
-  return embeddedControl({ store, options: config.options, modelLabel: model, namedModels: true });
+  const config = resolveConfig({ flags: line.flags, env: io.env, cwd: io.cwd, flagsOnly: command.demo });
+  if (!command.demo) return embeddedHostControl(store, config.options);
+  const { DemoModel, titledDeliverable } = await import('../roles/demo-model.js');
+  const model = new DemoModel();
+  return embeddedHostControl(store, {
+    ...config.options,
+    plannerAgent: model,
+    generatorAgent: model,
+    evaluatorAgent: model,
+    validators: [titledDeliverable],
+  });
 }
 
 /** Resolves on the first SIGINT or SIGTERM. */

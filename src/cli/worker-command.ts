@@ -1,6 +1,6 @@
 import { join, resolve } from 'node:path';
 import { resolveOptions, systemPromptsOf, validationOf, WORKSPACES_DIR } from '../api/options.js';
-import { buildRoleModel } from '../api/planner-generator-evaluator.js';
+import { buildRoleModel } from '../api/role-models.js';
 import { NatsBus } from '../bus/nats-bus.js';
 import type { NatsConnectionOptions } from '../bus/nats-connection.js';
 import {

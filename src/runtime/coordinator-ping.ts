@@ -11,6 +11,13 @@ import type { CoordinatorPong } from '../schemas/submission.js';
  * submitter hears nothing until its timeout (`SUBMIT_ANSWER_MS`), as it would from a coordinator
  * that is merely slow. A coordinator answers a ping at once, without any I/O: pings unanswered
  * for `NO_COORDINATOR_MS` tell the two apart.
+ *
+ * Why not the NATS services protocol (`$SRV.PING|INFO|STATS`, nats.js's `@nats-io/services`), which
+ * NATS users know for such an endpoint: that package is still a prerelease (3.0.0-25 when this was
+ * weighed), it works on a NATS connection only where this ping must answer on the in-process bus of
+ * the embedded host too, and its `$SRV.>` subjects would have to be exported and imported across
+ * every role's account of a secured deployment (`pge nats-config`) for a client to discover what
+ * one subject already tells it. Revisit once it is released.
  */
 
 /** No coordinator answered a ping: none runs (or none could be reached). */

@@ -1,4 +1,5 @@
 import type { InspectionEvent } from 'xstate';
+import type { Bus } from '../bus/bus.js';
 import { InProcessBus } from '../bus/in-process-bus.js';
 import { createCoordinator } from '../conductor/coordinator.js';
 import { type LogWriteError, WorkerStoppedError } from '../errors.js';
@@ -43,15 +44,14 @@ export interface EmbeddedRuntimeOptions {
   workTracing?: WorkTracing;
 }
 
-/** Starts the embedded runtime. */
-export function createEmbeddedRuntime(options: EmbeddedRuntimeOptions) {
-  const bus = new InProcessBus({
-    onHandlerError: (error, subject) => {
-      // Requests abandoned by `close()` belong to runs that were interrupted: nothing to report.
-      if (!(error instanceof WorkerStoppedError))
-        console.error(`pge: a handler on ${subject} failed:`, error);
-    },
-  });
+/** What `startEmbeddedWorkers` needs: the workers' half of `EmbeddedRuntimeOptions`. */
+export type EmbeddedWorkersOptions = Omit<EmbeddedRuntimeOptions, 'clock' | 'inspect' | 'tracing'>;
+
+/**
+ * Starts the persistence actor and one worker per role on `bus`: the part of every embedded
+ * composition (the runtime below, the embedded host) that does the work and keeps the logs.
+ */
+export function startEmbeddedWorkers(bus: Bus, options: EmbeddedWorkersOptions) {
   const persistence = createPersistenceActor({ bus, onError: options.onLogError });
   const workers: RoleWorker[] = (['planner', 'generator', 'evaluator'] as const).map((role) =>
     createRoleWorker({
@@ -67,6 +67,33 @@ export function createEmbeddedRuntime(options: EmbeddedRuntimeOptions) {
       ...(options.workTracing ? { tracing: options.workTracing } : {}),
     }),
   );
+  return {
+    persistence,
+    /**
+     * Stops the workers. Calls still in flight belong to interrupted runs (a finished run has
+     * none), so they are aborted rather than awaited.
+     */
+    async stop(): Promise<void> {
+      await Promise.all(workers.map((w) => w.stop('abort')));
+    },
+    /** Lets the bus deliver what is on its way, then closes every log. */
+    async closeLogs(): Promise<void> {
+      await bus.flush();
+      await persistence.close();
+    },
+  };
+}
+
+/** Starts the embedded runtime. */
+export function createEmbeddedRuntime(options: EmbeddedRuntimeOptions) {
+  const bus = new InProcessBus({
+    onHandlerError: (error, subject) => {
+      // Requests abandoned by `close()` belong to runs that were interrupted: nothing to report.
+      if (!(error instanceof WorkerStoppedError))
+        console.error(`pge: a handler on ${subject} failed:`, error);
+    },
+  });
+  const workers = startEmbeddedWorkers(bus, options);
   const coordinator = createCoordinator({
     bus,
     ...(options.clock ? { clock: options.clock } : {}),
@@ -76,21 +103,17 @@ export function createEmbeddedRuntime(options: EmbeddedRuntimeOptions) {
   return {
     bus,
     coordinator,
-    persistence,
+    persistence: workers.persistence,
     /** Starts a run (`Coordinator.startRun`). */
     startRun: (spec: RunSpec): RunHandle => coordinator.startRun(spec),
     /** Continues a recorded run from its events (`Coordinator.resumeRun`). */
     resumeRun: (recorded: RecordedRun, resume: ResumeOptions): RunHandle =>
       coordinator.resumeRun(recorded, resume),
-    /**
-     * Stops the workers, drains the bus and closes every log. Calls still in flight belong to
-     * interrupted runs (a finished run has none), so they are aborted rather than awaited.
-     */
+    /** Stops the workers and the coordinator, drains the bus and closes every log. */
     async close(): Promise<void> {
-      await Promise.all(workers.map((w) => w.stop('abort')));
+      await workers.stop();
       coordinator.close();
-      await bus.flush();
-      await persistence.close();
+      await workers.closeLogs();
       await bus.close();
     },
   };

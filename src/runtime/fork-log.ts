@@ -152,7 +152,7 @@ export function forkDivergence(source: string, fromStep: number, error: ReplayDi
 export async function forkOfStoredRun(
   parent: readonly RunEvent[],
   fork: RunFork,
-  options: Omit<ForkOptions, 'source' | 'fromStep' | 'settings' | 'parentLogPath' | 'acting'>,
+  options: Omit<ForkOptions, 'source' | 'fromStep' | 'settings' | 'parentLogPath'>,
 ): Promise<RunEvent[]> {
   const { runId, fromStep } = fork;
   const source = `run ${runId}`;

@@ -58,7 +58,7 @@ export async function listLoggedRuns(
 }
 
 /** Events held in memory, read as a client reads `PGE_EVENTS`: by subject, under NATS's wildcards. */
-function eventsInMemory(events: readonly RunEvent[]): StoredMessages {
+export function eventsInMemory(events: readonly RunEvent[]): StoredMessages {
   const matching = (pattern: string) =>
     events.filter((e) => subjectMatches(pattern, subjects.event(e.runId, e.type)));
   return {

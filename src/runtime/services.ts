@@ -24,7 +24,7 @@ import {
   RunTakenOverError,
   UnansweredRequestError,
 } from '../errors.js';
-import type { Role, RoleResult, RunEvent, RunEventOf } from '../schemas/index.js';
+import type { Role, RoleResult, RunActing, RunEvent, RunEventOf } from '../schemas/index.js';
 import { isClosingEvent } from '../schemas/index.js';
 import { OPTION_DEFAULTS, WORKSPACES_DIR } from '../schemas/setting-values.js';
 import {
@@ -110,6 +110,11 @@ export interface CoordinatorServiceOptions {
    * knows that directory; without either, nothing is copied and the new run's workspace starts empty.
    */
   workspaces?: string;
+  /**
+   * The acting roles' tools, validators and workspace of a run, recorded in its `run.started` when
+   * this process holds the workers (the embedded host); a deployment's workers are elsewhere.
+   */
+  acting?: (runId: string) => RunActing;
 }
 
 /** Runs shared between coordinators: who owns which, and what a run left in the transport. */
@@ -345,7 +350,10 @@ export function startCoordinatorService(service: CoordinatorServiceOptions): Coo
     submission: RunSubmission & { task: string },
   ): Promise<Started | null> => {
     checkTask(submission.task, options.maxTaskBytes);
-    const spec = runSpecOf(runId, submission, options, models);
+    const spec = {
+      ...runSpecOf(runId, submission, options, models),
+      ...(service.acting === undefined ? {} : { acting: service.acting(runId) }),
+    };
     checkCostCanBeKept(spec, models);
     if ((await admit(runId, submission, service)) === 'started') return null;
     if (submission.continues !== undefined)
@@ -374,6 +382,7 @@ export function startCoordinatorService(service: CoordinatorServiceOptions): Coo
       runId,
       logPath: join(options.workingDirectory ?? '', logFileOf(runId)),
       models: modelNames(models),
+      ...(service.acting === undefined ? {} : { acting: service.acting(runId) }),
       ...(by === undefined ? {} : { startedBy: by }),
     });
     const recorded = readRecordedRun(events, `the fork ${runId}`);

@@ -8,7 +8,7 @@ import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from
 import type { PgeOptions } from '../../src/api/options.js';
 import { PlannerGeneratorEvaluator } from '../../src/api/planner-generator-evaluator.js';
 import { newToken } from '../../src/dashboard/control-http.js';
-import { embeddedControl } from '../../src/dashboard/embedded-control.js';
+import { embeddedHostControl } from '../../src/dashboard/host-control.js';
 import { followLog } from '../../src/dashboard/log-follower.js';
 import { RunStore } from '../../src/dashboard/run-store.js';
 import { startDashboard } from '../../src/dashboard/server.js';
@@ -73,13 +73,7 @@ const harnessOptions = () => ({
 async function controlled(logs: string[] = [], options: PgeOptions = harnessOptions()) {
   const store = new RunStore({ replayDelayMs: 10 });
   for (const log of logs) open.push(followLog(log, store, { intervalMs: 40 }));
-  const control = embeddedControl({
-    store,
-    options,
-    modelLabel: 'test-model',
-    namedModels: true,
-    followIntervalMs: 40,
-  });
+  const control = await embeddedHostControl(store, options);
   open.push(control);
   const token = newToken();
   const dashboard = await startDashboard({
@@ -344,15 +338,23 @@ describe('dashboard --control in a browser', () => {
   });
 });
 
+describe('the runs of the working directory', () => {
+  it('lists the runs whose logs were there before the dashboard opened', async () => {
+    const earlier = new PlannerGeneratorEvaluator({ ...harnessOptions(), maxSteps: 3 });
+    await earlier.run('Write a three-part guide to tea');
+    await earlier.close();
+    const runId = earlier.lastResult!.runId;
+    // No log followed: the host reads its working directory's logs.
+    const { store } = await controlled();
+    await until(() => store.view(runId)?.status === 'passed', 'the earlier run to be listed');
+    expect(store.events(runId)).toEqual(await readLogFile(earlier.lastResult!.outputPath));
+  });
+});
+
 describe('the gates a run waits at', () => {
   it('lists the undecided one, and none once the run has ended', async () => {
     const store = new RunStore({ replayDelayMs: 10 });
-    const control = embeddedControl({
-      store,
-      options: harnessOptions(),
-      modelLabel: 'test-model',
-      namedModels: true,
-    });
+    const control = await embeddedHostControl(store, harnessOptions());
     open.push(control);
     const { runId } = await control.start({ task: 'Write a guide to clouds', approve: ['plan'] }, OPERATOR);
     await until(() => store.view(runId)?.gates.length === 1, 'the plan gate');

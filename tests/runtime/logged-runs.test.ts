@@ -42,7 +42,10 @@ describe('listLoggedRuns', () => {
     const open = fullRun('r-open').slice(0, -1);
     // A crash cut the last write short: the run is read up to its last whole event.
     const torn = renderLog(open);
-    write('pge_shared_state_r-open.md', `${torn}\n<!-- pge:event seq=${open.length + 1} type=run.completed -->\n\`\`\`json\n{"id":`);
+    write(
+      'pge_shared_state_r-open.md',
+      `${torn}\n<!-- pge:event seq=${open.length + 1} type=run.completed -->\n\`\`\`json\n{"id":`,
+    );
     write('notes.md', '# My notes\n\nnot a log\n');
     write('README.txt', 'ignored: not markdown');
     const { runs, problems } = await listLoggedRuns(dir);

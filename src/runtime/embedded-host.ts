@@ -1,0 +1,103 @@
+import type { StoredMessages, StoredReadOptions } from '../bus/bus.js';
+import { InProcessBus } from '../bus/in-process-bus.js';
+import { describeError, WorkerStoppedError } from '../errors.js';
+import type { RunActing } from '../schemas/index.js';
+import { type EmbeddedWorkersOptions, startEmbeddedWorkers } from './embedded.js';
+import { type LogRunStore, logRunStore } from './log-store.js';
+import { type CoordinatorService, type CoordinatorSettings, startCoordinatorService } from './services.js';
+
+/**
+ * The embedded host: the deployment's coordinator service, role workers and persistence on the
+ * in-process bus, with the runs' markdown logs as its store (`logRunStore`) where NATS has its
+ * streams and KV. Its clients act on its runs as they act on a deployment's: they submit, fork,
+ * decide and cancel through the same subjects (`submitAndFollow`, `decide`, `cancelRun`), and read
+ * what is recorded through the bus's `StoredMessages`, which reads the logs.
+ */
+
+/** The in-process bus of an embedded host: what it stores is what its runs' logs hold. */
+export class HostBus extends InProcessBus implements StoredMessages {
+  constructor(
+    private readonly records: StoredMessages,
+    onHandlerError: (error: unknown, subject: string) => void,
+  ) {
+    super({ onHandlerError });
+  }
+
+  stored(subject: string, options?: StoredReadOptions): Promise<unknown[]> {
+    return this.records.stored(subject, options);
+  }
+
+  lastStored(subject: string): Promise<unknown | null> {
+    return this.records.lastStored(subject);
+  }
+}
+
+/** Options of `startEmbeddedHost`: its workers' (models, tools, validators) and its coordinator's. */
+export interface EmbeddedHostOptions extends Omit<EmbeddedWorkersOptions, 'onLogError'> {
+  /** The run settings a submission may override, the task bound, and the logs' directory. */
+  settings: CoordinatorSettings & { workingDirectory: string };
+  /** The acting roles' tools, validators and workspace of a run, recorded in its `run.started`. */
+  acting?: (runId: string) => RunActing;
+  /** Told of what goes wrong outside any run: a handler that failed, a log that cannot be read. */
+  onProblem?: (problem: string) => void;
+}
+
+/** A running embedded host. */
+export interface EmbeddedHost {
+  readonly bus: HostBus;
+  /** What its runs start with, unless a submission overrides it; its logs are in `workingDirectory`. */
+  readonly settings: EmbeddedHostOptions['settings'];
+  readonly store: LogRunStore;
+  readonly service: CoordinatorService;
+  /** Interrupts the runs in progress (their logs stay consistent), then stops every part. */
+  close(): Promise<void>;
+}
+
+/**
+ * Starts the host. A run whose log cannot be written is interrupted: embedded, the log is the only
+ * record, so the run stops rather than go on unrecorded (the design's "the log is never best-effort").
+ */
+export function startEmbeddedHost(options: EmbeddedHostOptions): EmbeddedHost {
+  const problem = options.onProblem ?? ((text: string) => console.error(`pge: ${text}`));
+  const store = logRunStore(options.settings.workingDirectory, problem);
+  const bus = new HostBus(store, (error, subject) => {
+    // Requests abandoned by `close()` belong to runs that were interrupted: nothing to report.
+    if (!(error instanceof WorkerStoppedError))
+      problem(`a handler on ${subject} failed: ${describeError(error).message}`);
+  });
+  let service: CoordinatorService | null = null;
+  const { settings, acting, onProblem: _, ...workerOptions } = options;
+  const workers = startEmbeddedWorkers(bus, {
+    ...workerOptions,
+    onLogError: (runId, error) => {
+      problem(`run ${runId}: ${error.message}`);
+      service?.active.get(runId)?.interrupt(error.message);
+    },
+  });
+  const names = {
+    planner: options.models.planner.name,
+    generator: options.models.generator.name,
+    evaluator: options.models.evaluator.name,
+  };
+  service = startCoordinatorService({
+    bus,
+    options: settings,
+    models: names,
+    ownership: store,
+    runExists: (runId) => store.runExists(runId),
+    ...(acting === undefined ? {} : { acting }),
+  });
+  const running = service;
+  return {
+    bus,
+    settings,
+    store,
+    service: running,
+    async close() {
+      await running.stop('interrupt');
+      await workers.stop();
+      await workers.closeLogs();
+      await bus.close();
+    },
+  };
+}
