@@ -9,8 +9,8 @@ import type { ControlAbilities, RunAbilities } from './control-types.js';
 import type { RunView } from './run-view-types.js';
 
 /**
- * What `pge dashboard --control` acts through: the embedded runtime of the dashboard's own process
- * (`embedded-control.ts`), or a deployment on NATS with a client's credential (`nats-control.ts`).
+ * What `pge dashboard --control` acts through (`host-control.ts`): the coordinator service of the
+ * dashboard's own embedded host, or of a deployment on NATS with a client's credential.
  * Each action names the person who took it (`by`), which the run's log records: `approval.decided`
  * names who decided, a cancelled run's `run.failed` who cancelled it. A refusal (the run waits at
  * no such gate, has ended, is not driven here) throws `ConfigurationError`, and nothing is done.

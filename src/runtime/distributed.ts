@@ -10,9 +10,10 @@ import type { Model } from '../roles/model.js';
 import { createRoleWorker, type RoleWorkerOptions } from '../roles/role-worker.js';
 import type { Role } from '../schemas/index.js';
 import type { McpServers } from '../tools/mcp.js';
+import { startCoordinatorService } from './coordinator-service.js';
 import { natsLostWork, natsRunOwnership } from './nats-ownership.js';
 import { startNatsPersistence } from './nats-persistence.js';
-import { type CoordinatorService, type CoordinatorSettings, startCoordinatorService } from './services.js';
+import type { CoordinatorService, CoordinatorSettings } from './services.js';
 import { announcePresence, hearWorkers, PRESENCE_TTL_MS } from './worker-presence.js';
 
 /**

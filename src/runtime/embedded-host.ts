@@ -2,9 +2,10 @@ import type { StoredMessages, StoredReadOptions } from '../bus/bus.js';
 import { InProcessBus } from '../bus/in-process-bus.js';
 import { describeError, WorkerStoppedError } from '../errors.js';
 import type { RunActing } from '../schemas/index.js';
+import { startCoordinatorService } from './coordinator-service.js';
 import { type EmbeddedWorkersOptions, startEmbeddedWorkers } from './embedded.js';
 import { type LogRunStore, logRunStore } from './log-store.js';
-import { type CoordinatorService, type CoordinatorSettings, startCoordinatorService } from './services.js';
+import type { CoordinatorService, CoordinatorSettings } from './services.js';
 
 /**
  * The embedded host: the deployment's coordinator service, role workers and persistence on the

@@ -9,7 +9,7 @@ import { ensurePullConsumer, WORK_MAX_ACK_PENDING, WORK_STREAM } from '../../src
 import { subjects, workerQueue } from '../../src/bus/subjects.js';
 import { DemoModel } from '../../src/roles/demo-model.js';
 import { createRoleWorker } from '../../src/roles/role-worker.js';
-import { startCoordinatorService } from '../../src/runtime/services.js';
+import { startCoordinatorService } from '../../src/runtime/coordinator-service.js';
 import type { RunEvent } from '../../src/schemas/index.js';
 import { type SecuredNatsServer, startSecuredNatsServer } from '../support/nats-server.js';
 

@@ -12,7 +12,8 @@ import { createPersistenceActor } from '../../src/persistence/persistence-actor.
 import { DemoModel } from '../../src/roles/demo-model.js';
 import type { Model } from '../../src/roles/model.js';
 import { createRoleWorker } from '../../src/roles/role-worker.js';
-import { type RunOwnership, startCoordinatorService, submitAndFollow } from '../../src/runtime/services.js';
+import { startCoordinatorService } from '../../src/runtime/coordinator-service.js';
+import { type RunOwnership, submitAndFollow } from '../../src/runtime/services.js';
 import type { RunEvent } from '../../src/schemas/index.js';
 import { stepStarted } from '../bus/bus-contract.js';
 import { withPublish } from '../support/delegating-bus.js';
