@@ -1,5 +1,6 @@
-import { readFile, stat } from 'node:fs/promises';
-import { readLog } from '../persistence/index.js';
+import { open, readdir, readFile, stat } from 'node:fs/promises';
+import { join } from 'node:path';
+import { readLog, readLogRunId } from '../persistence/index.js';
 import type { RunEvent } from '../schemas/index.js';
 import type { RunStore } from './run-store.js';
 
@@ -123,4 +124,67 @@ export function followLog(path: string, store: RunStore, options: FollowOptions 
       await reading;
     },
   };
+}
+
+/**
+ * Follows every pge log directly in `dir` into `store` until closed: those there now and those a
+ * run creates later (the directory is listed again every `intervalMs`), each with `followLog`. A
+ * file that does not start like a pge log is passed over, and looked at again only once it has
+ * grown (a log being created is empty for a moment).
+ */
+export function followLogDir(dir: string, store: RunStore, options: FollowOptions = {}): LogFollower {
+  const intervalMs = options.intervalMs ?? 250;
+  const followers = new Map<string, LogFollower>();
+  /** Files that were not pge logs, by the size at which they were looked at. */
+  const others = new Map<string, number>();
+  let closed = false;
+
+  async function scan(): Promise<void> {
+    const names = (await readdir(dir, { withFileTypes: true }))
+      .filter((entry) => entry.isFile() && entry.name.endsWith('.md'))
+      .map((entry) => join(dir, entry.name));
+    for (const path of names) {
+      if (closed || followers.has(path)) continue;
+      const { size } = await stat(path);
+      if (others.get(path) === size) continue;
+      if (readLogRunId(await head(path)) === null) {
+        others.set(path, size);
+        continue;
+      }
+      others.delete(path);
+      const follower = followLog(path, store, options);
+      followers.set(path, follower);
+      await follower.ready;
+    }
+  }
+
+  let scanning: Promise<void> = Promise.resolve();
+  const tick = () => {
+    scanning = scanning.then(scan).catch((error: unknown) => store.problem(`${dir}: ${String(error)}`));
+    return scanning;
+  };
+  const ready = tick();
+  const timer = setInterval(() => {
+    if (!closed) void tick();
+  }, intervalMs);
+  return {
+    ready,
+    async close() {
+      closed = true;
+      clearInterval(timer);
+      await scanning;
+      await Promise.all([...followers.values()].map((f) => f.close()));
+    },
+  };
+}
+
+/** The first 4 KiB of a file, where a pge log names its run. */
+async function head(path: string): Promise<string> {
+  const file = await open(path, 'r');
+  try {
+    const { buffer, bytesRead } = await file.read(Buffer.alloc(4096), 0, 4096, 0);
+    return buffer.subarray(0, bytesRead).toString('utf8');
+  } finally {
+    await file.close();
+  }
 }

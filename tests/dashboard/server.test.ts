@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { afterEach, beforeAll, describe, expect, inject, it } from 'vitest';
 import { publishEvent } from '../../src/bus/channels.js';
 import { NatsBus } from '../../src/bus/nats-bus.js';
-import { followLog } from '../../src/dashboard/log-follower.js';
+import { followLog, followLogDir } from '../../src/dashboard/log-follower.js';
 import { followNats } from '../../src/dashboard/nats-source.js';
 import { RunStore } from '../../src/dashboard/run-store.js';
 import type { RunSummary, RunView } from '../../src/dashboard/run-view-types.js';
@@ -197,6 +197,31 @@ describe('following a log', () => {
     open.push(followLog(path, store, { intervalMs: 10, settleMs: 200 }));
     await expect.poll(() => store.problems.join('\n'), { timeout: 5_000 }).toMatch(/damaged\.md:\d+/);
     expect(store.list()[0]?.events).toBeLessThan(demo.events.length);
+  });
+});
+
+describe('following a directory of logs', () => {
+  it('shows every log there, and each log a run creates later; passes over other files', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'pge-follow-dir-'));
+    writeFileSync(join(dir, 'pge_shared_state_earlier.md'), demo.text);
+    writeFileSync(join(dir, 'notes.md'), '# Notes\n\nnot a log\n');
+    const store = new RunStore();
+    const follower = followLogDir(dir, store, { intervalMs: 10 });
+    open.push(follower);
+    await follower.ready;
+    const runId = demo.events[0]!.runId;
+    await expect.poll(() => store.list().map((r) => r.runId), { timeout: 5_000 }).toEqual([runId]);
+    // A run that starts later: its log appears, empty at first, then written.
+    const later = demo.text.replaceAll(runId, 'later-run');
+    const path = join(dir, 'pge_shared_state_later-run.md');
+    writeFileSync(path, '');
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    appendFileSync(path, later);
+    await expect
+      .poll(() => store.view('later-run')?.timeline.length, { timeout: 5_000 })
+      .toBe(demo.events.length);
+    expect(store.list()).toHaveLength(2);
+    expect(store.problems).toEqual([]);
   });
 });
 
