@@ -1,6 +1,5 @@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
 import type { Bus, BusSubscription } from '../bus/bus.js';
 import { answerable, publishEvent, subscribeApprovals, subscribeControl } from '../bus/channels.js';
 import { subjects } from '../bus/subjects.js';
@@ -24,6 +23,7 @@ import {
   RunTakenOverError,
   UnansweredRequestError,
 } from '../errors.js';
+import { type Backoff, retry } from '../retry.js';
 import type { Role, RoleResult, RunEvent, RunEventOf } from '../schemas/index.js';
 import { isClosingEvent } from '../schemas/index.js';
 import { OPTION_DEFAULTS, WORKSPACES_DIR } from '../schemas/setting-values.js';
@@ -530,8 +530,8 @@ function refusal(runId: string, error: unknown): PgeError {
 
 /** How long one try of a submission waits for its answer before it is sent again (same run id). */
 const SUBMIT_TRY_MS = 10_000;
-const MIN_SUBMIT_PAUSE_MS = 250;
-const MAX_SUBMIT_PAUSE_MS = 2_000;
+/** Pauses between tries of a submission. */
+const SUBMIT_RETRY: Backoff = { firstMs: 250, maxMs: 2_000 };
 
 /**
  * Sends `submission` (its run id chosen) until a coordinator answers it, for up to `withinMs`: a try
@@ -547,35 +547,28 @@ async function submitUntilAnswered(
 ): Promise<void> {
   const { runId } = submission;
   const deadline = performance.now() + withinMs;
-  for (
-    let tries = 1, pause = MIN_SUBMIT_PAUSE_MS;
-    ;
-    tries++, pause = Math.min(pause * 2, MAX_SUBMIT_PAUSE_MS)
-  ) {
-    let failure: unknown;
-    try {
-      const timeoutMs = Math.max(1, Math.min(tryMs, Math.ceil(deadline - performance.now())));
-      const request = bus.request(subjects.submit, submission, { timeoutMs });
-      // Across a secured server's accounts no coordinator is silence, not "no responders": as it first
-      // submits, the client pings too, and no answer to either within COORDINATOR_PING_MS is final.
-      const reply = RunSubmissionReply.parse(
-        await (tries === 1 ? unlessNoCoordinator(bus, request) : request),
-      );
-      if (!('error' in reply)) return;
-      failure = errorFromInfo(reply.error);
-    } catch (error) {
-      failure = error;
-    }
-    if (failure instanceof NoCoordinatorError)
-      throw new UnansweredRequestError(
-        `no coordinator answered the submission of run ${runId}: is one running? (pge worker --role coordinator; ${failure.message})`,
-        { cause: failure },
-      );
+  const submit = async (tries: number) => {
+    const timeoutMs = Math.max(1, Math.min(tryMs, Math.ceil(deadline - performance.now())));
+    const request = bus.request(subjects.submit, submission, { timeoutMs });
+    // Across a secured server's accounts no coordinator is silence, not "no responders": as it first
+    // submits, the client pings too, and no answer to either within COORDINATOR_PING_MS is final.
+    const reply = RunSubmissionReply.parse(await (tries === 1 ? unlessNoCoordinator(bus, request) : request));
+    if ('error' in reply) throw errorFromInfo(reply.error);
+  };
+  await retry(submit, {
+    ...SUBMIT_RETRY,
     // Only the transport's failures are asked again: a refusal (a taken id, a bad task) stays one.
-    if (!(failure instanceof BusError)) throw failure;
-    if (performance.now() + pause >= deadline) throw gaveUp(runId, tries, withinMs, failure);
-    await sleep(pause);
-  }
+    retryable: (failure) => failure instanceof BusError && !(failure instanceof NoCoordinatorError),
+    deadline,
+    giveUp: (failure, tries) => {
+      if (failure instanceof NoCoordinatorError)
+        return new UnansweredRequestError(
+          `no coordinator answered the submission of run ${runId}: is one running? (pge worker --role coordinator; ${failure.message})`,
+          { cause: failure },
+        );
+      return failure instanceof BusError ? gaveUp(runId, tries, withinMs, failure) : failure;
+    },
+  });
 }
 
 /** The error of a submission that no try got answered within `withinMs`. */
