@@ -559,7 +559,9 @@ async function submitUntilAnswered(
     ...SUBMIT_RETRY,
     // Only the transport's failures are asked again: a refusal (a taken id, a bad task) stays one.
     retryable: (failure) => failure instanceof BusError && !(failure instanceof NoCoordinatorError),
-    deadline,
+    // The last try starts a first pause before the bound, to have that long to be answered: one cut
+    // to a millisecond would end in a timeout that hides why the tries before it failed.
+    deadline: deadline - SUBMIT_RETRY.firstMs,
     giveUp: (failure, tries) => {
       if (failure instanceof NoCoordinatorError)
         return new UnansweredRequestError(
