@@ -2,6 +2,7 @@ import type { JetStreamClient, PubAck } from '@nats-io/jetstream';
 import { JetStreamApiError } from '@nats-io/jetstream';
 import { type MsgHdrs, errors as natsErrors } from '@nats-io/transport-node';
 import { BusError } from '../errors.js';
+import { type Backoff, retry } from '../retry.js';
 import { DUPLICATE_WINDOW_MS } from '../schemas/setting-values.js';
 import { busError, hasCause, isNoResponders } from './nats-helpers.js';
 
@@ -18,9 +19,8 @@ export const PUBLISH_ATTEMPT_MS = 2_000;
 /** The longest a message may be sent again: a copy sent after the duplicate window would be stored twice. */
 export const MAX_PUBLISH_RETRY_MS = DUPLICATE_WINDOW_MS - PUBLISH_ATTEMPT_MS;
 const LOST = Symbol('lost');
-/** Waits between attempts grow from the first to the last, doubling. */
-const FIRST_BACKOFF_MS = 100;
-const LAST_BACKOFF_MS = 2_000;
+/** Pauses between attempts. */
+const PUBLISH_RETRY: Backoff = { firstMs: 100, maxMs: 2_000 };
 
 /** When to stop sending a message again. */
 export interface StorePolicy {
@@ -61,7 +61,7 @@ export function isTransportFailure(error: unknown): boolean {
  * transport failures only, with growing waits, for at most `policy.retryMs` from `started` (when
  * the message was published: one that waited its turn has waited part of it); rejects with a
  * `BusError` at once on any other failure, and when the bus closes or the bound passes, saying how
- * many attempts failed; with `signal`'s reason once it is aborted, before the next attempt.
+ * many attempts failed; with `signal`'s reason once it is aborted, in a wait or before an attempt.
  */
 export async function storeUntilAcknowledged(
   js: JetStreamClient,
@@ -76,8 +76,7 @@ export async function storeUntilAcknowledged(
   }: { headers?: MsgHdrs; started?: number; signal?: AbortSignal } = {},
 ): Promise<PubAck> {
   let unservedSince: number | null = null;
-  for (let attempt = 1; ; attempt++) {
-    signal?.throwIfAborted();
+  const attempt = async (): Promise<PubAck> => {
     // The last attempt waits no longer than the bound: a publish gives up on time.
     const timeout = Math.max(1, Math.min(PUBLISH_ATTEMPT_MS, policy.retryMs - (Date.now() - started)));
     const sent = js.publish(subject, bytes, { msgID, timeout, headers });
@@ -95,31 +94,35 @@ export async function storeUntilAcknowledged(
       sent.catch(() => undefined);
       throw new natsErrors.RequestError('the connection was re-established before the acknowledgement');
     } catch (error) {
-      if (!isTransportFailure(error)) throw busError(error, `cannot publish on ${subject}`);
       // A timeout or a lost attempt neither starts nor ends it: "no responders" is the server's own answer.
-      if (isNoResponders(error)) {
+      if (isTransportFailure(error) && isNoResponders(error)) {
         unservedSince ??= Date.now();
         policy.unserved(unservedSince);
       }
-      const elapsed = Date.now() - started;
-      const reason = error instanceof Error ? error.message : String(error);
-      const tried = `${attempt} attempt${attempt > 1 ? 's' : ''} over ${elapsed} ms, the last: ${reason}`;
-      if (policy.isClosed()) {
-        throw new BusError(
-          `cannot publish on ${subject}: the bus closed before JetStream stored it (${tried})`,
-          {
-            cause: error,
-          },
-        );
-      }
-      if (elapsed >= policy.retryMs) {
-        throw new BusError(
-          `cannot publish on ${subject}: JetStream did not acknowledge it within ${policy.retryMs} ms (${tried})`,
-          { cause: error },
-        );
-      }
-      const backoff = Math.min(LAST_BACKOFF_MS, FIRST_BACKOFF_MS * 2 ** (attempt - 1));
-      await new Promise((resolve) => setTimeout(resolve, Math.min(backoff, policy.retryMs - elapsed)));
+      throw error;
     }
-  }
+  };
+  const giveUp = (error: unknown, attempts: number): BusError => {
+    if (!isTransportFailure(error)) return busError(error, `cannot publish on ${subject}`);
+    const elapsed = Date.now() - started;
+    const reason = error instanceof Error ? error.message : String(error);
+    const tried = `${attempts} attempt${attempts > 1 ? 's' : ''} over ${elapsed} ms, the last: ${reason}`;
+    if (policy.isClosed()) {
+      return new BusError(
+        `cannot publish on ${subject}: the bus closed before JetStream stored it (${tried})`,
+        { cause: error },
+      );
+    }
+    return new BusError(
+      `cannot publish on ${subject}: JetStream did not acknowledge it within ${policy.retryMs} ms (${tried})`,
+      { cause: error },
+    );
+  };
+  return retry(attempt, {
+    ...PUBLISH_RETRY,
+    retryable: (error) => isTransportFailure(error) && !policy.isClosed(),
+    deadline: performance.now() + policy.retryMs - (Date.now() - started),
+    signal,
+    giveUp,
+  });
 }

@@ -17,6 +17,7 @@ import {
 } from '@nats-io/jetstream';
 import { nanos, errors as natsErrors } from '@nats-io/transport-node';
 import { ConfigurationError } from '../errors.js';
+import { type Backoff, pacer, retry } from '../retry.js';
 import { DUPLICATE_WINDOW_MS, OPTION_DEFAULTS, ROLES } from '../schemas/setting-values.js';
 import type { StreamLimits } from '../schemas/settings.js';
 import { hasCause } from './nats-helpers.js';
@@ -244,7 +245,8 @@ export function checkReplicas(
 
 /** How long a process that may not make streams or consumers waits for a coordinator to make one. */
 export const STREAM_WAIT_MS = 60_000;
-const STREAM_POLL_MS = 250;
+/** Pauses between requests asked again, and between looks for what a coordinator makes. */
+const STREAM_POLL: Backoff = { firstMs: 250, maxMs: 250 };
 
 /**
  * A JetStream API request, asked again while it fails in transit (`isTransportFailure`: no answer
@@ -252,21 +254,19 @@ const STREAM_POLL_MS = 250;
  * starts while a cluster elects its leaders, or while a server restarts, waits for them instead of
  * exiting. Any other failure is thrown at once.
  */
-export async function whileUnanswered<T>(request: () => Promise<T>): Promise<T> {
-  const deadline = Date.now() + STREAM_WAIT_MS;
-  for (;;) {
-    try {
-      return await request();
-    } catch (error) {
+export function whileUnanswered<T>(request: () => Promise<T>): Promise<T> {
+  return retry(request, {
+    ...STREAM_POLL,
+    retryable: (error) => {
       // No responders at all is a server without JetStream (nats.js's JetStreamNotEnabled, which its
       // public entry does not export), which waiting does not change.
       const noJetStream = error instanceof Error && error.name === 'JetStreamNotEnabled';
       // A request the credential may not make is refused for good, as the callers expect.
       const refused = hasCause(error, natsErrors.PermissionViolationError);
-      if (noJetStream || refused || !isTransportFailure(error) || Date.now() > deadline) throw error;
-      await new Promise((resolve) => setTimeout(resolve, STREAM_POLL_MS));
-    }
-  }
+      return !noJetStream && !refused && isTransportFailure(error);
+    },
+    deadline: performance.now() + STREAM_WAIT_MS,
+  });
 }
 
 async function waitForStream(jsm: JetStreamManager, name: string): Promise<StreamConfig> {
@@ -279,6 +279,7 @@ async function waitForStream(jsm: JetStreamManager, name: string): Promise<Strea
  */
 async function waitFor<T>(what: string, make: string, find: () => Promise<T | null>): Promise<T> {
   const deadline = Date.now() + STREAM_WAIT_MS;
+  const pause = pacer(STREAM_POLL);
   for (let found = await find(); ; found = await find()) {
     if (found !== null) return found;
     if (Date.now() > deadline) {
@@ -286,7 +287,7 @@ async function waitFor<T>(what: string, make: string, find: () => Promise<T | nu
         `${what} does not exist, and this process's credential may not ${make}: start a coordinator (pge worker --role coordinator), which makes pge's streams and consumers`,
       );
     }
-    await new Promise((resolve) => setTimeout(resolve, STREAM_POLL_MS));
+    await pause();
   }
 }
 

@@ -4,6 +4,7 @@ import type { KV, KvWatchEntry } from '@nats-io/kv';
 import { Kvm } from '@nats-io/kv';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { BusError, ConfigurationError } from '../errors.js';
+import { type Backoff, retry } from '../retry.js';
 import { DEFAULT_PUBLISH_RETRY_MS } from '../schemas/setting-values.js';
 import { isNoResponders } from './nats-helpers.js';
 import { isTransportFailure } from './nats-publish.js';
@@ -93,25 +94,25 @@ export async function readRunLeases(
   retryMs = DEFAULT_PUBLISH_RETRY_MS,
 ): Promise<(runId: string) => Promise<boolean>> {
   const kv = await new Kvm(nc).open(LEASE_BUCKET);
-  return async (runId) => {
-    const deadline = performance.now() + retryMs;
-    for (let pause = MIN_READ_RETRY_MS; ; pause = Math.min(pause * 2, MAX_READ_RETRY_MS)) {
-      try {
-        const entry = await kv.get(runId);
-        return entry !== null && entry.operation === 'PUT';
-      } catch (error) {
-        if (apiError(error, JetStreamApiCodes.StreamNotFound)) return false;
-        // The server's own answer (no permission, …) does not change by asking again; a stream
-        // without a leader for now (503, during an election) does.
-        if (!isTransportFailure(error) || performance.now() + pause > deadline) throw error;
-        await new Promise((resolve) => setTimeout(resolve, pause));
-      }
-    }
-  };
+  return (runId) =>
+    retry(
+      async () => {
+        try {
+          const entry = await kv.get(runId);
+          return entry !== null && entry.operation === 'PUT';
+        } catch (error) {
+          if (apiError(error, JetStreamApiCodes.StreamNotFound)) return false;
+          throw error;
+        }
+      },
+      // The server's own answer (no permission, …) does not change by asking again; a stream
+      // without a leader for now (503, during an election) does.
+      { ...READ_RETRY, retryable: isTransportFailure, deadline: performance.now() + retryMs },
+    );
 }
 
-const MIN_READ_RETRY_MS = 250;
-const MAX_READ_RETRY_MS = 2_000;
+/** Pauses between reads, and claims, of a lease that the bucket did not answer. */
+const READ_RETRY: Backoff = { firstMs: 250, maxMs: 2_000 };
 /**
  * How long a claim of a new run's lease is asked again while the bucket cannot answer: an election
  * takes seconds, and longer on a loaded machine; the submitter asks again meanwhile.
@@ -219,28 +220,31 @@ export class RunLeases {
 
   /** Creates `runId`'s lease: its revision, or null when another holds it (see `claim`). */
   async #create(runId: string): Promise<number | null> {
-    const deadline = performance.now() + CLAIM_RETRY_MS;
     let unanswered = false;
-    for (let pause = MIN_READ_RETRY_MS; ; pause = Math.min(pause * 2, MAX_READ_RETRY_MS)) {
-      try {
+    const create = async (): Promise<number | null> => {
+      for (;;) {
         if (unanswered) {
           // The last create may have been stored: a lease of this incarnation is this claim's.
           const entry = await this.kv.get(runId);
           if (entry !== null && entry.operation === 'PUT')
             return leaseIn(entry).incarnation === this.#incarnation ? entry.revision : null;
         }
-        return await this.kv.create(runId, this.#value);
-      } catch (error) {
-        if (wrongRevision(error)) {
+        try {
+          return await this.kv.create(runId, this.#value);
+        } catch (error) {
           unanswered = true;
-          continue;
+          // Another create won, or this one was stored unanswered: the lease is read at once.
+          if (!wrongRevision(error)) throw error;
         }
-        if (!isTransportFailure(error) || performance.now() + pause > deadline)
-          throw new BusError(`cannot claim run ${runId}'s lease: ${errorText(error)}`, { cause: error });
-        unanswered = true;
-        await new Promise((resolve) => setTimeout(resolve, pause));
       }
-    }
+    };
+    return retry(create, {
+      ...READ_RETRY,
+      retryable: isTransportFailure,
+      deadline: performance.now() + CLAIM_RETRY_MS,
+      giveUp: (error) =>
+        new BusError(`cannot claim run ${runId}'s lease: ${errorText(error)}`, { cause: error }),
+    });
   }
 
   /**

@@ -7,6 +7,7 @@ import type {
 import { z } from 'zod';
 import { ConfigurationError, ModelRequestError, ModelTransportError } from '../errors.js';
 import { isLoopbackUrl } from '../loopback.js';
+import { retry } from '../retry.js';
 import {
   BaseUrl,
   ModelClientSettings,
@@ -15,13 +16,7 @@ import {
   type StructuredOutputMode,
 } from '../schemas/settings.js';
 import type { ChatMessage, Model, ModelAnswer, ModelRequest } from './model.js';
-import {
-  isQuotaExhausted,
-  MAX_RETRY_WAIT_MS,
-  retryAfterMs,
-  retryDelayMs,
-  withRetries,
-} from './openai-retries.js';
+import { isQuotaExhausted, MAX_RETRY_WAIT_MS, modelRetries, retryAfterMs } from './openai-retries.js';
 import { costOf, DEFAULT_PRICES, priceOf } from './pricing.js';
 
 /**
@@ -172,7 +167,7 @@ export class OpenAIModel implements Model {
     this.#clientOptions = {
       apiKey: apiKey ?? LOCAL_DUMMY_KEY,
       baseURL,
-      // `withRetries` retries instead: the SDK cannot be told to refuse a retry (see openai-retries.ts).
+      // `retry` retries instead: the SDK cannot be told to refuse a retry (see openai-retries.ts).
       maxRetries: 0,
       timeout: parsed.data.timeoutMs,
     };
@@ -189,9 +184,9 @@ export class OpenAIModel implements Model {
     const client = this.#client;
     const params = this.#params(request);
     const { signal } = request;
-    const completion = await withRetries(() => client.chat.completions.create(params, { signal }), {
+    const completion = await retry(() => client.chat.completions.create(params, { signal }), {
+      ...modelRetries(openai),
       maxRetries: this.#options.maxRetries,
-      delayOf: (error, retry) => retryDelayMs(error, retry, openai),
       giveUp: (error, attempts) =>
         error instanceof openai.APIUserAbortError && signal?.aborted
           ? (signal.reason ?? error)

@@ -1,5 +1,5 @@
-import { setTimeout as sleep } from 'node:timers/promises';
 import type { APIError } from 'openai';
+import type { RetryPolicy } from '../retry.js';
 
 /**
  * When a model call is tried again. The rules are the SDK's (its README, "Retries"): connection
@@ -34,45 +34,23 @@ export function isQuotaExhausted(error: APIError): boolean {
   return error.status === 429 && (error.code === 'insufficient_quota' || error.type === 'insufficient_quota');
 }
 
-function backoffMs(retry: number): number {
-  return Math.min(500 * 2 ** retry, 8000) * (1 - Math.random() * 0.25);
-}
-
-/** How long to wait before retry number `retry` (from 0) of a call that failed with `error`; null: give up. */
-export function retryDelayMs(error: unknown, retry: number, sdk: Sdk): number | null {
-  if (error instanceof sdk.APIConnectionError) return backoffMs(retry);
-  if (!(error instanceof sdk.APIError) || error.status === undefined || isQuotaExhausted(error)) return null;
-  const told = error.headers?.get('x-should-retry');
-  if (told === 'false') return null;
-  if (told !== 'true' && !RETRIED_STATUSES.has(error.status) && error.status < 500) return null;
-  const asked = retryAfterMs(error.headers);
-  if (asked !== null && asked > MAX_RETRY_WAIT_MS) return null;
-  return Math.max(0, asked ?? backoffMs(retry));
-}
-
-/** How `withRetries` tries: at most `maxRetries` retries, each after `delayOf`'s wait. */
-export interface RetryPolicy {
-  maxRetries: number;
-  /** The wait before retry number `retry` (from 0) after `error`, or null to give up. */
-  delayOf: (error: unknown, retry: number) => number | null;
-  /** The error to throw when giving up, from the last one and the number of attempts made. */
-  giveUp: (error: unknown, attempts: number) => unknown;
-  /** Aborts a wait between attempts too, rejecting with the signal's reason. */
-  signal?: AbortSignal | undefined;
-}
-
-/** Calls `attempt` until it resolves, or until `policy` gives up on it. */
-export async function withRetries<T>(attempt: () => Promise<T>, policy: RetryPolicy): Promise<T> {
-  for (let attempts = 1; ; attempts += 1) {
-    try {
-      return await attempt();
-    } catch (error) {
-      const wait = attempts <= policy.maxRetries ? policy.delayOf(error, attempts - 1) : null;
-      if (wait === null) throw policy.giveUp(error, attempts);
-      // The SDK's own wait could not be cut short; this one ends with the call's signal.
-      await sleep(wait, undefined, { signal: policy.signal }).catch(() => {
-        throw policy.signal?.reason ?? error;
-      });
-    }
-  }
+/**
+ * The SDK's rules as a `RetryPolicy`: its pauses (0.5 s doubling to 8 s, less `retry.ts`'s jitter,
+ * which is the SDK's), the failures it retries, and the waits its server asks for.
+ */
+export function modelRetries(sdk: Sdk): RetryPolicy {
+  return {
+    firstMs: 500,
+    maxMs: 8_000,
+    retryable: (error) => {
+      if (error instanceof sdk.APIConnectionError) return true;
+      if (!(error instanceof sdk.APIError) || error.status === undefined || isQuotaExhausted(error))
+        return false;
+      const told = error.headers?.get('x-should-retry');
+      if (told === 'false') return false;
+      if (told !== 'true' && !RETRIED_STATUSES.has(error.status) && error.status < 500) return false;
+      return (retryAfterMs(error.headers) ?? 0) <= MAX_RETRY_WAIT_MS;
+    },
+    askedMs: (error) => (error instanceof sdk.APIError ? retryAfterMs(error.headers) : null),
+  };
 }

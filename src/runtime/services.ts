@@ -1,10 +1,10 @@
 import { join } from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
 import type { Bus } from '../bus/bus.js';
 import { subjects } from '../bus/subjects.js';
 import { type RunSettingsSource, type RunSpec, runSettingsOf } from '../conductor/coordinator.js';
 import type { LostWork } from '../conductor/run-calls.js';
 import { BusError, errorFromInfo, UnansweredRequestError } from '../errors.js';
+import { type Backoff, retry } from '../retry.js';
 import type { Role, RoleResult, RunActing, RunEvent } from '../schemas/index.js';
 import { OPTION_DEFAULTS } from '../schemas/setting-values.js';
 import { type RunSubmission, RunSubmissionReply } from '../schemas/submission.js';
@@ -170,8 +170,8 @@ export interface CoordinatorService {
 
 /** How long one try of a submission waits for its answer before it is sent again (same run id). */
 const SUBMIT_TRY_MS = 10_000;
-const MIN_SUBMIT_PAUSE_MS = 250;
-const MAX_SUBMIT_PAUSE_MS = 2_000;
+/** Pauses between tries of a submission. */
+const SUBMIT_RETRY: Backoff = { firstMs: 250, maxMs: 2_000 };
 
 /**
  * Sends `submission` (its run id chosen) until a coordinator answers it, for up to `withinMs`: a try
@@ -187,35 +187,30 @@ async function submitUntilAnswered(
 ): Promise<void> {
   const { runId } = submission;
   const deadline = performance.now() + withinMs;
-  for (
-    let tries = 1, pause = MIN_SUBMIT_PAUSE_MS;
-    ;
-    tries++, pause = Math.min(pause * 2, MAX_SUBMIT_PAUSE_MS)
-  ) {
-    let failure: unknown;
-    try {
-      const timeoutMs = Math.max(1, Math.min(tryMs, Math.ceil(deadline - performance.now())));
-      const request = bus.request(subjects.submit, submission, { timeoutMs });
-      // Across a secured server's accounts no coordinator is silence, not "no responders": as it first
-      // submits, the client pings too, and no answer to either within COORDINATOR_PING_MS is final.
-      const reply = RunSubmissionReply.parse(
-        await (tries === 1 ? unlessNoCoordinator(bus, request) : request),
-      );
-      if (!('error' in reply)) return;
-      failure = errorFromInfo(reply.error);
-    } catch (error) {
-      failure = error;
-    }
-    if (failure instanceof NoCoordinatorError)
-      throw new UnansweredRequestError(
-        `no coordinator answered the submission of run ${runId}: is one running? (pge worker --role coordinator; ${failure.message})`,
-        { cause: failure },
-      );
+  const submit = async (tries: number) => {
+    const timeoutMs = Math.max(1, Math.min(tryMs, Math.ceil(deadline - performance.now())));
+    const request = bus.request(subjects.submit, submission, { timeoutMs });
+    // Across a secured server's accounts no coordinator is silence, not "no responders": as it first
+    // submits, the client pings too, and no answer to either within COORDINATOR_PING_MS is final.
+    const reply = RunSubmissionReply.parse(await (tries === 1 ? unlessNoCoordinator(bus, request) : request));
+    if ('error' in reply) throw errorFromInfo(reply.error);
+  };
+  await retry(submit, {
+    ...SUBMIT_RETRY,
     // Only the transport's failures are asked again: a refusal (a taken id, a bad task) stays one.
-    if (!(failure instanceof BusError)) throw failure;
-    if (performance.now() + pause >= deadline) throw gaveUp(runId, tries, withinMs, failure);
-    await sleep(pause);
-  }
+    retryable: (failure) => failure instanceof BusError && !(failure instanceof NoCoordinatorError),
+    // The last try starts a first pause before the bound, to have that long to be answered: one cut
+    // to a millisecond would end in a timeout that hides why the tries before it failed.
+    deadline: deadline - SUBMIT_RETRY.firstMs,
+    giveUp: (failure, tries) => {
+      if (failure instanceof NoCoordinatorError)
+        return new UnansweredRequestError(
+          `no coordinator answered the submission of run ${runId}: is one running? (pge worker --role coordinator; ${failure.message})`,
+          { cause: failure },
+        );
+      return failure instanceof BusError ? gaveUp(runId, tries, withinMs, failure) : failure;
+    },
+  });
 }
 
 /** The error of a submission that no try got answered within `withinMs`. */

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { mkdir, readdir, rename, rm, stat, utimes, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
+import { type Backoff, pacer } from '../retry.js';
 
 /**
  * A reader/writer lock on a run's workspace, kept in the file system so that it holds between
@@ -23,9 +23,8 @@ import { setTimeout as sleep } from 'node:timers/promises';
 export const HEARTBEAT_MS = 5_000;
 /** Milliseconds after which an untouched mark is taken for a crashed holder's, and broken. */
 export const STALE_MS = 30_000;
-/** Bounds of the wait between two looks at the lock. */
-const FIRST_POLL_MS = 5;
-const LAST_POLL_MS = 100;
+/** Waits between two looks at the lock. */
+const POLL: Backoff = { firstMs: 5, maxMs: 100 };
 
 /** Gives the lock back. */
 export type Release = () => Promise<void>;
@@ -69,15 +68,6 @@ async function live(path: string, dir: string): Promise<boolean> {
   return false;
 }
 
-/** Waits a little longer at each look, up to `LAST_POLL_MS`; rejects when `signal` aborts. */
-function poller(signal: AbortSignal): () => Promise<void> {
-  let wait = FIRST_POLL_MS;
-  return async () => {
-    await sleep(wait, undefined, { signal });
-    wait = Math.min(wait * 2, LAST_POLL_MS);
-  };
-}
-
 /**
  * The reader/writer lock kept in `dir` (a hidden directory of the workspace, made as needed).
  * Both acquirers wait as long as it takes, and reject with the signal's reason when it aborts.
@@ -90,7 +80,7 @@ export class WorkspaceLock {
     const shared = join(this.dir, SHARED);
     const exclusive = join(this.dir, EXCLUSIVE);
     const mine = join(shared, token());
-    const wait = poller(signal);
+    const wait = pacer(POLL, signal);
     await mkdir(shared, { recursive: true });
     for (;;) {
       signal.throwIfAborted();
@@ -118,7 +108,7 @@ export class WorkspaceLock {
   async exclusive(signal: AbortSignal): Promise<Release> {
     const shared = join(this.dir, SHARED);
     const exclusive = join(this.dir, EXCLUSIVE);
-    const wait = poller(signal);
+    const wait = pacer(POLL, signal);
     await mkdir(shared, { recursive: true });
     for (;;) {
       signal.throwIfAborted();
@@ -136,7 +126,7 @@ export class WorkspaceLock {
       await rm(exclusive, { recursive: true, force: true });
     };
     try {
-      const drain = poller(signal);
+      const drain = pacer(POLL, signal);
       for (;;) {
         signal.throwIfAborted();
         let writing = false;

@@ -1,8 +1,9 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { ConfigurationError, ModelRequestError, ModelTransportError } from '../../src/errors.js';
+import { pauseMs } from '../../src/retry.js';
 import type { ModelRequest } from '../../src/roles/model.js';
 import { OpenAIModel, type OpenAIModelOptions } from '../../src/roles/openai-model.js';
-import { retryDelayMs } from '../../src/roles/openai-retries.js';
+import { modelRetries } from '../../src/roles/openai-retries.js';
 import { costOf, priceOf } from '../../src/roles/pricing.js';
 import { responseSchemaFor } from '../../src/roles/response-schemas.js';
 import { type FakeOpenAI, startFakeOpenAI } from '../support/fake-openai-server.js';
@@ -358,7 +359,7 @@ describe('OpenAIModel retries (the SDK’s rules, and two refusals of its own)',
   });
 });
 
-describe('retryDelayMs', () => {
+describe('modelRetries', () => {
   it('backs off as the SDK does: 0.5 s doubling to 8 s, minus up to 25 % jitter', async () => {
     const sdk = await import('openai');
     const failure = new sdk.APIConnectionError({ message: 'socket hang up' });
@@ -368,7 +369,7 @@ describe('retryDelayMs', () => {
       [4, 8000],
       [9, 8000],
     ] as const) {
-      const wait = retryDelayMs(failure, retry, sdk) ?? -1;
+      const wait = pauseMs(failure, retry, modelRetries(sdk)) ?? -1;
       expect(wait).toBeGreaterThanOrEqual(most * 0.75);
       expect(wait).toBeLessThanOrEqual(most);
     }
@@ -378,15 +379,16 @@ describe('retryDelayMs', () => {
     const sdk = await import('openai');
     const status = (code: number, headers: Record<string, string> = {}, body: object = {}) =>
       sdk.APIError.generate(code, { error: body }, undefined, new Headers(headers));
-    expect(retryDelayMs(status(400), 0, sdk)).toBeNull();
-    expect(retryDelayMs(status(401), 0, sdk)).toBeNull();
-    expect(retryDelayMs(status(429, { 'retry-after': '61' }), 0, sdk)).toBeNull();
-    expect(retryDelayMs(status(429, {}, { code: 'insufficient_quota' }), 0, sdk)).toBeNull();
-    expect(retryDelayMs(new sdk.APIUserAbortError(), 0, sdk)).toBeNull();
-    expect(retryDelayMs(new Error('not the SDK’s'), 0, sdk)).toBeNull();
-    expect(retryDelayMs(status(429, { 'retry-after': '60' }), 0, sdk)).toBe(60_000);
-    expect(retryDelayMs(status(409, { 'retry-after-ms': '250' }), 0, sdk)).toBe(250);
-    expect(retryDelayMs(status(502, { 'retry-after': 'not a date' }), 0, sdk)).toBeLessThanOrEqual(500);
+    const pause = (failure: unknown) => pauseMs(failure, 0, modelRetries(sdk));
+    expect(pause(status(400))).toBeNull();
+    expect(pause(status(401))).toBeNull();
+    expect(pause(status(429, { 'retry-after': '61' }))).toBeNull();
+    expect(pause(status(429, {}, { code: 'insufficient_quota' }))).toBeNull();
+    expect(pause(new sdk.APIUserAbortError())).toBeNull();
+    expect(pause(new Error('not the SDK’s'))).toBeNull();
+    expect(pause(status(429, { 'retry-after': '60' }))).toBe(60_000);
+    expect(pause(status(409, { 'retry-after-ms': '250' }))).toBe(250);
+    expect(pause(status(502, { 'retry-after': 'not a date' }))).toBeLessThanOrEqual(500);
   });
 });
 

@@ -164,6 +164,20 @@ describe('the workspace lock', () => {
     }
   });
 
+  it("ends a wait for the lock with the signal's own reason", async () => {
+    const release = await workspaceLock(dir).exclusive(NEVER);
+    try {
+      const cancelled = new AbortController();
+      const waiting = workspaceLock(dir).shared(cancelled.signal);
+      expect(await pendingAfter(waiting, 200)).toBe(true);
+      const reason = new Error('run cancelled');
+      cancelled.abort(reason);
+      await expect(waiting).rejects.toBe(reason);
+    } finally {
+      await release();
+    }
+  });
+
   it("breaks a crashed holder's mark once it is stale, and not before", async () => {
     const exclusive = join(dirname(dir), HIDDEN_DIR, basename(dir), 'lock', 'exclusive');
     mkdirSync(exclusive, { recursive: true });
