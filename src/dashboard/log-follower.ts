@@ -79,8 +79,6 @@ export function followLog(path: string, store: RunStore, options: FollowOptions 
   let lastMtime = -1;
   const settleMs = options.settleMs ?? 2_000;
   let failed: { text: string; since: number } | null = null;
-  let reading: Promise<void> = Promise.resolve();
-  let closed = false;
 
   async function poll(): Promise<void> {
     let info: Awaited<ReturnType<typeof stat>>;
@@ -108,20 +106,34 @@ export function followLog(path: string, store: RunStore, options: FollowOptions 
     }
   }
 
+  return everyInterval(intervalMs, poll, (error) => store.problem(`${path}: ${String(error)}`));
+}
+
+/**
+ * Runs `step` now and every `intervalMs`, one run at a time, each failure told to `onError`, until
+ * closed; `close` resolves once a run in progress has finished, then runs `onClose`.
+ */
+function everyInterval(
+  intervalMs: number,
+  step: () => Promise<void>,
+  onError: (error: unknown) => void,
+  onClose: () => Promise<unknown> = async () => {},
+): LogFollower {
+  let running: Promise<void> = Promise.resolve();
+  let closed = false;
   const tick = () => {
-    reading = reading.then(poll).catch((error: unknown) => store.problem(`${path}: ${String(error)}`));
-    return reading;
+    running = running.then(() => (closed ? undefined : step())).catch(onError);
+    return running;
   };
   const ready = tick();
-  const timer = setInterval(() => {
-    if (!closed) void tick();
-  }, intervalMs);
+  const timer = setInterval(() => void tick(), intervalMs);
   return {
     ready,
     async close() {
       closed = true;
       clearInterval(timer);
-      await reading;
+      await running;
+      await onClose();
     },
   };
 }
@@ -137,14 +149,13 @@ export function followLogDir(dir: string, store: RunStore, options: FollowOption
   const followers = new Map<string, LogFollower>();
   /** Files that were not pge logs, by the size at which they were looked at. */
   const others = new Map<string, number>();
-  let closed = false;
 
   async function scan(): Promise<void> {
     const names = (await readdir(dir, { withFileTypes: true }))
       .filter((entry) => entry.isFile() && entry.name.endsWith('.md'))
       .map((entry) => join(dir, entry.name));
     for (const path of names) {
-      if (closed || followers.has(path)) continue;
+      if (followers.has(path)) continue;
       const { size } = await stat(path);
       if (others.get(path) === size) continue;
       if (readLogRunId(await head(path)) === null) {
@@ -158,24 +169,12 @@ export function followLogDir(dir: string, store: RunStore, options: FollowOption
     }
   }
 
-  let scanning: Promise<void> = Promise.resolve();
-  const tick = () => {
-    scanning = scanning.then(scan).catch((error: unknown) => store.problem(`${dir}: ${String(error)}`));
-    return scanning;
-  };
-  const ready = tick();
-  const timer = setInterval(() => {
-    if (!closed) void tick();
-  }, intervalMs);
-  return {
-    ready,
-    async close() {
-      closed = true;
-      clearInterval(timer);
-      await scanning;
-      await Promise.all([...followers.values()].map((f) => f.close()));
-    },
-  };
+  return everyInterval(
+    intervalMs,
+    scan,
+    (error) => store.problem(`${dir}: ${String(error)}`),
+    () => Promise.all([...followers.values()].map((f) => f.close())),
+  );
 }
 
 /** The first 4 KiB of a file, where a pge log names its run. */
