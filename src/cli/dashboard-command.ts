@@ -83,16 +83,20 @@ async function controlOf(
 ): Promise<RunControl> {
   const { embeddedHostControl, hostControl } = await import('../dashboard/host-control.js');
   if (command.nats) {
-    const [{ NatsBus }, { natsOptionsOf }] = await Promise.all([
+    const [{ NatsBus }, { natsOptionsOf }, { runClient }] = await Promise.all([
       import('../bus/nats-bus.js'),
       import('./nats-options.js'),
+      import('../runtime/run-client.js'),
     ]);
     const bus = await NatsBus.connect({
       ...natsOptionsOf(line.flags, io.env),
       servers: command.nats,
       name: 'pge-dashboard-control',
     });
-    return hostControl(bus, 'nats', () => bus.close());
+    return hostControl(
+      runClient(bus, () => bus.close()),
+      'nats',
+    );
   }
   const config = resolveConfig({ flags: line.flags, env: io.env, cwd: io.cwd, flagsOnly: command.demo });
   if (!command.demo) return embeddedHostControl(store, config.options);

@@ -1,11 +1,9 @@
 import type { PgeOptions } from '../api/options.js';
-import type { Bus, StoredMessages } from '../bus/bus.js';
 import { subscribeEvents } from '../bus/channels.js';
 import { subjects } from '../bus/subjects.js';
 import { ConfigurationError } from '../errors.js';
-import { decide } from '../runtime/approvals.js';
-import { cancelRun, endedAs } from '../runtime/run-cancel.js';
-import { submitAndFollow } from '../runtime/services.js';
+import { endedAs } from '../runtime/run-cancel.js';
+import { type RunClient, runClient } from '../runtime/run-client.js';
 import type { RunEvent } from '../schemas/index.js';
 import type { ControlAbilities } from './control-types.js';
 import { decidedMessage, forkedMessage, type RunControl, startSettingsOf } from './run-control.js';
@@ -23,15 +21,11 @@ import type { RunStore } from './run-store.js';
  */
 
 /**
- * A `RunControl` over `bus`; `where` says which host the page acts on, and `close` lets go of the
- * bus (a NATS connection) or the host (embedded). The role workers hold the models, so a run
+ * A `RunControl` through `client`; `where` says which host the page acts on. Closing it closes the
+ * client (a NATS connection, or the embedded host). The role workers hold the models, so a run
  * started from the page cannot name one.
  */
-export function hostControl(
-  bus: Bus & StoredMessages,
-  where: ControlAbilities['where'],
-  close: () => Promise<void>,
-): RunControl {
+export function hostControl(client: RunClient, where: ControlAbilities['where']): RunControl {
   return {
     abilities: { fork: true, model: null, where },
     abilitiesFor(view) {
@@ -42,12 +36,12 @@ export function hostControl(
     async decide(action, by: string) {
       const { runId, gate, decision, reason, requestId } = action;
       // The very request the page showed: another of the same gate (a step beside it) is not settled.
-      await decide(bus, runId, gate, { decision, reason, by }, { requestId });
+      await client.approve(runId, gate, { decision, reason, by }, { requestId });
       return { runId, message: decidedMessage(action, by) };
     },
     async cancel(action, by: string) {
       const { runId, reason } = action;
-      const { owner, closing } = await cancelRun(bus, runId, by, reason);
+      const { owner, closing } = await client.cancel(runId, by, reason);
       const cancelled = closing.type === 'run.failed' && closing.payload.reason === 'cancelled';
       return {
         runId,
@@ -61,7 +55,7 @@ export function hostControl(
         throw new ConfigurationError(
           'a run started here cannot name a model: the role workers hold the models (pge dashboard --model sets them)',
         );
-      const { runId, stop } = await submitAndFollow(bus, {
+      const { runId, stop } = await client.submit({
         task: action.task,
         options: startSettingsOf(action),
         by,
@@ -72,7 +66,7 @@ export function hostControl(
     },
     async fork(action, by: string) {
       const { runId: parent, fromStep, settings } = action;
-      const { runId, stop } = await submitAndFollow(bus, {
+      const { runId, stop } = await client.submit({
         fork: { runId: parent, fromStep, ...(settings === undefined ? {} : { settings }) },
         by,
       });
@@ -80,7 +74,7 @@ export function hostControl(
       stop();
       return { runId, message: forkedMessage(action, runId, by) };
     },
-    close,
+    close: () => client.close(),
   };
 }
 
@@ -106,5 +100,8 @@ export async function embeddedHostControl(store: RunStore, options: PgeOptions):
     await host.close();
     throw error;
   }
-  return hostControl(host.bus, 'embedded', () => host.close());
+  return hostControl(
+    runClient(host.bus, () => host.close()),
+    'embedded',
+  );
 }

@@ -1,7 +1,16 @@
-import type { StoredMessages, StoredReadOptions } from '../bus/bus.js';
+import {
+  type BusHandler,
+  type BusMessage,
+  type BusSubscription,
+  NO_HEADERS,
+  type OrderedOptions,
+  type StoredMessages,
+  type StoredReadOptions,
+} from '../bus/bus.js';
 import { InProcessBus } from '../bus/in-process-bus.js';
-import { describeError, WorkerStoppedError } from '../errors.js';
-import type { RunActing } from '../schemas/index.js';
+import { subjects } from '../bus/subjects.js';
+import { BusError, describeError, WorkerStoppedError } from '../errors.js';
+import type { RunActing, RunEvent } from '../schemas/index.js';
 import { startCoordinatorService } from './coordinator-service.js';
 import { type EmbeddedWorkersOptions, startEmbeddedWorkers } from './embedded.js';
 import { type LogRunStore, logRunStore } from './log-store.js';
@@ -15,13 +24,17 @@ import type { CoordinatorService, CoordinatorSettings } from './services.js';
  * what is recorded through the bus's `StoredMessages`, which reads the logs.
  */
 
-/** The in-process bus of an embedded host: what it stores is what its runs' logs hold. */
+/**
+ * The in-process bus of an embedded host: what it stores is what its runs' logs hold, and an
+ * ordered reading of a run's events (`followRun`, `readEvents`) reads them from the log first, then
+ * live, as a reading of `PGE_EVENTS` does on NATS, so a client that follows a run late misses none.
+ */
 export class HostBus extends InProcessBus implements StoredMessages {
   constructor(
     private readonly records: StoredMessages,
-    onHandlerError: (error: unknown, subject: string) => void,
+    private readonly onError: (error: unknown, subject: string) => void,
   ) {
-    super({ onHandlerError });
+    super({ onHandlerError: onError });
   }
 
   stored(subject: string, options?: StoredReadOptions): Promise<unknown[]> {
@@ -31,6 +44,63 @@ export class HostBus extends InProcessBus implements StoredMessages {
   lastStored(subject: string): Promise<unknown | null> {
     return this.records.lastStored(subject);
   }
+
+  /**
+   * Reads `subject`'s events from the logs, then those published after, each once (by run and seq).
+   * Live messages are held from the start while the logs are read, after the bus has delivered what
+   * was on its way (the persistence actor appends as it receives, so the logs hold it). `'new'`
+   * reads only what comes next; a stream sequence means nothing to a log, so any other start
+   * reads from the first event.
+   */
+  subscribeOrdered(
+    subject: string,
+    handler: BusHandler,
+    options: OrderedOptions = {},
+  ): BusSubscription {
+    if (options.from === 'new') return this.subscribe(subject, handler);
+    let held: BusMessage[] | null = [];
+    let active = true;
+    const seen = new Set<string>();
+    const deliver = async (message: BusMessage) => {
+      const { runId, seq } = message.data as RunEvent;
+      const key = `${runId}:${seq}`;
+      if (!active || seen.has(key)) return;
+      seen.add(key);
+      await handler(message);
+    };
+    const live = this.subscribe(subject, (message) =>
+      held === null ? deliver(message) : void held.push(message),
+    );
+    const catchUp = async () => {
+      await this.flush();
+      for (const data of (await this.records.stored(subject)) as RunEvent[])
+        await deliver(storedMessage(subjects.event(data.runId, data.type), data));
+      const waiting = held ?? [];
+      held = null;
+      for (const message of waiting) await deliver(message);
+    };
+    catchUp().catch((error: unknown) => this.onError(error, subject));
+    return {
+      subject,
+      queue: null,
+      unsubscribe() {
+        active = false;
+        live.unsubscribe();
+      },
+    };
+  }
+}
+
+/** A stored event as a message to a reader: nobody awaits a reply to it. */
+function storedMessage(subject: string, data: RunEvent): BusMessage {
+  return {
+    subject,
+    data,
+    headers: NO_HEADERS,
+    reply: null,
+    answerable: false,
+    respond: () => Promise.reject(new BusError(`a stored message on ${subject} has no reply subject`)),
+  };
 }
 
 /** Options of `startEmbeddedHost`: its workers' (models, tools, validators) and its coordinator's. */
