@@ -7,11 +7,9 @@ import { subjects } from '../bus/subjects.js';
 import {
   createCoordinator,
   type RunHandle,
-  type RunSettingsSource,
   type RunSpec,
   resumedSpec,
   runIdTaken,
-  runSettingsOf,
 } from '../conductor/coordinator.js';
 import { readRecordedRun } from '../conductor/replay.js';
 import type { LostWork } from '../conductor/run-calls.js';
@@ -24,8 +22,8 @@ import {
   RunTakenOverError,
   UnansweredRequestError,
 } from '../errors.js';
-import type { Role, RoleResult, RunEvent, RunEventOf } from '../schemas/index.js';
-import { isClosingEvent } from '../schemas/index.js';
+import type { Role, RoleResult, RunEvent, RunEventOf, RunSettingOptions } from '../schemas/index.js';
+import { isClosingEvent, runSettingsOf } from '../schemas/index.js';
 import { OPTION_DEFAULTS, WORKSPACES_DIR } from '../schemas/setting-values.js';
 import {
   type RunCancelReply,
@@ -64,7 +62,7 @@ export const COORDINATOR_QUEUE = 'pge-coordinator';
  * API's resolved options are one; the runtime names only what it reads, so that it does not depend
  * on the API that is built on it.
  */
-export type CoordinatorSettings = RunSettingsSource & {
+export type CoordinatorSettings = RunSettingOptions & {
   workingDirectory?: string | undefined;
   maxTaskBytes: number;
 };
@@ -159,7 +157,7 @@ const isDirectory = (models: Record<Role, string> | WorkerDirectory): models is 
  * run's for the same reason). A worker not heard yet is not known, so not checked.
  */
 function checkCostCanBeKept(spec: RunSpec, models: Record<Role, string> | WorkerDirectory): void {
-  if (spec.budgets.maxCostUsd === null || !isDirectory(models)) return;
+  if (spec.settings.budgets.maxCostUsd === null || !isDirectory(models)) return;
   const unpriced = models.unpriced();
   const first = unpriced[0];
   if (first === undefined) return;
@@ -170,7 +168,7 @@ function checkCostCanBeKept(spec: RunSpec, models: Record<Role, string> | Worker
   );
 }
 
-/** Builds a run's settings from the coordinator's options and a submission's overrides. */
+/** A run of a submission: its settings, the coordinator's options with the submission's overrides. */
 export function runSpecOf(
   runId: string,
   submission: RunSubmission & { task: string },
@@ -181,11 +179,10 @@ export function runSpecOf(
     runId,
     task: submission.task,
     logPath: join(options.workingDirectory ?? '', logFileOf(runId)),
-    ...runSettingsOf({ ...options, ...submission.options }),
-    continues: submission.continues ?? null,
-    ...(submission.job === undefined ? {} : { job: submission.job }),
-    models: modelNames(models),
-    ...(submission.by === undefined ? {} : { startedBy: submission.by }),
+    settings: runSettingsOf({ ...options, ...submission.options }, { models: modelNames(models) }),
+    continues: submission.continues,
+    job: submission.job,
+    startedBy: submission.by,
   };
 }
 
