@@ -85,6 +85,7 @@ export { RoleFailure, RoleResult, RoleSuccess } from './results.js';
 export {
   Budgets,
   ForkSettings,
+  forkedSettings,
   RunActing,
   RunSettingOptions,
   RunSettings,

@@ -215,3 +215,24 @@ export function runSettingsOf(
     ...(run.acting === undefined ? {} : { acting: run.acting }),
   });
 }
+
+/**
+ * A fork's settings: its parent's, with the changes a fork may make (`ForkSettings`; a budget's
+ * `null` lifts it), and the fork's own models and acting (the parent's acting is not the fork's).
+ */
+export function forkedSettings(
+  parent: RunSettings,
+  changes: ForkSettings,
+  run: Pick<RunSettings, 'models' | 'acting'>,
+): RunSettings {
+  const given = Object.entries(changes).filter(([, value]) => value !== undefined);
+  const budget = ([name]: [string, unknown]) => name in Budgets.shape;
+  const { acting: _, ...kept } = parent;
+  return {
+    ...kept,
+    ...Object.fromEntries(given.filter((entry) => !budget(entry))),
+    budgets: { ...parent.budgets, ...Object.fromEntries(given.filter(budget)) },
+    models: run.models,
+    ...(run.acting === undefined ? {} : { acting: run.acting }),
+  };
+}
