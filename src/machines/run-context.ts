@@ -394,14 +394,11 @@ export function stepInput(context: RunContext, step: PlanStep): StepInput {
     outline: outline(plan),
     criteria: context.criteria,
     dependencies: dependencies(context, step.dependsOn),
-    maxContractRounds: context.input.maxContractRounds,
-    maxRetriesPerStep: context.input.maxRetriesPerStep,
+    settings: context.input,
     // What will happen if this step is exhausted, as the `policyIs…` guards decide it.
     onStepExhausted: exhaustionPolicyOf(context),
     replansLeft: replansLeft(context),
-    approve: context.input.approve ?? [],
     budget: context.budget,
-    callTimeoutMs: context.input.callTimeoutMs,
     inCompany: context.running.length > 0,
   };
 }
