@@ -13,7 +13,7 @@ import {
 /**
  * Settings shared by the library's options (`PgeOptionsSchema`), the model client
  * (`OpenAIModelOptions`), run submissions on NATS and the CLI: each enum and each settings shape
- * is declared here once and composed there. Error messages name the option, in the reference's
+ * is declared here once and composed there; a run's own settings are in `run-settings.ts`. Error messages name the option, in the reference's
  * words where it has them ("maxSteps must be >= 1, got 0").
  */
 
