@@ -7,13 +7,13 @@ import { ConfigurationError } from '../errors.js';
 import type { Model } from '../roles/model.js';
 import { DEFAULT_PRICES, priceOf } from '../roles/pricing.js';
 import type { GivenPlan, Role, RunActing, RunEvent } from '../schemas/index.js';
+import { RunSettingOptions } from '../schemas/run-settings.js';
 import { OPTION_DEFAULTS, ROLES, WORKSPACES_DIR } from '../schemas/setting-values.js';
 import {
   FollowSettings,
   ModelClientSettings,
   OutputType,
   RoleModelSettings,
-  RunSettings,
   StreamLimits,
 } from '../schemas/settings.js';
 import { McpServers } from '../tools/mcp.js';
@@ -43,7 +43,7 @@ const agent = z.custom<Model>(isModel, {
 });
 
 const D = OPTION_DEFAULTS;
-const run = RunSettings.shape;
+const run = RunSettingOptions.shape;
 const stream = StreamLimits.shape;
 
 /** The options schema. Defaults follow the reference where it has one. */

@@ -13,13 +13,7 @@ import { readCrashedLog } from '../runtime/crashed-log.js';
 import { createEmbeddedRuntime, type EmbeddedRuntime } from '../runtime/embedded.js';
 import type { ForkSettings } from '../runtime/fork-log.js';
 import { newRunId } from '../runtime/run-id.js';
-import {
-  ReplayDivergence,
-  type RunHandle,
-  type RunSpec,
-  readRecordedRun,
-  runSettingsOf,
-} from '../runtime/runs.js';
+import { ReplayDivergence, type RunHandle, type RunSpec, readRecordedRun } from '../runtime/runs.js';
 import { checkTask } from '../runtime/task.js';
 import {
   ApprovalDecision,
@@ -32,6 +26,7 @@ import {
   type RunActing,
   type RunEvent,
   type RunEventOf,
+  runSettingsOf,
 } from '../schemas/index.js';
 import { otlpRequested } from '../telemetry/otlp-env.js';
 import type { RunTracing } from '../telemetry/run-tracing.js';
@@ -392,7 +387,7 @@ export class PlannerGeneratorEvaluator<T extends OutputType = OutputType> {
     task: string,
     fixedPath: string | null,
     batch = false,
-    continued?: { runId: string } & Pick<RunSpec, 'plan' | 'continues' | 'job'>,
+    continued?: { runId: string; plan: GivenPlan } & Pick<RunSpec, 'continues' | 'job'>,
     startedBy?: string,
   ): Promise<RunOutput<T>> {
     checkTask(task, this.options.maxTaskBytes);
@@ -409,13 +404,13 @@ export class PlannerGeneratorEvaluator<T extends OutputType = OutputType> {
       runId,
       task,
       logPath,
-      ...runSettingsOf(o),
-      ...(continued === undefined
-        ? {}
-        : { plan: continued.plan, continues: continued.continues, job: continued.job }),
-      models: this.modelNames,
-      acting: actingOf(o, runId),
-      ...(startedBy === undefined ? {} : { startedBy }),
+      settings: runSettingsOf(continued === undefined ? o : { ...o, plan: continued.plan }, {
+        models: this.modelNames,
+        acting: actingOf(o, runId),
+      }),
+      continues: continued?.continues,
+      job: continued?.job,
+      startedBy,
     });
     return this.finish(handle, task, logPath, () => performance.now() - started);
   }

@@ -5,18 +5,16 @@ import type { Bus } from '../bus/bus.js';
 import { publishRejection, subscribeResults } from '../bus/channels.js';
 import { subjects } from '../bus/subjects.js';
 import { ConfigurationError, ResumeError } from '../errors.js';
-import type { RunInput, RunOutcome } from '../machines/run-machine.js';
+import type { RunOutcome } from '../machines/run-machine.js';
 import type {
   ApprovalDecision,
   ApprovalGate,
-  ApprovalTimeoutPolicy,
   ModelCall,
   ResultRejectionReason,
   RoleResult,
-  RunActing,
-  RunJob,
+  RunEventOf,
+  RunSettings,
 } from '../schemas/index.js';
-import { OPTION_DEFAULTS } from '../schemas/index.js';
 import type { RunTracing } from '../telemetry/run-tracing.js';
 import type { RecordedRun } from './replay.js';
 import type { LostWork, PendingCall, RunState } from './run-calls.js';
@@ -40,72 +38,11 @@ import { RunSession, type SessionDeps } from './run-session.js';
  * role) is reported as `result.rejected` and on `pge.errors.rejected.<reporter>`.
  */
 
-/** Settings of one run, as the API resolves them. */
-export interface RunSpec extends Omit<RunInput, 'startedAt'> {
-  runId: string;
-  models: { planner: string; generator: string; evaluator: string };
-  /** Milliseconds each call may take, from its request to its result, before it fails (`RunSettings`). */
-  callTimeoutMs: number;
-  /** How long a gate waits for a person, and what its deadline does; null: as long as it takes. */
-  approvalDeadline: { timeoutMs: number; policy: ApprovalTimeoutPolicy } | null;
-  /** The acting roles' tools, validators and workspace, when this process holds the workers (`run.started`'s `acting`). */
-  acting?: RunActing;
-  /** The job the run belongs to when it carries one on (`pge continue`); absent: a job of its own. */
-  job?: RunJob;
-  /** Who started the run, when a person did it by name (`run.started`'s `startedBy`). */
-  startedBy?: string;
-}
-
-/** The options a run's settings are taken from (a subset of the API's resolved options). */
-export type RunSettingsSource = Pick<
-  RunInput,
-  | 'maxSteps'
-  | 'maxRetriesPerStep'
-  | 'maxContractRounds'
-  | 'onStepExhausted'
-  | 'maxReplans'
-  | 'maxParallelSteps'
-  | 'defaultThresholds'
-  | 'fallbackThreshold'
-> & {
-  criteria?: RunInput['criteria'] | undefined;
-  approve?: RunInput['approve'] | undefined;
-  plan?: RunInput['plan'] | undefined;
-  maxCostUsd?: number | undefined;
-  maxTokens?: number | undefined;
-  maxDurationMs?: number | undefined;
-  callTimeoutMs: number;
-  approvalTimeoutMs?: number | null | undefined;
-  onApprovalTimeout?: ApprovalTimeoutPolicy | undefined;
-};
-
-/** A run's settings from options: the harness bounds and the budgets (`null` is no limit). */
-export function runSettingsOf(o: RunSettingsSource): Omit<RunSpec, 'runId' | 'task' | 'logPath' | 'models'> {
-  return {
-    maxSteps: o.maxSteps,
-    maxRetriesPerStep: o.maxRetriesPerStep,
-    maxContractRounds: o.maxContractRounds,
-    onStepExhausted: o.onStepExhausted,
-    maxReplans: o.maxReplans,
-    maxParallelSteps: o.maxParallelSteps,
-    defaultThresholds: o.defaultThresholds,
-    fallbackThreshold: o.fallbackThreshold,
-    criteria: o.criteria ?? null,
-    approve: o.approve ?? [],
-    plan: o.plan ?? null,
-    continues: null,
-    budgets: {
-      maxCostUsd: o.maxCostUsd ?? null,
-      maxTokens: o.maxTokens ?? null,
-      maxDurationMs: o.maxDurationMs ?? null,
-    },
-    callTimeoutMs: o.callTimeoutMs,
-    approvalDeadline:
-      o.approvalTimeoutMs === undefined || o.approvalTimeoutMs === null
-        ? null
-        : { timeoutMs: o.approvalTimeoutMs, policy: o.onApprovalTimeout ?? 'stop' },
-  };
-}
+/**
+ * A run to start: its id, and what its `run.started` records (its task, its log, its settings
+ * whole, who started it, the job and the run it carries on); the coordinator adds the trace context.
+ */
+export type RunSpec = { runId: string } & Omit<RunEventOf<'run.started'>['payload'], 'traceparent'>;
 
 /** A run in progress. */
 export interface RunHandle {
@@ -150,7 +87,7 @@ export interface ResumeOptions {
   /** Bytes of a torn last write removed from the log before it was continued, for `run.resumed`. */
   discardedBytes?: number;
   /** Thresholds for a log whose `run.started` does not record them (written before they were recorded). */
-  defaults?: Pick<RunSpec, 'defaultThresholds' | 'fallbackThreshold'>;
+  defaults?: Pick<RunSettings, 'defaultThresholds' | 'fallbackThreshold'>;
   /**
    * The result a worker already stored for a request, if any (NATS: `PGE_RESULTS`). The request in
    * flight when the run's last owner died may have been answered after it died: that answer is
@@ -165,38 +102,15 @@ export interface ResumeOptions {
   replayOnly?: boolean;
 }
 
-/** The settings of a resumed run: those its `run.started` recorded. */
+/** A resumed run: what its `run.started` recorded, in the log it continues in. */
 export function resumedSpec({ runId, started }: RecordedRun, options: ResumeOptions): RunSpec {
-  const { task, logPath, settings } = started.payload;
-  const {
-    models,
-    defaultThresholds,
-    fallbackThreshold,
-    criteria,
-    approve,
-    approvalDeadline,
-    maxParallelSteps,
-    plan,
-    ...rest
-  } = settings;
-  const { job, continues } = started.payload;
+  const { traceparent: _, ...recorded } = started.payload;
   return {
     runId,
-    task,
-    logPath: options.logPath ?? logPath,
-    ...rest,
-    plan: plan ?? null,
-    continues: continues ?? null,
-    ...(job === undefined ? {} : { job }),
-    criteria: criteria ?? null,
-    approve: approve ?? [],
-    approvalDeadline: approvalDeadline ?? null,
-    // A log written before steps could run side by side ran them one at a time.
-    maxParallelSteps: maxParallelSteps ?? 1,
-    defaultThresholds: defaultThresholds ?? options.defaults?.defaultThresholds ?? {},
-    fallbackThreshold:
-      fallbackThreshold ?? options.defaults?.fallbackThreshold ?? OPTION_DEFAULTS.fallbackThreshold,
-    models,
+    ...recorded,
+    logPath: options.logPath ?? recorded.logPath,
+    // A log that does not record its thresholds takes the resuming options'.
+    settings: { ...options.defaults, ...recorded.settings },
   };
 }
 

@@ -312,7 +312,7 @@ export class RunCalls {
     if (call === undefined) return;
     const { request, carried } = call;
     const timeout = new CallTimeoutError(
-      `no answer to ${request.type} ${request.id} within ${this.recorder.spec.callTimeoutMs} ms`,
+      `no answer to ${request.type} ${request.id} within ${this.recorder.spec.settings.callTimeoutMs} ms`,
     );
     this.cancel(request.id, timeout.message);
     const now = this.deps.clock();

@@ -36,49 +36,23 @@ function completeDraft(draft: RecordParams, calls: readonly ModelCall[]): RunEve
   return draft;
 }
 
-/** The `run.started` of a new run: its task, log and the settings a resume reads back. */
+/**
+ * The `run.started` of a new run: its task, its log, its settings whole (what a resume reads back),
+ * and what it carries on, who started it and its trace, each when it has one, in the order logs
+ * have them.
+ */
 function startedDraft(
-  spec: RunSpec,
+  { task, logPath, settings, job, continues, startedBy }: RunSpec,
   traceparent: string | undefined,
 ): Extract<RunEventDraft, { type: 'run.started' }> {
-  const {
-    runId: _,
-    models,
-    callTimeoutMs,
-    approvalDeadline,
-    acting,
-    task,
-    logPath,
-    job,
-    continues,
-    startedBy,
-    ...settings
-  } = spec;
   return {
     type: 'run.started',
     payload: {
       task,
       logPath,
-      settings: {
-        maxSteps: settings.maxSteps,
-        maxRetriesPerStep: settings.maxRetriesPerStep,
-        maxContractRounds: settings.maxContractRounds,
-        onStepExhausted: settings.onStepExhausted,
-        maxReplans: settings.maxReplans,
-        maxParallelSteps: settings.maxParallelSteps,
-        defaultThresholds: settings.defaultThresholds,
-        fallbackThreshold: settings.fallbackThreshold,
-        ...(settings.criteria === null ? {} : { criteria: settings.criteria }),
-        ...(settings.approve.length === 0 ? {} : { approve: settings.approve }),
-        budgets: settings.budgets,
-        callTimeoutMs,
-        ...(approvalDeadline === null ? {} : { approvalDeadline }),
-        models,
-        ...(acting === undefined ? {} : { acting }),
-        ...(settings.plan === null ? {} : { plan: settings.plan }),
-      },
+      settings,
       ...(job === undefined ? {} : { job }),
-      ...(continues === null ? {} : { continues }),
+      ...(continues === undefined ? {} : { continues }),
       ...(startedBy === undefined ? {} : { startedBy }),
       ...(traceparent === undefined ? {} : { traceparent }),
     },
@@ -114,12 +88,11 @@ export class RunSession implements RunScope {
       startedAt = Date.parse(resume.recorded.started.ts);
       this.recorder.seq = 1;
     }
-    const { runId, models: _, approvalDeadline, acting: __, ...run } = spec;
+    const { runId, task, logPath, settings, continues } = spec;
     const input: SessionInput = {
       runId,
-      run: { ...run, startedAt },
+      run: { ...settings, task, logPath, continues, startedAt },
       replaying: resume !== null,
-      approvalDeadline,
     };
     this.actor = createActor(deps.machine, { input, ...(deps.inspect ? { inspect: deps.inspect } : {}) });
     deps.scopes.set(this.actor.system, this);

@@ -6,6 +6,7 @@ import type {
   ExhaustionPolicy,
   JudgedScore,
   ResolvedCriterion,
+  RunSettings,
   Usage,
   Verdict,
 } from '../schemas/index.js';
@@ -33,6 +34,23 @@ export function resolveCriteria(
 ): ResolvedCriterion[] {
   const defaults = new Map(Object.entries(defaultThresholds).map(([k, v]) => [k.trim().toLowerCase(), v]));
   return criteria.map((c) => ({ ...c, threshold: c.threshold ?? defaults.get(c.name) ?? fallback }));
+}
+
+/** The settings a rubric is resolved by: a fixed rubric (null or absent: none), and the thresholds of open criteria. */
+export type RubricSettings = Partial<Pick<RunSettings, 'defaultThresholds' | 'fallbackThreshold'>> & {
+  criteria?: readonly Criterion[] | null | undefined;
+};
+
+/**
+ * The rubric a run judges a plan by: its fixed rubric, else the plan's criteria, thresholds resolved
+ * by the run's settings (none by name and the fallback when its log does not record them).
+ */
+export function rubricOf(settings: RubricSettings, planCriteria: readonly Criterion[]): ResolvedCriterion[] {
+  return resolveCriteria(
+    settings.criteria ?? planCriteria,
+    settings.defaultThresholds ?? {},
+    settings.fallbackThreshold,
+  );
 }
 
 /** An attempt scored against the rubric: one entry per criterion, and the weighted mean. */

@@ -1,12 +1,8 @@
 import {
-  type ApprovalGate,
-  type Budgets,
   type CarriedStep,
-  type Criterion,
   type DependencyArtifact,
   type ErrorInfo,
   type ExhaustionPolicy,
-  type GivenPlan,
   type Plan,
   type PlanOutline,
   type PlanStep,
@@ -15,12 +11,13 @@ import {
   type ResolvedCriterion,
   type RunCancellation,
   type RunContinuation,
+  type RunSettings,
   type RunTotals,
   type StepInFlight,
   ZERO_USAGE,
 } from '../schemas/index.js';
 import { type RunStatus, STOP_REASON } from '../schemas/run-status.js';
-import { type BudgetName, exhaustionPolicy, resolveCriteria } from './guards.js';
+import { type BudgetName, exhaustionPolicy, rubricOf } from './guards.js';
 import type { BudgetState, RecordParams, StepInput, StepOutcome } from './types.js';
 
 /**
@@ -29,30 +26,12 @@ import type { BudgetState, RecordParams, StepInput, StepOutcome } from './types.
  * state. No XState here: `run-machine.ts` wires them into the chart.
  */
 
-/** Input of the run machine: the task and the resolved settings of the run. */
-export interface RunInput {
+/** Input of the run machine: the task, the run's settings whole (`RunSettings`), and when it started. */
+export interface RunInput extends RunSettings {
   task: string;
   logPath: string;
-  maxSteps: number;
-  maxRetriesPerStep: number;
-  maxContractRounds: number;
-  onStepExhausted: ExhaustionPolicy;
-  maxReplans: number;
-  defaultThresholds: Record<string, number>;
-  fallbackThreshold: number;
-  /** A fixed rubric that replaces the planner's criteria; null: the planner's stand. */
-  criteria?: Criterion[] | null;
-  /** Gates where the run waits for a person's decision (`awaitApproval`). */
-  approve: ApprovalGate[];
-  budgets: Budgets;
-  /** Milliseconds each model call may wait for its answer (`after callDeadline`). */
-  callTimeoutMs: number;
-  /** Steps that may run side by side (`--parallel`); 1: one at a time, in plan order. */
-  maxParallelSteps: number;
-  /** The plan the run was given (`--plan`, `pge continue`): its first plan asks no planner. Null: the planner plans. */
-  plan: GivenPlan | null;
-  /** The run this one carries on (`pge continue`): the steps it keeps from it pass without running. Null: none. */
-  continues: RunContinuation | null;
+  /** The run this one carries on (`pge continue`): the steps it keeps from it pass without running. Absent: none. */
+  continues?: RunContinuation | undefined;
   /** Epoch ms the run started (the machine reads no clock). */
   startedAt: number;
 }
@@ -134,16 +113,13 @@ export function carriedOutcomes(input: RunInput, budget: BudgetState): StepOutco
 
 /** The run's first plan, when it was given: no planner is asked for it. */
 export function givenPlanDue(context: RunContext): boolean {
-  return context.input.plan !== null && context.plan === null;
+  return context.input.plan !== undefined && context.plan === null;
 }
 
 /** The plan a run takes (given, or the planner's) and its rubric, thresholds resolved; a fixed rubric stands. */
 export function takePlan(context: RunContext, plan: Plan): Pick<RunContext, 'plan' | 'criteria'> {
-  const { criteria, defaultThresholds, fallbackThreshold } = context.input;
-  return {
-    plan: criteria ? { ...plan, criteria } : plan,
-    criteria: resolveCriteria(criteria ?? plan.criteria, defaultThresholds, fallbackThreshold),
-  };
+  const { criteria } = context.input;
+  return { plan: criteria ? { ...plan, criteria } : plan, criteria: rubricOf(context.input, plan.criteria) };
 }
 
 /** The given plan, taken as the run's, and its `plan.created`, which says it was given. */
@@ -418,14 +394,11 @@ export function stepInput(context: RunContext, step: PlanStep): StepInput {
     outline: outline(plan),
     criteria: context.criteria,
     dependencies: dependencies(context, step.dependsOn),
-    maxContractRounds: context.input.maxContractRounds,
-    maxRetriesPerStep: context.input.maxRetriesPerStep,
+    settings: context.input,
     // What will happen if this step is exhausted, as the `policyIs…` guards decide it.
     onStepExhausted: exhaustionPolicyOf(context),
     replansLeft: replansLeft(context),
-    approve: context.input.approve,
     budget: context.budget,
-    callTimeoutMs: context.input.callTimeoutMs,
     inCompany: context.running.length > 0,
   };
 }

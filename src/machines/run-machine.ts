@@ -145,7 +145,7 @@ export const runMachine = setup({
     policyIsReplan: ({ context }) => exhaustionPolicyOf(context) === 'replan',
     replansLeft: ({ context }) => replansLeft(context) > 0,
     /** A person approves the plan before any step starts (`approve` includes `plan`). */
-    planGateOn: ({ context }) => context.input.approve.includes('plan'),
+    planGateOn: ({ context }) => context.input.approve?.includes('plan') === true,
     /** The person's decision at the gate was to approve. */
     approved: (_, decision: ApprovalOutput) => decision.decision === 'approve',
   },

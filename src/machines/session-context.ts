@@ -1,4 +1,4 @@
-import type { ApprovalDecision, ApprovalGate, ApprovalTimeoutPolicy } from '../schemas/index.js';
+import type { ApprovalDecision, ApprovalGate } from '../schemas/index.js';
 import type { RunInput, RunOutcome, RunStopEvent } from './run-context.js';
 
 /**
@@ -6,15 +6,13 @@ import type { RunInput, RunOutcome, RunStopEvent } from './run-context.js';
  * the events the coordinator sends it and the output its final states give.
  */
 
-/** What a session is started with: the run chart's input and the gates' deadline. */
+/** What a session is started with: the run chart's input, whose settings hold the gates' deadline. */
 export interface SessionInput {
   runId: string;
   /** The run chart's input. */
   run: RunInput;
   /** True for a resumed run: its recorded events are replayed before it goes live. */
   replaying: boolean;
-  /** How long a gate waits for a person, and what its deadline does; null: as long as it takes. */
-  approvalDeadline: { timeoutMs: number; policy: ApprovalTimeoutPolicy } | null;
 }
 
 /** A gate a session waits at: its request, and when it was recorded (epoch ms). */
@@ -75,8 +73,9 @@ export function dueGate(context: SessionContext): OpenGate {
 
 /** Milliseconds from `since` until the first open gate's deadline. */
 export function approvalDelay(context: SessionContext): number {
-  const { gates, approvalDeadline } = context;
-  if (gates.length === 0 || approvalDeadline === null) return 0;
+  const { gates } = context;
+  const { approvalDeadline } = context.run;
+  if (gates.length === 0 || approvalDeadline === undefined) return 0;
   return Math.max(0, dueGate(context).requestedAt + approvalDeadline.timeoutMs - context.since);
 }
 
@@ -97,5 +96,5 @@ export function withoutGate(context: SessionContext, requestId: string): OpenGat
 
 /** The words of a gate's deadline: `no decision within <ms> ms`. */
 export function noDecisionWithin(context: SessionContext): string {
-  return `no decision within ${context.approvalDeadline?.timeoutMs} ms`;
+  return `no decision within ${context.run.approvalDeadline?.timeoutMs} ms`;
 }

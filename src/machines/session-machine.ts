@@ -49,7 +49,7 @@ const settleAtDeadline = {
   params: ({ context }: { context: SessionContext }) => ({
     requestId: dueGate(context).requestId,
     decision: {
-      decision: context.approvalDeadline!.policy as 'approve' | 'reject',
+      decision: context.run.approvalDeadline!.policy as 'approve' | 'reject',
       reason: noDecisionWithin(context),
       by: 'deadline',
     },
@@ -85,9 +85,9 @@ export const sessionMachine = setup({
     lastGateLeft: ({ context, event }) =>
       event.type === 'approval.left' && withoutGate(context, event.requestId).length === 0,
     /** The run has an approval deadline (`approvalTimeoutMs`). */
-    hasApprovalDeadline: ({ context }) => context.approvalDeadline !== null,
+    hasApprovalDeadline: ({ context }) => context.run.approvalDeadline !== undefined,
     /** The deadline's policy is `stop`: the run is interrupted rather than decided for. */
-    deadlineStopsRun: ({ context }) => context.approvalDeadline?.policy === 'stop',
+    deadlineStopsRun: ({ context }) => context.run.approvalDeadline?.policy === 'stop',
   },
   actions: {
     /** Settles a gate with a decision (the coordinator records `approval.decided`). */

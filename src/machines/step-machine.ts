@@ -164,7 +164,7 @@ export const stepMachine = setup({
     awaitApproval: notProvided('awaitApproval') as CallLogic<'awaitApproval'>,
   },
   delays: {
-    callDeadline: ({ context }) => context.input.callTimeoutMs,
+    callDeadline: ({ context }) => context.input.settings.callTimeoutMs,
   },
   guards: {
     /** No other step of the run has run beside this one since it started. */
@@ -174,7 +174,7 @@ export const stepMachine = setup({
     /** The answer's usage, once spent, leaves no budget for the next call. */
     overBudgetAfterAnswer: ({ context }, report: CallReport) => budgetAfter(context, report) !== null,
     contractApproved: ({ context }) => lastRound(context).review?.status === 'approved',
-    roundsLeft: ({ context }) => context.round < context.input.maxContractRounds,
+    roundsLeft: ({ context }) => context.round < context.input.settings.maxContractRounds,
     /** The work never validated: the attempt is judged failed without calling the evaluator. */
     workInvalid: (_, output: WorkOutput) => output.work === null,
     /** The evaluation never validated: the attempt has no scores and fails (fail closed). */
@@ -190,12 +190,12 @@ export const stepMachine = setup({
     allCriteriaPass: ({ context }) =>
       context.scored !== null && context.scored.invalid === null && allCriteriaPass(context.scored.scores),
     /** A person approves each contract before work starts (`approve` includes `contract`). */
-    contractGateOn: ({ context }) => context.input.approve.includes('contract'),
+    contractGateOn: ({ context }) => context.input.settings.approve?.includes('contract') === true,
     /** A person approves each passing result before the step passes (`approve` includes `step`). */
-    stepGateOn: ({ context }) => context.input.approve.includes('step'),
+    stepGateOn: ({ context }) => context.input.settings.approve?.includes('step') === true,
     /** The person's decision at the gate was to approve. */
     approved: (_, decision: ApprovalOutput) => decision.decision === 'approve',
-    retriesLeft: ({ context }) => retriesLeft(context.attempt, context.input.maxRetriesPerStep),
+    retriesLeft: ({ context }) => retriesLeft(context.attempt, context.input.settings.maxRetriesPerStep),
     /** The evaluator found the failure to be the plan's, not the work's (`failureKind: 'plan'`). */
     planAtFault: ({ context }) => context.scored?.evaluation?.failureKind === 'plan',
     /** The run may still revise its plan (`maxReplans`). */
@@ -345,7 +345,7 @@ export const stepMachine = setup({
             input: ({ context }): ContractReviewInput => ({
               ...stepBrief(context),
               round: context.round,
-              maxRounds: context.input.maxContractRounds,
+              maxRounds: context.input.settings.maxContractRounds,
               proposal: lastRound(context).proposal,
             }),
             onDone: {

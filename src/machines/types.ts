@@ -18,6 +18,7 @@ import type {
   PlanOutline,
   ResolvedCriterion,
   RunEventDraft,
+  RunSettings,
   Usage,
   ValidatorRun,
   Work,
@@ -121,16 +122,16 @@ export interface StepInput {
   outline: PlanOutline;
   criteria: ResolvedCriterion[];
   dependencies: DependencyArtifact[];
-  maxContractRounds: number;
-  maxRetriesPerStep: number;
+  /**
+   * The run's settings, whole: its bounds (`maxContractRounds`, `maxRetriesPerStep`), its gates
+   * (`contract`, `step` apply to a step) and each call's deadline (`after callDeadline`).
+   */
+  settings: RunSettings;
+  /** What an exhausted step leads to now: the run's `onStepExhausted`, `advance` once no replan is left. */
   onStepExhausted: ExhaustionPolicy;
   /** Replans the run has left (`maxReplans` less those made): a plan-level failure needs one. */
   replansLeft: number;
-  /** Gates where the run waits for a person (`contract`, `step` apply to a step). */
-  approve: ApprovalGate[];
   budget: BudgetState;
-  /** Milliseconds each model call may wait for its answer (`after callDeadline`). */
-  callTimeoutMs: number;
   /** Whether other steps of the run are running beside this one as it starts (`company`). */
   inCompany: boolean;
 }

@@ -213,9 +213,7 @@ function renderHeader(event: RunEventOf<'run.started'>): string {
     `- **Limits**: at most ${plural(settings.maxSteps, 'step')}, ${plural(settings.maxRetriesPerStep, 'retry', 'retries')} per step, ` +
     `${plural(settings.maxContractRounds, 'contract round')}; budgets: ${limits.length === 0 ? 'none' : limits.join(', ')}\n` +
     `- **When a step is exhausted**: ${settings.onStepExhausted} (at most ${plural(settings.maxReplans, 'replan')})\n` +
-    (settings.maxParallelSteps === undefined
-      ? ''
-      : `- **Steps side by side**: at most ${settings.maxParallelSteps}, along the plan's dependencies\n`) +
+    `- **Steps side by side**: at most ${settings.maxParallelSteps}, along the plan's dependencies\n` +
     (event.payload.startedBy === undefined ? '' : `- **Started by**: ${inline(event.payload.startedBy)}\n`) +
     (event.payload.continues === undefined
       ? ''

@@ -1,16 +1,14 @@
 import { cp, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { ConfigurationError, ResumeError } from '../errors.js';
-import { resolveCriteria } from '../machines/guards.js';
+import { type RubricSettings, rubricOf } from '../machines/guards.js';
 import { latest } from '../machines/run-context.js';
 import {
   type CarriedStep,
-  type Criterion,
   documentOfPlan,
   type GivenPlan,
   isClosingEvent,
   jobOf,
-  OPTION_DEFAULTS,
   type PlanDocument,
   type PlanDocumentStep,
   planOfDocument,
@@ -41,24 +39,12 @@ export interface Continuation {
   runs: string[];
 }
 
-/** The settings the rubric of a continued run is resolved by: a fixed rubric, and the thresholds of open criteria. */
-export interface RubricSettings {
-  criteria?: Criterion[] | null | undefined;
-  defaultThresholds?: Record<string, number> | undefined;
-  fallbackThreshold?: number | undefined;
-}
-
 /**
  * The rubric a run with `settings` judges a plan document by, as its chart resolves it
  * (`takePlan`): the fixed rubric, else the document's, thresholds filled in by the settings.
  */
 export function rubricBy(settings: RubricSettings): (document: PlanDocument) => ResolvedCriterion[] {
-  return (document) =>
-    resolveCriteria(
-      settings.criteria ?? planOfDocument(document).criteria,
-      settings.defaultThresholds ?? {},
-      settings.fallbackThreshold ?? OPTION_DEFAULTS.fallbackThreshold,
-    );
+  return (document) => rubricOf(settings, planOfDocument(document).criteria);
 }
 
 const sameStep = (a: PlanDocumentStep, b: PlanDocumentStep): boolean =>

@@ -279,10 +279,7 @@ async function startSubmitted(
 ): Promise<Started | null> {
   const { options, models, acting } = service.options;
   checkTask(submission.task, options.maxTaskBytes);
-  const spec = {
-    ...runSpecOf(runId, submission, options, models),
-    ...(acting === undefined ? {} : { acting: acting(runId) }),
-  };
+  const spec = runSpecOf(runId, submission, options, models, acting?.(runId));
   checkCostCanBeKept(spec, models);
   if ((await admit(runId, submission, service.options)) === 'started') return null;
   if (submission.continues !== undefined)
@@ -346,7 +343,7 @@ async function startFork(
  * run's for the same reason). A worker not heard yet is not known, so not checked.
  */
 function checkCostCanBeKept(spec: RunSpec, models: Record<Role, string> | WorkerDirectory): void {
-  if (spec.budgets.maxCostUsd === null || !isDirectory(models)) return;
+  if (spec.settings.budgets.maxCostUsd === null || !isDirectory(models)) return;
   const unpriced = models.unpriced();
   const first = unpriced[0];
   if (first === undefined) return;

@@ -52,11 +52,7 @@ export class HostBus extends InProcessBus implements StoredMessages {
    * reads only what comes next; a stream sequence means nothing to a log, so any other start
    * reads from the first event.
    */
-  subscribeOrdered(
-    subject: string,
-    handler: BusHandler,
-    options: OrderedOptions = {},
-  ): BusSubscription {
+  subscribeOrdered(subject: string, handler: BusHandler, options: OrderedOptions = {}): BusSubscription {
     if (options.from === 'new') return this.subscribe(subject, handler);
     let held: BusMessage[] | null = [];
     let active = true;

@@ -5,6 +5,7 @@ import { readLogFile } from '../persistence/log-reader.js';
 import { renderLog } from '../persistence/markdown-log.js';
 import {
   ForkSettings,
+  forkedSettings,
   isClosingEvent,
   type Role,
   type RunActing,
@@ -78,12 +79,6 @@ export function forkEvents(events: readonly RunEvent[], options: ForkOptions): R
   // Every id of the parent's events (its own, its requests') is made of its run id: they become the fork's.
   const prefix = JSON.parse(JSON.stringify(events.slice(0, at)).replaceAll(parentId, runId)) as RunEvent[];
   const first = prefix[0] as RunEventOf<'run.started'>;
-  const { budgets, acting: _parentActing, ...recorded } = first.payload.settings;
-  const given = Object.fromEntries(Object.entries(options.settings).filter(([, v]) => v !== undefined));
-  const { maxCostUsd, maxTokens, maxDurationMs, ...bounds } = given as ForkSettings;
-  const changedBudgets = Object.fromEntries(
-    Object.entries({ maxCostUsd, maxTokens, maxDurationMs }).filter(([, v]) => v !== undefined),
-  );
   // A fork is a run of its own: its trace is its own too (its parent's is named in `parent`).
   const { traceparent: _parentTrace, startedBy: _parentStarter, ...payload } = first.payload;
   prefix[0] = {
@@ -91,13 +86,7 @@ export function forkEvents(events: readonly RunEvent[], options: ForkOptions): R
     payload: {
       ...payload,
       logPath,
-      settings: {
-        ...recorded,
-        ...bounds,
-        budgets: { ...budgets, ...changedBudgets },
-        models: options.models,
-        ...(options.acting === undefined ? {} : { acting: options.acting }),
-      },
+      settings: forkedSettings(first.payload.settings, options.settings, options),
       parent: { runId: parentId, logPath: options.parentLogPath ?? started.payload.logPath, fromStep },
       ...(options.startedBy === undefined ? {} : { startedBy: options.startedBy }),
     },

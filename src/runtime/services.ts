@@ -1,11 +1,12 @@
 import { join } from 'node:path';
 import type { Bus } from '../bus/bus.js';
 import { subjects } from '../bus/subjects.js';
-import { type RunSettingsSource, type RunSpec, runSettingsOf } from '../conductor/coordinator.js';
+import type { RunSpec } from '../conductor/coordinator.js';
 import type { LostWork } from '../conductor/run-calls.js';
 import { BusError, errorFromInfo, UnansweredRequestError } from '../errors.js';
 import { type Backoff, retry } from '../retry.js';
-import type { Role, RoleResult, RunActing, RunEvent } from '../schemas/index.js';
+import type { Role, RoleResult, RunActing, RunEvent, RunSettingOptions } from '../schemas/index.js';
+import { runSettingsOf } from '../schemas/index.js';
 import { OPTION_DEFAULTS } from '../schemas/setting-values.js';
 import { type RunSubmission, RunSubmissionReply } from '../schemas/submission.js';
 import type { RunTracing } from '../telemetry/run-tracing.js';
@@ -34,7 +35,7 @@ export const COORDINATOR_QUEUE = 'pge-coordinator';
  * API's resolved options are one; the runtime names only what it reads, so that it does not depend
  * on the API that is built on it.
  */
-export type CoordinatorSettings = RunSettingsSource & {
+export type CoordinatorSettings = RunSettingOptions & {
   workingDirectory?: string | undefined;
   maxTaskBytes: number;
 };
@@ -129,22 +130,28 @@ export function modelNames(models: Record<Role, string> | WorkerDirectory): Reco
 export const isDirectory = (models: Record<Role, string> | WorkerDirectory): models is WorkerDirectory =>
   typeof (models as WorkerDirectory).unpriced === 'function';
 
-/** Builds a run's settings from the coordinator's options and a submission's overrides. */
+/**
+ * A run of a submission: its settings, the coordinator's options with the submission's overrides,
+ * and `acting` when this process holds the workers.
+ */
 export function runSpecOf(
   runId: string,
   submission: RunSubmission & { task: string },
   options: CoordinatorSettings,
   models: Record<Role, string> | WorkerDirectory,
+  acting?: RunActing,
 ): RunSpec {
   return {
     runId,
     task: submission.task,
     logPath: join(options.workingDirectory ?? '', logFileOf(runId)),
-    ...runSettingsOf({ ...options, ...submission.options }),
-    continues: submission.continues ?? null,
-    ...(submission.job === undefined ? {} : { job: submission.job }),
-    models: modelNames(models),
-    ...(submission.by === undefined ? {} : { startedBy: submission.by }),
+    settings: runSettingsOf(
+      { ...options, ...submission.options },
+      { models: modelNames(models), ...(acting === undefined ? {} : { acting }) },
+    ),
+    continues: submission.continues,
+    job: submission.job,
+    startedBy: submission.by,
   };
 }
 

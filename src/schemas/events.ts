@@ -3,7 +3,6 @@ import {
   Contract,
   ContractProposal,
   ContractReview,
-  Criterion,
   CriterionWeight,
   Evaluation,
   Phase,
@@ -25,9 +24,9 @@ import {
   RetrySignal,
   WorkInput,
 } from './inputs.js';
-import { GivenPlan } from './plan-document.js';
+import { RunSettings } from './run-settings.js';
 import { PHASES } from './setting-values.js';
-import { ApprovalGate, ApprovalTimeoutPolicy, ExhaustionPolicy } from './settings.js';
+import { ApprovalGate, ExhaustionPolicy } from './settings.js';
 
 /**
  * Every event of a run, one discriminated union on `type`. The coordinator is the only writer of
@@ -158,25 +157,6 @@ export type RunTotals = z.infer<typeof RunTotals>;
 /** The closing figures of `run.completed` and `run.failed`: the chart's, with the per-phase table. */
 const ClosingTotals = { ...RunTotals.shape, byPhase: z.array(PhaseTotals) };
 
-/** Budgets the run was started with; `null` is no limit. */
-export const Budgets = z.strictObject({
-  maxCostUsd: z.number().positive().nullable(),
-  maxTokens: z.number().int().positive().nullable(),
-  maxDurationMs: z.number().int().positive().nullable(),
-});
-export type Budgets = z.infer<typeof Budgets>;
-
-/**
- * What a run's acting roles had: the workspace tools, the generator's validators by name, and the
- * run's workspace (an absolute path), where its files and its validators' runs are.
- */
-export const RunActing = z.strictObject({
-  tools: z.boolean(),
-  validators: z.array(z.string()),
-  workspace: z.string().min(1),
-});
-export type RunActing = z.infer<typeof RunActing>;
-
 /**
  * A step a continued run keeps from an earlier run of its job (`pge continue`): it passed there,
  * its plan entry is unchanged and nothing it depends on runs again. Its kept attempt (the work and
@@ -212,70 +192,12 @@ export const RunContinuation = z.strictObject({
 });
 export type RunContinuation = z.infer<typeof RunContinuation>;
 
-/** The settings a run's `run.started` records: what a resume, a replay and a fork read back. */
-const RunStartedSettings = z.strictObject({
-  maxSteps: z.number().int().min(1),
-  maxRetriesPerStep: z.number().int().min(0),
-  maxContractRounds: z.number().int().min(1),
-  onStepExhausted: ExhaustionPolicy,
-  maxReplans: z.number().int().min(0),
-  /** Steps that could run side by side; absent in logs written before steps could: 1. */
-  maxParallelSteps: z.number().int().min(1).optional(),
-  /**
-   * Thresholds by criterion name for criteria the plan leaves open, and the threshold of any
-   * other: with them the log holds every setting the charts read, so a resume replays the run
-   * exactly. Absent in logs written before they were recorded; a resume then takes them from
-   * its own options (and refuses if the plan's recorded thresholds disagree).
-   */
-  defaultThresholds: z.record(z.string(), Score).optional(),
-  fallbackThreshold: Score.optional(),
-  /** The fixed rubric, when the run had one (`RunSettings.criteria`). */
-  criteria: z.array(Criterion).min(1).optional(),
-  /** Where the run waits for a person (`RunSettings.approve`); absent: nowhere. */
-  approve: z.array(ApprovalGate).min(1).optional(),
-  /** A gate's deadline and what it does (`RunSettings.approvalTimeoutMs`); absent: none. */
-  approvalDeadline: z
-    .strictObject({ timeoutMs: z.number().int().positive(), policy: ApprovalTimeoutPolicy })
-    .optional(),
-  budgets: Budgets,
-  callTimeoutMs: z.number().int().positive(),
-  models: z.strictObject({ planner: z.string(), generator: z.string(), evaluator: z.string() }),
-  /**
-   * Whether the acting roles had the workspace tools, the generator's validators by name, and
-   * the run's workspace, when the process that started the run held its workers (the embedded
-   * runtime): a resume must have the same, as it must have the same models. Absent when the
-   * run's workers were elsewhere (a run submitted over NATS), and in logs written before they
-   * were recorded.
-   */
-  acting: RunActing.optional(),
-  /** The plan the run was given (`--plan`, `pge continue`): it asks no planner for its first plan. */
-  plan: GivenPlan.optional(),
-});
-
-/**
- * The settings a fork may change from its parent's (`pge fork`, a fork submitted on NATS): the
- * bounds, the thresholds, the budgets and the call deadline; the parent's recorded ones stand for
- * the rest. Each as `run.started` records it (a budget's `null` is no limit).
- */
-export const ForkSettings = RunStartedSettings.pick({
-  maxRetriesPerStep: true,
-  maxContractRounds: true,
-  onStepExhausted: true,
-  maxReplans: true,
-  defaultThresholds: true,
-  fallbackThreshold: true,
-  callTimeoutMs: true,
-})
-  .extend(Budgets.shape)
-  .partial();
-export type ForkSettings = z.infer<typeof ForkSettings>;
-
 export const RunStarted = event(
   'run.started',
   z.strictObject({
     task: z.string().min(1),
     logPath: z.string(),
-    settings: RunStartedSettings,
+    settings: RunSettings,
     /**
      * Who started the run, when a person did it by name: the operator of `pge dashboard --control`
      * (a start or a fork from the page), a submission's `by`. Absent otherwise, and in logs written

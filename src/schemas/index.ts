@@ -34,10 +34,8 @@ export {
   AttemptJudged,
   AttemptReason,
   AttemptRecord,
-  Budgets,
   CarriedStep,
   ErrorInfo,
-  ForkSettings,
   isClosingEvent,
   isRoleRequest,
   JudgedScore,
@@ -49,7 +47,6 @@ export {
   ResultRejectionReason,
   ROLE_OF_REQUEST,
   RoleRequest,
-  RunActing,
   RunCancellation,
   RunContinuation,
   RunEvent,
@@ -86,6 +83,15 @@ export {
 } from './plan-document.js';
 export { RoleFailure, RoleResult, RoleSuccess } from './results.js';
 export {
+  Budgets,
+  ForkSettings,
+  forkedSettings,
+  RunActing,
+  RunSettingOptions,
+  RunSettings,
+  runSettingsOf,
+} from './run-settings.js';
+export {
   APPROVAL_GATES,
   APPROVAL_TIMEOUT_POLICIES,
   DEFAULT_WORKER_CONCURRENCY,
@@ -110,7 +116,6 @@ export {
   PriceTable,
   ReasoningEffort,
   RoleModelSettings,
-  RunSettings,
   StreamLimits,
   StructuredOutputMode,
 } from './settings.js';

@@ -1,6 +1,4 @@
 import { z } from 'zod';
-import { Criterion, checkUniqueCriteria } from './domain.js';
-import { GivenPlan } from './plan-document.js';
 import {
   APPROVAL_GATES,
   APPROVAL_TIMEOUT_POLICIES,
@@ -15,7 +13,7 @@ import {
 /**
  * Settings shared by the library's options (`PgeOptionsSchema`), the model client
  * (`OpenAIModelOptions`), run submissions on NATS and the CLI: each enum and each settings shape
- * is declared here once and composed there. Error messages name the option, in the reference's
+ * is declared here once and composed there; a run's own settings are in `run-settings.ts`. Error messages name the option, in the reference's
  * words where it has them ("maxSteps must be >= 1, got 0").
  */
 
@@ -44,7 +42,7 @@ export const OutputType = z.enum(OUTPUT_TYPES);
 export type OutputType = z.infer<typeof OutputType>;
 
 // A timer's longest delay in Node; a longer one fires at once (with a warning) instead.
-const MAX_TIMER_MS = 2 ** 31 - 1;
+export const MAX_TIMER_MS = 2 ** 31 - 1;
 
 const isHttpUrl = (text: string) => URL.canParse(text) && /^https?:$/.test(new URL(text).protocol);
 
@@ -93,89 +91,6 @@ export const ModelClientSettings = z.strictObject({
   /** Prices by model name, added to (and overriding) the built-in table. */
   prices: PriceTable.optional(),
 });
-
-const atLeast = (name: string, min: number) =>
-  z
-    .number()
-    .int()
-    .min(min, { error: (issue) => `${name} must be >= ${min}, got ${String(issue.input)}` });
-
-const score = (name: string) =>
-  z
-    .number({ error: `${name} must be a number` })
-    .min(1, { error: `${name} must be between 1 and 10` })
-    .max(10, { error: `${name} must be between 1 and 10` });
-
-/**
- * The settings of one run: its bounds, its thresholds and its budgets, each required here. The
- * library's options give them defaults; a run submission may set any of them.
- */
-export const RunSettings = z.strictObject({
-  maxSteps: atLeast('maxSteps', 1),
-  maxRetriesPerStep: atLeast('maxRetriesPerStep', 0),
-  maxContractRounds: atLeast('maxContractRounds', 1),
-  onStepExhausted: ExhaustionPolicy,
-  maxReplans: atLeast('maxReplans', 0),
-  /** Steps that may run side by side, along the plan's dependencies (`--parallel`); 1: one at a time. */
-  maxParallelSteps: atLeast('maxParallelSteps', 1),
-  /** Thresholds by criterion name, for criteria the plan leaves without one. */
-  defaultThresholds: z.record(z.string(), score('a default threshold')),
-  fallbackThreshold: score('fallbackThreshold'),
-  maxCostUsd: z.number().positive({ error: 'maxCostUsd must be > 0' }),
-  // Integers because the run's budgets (`Budgets` in run.started) are integers.
-  maxTokens: z
-    .number()
-    .int({ error: 'maxTokens must be a whole number' })
-    .positive({ error: 'maxTokens must be > 0' }),
-  maxDurationMs: z
-    .number()
-    .int({ error: 'maxDurationMs must be a whole number of milliseconds' })
-    .positive({ error: 'maxDurationMs must be > 0' }),
-  /**
-   * The deadline of each model call, from its request to its result (the worker's own retries and
-   * repairs included): a call with no answer by then fails like one its worker gave up on.
-   */
-  callTimeoutMs: z
-    .number()
-    .int({ error: 'callTimeoutMs must be a whole number of milliseconds' })
-    .positive({ error: 'callTimeoutMs must be > 0' })
-    // Past the timer's limit every call would time out at once.
-    .max(MAX_TIMER_MS, { error: 'callTimeoutMs must be at most 2147483647 (24.8 days)' }),
-  /**
-   * A fixed, hand-authored rubric (`--rubric rubric.json`): the criteria every step is judged by,
-   * which the planner may not change. Null: the planner writes the rubric.
-   */
-  criteria: z
-    .array(Criterion)
-    .min(1, { error: 'criteria needs at least one criterion' })
-    .superRefine((criteria, ctx) => checkUniqueCriteria(criteria, ctx))
-    .nullable(),
-  /**
-   * Where the run waits for a person's decision (`--approve`): its plan, each step's contract,
-   * each step's passing result. A rejection sends the plan back to the planner, the contract back
-   * to negotiation, the result back to the generator, each with the person's reason.
-   */
-  approve: z
-    .array(ApprovalGate)
-    .refine((gates) => new Set(gates).size === gates.length, { error: 'approve names each gate once' }),
-  /**
-   * How long a gate waits for a decision; past it `onApprovalTimeout` decides (approve, reject) or
-   * stops the run. Null: as long as it takes.
-   */
-  approvalTimeoutMs: z
-    .number()
-    .int({ error: 'approvalTimeoutMs must be a whole number of milliseconds' })
-    .positive({ error: 'approvalTimeoutMs must be > 0' })
-    .max(MAX_TIMER_MS, { error: 'approvalTimeoutMs must be at most 2147483647 (24.8 days)' })
-    .nullable(),
-  onApprovalTimeout: ApprovalTimeoutPolicy,
-  /**
-   * The plan to run (`--plan plan.json`): no planner is asked for the first plan, which gets the
-   * checks a planner's gets. Its rubric stands unless `criteria` is given. Null: the planner plans.
-   */
-  plan: GivenPlan.nullable(),
-});
-export type RunSettings = z.infer<typeof RunSettings>;
 
 /**
  * Limits of each JetStream stream of a NATS deployment (`PGE_EVENTS`, `PGE_WORK`, `PGE_RESULTS`);

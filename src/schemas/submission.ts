@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { SafeId } from './domain.js';
-import { ErrorInfo, ForkSettings, Operator, RunContinuation, RunJob } from './events.js';
-import { RunSettings } from './settings.js';
+import { ErrorInfo, Operator, RunContinuation, RunJob } from './events.js';
+import { ForkSettings, RunSettingOptions } from './run-settings.js';
 
 /**
  * Run submission by request/reply on `pge.runs.submit`: a client sends a task and the run settings
@@ -14,9 +14,9 @@ import { RunSettings } from './settings.js';
 
 /**
  * Run settings a submitter may set: any of the run settings the options of the same name set
- * (`RunSettings`); an omitted one takes the coordinator's value. Unknown names are an error.
+ * (`RunSettingOptions`); an omitted one takes the coordinator's value. Unknown names are an error.
  */
-export const RunSubmissionOptions = RunSettings.partial();
+export const RunSubmissionOptions = RunSettingOptions.partial();
 export type RunSubmissionOptions = z.infer<typeof RunSubmissionOptions>;
 
 /**

@@ -67,12 +67,12 @@ describe('a fixed rubric', () => {
     expect(started.type === 'run.started' && started.payload.settings.criteria).toEqual(rubric);
     // A resumed run takes the rubric from there; a log written before rubrics has none.
     const recorded = { runId: started.runId, started } as RecordedRun;
-    expect(resumedSpec(recorded, { owner: 'test' }).criteria).toEqual(rubric);
+    expect(resumedSpec(recorded, { owner: 'test' }).settings.criteria).toEqual(rubric);
     const { criteria: _, ...older } = (started as RunEventOf<'run.started'>).payload.settings;
     const before = { ...started, payload: { ...started.payload, settings: older } };
     expect(
-      resumedSpec({ ...recorded, started: before } as RecordedRun, { owner: 'test' }).criteria,
-    ).toBeNull();
+      resumedSpec({ ...recorded, started: before } as RecordedRun, { owner: 'test' }).settings.criteria,
+    ).toBeUndefined();
   });
 });
 

@@ -37,6 +37,7 @@ export function runStarted(runId: string, seq = 1): RunEventOf<'run.started'> {
         maxContractRounds: 3,
         onStepExhausted: 'advance',
         maxReplans: 1,
+        maxParallelSteps: 1,
         budgets: { maxCostUsd: null, maxTokens: null, maxDurationMs: null },
         callTimeoutMs: 60_000,
         models: { planner: 'm-plan', generator: 'm-gen', evaluator: 'm-eval' },

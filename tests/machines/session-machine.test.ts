@@ -1,7 +1,7 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { assign, createActor, createMachine, toPromise } from 'xstate';
 import { ResumeError, RunTakenOverError } from '../../src/errors.js';
-import type { RunOutcome, runMachine } from '../../src/machines/run-machine.js';
+import type { RunInput, RunOutcome, runMachine } from '../../src/machines/run-machine.js';
 import { type SessionInput, sessionMachine } from '../../src/machines/session-machine.js';
 import type { ApprovalDecision } from '../../src/schemas/index.js';
 import { runInput } from '../support/chart-fixtures.js';
@@ -47,7 +47,7 @@ function standInRun(seen: unknown[]) {
 }
 
 /** A session with the stand-in run and its actions noted in `calls`. */
-function session(input: Partial<SessionInput> = {}) {
+function session(input: Partial<SessionInput> = {}, approvalDeadline?: RunInput['approvalDeadline']) {
   const calls: [string, unknown][] = [];
   const runEvents: unknown[] = [];
   const note = (name: string) => (_: unknown, params: unknown) => void calls.push([name, params]);
@@ -61,9 +61,8 @@ function session(input: Partial<SessionInput> = {}) {
   const actor = createActor(machine, {
     input: {
       runId: 'run-1',
-      run: { ...runInput(), startedAt: 0 },
+      run: { ...runInput({ approvalDeadline }), startedAt: 0 },
       replaying: false,
-      approvalDeadline: null,
       ...input,
     },
   });
@@ -128,7 +127,7 @@ describe('the session chart', () => {
   });
 
   it("decides at the approval deadline, counted from the request's recorded time", () => {
-    const s = session({ approvalDeadline: { timeoutMs: 1_000, policy: 'reject' } });
+    const s = session({}, { timeoutMs: 1_000, policy: 'reject' });
     // The request was recorded 400 ms before this process began to wait (a restart): 600 ms are left.
     s.actor.send({
       type: 'approval.requested',
@@ -154,7 +153,7 @@ describe('the session chart', () => {
   });
 
   it('waits at the gates of steps side by side at once, each decided on its own, each with its deadline', () => {
-    const s = session({ approvalDeadline: { timeoutMs: 1_000, policy: 'approve' } });
+    const s = session({}, { timeoutMs: 1_000, policy: 'approve' });
     const REJECT: ApprovalDecision = { decision: 'reject', reason: 'no', by: 'ana' };
     s.actor.send({ type: 'approval.requested', gate: 'contract', requestId: 'a-1', requestedAt: 0, now: 0 });
     vi.advanceTimersByTime(300);
@@ -196,7 +195,7 @@ describe('the session chart', () => {
   });
 
   it('interrupts the run at the deadline under the stop policy, and takes no decision after it', async () => {
-    const s = session({ approvalDeadline: { timeoutMs: 1_000, policy: 'stop' } });
+    const s = session({}, { timeoutMs: 1_000, policy: 'stop' });
     s.actor.send({ type: 'approval.requested', gate: 'contract', requestId: 'a-1', requestedAt: 0, now: 0 });
     vi.advanceTimersByTime(1_000);
     expect(s.runEvents).toContainEqual({

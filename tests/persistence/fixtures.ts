@@ -188,6 +188,7 @@ export function fullRun(runId: string, options: FullRunOptions = {}): RunEvent[]
           maxContractRounds: 3,
           onStepExhausted: 'advance',
           maxReplans: 1,
+          maxParallelSteps: 1,
           defaultThresholds: { form: 8 },
           fallbackThreshold: 6,
           budgets: { maxCostUsd: 1, maxTokens: null, maxDurationMs: null },

@@ -106,12 +106,10 @@ export function runInput(overrides: Partial<RunInput> = {}): RunInput {
     maxReplans: 1,
     defaultThresholds: {},
     fallbackThreshold: 6,
-    approve: [],
     budgets: { maxCostUsd: null, maxTokens: null, maxDurationMs: null },
     callTimeoutMs: 30 * 60_000,
     maxParallelSteps: 4,
-    plan: null,
-    continues: null,
+    models: { planner: 'scripted', generator: 'scripted', evaluator: 'scripted' },
     startedAt: 1_000_000,
     ...overrides,
   };
@@ -119,14 +117,16 @@ export function runInput(overrides: Partial<RunInput> = {}): RunInput {
 
 /** A coordinator's run of `runInput`'s settings, with scripted models and no log of its own. */
 export function runSpec(runId: string): RunSpec {
-  const { startedAt: _, ...settings } = runInput({ logPath: `/nonexistent/pge_shared_state_${runId}.md` });
-  return {
-    ...settings,
-    runId,
-    models: { planner: 'scripted', generator: 'scripted', evaluator: 'scripted' },
-    callTimeoutMs: 60_000,
-    approvalDeadline: null,
-  };
+  const {
+    startedAt: _,
+    task,
+    logPath,
+    continues: __,
+    ...settings
+  } = runInput({
+    logPath: `/nonexistent/pge_shared_state_${runId}.md`,
+  });
+  return { runId, task, logPath, settings: { ...settings, callTimeoutMs: 60_000 } };
 }
 
 function take<T>(queue: T[] | undefined, what: string): T {
