@@ -5,23 +5,23 @@ import type { Bus } from '../bus/bus.js';
 import { publishRejection, subscribeResults } from '../bus/channels.js';
 import { subjects } from '../bus/subjects.js';
 import { ConfigurationError, ResumeError } from '../errors.js';
-import type { RunInput, RunOutcome } from '../machines/run-machine.js';
-import type {
-  ApprovalDecision,
-  ApprovalGate,
-  ApprovalTimeoutPolicy,
-  ModelCall,
-  ResultRejectionReason,
-  RoleResult,
-  RunActing,
-  RunJob,
-} from '../schemas/index.js';
-import { OPTION_DEFAULTS } from '../schemas/index.js';
+import type { ResultRejectionReason, RoleResult } from '../schemas/index.js';
 import type { RunTracing } from '../telemetry/run-tracing.js';
 import type { RecordedRun } from './replay.js';
 import type { LostWork, PendingCall, RunState } from './run-calls.js';
 import type { Resumption } from './run-recorder.js';
-import { RunSession, type SessionDeps } from './run-session.js';
+import { type RunHandle, RunSession, type SessionDeps } from './run-session.js';
+import { type ResumeOptions, type RunSpec, resumedSpec } from './run-spec.js';
+
+// The settings a coordinator takes and the handle it gives, as `runtime/services.ts` imports them.
+export type { RunHandle } from './run-session.js';
+export {
+  type ResumeOptions,
+  type RunSettingsSource,
+  type RunSpec,
+  resumedSpec,
+  runSettingsOf,
+} from './run-spec.js';
 
 /**
  * The coordinator owns its runs' statecharts: each run is a session chart
@@ -39,166 +39,6 @@ import { RunSession, type SessionDeps } from './run-session.js';
  * a late answer to a cancelled call, an answer to a request never made, one of the wrong run or
  * role) is reported as `result.rejected` and on `pge.errors.rejected.<reporter>`.
  */
-
-/** Settings of one run, as the API resolves them. */
-export interface RunSpec extends Omit<RunInput, 'startedAt'> {
-  runId: string;
-  models: { planner: string; generator: string; evaluator: string };
-  /** Milliseconds each call may take, from its request to its result, before it fails (`RunSettings`). */
-  callTimeoutMs: number;
-  /** How long a gate waits for a person, and what its deadline does; null: as long as it takes. */
-  approvalDeadline: { timeoutMs: number; policy: ApprovalTimeoutPolicy } | null;
-  /** The acting roles' tools, validators and workspace, when this process holds the workers (`run.started`'s `acting`). */
-  acting?: RunActing;
-  /** The job the run belongs to when it carries one on (`pge continue`); absent: a job of its own. */
-  job?: RunJob;
-  /** Who started the run, when a person did it by name (`run.started`'s `startedBy`). */
-  startedBy?: string;
-}
-
-/** The options a run's settings are taken from (a subset of the API's resolved options). */
-export type RunSettingsSource = Pick<
-  RunInput,
-  | 'maxSteps'
-  | 'maxRetriesPerStep'
-  | 'maxContractRounds'
-  | 'onStepExhausted'
-  | 'maxReplans'
-  | 'maxParallelSteps'
-  | 'defaultThresholds'
-  | 'fallbackThreshold'
-> & {
-  criteria?: RunInput['criteria'] | undefined;
-  approve?: RunInput['approve'] | undefined;
-  plan?: RunInput['plan'] | undefined;
-  maxCostUsd?: number | undefined;
-  maxTokens?: number | undefined;
-  maxDurationMs?: number | undefined;
-  callTimeoutMs: number;
-  approvalTimeoutMs?: number | null | undefined;
-  onApprovalTimeout?: ApprovalTimeoutPolicy | undefined;
-};
-
-/** A run's settings from options: the harness bounds and the budgets (`null` is no limit). */
-export function runSettingsOf(o: RunSettingsSource): Omit<RunSpec, 'runId' | 'task' | 'logPath' | 'models'> {
-  return {
-    maxSteps: o.maxSteps,
-    maxRetriesPerStep: o.maxRetriesPerStep,
-    maxContractRounds: o.maxContractRounds,
-    onStepExhausted: o.onStepExhausted,
-    maxReplans: o.maxReplans,
-    maxParallelSteps: o.maxParallelSteps,
-    defaultThresholds: o.defaultThresholds,
-    fallbackThreshold: o.fallbackThreshold,
-    criteria: o.criteria ?? null,
-    approve: o.approve ?? [],
-    plan: o.plan ?? null,
-    continues: null,
-    budgets: {
-      maxCostUsd: o.maxCostUsd ?? null,
-      maxTokens: o.maxTokens ?? null,
-      maxDurationMs: o.maxDurationMs ?? null,
-    },
-    callTimeoutMs: o.callTimeoutMs,
-    approvalDeadline:
-      o.approvalTimeoutMs === undefined || o.approvalTimeoutMs === null
-        ? null
-        : { timeoutMs: o.approvalTimeoutMs, policy: o.onApprovalTimeout ?? 'stop' },
-  };
-}
-
-/** A run in progress. */
-export interface RunHandle {
-  readonly runId: string;
-  /** Resolves with the outcome once the chart is done and every event is published. */
-  readonly done: Promise<RunOutcome>;
-  /** Every model call of the run so far, repairs included. */
-  readonly calls: readonly ModelCall[];
-  /** Ends the run as interrupted, `reason` going into its closing event; a call in flight is cancelled. */
-  interrupt(reason?: string): void;
-  /**
-   * Ends the run as cancelled by `by` (`pge cancel`), with `reason` if given: every step running
-   * stops and its call is cancelled; the closing event says who and why.
-   */
-  cancel(by: string, reason?: string): void;
-  /**
-   * A person's decision at a gate the run waits at (the oldest of that kind, or the one of
-   * `requestId` when given); false (and nothing done) when it waits at no such gate.
-   */
-  decide(gate: ApprovalGate, decision: ApprovalDecision, requestId?: string): boolean;
-  /** The gates the run waits at (steps side by side may each wait at one), with their requests' ids. */
-  waitingAt(): { gate: ApprovalGate; requestId: string }[];
-  /**
-   * Lets the run go, because `owner` took it over (this coordinator lost its lease): the chart
-   * stops, nothing more is recorded or published (the call in flight is not cancelled: the new
-   * owner waits for its result), and `done` rejects with `RunTakenOverError`.
-   */
-  abandon(owner: string): void;
-}
-
-/** Options of a coordinator's `resumeRun`. */
-export interface ResumeOptions {
-  /** Who continues the run, for `run.resumed`: `<host>:<pid>` of an embedded process, a coordinator's id. */
-  owner: string;
-  /** The log the run continues in, if not the one its `run.started` names (the file was moved). */
-  logPath?: string;
-  /**
-   * Queue again the request in flight at the crash (default true). An embedded run's queue died
-   * with its process; a coordinator taking a run over on NATS may find the request still queued.
-   */
-  resend?: boolean;
-  /** Bytes of a torn last write removed from the log before it was continued, for `run.resumed`. */
-  discardedBytes?: number;
-  /** Thresholds for a log whose `run.started` does not record them (written before they were recorded). */
-  defaults?: Pick<RunSpec, 'defaultThresholds' | 'fallbackThreshold'>;
-  /**
-   * The result a worker already stored for a request, if any (NATS: `PGE_RESULTS`). The request in
-   * flight when the run's last owner died may have been answered after it died: that answer is
-   * applied, and no model is asked again.
-   */
-  storedResult?: (requestId: string) => Promise<RoleResult | null>;
-  /**
-   * Replays the recorded events and never goes live (`pge replay`): where the charts go on past
-   * the log, or make a request the log does not answer, the run ends and `done` rejects with a
-   * `ReplayDivergence`. Nothing is asked of a worker.
-   */
-  replayOnly?: boolean;
-}
-
-/** The settings of a resumed run: those its `run.started` recorded. */
-export function resumedSpec({ runId, started }: RecordedRun, options: ResumeOptions): RunSpec {
-  const { task, logPath, settings } = started.payload;
-  const {
-    models,
-    defaultThresholds,
-    fallbackThreshold,
-    criteria,
-    approve,
-    approvalDeadline,
-    maxParallelSteps,
-    plan,
-    ...rest
-  } = settings;
-  const { job, continues } = started.payload;
-  return {
-    runId,
-    task,
-    logPath: options.logPath ?? logPath,
-    ...rest,
-    plan: plan ?? null,
-    continues: continues ?? null,
-    ...(job === undefined ? {} : { job }),
-    criteria: criteria ?? null,
-    approve: approve ?? [],
-    approvalDeadline: approvalDeadline ?? null,
-    // A log written before steps could run side by side ran them one at a time.
-    maxParallelSteps: maxParallelSteps ?? 1,
-    defaultThresholds: defaultThresholds ?? options.defaults?.defaultThresholds ?? {},
-    fallbackThreshold:
-      fallbackThreshold ?? options.defaults?.fallbackThreshold ?? OPTION_DEFAULTS.fallbackThreshold,
-    models,
-  };
-}
 
 /** Options of `createCoordinator`. */
 export interface CoordinatorOptions {
