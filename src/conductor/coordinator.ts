@@ -16,7 +16,6 @@ import { type ResumeOptions, type RunSpec, resumedSpec } from './run-spec.js';
 // The settings a coordinator takes and the handle it gives, as `runtime/services.ts` imports them.
 export type { RunHandle } from './run-session.js';
 export {
-  type ResumeOptions,
   type RunSettingsSource,
   type RunSpec,
   resumedSpec,
