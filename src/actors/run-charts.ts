@@ -142,14 +142,87 @@ function invalidAnswer(
   return result.error.message;
 }
 
+/** How a call actor of `C` answers: from its input, the run's scope and the actor that calls. */
+type Answer<C extends CallName> = (
+  input: Calls[C]['input'],
+  run: RunScope,
+  caller: Caller,
+) => Promise<Calls[C]['output']>;
+
+/** The plan, cut here too: a planner written in another language may not (DESIGN 1 is the harness's). */
+const plan: Answer<'plan'> = async (input, run, caller) => {
+  const reply = await run.ask({ type: 'plan.requested', payload: { phase: 'plan', input } }, caller);
+  const answered = ok(run, reply, 'plan', 'planner');
+  const cut = answered.truncation ? answered : truncatePlan(answered.plan, input.maxSteps);
+  const { truncation } = cut;
+  if (truncation)
+    run.record({ type: 'plan.truncated', payload: { ...truncation, to: cut.plan.steps.length } });
+  return { plan: cut.plan, ...reply.report };
+};
+
+const proposeContract: Answer<'proposeContract'> = async (input, run, caller) => {
+  const reply = await run.ask(
+    { type: 'step.contract.requested', payload: { phase: 'contract', input } },
+    caller,
+  );
+  const proposal = ok(run, reply, 'contract', 'generator');
+  run.record({
+    type: 'step.contract.proposed',
+    payload: { stepId: input.step.id, stepNumber: input.stepNumber, round: input.round, proposal },
+  });
+  return { proposal, ...reply.report };
+};
+
+const reviewContract: Answer<'reviewContract'> = async (input, run, caller) => {
+  const reply = await run.ask(
+    { type: 'step.review.requested', payload: { phase: 'contract_review', input } },
+    caller,
+  );
+  const review = ok(run, reply, 'contract_review', 'evaluator');
+  run.record({
+    type: 'step.contract.reviewed',
+    payload: { stepId: input.step.id, stepNumber: input.stepNumber, round: input.round, review },
+  });
+  return { review, ...reply.report };
+};
+
+/** The work of an attempt, with the runs of the generator's validators when it has them. */
+const doWork: Answer<'doWork'> = async (input, run, caller) => {
+  const reply = await run.ask({ type: 'step.work.requested', payload: { phase: 'work', input } }, caller);
+  const ref = attemptRef(input);
+  const problem = invalidAnswer(run, reply, 'step.work.invalid', ref);
+  if (problem !== null) return { work: null, problem, validation: null, ...reply.report };
+  const work = ok(run, reply, 'work', 'generator');
+  const validation =
+    reply.result.status === 'ok' && reply.result.phase === 'work' ? reply.result.validation : undefined;
+  run.record({
+    type: 'step.work.completed',
+    payload: { ...ref, work, ...(validation === undefined ? {} : { validation }) },
+  });
+  return { work, problem: null, validation: validation ?? null, ...reply.report };
+};
+
+const evaluateWork: Answer<'evaluateWork'> = async (input, run, caller) => {
+  const reply = await run.ask(
+    { type: 'step.evaluation.requested', payload: { phase: 'evaluation', input } },
+    caller,
+  );
+  const ref = attemptRef(input);
+  const problem = invalidAnswer(run, reply, 'step.evaluation.invalid', ref);
+  if (problem !== null) return { evaluation: null, problem, ...reply.report };
+  const evaluation = ok(run, reply, 'evaluation', 'evaluator');
+  run.record({ type: 'step.evaluation.completed', payload: { ...ref, evaluation } });
+  return { evaluation, problem: null, ...reply.report };
+};
+
+const awaitApproval: Answer<'awaitApproval'> = (input, run, { signal }) => run.awaitDecision(input, signal);
+
 /** The run machine with its calls and `record` action provided; `scope` finds an actor's run. */
 function provideCharts(scope: (system: AnyActorSystem) => RunScope): typeof runMachine {
   const recordAction = ({ system }: { system: AnyActorSystem }, draft: RecordParams): void =>
     scope(system).recordChart(draft);
-  /** The promise actor of call `C`: `answer` gets the input, the run's scope and the actor. */
-  const call = <C extends CallName>(
-    answer: (input: Calls[C]['input'], run: RunScope, caller: Caller) => Promise<Calls[C]['output']>,
-  ) =>
+  /** The promise actor of call `C`. */
+  const call = <C extends CallName>(answer: Answer<C>) =>
     fromPromise<Calls[C]['output'], Calls[C]['input']>(({ input, system, signal, self }) =>
       answer(input, scope(system), { self, signal }),
     );
@@ -164,84 +237,21 @@ function provideCharts(scope: (system: AnyActorSystem) => RunScope): typeof runM
     const caller = self.getSnapshot().children[name];
     if (caller !== undefined) scope(system).timeOutCall(caller as object);
   };
-
-  const awaitApproval = call<'awaitApproval'>((input, run, { signal }) => run.awaitDecision(input, signal));
+  const actions = { record: recordAction, timeOutCall };
+  const approval = call(awaitApproval);
   const steps = stepMachine.provide({
-    actions: { record: recordAction, timeOutCall },
+    actions,
     actors: {
-      awaitApproval,
-      proposeContract: call<'proposeContract'>(async (input, run, caller) => {
-        const reply = await run.ask(
-          { type: 'step.contract.requested', payload: { phase: 'contract', input } },
-          caller,
-        );
-        const proposal = ok(run, reply, 'contract', 'generator');
-        run.record({
-          type: 'step.contract.proposed',
-          payload: { stepId: input.step.id, stepNumber: input.stepNumber, round: input.round, proposal },
-        });
-        return { proposal, ...reply.report };
-      }),
-      reviewContract: call<'reviewContract'>(async (input, run, caller) => {
-        const reply = await run.ask(
-          { type: 'step.review.requested', payload: { phase: 'contract_review', input } },
-          caller,
-        );
-        const review = ok(run, reply, 'contract_review', 'evaluator');
-        run.record({
-          type: 'step.contract.reviewed',
-          payload: { stepId: input.step.id, stepNumber: input.stepNumber, round: input.round, review },
-        });
-        return { review, ...reply.report };
-      }),
-      doWork: call<'doWork'>(async (input, run, caller) => {
-        const reply = await run.ask(
-          { type: 'step.work.requested', payload: { phase: 'work', input } },
-          caller,
-        );
-        const ref = attemptRef(input);
-        const problem = invalidAnswer(run, reply, 'step.work.invalid', ref);
-        if (problem !== null) return { work: null, problem, validation: null, ...reply.report };
-        const work = ok(run, reply, 'work', 'generator');
-        const validation =
-          reply.result.status === 'ok' && reply.result.phase === 'work' ? reply.result.validation : undefined;
-        run.record({
-          type: 'step.work.completed',
-          payload: { ...ref, work, ...(validation === undefined ? {} : { validation }) },
-        });
-        return { work, problem: null, validation: validation ?? null, ...reply.report };
-      }),
-      evaluateWork: call<'evaluateWork'>(async (input, run, caller) => {
-        const reply = await run.ask(
-          { type: 'step.evaluation.requested', payload: { phase: 'evaluation', input } },
-          caller,
-        );
-        const ref = attemptRef(input);
-        const problem = invalidAnswer(run, reply, 'step.evaluation.invalid', ref);
-        if (problem !== null) return { evaluation: null, problem, ...reply.report };
-        const evaluation = ok(run, reply, 'evaluation', 'evaluator');
-        run.record({ type: 'step.evaluation.completed', payload: { ...ref, evaluation } });
-        return { evaluation, problem: null, ...reply.report };
-      }),
+      awaitApproval: approval,
+      proposeContract: call(proposeContract),
+      reviewContract: call(reviewContract),
+      doWork: call(doWork),
+      evaluateWork: call(evaluateWork),
     },
   });
-
   return runMachine.provide({
-    actions: { record: recordAction, timeOutCall },
-    actors: {
-      runStep: steps,
-      awaitApproval,
-      plan: call<'plan'>(async (input, run, caller) => {
-        const reply = await run.ask({ type: 'plan.requested', payload: { phase: 'plan', input } }, caller);
-        const answered = ok(run, reply, 'plan', 'planner');
-        // Cut here too: a planner written in another language may not (DESIGN 1 is the harness's).
-        const cut = answered.truncation ? answered : truncatePlan(answered.plan, input.maxSteps);
-        const { plan, truncation } = cut;
-        if (truncation)
-          run.record({ type: 'plan.truncated', payload: { ...truncation, to: plan.steps.length } });
-        return { plan, ...reply.report };
-      }),
-    },
+    actions,
+    actors: { runStep: steps, awaitApproval: approval, plan: call(plan) },
   });
 }
 

@@ -1,8 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { CallTimeoutError, errorFromInfo } from '../errors.js';
 import { resolveCriteria } from '../machines/guards.js';
+import { answerRequest } from '../roles/answer-request.js';
 import type { Model } from '../roles/model.js';
-import { answerRequest } from '../roles/role-worker.js';
 import { newRunId } from '../runtime/run-id.js';
 import { checkTask } from '../runtime/task.js';
 import {

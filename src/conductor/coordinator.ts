@@ -5,21 +5,13 @@ import type { Bus } from '../bus/bus.js';
 import { publishRejection, subscribeResults } from '../bus/channels.js';
 import { subjects } from '../bus/subjects.js';
 import { ConfigurationError, ResumeError } from '../errors.js';
-import type { RunOutcome } from '../machines/run-machine.js';
-import type {
-  ApprovalDecision,
-  ApprovalGate,
-  ModelCall,
-  ResultRejectionReason,
-  RoleResult,
-  RunEventOf,
-  RunSettings,
-} from '../schemas/index.js';
+import type { ResultRejectionReason, RoleResult } from '../schemas/index.js';
 import type { RunTracing } from '../telemetry/run-tracing.js';
 import type { RecordedRun } from './replay.js';
 import type { LostWork, PendingCall, RunState } from './run-calls.js';
 import type { Resumption } from './run-recorder.js';
-import { RunSession, type SessionDeps } from './run-session.js';
+import { type RunHandle, RunSession, type SessionDeps } from './run-session.js';
+import { type ResumeOptions, type RunSpec, resumedSpec } from './run-spec.js';
 
 /**
  * The coordinator owns its runs' statecharts: each run is a session chart
@@ -37,82 +29,6 @@ import { RunSession, type SessionDeps } from './run-session.js';
  * a late answer to a cancelled call, an answer to a request never made, one of the wrong run or
  * role) is reported as `result.rejected` and on `pge.errors.rejected.<reporter>`.
  */
-
-/**
- * A run to start: its id, and what its `run.started` records (its task, its log, its settings
- * whole, who started it, the job and the run it carries on); the coordinator adds the trace context.
- */
-export type RunSpec = { runId: string } & Omit<RunEventOf<'run.started'>['payload'], 'traceparent'>;
-
-/** A run in progress. */
-export interface RunHandle {
-  readonly runId: string;
-  /** Resolves with the outcome once the chart is done and every event is published. */
-  readonly done: Promise<RunOutcome>;
-  /** Every model call of the run so far, repairs included. */
-  readonly calls: readonly ModelCall[];
-  /** Ends the run as interrupted, `reason` going into its closing event; a call in flight is cancelled. */
-  interrupt(reason?: string): void;
-  /**
-   * Ends the run as cancelled by `by` (`pge cancel`), with `reason` if given: every step running
-   * stops and its call is cancelled; the closing event says who and why.
-   */
-  cancel(by: string, reason?: string): void;
-  /**
-   * A person's decision at a gate the run waits at (the oldest of that kind, or the one of
-   * `requestId` when given); false (and nothing done) when it waits at no such gate.
-   */
-  decide(gate: ApprovalGate, decision: ApprovalDecision, requestId?: string): boolean;
-  /** The gates the run waits at (steps side by side may each wait at one), with their requests' ids. */
-  waitingAt(): { gate: ApprovalGate; requestId: string }[];
-  /**
-   * Lets the run go, because `owner` took it over (this coordinator lost its lease): the chart
-   * stops, nothing more is recorded or published (the call in flight is not cancelled: the new
-   * owner waits for its result), and `done` rejects with `RunTakenOverError`.
-   */
-  abandon(owner: string): void;
-}
-
-/** Options of a coordinator's `resumeRun`. */
-export interface ResumeOptions {
-  /** Who continues the run, for `run.resumed`: `<host>:<pid>` of an embedded process, a coordinator's id. */
-  owner: string;
-  /** The log the run continues in, if not the one its `run.started` names (the file was moved). */
-  logPath?: string;
-  /**
-   * Queue again the request in flight at the crash (default true). An embedded run's queue died
-   * with its process; a coordinator taking a run over on NATS may find the request still queued.
-   */
-  resend?: boolean;
-  /** Bytes of a torn last write removed from the log before it was continued, for `run.resumed`. */
-  discardedBytes?: number;
-  /** Thresholds for a log whose `run.started` does not record them (written before they were recorded). */
-  defaults?: Pick<RunSettings, 'defaultThresholds' | 'fallbackThreshold'>;
-  /**
-   * The result a worker already stored for a request, if any (NATS: `PGE_RESULTS`). The request in
-   * flight when the run's last owner died may have been answered after it died: that answer is
-   * applied, and no model is asked again.
-   */
-  storedResult?: (requestId: string) => Promise<RoleResult | null>;
-  /**
-   * Replays the recorded events and never goes live (`pge replay`): where the charts go on past
-   * the log, or make a request the log does not answer, the run ends and `done` rejects with a
-   * `ReplayDivergence`. Nothing is asked of a worker.
-   */
-  replayOnly?: boolean;
-}
-
-/** A resumed run: what its `run.started` recorded, in the log it continues in. */
-export function resumedSpec({ runId, started }: RecordedRun, options: ResumeOptions): RunSpec {
-  const { traceparent: _, ...recorded } = started.payload;
-  return {
-    runId,
-    ...recorded,
-    logPath: options.logPath ?? recorded.logPath,
-    // A log that does not record its thresholds takes the resuming options'.
-    settings: { ...options.defaults, ...recorded.settings },
-  };
-}
 
 /** Options of `createCoordinator`. */
 export interface CoordinatorOptions {

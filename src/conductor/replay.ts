@@ -188,6 +188,107 @@ function resultOf(
 }
 
 /**
+ * What reading a run's events for a replay gathers, event by event (`readRecordedRun`): the
+ * answers by request, their usage, the gates' decisions, the facts, and the requests still open.
+ */
+class RunReading {
+  readonly facts = new Set<number>();
+  readonly answers = new Map<string, RecordedAnswer>();
+  readonly usage = new Map<string, Usage>();
+  readonly decisions = new Map<string, { decision: ApprovalDecision; seq: number }>();
+  /** Time the run spent paused across the resumes read so far. */
+  pausedMs = 0;
+  /** When each request's latest recorded call came, in run time. */
+  private readonly lastCallAt = new Map<string, number>();
+  /** The seq of each request's first recorded call since it was (last) asked. */
+  private readonly firstCallSeq = new Map<string, number>();
+  /** Requests still waiting for their answer, by id: steps side by side each have one. */
+  private readonly open = new Map<string, OpenRequest>();
+
+  constructor(private readonly fail: (message: string) => never) {}
+
+  read(event: RunEvent): void {
+    if (FACTS.has(event.type)) this.facts.add(event.seq);
+    if (event.type === 'model.call.completed') this.modelCall(event);
+    else if (event.type === 'request.cancelled') this.open.delete(event.payload.requestId);
+    else if (event.type === 'approval.decided') {
+      const { requestId, decision, reason, by } = event.payload;
+      this.decisions.set(requestId, { decision: { decision, reason, by }, seq: event.seq });
+    } else if (event.type === 'run.resumed') this.resumed(event);
+    else if (event.type === 'plan.truncated') this.planTruncated(event);
+    else if (isRoleRequest(event)) this.request(event);
+    else if (isAnswer(event)) this.answer(event);
+  }
+
+  /**
+   * The end of the events: in flight at the crash, a cut the harness made of a plan whose
+   * plan.created was lost is part of the lost answer, which the repeated call gives again.
+   */
+  finish(): void {
+    const inFlightPlan = this.openPlan();
+    if (inFlightPlan?.truncation) this.facts.add(inFlightPlan.truncation.seq);
+  }
+
+  private openPlan(): OpenRequest | undefined {
+    return [...this.open.values()].find((o) => o.request.type === 'plan.requested');
+  }
+
+  private modelCall(event: RunEventOf<'model.call.completed'>): void {
+    const { requestId, promptTokens, completionTokens, costUsd } = event.payload;
+    const call = { promptTokens, completionTokens, costUsd, calls: 1 };
+    this.usage.set(requestId, addUsage(this.usage.get(requestId) ?? ZERO_USAGE, call));
+    this.lastCallAt.set(requestId, epochMs(event) - this.pausedMs);
+    if (!this.firstCallSeq.has(requestId)) this.firstCallSeq.set(requestId, event.seq);
+  }
+
+  private resumed(event: RunEventOf<'run.resumed'>): void {
+    // A plan cut by the harness whose plan.created the crash lost: the repeated call cuts it again.
+    const plan = this.openPlan();
+    if (plan?.truncation && event.payload.repeated.includes(plan.request.id)) {
+      this.facts.add(plan.truncation.seq);
+      plan.truncation = null;
+    }
+    // Asked again: its answer, when it comes, came after this.
+    for (const id of event.payload.repeated) this.firstCallSeq.delete(id);
+    this.pausedMs += event.payload.pausedMs;
+  }
+
+  private planTruncated(event: RunEventOf<'plan.truncated'>): void {
+    const plan = this.openPlan();
+    if (plan === undefined) this.fail(`plan.truncated at seq ${event.seq} follows no plan request`);
+    else plan.truncation = event;
+  }
+
+  private request(event: RoleRequest): void {
+    // A step makes one call at a time: its request is answered or cancelled before its next.
+    const stepId = stepIdOf(event.payload);
+    for (const o of this.open.values())
+      if (stepIdOf(o.request.payload) === stepId)
+        this.fail(
+          `${event.type} at seq ${event.seq} while request ${o.request.id} still waits for its answer`,
+        );
+    this.open.set(event.id, { request: event, truncation: null });
+  }
+
+  private answer(event: AnswerEvent): void {
+    const request = answered(this.open, event);
+    const expected = event.type === 'role.failed' ? request?.request.type : REQUEST_OF_ANSWER[event.type];
+    if (request === undefined || request.request.type !== expected)
+      this.fail(`${event.type} at seq ${event.seq} answers no open request`);
+    const id = request.request.id;
+    this.answers.set(id, {
+      result: resultOf(event, request.truncation),
+      usage: this.usage.get(id) ?? ZERO_USAGE,
+      // A result is stamped when it arrives, on its model calls; one without calls, on its answer.
+      finishedAt: this.lastCallAt.get(id) ?? epochMs(event) - this.pausedMs,
+      receivedAt: epochMs(event),
+      turn: this.firstCallSeq.get(id) ?? event.seq,
+    });
+    this.open.delete(id);
+  }
+}
+
+/**
  * Reads a run's recorded events for a replay. Throws `ResumeError` when they cannot be resumed:
  * none, not starting with `run.started`, ending with the run's closing event, or an answer that no
  * open request asked for. `source` names them in errors (the log's path).
@@ -210,86 +311,10 @@ export function readRecordedRun(
         ? `run ${first.runId} has not ended (its last event is ${last.type} at seq ${last.seq}): resume it instead`
         : `run ${first.runId} has already ended (${last.type} at seq ${last.seq}); there is nothing to resume`,
     );
-
-  const facts = new Set<number>();
-  const answers = new Map<string, RecordedAnswer>();
-  const usage = new Map<string, Usage>();
-  const decisions = new Map<string, { decision: ApprovalDecision; seq: number }>();
-  /** When each request's latest recorded call came, in run time. */
-  const lastCallAt = new Map<string, number>();
-  /** The seq of each request's first recorded call since it was (last) asked. */
-  const firstCallSeq = new Map<string, number>();
-  /** Requests still waiting for their answer, by id: steps side by side each have one. */
-  const open = new Map<string, OpenRequest>();
-  const openPlan = () => [...open.values()].find((o) => o.request.type === 'plan.requested');
-  let pausedMs = 0;
-  for (const event of events) {
-    if (FACTS.has(event.type)) facts.add(event.seq);
-    switch (event.type) {
-      case 'model.call.completed': {
-        const { requestId, promptTokens, completionTokens, costUsd } = event.payload;
-        const call = { promptTokens, completionTokens, costUsd, calls: 1 };
-        usage.set(requestId, addUsage(usage.get(requestId) ?? ZERO_USAGE, call));
-        lastCallAt.set(requestId, epochMs(event) - pausedMs);
-        if (!firstCallSeq.has(requestId)) firstCallSeq.set(requestId, event.seq);
-        continue;
-      }
-      case 'request.cancelled':
-        open.delete(event.payload.requestId);
-        continue;
-      case 'approval.decided': {
-        const { requestId, decision, reason, by } = event.payload;
-        decisions.set(requestId, { decision: { decision, reason, by }, seq: event.seq });
-        continue;
-      }
-      case 'run.resumed': {
-        // A plan cut by the harness whose plan.created the crash lost: the repeated call cuts it again.
-        const plan = openPlan();
-        if (plan?.truncation && event.payload.repeated.includes(plan.request.id)) {
-          facts.add(plan.truncation.seq);
-          plan.truncation = null;
-        }
-        // Asked again: its answer, when it comes, came after this.
-        for (const id of event.payload.repeated) firstCallSeq.delete(id);
-        pausedMs += event.payload.pausedMs;
-        continue;
-      }
-      case 'plan.truncated': {
-        const plan = openPlan();
-        if (plan === undefined) fail(`plan.truncated at seq ${event.seq} follows no plan request`);
-        else plan.truncation = event;
-        continue;
-      }
-    }
-    if (isRoleRequest(event)) {
-      // A step makes one call at a time: its request is answered or cancelled before its next.
-      const stepId = stepIdOf(event.payload);
-      for (const o of open.values())
-        if (stepIdOf(o.request.payload) === stepId)
-          fail(`${event.type} at seq ${event.seq} while request ${o.request.id} still waits for its answer`);
-      open.set(event.id, { request: event, truncation: null });
-      continue;
-    }
-    if (!isAnswer(event)) continue;
-    const request = answered(open, event);
-    const expected = event.type === 'role.failed' ? request?.request.type : REQUEST_OF_ANSWER[event.type];
-    if (request === undefined || request.request.type !== expected)
-      return fail(`${event.type} at seq ${event.seq} answers no open request`);
-    const id = request.request.id;
-    answers.set(id, {
-      result: resultOf(event, request.truncation),
-      usage: usage.get(id) ?? ZERO_USAGE,
-      // A result is stamped when it arrives, on its model calls; one without calls, on its answer.
-      finishedAt: lastCallAt.get(id) ?? epochMs(event) - pausedMs,
-      receivedAt: epochMs(event),
-      turn: firstCallSeq.get(id) ?? event.seq,
-    });
-    open.delete(id);
-  }
-  // In flight at the crash: a cut the harness made of a plan whose plan.created was lost is part
-  // of the lost answer, which the repeated call gives again.
-  const inFlightPlan = openPlan();
-  if (inFlightPlan?.truncation) facts.add(inFlightPlan.truncation.seq);
+  const reading = new RunReading(fail);
+  for (const event of events) reading.read(event);
+  reading.finish();
+  const { facts, answers, usage, decisions, pausedMs } = reading;
   return {
     runId: first.runId,
     started: first,

@@ -7,8 +7,8 @@ import { isRoleRequest } from '../schemas/index.js';
 import type { RunTracing } from '../telemetry/run-tracing.js';
 import { traceSafely } from '../telemetry/trace-safely.js';
 import { unguessableId } from '../unguessable-id.js';
-import type { ResumeOptions, RunSpec } from './coordinator.js';
 import { type RecordedRun, Replay } from './replay.js';
+import type { ResumeOptions, RunSpec } from './run-spec.js';
 
 /**
  * The writer of one run's events: stamps each with `seq`, id and time and publishes it (a request

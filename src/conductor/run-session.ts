@@ -4,12 +4,18 @@ import { RunTakenOverError } from '../errors.js';
 import type { RunOutcome } from '../machines/run-machine.js';
 import type { SessionEvent, SessionInput, sessionMachine } from '../machines/session-machine.js';
 import type { ApprovalInput, ApprovalOutput, RecordParams } from '../machines/types.js';
-import type { ApprovalDecision, ModelCall, RunEventDraft, RunEventOf } from '../schemas/index.js';
+import type {
+  ApprovalDecision,
+  ApprovalGate,
+  ModelCall,
+  RunEventDraft,
+  RunEventOf,
+} from '../schemas/index.js';
 import { phaseTotals } from '../schemas/index.js';
-import type { RunHandle, RunSpec } from './coordinator.js';
 import { type CallDeps, RunCalls, type RunState } from './run-calls.js';
 import { RunGates } from './run-gates.js';
 import { type Resumption, RunRecorder } from './run-recorder.js';
+import type { RunSpec } from './run-spec.js';
 
 /**
  * One run on its coordinator: the session chart (`src/machines/session-machine.ts`) as an actor,
@@ -17,6 +23,35 @@ import { type Resumption, RunRecorder } from './run-recorder.js';
  * This is what the session's provided actions and the charts' call actors reach through their
  * actor system (`RunScope`), and what the run's handle sends its events to.
  */
+
+/** A run in progress. */
+export interface RunHandle {
+  readonly runId: string;
+  /** Resolves with the outcome once the chart is done and every event is published. */
+  readonly done: Promise<RunOutcome>;
+  /** Every model call of the run so far, repairs included. */
+  readonly calls: readonly ModelCall[];
+  /** Ends the run as interrupted, `reason` going into its closing event; a call in flight is cancelled. */
+  interrupt(reason?: string): void;
+  /**
+   * Ends the run as cancelled by `by` (`pge cancel`), with `reason` if given: every step running
+   * stops and its call is cancelled; the closing event says who and why.
+   */
+  cancel(by: string, reason?: string): void;
+  /**
+   * A person's decision at a gate the run waits at (the oldest of that kind, or the one of
+   * `requestId` when given); false (and nothing done) when it waits at no such gate.
+   */
+  decide(gate: ApprovalGate, decision: ApprovalDecision, requestId?: string): boolean;
+  /** The gates the run waits at (steps side by side may each wait at one), with their requests' ids. */
+  waitingAt(): { gate: ApprovalGate; requestId: string }[];
+  /**
+   * Lets the run go, because `owner` took it over (this coordinator lost its lease): the chart
+   * stops, nothing more is recorded or published (the call in flight is not cancelled: the new
+   * owner waits for its result), and `done` rejects with `RunTakenOverError`.
+   */
+  abandon(owner: string): void;
+}
 
 /** What a session needs of its coordinator. */
 export interface SessionDeps extends CallDeps {

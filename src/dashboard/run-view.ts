@@ -1,51 +1,16 @@
-import type { ModelCall, RoleRequest, RunEvent } from '../schemas/index.js';
-import { isClosingEvent, isRoleRequest, jobOf, ROLE_OF_REQUEST } from '../schemas/index.js';
+import type { RoleRequest, RunEvent } from '../schemas/index.js';
+import { isClosingEvent, isRoleRequest, ROLE_OF_REQUEST } from '../schemas/index.js';
 import { stoppedStatus } from '../schemas/run-status.js';
 import { PHASES } from '../schemas/setting-values.js';
 import { describeEvent } from './event-text.js';
-import type {
-  ActiveStates,
-  AttemptView,
-  CallView,
-  GateView,
-  RunSummary,
-  RunView,
-  StepView,
-  Usage,
-} from './run-view-types.js';
+import { addCall, foldEvent, newAttempt, noUsage, type RunViewFold } from './run-view-fold.js';
+import type { ActiveStates, CallView, GateView, RunSummary, RunView, StepView } from './run-view-types.js';
 
 /**
  * What the dashboard shows of one run, folded from its events. The page only renders this object,
  * so every rule about what an event means lives here, typed and tested, not in browser code. All
  * strings are data: the page puts them into the DOM as text, never as markup.
  */
-
-const noUsage = (): Usage => ({ calls: 0, promptTokens: 0, completionTokens: 0, costUsd: 0, latencyMs: 0 });
-
-/** Adds one model call to a sum of usage. */
-function addCall(usage: Usage, call: ModelCall): void {
-  usage.calls += 1;
-  usage.promptTokens += call.promptTokens;
-  usage.completionTokens += call.completionTokens;
-  usage.costUsd += call.costUsd;
-  usage.latencyMs += call.latencyMs;
-}
-
-function newAttempt(attempt: number): AttemptView {
-  return {
-    attempt,
-    output: null,
-    workProblem: null,
-    summary: null,
-    findings: [],
-    feedback: [],
-    evaluationProblem: null,
-    verdict: null,
-    reason: null,
-    weightedMean: null,
-    scores: [],
-  };
-}
 
 /** The call actor each request is made by, as the charts name it. */
 const ACTOR_OF_REQUEST = {
@@ -121,6 +86,23 @@ export function afterClosingProblem(events: readonly RunEvent[], event: RunEvent
   return `run ${event.runId}: ${event.type} (seq ${event.seq}) came after the run's closing event ${closing.type} (seq ${closing.seq}); it is not shown`;
 }
 
+/** How the events of a run find, in its view, the step and attempt they speak of. */
+function foldOf(view: RunView): RunViewFold {
+  // A step number names the latest run of that step: a replanned plan may reuse it.
+  const stepOf = (stepNumber: number) => view.steps.findLast((s) => s.stepNumber === stepNumber);
+  const attemptOf = (stepNumber: number, attempt: number) => {
+    const step = stepOf(stepNumber);
+    if (!step) return null;
+    let found = step.attempts.find((a) => a.attempt === attempt);
+    if (!found) {
+      found = newAttempt(attempt);
+      step.attempts.push(found);
+    }
+    return found;
+  };
+  return { view, stepOf, attemptOf };
+}
+
 /**
  * The view of a run from its events so far, in seq order, and where its charts stand after them
  * (`replayActiveStates`; null when unknown). The view ends with the run's closing event: anything
@@ -153,24 +135,13 @@ export function buildRunView(
     totals: noUsage(),
     timeline: events.map((e) => ({ seq: e.seq, ts: e.ts, type: e.type, text: describeEvent(e) })),
   };
-  // A step number names the latest run of that step: a replanned plan may reuse it.
-  const stepOf = (stepNumber: number) => view.steps.findLast((s) => s.stepNumber === stepNumber);
-  const attemptOf = (stepNumber: number, attempt: number) => {
-    const step = stepOf(stepNumber);
-    if (!step) return null;
-    let found = step.attempts.find((a) => a.attempt === attempt);
-    if (!found) {
-      found = newAttempt(attempt);
-      step.attempts.push(found);
-    }
-    return found;
-  };
+  const fold = foldOf(view);
   // A model call is the step's whose request it answers: its `requestId` is the request's id.
   const stepOfRequest = new Map<string, StepView>();
   for (const event of events) {
-    apply(view, event, stepOf, attemptOf);
+    foldEvent(fold, event);
     if (isRoleRequest(event) && event.type !== 'plan.requested') {
-      const step = stepOf(event.payload.input.stepNumber);
+      const step = fold.stepOf(event.payload.input.stepNumber);
       if (step) stepOfRequest.set(event.id, step);
     } else if (event.type === 'model.call.completed') {
       const step = stepOfRequest.get(event.payload.requestId);
@@ -187,160 +158,6 @@ export function buildRunView(
   const last = events.at(-1);
   if (view.durationMs === null && first && last) view.durationMs = Date.parse(last.ts) - Date.parse(first.ts);
   return view;
-}
-
-function apply(
-  view: RunView,
-  event: RunEvent,
-  stepOf: (n: number) => StepView | undefined,
-  attemptOf: (n: number, attempt: number) => AttemptView | null,
-): void {
-  switch (event.type) {
-    case 'run.started': {
-      const { task, settings, continues, startedBy } = event.payload;
-      view.task = task;
-      view.startedBy = startedBy ?? null;
-      view.models = settings.models;
-      view.job = { ...jobOf(event), continues: continues?.runId ?? null };
-      return;
-    }
-    case 'step.carried':
-      view.steps.push({
-        stepNumber: event.payload.stepNumber,
-        stepId: event.payload.stepId,
-        title: event.payload.title,
-        status: 'passed',
-        rounds: [],
-        contract: null,
-        attempts: [],
-        decisions: [],
-        keptFrom: event.payload.fromRunId,
-        usage: noUsage(),
-      });
-      return;
-    case 'plan.created': {
-      const { plan, criteria, replan } = event.payload;
-      const steps = plan.steps.map((s) => ({
-        id: s.id,
-        title: s.title,
-        description: s.description,
-        dependsOn: s.dependsOn,
-        status: 'pending' as const,
-      }));
-      view.plan = { scope: plan.scope, replan, steps, criteria };
-      return;
-    }
-    case 'step.started':
-      view.steps.push({
-        stepNumber: event.payload.stepNumber,
-        stepId: event.payload.stepId,
-        title: event.payload.title,
-        status: 'running',
-        rounds: [],
-        contract: null,
-        attempts: [],
-        decisions: [],
-        keptFrom: null,
-        usage: noUsage(),
-      });
-      return;
-    case 'step.contract.proposed': {
-      const { proposal, round } = event.payload;
-      stepOf(event.payload.stepNumber)?.rounds.push({
-        round,
-        title: proposal.title,
-        acceptanceCriteria: proposal.acceptanceCriteria,
-        review: null,
-      });
-      return;
-    }
-    case 'step.contract.reviewed': {
-      const rounds = stepOf(event.payload.stepNumber)?.rounds ?? [];
-      const round = rounds.findLast((r) => r.round === event.payload.round);
-      if (round) round.review = event.payload.review;
-      return;
-    }
-    case 'step.contract.agreed':
-    case 'step.contract.imposed': {
-      const step = stepOf(event.payload.stepNumber);
-      if (!step) return;
-      const { contract } = event.payload;
-      step.contract = {
-        title: contract.title,
-        acceptanceCriteria: contract.acceptanceCriteria,
-        imposed: contract.imposed,
-        outstanding: event.type === 'step.contract.imposed' ? event.payload.outstandingAmendments : [],
-      };
-      return;
-    }
-    case 'step.work.completed': {
-      const attempt = attemptOf(event.payload.stepNumber, event.payload.attempt);
-      if (attempt) attempt.output = event.payload.work.output;
-      return;
-    }
-    case 'step.work.invalid': {
-      const attempt = attemptOf(event.payload.stepNumber, event.payload.attempt);
-      if (attempt) attempt.workProblem = event.payload.problem;
-      return;
-    }
-    case 'step.evaluation.completed': {
-      const attempt = attemptOf(event.payload.stepNumber, event.payload.attempt);
-      if (!attempt) return;
-      const { evaluation } = event.payload;
-      attempt.summary = evaluation.summary;
-      attempt.findings = evaluation.findings;
-      attempt.feedback = evaluation.actionableFeedback;
-      return;
-    }
-    case 'step.evaluation.invalid': {
-      const attempt = attemptOf(event.payload.stepNumber, event.payload.attempt);
-      if (attempt) attempt.evaluationProblem = event.payload.problem;
-      return;
-    }
-    case 'step.attempt.judged': {
-      const attempt = attemptOf(event.payload.stepNumber, event.payload.attempt);
-      if (!attempt) return;
-      attempt.verdict = event.payload.verdict;
-      attempt.reason = event.payload.reason;
-      attempt.weightedMean = event.payload.weightedMean;
-      attempt.scores = event.payload.scores;
-      return;
-    }
-    case 'step.retry.scheduled': {
-      const { nextAttempt, signal, previousMean, lastMean } = event.payload;
-      stepOf(event.payload.stepNumber)?.decisions.push({ nextAttempt, signal, previousMean, lastMean });
-      return;
-    }
-    case 'step.passed':
-    case 'step.plan.rejected':
-    case 'step.failed': {
-      const step = stepOf(event.payload.stepNumber);
-      if (step) step.status = event.type === 'step.passed' ? 'passed' : 'failed';
-      return;
-    }
-    case 'model.call.completed': {
-      const call = event.payload;
-      for (const usage of [view.phases.find((p) => p.phase === call.phase), view.totals])
-        if (usage) addCall(usage, call);
-      return;
-    }
-    case 'run.completed':
-    case 'run.failed': {
-      view.status = event.payload.passed ? 'passed' : 'failed';
-      view.durationMs = event.payload.durationMs;
-      const failed = event.type === 'run.failed' ? event.payload : null;
-      view.outcome = {
-        summary: event.payload.summary,
-        reason: failed?.reason ?? null,
-        message: failed?.message ?? null,
-      };
-      // A step the run stopped in the middle of did not pass.
-      for (const step of view.steps) if (step.status === 'running') step.status = 'failed';
-      return;
-    }
-    default:
-      return;
-  }
 }
 
 /** Where a run stands, as `pge runs` names it (`src/runtime/run-list.ts`). */

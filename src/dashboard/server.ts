@@ -1,4 +1,4 @@
-import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { runMachine } from '../machines/run-machine.js';
 import { sessionMachine } from '../machines/session-machine.js';
@@ -94,60 +94,109 @@ function decodeOr(segment: string): string {
   }
 }
 
+/** What the server's handlers share: the runs, the page's policy, and how a view is shown. */
+interface Site {
+  store: RunStore;
+  csp: string;
+  debounceMs: number;
+  runList(): RunList;
+  /** A view as the page gets it: with what may be done to its run when the dashboard controls runs. */
+  withControl(view: RunView): ControlledView;
+  /** How to end each event stream open, for `close`. */
+  streams: Set<() => void>;
+}
+
+/**
+ * Follows the runs on a server-sent event stream: the run list, and the view of the run `wanted`
+ * (without one, the most recently updated run), each pushed when it changed, at most once per
+ * `debounceMs`.
+ */
+function streamRuns(site: Site, req: IncomingMessage, res: ServerResponse, wanted: string | null): void {
+  const { store } = site;
+  openEventStream(res, site.csp);
+  const current = () => wanted ?? store.latest();
+  let shown = current();
+  let listChanged = true;
+  let viewChanged = true;
+  let timer: NodeJS.Timeout | null = null;
+  const flush = () => {
+    timer = null;
+    if (listChanged) writeEvent(res, 'runs', site.runList());
+    const now = current();
+    if (viewChanged || now !== shown) {
+      shown = now;
+      const view = now === null ? undefined : store.view(now);
+      if (view) writeEvent(res, 'view', site.withControl(view));
+    }
+    listChanged = false;
+    viewChanged = false;
+  };
+  const unsubscribe = store.subscribe((runId) => {
+    listChanged = true;
+    if (runId === null || runId === current()) viewChanged = true;
+    timer ??= setTimeout(flush, site.debounceMs);
+  });
+  // A comment line now and then keeps proxies and idle timeouts from closing the stream.
+  const heartbeat = setInterval(() => res.write(': ping\n\n'), 15_000);
+  const end = () => {
+    unsubscribe();
+    clearInterval(heartbeat);
+    if (timer) clearTimeout(timer);
+    site.streams.delete(end);
+    res.end();
+  };
+  site.streams.add(end);
+  req.on('close', end);
+  flush();
+}
+
+/**
+ * `/api/runs`: the run list, once the runs' charts have been replayed over every event that has
+ * arrived (or `SETTLE_WAIT_MS`); `?status=waiting,running`: only the runs in one of those statuses.
+ */
+async function answerRunList(site: Site, url: URL, res: ServerResponse): Promise<void> {
+  await site.store.settled(SETTLE_WAIT_MS);
+  const statuses = url.searchParams.get('status')?.split(',').filter(Boolean) ?? [];
+  const list = site.runList();
+  if (statuses.length > 0) list.runs = list.runs.filter((r) => statuses.includes(r.status));
+  sendJson(res, 200, list, site.csp);
+}
+
+/** `/api/runs/<id>`: the run's view, once replayed like the list. */
+async function answerRunView(site: Site, runId: string, res: ServerResponse): Promise<void> {
+  await site.store.settled(SETTLE_WAIT_MS);
+  const view = site.store.view(runId);
+  if (view) sendJson(res, 200, site.withControl(view), site.csp);
+  else sendJson(res, 404, { error: 'no such run' }, site.csp);
+}
+
+/** Listens on `host:port` (0: a free one); resolves with the port once it does. */
+async function listen(server: Server, port: number, host: string): Promise<number> {
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, host, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+  return (server.address() as AddressInfo).port;
+}
+
 /** Starts the dashboard; resolves once it listens. */
 export async function startDashboard(options: DashboardOptions): Promise<Dashboard> {
-  const { store } = options;
+  const { store, control } = options;
   const host = options.host ?? '127.0.0.1';
-  const debounceMs = options.debounceMs ?? 100;
   const layouts = await charts();
   const script = await loadAppScript();
-  const streams = new Set<() => void>();
   const csp = DASHBOARD_CSP;
-  const runList = (): RunList => ({ runs: store.list(), problems: store.problems });
-  const { control } = options;
-  /** A view as the page gets it: with what may be done to its run when the dashboard controls runs. */
-  const withControl = (view: RunView): ControlledView =>
-    control ? { ...view, control: control.control.abilitiesFor(view) } : view;
-
-  function stream(req: IncomingMessage, res: ServerResponse, wanted: string | null): void {
-    openEventStream(res, csp);
-    // Without a run named, the stream follows the most recently updated run.
-    const current = () => wanted ?? store.latest();
-    let shown = current();
-    let listChanged = true;
-    let viewChanged = true;
-    let timer: NodeJS.Timeout | null = null;
-    const flush = () => {
-      timer = null;
-      if (listChanged) writeEvent(res, 'runs', runList());
-      const now = current();
-      if (viewChanged || now !== shown) {
-        shown = now;
-        const view = now === null ? undefined : store.view(now);
-        if (view) writeEvent(res, 'view', withControl(view));
-      }
-      listChanged = false;
-      viewChanged = false;
-    };
-    const unsubscribe = store.subscribe((runId) => {
-      listChanged = true;
-      if (runId === null || runId === current()) viewChanged = true;
-      timer ??= setTimeout(flush, debounceMs);
-    });
-    // A comment line now and then keeps proxies and idle timeouts from closing the stream.
-    const heartbeat = setInterval(() => res.write(': ping\n\n'), 15_000);
-    const end = () => {
-      unsubscribe();
-      clearInterval(heartbeat);
-      if (timer) clearTimeout(timer);
-      streams.delete(end);
-      res.end();
-    };
-    streams.add(end);
-    req.on('close', end);
-    flush();
-  }
-
+  const site: Site = {
+    store,
+    csp,
+    debounceMs: options.debounceMs ?? 100,
+    runList: () => ({ runs: store.list(), problems: store.problems }),
+    withControl: (view) => (control ? { ...view, control: control.control.abilitiesFor(view) } : view),
+    streams: new Set(),
+  };
   const files = new Map([
     ['/', ['text/html', PAGE_HTML]],
     ['/index.html', ['text/html', PAGE_HTML]],
@@ -172,23 +221,14 @@ export async function startDashboard(options: DashboardOptions): Promise<Dashboa
       const info: ControlInfo = { operator: control.operator, abilities: control.control.abilities };
       sendJson(res, 200, info, csp);
     } else if (path === '/api/runs') {
-      // Answered once the runs' charts have been replayed over every event that has arrived (or 2 s).
-      await store.settled(SETTLE_WAIT_MS);
-      // `?status=waiting,running`: only the runs in one of those statuses.
-      const statuses = url.searchParams.get('status')?.split(',').filter(Boolean) ?? [];
-      const list = runList();
-      if (statuses.length > 0) list.runs = list.runs.filter((r) => statuses.includes(r.status));
-      sendJson(res, 200, list, csp);
+      await answerRunList(site, url, res);
     } else if (path.startsWith('/api/runs/')) {
-      await store.settled(SETTLE_WAIT_MS);
-      const view = store.view(decodeOr(path.slice('/api/runs/'.length)));
-      if (view) sendJson(res, 200, withControl(view), csp);
-      else sendJson(res, 404, { error: 'no such run' }, csp);
+      await answerRunView(site, decodeOr(path.slice('/api/runs/'.length)), res);
     } else if (path === '/favicon.ico') {
       // No icon: an empty answer, so the browser neither asks again nor logs an error.
       res.writeHead(204, securityHeaders(csp)).end();
     } else if (path === '/events') {
-      stream(req, res, url.searchParams.get('run') || null);
+      streamRuns(site, req, res, url.searchParams.get('run') || null);
     } else {
       send(res, 404, 'text/plain', 'Not Found\n', csp);
     }
@@ -201,20 +241,13 @@ export async function startDashboard(options: DashboardOptions): Promise<Dashboa
       else res.end();
     });
   });
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(options.port ?? 0, host, () => {
-      server.off('error', reject);
-      resolve();
-    });
-  });
-  const port = (server.address() as AddressInfo).port;
+  const port = await listen(server, options.port ?? 0, host);
   const shownHost = host.includes(':') ? `[${host}]` : host;
   return {
     url: `http://${shownHost}:${port}/`,
     port,
     async close() {
-      for (const end of [...streams]) end();
+      for (const end of [...site.streams]) end();
       await new Promise<void>((resolve) => {
         server.close(() => resolve());
         server.closeAllConnections();

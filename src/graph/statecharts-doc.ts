@@ -36,18 +36,8 @@ function section(machine: AnyStateMachine): string {
   ].join('\n');
 }
 
-/** The markdown of `docs/statecharts.md` for the given run, step and session machines. */
-export function statechartsDoc(
-  runMachine: AnyStateMachine,
-  stepMachine: AnyStateMachine,
-  sessionMachine: AnyStateMachine,
-): string {
-  return `# Statecharts
-
-<!-- Generated from src/machines by \`npx tsx scripts/gen-diagrams.ts\`; edit the machines (each
-state's note is its \`description\`) or src/graph/statecharts-doc.ts, then regenerate. tests/graph/graph.test.ts fails when this is stale. -->
-
-The harness is three XState statecharts. The **session machine** is a run's life on the
+/** What the charts are, and how they call the roles. */
+const INTRO = `The harness is three XState statecharts. The **session machine** is a run's life on the
 coordinator that owns it (replay, the calls and gates it waits for, takeover) and invokes the run
 machine. The **run machine** plans the task and runs the plan's
 steps one after another; for each step it invokes the **step machine**, which negotiates a
@@ -57,32 +47,24 @@ invokes the call as a child actor (\`invoke: doWork\` in the charts), and its ou
 the invoke's \`done\` event; the call actors are wired in at the composition root. Leaving a state
 stops its actor, which cancels the call end to end. The charts below are generated from the machine definitions,
 as \`pge graph\` prints them (\`pge graph --machine step --format dot\` for Graphviz); the same
-charts are in \`docs/diagrams/\` as \`.mmd\` and \`.dot\` files.
+charts are in \`docs/diagrams/\` as \`.mmd\` and \`.dot\` files.`;
 
-How to read the edges: the label is the event, then the guard in brackets. \`always\` is an
+/** How the charts' edges are labelled. */
+const READING_EDGES = `How to read the edges: the label is the event, then the guard in brackets. \`always\` is an
 eventless transition, taken as soon as its guard holds; the guarded ones are tried in order and
 the unguarded one last. \`done: doWork\` is the call actor's output, \`error: doWork\` a call
 that failed; \`done: runStep\` and \`error: runStep\` are the invoked step machine finishing or
-failing. Every guard is named after what it checks; the notes say how.
+failing. Every guard is named after what it checks; the notes say how.`;
 
-Budgets are checked on the way to every model call: the spend so far plus the mean cost of one
+/** Where the budgets are checked. */
+const BUDGETS = `Budgets are checked on the way to every model call: the spend so far plus the mean cost of one
 call must stay within \`maxCostUsd\` and \`maxTokens\`, and \`maxDurationMs\` must not have passed.
 A call that would break a budget is never made; the machine goes to \`stopped\` instead, and so
 does the run. The edges into \`stopped\` are these checks: \`overBudget\` before a call, and
-\`overBudgetAfterAnswer\` on the \`done\` edges whose next state would make a call.
+\`overBudgetAfterAnswer\` on the \`done\` edges whose next state would make a call.`;
 
-${OWNERSHIP}
-${SESSION_INTRO}
-
-${section(sessionMachine)}
-
-## The run
-
-From \`src/machines/run-machine.ts\`.
-
-${section(runMachine)}
-
-### When a step is exhausted
+/** What the run does when a step runs out of attempts (`onStepExhausted`). */
+const EXHAUSTED = `### When a step is exhausted
 
 The step machine ends \`exhausted\` when no attempt passed within \`maxRetriesPerStep\` retries.
 The run then follows \`onStepExhausted\`, the \`done: step.*\` edges out of
@@ -95,9 +77,10 @@ replan is left):
   calls cancelled, recorded as \`request.cancelled\` before the closing event).
 - \`replan\`: no step starts any more; once the steps still running have ended (\`draining\`),
   back to \`planning\`, with what was learnt from the failed step, at most \`maxReplans\` times;
-  steps that passed stay passed. After that the step is treated as under \`advance\`.
+  steps that passed stay passed. After that the step is treated as under \`advance\`.`;
 
-### Steps side by side
+/** How steps run side by side, and what stops them together. */
+const SIDE_BY_SIDE = `### Steps side by side
 
 Each step runs in its own step chart, a child actor of the run chart (\`step.<id>\`, spawned
 from \`scheduling\`). A step is ready once every step it depends on has ended
@@ -111,12 +94,47 @@ closing \`run.failed\` lists the steps that were running, each with its attempt 
 chart stood in (\`inFlight\`; the log's summary shows them as a table). An answer that arrives
 after its call was cancelled is never applied: while the run is open it is recorded as
 \`result.rejected\` (reason \`late\`); after the run has closed, its log takes nothing more, and
-the coordinator reports it on \`pge.errors.rejected.coordinator\`.
+the coordinator reports it on \`pge.errors.rejected.coordinator\`.`;
 
-Whatever the policy, a failed attempt the evaluator judges to be the plan's fault
+/** A plan at fault, whatever the policy. */
+const PLAN_AT_FAULT = `Whatever the policy, a failed attempt the evaluator judges to be the plan's fault
 (\`failureKind: plan\`) goes back to \`planning\` at once while a replan is left: the step chart
 ends in \`planRejected\` (\`planAtFault\` and \`replansLeft\`), and the run chart takes it under
-\`stepRejectedPlan\`. Replans of both kinds count against \`maxReplans\`.
+\`stepRejectedPlan\`. Replans of both kinds count against \`maxReplans\`.`;
+
+/** The markdown of `docs/statecharts.md` for the given run, step and session machines. */
+export function statechartsDoc(
+  runMachine: AnyStateMachine,
+  stepMachine: AnyStateMachine,
+  sessionMachine: AnyStateMachine,
+): string {
+  return `# Statecharts
+
+<!-- Generated from src/machines by \`npx tsx scripts/gen-diagrams.ts\`; edit the machines (each
+state's note is its \`description\`) or src/graph/statecharts-doc.ts, then regenerate. tests/graph/graph.test.ts fails when this is stale. -->
+
+${INTRO}
+
+${READING_EDGES}
+
+${BUDGETS}
+
+${OWNERSHIP}
+${SESSION_INTRO}
+
+${section(sessionMachine)}
+
+## The run
+
+From \`src/machines/run-machine.ts\`.
+
+${section(runMachine)}
+
+${EXHAUSTED}
+
+${SIDE_BY_SIDE}
+
+${PLAN_AT_FAULT}
 
 ## The step
 

@@ -134,14 +134,12 @@ function renderBody(event: RunEvent): string {
         `**${inline(title)}** passed in run ${fromRunId}: its artifact stands, and the step is not run again.\n\n`,
       );
     }
-    case 'step.contract.proposed': {
-      const { stepNumber, round, proposal } = event.payload;
+    case 'step.contract.proposed':
       return section(
-        `STEP ${stepNumber} CONTRACT PROPOSAL${roundLabel(round)}`,
+        `STEP ${event.payload.stepNumber} CONTRACT PROPOSAL${roundLabel(event.payload.round)}`,
         event.ts,
-        `**Title**: ${inline(proposal.title)}\n\n${listBlock('Acceptance criteria', proposal.acceptanceCriteria)}${block('Expected output', proposal.expectedOutput)}${block('Verification method', proposal.verificationMethod)}`,
+        renderProposal(event.payload.proposal),
       );
-    }
     case 'step.contract.reviewed': {
       const { stepNumber, round, review } = event.payload;
       return section(
@@ -150,39 +148,18 @@ function renderBody(event: RunEvent): string {
         `**Status**: ${review.status}\n\n${listBlock('Amendments', review.amendments)}${block('Rationale', review.rationale)}`,
       );
     }
-    case 'step.work.completed': {
-      const { stepNumber, attempt, work, validation } = event.payload;
-      const selfRows = work.selfAssessment.map((s) => [s.criterion, s.score, s.comment]);
-      const validators =
-        validation === undefined
-          ? ''
-          : `\n**Validators**\n\n${table(
-              ['Validator', 'Passed', 'Exit code', 'ms'],
-              validation.map((v) => [
-                v.validator,
-                v.passed ? 'yes' : 'no',
-                v.exitCode ?? '-',
-                Math.round(v.durationMs),
-              ]),
-            )}${validation
-              .filter((v) => !v.passed)
-              .map((v) => block('Failed validator', `${v.validator}\n\n${v.output}`))
-              .join('')}`;
+    case 'step.work.completed':
       return section(
-        `STEP ${stepNumber} WORK LOG${retryLabel(attempt)}`,
+        `STEP ${event.payload.stepNumber} WORK LOG${retryLabel(event.payload.attempt)}`,
         event.ts,
-        `**Attempt**: ${attempt}\n\n${block('Output', work.output)}${block('Notes', work.notes)}**Self-assessment**\n\n${table(['Criterion', 'Score', 'Comment'], selfRows)}${validators}`,
+        renderWork(event.payload),
       );
-    }
-    case 'step.evaluation.completed': {
-      const { stepNumber, attempt, evaluation } = event.payload;
-      const rows = evaluation.scores.map((s) => [s.criterion, s.score, s.evidence]);
+    case 'step.evaluation.completed':
       return section(
-        `STEP ${stepNumber} EVALUATION${retryLabel(attempt)}`,
+        `STEP ${event.payload.stepNumber} EVALUATION${retryLabel(event.payload.attempt)}`,
         event.ts,
-        `**Attempt**: ${attempt}\n\n**Scores**\n\n${table(['Criterion', 'Score', 'Evidence'], rows)}${listBlock('Findings', evaluation.findings)}${listBlock('Actionable feedback', evaluation.actionableFeedback)}${block('Summary', evaluation.summary)}`,
+        renderEvaluation(event.payload),
       );
-    }
     case 'step.evaluation.invalid':
       return section(
         `STEP ${event.payload.stepNumber} EVALUATION${retryLabel(event.payload.attempt)}`,
@@ -197,6 +174,38 @@ function renderBody(event: RunEvent): string {
     default:
       return renderNote(event);
   }
+}
+
+type Payload<T extends RunEvent['type']> = RunEventOf<T>['payload'];
+
+function renderProposal(proposal: Payload<'step.contract.proposed'>['proposal']): string {
+  return `**Title**: ${inline(proposal.title)}\n\n${listBlock('Acceptance criteria', proposal.acceptanceCriteria)}${block('Expected output', proposal.expectedOutput)}${block('Verification method', proposal.verificationMethod)}`;
+}
+
+/** A work answer: its output, notes and self-assessment, then its validators' runs if it had any. */
+function renderWork({ attempt, work, validation }: Payload<'step.work.completed'>): string {
+  const selfRows = work.selfAssessment.map((s) => [s.criterion, s.score, s.comment]);
+  return `**Attempt**: ${attempt}\n\n${block('Output', work.output)}${block('Notes', work.notes)}**Self-assessment**\n\n${table(['Criterion', 'Score', 'Comment'], selfRows)}${validation === undefined ? '' : renderValidation(validation)}`;
+}
+
+/** The validators' runs of a work answer, with the output of each that failed. */
+function renderValidation(validation: NonNullable<Payload<'step.work.completed'>['validation']>): string {
+  const rows = validation.map((v) => [
+    v.validator,
+    v.passed ? 'yes' : 'no',
+    v.exitCode ?? '-',
+    Math.round(v.durationMs),
+  ]);
+  const failed = validation
+    .filter((v) => !v.passed)
+    .map((v) => block('Failed validator', `${v.validator}\n\n${v.output}`))
+    .join('');
+  return `\n**Validators**\n\n${table(['Validator', 'Passed', 'Exit code', 'ms'], rows)}${failed}`;
+}
+
+function renderEvaluation({ attempt, evaluation }: Payload<'step.evaluation.completed'>): string {
+  const rows = evaluation.scores.map((s) => [s.criterion, s.score, s.evidence]);
+  return `**Attempt**: ${attempt}\n\n**Scores**\n\n${table(['Criterion', 'Score', 'Evidence'], rows)}${listBlock('Findings', evaluation.findings)}${listBlock('Actionable feedback', evaluation.actionableFeedback)}${block('Summary', evaluation.summary)}`;
 }
 
 function renderHeader(event: RunEventOf<'run.started'>): string {

@@ -3,15 +3,10 @@ import { join } from 'node:path';
 import type { BusSubscription } from '../bus/bus.js';
 import { answerable, publishEvent, subscribeApprovals, subscribeControl } from '../bus/channels.js';
 import { subjects } from '../bus/subjects.js';
-import {
-  type Coordinator,
-  createCoordinator,
-  type RunHandle,
-  type RunSpec,
-  resumedSpec,
-  runIdTaken,
-} from '../conductor/coordinator.js';
+import { type Coordinator, createCoordinator, runIdTaken } from '../conductor/coordinator.js';
 import { readRecordedRun } from '../conductor/replay.js';
+import type { RunHandle } from '../conductor/run-session.js';
+import { type RunSpec, resumedSpec } from '../conductor/run-spec.js';
 import { BusError, ConfigurationError, describeError, PgeError, RunTakenOverError } from '../errors.js';
 import type { Role, RunEvent, RunEventOf } from '../schemas/index.js';
 import { isClosingEvent } from '../schemas/index.js';

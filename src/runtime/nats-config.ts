@@ -172,18 +172,23 @@ const OPERATOR_JWT_FILE = 'operator.jwt';
 /** No limit, in the JWT claims' terms. */
 const UNLIMITED = -1;
 
-/** Writes the server's configuration and the credentials of every role into `options.dir`. */
-export async function writeNatsConfig(options: NatsConfigOptions): Promise<NatsConfigFiles> {
-  const dir = resolve(options.dir);
-  const now = options.now ?? Date.now;
-  const keysDir = join(dir, 'keys');
-  // What an earlier run was given stands unless given again: a rotation keeps the server as it was.
-  const kept = await readKeptSettings(keysDir);
-  const host = options.host ?? kept.host ?? '0.0.0.0';
+/** Where the servers listen and keep their streams: the options given, else those an earlier run kept. */
+interface Placement {
+  host: string;
+  port: number;
+  monitorPort: number;
+  monitorHost: string;
+  storeDir: string;
+  cluster: readonly ClusterServer[] | null;
+}
+
+/**
+ * The placement from `options`, what an earlier run was given standing unless given again (a
+ * rotation keeps the server as it was); a cluster of fewer than 2 or a port out of range is refused.
+ */
+function placementOf(options: NatsConfigOptions, kept: KeptSettings, dir: string): Placement {
   const port = options.port ?? kept.port ?? 4222;
   const monitorPort = options.monitorPort ?? kept.monitorPort ?? 8222;
-  const monitorHost = options.monitorHost ?? kept.monitorHost ?? '127.0.0.1';
-  const storeDir = resolve(options.storeDir ?? kept.storeDir ?? join(dir, 'jetstream'));
   const cluster = options.cluster === undefined ? (kept.cluster ?? null) : options.cluster;
   if (cluster !== null && cluster.length < 2)
     throw new ConfigurationError(
@@ -202,54 +207,64 @@ export async function writeNatsConfig(options: NatsConfigOptions): Promise<NatsC
     if (!Number.isInteger(value) || value < 0 || value > 65_535)
       throw new ConfigurationError(`the ${name} must be an integer from 0 to 65535, got ${value}`);
   }
-  await mkdir(keysDir, { recursive: true, mode: 0o700 });
-  await chmod(keysDir, 0o700);
+  return {
+    host: options.host ?? kept.host ?? '0.0.0.0',
+    port,
+    monitorPort,
+    monitorHost: options.monitorHost ?? kept.monitorHost ?? '127.0.0.1',
+    storeDir: resolve(options.storeDir ?? kept.storeDir ?? join(dir, 'jetstream')),
+    cluster,
+  };
+}
 
-  const { keys, created } = await loadOrCreateKeys(keysDir);
-  let revokedBefore = await readRevokedBefore(keysDir);
-  if (options.rotate && !created) {
-    // A JWT is revoked when it was issued at or before the revocation time, in whole seconds: the
-    // new ones must be issued in a later second than every one they replace.
-    revokedBefore = Math.floor(now() / 1000);
-    await writeSecret(join(keysDir, REVOKED_FILE), `${revokedBefore}\n`);
-    while (Math.floor(Date.now() / 1000) <= revokedBefore) await sleep(50);
-  }
+/**
+ * The revocation time of the credentials, moved to now on a rotation of existing keys (null: none
+ * revoked). A JWT is revoked when it was issued at or before it, in whole seconds: this waits for
+ * the next second, so that the new ones are issued later than every one they replace.
+ */
+async function revocation(keysDir: string, rotate: boolean, now: () => number): Promise<number | null> {
+  // Read even when it is replaced: a file that does not hold a time is an error either way.
+  const kept = await readRevokedBefore(keysDir);
+  if (!rotate) return kept;
+  const revokedBefore = Math.floor(now() / 1000);
+  await writeSecret(join(keysDir, REVOKED_FILE), `${revokedBefore}\n`);
+  while (Math.floor(Date.now() / 1000) <= revokedBefore) await sleep(50);
+  return revokedBefore;
+}
 
+/**
+ * Writes each role's `.creds` file into `dir`: anew with new keys or on a rotation, else only one
+ * missing or signed by an account this directory no longer keeps.
+ */
+async function issueCreds(
+  dir: string,
+  keys: Keys,
+  anew: boolean,
+): Promise<{ creds: Record<NatsRole, string>; issued: NatsRole[] }> {
   const creds = {} as Record<NatsRole, string>;
   const issued: NatsRole[] = [];
   for (const role of NATS_ROLES) {
     const file = join(dir, `${role}.creds`);
     creds[role] = file;
     const account = accountOf(keys, role);
-    if (!created && !options.rotate && issuerOf(await readOptional(file)) === account.getPublicKey())
-      continue;
+    if (!anew && issuerOf(await readOptional(file)) === account.getPublicKey()) continue;
     const user = createUser();
     const jwt = await encodeUser(`pge-${role}`, user, account, userClaims(ROLE_PERMISSIONS[role]));
     await writeSecret(file, new TextDecoder().decode(fmtCreds(jwt, user)));
     issued.push(role);
   }
+  return { creds, issued };
+}
 
-  const settings = {
-    host,
-    port,
-    monitorPort,
-    monitorHost,
-    storeDir,
-    ...(cluster === null ? {} : { cluster: [...cluster] }),
-  };
-  await writeFile(join(keysDir, SETTINGS_FILE), `${JSON.stringify(settings, null, 2)}\n`, { mode: 0o600 });
-  const accounts = await accountsConfig(keys, await operatorJwt(keysDir, keys), revokedBefore);
-  const written = new Date(now());
-  if (cluster === null) {
-    const configFile = join(dir, 'nats-server.conf');
-    await writeFile(
-      configFile,
-      serverConfig(accounts, { listen: `${host}:${port}`, monitorHost, monitorPort, storeDir, written }),
-      { mode: 0o644 },
-    );
-    await removeOtherConfigs(dir, [configFile]);
-    return { configFile, configFiles: [configFile], creds, issued, revokedBefore };
-  }
+/** Writes the configuration of each server of a cluster, `nats-server-<i>.conf`; returns their paths. */
+async function writeClusterConfigs(
+  dir: string,
+  keysDir: string,
+  accounts: AccountsConfig,
+  { host, monitorHost, storeDir }: Placement,
+  cluster: readonly ClusterServer[],
+  written: Date,
+): Promise<string[]> {
   // The routes' password is the one secret of a cluster's files: they are their owner's only.
   const routePassword = await routeSecret(keysDir);
   const configFiles: string[] = [];
@@ -270,6 +285,42 @@ export async function writeNatsConfig(options: NatsConfigOptions): Promise<NatsC
     await writeSecret(configFile, text);
     configFiles.push(configFile);
   }
+  return configFiles;
+}
+
+/** Writes the server's configuration and the credentials of every role into `options.dir`. */
+export async function writeNatsConfig(options: NatsConfigOptions): Promise<NatsConfigFiles> {
+  const dir = resolve(options.dir);
+  const now = options.now ?? Date.now;
+  const keysDir = join(dir, 'keys');
+  const placement = placementOf(options, await readKeptSettings(keysDir), dir);
+  const { host, port, monitorHost, monitorPort, storeDir, cluster } = placement;
+  await mkdir(keysDir, { recursive: true, mode: 0o700 });
+  await chmod(keysDir, 0o700);
+
+  const { keys, created } = await loadOrCreateKeys(keysDir);
+  const revokedBefore = await revocation(keysDir, options.rotate === true && !created, now);
+  const { creds, issued } = await issueCreds(dir, keys, created || options.rotate === true);
+
+  const settings = {
+    host,
+    port,
+    monitorPort,
+    monitorHost,
+    storeDir,
+    ...(cluster === null ? {} : { cluster: [...cluster] }),
+  };
+  await writeFile(join(keysDir, SETTINGS_FILE), `${JSON.stringify(settings, null, 2)}\n`, { mode: 0o600 });
+  const accounts = await accountsConfig(keys, await operatorJwt(keysDir, keys), revokedBefore);
+  const written = new Date(now());
+  let configFiles: string[];
+  if (cluster === null) {
+    const configFile = join(dir, 'nats-server.conf');
+    const listen = `${host}:${port}`;
+    const text = serverConfig(accounts, { listen, monitorHost, monitorPort, storeDir, written });
+    await writeFile(configFile, text, { mode: 0o644 });
+    configFiles = [configFile];
+  } else configFiles = await writeClusterConfigs(dir, keysDir, accounts, placement, cluster, written);
   await removeOtherConfigs(dir, configFiles);
   return { configFile: configFiles[0]!, configFiles, creds, issued, revokedBefore };
 }
@@ -352,80 +403,96 @@ interface AccountsConfig {
   roles: string[];
 }
 
+/** No limits of the accounts' own (a claim left out is a limit of zero connections, say). */
+const ACCOUNT_LIMITS = {
+  conn: UNLIMITED,
+  leaf: UNLIMITED,
+  subs: UNLIMITED,
+  data: UNLIMITED,
+  payload: UNLIMITED,
+  imports: UNLIMITED,
+  exports: UNLIMITED,
+  wildcards: true,
+};
+
+/** What each importing role's account imports from `PGE` and sends to it. */
+type RoleImports = Record<ImportingRole, AccountImports>;
+
+/** The revocation claim of an account: every user JWT issued at or before `revokedBefore`. */
+const revocationsOf = (revokedBefore: number | null) =>
+  revokedBefore === null ? {} : { revocations: { '*': revokedBefore } };
+
+/**
+ * The system account's JWT. It imports one subject of `PGE` (the coordinator's reports of refused
+ * messages) for a side effect only, and must keep it: the server then registers every account as
+ * it starts, since the system account brings in `PGE`, whose imports bring in every role's. Left
+ * to their first connections, accounts are registered as those arrive, and nats-server 2.9.10 can
+ * then register `PGE` twice at once, leaving the accounts built meanwhile with imports that no one
+ * serves (docs/distributed.md, "Starting every process at once").
+ */
+function systemAccountJwt(keys: Keys): Promise<string> {
+  const imports = [streamImport(subjects.rejected('coordinator'), keys.account.getPublicKey())];
+  return encodeAccount('SYS', keys.system, { limits: ACCOUNT_LIMITS, imports }, { signer: keys.operator });
+}
+
+/** The JWT of `PGE`, the coordinator's account: JetStream's, exporting to the roles and importing what they send. */
+function coreAccountJwt(keys: Keys, imports: RoleImports, revokedBefore: number | null): Promise<string> {
+  const limits = {
+    ...ACCOUNT_LIMITS,
+    // JetStream on, unbounded here: pge's streams carry their limits.
+    mem_storage: UNLIMITED,
+    disk_storage: UNLIMITED,
+    streams: UNLIMITED,
+    consumer: UNLIMITED,
+  };
+  const sent = IMPORTING_ROLES.flatMap((role) =>
+    imports[role].sends.map((subject) => streamImport(subject, accountOf(keys, role).getPublicKey())),
+  );
+  return encodeAccount(
+    accountName('coordinator'),
+    keys.account,
+    {
+      limits,
+      exports: coreExports(Object.values(imports)),
+      imports: [...rejectionImports(keys, 'coordinator'), ...sent],
+      ...revocationsOf(revokedBefore),
+    },
+    { signer: keys.operator },
+  );
+}
+
+/** The JWT of a role's account: no JetStream of its own, the JetStream API it calls is `PGE`'s, imported. */
+function roleAccountJwt(
+  keys: Keys,
+  role: ImportingRole,
+  imports: RoleImports,
+  revokedBefore: number | null,
+): Promise<string> {
+  return encodeAccount(
+    accountName(role),
+    keys.roles[role],
+    {
+      limits: ACCOUNT_LIMITS,
+      imports: [...roleImports(keys.account.getPublicKey(), imports[role]), ...rejectionImports(keys, role)],
+      exports: [rejectionsExport(role), ...imports[role].sends.map(streamExport)],
+      ...revocationsOf(revokedBefore),
+    },
+    { signer: keys.operator },
+  );
+}
+
 async function accountsConfig(
   keys: Keys,
   operatorJwt: string,
   revokedBefore: number | null,
 ): Promise<AccountsConfig> {
-  const operator = keys.operator;
-  // No limits of the accounts' own (a claim left out is a limit of zero connections, say).
-  const limits = {
-    conn: UNLIMITED,
-    leaf: UNLIMITED,
-    subs: UNLIMITED,
-    data: UNLIMITED,
-    payload: UNLIMITED,
-    imports: UNLIMITED,
-    exports: UNLIMITED,
-    wildcards: true,
-  };
-  const revocations = revokedBefore === null ? {} : { revocations: { '*': revokedBefore } };
-  const core = keys.account.getPublicKey();
-  // The system account imports one subject of `PGE` (the coordinator's reports of refused messages)
-  // for a side effect only, and must keep it: the server then registers every account as it starts,
-  // since the system account brings in `PGE`, whose imports bring in every role's. Left to their
-  // first connections, accounts are registered as those arrive, and nats-server 2.9.10 can then
-  // register `PGE` twice at once, leaving the accounts built meanwhile with imports that no one
-  // serves (docs/distributed.md, "Starting every process at once").
-  const systemJwt = await encodeAccount(
-    'SYS',
-    keys.system,
-    { limits, imports: [streamImport(subjects.rejected('coordinator'), core)] },
-    { signer: operator },
-  );
-  const imports = Object.fromEntries(IMPORTING_ROLES.map((role) => [role, accountImports(role)]));
+  const systemJwt = await systemAccountJwt(keys);
+  const imports = Object.fromEntries(
+    IMPORTING_ROLES.map((role) => [role, accountImports(role)]),
+  ) as RoleImports;
   const accountJwts = [
-    await encodeAccount(
-      accountName('coordinator'),
-      keys.account,
-      {
-        limits: {
-          ...limits,
-          // JetStream on, unbounded here: pge's streams carry their limits.
-          mem_storage: UNLIMITED,
-          disk_storage: UNLIMITED,
-          streams: UNLIMITED,
-          consumer: UNLIMITED,
-        },
-        exports: coreExports(Object.values(imports)),
-        imports: [
-          ...rejectionImports(keys, 'coordinator'),
-          ...IMPORTING_ROLES.flatMap((role) =>
-            imports[role]!.sends.map((subject) =>
-              streamImport(subject, accountOf(keys, role).getPublicKey()),
-            ),
-          ),
-        ],
-        ...revocations,
-      },
-      { signer: operator },
-    ),
-    ...(await Promise.all(
-      IMPORTING_ROLES.map((role) =>
-        encodeAccount(
-          accountName(role),
-          keys.roles[role],
-          // No JetStream of its own: the JetStream API it calls is `PGE`'s, imported.
-          {
-            limits,
-            imports: [...roleImports(core, imports[role]!), ...rejectionImports(keys, role)],
-            exports: [rejectionsExport(role), ...imports[role]!.sends.map(streamExport)],
-            ...revocations,
-          },
-          { signer: operator },
-        ),
-      ),
-    )),
+    await coreAccountJwt(keys, imports, revokedBefore),
+    ...(await Promise.all(IMPORTING_ROLES.map((role) => roleAccountJwt(keys, role, imports, revokedBefore)))),
   ];
   return {
     roles: NATS_ROLES.map((role) => `#   ${role}.creds: ${ROLE_PERMISSIONS[role].summary}`),

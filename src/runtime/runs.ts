@@ -4,5 +4,7 @@
  * or a replay. The API is built on the runtime and reaches the coordinator and the replay only
  * through here, so that they can move or change behind it.
  */
-export type { ResumeOptions, RunHandle, RunSpec } from '../conductor/coordinator.js';
+
 export { type RecordedRun, ReplayDivergence, readRecordedRun } from '../conductor/replay.js';
+export type { RunHandle } from '../conductor/run-session.js';
+export type { ResumeOptions, RunSpec } from '../conductor/run-spec.js';

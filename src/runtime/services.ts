@@ -1,8 +1,8 @@
 import { join } from 'node:path';
 import type { Bus } from '../bus/bus.js';
 import { subjects } from '../bus/subjects.js';
-import type { RunSpec } from '../conductor/coordinator.js';
 import type { LostWork } from '../conductor/run-calls.js';
+import type { RunSpec } from '../conductor/run-spec.js';
 import { BusError, errorFromInfo, UnansweredRequestError } from '../errors.js';
 import { type Backoff, retry } from '../retry.js';
 import type { Role, RoleResult, RunActing, RunEvent, RunSettingOptions } from '../schemas/index.js';

@@ -1,13 +1,7 @@
-import {
-  type Attributes,
-  context,
-  type Span,
-  SpanKind,
-  SpanStatusCode,
-  type Tracer,
-  trace,
-} from '@opentelemetry/api';
-import type { RunEvent, RunEventOf } from '../schemas/index.js';
+import { context, type Span, SpanKind, type Tracer, trace } from '@opentelemetry/api';
+import type { RunEvent } from '../schemas/index.js';
+import { isClosingEvent } from '../schemas/index.js';
+import { type OpenSpans, type StartSpan, traceEvent } from './run-spans.js';
 import { contextUnder, traceparentOf } from './trace-context.js';
 
 /**
@@ -43,78 +37,21 @@ export interface RunTracing {
   traceparent(runId: string): string | undefined;
 }
 
-/** The spans open for one run. */
-interface OpenSpans {
-  run: Span;
-  step: Span | null;
-  attempt: Span | null;
-}
-
 const at = (event: RunEvent): Date => new Date(event.ts);
-const cut = (text: string, chars = 500): string => (text.length <= chars ? text : `${text.slice(0, chars)}…`);
 
 /** The tracing of a coordinator's runs on `tracer` (`CoordinatorOptions.tracing`). */
 export function traceRuns(tracer: Tracer): RunTracing {
   const runs = new Map<string, OpenSpans>();
-  const start = (
-    name: string,
-    parent: Span | null,
-    when: Date,
-    attributes: Attributes,
-    kind = SpanKind.INTERNAL,
-  ) =>
+  const start: StartSpan = (name, parent, when, attributes, kind = SpanKind.INTERNAL) =>
     tracer.startSpan(
       name,
       { startTime: when, attributes, kind },
       parent === null ? context.active() : trace.setSpan(context.active(), parent),
     );
-  const openRun = (runId: string, span: Span): void => {
-    runs.set(runId, { run: span, step: null, attempt: null });
-  };
-
-  const endAttempt = (open: OpenSpans, when: Date, attributes: Attributes = {}) => {
-    open.attempt?.setAttributes(attributes);
-    open.attempt?.end(when);
-    open.attempt = null;
-  };
-  const endStep = (open: OpenSpans, when: Date, status: string) => {
-    endAttempt(open, when);
-    open.step?.setAttribute('pge.step.status', status);
-    open.step?.end(when);
-    open.step = null;
-  };
-
-  const modelCall = (open: OpenSpans, event: RunEventOf<'model.call.completed'>) => {
-    const c = event.payload;
-    const end = at(event);
-    const parent =
-      (c.phase === 'work' || c.phase === 'evaluation' ? open.attempt : null) ?? open.step ?? open.run;
-    const span = start(
-      `chat ${c.model}`,
-      parent,
-      new Date(end.getTime() - c.latencyMs),
-      {
-        'gen_ai.operation.name': 'chat',
-        'gen_ai.provider.name': 'openai',
-        'gen_ai.system': 'openai',
-        'gen_ai.request.model': c.model,
-        'gen_ai.response.model': c.model,
-        'gen_ai.usage.input_tokens': c.promptTokens,
-        'gen_ai.usage.output_tokens': c.completionTokens,
-        'pge.role': c.role,
-        'pge.phase': c.phase,
-        'pge.request.id': c.requestId,
-        'pge.worker': c.worker,
-        'pge.cost_usd': c.costUsd,
-        'pge.outcome': c.outcome,
-        'pge.repair': c.repair,
-        'pge.tool_calls': c.toolCalls?.length ?? 0,
-      },
-      SpanKind.CLIENT,
-    );
-    if (c.outcome === 'invalid')
-      span.setStatus({ code: SpanStatusCode.ERROR, message: c.problem ?? 'invalid answer' });
-    span.end(end);
+  const openRun = (runId: string, span: Span): OpenSpans => {
+    const open = { run: span, step: null, attempt: null };
+    runs.set(runId, open);
+    return open;
   };
 
   const begin = (runId: string): string => {
@@ -134,111 +71,12 @@ export function traceRuns(tracer: Tracer): RunTracing {
   };
 
   const observe = (event: RunEvent): void => {
-    let open = runs.get(event.runId);
-    if (open === undefined) {
+    const open =
+      runs.get(event.runId) ??
       // A run this tracing was not told of (its coordinator began or resumed it without it).
-      open = {
-        run: start('pge.run', null, at(event), { 'pge.run.id': event.runId }),
-        step: null,
-        attempt: null,
-      };
-      runs.set(event.runId, open);
-    }
-    const when = at(event);
-    switch (event.type) {
-      case 'run.started':
-        open.run.setAttribute('pge.task', cut(event.payload.task));
-        return;
-      case 'run.resumed':
-        open.run.setAttribute('pge.run.resumed_by', event.payload.owner);
-        return;
-      case 'step.started':
-        endStep(open, when, 'left');
-        open.step = start(`pge.step ${event.payload.stepNumber}`, open.run, when, {
-          'pge.step.id': event.payload.stepId,
-          'pge.step.number': event.payload.stepNumber,
-          'pge.step.title': cut(event.payload.title),
-        });
-        return;
-      case 'step.work.requested': {
-        const { attempt, retry } = event.payload.input;
-        endAttempt(open, when);
-        open.attempt = start(`pge.attempt ${attempt}`, open.step ?? open.run, when, {
-          'pge.attempt.number': attempt,
-          'pge.attempt.signal': retry?.signal ?? 'initial',
-        });
-        return;
-      }
-      case 'step.attempt.judged': {
-        const p = event.payload;
-        const scores: Attributes = {};
-        for (const s of p.scores) if (s.score !== null) scores[`pge.score.${s.criterion}`] = s.score;
-        endAttempt(open, when, {
-          'pge.attempt.verdict': p.verdict,
-          'pge.attempt.reason': p.reason,
-          ...(p.weightedMean === null ? {} : { 'pge.attempt.weighted_mean': p.weightedMean }),
-          ...scores,
-        });
-        return;
-      }
-      case 'step.retry.scheduled':
-        open.step?.addEvent(
-          'pge.retry',
-          { 'pge.retry.signal': event.payload.signal, 'pge.retry.next_attempt': event.payload.nextAttempt },
-          when,
-        );
-        return;
-      case 'step.passed':
-        endStep(open, when, 'passed');
-        return;
-      case 'step.failed':
-        endStep(open, when, 'exhausted');
-        return;
-      case 'step.plan.rejected':
-        endStep(open, when, 'plan_rejected');
-        return;
-      case 'model.call.completed':
-        modelCall(open, event);
-        return;
-      case 'role.failed':
-        (open.attempt ?? open.step ?? open.run).addEvent(
-          'pge.role.failed',
-          {
-            'pge.role': event.payload.role,
-            'pge.phase': event.payload.phase,
-            'error.type': event.payload.error.name,
-          },
-          when,
-        );
-        return;
-      case 'approval.requested':
-      case 'approval.decided':
-        open.run.addEvent(`pge.${event.type}`, { 'pge.approval.gate': event.payload.gate }, when);
-        return;
-      case 'run.completed':
-      case 'run.failed': {
-        const p = event.payload;
-        endStep(open, when, 'left');
-        open.run.setAttributes({
-          'pge.run.passed': p.passed,
-          'pge.run.steps_passed': p.stepsPassed,
-          'pge.run.steps_total': p.stepsTotal,
-          'pge.run.retries': p.totalRetries,
-          'pge.run.cost_usd': p.usage.costUsd,
-          'gen_ai.usage.input_tokens': p.usage.promptTokens,
-          'gen_ai.usage.output_tokens': p.usage.completionTokens,
-        });
-        if (event.type === 'run.failed') {
-          open.run.setAttribute('pge.run.stop_reason', event.payload.reason);
-          open.run.setStatus({ code: SpanStatusCode.ERROR, message: event.payload.message });
-        }
-        open.run.end(when);
-        runs.delete(event.runId);
-        return;
-      }
-      default:
-        return;
-    }
+      openRun(event.runId, start('pge.run', null, at(event), { 'pge.run.id': event.runId }));
+    traceEvent({ open, when: at(event), start }, event);
+    if (isClosingEvent(event)) runs.delete(event.runId);
   };
 
   const traceparent = (runId: string): string | undefined => {

@@ -7,8 +7,10 @@ import { describe, expect, it } from 'vitest';
  * on `actors`, and so on down to `schemas`. A cycle between two folders means neither can be read,
  * tested or moved without the other, so this test reads every relative import and export in src/
  * and fails on any cycle in the graph of folders. A file directly in src/ (`errors.ts`,
- * `index.ts`) is a unit of its own. The import lines are read as text: the graph needs only the
- * module specifiers, and TypeScript 7 has no compiler API to ask.
+ * `index.ts`) is a unit of its own. Within a folder the files obey the same rule: a cycle between
+ * files fails too, whether its imports are of values or only of types (`import type`), since a
+ * reader follows both. The import lines are read as text: the graph needs only the module
+ * specifiers, and TypeScript 7 has no compiler API to ask.
  */
 
 const SRC = resolve(import.meta.dirname, '../../src');
@@ -22,16 +24,28 @@ function sourceFiles(dir: string): string[] {
   });
 }
 
-/** The relative module specifiers of a file: static imports and re-exports, bare and dynamic imports. */
-function relativeSpecifiers(text: string): string[] {
+/** A relative import of a file: its module specifier, and whether it brings in types only. */
+interface RelativeImport {
+  specifier: string;
+  kind: 'type' | 'value';
+}
+
+/** The relative imports of a file: static imports and re-exports, bare and dynamic imports. */
+function relativeImports(text: string): RelativeImport[] {
   const patterns = [
     /\b(?:import|export)\s[^'"`;]*?\bfrom\s*['"]([^'"]+)['"]/g,
     /\bimport\s*['"]([^'"]+)['"]/g,
     /\bimport\s*\(\s*['"]([^'"]+)['"]\s*\)/g,
   ];
   return patterns
-    .flatMap((pattern) => [...text.matchAll(pattern)].map((m) => m[1]!))
-    .filter((specifier) => specifier.startsWith('.'));
+    .flatMap((pattern) => [...text.matchAll(pattern)])
+    .filter((m) => m[1]!.startsWith('.'))
+    .map((m) => ({ specifier: m[1]!, kind: /^(?:import|export)\s+type\b/.test(m[0]) ? 'type' : 'value' }));
+}
+
+/** The relative module specifiers of a file. */
+function relativeSpecifiers(text: string): string[] {
+  return relativeImports(text).map((i) => i.specifier);
 }
 
 /** The unit a file belongs to: its first folder under src/, or the file itself at the top. */
@@ -40,24 +54,40 @@ function unitOf(file: string): string {
   return parts.length > 1 ? `${parts[0]}/` : parts[0]!;
 }
 
-/** The edges between units, each with the file imports that make it. */
-function unitGraph(): Map<string, Map<string, string[]>> {
+/** A file's path under src/, as a unit of its own. */
+function fileOf(file: string): string {
+  return relative(SRC, file).split(sep).join('/');
+}
+
+/** The edges between the units of src/ that `unit` names, each with the file imports that make it. */
+function importGraph(unit: (file: string) => string): Map<string, Map<string, string[]>> {
   const graph = new Map<string, Map<string, string[]>>();
   for (const file of sourceFiles(SRC)) {
-    const from = unitOf(file);
+    const from = unit(file);
     const edges = graph.get(from) ?? new Map<string, string[]>();
     graph.set(from, edges);
-    for (const specifier of relativeSpecifiers(readFileSync(file, 'utf8'))) {
+    for (const { specifier, kind } of relativeImports(readFileSync(file, 'utf8'))) {
       const target = resolve(dirname(file), specifier);
       if (relative(SRC, target).startsWith('..')) continue;
-      const to = unitOf(target.replace(/\.js$/, '.ts'));
+      const to = unit(target.replace(/\.js$/, '.ts'));
       if (to === from) continue;
       const files = edges.get(to) ?? [];
-      files.push(`${relative(SRC, file)} → ${specifier}`);
+      files.push(`${relative(SRC, file)} → ${specifier} (${kind})`);
       edges.set(to, files);
     }
   }
   return graph;
+}
+
+/** Each cycle of `graph` as the edges between its members, one line each. */
+function cycleReport(graph: ReadonlyMap<string, ReadonlyMap<string, string[]>>): string[] {
+  return cycles(graph).map((component) =>
+    component
+      .flatMap((from) =>
+        component.flatMap((to) => (graph.get(from)?.get(to) ?? []).map((edge) => `${from} → ${to}: ${edge}`)),
+      )
+      .join('\n'),
+  );
 }
 
 /** The strongly connected components with more than one node (Tarjan): each is a cycle. */
@@ -93,18 +123,18 @@ function cycles(graph: ReadonlyMap<string, ReadonlyMap<string, unknown>>): strin
 
 describe('the folders of src/', () => {
   it('import each other without a cycle', () => {
-    const graph = unitGraph();
+    const graph = importGraph(unitOf);
     expect(graph.get('api/')?.has('runtime/'), 'api imports runtime: the graph is read').toBe(true);
-    const report = cycles(graph).map((component) =>
-      component
-        .flatMap((from) =>
-          component.flatMap((to) =>
-            (graph.get(from)?.get(to) ?? []).map((edge) => `${from} → ${to}: ${edge}`),
-          ),
-        )
-        .join('\n'),
-    );
-    expect(report, 'import cycles between folders of src/').toEqual([]);
+    expect(cycleReport(graph), 'import cycles between folders of src/').toEqual([]);
+  });
+
+  it('hold files that import each other without a cycle, of values or of types', () => {
+    const graph = importGraph(fileOf);
+    expect(
+      graph.get('conductor/coordinator.ts')?.has('conductor/run-session.ts'),
+      'the coordinator imports its session: the graph is read',
+    ).toBe(true);
+    expect(cycleReport(graph), 'import cycles between files of src/').toEqual([]);
   });
 
   it('are judged by a cycle finder that finds a cycle of two and of three, and none in a chain', () => {
@@ -132,6 +162,12 @@ describe('the folders of src/', () => {
       "const lazy = await import('../actors/lazy.js');",
       "import { z } from 'zod';",
     ].join('\n');
+    expect(
+      relativeImports(text)
+        .filter((i) => i.kind === 'type')
+        .map((i) => i.specifier)
+        .sort(),
+    ).toEqual(['../bus/e.js', '../runtime/b.js']);
     expect(relativeSpecifiers(text).sort()).toEqual(
       [
         '../actors/lazy.js',

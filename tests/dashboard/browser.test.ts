@@ -2,7 +2,7 @@ import { appendFileSync, copyFileSync, mkdtempSync, writeFileSync } from 'node:f
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Locator, Page } from 'playwright-core';
-import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { publishEvent } from '../../src/bus/channels.js';
 import { NatsBus } from '../../src/bus/nats-bus.js';
 import { replayActiveStates } from '../../src/dashboard/active-state.js';
@@ -14,6 +14,7 @@ import type { StepState } from '../../src/dashboard/run-view-types.js';
 import { startDashboard } from '../../src/dashboard/server.js';
 import { renderLog } from '../../src/persistence/index.js';
 import type { RunEvent } from '../../src/schemas/index.js';
+import { startNatsServer } from '../support/nats-server.js';
 import {
   artifact,
   type Browser,
@@ -365,13 +366,16 @@ describe('dashboard in a browser', () => {
   });
 
   it('lists the runs seen on NATS and shows the one selected', async () => {
+    // A server of its own: the dashboard lists every run a server holds, and this page shows two.
+    const nats = await startNatsServer();
+    open.push({ close: () => nats.stop() });
     const store = new RunStore();
-    open.push(await followNats({ servers: inject('natsUrl') }, store));
+    open.push(await followNats({ servers: nats.url }, store));
     const dashboard = await startDashboard({ store, debounceMs: 20 });
     open.push(dashboard);
     const { page, errors } = await openPage(browser, dashboard.url);
     const other = await recordRun('Plan a dinner for six');
-    const bus = await NatsBus.connect({ servers: inject('natsUrl') });
+    const bus = await NatsBus.connect({ servers: nats.url });
     open.push(bus);
     for (const event of demo.events) await publishEvent(bus, event);
     await page.locator('body[data-status="passed"]').waitFor();

@@ -1,5 +1,5 @@
 import { createActor, fromPromise, toPromise } from 'xstate';
-import type { RunSpec } from '../../src/conductor/coordinator.js';
+import type { RunSpec } from '../../src/conductor/run-spec.js';
 import type { RunInput, RunOutcome } from '../../src/machines/run-machine.js';
 import { runMachine } from '../../src/machines/run-machine.js';
 import { stepMachine } from '../../src/machines/step-machine.js';

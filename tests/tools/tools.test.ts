@@ -11,8 +11,8 @@ import {
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { answerRequest } from '../../src/roles/answer-request.js';
 import type { Model } from '../../src/roles/model.js';
-import { answerRequest } from '../../src/roles/role-worker.js';
 import type { RoleRequest } from '../../src/schemas/index.js';
 import { toolNameOf } from '../../src/tools/mcp.js';
 import { runToolCall, type Tool, workspaceTools } from '../../src/tools/tools.js';
