@@ -10,7 +10,7 @@ import { readLogRunId } from '../persistence/log-reader.js';
 import type { Model } from '../roles/model.js';
 import type { Continuation } from '../runtime/continue-run.js';
 import { readCrashedLog } from '../runtime/crashed-log.js';
-import { createEmbeddedRuntime, type EmbeddedRuntime } from '../runtime/embedded.js';
+import { type EmbeddedHost, startEmbeddedHost } from '../runtime/embedded-host.js';
 import type { ForkSettings } from '../runtime/fork-log.js';
 import { newRunId } from '../runtime/run-id.js';
 import { ReplayDivergence, type RunHandle, type RunSpec, readRecordedRun } from '../runtime/runs.js';
@@ -96,7 +96,7 @@ export class PlannerGeneratorEvaluator<T extends OutputType = OutputType> {
   /** The result of the last finished run, or null. */
   lastResult: HarnessResult | null = null;
   private readonly models: Record<Role, Model>;
-  private runtime: EmbeddedRuntime | null = null;
+  private runtime: EmbeddedHost | null = null;
   private readonly logErrors = new Map<string, LogWriteError>();
   /** Tracing, set up before the first run (`prepareTracing`): the observer of every event, and the exporter's stop. */
   private tracing: Promise<void> | null = null;
@@ -213,7 +213,7 @@ export class PlannerGeneratorEvaluator<T extends OutputType = OutputType> {
     await this.prepareTracing();
     const runtime = this.ensureRuntime();
     const o = this.options;
-    const handle = runtime.resumeRun(recorded, {
+    const handle = runtime.service.resumeRun(recorded, {
       owner: `${hostname()}:${process.pid}`,
       logPath: path,
       // The torn end is cut by the log's writer when it opens the file, once the replay agreed.
@@ -369,7 +369,8 @@ export class PlannerGeneratorEvaluator<T extends OutputType = OutputType> {
   async close(): Promise<void> {
     const runtime = this.runtime;
     this.runtime = null;
-    await runtime?.close();
+    // A run still going is one its caller gave up: its calls are aborted and it is left as it is.
+    await runtime?.close('leave');
     // The spans still queued go out before the process may end.
     const stop = this.stopTracing;
     this.stopTracing = undefined;
@@ -400,7 +401,7 @@ export class PlannerGeneratorEvaluator<T extends OutputType = OutputType> {
     const runtime = this.ensureRuntime();
     const started = performance.now();
     const o = this.options;
-    const handle = runtime.startRun({
+    const handle = await runtime.service.startRun({
       runId,
       task,
       logPath,
@@ -473,19 +474,18 @@ export class PlannerGeneratorEvaluator<T extends OutputType = OutputType> {
     return this.tracing;
   }
 
-  private ensureRuntime(): EmbeddedRuntime {
+  private ensureRuntime(): EmbeddedHost {
     if (this.runtime) return this.runtime;
-    this.runtime = createEmbeddedRuntime({
-      ...embeddedWorkersOf(this.options, this.models),
+    const o = this.options;
+    this.runtime = startEmbeddedHost({
+      ...embeddedWorkersOf(o, this.models),
+      settings: o,
+      acting: (runId) => actingOf(o, runId),
       ...(this.inspect ? { inspect: this.inspect } : {}),
       ...(this.runTracing ? { tracing: this.runTracing } : {}),
       ...(this.workTracing ? { workTracing: this.workTracing } : {}),
-      onLogError: (runId, error) => {
-        this.logErrors.set(runId, error);
-        this.running.get(runId)?.interrupt();
-      },
+      onLogError: (runId, error) => this.logErrors.set(runId, error),
     });
-    const o = this.options;
     if (o.onEvent || o.verbose) {
       // One subscription for every run of this instance, set up once: see createCoordinator.
       subscribeEvents(this.runtime.bus, '*', (event) => {

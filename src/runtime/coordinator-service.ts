@@ -73,6 +73,8 @@ export function startCoordinatorService(options: CoordinatorServiceOptions): Coo
     coordinator: createCoordinator({
       bus,
       ...(options.tracing ? { tracing: options.tracing } : {}),
+      ...(options.inspect ? { inspect: options.inspect } : {}),
+      ...(options.clock ? { clock: options.clock } : {}),
       ...(ownership === undefined
         ? {}
         : { storedResult: (runId, requestId) => ownership.storedResult(runId, requestId) }),
@@ -109,8 +111,25 @@ export function startCoordinatorService(options: CoordinatorServiceOptions): Coo
     async stop(mode = 'finish') {
       for (const subscription of subscriptions) subscription.unsubscribe();
       if (mode === 'interrupt') for (const run of active.values()) run.interrupt();
-      await Promise.all([...active.values()].map((r) => r.settled));
+      if (mode !== 'leave') await Promise.all([...active.values()].map((r) => r.settled));
       service.coordinator.close();
+    },
+    async startRun(spec) {
+      if (ownership !== undefined && !(await ownership.claim(spec.runId))) throw runIdTaken(spec.runId);
+      let handle: RunHandle;
+      try {
+        handle = service.coordinator.startRun(spec);
+      } catch (error) {
+        await ownership?.release(spec.runId);
+        throw error;
+      }
+      track(service, handle, true);
+      return handle;
+    },
+    resumeRun(recorded, resume) {
+      const handle = service.coordinator.resumeRun(recorded, resume);
+      track(service, handle, true);
+      return handle;
     },
     async takeOver(runId) {
       if (ownership === undefined) throw new ConfigurationError('taking runs over needs run ownership');
@@ -185,8 +204,12 @@ function answerResumes(service: Service): BusSubscription {
   );
 }
 
-/** Follows a run this coordinator drives until it ends here, then releases its claim. */
-function track(service: Service, handle: RunHandle): void {
+/**
+ * Follows a run this coordinator drives until it ends here, then releases its claim. A run that
+ * fails to complete is reported, unless `caller` awaits it (a run started in this process, whose
+ * caller gets the error from `done`).
+ */
+function track(service: Service, handle: RunHandle, caller = false): void {
   const { runId } = handle;
   const { ownership } = service.options;
   const settled = handle.done.then(
@@ -196,7 +219,7 @@ function track(service: Service, handle: RunHandle): void {
       // recorded events of the run meanwhile (it still sent them): its claim is left to expire,
       // and the run is taken over from what the stream holds.
       if (error instanceof RunTakenOverError) return ownership?.letExpire(runId);
-      console.error(`pge coordinator: run ${runId} failed to complete:`, error);
+      if (!caller) console.error(`pge coordinator: run ${runId} failed to complete:`, error);
       return ownership?.release(runId);
     },
   );

@@ -18,7 +18,7 @@ import { announcePresence, hearWorkers, PRESENCE_TTL_MS } from './worker-presenc
 
 /**
  * The distributed composition root: what one process of a NATS deployment runs, by role. The
- * embedded root (`embedded.ts`) wires the same pieces to the in-process bus in one process; here
+ * embedded host (`embedded-host.ts`) wires the same pieces to the in-process bus in one process; here
  * each role is a process of its own (`pge worker --role <role>`), which the CLI connects, starts
  * with these functions and drains on a signal. Role workers share their role's work queue and serve
  * only runs that hold a lease; the persistence worker writes every run's log; coordinators take

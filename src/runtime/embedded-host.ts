@@ -1,3 +1,4 @@
+import type { InspectionEvent } from 'xstate';
 import {
   type BusHandler,
   type BusMessage,
@@ -9,8 +10,10 @@ import {
 } from '../bus/bus.js';
 import { InProcessBus } from '../bus/in-process-bus.js';
 import { subjects } from '../bus/subjects.js';
-import { BusError, describeError, WorkerStoppedError } from '../errors.js';
+import { BusError, describeError, type LogWriteError, WorkerStoppedError } from '../errors.js';
+import type { PersistenceActor } from '../persistence/persistence-actor.js';
 import type { RunActing, RunEvent } from '../schemas/index.js';
+import type { RunTracing } from '../telemetry/run-tracing.js';
 import { startCoordinatorService } from './coordinator-service.js';
 import { type EmbeddedWorkersOptions, startEmbeddedWorkers } from './embedded.js';
 import { type LogRunStore, logRunStore } from './log-store.js';
@@ -107,6 +110,14 @@ export interface EmbeddedHostOptions extends Omit<EmbeddedWorkersOptions, 'onLog
   acting?: (runId: string) => RunActing;
   /** Told of what goes wrong outside any run: a handler that failed, a log that cannot be read. */
   onProblem?: (problem: string) => void;
+  /** Told when a run's log could not be written, before the run is interrupted for it. */
+  onLogError?: (runId: string, error: LogWriteError) => void;
+  /** XState inspection of every run's actors (`@statelyai/inspect`). */
+  inspect?: (event: InspectionEvent) => void;
+  /** Tracing of the runs (`traceRuns`). */
+  tracing?: RunTracing;
+  /** The clock events are stamped with (tests). */
+  clock?: () => number;
 }
 
 /** A running embedded host. */
@@ -116,8 +127,14 @@ export interface EmbeddedHost {
   readonly settings: EmbeddedHostOptions['settings'];
   readonly store: LogRunStore;
   readonly service: CoordinatorService;
-  /** Interrupts the runs in progress (their logs stay consistent), then stops every part. */
-  close(): Promise<void>;
+  /** The persistence actor: `flushed(runId)` once a run's log holds every event published. */
+  readonly persistence: PersistenceActor;
+  /**
+   * Stops every part. `interrupt` (default) ends the runs in progress as interrupted first (their
+   * logs stay consistent); `leave` aborts the workers' calls and leaves the runs where they are
+   * (the API's `close`: a run in progress then is one the caller gave up).
+   */
+  close(mode?: 'interrupt' | 'leave'): Promise<void>;
 }
 
 /**
@@ -133,12 +150,13 @@ export function startEmbeddedHost(options: EmbeddedHostOptions): EmbeddedHost {
       problem(`a handler on ${subject} failed: ${describeError(error).message}`);
   });
   let service: CoordinatorService | null = null;
-  const { settings, acting, onProblem: _, ...workerOptions } = options;
+  const { settings, acting, onProblem: _, onLogError, inspect, tracing, clock, ...workerOptions } = options;
   const workers = startEmbeddedWorkers(bus, {
     ...workerOptions,
     onLogError: (runId, error) => {
-      problem(`run ${runId}: ${error.message}`);
-      service?.active.get(runId)?.interrupt(error.message);
+      if (onLogError) onLogError(runId, error);
+      else problem(`run ${runId}: ${error.message}`);
+      service?.active.get(runId)?.interrupt();
     },
   });
   const names = {
@@ -153,6 +171,9 @@ export function startEmbeddedHost(options: EmbeddedHostOptions): EmbeddedHost {
     ownership: store,
     runExists: (runId) => store.runExists(runId),
     ...(acting === undefined ? {} : { acting }),
+    ...(inspect === undefined ? {} : { inspect }),
+    ...(tracing === undefined ? {} : { tracing }),
+    ...(clock === undefined ? {} : { clock }),
   });
   const running = service;
   return {
@@ -160,9 +181,16 @@ export function startEmbeddedHost(options: EmbeddedHostOptions): EmbeddedHost {
     settings,
     store,
     service: running,
-    async close() {
-      await running.stop('interrupt');
-      await workers.stop();
+    persistence: workers.persistence,
+    async close(mode = 'interrupt') {
+      if (mode === 'leave') {
+        // As the runtime always closed: calls in flight are aborted, then the charts let go.
+        await workers.stop();
+        await running.stop('leave');
+      } else {
+        await running.stop('interrupt');
+        await workers.stop();
+      }
       await workers.closeLogs();
       await bus.close();
     },

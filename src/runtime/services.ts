@@ -1,8 +1,11 @@
 import { join } from 'node:path';
+import type { InspectionEvent } from 'xstate';
 import type { Bus } from '../bus/bus.js';
 import { subjects } from '../bus/subjects.js';
+import type { RecordedRun } from '../conductor/replay.js';
 import type { LostWork } from '../conductor/run-calls.js';
-import type { RunSpec } from '../conductor/run-spec.js';
+import type { RunHandle } from '../conductor/run-session.js';
+import type { ResumeOptions, RunSpec } from '../conductor/run-spec.js';
 import { BusError, errorFromInfo, UnansweredRequestError } from '../errors.js';
 import { type Backoff, retry } from '../retry.js';
 import type { Role, RoleResult, RunActing, RunEvent, RunSettingOptions } from '../schemas/index.js';
@@ -74,6 +77,10 @@ export interface CoordinatorServiceOptions {
   lostWork?: LostWork;
   /** Tracing of the coordinator's runs (`traceRuns`). */
   tracing?: RunTracing;
+  /** XState inspection of every run's actors (`@statelyai/inspect`), in this process. */
+  inspect?: (event: InspectionEvent) => void;
+  /** The clock events are stamped with (tests). */
+  clock?: () => number;
   /**
    * The directory the generator workers keep runs' workspaces in, one per run id (their
    * `<working-dir>/workspaces`): a continued run's workspace is copied there from the earlier
@@ -161,9 +168,17 @@ export interface CoordinatorService {
   readonly active: ReadonlyMap<string, { interrupt(reason?: string): void; done: Promise<unknown> }>;
   /**
    * Stops taking submissions. `finish` waits for the runs in progress; `interrupt` ends them as
-   * interrupted (their logs stay consistent), then waits for their closing events.
+   * interrupted (their logs stay consistent), then waits for their closing events; `leave` stops
+   * taking their results and leaves them (the embedded API's `close`, whose workers are gone).
    */
-  stop(mode?: 'finish' | 'interrupt'): Promise<void>;
+  stop(mode?: 'finish' | 'interrupt' | 'leave'): Promise<void>;
+  /**
+   * Starts a run whose spec this process built (the embedded API: its log path, plan, job), claimed
+   * and tracked as a submitted run is. Throws `runIdTaken` for an id used before.
+   */
+  startRun(spec: RunSpec): Promise<RunHandle>;
+  /** Continues a recorded run in this process (`resume` of a log), tracked as a taken-over run is. */
+  resumeRun(recorded: RecordedRun, options: ResumeOptions): RunHandle;
   /**
    * Takes over a run whose owner died (`ownership` required): rebuilds it from its stored events,
    * applies a result already stored for the request in flight, records `run.resumed` with this
