@@ -73,6 +73,17 @@ const LAYOUT: Partial<Help> = {
 
 const groupIndex = (f: FlagSpec) => Object.keys(FLAG_GROUPS).indexOf(f.group);
 
+/**
+ * Prose whose lines commander wraps to the width of the help: a line break inside a paragraph is a
+ * space (the source's own breaks would otherwise stay, and cut a sentence short of the width), and
+ * a blank line still parts two paragraphs.
+ */
+const paragraphs = (text: string): string =>
+  text
+    .split(/\n{2,}/)
+    .map((paragraph) => paragraph.replace(/\s*\n\s*/g, ' '))
+    .join('\n\n');
+
 /** The commands that take arguments; each checks its own, with a message that says what it takes. */
 const TAKE_ARGUMENTS: readonly Command[] = [
   'run',
@@ -86,6 +97,7 @@ const TAKE_ARGUMENTS: readonly Command[] = [
   'approve',
   'cancel',
   'follow',
+  'dashboard',
 ];
 
 function declare(name: Command): CommanderCommand {
@@ -93,7 +105,7 @@ function declare(name: Command): CommanderCommand {
   const command = new CommanderCommand(name)
     .usage(usage)
     .summary(COMMAND_HELP[name].summary)
-    .description(about)
+    .description(paragraphs(about))
     // The others take none, and commander refuses any.
     .allowExcessArguments(TAKE_ARGUMENTS.includes(name))
     .exitOverride()
