@@ -63,6 +63,7 @@ function usageError(io: CliIo, message: string, command: Command | null): number
 export async function main(argv: string[], io: CliIo = processIo()): Promise<number> {
   const [first, ...rest] = argv;
   const command = isCommand(first) ? first : null;
+  let line: CommandLine | undefined;
   try {
     if (first === undefined) {
       io.stderr.write(`${topHelp()}\n`);
@@ -90,7 +91,7 @@ export async function main(argv: string[], io: CliIo = processIo()): Promise<num
         : `unknown command "${first}"${guess ? ` (did you mean ${guess}?)` : ''}`;
       return usageError(io, `${what}; the commands are ${Object.keys(COMMANDS).join(', ')}, help`, null);
     }
-    const line = parseCommandLine(command, rest);
+    line = parseCommandLine(command, rest);
     if (line.help) {
       io.stdout.write(`${commandHelp(command)}\n`);
       return ExitCode.passed;
@@ -98,6 +99,15 @@ export async function main(argv: string[], io: CliIo = processIo()): Promise<num
     return await (await COMMANDS[command]())(line, io);
   } catch (error) {
     const code = exitCodeOfError(error);
+    // A server that cannot be used is no usage error, whatever its exit code: say what to do instead.
+    const advice =
+      command !== null && line !== undefined
+        ? await (await import('./client-mistakes.js')).natsAdvice(error, command, line, io)
+        : null;
+    if (advice !== null) {
+      io.stderr.write(`pge: ${errorMessage(error)}\n${advice}\n`);
+      return code;
+    }
     if (code === ExitCode.usage) return usageError(io, errorMessage(error), command);
     // Not one of pge's named errors: a defect; its stack is what a bug report needs.
     const detail = error instanceof PgeError ? errorMessage(error) : String((error as Error)?.stack ?? error);
