@@ -127,8 +127,6 @@ export function parseCommandLine(command: Command, argv: readonly string[]): Com
   } catch (error) {
     if (!(error instanceof CommanderError)) throw error;
     if (error.code === 'commander.unknownOption') throw unknownFlag(command, error);
-    if (error.code === 'commander.excessArguments')
-      throw new ConfigurationError(`pge ${command} takes no arguments, got "${parsed.args.join(' ')}"`);
     throw new ConfigurationError(error.message.replace(/^error: /, ''), { cause: error });
   }
   return lineOf(parsed, flags);

@@ -84,21 +84,24 @@ const paragraphs = (text: string): string =>
     .map((paragraph) => paragraph.replace(/\s*\n\s*/g, ' '))
     .join('\n\n');
 
-/** The commands that take arguments; each checks its own, with a message that says what it takes. */
-const TAKE_ARGUMENTS: readonly Command[] = [
-  'run',
-  'demo',
-  'plan',
-  'resume',
-  'batch',
-  'replay',
-  'fork',
-  'continue',
-  'approve',
-  'cancel',
-  'follow',
-  'dashboard',
-];
+/**
+ * The arguments of each command (the others take none): commander checks their count and says
+ * what is missing or too much; each command checks what they hold.
+ */
+const ARGUMENTS: Partial<Record<Command, readonly string[]>> = {
+  run: ['[task...]'],
+  demo: ['[task...]'],
+  plan: ['<task...>'],
+  resume: ['<log|runId>'],
+  batch: ['<file>'],
+  replay: ['<log>'],
+  fork: ['<log|runId>'],
+  continue: ['<log|runId>'],
+  approve: ['<runId>'],
+  cancel: ['<runId>'],
+  follow: ['<runId>'],
+  dashboard: ['[log...]'],
+};
 
 function declare(name: Command): CommanderCommand {
   const { usage, about } = COMMAND_HELP[name];
@@ -106,12 +109,11 @@ function declare(name: Command): CommanderCommand {
     .usage(usage)
     .summary(COMMAND_HELP[name].summary)
     .description(paragraphs(about))
-    // The others take none, and commander refuses any.
-    .allowExcessArguments(TAKE_ARGUMENTS.includes(name))
     .exitOverride()
     .configureOutput({ writeOut: () => {}, writeErr: () => {}, outputError: () => {} })
     .configureHelp(LAYOUT)
     .addHelpText('after', `\n${afterFlags(name)}`);
+  for (const argument of ARGUMENTS[name] ?? []) command.argument(argument);
   const flags = [...flagsFor(name)].sort((a, b) => groupIndex(a) - groupIndex(b));
   for (const flag of flags) command.addOption(new FlagOption(flag));
   command.addHelpOption(new Option('-h, --help', 'Show this help').helpGroup(`${FLAG_GROUPS.cli}:`));

@@ -1,4 +1,3 @@
-import { ConfigurationError } from '../errors.js';
 import { ExitCode } from './exit-codes.js';
 import type { CommandLine } from './flags.js';
 import type { CliIo } from './io.js';
@@ -8,9 +7,7 @@ import type { CliIo } from './io.js';
  * whether they produce the recorded events. Exit 0 identical, 1 not, 2 not the log of an ended run.
  */
 export async function replayCommand(line: CommandLine, io: CliIo): Promise<number> {
-  const [path, ...rest] = line.positionals;
-  if (path === undefined || rest.length > 0)
-    throw new ConfigurationError('pge replay takes one log file: pge replay <log>');
+  const path = line.positionals[0]!;
   const { resolve } = await import('node:path');
   const { replayLog } = await import('../runtime/replay-log.js');
   const report = await replayLog(resolve(io.cwd, path));

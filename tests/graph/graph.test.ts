@@ -483,7 +483,7 @@ describe('pge graph', () => {
     [['graph', '--machine', 'walk'], /--machine expects one of session, run, step, got "walk"/],
     [['graph', '--format', 'svg'], /--format expects one of mermaid, dot, json, got "svg"/],
     [['graph', '--colour'], /unknown flag --colour/],
-    [['graph', 'run'], /pge graph takes no arguments/],
+    [['graph', 'run'], /too many arguments for 'graph'/],
   ])('pge %j is a usage error (exit 2)', async (args, message) => {
     const r = await pge(args);
     expect(r.code).toBe(2);
