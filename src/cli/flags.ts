@@ -132,13 +132,13 @@ export function parseCommandLine(command: Command, argv: readonly string[]): Com
   return lineOf(parsed, flags);
 }
 
-/** The command a mistyped name meant, as commander guesses it, if it has a guess. */
-export function commandMeant(name: string): string | undefined {
+/** What commander says of a command `pge` does not have, with its guess at the one meant. */
+export function unknownCommand(name: string): string {
   try {
     program().parse([name], { from: 'user' });
   } catch (error) {
-    if (error instanceof CommanderError) return suggestionIn(error);
+    if (error instanceof CommanderError) return error.message.replace(/^error: /, '');
     throw error;
   }
-  return undefined;
+  return `unknown command '${name}'`;
 }

@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { PgeError } from '../errors.js';
 import { ExitCode, errorMessage, exitCodeOfError } from './exit-codes.js';
 import type { Command } from './flag-table.js';
-import { type CommandLine, commandMeant, parseCommandLine } from './flags.js';
+import { type CommandLine, parseCommandLine, unknownCommand } from './flags.js';
 import { helpHint } from './help.js';
 import { type CliIo, processIo } from './io.js';
 import { commandHelp, topHelp } from './program.js';
@@ -85,11 +85,10 @@ export async function main(argv: string[], io: CliIo = processIo()): Promise<num
       return ExitCode.passed;
     }
     if (command === null) {
-      const guess = first.startsWith('-') ? undefined : commandMeant(first);
       const what = first.startsWith('-')
         ? `unknown flag ${first} (flags go after the command)`
-        : `unknown command "${first}"${guess ? ` (did you mean ${guess}?)` : ''}`;
-      return usageError(io, `${what}; the commands are ${Object.keys(COMMANDS).join(', ')}, help`, null);
+        : unknownCommand(first);
+      return usageError(io, `${what}\n(the commands are ${Object.keys(COMMANDS).join(', ')}, help)`, null);
     }
     line = parseCommandLine(command, rest);
     if (line.help) {

@@ -316,7 +316,7 @@ describe('usage and configuration errors exit 2', () => {
     [['run', 'task', '--max-retries', 'two'], /--max-retries expects an integer >= 0, got "two"/],
     [['run', 'task', '--on-exhausted', 'panic'], /--on-exhausted expects one of advance, abort, replan/],
     [['run'], /needs a task/],
-    [['launch'], /unknown command "launch"/],
+    [['launch'], /unknown command 'launch'/],
   ])('pge %j', async (args, message) => {
     const r = await pge(args);
     expect(r.code).toBe(2);

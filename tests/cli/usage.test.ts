@@ -76,7 +76,7 @@ describe('flag mistakes', () => {
 
   it('suggests the command a typo meant', async () => {
     const typo = await usageError(['rnu', 'Write a haiku']);
-    expect(typo).toContain('unknown command "rnu" (did you mean run?)');
+    expect(typo).toContain("unknown command 'rnu'\n(Did you mean run?)");
     // Every command is listed, from the same table that runs them.
     expect(typo).toContain(
       'the commands are run, demo, plan, resume, batch, config, graph, replay, fork, continue, runs, approvals, approve, cancel, worker, dashboard, follow, nats-config, help',
