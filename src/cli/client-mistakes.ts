@@ -42,7 +42,10 @@ export async function natsAdvice(
   const giveIt = command === 'worker' ? `start the ${role} with` : `give pge ${command} --creds`;
   if (isCredentialRefused(error)) {
     if (credsFile !== undefined) {
-      const refusal = causeOf(error, Error) ?? new Error(String(error));
+      const refusal =
+        causeOf(error, natsErrors.AuthorizationError) ??
+        causeOf(error, natsErrors.UserAuthenticationExpiredError) ??
+        new Error(String(error));
       return capitalized(credentialNoLongerAccepted(role, refusal, credsFile, giveIt));
     }
     return capitalized(

@@ -1,4 +1,8 @@
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { writeNatsConfig } from '../../src/runtime/nats-config.js';
 import {
   freePort,
   type SecuredNatsServer,
@@ -59,6 +63,21 @@ describe('a secured server', () => {
       'pge: request on pge.runs.submit failed: Permissions Violation for Publish to "pge.runs.submit"',
       `This credential (${nats.creds.observer}) is for the observer, not the client: give pge run --creds client.creds of pge nats-config.`,
     ]);
+  }, 30_000);
+
+  it("tells pge runs with another server's credential that this one does not accept it", async () => {
+    const elsewhere = await mkdtemp(join(tmpdir(), 'pge-other-nats-'));
+    try {
+      const { creds } = await writeNatsConfig({ dir: elsewhere, host: '127.0.0.1' });
+      const { code, lines } = await pge(['runs', '--nats', nats.url, '--creds', creds.client]);
+      expect(code).toBe(2);
+      expect(lines).toEqual([
+        `pge: cannot connect to NATS at ${nats.url}: Authorization Violation`,
+        `The server no longer accepts this credential (${creds.client}) (Authorization Violation): it was revoked (pge nats-config --rotate) or is not this server's; give pge runs --creds its current client.creds.`,
+      ]);
+    } finally {
+      await rm(elsewhere, { recursive: true, force: true });
+    }
   }, 30_000);
 });
 
