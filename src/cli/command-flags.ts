@@ -1,4 +1,3 @@
-import { GRAPH_FORMATS, MACHINE_NAMES } from '../graph/graph-choices.js';
 import {
   APPROVAL_GATES,
   DEFAULT_PUBLISH_RETRY_MS,
@@ -18,7 +17,7 @@ import {
 
 /**
  * The flag table's second half: the flags of single commands (`--inspect` of `run` and `demo`,
- * and those of `worker`, `graph` and `dashboard`, which steer the command and set no option),
+ * and those of `worker` and `dashboard`, which steer the command and set no option),
  * and the flags each command accepts.
  */
 
@@ -124,23 +123,6 @@ const WORKER_FLAGS = inGroup('nats', [
     kind: 'text',
     value: '<dir>',
     help: "Coordinator: the generators' workspaces directory (their <working-dir>/workspaces, on this machine or a shared volume), where a continued run's workspace is copied from the earlier run's (default: <working-dir>/workspaces)",
-  },
-]);
-
-const GRAPH_FLAGS = inGroup('output', [
-  {
-    name: 'machine',
-    kind: 'choice',
-    choices: MACHINE_NAMES,
-    default: 'run',
-    help: 'The chart of the session around a run, of a whole run, or of one step of the plan',
-  },
-  {
-    name: 'format',
-    kind: 'choice',
-    choices: GRAPH_FORMATS,
-    default: 'mermaid',
-    help: 'Mermaid stateDiagram-v2, Graphviz DOT or JSON',
   },
 ]);
 
@@ -386,7 +368,8 @@ export function flagsFor(command: Command): readonly FlagSpec[] {
     case 'worker':
       return [...WORKER_FLAGS, ...DEPLOYMENT_FLAGS, ...FLAGS.filter((f) => f.group !== 'nats')];
     case 'graph':
-      return GRAPH_FLAGS;
+      // Declared with its options in graph-command.ts.
+      return [];
     case 'replay':
       return FLAGS.filter((f) => f.name === 'json');
     case 'runs':

@@ -1,4 +1,4 @@
-import { type Command as CommanderCommand, CommanderError } from 'commander';
+import { CommanderError, type CommandUnknownOpts } from '@commander-js/extra-typings';
 import { ConfigurationError } from '../errors.js';
 import { flagsFor } from './command-flags.js';
 import type { Command, ConfigKey, FlagSpec } from './flag-table.js';
@@ -84,7 +84,7 @@ function unknownFlag(command: Command, error: CommanderError): ConfigurationErro
 }
 
 /** What the parsed command says: each flag's value by name, and the options the flags given set. */
-function lineOf(parsed: CommanderCommand, flags: readonly FlagSpec[]): CommandLine {
+function lineOf(parsed: CommandUnknownOpts, flags: readonly FlagSpec[]): CommandLine {
   const options: Partial<Record<ConfigKey, unknown>> = {};
   const values: Record<string, unknown> = {};
   for (const option of parsed.options) {
@@ -97,8 +97,7 @@ function lineOf(parsed: CommanderCommand, flags: readonly FlagSpec[]): CommandLi
     values[spec.name] = value;
     // Flags that name MCP servers for one role and for both make one record.
     if (spec.option && given)
-      options[spec.option] =
-        spec.kind === 'mcp' ? { ...(options[spec.option] as object | undefined), ...value } : value;
+      options[spec.option] = spec.kind === 'mcp' ? Object.assign({}, options[spec.option], value) : value;
   }
   const text = (name: string) => (typeof values[name] === 'string' ? (values[name] as string) : null);
   // The servers of a cluster, given one flag each or comma-separated, as nats.js and NATS_URL take them.

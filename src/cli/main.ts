@@ -3,9 +3,9 @@ import { PgeError } from '../errors.js';
 import { ExitCode, errorMessage, exitCodeOfError } from './exit-codes.js';
 import type { Command } from './flag-table.js';
 import { type CommandLine, parseCommandLine, unknownCommand } from './flags.js';
-import { helpHint } from './help.js';
+import { COMMAND_HELP, helpHint } from './help.js';
 import { type CliIo, processIo } from './io.js';
-import { commandHelp, topHelp } from './program.js';
+import { commandHelp, type DeclaredCommand, declaredWhole, runDeclared, topHelp } from './program.js';
 
 /**
  * The `pge` command line: `run`, `demo`, `plan`, `resume`, `batch`, `config`, `graph`, `replay`, `fork`, `continue`, `runs`, `approvals`, `approve`, `cancel`, `worker`,
@@ -18,14 +18,14 @@ import { commandHelp, topHelp } from './program.js';
 type RunsCommandLine = (line: CommandLine, io: CliIo) => Promise<number>;
 
 // Loaded on demand: help, version and usage errors answer without loading the harness and its SDKs.
-const COMMANDS: Record<Command, () => Promise<RunsCommandLine>> = {
+// The commands declared whole, with their action, run by `runDeclared`.
+const COMMANDS: Record<Exclude<Command, DeclaredCommand>, () => Promise<RunsCommandLine>> = {
   run: async () => (await import('./run-command.js')).runCommand,
   demo: async () => (await import('./run-command.js')).demoCommand,
   plan: async () => (await import('./plan-command.js')).planCommand,
   resume: async () => (await import('./resume-command.js')).resumeCommand,
   batch: async () => (await import('./batch-command.js')).batchCommand,
   config: async () => (await import('./config-command.js')).configCommand,
-  graph: async () => (await import('./graph-command.js')).graphCommand,
   replay: async () => (await import('./replay-command.js')).replayCommand,
   fork: async () => (await import('./fork-command.js')).forkCommand,
   continue: async () => (await import('./continue-command.js')).continueCommand,
@@ -40,7 +40,7 @@ const COMMANDS: Record<Command, () => Promise<RunsCommandLine>> = {
 };
 
 const isCommand = (name: string | undefined): name is Command =>
-  name !== undefined && Object.hasOwn(COMMANDS, name);
+  name !== undefined && Object.hasOwn(COMMAND_HELP, name);
 
 /** The version in package.json (two levels up from both `src/cli` and `dist/cli`). */
 export function version(): string {
@@ -88,8 +88,13 @@ export async function main(argv: string[], io: CliIo = processIo()): Promise<num
       const what = first.startsWith('-')
         ? `unknown flag ${first} (flags go after the command)`
         : unknownCommand(first);
-      return usageError(io, `${what}\n(the commands are ${Object.keys(COMMANDS).join(', ')}, help)`, null);
+      return usageError(
+        io,
+        `${what}\n(the commands are ${Object.keys(COMMAND_HELP).join(', ')}, help)`,
+        null,
+      );
     }
+    if (declaredWhole(command)) return await runDeclared(command, rest, io);
     line = parseCommandLine(command, rest);
     if (line.help) {
       io.stdout.write(`${commandHelp(command)}\n`);

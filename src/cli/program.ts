@@ -1,10 +1,19 @@
-import { Command as CommanderCommand, Help, Option } from 'commander';
+import {
+  Command as CommanderCommand,
+  CommanderError,
+  type CommandUnknownOpts,
+  Help,
+  Option,
+} from '@commander-js/extra-typings';
+import { ConfigurationError } from '../errors.js';
 import { OPTION_DEFAULTS } from '../schemas/setting-values.js';
 import { flagsFor } from './command-flags.js';
 import { CLI_DEFAULTS, ENV_VARS } from './defaults.js';
 import { type Command, FLAG_GROUPS, type FlagSpec } from './flag-table.js';
 import { flagValue } from './flag-values.js';
+import { graphCommand } from './graph-command.js';
 import { AFTER_COMMANDS, afterFlags, COMMAND_HELP, INTRO } from './help.js';
+import { type CliIo, processIo } from './io.js';
 import { formatDuration, formatSize } from './units.js';
 
 /**
@@ -15,7 +24,7 @@ import { formatDuration, formatSize } from './units.js';
  */
 
 /** An option declared from a row of the flag table, which it keeps for the help. */
-class FlagOption extends Option {
+class FlagOption extends Option<string, undefined, unknown, unknown, false, unknown> {
   readonly spec: FlagSpec;
   constructor(spec: FlagSpec) {
     const placeholder = spec.value ?? `<${spec.choices?.join('|') ?? 'value'}>`;
@@ -57,7 +66,10 @@ const LAYOUT: Partial<Help> = {
       ? `${option.long} ${option.argChoices.join(option instanceof FlagOption && option.spec.kind === 'choices' ? ',' : '|')}`
       : option.flags,
   optionDescription: (option) => {
-    if (!(option instanceof FlagOption)) return option.description;
+    if (!(option instanceof FlagOption))
+      return option.defaultValue === undefined
+        ? option.description
+        : `${option.description} (default ${option.defaultValue})`;
     const f = option.spec;
     return `${f.help}${defaultOf(f)}${envOf(f)}${f.option ? ` [${f.option}]` : ''}`;
   },
@@ -103,9 +115,23 @@ const ARGUMENTS: Partial<Record<Command, readonly string[]>> = {
   dashboard: ['[log...]'],
 };
 
-function declare(name: Command): CommanderCommand {
+/**
+ * The commands declared whole in their own file, as commander takes a command: typed options and
+ * an action. The others are declared here from the flag table, and `main` runs them.
+ */
+const DECLARED = { graph: graphCommand } as const satisfies Partial<
+  Record<Command, (io: CliIo) => CommandUnknownOpts>
+>;
+
+/** A command declared whole in its own file. */
+export type DeclaredCommand = keyof typeof DECLARED;
+
+/** Whether `name` is declared whole in its own file, and runs by its action (`runDeclared`). */
+export const declaredWhole = (name: Command): name is DeclaredCommand => Object.hasOwn(DECLARED, name);
+
+function declare(name: Command, io: CliIo = processIo()): CommandUnknownOpts {
   const { usage, about } = COMMAND_HELP[name];
-  const command = new CommanderCommand(name)
+  const command = (declaredWhole(name) ? DECLARED[name](io) : new CommanderCommand(name))
     .usage(usage)
     .summary(COMMAND_HELP[name].summary)
     .description(paragraphs(about))
@@ -121,7 +147,7 @@ function declare(name: Command): CommanderCommand {
 }
 
 /** `pge` and its commands, declared; nothing is parsed yet. */
-export function program(): CommanderCommand {
+export function program(): CommandUnknownOpts {
   const pge = new CommanderCommand('pge')
     .usage('<command> [flags]')
     .exitOverride()
@@ -143,8 +169,8 @@ export function topHelp(): string {
 }
 
 /** One command of `pge`, declared, under a `pge` of its own (whose name its usage starts with). */
-export function commandOf(name: Command): CommanderCommand {
-  const command = declare(name);
+export function commandOf(name: Command, io?: CliIo): CommandUnknownOpts {
+  const command = declare(name, io);
   new CommanderCommand('pge').addCommand(command);
   return command;
 }
@@ -155,7 +181,7 @@ export function commandHelp(name: Command): string {
 }
 
 /** A command's help as commander writes it, with the texts added before and after. */
-function helpOf(command: CommanderCommand): string {
+function helpOf(command: CommandUnknownOpts): string {
   let text = '';
   command
     .configureOutput({
@@ -165,4 +191,25 @@ function helpOf(command: CommanderCommand): string {
     })
     .outputHelp();
   return text.trimEnd();
+}
+
+/**
+ * Runs a command declared whole (`declaredWhole`) on the arguments after its name: commander parses
+ * them, prints the help it is asked for, and calls the command's action. Commander's errors are
+ * usage errors (`ConfigurationError`, exit 2), in its own words.
+ */
+export async function runDeclared(name: Command, argv: readonly string[], io: CliIo): Promise<number> {
+  const command = commandOf(name, io).configureOutput({
+    writeOut: (chunk) => io.stdout.write(chunk),
+    writeErr: () => {},
+    outputError: () => {},
+  });
+  try {
+    await command.parseAsync([...argv], { from: 'user' });
+    return 0;
+  } catch (error) {
+    if (!(error instanceof CommanderError)) throw error;
+    if (error.code === 'commander.helpDisplayed') return 0;
+    throw new ConfigurationError(error.message.replace(/^error: /, ''), { cause: error });
+  }
 }
