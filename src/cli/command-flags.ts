@@ -368,10 +368,9 @@ export function flagsFor(command: Command): readonly FlagSpec[] {
     case 'worker':
       return [...WORKER_FLAGS, ...DEPLOYMENT_FLAGS, ...FLAGS.filter((f) => f.group !== 'nats')];
     case 'graph':
-      // Declared with its options in graph-command.ts.
-      return [];
     case 'replay':
-      return FLAGS.filter((f) => f.name === 'json');
+      // Declared whole, with their options, in graph-command.ts and replay-command.ts.
+      return [];
     case 'runs':
       return RUNS_FLAGS;
     case 'approvals':

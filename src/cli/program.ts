@@ -9,11 +9,13 @@ import { ConfigurationError } from '../errors.js';
 import { OPTION_DEFAULTS } from '../schemas/setting-values.js';
 import { flagsFor } from './command-flags.js';
 import { CLI_DEFAULTS, ENV_VARS } from './defaults.js';
+import { ExitCode } from './exit-codes.js';
 import { type Command, FLAG_GROUPS, type FlagSpec } from './flag-table.js';
 import { flagValue } from './flag-values.js';
 import { graphCommand } from './graph-command.js';
 import { AFTER_COMMANDS, afterFlags, COMMAND_HELP, INTRO } from './help.js';
 import { type CliIo, processIo } from './io.js';
+import { replayCommand } from './replay-command.js';
 import { formatDuration, formatSize } from './units.js';
 
 /**
@@ -106,7 +108,6 @@ const ARGUMENTS: Partial<Record<Command, readonly string[]>> = {
   plan: ['<task...>'],
   resume: ['<log|runId>'],
   batch: ['<file>'],
-  replay: ['<log>'],
   fork: ['<log|runId>'],
   continue: ['<log|runId>'],
   approve: ['<runId>'],
@@ -119,8 +120,8 @@ const ARGUMENTS: Partial<Record<Command, readonly string[]>> = {
  * The commands declared whole in their own file, as commander takes a command: typed options and
  * an action. The others are declared here from the flag table, and `main` runs them.
  */
-const DECLARED = { graph: graphCommand } as const satisfies Partial<
-  Record<Command, (io: CliIo) => CommandUnknownOpts>
+const DECLARED = { graph: graphCommand, replay: replayCommand } as const satisfies Partial<
+  Record<Command, (io: CliIo, done: (code: ExitCode) => void) => CommandUnknownOpts>
 >;
 
 /** A command declared whole in its own file. */
@@ -129,9 +130,16 @@ export type DeclaredCommand = keyof typeof DECLARED;
 /** Whether `name` is declared whole in its own file, and runs by its action (`runDeclared`). */
 export const declaredWhole = (name: Command): name is DeclaredCommand => Object.hasOwn(DECLARED, name);
 
-function declare(name: Command, io: CliIo = processIo()): CommandUnknownOpts {
+function declare(
+  name: Command,
+  io: CliIo = processIo(),
+  done: (code: ExitCode) => void = () => {},
+): CommandUnknownOpts {
   const { usage, about } = COMMAND_HELP[name];
-  const command = (declaredWhole(name) ? DECLARED[name](io) : new CommanderCommand(name))
+  const declared: CommandUnknownOpts = declaredWhole(name)
+    ? DECLARED[name](io, done)
+    : new CommanderCommand(name);
+  const command = declared
     .usage(usage)
     .summary(COMMAND_HELP[name].summary)
     .description(paragraphs(about))
@@ -169,8 +177,8 @@ export function topHelp(): string {
 }
 
 /** One command of `pge`, declared, under a `pge` of its own (whose name its usage starts with). */
-export function commandOf(name: Command, io?: CliIo): CommandUnknownOpts {
-  const command = declare(name, io);
+export function commandOf(name: Command, io?: CliIo, done?: (code: ExitCode) => void): CommandUnknownOpts {
+  const command = declare(name, io, done);
   new CommanderCommand('pge').addCommand(command);
   return command;
 }
@@ -199,17 +207,20 @@ function helpOf(command: CommandUnknownOpts): string {
  * usage errors (`ConfigurationError`, exit 2), in its own words.
  */
 export async function runDeclared(name: Command, argv: readonly string[], io: CliIo): Promise<number> {
-  const command = commandOf(name, io).configureOutput({
+  let code: ExitCode = ExitCode.passed;
+  const command = commandOf(name, io, (done) => {
+    code = done;
+  }).configureOutput({
     writeOut: (chunk) => io.stdout.write(chunk),
     writeErr: () => {},
     outputError: () => {},
   });
   try {
     await command.parseAsync([...argv], { from: 'user' });
-    return 0;
+    return code;
   } catch (error) {
     if (!(error instanceof CommanderError)) throw error;
-    if (error.code === 'commander.helpDisplayed') return 0;
+    if (error.code === 'commander.helpDisplayed') return ExitCode.passed;
     throw new ConfigurationError(error.message.replace(/^error: /, ''), { cause: error });
   }
 }
