@@ -35,7 +35,6 @@ const COMMANDS: Record<Exclude<Command, DeclaredCommand>, () => Promise<RunsComm
   worker: async () => (await import('./worker-command.js')).workerCommand,
   dashboard: async () => (await import('./dashboard-command.js')).dashboardCommand,
   follow: async () => (await import('./follow-command.js')).followCommand,
-  'nats-config': async () => (await import('./nats-config-command.js')).natsConfigCommand,
 };
 
 const isCommand = (name: string | undefined): name is Command =>

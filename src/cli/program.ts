@@ -15,6 +15,7 @@ import { flagValue } from './flag-values.js';
 import { graphCommand } from './graph-command.js';
 import { AFTER_COMMANDS, afterFlags, COMMAND_HELP, INTRO } from './help.js';
 import { type CliIo, processIo } from './io.js';
+import { natsConfigCommand } from './nats-config-command.js';
 import { replayCommand } from './replay-command.js';
 import { formatDuration, formatSize } from './units.js';
 
@@ -120,7 +121,11 @@ const ARGUMENTS: Partial<Record<Command, readonly string[]>> = {
  * The commands declared whole in their own file, as commander takes a command: typed options and
  * an action. The others are declared here from the flag table, and `main` runs them.
  */
-const DECLARED = { graph: graphCommand, replay: replayCommand } as const satisfies Partial<
+const DECLARED = {
+  graph: graphCommand,
+  replay: replayCommand,
+  'nats-config': natsConfigCommand,
+} as const satisfies Partial<
   Record<Command, (io: CliIo, done: (code: ExitCode) => void) => CommandUnknownOpts>
 >;
 
