@@ -110,8 +110,9 @@ function lineOf(parsed: CommandUnknownOpts, flags: readonly FlagSpec[]): Command
 }
 
 /**
- * Parses the arguments after the command name. With `-h`/`--help` anywhere, nothing else is
- * read. Throws `ConfigurationError` on an unknown flag, a missing or superfluous value, or a value
+ * Parses the arguments after the command name, for a command of the flag table (one declared whole
+ * is run by `runDeclared`, which has commander parse its line). With `-h`/`--help` anywhere,
+ * nothing else is read. Throws `ConfigurationError` on an unknown flag, a missing or superfluous value, or a value
  * its flag cannot take; option values are checked against their option later (`config.ts`).
  */
 export function parseCommandLine(command: Command, argv: readonly string[]): CommandLine {

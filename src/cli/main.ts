@@ -11,8 +11,9 @@ import { commandHelp, type DeclaredCommand, declaredWhole, runDeclared, topHelp 
  * The `pge` command line: `run`, `demo`, `plan`, `resume`, `batch`, `config`, `graph`, `replay`, `fork`, `continue`, `runs`, `approvals`, `approve`, `cancel`, `worker`,
  * `dashboard`, `follow`, `help`.
  * `bin/pge.js` calls `main` and exits with the code it returns; `main` closes everything it opened,
- * so nothing else is needed. Every command's line is parsed here, by commander against the options
- * the command declares (`program.ts`), and only then is the command's module loaded.
+ * so nothing else is needed. Every command's line is parsed by commander against the options the
+ * command declares (`program.ts`) before anything heavy is loaded: a command declared whole runs
+ * by its action (`runDeclared`), which loads what it needs; the others' modules load once parsed.
  */
 
 type RunsCommandLine = (line: CommandLine, io: CliIo) => Promise<number>;

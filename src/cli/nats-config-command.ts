@@ -1,6 +1,6 @@
 import { Command, Option } from '@commander-js/extra-typings';
 import { ConfigurationError } from '../errors.js';
-import { type ClusterServer, writeNatsConfig } from '../runtime/nats-config.js';
+import type { ClusterServer } from '../runtime/nats-config.js';
 import { FLAG_GROUPS } from './flag-table.js';
 import { integerArgument, textArgument } from './flag-values.js';
 import type { CliIo } from './io.js';
@@ -80,6 +80,8 @@ export function natsConfigCommand(io: CliIo) {
 async function writeConfig(flags: NatsConfigFlags, io: CliIo): Promise<void> {
   const { dir } = flags;
   if (dir === undefined || dir === '') throw new ConfigurationError('pge nats-config needs --dir <dir>');
+  // Loaded once the flags are good: the help and usage errors answer without the NATS key libraries.
+  const { writeNatsConfig } = await import('../runtime/nats-config.js');
   const files = await writeNatsConfig({
     dir,
     ...(flags.host === undefined ? {} : { host: flags.host }),

@@ -20,10 +20,12 @@ import { replayCommand } from './replay-command.js';
 import { formatDuration, formatSize } from './units.js';
 
 /**
- * The commands of `pge` as commander declares them: each command's options come from the flag
- * table, with their argument parsers, defaults and help sections, and commander parses the command
- * line and writes the help. Nothing here prints or exits: `exitOverride` turns commander's exits
- * into errors, which `flags.ts` words as pge words them.
+ * The commands of `pge` as commander declares them. A command declared whole in its own file
+ * (`DECLARED`: its typed options and its action) is given here what every command has: its usage,
+ * prose, help layout and exit codes; the others' options come from the flag table, with their
+ * argument parsers, defaults and help sections. Commander parses the command line and writes the
+ * help. Nothing here prints or exits but `runDeclared`'s help: `exitOverride` turns commander's
+ * exits into errors, which `flags.ts` words as pge words them.
  */
 
 /** An option declared from a row of the flag table, which it keeps for the help. */
