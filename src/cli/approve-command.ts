@@ -1,6 +1,5 @@
 import { userInfo } from 'node:os';
 import { NatsBus } from '../bus/nats-bus.js';
-import { ConfigurationError } from '../errors.js';
 import { decide, pendingApprovals } from '../runtime/approvals.js';
 import { cancelRun, endedAs } from '../runtime/run-cancel.js';
 import type { ApprovalGate } from '../schemas/index.js';
@@ -52,9 +51,7 @@ export async function approvalsCommand(line: CommandLine, io: CliIo): Promise<nu
 
 /** `pge approve <runId> [--gate g] [--reject "<reason>"]`: the decision, once its coordinator recorded it. */
 export async function approveCommand(line: CommandLine, io: CliIo): Promise<number> {
-  const [runId, ...extra] = line.positionals;
-  if (runId === undefined || extra.length > 0)
-    throw new ConfigurationError('pge approve needs one run id: pge approve <runId> [--reject "<reason>"]');
+  const runId = line.positionals[0]!;
   const { values } = line.flags;
   const reason = typeof values.reject === 'string' ? values.reject : null;
   const by = typeof values.by === 'string' ? values.by : whoAmI(io);
@@ -77,9 +74,7 @@ export async function approveCommand(line: CommandLine, io: CliIo): Promise<numb
 
 /** `pge cancel <runId> [--reason "<text>"] [--by <name>]`: the run's closing event, once stored. */
 export async function cancelCommand(line: CommandLine, io: CliIo): Promise<number> {
-  const [runId, ...extra] = line.positionals;
-  if (runId === undefined || extra.length > 0)
-    throw new ConfigurationError('pge cancel needs one run id: pge cancel <runId> [--reason "<text>"]');
+  const runId = line.positionals[0]!;
   const { values } = line.flags;
   const reason = typeof values.reason === 'string' && values.reason.trim() !== '' ? values.reason : null;
   const by = typeof values.by === 'string' ? values.by : whoAmI(io);

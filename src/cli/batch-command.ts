@@ -65,8 +65,6 @@ function statusOf(result: HarnessResult, interrupted: boolean): BatchEntry['stat
 
 /** `pge batch <file> [flags]`. */
 export async function batchCommand(line: CommandLine, io: CliIo): Promise<number> {
-  if (line.positionals.length !== 1)
-    throw new ConfigurationError('pge batch needs one file of tasks: pge batch <file>');
   const path = resolve(io.cwd, line.positionals[0]!);
   let text: string;
   try {

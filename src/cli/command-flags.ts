@@ -1,4 +1,3 @@
-import { GRAPH_FORMATS, MACHINE_NAMES } from '../graph/graph-choices.js';
 import {
   APPROVAL_GATES,
   DEFAULT_PUBLISH_RETRY_MS,
@@ -18,7 +17,7 @@ import {
 
 /**
  * The flag table's second half: the flags of single commands (`--inspect` of `run` and `demo`,
- * and those of `worker`, `graph` and `dashboard`, which steer the command and set no option),
+ * and those of `worker` and `dashboard`, which steer the command and set no option),
  * and the flags each command accepts.
  */
 
@@ -124,23 +123,6 @@ const WORKER_FLAGS = inGroup('nats', [
     kind: 'text',
     value: '<dir>',
     help: "Coordinator: the generators' workspaces directory (their <working-dir>/workspaces, on this machine or a shared volume), where a continued run's workspace is copied from the earlier run's (default: <working-dir>/workspaces)",
-  },
-]);
-
-const GRAPH_FLAGS = inGroup('output', [
-  {
-    name: 'machine',
-    kind: 'choice',
-    choices: MACHINE_NAMES,
-    default: 'run',
-    help: 'The chart of the session around a run, of a whole run, or of one step of the plan',
-  },
-  {
-    name: 'format',
-    kind: 'choice',
-    choices: GRAPH_FORMATS,
-    default: 'mermaid',
-    help: 'Mermaid stateDiagram-v2, Graphviz DOT or JSON',
   },
 ]);
 
@@ -290,68 +272,6 @@ const FOLLOW_FLAGS: readonly FlagSpec[] = [
   ...FLAGS.filter((f) => ['follow-timeout', 'json', 'verbose', 'config'].includes(f.name)),
 ];
 
-const NATS_CONFIG_FLAGS = inGroup('nats', [
-  {
-    name: 'dir',
-    kind: 'text',
-    value: '<dir>',
-    help: 'Where to write the config and the credentials (required)',
-  },
-  {
-    name: 'host',
-    kind: 'text',
-    value: '<addr>',
-    help: 'Address the server listens on (default: as last written to <dir>, else 0.0.0.0)',
-  },
-  {
-    name: 'port',
-    kind: 'integer',
-    value: '<n>',
-    help: 'Client port of the server (default: as last written, else 4222)',
-  },
-  {
-    name: 'monitor-port',
-    kind: 'integer',
-    value: '<n>',
-    help: 'HTTP monitoring port, unauthenticated: bind it privately (0: off; default: as last written, else 8222)',
-  },
-  {
-    name: 'monitor-host',
-    kind: 'text',
-    value: '<addr>',
-    help: 'Address the monitoring port listens on; another host reaches it only if you name one (default: as last written, else 127.0.0.1)',
-  },
-  {
-    name: 'store-dir',
-    kind: 'text',
-    value: '<dir>',
-    help: "JetStream's store (default: as last written, else <dir>/jetstream)",
-  },
-  {
-    name: 'cluster',
-    kind: 'integer',
-    value: '<n>',
-    help: 'Write one config per server of an n-server JetStream cluster, nats-server-<i>.conf (3 or 5 for replicated streams; 1: one server again; default: as last written)',
-  },
-  {
-    name: 'cluster-hosts',
-    kind: 'text',
-    value: '<h1,h2,…>',
-    help: 'With --cluster: the host each server is reached at, one per server, all on the same ports (default: one machine, 127.0.0.1, ports counted up from --port, --cluster-port and --monitor-port)',
-  },
-  {
-    name: 'cluster-port',
-    kind: 'integer',
-    value: '<n>',
-    help: 'With --cluster: port of the routes between the servers (default 6222)',
-  },
-  {
-    name: 'rotate',
-    kind: 'switch',
-    help: 'Issue every credential anew and revoke all issued before (then reload the servers)',
-  },
-]);
-
 /** The flags a command accepts, in help order. */
 export function flagsFor(command: Command): readonly FlagSpec[] {
   switch (command) {
@@ -386,9 +306,10 @@ export function flagsFor(command: Command): readonly FlagSpec[] {
     case 'worker':
       return [...WORKER_FLAGS, ...DEPLOYMENT_FLAGS, ...FLAGS.filter((f) => f.group !== 'nats')];
     case 'graph':
-      return GRAPH_FLAGS;
     case 'replay':
-      return FLAGS.filter((f) => f.name === 'json');
+    case 'nats-config':
+      // Declared whole, with their options, in their own files (graph-command.ts, …).
+      return [];
     case 'runs':
       return RUNS_FLAGS;
     case 'approvals':
@@ -407,7 +328,5 @@ export function flagsFor(command: Command): readonly FlagSpec[] {
       return [...DASHBOARD_FLAGS, ...FLAGS.filter((f) => DASHBOARD_RUN_FLAGS.includes(f.name))];
     case 'follow':
       return FOLLOW_FLAGS;
-    case 'nats-config':
-      return NATS_CONFIG_FLAGS;
   }
 }

@@ -18,11 +18,7 @@ import { reportRun } from './run-command.js';
  * flags'. It prints what `pge run` prints, and exits as it does.
  */
 export async function continueCommand(line: CommandLine, io: CliIo): Promise<number> {
-  const [file, ...extra] = line.positionals;
-  if (file === undefined || extra.length > 0)
-    throw new ConfigurationError(
-      'pge continue needs one log file, or a run id with --nats: pge continue <log|runId> [--plan <edited.json>]',
-    );
+  const file = line.positionals[0]!;
   const nats = line.flags.nats ?? io.env.NATS_URL?.trim();
   if (nats) return continueRemote(file, nats, line, io);
   const earlier = resolve(io.cwd, file);

@@ -9,7 +9,7 @@ import type { CommandLine } from './flags.js';
 import type { CliIo } from './io.js';
 
 /**
- * `pge dashboard [--log <file>]… [--nats <url>] [--port <n>] [--host <addr>] [--control]`: a local
+ * `pge dashboard [<file>…] [--log <file>]… [--nats <url>] [--port <n>] [--host <addr>] [--control]`: a local
  * web page that shows runs as they go: their statecharts with the active state, the plan, each
  * attempt's scores, the decisions, usage by phase and the timeline. It works with no network:
  * everything the page loads comes from this process. Read-only unless `--control` is given: then
@@ -40,11 +40,12 @@ function whoAmI(io: CliIo): string {
 function dashboardOf(line: CommandLine, io: CliIo): DashboardCommand {
   const values = line.flags.values;
   const control = values.control === true;
-  const logs = (values.log as string[] | undefined) ?? [];
+  // A log given bare (`pge dashboard run.md`) is followed as one given with --log.
+  const logs = [...line.positionals, ...((values.log as string[] | undefined) ?? [])];
   const nats = line.flags.nats ?? (logs.length === 0 && !control ? io.env.NATS_URL?.trim() : undefined);
   if (logs.length === 0 && !nats && !control)
     throw new ConfigurationError(
-      'pge dashboard needs --log <file> or --nats <url> (or NATS_URL), or --control',
+      'pge dashboard needs --log <file> or --nats <url> (or NATS_URL), or --control; a log may be given bare: pge dashboard <file>',
     );
   const port = values.port as number;
   if (port > 65_535)

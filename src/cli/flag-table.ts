@@ -66,8 +66,7 @@ export type FlagKind =
 export const FLAG_GROUPS = {
   model: 'Model',
   harness: 'Harness',
-  budget:
-    'Budgets (checked before each request to a role: the run stops cleanly rather than make one that would break a budget)',
+  budget: 'Budgets (checked before each request: the run stops rather than make one that breaks one)',
   output: 'Output',
   nats: 'Distributed (NATS)',
   cli: 'Command line',

@@ -1,4 +1,4 @@
-import { type Command as CommanderCommand, CommanderError } from 'commander';
+import { CommanderError, type CommandUnknownOpts } from '@commander-js/extra-typings';
 import { ConfigurationError } from '../errors.js';
 import { flagsFor } from './command-flags.js';
 import type { Command, ConfigKey, FlagSpec } from './flag-table.js';
@@ -84,7 +84,7 @@ function unknownFlag(command: Command, error: CommanderError): ConfigurationErro
 }
 
 /** What the parsed command says: each flag's value by name, and the options the flags given set. */
-function lineOf(parsed: CommanderCommand, flags: readonly FlagSpec[]): CommandLine {
+function lineOf(parsed: CommandUnknownOpts, flags: readonly FlagSpec[]): CommandLine {
   const options: Partial<Record<ConfigKey, unknown>> = {};
   const values: Record<string, unknown> = {};
   for (const option of parsed.options) {
@@ -97,8 +97,7 @@ function lineOf(parsed: CommanderCommand, flags: readonly FlagSpec[]): CommandLi
     values[spec.name] = value;
     // Flags that name MCP servers for one role and for both make one record.
     if (spec.option && given)
-      options[spec.option] =
-        spec.kind === 'mcp' ? { ...(options[spec.option] as object | undefined), ...value } : value;
+      options[spec.option] = spec.kind === 'mcp' ? Object.assign({}, options[spec.option], value) : value;
   }
   const text = (name: string) => (typeof values[name] === 'string' ? (values[name] as string) : null);
   // The servers of a cluster, given one flag each or comma-separated, as nats.js and NATS_URL take them.
@@ -111,8 +110,9 @@ function lineOf(parsed: CommanderCommand, flags: readonly FlagSpec[]): CommandLi
 }
 
 /**
- * Parses the arguments after the command name. With `-h`/`--help` anywhere, nothing else is
- * read. Throws `ConfigurationError` on an unknown flag, a missing or superfluous value, or a value
+ * Parses the arguments after the command name, for a command of the flag table (one declared whole
+ * is run by `runDeclared`, which has commander parse its line). With `-h`/`--help` anywhere,
+ * nothing else is read. Throws `ConfigurationError` on an unknown flag, a missing or superfluous value, or a value
  * its flag cannot take; option values are checked against their option later (`config.ts`).
  */
 export function parseCommandLine(command: Command, argv: readonly string[]): CommandLine {
@@ -127,20 +127,18 @@ export function parseCommandLine(command: Command, argv: readonly string[]): Com
   } catch (error) {
     if (!(error instanceof CommanderError)) throw error;
     if (error.code === 'commander.unknownOption') throw unknownFlag(command, error);
-    if (error.code === 'commander.excessArguments')
-      throw new ConfigurationError(`pge ${command} takes no arguments, got "${parsed.args.join(' ')}"`);
     throw new ConfigurationError(error.message.replace(/^error: /, ''), { cause: error });
   }
   return lineOf(parsed, flags);
 }
 
-/** The command a mistyped name meant, as commander guesses it, if it has a guess. */
-export function commandMeant(name: string): string | undefined {
+/** What commander says of a command `pge` does not have, with its guess at the one meant. */
+export function unknownCommand(name: string): string {
   try {
     program().parse([name], { from: 'user' });
   } catch (error) {
-    if (error instanceof CommanderError) return suggestionIn(error);
+    if (error instanceof CommanderError) return error.message.replace(/^error: /, '');
     throw error;
   }
-  return undefined;
+  return `unknown command '${name}'`;
 }

@@ -146,9 +146,7 @@ export async function showToEnd(
 
 /** `pge follow <runId> [flags]`. */
 export async function followCommand(line: CommandLine, io: CliIo): Promise<number> {
-  const [runId, ...extra] = line.positionals;
-  if (runId === undefined || extra.length > 0)
-    throw new ConfigurationError('pge follow needs one run id: pge follow <runId> [--nats <url>]');
+  const runId = line.positionals[0]!;
   if (!ID_PATTERN.test(runId))
     throw new ConfigurationError(`"${runId}" is not a run id: run ids hold letters, digits, "-" and "_"`);
   const fromSeq = line.flags.values['from-seq'] as number;

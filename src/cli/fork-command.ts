@@ -16,11 +16,7 @@ import { reportRun } from './run-command.js';
  * coordinators (`forkRemote`).
  */
 export async function forkCommand(line: CommandLine, io: CliIo): Promise<number> {
-  const [file, ...extra] = line.positionals;
-  if (file === undefined || extra.length > 0)
-    throw new ConfigurationError(
-      'pge fork needs one log file, or a run id with --nats: pge fork <log|runId> --from-step <n>',
-    );
+  const file = line.positionals[0]!;
   const fromStep = line.flags.values['from-step'];
   if (typeof fromStep !== 'number' || fromStep < 1)
     throw new ConfigurationError('pge fork needs the step to fork from, 1 or more: --from-step <n>');

@@ -1,5 +1,6 @@
 import { CONFIG_FILE_NAME, DEMO_TASK } from './defaults.js';
 import type { Command } from './flag-table.js';
+import { termList, wrap } from './help-layout.js';
 
 /**
  * The prose of the help: pge's own, and each command's usage, description, exit codes and
@@ -7,128 +8,164 @@ import type { Command } from './flag-table.js';
  * options (`program.ts`).
  */
 
-const EXIT_CODES = `Exit codes:
-  0    every step passed
-  1    the run finished with failed steps, was stopped by a budget, or aborted (--on-exhausted abort);
-       a work or evaluation answer that stays invalid after repairs fails its attempt, so it ends here
-  2    usage or configuration error: unknown flag, bad value, bad config file, a --plan file that
-       fails its checks, no API key, --max-cost for a model without a price, a log path that is taken
-       or whose directory is missing, a working directory that cannot be created or written in (all
-       detected before a model is called)
-  3    the run could not complete: the model server failed or refused the request (network, 5xx,
-       401/403/404), a plan or contract answer stayed invalid after repairs, or the log could not
-       be written while the run was going (a log that cannot be written stops the run)
-  130  interrupted (Ctrl-C or SIGTERM): the run ends as "interrupted" and its log stays consistent;
-       a second Ctrl-C quits at once
-  With --nats the codes are the run's; in addition, no new event for --follow-timeout stops
-  following with 3 (the run goes on), and Ctrl-C stops following with 130; both print the
-  'pge follow <runId>' command to follow the run again. A submission no coordinator answers
-  (none runs, or a server of the cluster is lost) is sent again, under the same run id, for
-  --submit-timeout, then exits 3.`;
+const EXIT_CODES = termList(
+  'Exit codes:',
+  [
+    ['0', 'every step passed'],
+    [
+      '1',
+      'the run finished with failed steps, was stopped by a budget, or aborted (--on-exhausted abort); a work or evaluation answer that stays invalid after repairs fails its attempt, so it ends here',
+    ],
+    [
+      '2',
+      'usage or configuration error: unknown flag, bad value, bad config file, a --plan file that fails its checks, no API key, --max-cost for a model without a price, a log path that is taken or whose directory is missing, a working directory that cannot be created or written in (all detected before a model is called)',
+    ],
+    [
+      '3',
+      'the run could not complete: the model server failed or refused the request (network, 5xx, 401/403/404), a plan or contract answer stayed invalid after repairs, or the log could not be written while the run was going (a log that cannot be written stops the run)',
+    ],
+    [
+      '130',
+      'interrupted (Ctrl-C or SIGTERM): the run ends as "interrupted" and its log stays consistent; a second Ctrl-C quits at once',
+    ],
+  ],
+  "With --nats the codes are the run's; in addition, no new event for --follow-timeout stops following with 3 (the run goes on), and Ctrl-C stops following with 130; both print the 'pge follow <runId>' command to follow the run again. A submission no coordinator answers (none runs, or a server of the cluster is lost) is sent again, under the same run id, for --submit-timeout, then exits 3.",
+);
 
-const RESUME_EXIT_CODES = `Exit codes (as 'pge run'):
-  0    every step passed
-  1    the run finished with failed steps, was stopped by a budget, or aborted (--on-exhausted abort)
-  2    usage or configuration error, or a log that cannot be resumed (detected before a model is
-       called, and the log is left as it was): not a pge log, damaged beyond a torn last write, a run
-       that has already ended, other models than the log's, or a log whose replay by this version of
-       pge disagrees with it, or other tools, validators or workspace than its run had
-  3    the run could not complete: the model server failed or refused the request, a plan or
-       contract answer stayed invalid after repairs, or the log could not be written
-  130  interrupted (Ctrl-C or SIGTERM): the run ends as "interrupted" (it can be resumed no more)`;
+const RESUME_EXIT_CODES = termList("Exit codes (as 'pge run'):", [
+  ['0', 'every step passed'],
+  ['1', 'the run finished with failed steps, was stopped by a budget, or aborted (--on-exhausted abort)'],
+  [
+    '2',
+    "usage or configuration error, or a log that cannot be resumed (detected before a model is called, and the log is left as it was): not a pge log, damaged beyond a torn last write, a run that has already ended, other models than the log's, or a log whose replay by this version of pge disagrees with it, or other tools, validators or workspace than its run had",
+  ],
+  [
+    '3',
+    'the run could not complete: the model server failed or refused the request, a plan or contract answer stayed invalid after repairs, or the log could not be written',
+  ],
+  ['130', 'interrupted (Ctrl-C or SIGTERM): the run ends as "interrupted" (it can be resumed no more)'],
+]);
 
-const CONTINUE_EXIT_CODES = `Exit codes:
-  0    every step of the new run passed (kept steps count as passed)
-  1    the new run finished with failed steps, was stopped by a budget, or aborted
-       (--on-exhausted abort); on NATS, also a run cancelled (pge cancel)
-  2    usage or configuration error (unknown flag, bad value, a --plan file that fails its checks,
-       no API key, NATS unreachable), or nothing to continue, said in one line before a model is
-       called or anything is submitted: no such log, not a pge log, a run that did not end (its
-       log has no closing event: resume it with pge resume <log>), a run that ended before it had
-       a plan, a job whose every step passed (nothing left to do), a log whose replay by this
-       version of pge disagrees with it; with --nats, a run id the events stream holds no event
-       of, or a run that has not ended (still going, or its coordinator died)
-  3    the new run could not complete: the model server failed or refused the request, a plan or
-       contract answer stayed invalid after repairs, or the log could not be written; with --nats,
-       a run that failed on such an error, no coordinator answering the submission within
-       --submit-timeout, or no new event for --follow-timeout (following stops; the run goes on)
-  130  interrupted (Ctrl-C or SIGTERM): the run ends as "interrupted" (with --nats, following stops
-       and the run goes on)`;
+const CONTINUE_EXIT_CODES = termList('Exit codes:', [
+  ['0', 'every step of the new run passed (kept steps count as passed)'],
+  [
+    '1',
+    'the new run finished with failed steps, was stopped by a budget, or aborted (--on-exhausted abort); on NATS, also a run cancelled (pge cancel)',
+  ],
+  [
+    '2',
+    'usage or configuration error (unknown flag, bad value, a --plan file that fails its checks, no API key, NATS unreachable), or nothing to continue, said in one line before a model is called or anything is submitted: no such log, not a pge log, a run that did not end (its log has no closing event: resume it with pge resume <log>), a run that ended before it had a plan, a job whose every step passed (nothing left to do), a log whose replay by this version of pge disagrees with it; with --nats, a run id the events stream holds no event of, or a run that has not ended (still going, or its coordinator died)',
+  ],
+  [
+    '3',
+    'the new run could not complete: the model server failed or refused the request, a plan or contract answer stayed invalid after repairs, or the log could not be written; with --nats, a run that failed on such an error, no coordinator answering the submission within --submit-timeout, or no new event for --follow-timeout (following stops; the run goes on)',
+  ],
+  [
+    '130',
+    'interrupted (Ctrl-C or SIGTERM): the run ends as "interrupted" (with --nats, following stops and the run goes on)',
+  ],
+]);
 
-const WORKER_EXIT_CODES = `Exit codes:
-  0    drained and stopped after SIGINT or SIGTERM
-  2    usage or configuration error, NATS unreachable ("cannot connect to NATS at <url>: …"), or a
-       credential that cannot serve the role ("this credential (…) is for the evaluator, not the
-       generator: …")
-  3    the server closed the connection for good (a revoked credential: "the server no longer
-       accepts this credential …"), or an unexpected failure`;
+const WORKER_EXIT_CODES = termList('Exit codes:', [
+  ['0', 'drained and stopped after SIGINT or SIGTERM'],
+  [
+    '2',
+    'usage or configuration error, NATS unreachable ("cannot connect to NATS at <url>: …"), or a credential that cannot serve the role ("this credential (…) is for the evaluator, not the generator: …")',
+  ],
+  [
+    '3',
+    'the server closed the connection for good (a revoked credential: "the server no longer accepts this credential …"), or an unexpected failure',
+  ],
+]);
 
-const DASHBOARD_EXIT_CODES = `Exit codes:
-  0    stopped by SIGINT or SIGTERM
-  2    usage error: no source, unknown flag, bad value, a port that is taken, NATS unreachable
-  3    an unexpected failure`;
+const DASHBOARD_EXIT_CODES = termList('Exit codes:', [
+  ['0', 'stopped by SIGINT or SIGTERM'],
+  ['2', 'usage error: no source, unknown flag, bad value, a port that is taken, NATS unreachable'],
+  ['3', 'an unexpected failure'],
+]);
 
-const FOLLOW_EXIT_CODES = `Exit codes: the run's, as for 'pge run' (0 passed, 1 failed steps, budget or abort, 3 a model
-or transport error stopped it, 130 interrupted), once it has ended; and
-  2    usage error, NATS unreachable, or no event of the run in the stream (a wrong id)
-  3    no new event of the run for --follow-timeout: following stops (the run does not), and the
-       command to follow again is printed
-  130  interrupted (Ctrl-C or SIGTERM) while following: the run goes on`;
+const FOLLOW_EXIT_CODES = termList(
+  "Exit codes: the run's, as for 'pge run' (0 passed, 1 failed steps, budget or abort, 3 a model or transport error stopped it, 130 interrupted), once it has ended; and",
+  [
+    ['2', 'usage error, NATS unreachable, or no event of the run in the stream (a wrong id)'],
+    [
+      '3',
+      'no new event of the run for --follow-timeout: following stops (the run does not), and the command to follow again is printed',
+    ],
+    ['130', 'interrupted (Ctrl-C or SIGTERM) while following: the run goes on'],
+  ],
+);
 
-const NATS_CONFIG_EXIT_CODES = `Exit codes:
-  0    the files were written
-  2    usage error: unknown flag or bad value, or a directory that cannot be written`;
+const NATS_CONFIG_EXIT_CODES = termList('Exit codes:', [
+  ['0', 'the files were written'],
+  ['2', 'usage error: unknown flag or bad value, or a directory that cannot be written'],
+]);
 
-const PLAN_EXIT_CODES = `Exit codes:
-  0    the plan was printed (and written to --out)
-  2    usage or configuration error: no task, unknown flag, bad value, bad config file, no API key,
-       an --out file that exists (without --force) or whose directory is missing (all detected
-       before the planner is asked)
-  3    the planner failed: the model server failed or refused the request, its answer stayed
-       invalid after repairs, or it did not answer within --call-timeout`;
+const PLAN_EXIT_CODES = termList('Exit codes:', [
+  ['0', 'the plan was printed (and written to --out)'],
+  [
+    '2',
+    'usage or configuration error: no task, unknown flag, bad value, bad config file, no API key, an --out file that exists (without --force) or whose directory is missing (all detected before the planner is asked)',
+  ],
+  [
+    '3',
+    'the planner failed: the model server failed or refused the request, its answer stayed invalid after repairs, or it did not answer within --call-timeout',
+  ],
+]);
 
-const REPLAY_EXIT_CODES = `Exit codes:
-  0    the replay produced every recorded event again, in order, and nothing else
-  1    it did not: the first difference is printed (and with --json, is in firstDifference)
-  2    usage error, or a file that is not the log of an ended pge run`;
+const REPLAY_EXIT_CODES = termList('Exit codes:', [
+  ['0', 'the replay produced every recorded event again, in order, and nothing else'],
+  ['1', 'it did not: the first difference is printed (and with --json, is in firstDifference)'],
+  ['2', 'usage error, or a file that is not the log of an ended pge run'],
+]);
 
-const APPROVE_EXIT_CODES = `Exit codes:
-  0    done (pge approve: the run's coordinator recorded the decision)
-  2    usage error, NATS unreachable, or (pge approve) a run that waits at no such gate
-  3    no coordinator recorded the decision within 10s: none drives the run now; decide again later`;
+const APPROVE_EXIT_CODES = termList('Exit codes:', [
+  ['0', "done (pge approve: the run's coordinator recorded the decision)"],
+  ['2', 'usage error, NATS unreachable, or (pge approve) a run that waits at no such gate'],
+  ['3', 'no coordinator recorded the decision within 10s: none drives the run now; decide again later'],
+]);
 
-const CANCEL_EXIT_CODES = `Exit codes:
-  0    the run was cancelled: its closing event is stored
-  2    usage error, NATS unreachable, a run the deployment does not hold, or one that has ended
-  3    no coordinator drives the run now (none answered within 5 s): cancel it again once one does`;
+const CANCEL_EXIT_CODES = termList('Exit codes:', [
+  ['0', 'the run was cancelled: its closing event is stored'],
+  ['2', 'usage error, NATS unreachable, a run the deployment does not hold, or one that has ended'],
+  ['3', 'no coordinator drives the run now (none answered within 5 s): cancel it again once one does'],
+]);
 
-const RUNS_EXIT_CODES = `Exit codes:
-  0    the runs were listed (none, when none is in the stream or none matches)
-  2    usage error (an unknown --status, a --since that is no duration or time), or NATS unreachable
-  3    the events stream could not be read`;
+const RUNS_EXIT_CODES = termList('Exit codes:', [
+  ['0', 'the runs were listed (none, when none is in the stream or none matches)'],
+  ['2', 'usage error (an unknown --status, a --since that is no duration or time), or NATS unreachable'],
+  ['3', 'the events stream could not be read'],
+]);
 
-const GRAPH_EXIT_CODES = `Exit codes:
-  0    the chart was printed
-  2    usage error: unknown flag or bad value`;
+const GRAPH_EXIT_CODES = termList('Exit codes:', [
+  ['0', 'the chart was printed'],
+  ['2', 'usage error: unknown flag or bad value'],
+]);
 
-const CONFIGURATION = `Configuration, highest precedence first:
-  1. flags
-  2. environment: OPENAI_API_KEY (apiKey), OPENAI_BASE_URL (baseURL), PGE_MODEL (modelName),
-     PGE_REPLICAS (replicas)
-  3. a config file: ./${CONFIG_FILE_NAME}, or --config <file>: a JSON object whose keys are option
-     names in camelCase (maxSteps, maxRetriesPerStep, defaultThresholds, modelName, roleSettings, …);
-     an unknown key is an error; relative paths in it are relative to the file
-  4. defaults
-  'pge config' shows the result and where each value came from.`;
+const CONFIGURATION = termList(
+  'Configuration, highest precedence first:',
+  [
+    ['1.', 'flags'],
+    [
+      '2.',
+      'environment: OPENAI_API_KEY (apiKey), OPENAI_BASE_URL (baseURL), PGE_MODEL (modelName), PGE_REPLICAS (replicas)',
+    ],
+    [
+      '3.',
+      `a config file: ./${CONFIG_FILE_NAME}, or --config <file>: a JSON object whose keys are option names in camelCase (maxSteps, maxRetriesPerStep, defaultThresholds, modelName, roleSettings, …); an unknown key is an error; relative paths in it are relative to the file`,
+    ],
+    ['4.', 'defaults'],
+  ],
+  "'pge config' shows the result and where each value came from.",
+);
 
 /** What the help of `pge` says before its commands. */
-export const INTRO = `pge: a Planner-Generator-Evaluator harness. A planner turns a task into steps and a graded
-rubric; for each step a generator and an evaluator agree a contract, the generator does the work,
-the evaluator scores it against hard thresholds, and failed attempts are retried (refine or pivot).
-Every event is recorded in a markdown log.`;
+export const INTRO = wrap(
+  'pge: a Planner-Generator-Evaluator harness. A planner turns a task into steps and a graded rubric; for each step a generator and an evaluator agree a contract, the generator does the work, the evaluator scores it against hard thresholds, and failed attempts are retried (refine or pivot). Every event is recorded in a markdown log.',
+);
 
 /** What the help of `pge` says after its commands and flags. */
-export const AFTER_COMMANDS = `Progress goes to stderr; stdout carries only the result, so 'pge run … > out.md' keeps the artifact.
+export const AFTER_COMMANDS = `${wrap("Progress goes to stderr; stdout carries only the result, so 'pge run … > out.md' keeps the artifact.")}
 
 ${CONFIGURATION}
 
@@ -149,7 +186,7 @@ Examples:
   pge run "Write a haiku" --nats nats://127.0.0.1:4222
   pge follow <runId> --nats nats://127.0.0.1:4222
   pge nats-config --dir nats && nats-server -c nats/nats-server.conf
-  pge dashboard --log pge_shared_state_<runId>.md`;
+  pge dashboard pge_shared_state_<runId>.md`;
 
 /** What the help says of each command. */
 export interface CommandHelp {
@@ -174,6 +211,7 @@ export const COMMAND_HELP: Record<Command, CommandHelp> = {
 result on stdout: the final artifact (or the transcript, with --output-type), then the summary
 line with the path of the log; with an --output-type of dict, list, json or yaml the summary goes to
 stderr, so that stdout parses. With --json it prints the result object instead.
+
 With --plan <file> no planner is asked: the run follows the plan in the file (a plan document, as
 'pge plan --out' writes it, or a pge log, whose latest plan it takes), checked as a planner's plan
 is; a bad file is refused with the file and the field at fault. The task may then be left out when
@@ -182,8 +220,8 @@ the file has one, and the file's rubric stands unless --rubric is given.`,
       'pge run "Write a short guide to intermittent fasting"',
       'pge run "Summarise the causes of the 2008 crisis" --model gpt-4.1-mini --max-retries 2',
       'pge run "Write a haiku about rain" --threshold creativity=8 --fallback-threshold 7 --max-cost 0.50',
-      'pge run "Explain TCP slow start" --evaluator-model gpt-4.1 --generator-model gpt-4.1-mini --json > result.json',
-      'pge run "Draft a README" --base-url http://localhost:8000/v1 --model qwen2.5 --structured-output prompt',
+      'pge run "Explain TCP slow start" --evaluator-model gpt-4.1 --generator-model gpt-4.1-mini --json',
+      'pge run "A README" --base-url http://localhost:8000/v1 --model qwen2.5 --structured-output prompt',
       'pge run --plan plan.json',
     ],
   },
@@ -194,6 +232,7 @@ the file has one, and the file's rubric stands unless --rubric is given.`,
 needs no API key and sends nothing anywhere. Its script shows a contract amendment, a failed
 attempt, a refine and a pivot; every step passes in the end. It reads neither the environment
 nor a config file, so it behaves the same everywhere.
+
 Default task: "${DEMO_TASK}".`,
     examples: [
       'pge demo',
@@ -214,6 +253,7 @@ no log is written. With --out it writes the plan document, versioned JSON that a
 and 'pge run --plan' runs with no planner call; its JSON Schema ships with pge
 (node_modules/pge/schemas/plan.schema.json, which the file's $schema names). An existing file is
 not replaced unless --force is given. With --json it prints the document on stdout instead.
+
 With --demo the built-in demo model plans (not an AI: no key, nothing sent anywhere).`,
     examples: [
       'pge plan "Write a short guide to intermittent fasting" --out plan.json',
@@ -306,6 +346,7 @@ and checks that they produce the recorded events, one by one, and nothing else. 
 identically unless the charts changed since it was written: use recorded runs as regression
 fixtures. Prints the verdict, or the first event where the replay and the log part; --json prints
 {"runId", "identical", "events", "modelCalls", "firstDifference": {"seq", "problem"} | null}.
+
 A run interrupted by a person replays through its interruption: the replay interrupts it again
 where the log says, with the reason its closing event records.`,
     examples: [
@@ -317,7 +358,7 @@ where the log says, with the reason its closing event records.`,
     summary:
       'a new run that reuses a recorded run up to step N and calls models from there (other models, retries, budgets: any run flag)',
     synopsis: '<log|runId> --from-step N',
-    usage: '<log> --from-step <n> [--log <new-log>] [flags] | --nats <url> <runId> --from-step <n> [flags]',
+    usage: '<log|runId> --from-step <n> [--log <new-log>] [--nats <url>] [flags]',
     about: `Starts a new run (its own id and log) from a recorded one: the parent's plan and every event
 before step <n> started are taken from its log and replayed, so no model is asked again for any
 of them, and models are called from step <n> on. The new log's first section names its parent.
@@ -326,6 +367,7 @@ bounds, thresholds, budgets and call deadline given as flags replace the parent'
 for the rest. A flag that would change what happened before step <n> is refused with the first
 difference, before any model is called. The fork's workspace starts as a copy of the parent's,
 as the parent left it (files of later steps included, if it got that far).
+
 With --nats the fork is of an ended run of a deployment, by its id: a coordinator reads the
 parent's events from the events stream (a run unknown, not ended, or that never started step <n>
 is refused, exit 2), records the fork's first events and drives it on; its models are the
@@ -422,9 +464,11 @@ role's work from a shared durable queue, so a role scales by starting more of th
 persistence worker writes every run's log (to --working-dir) from a durable consumer; a
 coordinator takes runs submitted on pge.runs.submit ('pge run --nats', or any NATS client) and
 drives their statecharts. Streams and consumers are created by the processes themselves.
+
 Model flags, the environment and pge.config.json configure role workers as they configure
 'pge run'; harness flags set a coordinator's defaults. NATS connection settings come from NATS_URL,
 NATS_USER/NATS_PASSWORD, NATS_TOKEN, NATS_NKEY_SEED_FILE, NATS_CREDS and NATS_CA/NATS_CERT/NATS_KEY.
+
 SIGINT or SIGTERM drains: work in flight finishes (a second signal hands it back to the queue
 for another worker), then the connection closes.`,
     examples: [
@@ -437,19 +481,20 @@ for another worker), then the connection closes.`,
   dashboard: {
     summary: 'a local web page that shows runs live, from a log or NATS',
     synopsis: '[flags]',
-    usage:
-      '[--log <file>]... [--nats <url>] [--port <n>] [--host <addr>] [--control [--operator <name>] [--demo]]',
+    usage: '[<log>...] [--nats <url>] [--port <n>] [--host <addr>] [--control] [flags]',
     about: `Serves a read-only web page that shows runs as they go, and after: the run and step
 statecharts with the active state highlighted, the plan, each attempt's score per criterion
 against its threshold, the contract rounds, the refine and pivot decisions, tokens, cost and time
 per phase and per step, and every event. Above them, every run at a glance: status, task, steps
 passed of total, cost, start and duration, the runs waiting for a person first, filtered by
-status if you like. With --log it follows a log file while its run writes it; with --nats it
+status if you like. Given a log file (pge dashboard <log>, or --log <log>) it follows it while its run writes it; with --nats it
 follows every run on the server from the JetStream stream (a run under way when the dashboard
 joined is read from its start; a reconnect loses nothing).
+
 The page loads nothing from the internet (no CDN, no fonts), shows model text as text, and takes
 only GET requests. It binds 127.0.0.1 unless --host says otherwise: the runs' tasks and model
 output are visible to anyone who can reach the port. It runs until Ctrl-C.
+
 With --control the page also approves or rejects the gate a run waits at, cancels runs, starts
 runs from a form and forks ended runs from a step (with --nats, by the deployment), each in the name of --operator
 (default: the OS user), which the run's log records. The URL it prints carries a token, new at each start, that
@@ -458,7 +503,7 @@ starts run in this process (--demo: the built-in demo model; else --model and th
 for pge run): with --control, NATS_URL is not read, so give --nats to act on a deployment; with
 --nats it acts with the client credential (--creds client.creds).`,
     examples: [
-      'pge dashboard --log pge_shared_state_<runId>.md',
+      'pge dashboard pge_shared_state_<runId>.md',
       'pge dashboard --nats nats://127.0.0.1:4222 --port 8080',
       'pge dashboard --log a.md --log b.md --port 0',
       'pge dashboard --control --demo',

@@ -2,31 +2,31 @@ import { readFileSync } from 'node:fs';
 import { PgeError } from '../errors.js';
 import { ExitCode, errorMessage, exitCodeOfError } from './exit-codes.js';
 import type { Command } from './flag-table.js';
-import { type CommandLine, commandMeant, parseCommandLine } from './flags.js';
-import { helpHint } from './help.js';
+import { type CommandLine, parseCommandLine, unknownCommand } from './flags.js';
+import { COMMAND_HELP, helpHint } from './help.js';
 import { type CliIo, processIo } from './io.js';
-import { commandHelp, topHelp } from './program.js';
+import { commandHelp, type DeclaredCommand, declaredWhole, runDeclared, topHelp } from './program.js';
 
 /**
  * The `pge` command line: `run`, `demo`, `plan`, `resume`, `batch`, `config`, `graph`, `replay`, `fork`, `continue`, `runs`, `approvals`, `approve`, `cancel`, `worker`,
  * `dashboard`, `follow`, `help`.
  * `bin/pge.js` calls `main` and exits with the code it returns; `main` closes everything it opened,
- * so nothing else is needed. Every command's line is parsed here, by commander against the options
- * the command declares (`program.ts`), and only then is the command's module loaded.
+ * so nothing else is needed. Every command's line is parsed by commander against the options the
+ * command declares (`program.ts`) before anything heavy is loaded: a command declared whole runs
+ * by its action (`runDeclared`), which loads what it needs; the others' modules load once parsed.
  */
 
 type RunsCommandLine = (line: CommandLine, io: CliIo) => Promise<number>;
 
 // Loaded on demand: help, version and usage errors answer without loading the harness and its SDKs.
-const COMMANDS: Record<Command, () => Promise<RunsCommandLine>> = {
+// The commands declared whole, with their action, run by `runDeclared`.
+const COMMANDS: Record<Exclude<Command, DeclaredCommand>, () => Promise<RunsCommandLine>> = {
   run: async () => (await import('./run-command.js')).runCommand,
   demo: async () => (await import('./run-command.js')).demoCommand,
   plan: async () => (await import('./plan-command.js')).planCommand,
   resume: async () => (await import('./resume-command.js')).resumeCommand,
   batch: async () => (await import('./batch-command.js')).batchCommand,
   config: async () => (await import('./config-command.js')).configCommand,
-  graph: async () => (await import('./graph-command.js')).graphCommand,
-  replay: async () => (await import('./replay-command.js')).replayCommand,
   fork: async () => (await import('./fork-command.js')).forkCommand,
   continue: async () => (await import('./continue-command.js')).continueCommand,
   runs: async () => (await import('./runs-command.js')).runsCommand,
@@ -36,11 +36,10 @@ const COMMANDS: Record<Command, () => Promise<RunsCommandLine>> = {
   worker: async () => (await import('./worker-command.js')).workerCommand,
   dashboard: async () => (await import('./dashboard-command.js')).dashboardCommand,
   follow: async () => (await import('./follow-command.js')).followCommand,
-  'nats-config': async () => (await import('./nats-config-command.js')).natsConfigCommand,
 };
 
 const isCommand = (name: string | undefined): name is Command =>
-  name !== undefined && Object.hasOwn(COMMANDS, name);
+  name !== undefined && Object.hasOwn(COMMAND_HELP, name);
 
 /** The version in package.json (two levels up from both `src/cli` and `dist/cli`). */
 export function version(): string {
@@ -63,6 +62,7 @@ function usageError(io: CliIo, message: string, command: Command | null): number
 export async function main(argv: string[], io: CliIo = processIo()): Promise<number> {
   const [first, ...rest] = argv;
   const command = isCommand(first) ? first : null;
+  let line: CommandLine | undefined;
   try {
     if (first === undefined) {
       io.stderr.write(`${topHelp()}\n`);
@@ -84,13 +84,17 @@ export async function main(argv: string[], io: CliIo = processIo()): Promise<num
       return ExitCode.passed;
     }
     if (command === null) {
-      const guess = first.startsWith('-') ? undefined : commandMeant(first);
       const what = first.startsWith('-')
         ? `unknown flag ${first} (flags go after the command)`
-        : `unknown command "${first}"${guess ? ` (did you mean ${guess}?)` : ''}`;
-      return usageError(io, `${what}; the commands are ${Object.keys(COMMANDS).join(', ')}, help`, null);
+        : unknownCommand(first);
+      return usageError(
+        io,
+        `${what}\n(the commands are ${Object.keys(COMMAND_HELP).join(', ')}, help)`,
+        null,
+      );
     }
-    const line = parseCommandLine(command, rest);
+    if (declaredWhole(command)) return await runDeclared(command, rest, io);
+    line = parseCommandLine(command, rest);
     if (line.help) {
       io.stdout.write(`${commandHelp(command)}\n`);
       return ExitCode.passed;
@@ -98,6 +102,15 @@ export async function main(argv: string[], io: CliIo = processIo()): Promise<num
     return await (await COMMANDS[command]())(line, io);
   } catch (error) {
     const code = exitCodeOfError(error);
+    // A server that cannot be used is no usage error, whatever its exit code: say what to do instead.
+    const advice =
+      command !== null && line !== undefined
+        ? await (await import('./client-mistakes.js')).natsAdvice(error, command, line, io)
+        : null;
+    if (advice !== null) {
+      io.stderr.write(`pge: ${errorMessage(error)}\n${advice}\n`);
+      return code;
+    }
     if (code === ExitCode.usage) return usageError(io, errorMessage(error), command);
     // Not one of pge's named errors: a defect; its stack is what a bug report needs.
     const detail = error instanceof PgeError ? errorMessage(error) : String((error as Error)?.stack ?? error);

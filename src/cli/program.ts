@@ -1,21 +1,35 @@
-import { Command as CommanderCommand, Help, Option } from 'commander';
+import {
+  Command as CommanderCommand,
+  CommanderError,
+  type CommandUnknownOpts,
+  Help,
+  Option,
+} from '@commander-js/extra-typings';
+import { ConfigurationError } from '../errors.js';
 import { OPTION_DEFAULTS } from '../schemas/setting-values.js';
 import { flagsFor } from './command-flags.js';
 import { CLI_DEFAULTS, ENV_VARS } from './defaults.js';
+import { ExitCode } from './exit-codes.js';
 import { type Command, FLAG_GROUPS, type FlagSpec } from './flag-table.js';
 import { flagValue } from './flag-values.js';
+import { graphCommand } from './graph-command.js';
 import { AFTER_COMMANDS, afterFlags, COMMAND_HELP, INTRO } from './help.js';
+import { type CliIo, processIo } from './io.js';
+import { natsConfigCommand } from './nats-config-command.js';
+import { replayCommand } from './replay-command.js';
 import { formatDuration, formatSize } from './units.js';
 
 /**
- * The commands of `pge` as commander declares them: each command's options come from the flag
- * table, with their argument parsers, defaults and help sections, and commander parses the command
- * line and writes the help. Nothing here prints or exits: `exitOverride` turns commander's exits
- * into errors, which `flags.ts` words as pge words them.
+ * The commands of `pge` as commander declares them. A command declared whole in its own file
+ * (`DECLARED`: its typed options and its action) is given here what every command has: its usage,
+ * prose, help layout and exit codes; the others' options come from the flag table, with their
+ * argument parsers, defaults and help sections. Commander parses the command line and writes the
+ * help. Nothing here prints or exits but `runDeclared`'s help: `exitOverride` turns commander's
+ * exits into errors, which `flags.ts` words as pge words them.
  */
 
 /** An option declared from a row of the flag table, which it keeps for the help. */
-class FlagOption extends Option {
+class FlagOption extends Option<string, undefined, unknown, unknown, false, unknown> {
   readonly spec: FlagSpec;
   constructor(spec: FlagSpec) {
     const placeholder = spec.value ?? `<${spec.choices?.join('|') ?? 'value'}>`;
@@ -57,7 +71,10 @@ const LAYOUT: Partial<Help> = {
       ? `${option.long} ${option.argChoices.join(option instanceof FlagOption && option.spec.kind === 'choices' ? ',' : '|')}`
       : option.flags,
   optionDescription: (option) => {
-    if (!(option instanceof FlagOption)) return option.description;
+    if (!(option instanceof FlagOption))
+      return option.defaultValue === undefined
+        ? option.description
+        : `${option.description} (default ${option.defaultValue})`;
     const f = option.spec;
     return `${f.help}${defaultOf(f)}${envOf(f)}${f.option ? ` [${f.option}]` : ''}`;
   },
@@ -73,33 +90,71 @@ const LAYOUT: Partial<Help> = {
 
 const groupIndex = (f: FlagSpec) => Object.keys(FLAG_GROUPS).indexOf(f.group);
 
-/** The commands that take arguments; each checks its own, with a message that says what it takes. */
-const TAKE_ARGUMENTS: readonly Command[] = [
-  'run',
-  'demo',
-  'plan',
-  'resume',
-  'batch',
-  'replay',
-  'fork',
-  'continue',
-  'approve',
-  'cancel',
-  'follow',
-];
+/**
+ * Prose whose lines commander wraps to the width of the help: a line break inside a paragraph is a
+ * space (the source's own breaks would otherwise stay, and cut a sentence short of the width), and
+ * a blank line still parts two paragraphs.
+ */
+const paragraphs = (text: string): string =>
+  text
+    .split(/\n{2,}/)
+    .map((paragraph) => paragraph.replace(/\s*\n\s*/g, ' '))
+    .join('\n\n');
 
-function declare(name: Command): CommanderCommand {
+/**
+ * The arguments of each command (the others take none): commander checks their count and says
+ * what is missing or too much; each command checks what they hold.
+ */
+const ARGUMENTS: Partial<Record<Command, readonly string[]>> = {
+  run: ['[task...]'],
+  demo: ['[task...]'],
+  plan: ['<task...>'],
+  resume: ['<log|runId>'],
+  batch: ['<file>'],
+  fork: ['<log|runId>'],
+  continue: ['<log|runId>'],
+  approve: ['<runId>'],
+  cancel: ['<runId>'],
+  follow: ['<runId>'],
+  dashboard: ['[log...]'],
+};
+
+/**
+ * The commands declared whole in their own file, as commander takes a command: typed options and
+ * an action. The others are declared here from the flag table, and `main` runs them.
+ */
+const DECLARED = {
+  graph: graphCommand,
+  replay: replayCommand,
+  'nats-config': natsConfigCommand,
+} as const satisfies Partial<
+  Record<Command, (io: CliIo, done: (code: ExitCode) => void) => CommandUnknownOpts>
+>;
+
+/** A command declared whole in its own file. */
+export type DeclaredCommand = keyof typeof DECLARED;
+
+/** Whether `name` is declared whole in its own file, and runs by its action (`runDeclared`). */
+export const declaredWhole = (name: Command): name is DeclaredCommand => Object.hasOwn(DECLARED, name);
+
+function declare(
+  name: Command,
+  io: CliIo = processIo(),
+  done: (code: ExitCode) => void = () => {},
+): CommandUnknownOpts {
   const { usage, about } = COMMAND_HELP[name];
-  const command = new CommanderCommand(name)
+  const declared: CommandUnknownOpts = declaredWhole(name)
+    ? DECLARED[name](io, done)
+    : new CommanderCommand(name);
+  const command = declared
     .usage(usage)
     .summary(COMMAND_HELP[name].summary)
-    .description(about)
-    // The others take none, and commander refuses any.
-    .allowExcessArguments(TAKE_ARGUMENTS.includes(name))
+    .description(paragraphs(about))
     .exitOverride()
     .configureOutput({ writeOut: () => {}, writeErr: () => {}, outputError: () => {} })
     .configureHelp(LAYOUT)
     .addHelpText('after', `\n${afterFlags(name)}`);
+  for (const argument of ARGUMENTS[name] ?? []) command.argument(argument);
   const flags = [...flagsFor(name)].sort((a, b) => groupIndex(a) - groupIndex(b));
   for (const flag of flags) command.addOption(new FlagOption(flag));
   command.addHelpOption(new Option('-h, --help', 'Show this help').helpGroup(`${FLAG_GROUPS.cli}:`));
@@ -107,7 +162,7 @@ function declare(name: Command): CommanderCommand {
 }
 
 /** `pge` and its commands, declared; nothing is parsed yet. */
-export function program(): CommanderCommand {
+export function program(): CommandUnknownOpts {
   const pge = new CommanderCommand('pge')
     .usage('<command> [flags]')
     .exitOverride()
@@ -129,8 +184,8 @@ export function topHelp(): string {
 }
 
 /** One command of `pge`, declared, under a `pge` of its own (whose name its usage starts with). */
-export function commandOf(name: Command): CommanderCommand {
-  const command = declare(name);
+export function commandOf(name: Command, io?: CliIo, done?: (code: ExitCode) => void): CommandUnknownOpts {
+  const command = declare(name, io, done);
   new CommanderCommand('pge').addCommand(command);
   return command;
 }
@@ -141,7 +196,7 @@ export function commandHelp(name: Command): string {
 }
 
 /** A command's help as commander writes it, with the texts added before and after. */
-function helpOf(command: CommanderCommand): string {
+function helpOf(command: CommandUnknownOpts): string {
   let text = '';
   command
     .configureOutput({
@@ -151,4 +206,28 @@ function helpOf(command: CommanderCommand): string {
     })
     .outputHelp();
   return text.trimEnd();
+}
+
+/**
+ * Runs a command declared whole (`declaredWhole`) on the arguments after its name: commander parses
+ * them, prints the help it is asked for, and calls the command's action. Commander's errors are
+ * usage errors (`ConfigurationError`, exit 2), in its own words.
+ */
+export async function runDeclared(name: Command, argv: readonly string[], io: CliIo): Promise<number> {
+  let code: ExitCode = ExitCode.passed;
+  const command = commandOf(name, io, (done) => {
+    code = done;
+  }).configureOutput({
+    writeOut: (chunk) => io.stdout.write(chunk),
+    writeErr: () => {},
+    outputError: () => {},
+  });
+  try {
+    await command.parseAsync([...argv], { from: 'user' });
+    return code;
+  } catch (error) {
+    if (!(error instanceof CommanderError)) throw error;
+    if (error.code === 'commander.helpDisplayed') return ExitCode.passed;
+    throw new ConfigurationError(error.message.replace(/^error: /, ''), { cause: error });
+  }
 }

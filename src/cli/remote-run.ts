@@ -23,12 +23,16 @@ import type { CliIo } from './io.js';
 // Every run setting a submission may carry: the schema is the list.
 const SUBMITTED = RunSubmissionOptions.keyof().options;
 
-/** Options that act in this process: the task's limit, how the run is shown, how long it is followed. */
+/**
+ * Options that act in this process: the task's limit, how the run is shown, how long it is
+ * followed, and how long its submission is sent again.
+ */
 const CLIENT_SIDE: ReadonlySet<string> = new Set([
   'maxTaskBytes',
   'outputType',
   'verbose',
   'followTimeoutMs',
+  'submitTimeoutMs',
 ]);
 
 /** Where a flag that a run on NATS cannot take belongs instead, by the option it sets. */

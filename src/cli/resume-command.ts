@@ -122,10 +122,8 @@ async function resumeRemote(runId: string, servers: string, line: CommandLine, i
 
 /** `pge resume <log-file> [flags]`, or `pge resume --nats <url> <runId>`. */
 export async function resumeCommand(line: CommandLine, io: CliIo): Promise<number> {
-  const [file, ...extra] = line.positionals;
+  const file = line.positionals[0]!;
   if (line.flags.nats !== null) {
-    if (file === undefined || extra.length > 0)
-      throw new ConfigurationError('pge resume --nats needs one run id: pge resume --nats <url> <runId>');
     // A deployment's run has the tools, validators and workspaces of its workers: the flags that
     // give a local resume its own are refused (one named per option: the MCP flags share theirs).
     const workers = [
@@ -141,8 +139,6 @@ export async function resumeCommand(line: CommandLine, io: CliIo): Promise<numbe
       );
     return resumeRemote(file, line.flags.nats, line, io);
   }
-  if (file === undefined || extra.length > 0)
-    throw new ConfigurationError('pge resume needs one log file: pge resume <log-file>');
   const path = resolve(io.cwd, file);
   const events = await recordedEvents(path, 'resume');
   const started = events[0]?.type === 'run.started' ? events[0] : null;

@@ -12,23 +12,44 @@ import type { NatsRole } from '../bus/permissions.js';
 
 const named = (credsFile: string | undefined) => (credsFile === undefined ? '' : ` (${credsFile})`);
 
+/**
+ * How the process is given its role's credential, before the file's name: a worker is started
+ * with it; a client command (`pge run`, `pge runs`, …) names its own (`client-mistakes.ts`).
+ */
+const startWith = (role: NatsRole) => `start the ${role} with`;
+
 /** Its credential is `holder`'s (as `pge nats-config` issued it), not its role's. */
-export function credentialOfAnotherRole(role: NatsRole, holder: NatsRole, credsFile?: string): string {
-  return `this credential${named(credsFile)} is for the ${holder}, not the ${role}: start the ${role} with ${role}.creds of pge nats-config`;
+export function credentialOfAnotherRole(
+  role: NatsRole,
+  holder: NatsRole,
+  credsFile?: string,
+  giveIt = startWith(role),
+): string {
+  return `this credential${named(credsFile)} is for the ${holder}, not the ${role}: ${giveIt} ${role}.creds of pge nats-config`;
 }
 
 /**
  * The server refused something a process of `role` must do: its credential is not a `role`'s, or
  * it was issued before the role needed it (docs/security.md: rotate after upgrading pge).
  */
-export function permissionRefused(role: NatsRole, refused: RefusedPermission, credsFile?: string): string {
+export function permissionRefused(
+  role: NatsRole,
+  refused: RefusedPermission,
+  credsFile?: string,
+  giveIt = startWith(role),
+): string {
   const what = refused.operation === 'publish' ? 'publish to' : 'subscribe to';
-  return `the server does not let this credential${named(credsFile)} ${what} ${refused.subject}, which the ${role} must: it is another role's, or was issued by an earlier pge; start the ${role} with ${role}.creds of pge nats-config (--rotate after an upgrade)`;
+  return `the server does not let this credential${named(credsFile)} ${what} ${refused.subject}, which the ${role} must: it is another role's, or was issued by an earlier pge; ${giveIt} ${role}.creds of pge nats-config (--rotate after an upgrade)`;
 }
 
 /** The server closed the connection refusing the credential itself: revoked, expired, or another server's. */
-export function credentialNoLongerAccepted(role: NatsRole, error: Error, credsFile?: string): string {
-  return `the server no longer accepts this credential${named(credsFile)} (${error.message}): it was revoked (pge nats-config --rotate) or is not this server's; start the ${role} with its current ${role}.creds`;
+export function credentialNoLongerAccepted(
+  role: NatsRole,
+  error: Error,
+  credsFile?: string,
+  giveIt = startWith(role),
+): string {
+  return `the server no longer accepts this credential${named(credsFile)} (${error.message}): it was revoked (pge nats-config --rotate) or is not this server's; ${giveIt} its current ${role}.creds`;
 }
 
 /**

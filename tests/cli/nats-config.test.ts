@@ -181,6 +181,16 @@ describe('pge nats-config', () => {
     }
   });
 
+  it('says a flag needs its value rather than taking the next flag as one, and checks a port', async () => {
+    const dir = await freshDir();
+    const taken = await runCli(['nats-config', '--dir', '--port', '4223'], { cwd: dir });
+    expect(taken.code).toBe(2);
+    expect(taken.stderr).toContain('--dir needs a value: --dir <dir>');
+    const port = await runCli(['nats-config', '--dir', dir, '--port', 'x'], { cwd: dir });
+    expect(port.code).toBe(2);
+    expect(port.stderr).toContain('--port expects an integer >= 0, got "x"');
+  });
+
   it('says which directory it cannot write, as a usage error (exit 2)', async () => {
     const dir = await freshDir();
     const file = join(dir, 'a-file');

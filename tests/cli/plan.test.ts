@@ -149,7 +149,7 @@ describe('pge plan', () => {
   it('needs a task', async () => {
     const r = await pge(['plan', '--out', 'plan.json']);
     expect(r.code).toBe(2);
-    expect(r.stderr.split('\n')[0]).toBe('pge: pge plan needs a task: pge plan "<task>" [--out plan.json]');
+    expect(r.stderr.split('\n')[0]).toBe("pge: missing required argument 'task'");
   });
 
   it('fails with 3 when the planner fails, and writes nothing', async () => {

@@ -76,18 +76,18 @@ describe('flag mistakes', () => {
 
   it('suggests the command a typo meant', async () => {
     const typo = await usageError(['rnu', 'Write a haiku']);
-    expect(typo).toContain('unknown command "rnu" (did you mean run?)');
+    expect(typo).toContain("unknown command 'rnu'\n(Did you mean run?)");
     // Every command is listed, from the same table that runs them.
     expect(typo).toContain(
       'the commands are run, demo, plan, resume, batch, config, graph, replay, fork, continue, runs, approvals, approve, cancel, worker, dashboard, follow, nats-config, help',
     );
   });
 
-  it.each(['config', 'graph', 'runs', 'approvals', 'worker', 'dashboard', 'nats-config'])(
+  it.each(['config', 'graph', 'runs', 'approvals', 'worker', 'nats-config'])(
     'says pge %s takes no arguments, before it reads anything else',
     async (command) => {
       expect(await usageError([command, 'extra', 'words'])).toBe(
-        `pge: pge ${command} takes no arguments, got "extra words"\nRun 'pge ${command} --help' for usage.\n`,
+        `pge: too many arguments for '${command}'. Expected 0 arguments but got 2.\nRun 'pge ${command} --help' for usage.\n`,
       );
     },
   );
@@ -155,7 +155,7 @@ describe('pge worker', () => {
     );
     expect(await usageError(['worker', '--demo'])).toContain('pge worker needs --role');
     expect(await usageError(['worker', '--role', 'planner', 'extra'])).toContain(
-      'pge worker takes no arguments',
+      "too many arguments for 'worker'",
     );
   });
 
@@ -220,8 +220,10 @@ describe('the servers and replicas of a cluster', () => {
 
 describe('following a run on NATS', () => {
   it('pge follow needs one run id, a real one, and a --from-seq >= 1', async () => {
-    expect(await usageError(['follow'])).toContain('pge follow needs one run id: pge follow <runId>');
-    expect(await usageError(['follow', 'a', 'b'])).toContain('pge follow needs one run id');
+    expect(await usageError(['follow'])).toContain("missing required argument 'runId'");
+    expect(await usageError(['follow', 'a', 'b'])).toContain(
+      "too many arguments for 'follow'. Expected 1 argument but got 2.",
+    );
     expect(await usageError(['follow', 'run.1'])).toContain('"run.1" is not a run id');
     expect(await usageError(['follow', 'run-1', '--from-seq', '0'])).toContain('--from-seq must be >= 1');
     expect(await usageError(['follow', 'run-1', '--max-steps', '2'])).toContain(
@@ -276,4 +278,61 @@ describe('help', () => {
     const help = await pge(['--help']);
     expect(help.stdout).toMatch(/pge graph \[flags\] +print the session, run or step statechart/);
   });
+
+  it("wraps every command's help at its width, never breaking a line short of it", async () => {
+    const helps = await Promise.all(
+      [[], ...Object.keys(COMMAND_HELP).map((command) => [command])].map((command) =>
+        pge([...command, '--help']),
+      ),
+    );
+    const breaks = helps.flatMap((help) => {
+      expect(help.code).toBe(0);
+      return shortBreaks(help.stdout);
+    });
+    expect(breaks).toEqual([]);
+  });
 });
+
+/** The help's width, as commander wraps it (`program.ts`). */
+const HELP_WIDTH = 100;
+
+const indentOf = (line: string) => line.length - line.trimStart().length;
+
+/** A line that starts an item of a list: a flag, an exit code or numbered entry, or a term and its text. */
+const startsItem = (line: string) => /^\s*(-|\d+\.?\s|\S.*?\S {2,}\S)/.test(line);
+
+/**
+ * Whether `next` carries on the text of `line`: at the same indentation in a paragraph (but after
+ * the first line of an item), or hanging under the column where the text of an item starts.
+ */
+function continues(line: string, next: string): boolean {
+  if (line.trim() === '' || next.trim() === '' || line.endsWith(':') || startsItem(next)) return false;
+  const indent = indentOf(next);
+  if (indent === indentOf(line)) return !startsItem(line);
+  return (
+    indent > indentOf(line) &&
+    /^\s*(\S.*\S {2,}|\d+\.\s)$/.test(line.slice(0, indent)) &&
+    line[indent] !== ' '
+  );
+}
+
+/**
+ * The lines of a help text that are too long, or that end a line of a paragraph although the next
+ * line's first word would have fitted after it: a sentence broken mid-way ("what" / "its").
+ * Examples are one per line.
+ */
+function shortBreaks(help: string): string[] {
+  const lines = help.split('\n');
+  const found: string[] = [];
+  let examples = false;
+  lines.forEach((line, i) => {
+    if (line.trim() === '') examples = false;
+    if (line === 'Examples:') examples = true;
+    if (line.length > HELP_WIDTH) found.push(`too long: ${line}`);
+    const next = lines[i + 1];
+    if (examples || next === undefined || !continues(line, next)) return;
+    const word = next.trimStart().split(' ')[0]!;
+    if (line.length + 1 + word.length <= HELP_WIDTH) found.push(`${line}⏎${next}`);
+  });
+  return found;
+}

@@ -287,6 +287,18 @@ describe('pge dashboard', () => {
     expect(await cli.exited).toBe(0);
   });
 
+  it('follows a log given bare, as one given with --log', async () => {
+    const cli = startCli(['dashboard', demo.path, '--port', '0']);
+    const [, url] = await cli.waitFor(/pge dashboard: (http:\/\/127\.0\.0\.1:\d+\/)/);
+    await expect
+      .poll(async () =>
+        (JSON.parse((await call(`${url}api/runs`)).body) as { runs: RunSummary[] }).runs.map((r) => r.runId),
+      )
+      .toEqual([demo.events[0]!.runId]);
+    cli.child.kill('SIGTERM');
+    expect(await cli.exited).toBe(0);
+  });
+
   it('exits 2 without a source, and on a port that is taken', async () => {
     const none = startCli(['dashboard']);
     expect(await none.exited).toBe(2);

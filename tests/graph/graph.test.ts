@@ -480,10 +480,16 @@ describe('pge graph', () => {
   });
 
   it.each([
-    [['graph', '--machine', 'walk'], /--machine expects one of session, run, step, got "walk"/],
-    [['graph', '--format', 'svg'], /--format expects one of mermaid, dot, json, got "svg"/],
-    [['graph', '--colour'], /unknown flag --colour/],
-    [['graph', 'run'], /pge graph takes no arguments/],
+    [
+      ['graph', '--machine', 'walk'],
+      /option '--machine <name>' argument 'walk' is invalid\. Allowed choices are session, run, step\./,
+    ],
+    [
+      ['graph', '--format', 'svg'],
+      /option '--format <format>' argument 'svg' is invalid\. Allowed choices are mermaid, dot, json\./,
+    ],
+    [['graph', '--colour'], /unknown option '--colour'/],
+    [['graph', 'run'], /too many arguments for 'graph'/],
   ])('pge %j is a usage error (exit 2)', async (args, message) => {
     const r = await pge(args);
     expect(r.code).toBe(2);
