@@ -1,6 +1,9 @@
 import { userInfo } from 'node:os';
+import { resolve } from 'node:path';
+import type { StoredMessages } from '../bus/bus.js';
 import { NatsBus } from '../bus/nats-bus.js';
 import { decide, pendingApprovals } from '../runtime/approvals.js';
+import { logRunStore } from '../runtime/log-store.js';
 import { cancelRun, endedAs } from '../runtime/run-cancel.js';
 import type { ApprovalGate } from '../schemas/index.js';
 import { ExitCode } from './exit-codes.js';
@@ -19,6 +22,28 @@ export function connect(line: CommandLine, io: CliIo, name: string): Promise<Nat
   return NatsBus.connect({ ...natsOptionsOf(line.flags, io.env), servers, name });
 }
 
+/**
+ * Where `pge runs` and `pge approvals` read runs from: the deployment's stream (`--nats`, else
+ * NATS_URL), else the logs of the embedded runs in `--working-dir` (default: the current
+ * directory), read as the embedded host reads them (`logRunStore`); a log it cannot read is said on
+ * stderr. The command chooses the bus; what it reads is the same.
+ */
+export async function openRecords(
+  line: CommandLine,
+  io: CliIo,
+  name: string,
+): Promise<{ records: StoredMessages; close(): Promise<void> }> {
+  if (line.flags.nats ?? io.env.NATS_URL?.trim()) {
+    const bus = await connect(line, io, name);
+    return { records: bus, close: () => bus.close() };
+  }
+  const dir = line.flags.values['working-dir'];
+  const store = logRunStore(resolve(io.cwd, typeof dir === 'string' ? dir : '.'), (problem) =>
+    io.stderr.write(`pge: ${problem}\n`),
+  );
+  return { records: store, close: async () => {} };
+}
+
 /** The user's name, for the log; a container's user may have none. */
 function whoAmI(io: CliIo): string {
   try {
@@ -30,9 +55,9 @@ function whoAmI(io: CliIo): string {
 
 /** `pge approvals`: one line per gate a run waits at (or the list as JSON). */
 export async function approvalsCommand(line: CommandLine, io: CliIo): Promise<number> {
-  const bus = await connect(line, io, 'pge-approvals');
+  const { records, close } = await openRecords(line, io, 'pge-approvals');
   try {
-    const pending = await pendingApprovals(bus);
+    const pending = await pendingApprovals(records);
     if (line.flags.json) io.stdout.write(`${JSON.stringify(pending)}\n`);
     else if (pending.length === 0) io.stdout.write('no run waits at a gate\n');
     else
@@ -45,7 +70,7 @@ export async function approvalsCommand(line: CommandLine, io: CliIo): Promise<nu
       }
     return ExitCode.passed;
   } finally {
-    await bus.close();
+    await close();
   }
 }
 

@@ -197,6 +197,15 @@ export const RESUME_ACTING_FLAGS: readonly string[] = [
   ...Object.keys(MCP_FLAG_ROLES),
 ];
 
+/** Where `pge runs` and `pge approvals` read embedded runs from, without a deployment. */
+const EMBEDDED_LOGS_FLAG: FlagSpec = {
+  name: 'working-dir',
+  kind: 'text',
+  value: '<dir>',
+  group: 'output',
+  help: 'Without --nats or NATS_URL: the directory whose logs hold the embedded runs (default: the current one)',
+};
+
 /** How `pge runs`, `pge approvals`, `pge approve` and `pge cancel` reach a deployment. */
 const DEPLOYMENT_CLIENT_FLAGS: readonly FlagSpec[] = inGroup('nats', [NATS_SERVERS_FLAG, CREDS_FLAG]);
 
@@ -255,6 +264,7 @@ const RUNS_FLAGS: readonly FlagSpec[] = [
     },
   ]),
   ...DEPLOYMENT_CLIENT_FLAGS,
+  EMBEDDED_LOGS_FLAG,
 ];
 
 const FOLLOW_FLAGS: readonly FlagSpec[] = [
@@ -313,7 +323,7 @@ export function flagsFor(command: Command): readonly FlagSpec[] {
     case 'runs':
       return RUNS_FLAGS;
     case 'approvals':
-      return [...DEPLOYMENT_CLIENT_FLAGS, ...FLAGS.filter((f) => f.name === 'json')];
+      return [...DEPLOYMENT_CLIENT_FLAGS, EMBEDDED_LOGS_FLAG, ...FLAGS.filter((f) => f.name === 'json')];
     case 'approve':
       return [...APPROVE_FLAGS, ...FLAGS.filter((f) => f.name === 'json')];
     case 'cancel':

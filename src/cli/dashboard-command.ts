@@ -1,4 +1,5 @@
 import { userInfo } from 'node:os';
+import { resolve } from 'node:path';
 import type { RunControl } from '../dashboard/run-control.js';
 import type { RunStore } from '../dashboard/run-store.js';
 import { ConfigurationError } from '../errors.js';
@@ -19,6 +20,8 @@ import type { CliIo } from './io.js';
 
 interface DashboardCommand {
   logs: string[];
+  /** Without a log, NATS or --control: the directory whose every log is followed (its runs). */
+  dir: string | null;
   nats: string | null;
   host: string;
   port: number;
@@ -43,15 +46,18 @@ function dashboardOf(line: CommandLine, io: CliIo): DashboardCommand {
   // A log given bare (`pge dashboard run.md`) is followed as one given with --log.
   const logs = [...line.positionals, ...((values.log as string[] | undefined) ?? [])];
   const nats = line.flags.nats ?? (logs.length === 0 && !control ? io.env.NATS_URL?.trim() : undefined);
-  if (logs.length === 0 && !nats && !control)
-    throw new ConfigurationError(
-      'pge dashboard needs --log <file> or --nats <url> (or NATS_URL), or --control; a log may be given bare: pge dashboard <file>',
-    );
+  // No source named: the embedded runs of the working directory, every log there and to come.
+  const workingDir = typeof values['working-dir'] === 'string' ? values['working-dir'] : '.';
+  const dir = logs.length === 0 && !nats && !control ? resolve(io.cwd, workingDir) : null;
   const port = values.port as number;
   if (port > 65_535)
     throw new ConfigurationError(`--port expects a port number (0 for any free port), got "${port}"`);
-  for (const flag of ['operator', 'demo', 'model', 'base-url', 'working-dir'])
+  for (const flag of ['operator', 'demo', 'model', 'base-url'])
     if (values[flag] !== undefined && !control) throw new ConfigurationError(`--${flag} needs --control`);
+  if (values['working-dir'] !== undefined && !control && dir === null)
+    throw new ConfigurationError(
+      '--working-dir needs --control, or no --log or --nats (its logs are then followed)',
+    );
   const demo = values.demo === true;
   if (nats && (demo || values.model !== undefined || values['base-url'] !== undefined))
     throw new ConfigurationError(
@@ -62,6 +68,7 @@ function dashboardOf(line: CommandLine, io: CliIo): DashboardCommand {
     throw new ConfigurationError('--operator needs a name of 1 to 200 characters');
   return {
     logs,
+    dir,
     nats: nats || null,
     host: values.host as string,
     port,
@@ -131,7 +138,7 @@ function untilSignal(): Promise<NodeJS.Signals> {
  */
 export async function dashboardCommand(line: CommandLine, io: CliIo): Promise<number> {
   const command = dashboardOf(line, io);
-  const [{ RunStore }, { followLog }, { startDashboard }] = await Promise.all([
+  const [{ RunStore }, { followLog, followLogDir }, { startDashboard }] = await Promise.all([
     import('../dashboard/run-store.js'),
     import('../dashboard/log-follower.js'),
     import('../dashboard/server.js'),
@@ -139,6 +146,10 @@ export async function dashboardCommand(line: CommandLine, io: CliIo): Promise<nu
   const store = new RunStore();
   const closers: (() => Promise<void>)[] = [];
   try {
+    if (command.dir !== null) {
+      const follower = followLogDir(command.dir, store);
+      closers.push(() => follower.close());
+    }
     for (const log of command.logs) {
       const follower = followLog(log, store);
       closers.push(() => follower.close());

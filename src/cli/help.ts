@@ -401,18 +401,21 @@ has nothing left to do (exit 2) unless --plan adds or changes steps. See docs/lo
     ],
   },
   runs: {
-    summary: 'list the runs of a deployment: status, steps, cost, last event',
-    synopsis: '--nats <url>',
-    usage: '[--nats <url>] [--status <s>[,<s>…]] [--since <duration|time>] [--job <id>] [--json]',
-    about: `Lists the runs of a distributed deployment, read from the events stream, oldest start first
+    summary: 'list the runs, embedded or of a deployment: status, steps, cost, last event',
+    synopsis: '[--nats <url> | --working-dir <dir>]',
+    usage: '[--nats <url> | --working-dir <dir>] [--status <s>,…] [--since <when>] [flags]',
+    about: `Lists the runs of a distributed deployment, read from the events stream (--nats, or NATS_URL), or
+else the embedded runs whose logs are in --working-dir (default: the current directory), oldest start first
 (the newest last, nearest the prompt): each run's id, its job and run number when it continues
 another (pge continue; --job <id> lists one job's runs), status, steps passed of the plan's, what its
 model calls cost, when it started and its latest event (time and type, UTC), and its task's first
 line. A run is running, waiting (at a gate: see pge approvals), or ended: passed (every step),
 completed (not every step passed), or stopped: aborted, stopped (a budget), failed (an error),
 interrupted, or the reason it stopped for. A run whose coordinator died shows as running until
-another takes it over. Runs the stream no longer holds (its limits) are not listed.`,
+another takes it over (an embedded run whose process died: until pge resume). Runs the stream no
+longer holds (its limits) are not listed.`,
     examples: [
+      'pge runs',
       'pge runs --nats nats://127.0.0.1:4222',
       'pge runs --status running,waiting --since 1h',
       'pge runs --job pge-20260301-101500-3f2a9c1e',
@@ -420,12 +423,13 @@ another takes it over. Runs the stream no longer holds (its limits) are not list
     ],
   },
   approvals: {
-    summary: 'list the gates runs of a deployment wait at (--approve)',
-    synopsis: '--nats <url>',
-    usage: '[--nats <url>] [--json]',
-    about: `Lists the gates the runs of a distributed deployment wait at (runs started with --approve,
-or approve in a submission): each run's id, the gate, the step and attempt, since when, and what
-is to be approved. Read from the events stream: a run whose coordinator restarted is listed still.`,
+    summary: 'list the gates runs wait at (--approve), embedded or of a deployment',
+    synopsis: '[--nats <url> | --working-dir <dir>]',
+    usage: '[--nats <url> | --working-dir <dir>] [--json]',
+    about: `Lists the gates runs wait at (runs started with --approve, or approve in a submission): each
+run's id, the gate, the step and attempt, since when, and what is to be approved. Read from the
+events stream of a deployment (--nats, or NATS_URL): a run whose coordinator restarted is listed
+still; else from the logs of the embedded runs in --working-dir (default: the current directory).`,
     examples: ['pge approvals --nats nats://127.0.0.1:4222', 'NATS_CREDS=client.creds pge approvals --json'],
   },
   approve: {
@@ -488,8 +492,9 @@ against its threshold, the contract rounds, the refine and pivot decisions, toke
 per phase and per step, and every event. Above them, every run at a glance: status, task, steps
 passed of total, cost, start and duration, the runs waiting for a person first, filtered by
 status if you like. Given a log file (pge dashboard <log>, or --log <log>) it follows it while its run writes it; with --nats it
-follows every run on the server from the JetStream stream (a run under way when the dashboard
-joined is read from its start; a reconnect loses nothing).
+follows every run on the server from the JetStream stream (every run stored when the dashboard
+joined is read from its start; a reconnect loses nothing); given neither, every log in
+--working-dir (default: the current directory), those that runs create later too.
 
 The page loads nothing from the internet (no CDN, no fonts), shows model text as text, and takes
 only GET requests. It binds 127.0.0.1 unless --host says otherwise: the runs' tasks and model

@@ -2,13 +2,13 @@ import { ConfigurationError } from '../errors.js';
 import { listRuns, type RunListFilter, type RunSummary } from '../runtime/run-list.js';
 import { ID_PATTERN, RunStopReason } from '../schemas/index.js';
 import { runListStatuses } from '../schemas/run-status.js';
-import { connect } from './approve-command.js';
+import { openRecords } from './approve-command.js';
 import { ExitCode } from './exit-codes.js';
 import type { CommandLine } from './flags.js';
 import type { CliIo } from './io.js';
 import { parseDuration } from './units.js';
 
-/** `pge runs`: the runs of a distributed deployment, one line each (or as JSON). */
+/** `pge runs`: the runs of a deployment, or of the embedded runs' logs, one line each (or as JSON). */
 
 /**
  * `--status a,b`: the statuses to keep. Checked against every status a run can have, the stop
@@ -107,14 +107,14 @@ export async function runsCommand(line: CommandLine, io: CliIo): Promise<number>
   if (typeof values.status === 'string') filter.statuses = statusesOf(values.status);
   if (typeof values.since === 'string') filter.since = sinceOf(values.since, Date.now());
   if (typeof values.job === 'string') filter.job = jobIdOf(values.job);
-  const bus = await connect(line, io, 'pge-runs');
+  const { records, close } = await openRecords(line, io, 'pge-runs');
   try {
-    const runs = await listRuns(bus, filter);
+    const runs = await listRuns(records, filter);
     if (line.flags.json) io.stdout.write(`${JSON.stringify(runs)}\n`);
     else if (runs.length === 0) io.stdout.write('no runs\n');
     else io.stdout.write(`${runsTable(runs)}\n`);
     return ExitCode.passed;
   } finally {
-    await bus.close();
+    await close();
   }
 }

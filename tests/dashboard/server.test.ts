@@ -299,10 +299,21 @@ describe('pge dashboard', () => {
     expect(await cli.exited).toBe(0);
   });
 
-  it('exits 2 without a source, and on a port that is taken', async () => {
-    const none = startCli(['dashboard']);
-    expect(await none.exited).toBe(2);
-    expect(none.stderr()).toContain('pge dashboard needs --log <file> or --nats <url>');
+  it('without a source, serves every run whose log is in the working directory', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'pge-dashboard-dir-'));
+    writeFileSync(join(dir, 'pge_shared_state_earlier.md'), demo.text);
+    const cli = startCli(['dashboard', '--working-dir', dir, '--port', '0']);
+    const [, url] = await cli.waitFor(/pge dashboard: (http:\/\/127\.0\.0\.1:\d+\/)/);
+    await expect
+      .poll(async () =>
+        (JSON.parse((await call(`${url}api/runs`)).body) as { runs: RunSummary[] }).runs.map((r) => r.runId),
+      )
+      .toEqual([demo.events[0]!.runId]);
+    cli.child.kill('SIGTERM');
+    expect(await cli.exited).toBe(0);
+  });
+
+  it('exits 2 on a port that is taken', async () => {
     const dashboard = await serve(new RunStore());
     const taken = startCli(['dashboard', '--log', demo.path, '--port', String(dashboard.port)]);
     expect(await taken.exited).toBe(2);
