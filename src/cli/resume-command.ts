@@ -2,14 +2,12 @@ import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { type PgeOptions, workingDirectoryOf } from '../api/options.js';
 import { NatsBus } from '../bus/nats-bus.js';
-import { RESUME_ANSWER_MS, subjects } from '../bus/subjects.js';
-import { ConfigurationError, errorFromInfo } from '../errors.js';
+import { ConfigurationError } from '../errors.js';
 import { DemoModel, titledDeliverable } from '../roles/demo-model.js';
-import { NoCoordinatorError, unlessNoCoordinator } from '../runtime/coordinator-ping.js';
 import { readCrashedLog } from '../runtime/crashed-log.js';
+import { runClient } from '../runtime/run-client.js';
 import type { Role, RunEvent, RunEventOf } from '../schemas/index.js';
 import { ID_PATTERN, OPTION_DEFAULTS } from '../schemas/setting-values.js';
-import { RunResumeReply } from '../schemas/submission.js';
 import { RESUME_ACTING_FLAGS } from './command-flags.js';
 import { resolveConfig } from './config.js';
 import { FLAGS } from './flag-table.js';
@@ -83,18 +81,7 @@ async function resumeRemote(runId: string, servers: string, line: CommandLine, i
   const connection = natsOptionsOf(line.flags, io.env);
   const bus = await NatsBus.connect({ ...connection, servers, name: 'pge-resume' });
   try {
-    // A ping beside it: on a secured server no coordinator is silence for RESUME_ANSWER_MS, not "no responders".
-    const asked = bus.request(subjects.resume, { runId }, { timeoutMs: RESUME_ANSWER_MS });
-    const reply = RunResumeReply.parse(
-      await unlessNoCoordinator(bus, asked).catch((error: unknown) => {
-        if (!(error instanceof NoCoordinatorError)) throw error;
-        throw new NoCoordinatorError(
-          `no coordinator answered the resume of run ${runId}: is one running? (pge worker --role coordinator; ${error.message})`,
-          { cause: error },
-        );
-      }),
-    );
-    if ('error' in reply) throw errorFromInfo(reply.error);
+    const reply = await runClient(bus, () => bus.close()).resume(runId);
     io.stderr.write(
       reply.takenOver
         ? `pge: run ${runId} taken over by coordinator ${reply.owner}\n`

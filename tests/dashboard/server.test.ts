@@ -287,8 +287,9 @@ describe('pge dashboard', () => {
     expect(await cli.exited).toBe(0);
   });
 
-  it('follows a log given bare, as one given with --log', async () => {
-    const cli = startCli(['dashboard', demo.path, '--port', '0']);
+  /** Starts `pge dashboard …args`, waits until it lists exactly the demo run, and stops it with SIGTERM. */
+  async function listsTheDemoRun(args: string[]): Promise<void> {
+    const cli = startCli(['dashboard', ...args, '--port', '0']);
     const [, url] = await cli.waitFor(/pge dashboard: (http:\/\/127\.0\.0\.1:\d+\/)/);
     await expect
       .poll(async () =>
@@ -297,20 +298,16 @@ describe('pge dashboard', () => {
       .toEqual([demo.events[0]!.runId]);
     cli.child.kill('SIGTERM');
     expect(await cli.exited).toBe(0);
+  }
+
+  it('follows a log given bare, as one given with --log', async () => {
+    await listsTheDemoRun([demo.path]);
   });
 
   it('without a source, serves every run whose log is in the working directory', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'pge-dashboard-dir-'));
     writeFileSync(join(dir, 'pge_shared_state_earlier.md'), demo.text);
-    const cli = startCli(['dashboard', '--working-dir', dir, '--port', '0']);
-    const [, url] = await cli.waitFor(/pge dashboard: (http:\/\/127\.0\.0\.1:\d+\/)/);
-    await expect
-      .poll(async () =>
-        (JSON.parse((await call(`${url}api/runs`)).body) as { runs: RunSummary[] }).runs.map((r) => r.runId),
-      )
-      .toEqual([demo.events[0]!.runId]);
-    cli.child.kill('SIGTERM');
-    expect(await cli.exited).toBe(0);
+    await listsTheDemoRun(['--working-dir', dir]);
   });
 
   it('exits 2 on a port that is taken', async () => {
