@@ -311,13 +311,13 @@ export function flagsFor(command: Command): readonly FlagSpec[] {
           RESUME_ACTING_FLAGS.includes(f.name),
       );
     case 'batch':
-    case 'config':
       return FLAGS.filter((f) => f.group !== 'nats');
     case 'worker':
       return [...WORKER_FLAGS, ...DEPLOYMENT_FLAGS, ...FLAGS.filter((f) => f.group !== 'nats')];
     case 'graph':
     case 'replay':
     case 'nats-config':
+    case 'config':
       // Declared whole, with their options, in their own files (graph-command.ts, …).
       return [];
     case 'runs':

@@ -1,8 +1,8 @@
 import { CommanderError, type CommandUnknownOpts } from '@commander-js/extra-typings';
 import { ConfigurationError } from '../errors.js';
 import { flagsFor } from './command-flags.js';
+import { helpAsked, optionsGiven } from './flag-options.js';
 import type { Command, ConfigKey, FlagSpec } from './flag-table.js';
-import { DECIMAL } from './flag-values.js';
 import { commandOf, program } from './program.js';
 
 /**
@@ -38,39 +38,6 @@ function suggestionIn(error: CommanderError): string | undefined {
   return /\(Did you mean (.+)\?\)/.exec(error.message)?.[1];
 }
 
-/**
- * The first thing commander is not asked: `-h`/`--help` anywhere means help, whatever else the line
- * holds; and a flag that takes a value must not take the next flag as its value (commander would),
- * so `--model --json` says that `--model` needs one. Returns whether help was asked.
- */
-function helpAsked(flags: readonly FlagSpec[], argv: readonly string[]): boolean {
-  let problem: ConfigurationError | undefined;
-  for (let i = 0; i < argv.length; i++) {
-    const arg = argv[i]!;
-    if (arg === '--') break;
-    if (arg === '-h' || arg === '--help') return true;
-    const [name, inline] = arg.startsWith('--') ? [arg.slice(2).split('=', 1)[0]!, arg.includes('=')] : [];
-    const spec = flags.find((f) => f.name === name);
-    if (!spec) continue;
-    if (spec.kind === 'switch') {
-      if (inline) problem ??= new ConfigurationError(`--${spec.name} takes no value`);
-      continue;
-    }
-    if (inline) continue;
-    const value = argv[++i];
-    if (value === undefined || (value.startsWith('-') && !DECIMAL.test(value))) {
-      const placeholder = spec.value ?? `<${spec.choices?.join('|') ?? 'value'}>`;
-      const dash =
-        value === undefined ? '' : `; a value that starts with "-" goes after "=": --${spec.name}=${value}`;
-      problem ??= new ConfigurationError(
-        `--${spec.name} needs a value: --${spec.name} ${placeholder}${dash}`,
-      );
-    }
-  }
-  if (problem) throw problem;
-  return false;
-}
-
 /** A flag the command does not take, in pge's words, with commander's guess at the one meant. */
 function unknownFlag(command: Command, error: CommanderError): ConfigurationError {
   const rawName = /unknown option '([^']+)'/.exec(error.message)?.[1] ?? '';
@@ -85,19 +52,13 @@ function unknownFlag(command: Command, error: CommanderError): ConfigurationErro
 
 /** What the parsed command says: each flag's value by name, and the options the flags given set. */
 function lineOf(parsed: CommandUnknownOpts, flags: readonly FlagSpec[]): CommandLine {
-  const options: Partial<Record<ConfigKey, unknown>> = {};
   const values: Record<string, unknown> = {};
   for (const option of parsed.options) {
     const spec = flags.find((f) => `--${f.name}` === option.long)!;
     const key = option.attributeName();
-    const given = parsed.getOptionValueSource(key) === 'cli';
     // A switch not given has no value: commander's `true` for an unused `--no-…` is not one.
-    if (!given && spec.default === undefined) continue;
-    const value = parsed.getOptionValue(key);
-    values[spec.name] = value;
-    // Flags that name MCP servers for one role and for both make one record.
-    if (spec.option && given)
-      options[spec.option] = spec.kind === 'mcp' ? Object.assign({}, options[spec.option], value) : value;
+    if (parsed.getOptionValueSource(key) === 'cli' || spec.default !== undefined)
+      values[spec.name] = parsed.getOptionValue(key);
   }
   const text = (name: string) => (typeof values[name] === 'string' ? (values[name] as string) : null);
   // The servers of a cluster, given one flag each or comma-separated, as nats.js and NATS_URL take them.
@@ -105,7 +66,13 @@ function lineOf(parsed: CommandUnknownOpts, flags: readonly FlagSpec[]): Command
   return {
     help: false,
     positionals: [...parsed.args],
-    flags: { options, values, json: values.json === true, configPath: text('config'), nats },
+    flags: {
+      options: optionsGiven(parsed),
+      values,
+      json: values.json === true,
+      configPath: text('config'),
+      nats,
+    },
   };
 }
 
@@ -116,12 +83,11 @@ function lineOf(parsed: CommandUnknownOpts, flags: readonly FlagSpec[]): Command
  * its flag cannot take; option values are checked against their option later (`config.ts`).
  */
 export function parseCommandLine(command: Command, argv: readonly string[]): CommandLine {
-  const flags = flagsFor(command);
-  if (helpAsked(flags, argv)) {
+  const parsed = commandOf(command);
+  if (helpAsked(parsed.options, argv)) {
     const none: ParsedFlags = { options: {}, values: {}, json: false, configPath: null, nats: null };
     return { help: true, positionals: [], flags: none };
   }
-  const parsed = commandOf(command);
   try {
     parsed.parse([...argv], { from: 'user' });
   } catch (error) {
@@ -129,7 +95,7 @@ export function parseCommandLine(command: Command, argv: readonly string[]): Com
     if (error.code === 'commander.unknownOption') throw unknownFlag(command, error);
     throw new ConfigurationError(error.message.replace(/^error: /, ''), { cause: error });
   }
-  return lineOf(parsed, flags);
+  return lineOf(parsed, flagsFor(command));
 }
 
 /** What commander says of a command `pge` does not have, with its guess at the one meant. */

@@ -26,7 +26,6 @@ const COMMANDS: Record<Exclude<Command, DeclaredCommand>, () => Promise<RunsComm
   plan: async () => (await import('./plan-command.js')).planCommand,
   resume: async () => (await import('./resume-command.js')).resumeCommand,
   batch: async () => (await import('./batch-command.js')).batchCommand,
-  config: async () => (await import('./config-command.js')).configCommand,
   fork: async () => (await import('./fork-command.js')).forkCommand,
   continue: async () => (await import('./continue-command.js')).continueCommand,
   runs: async () => (await import('./runs-command.js')).runsCommand,

@@ -8,10 +8,11 @@ import {
 import { ConfigurationError } from '../errors.js';
 import { OPTION_DEFAULTS } from '../schemas/setting-values.js';
 import { flagsFor } from './command-flags.js';
+import { configCommand } from './config-command.js';
 import { CLI_DEFAULTS, ENV_VARS } from './defaults.js';
 import { ExitCode } from './exit-codes.js';
+import { addTableFlags, FlagOption, helpAsked } from './flag-options.js';
 import { type Command, FLAG_GROUPS, type FlagSpec } from './flag-table.js';
-import { flagValue } from './flag-values.js';
 import { graphCommand } from './graph-command.js';
 import { AFTER_COMMANDS, afterFlags, COMMAND_HELP, INTRO } from './help.js';
 import { type CliIo, processIo } from './io.js';
@@ -27,23 +28,6 @@ import { formatDuration, formatSize } from './units.js';
  * help. Nothing here prints or exits but `runDeclared`'s help: `exitOverride` turns commander's
  * exits into errors, which `flags.ts` words as pge words them.
  */
-
-/** An option declared from a row of the flag table, which it keeps for the help. */
-class FlagOption extends Option<string, undefined, unknown, unknown, false, unknown> {
-  readonly spec: FlagSpec;
-  constructor(spec: FlagSpec) {
-    const placeholder = spec.value ?? `<${spec.choices?.join('|') ?? 'value'}>`;
-    super(`--${spec.name}${spec.kind === 'switch' ? '' : ` ${placeholder}`}`, spec.help);
-    this.spec = spec;
-    this.helpGroup(`${FLAG_GROUPS[spec.group]}:`);
-    if (spec.kind === 'switch') return;
-    if (spec.choices) this.choices(spec.choices);
-    // After `choices`, whose own parser would word a wrong choice in commander's terms (and cannot
-    // take the comma-separated list of a `choices` flag).
-    this.argParser((raw: string, before: unknown) => flagValue(spec, raw, before));
-    if (spec.default !== undefined) this.default(spec.default);
-  }
-}
 
 /** The default a flag's help names: the CLI's and the library's when they differ. */
 function defaultOf(f: FlagSpec): string {
@@ -88,8 +72,6 @@ const LAYOUT: Partial<Help> = {
     `pge ${command.name()} ${COMMAND_HELP[command.name() as Command]?.synopsis ?? command.usage()}`,
 };
 
-const groupIndex = (f: FlagSpec) => Object.keys(FLAG_GROUPS).indexOf(f.group);
-
 /**
  * Prose whose lines commander wraps to the width of the help: a line break inside a paragraph is a
  * space (the source's own breaks would otherwise stay, and cut a sentence short of the width), and
@@ -124,6 +106,7 @@ const ARGUMENTS: Partial<Record<Command, readonly string[]>> = {
  * an action. The others are declared here from the flag table, and `main` runs them.
  */
 const DECLARED = {
+  config: configCommand,
   graph: graphCommand,
   replay: replayCommand,
   'nats-config': natsConfigCommand,
@@ -155,8 +138,7 @@ function declare(
     .configureHelp(LAYOUT)
     .addHelpText('after', `\n${afterFlags(name)}`);
   for (const argument of ARGUMENTS[name] ?? []) command.argument(argument);
-  const flags = [...flagsFor(name)].sort((a, b) => groupIndex(a) - groupIndex(b));
-  for (const flag of flags) command.addOption(new FlagOption(flag));
+  addTableFlags(command, flagsFor(name));
   command.addHelpOption(new Option('-h, --help', 'Show this help').helpGroup(`${FLAG_GROUPS.cli}:`));
   return command;
 }
@@ -223,6 +205,10 @@ export async function runDeclared(name: Command, argv: readonly string[], io: Cl
     outputError: () => {},
   });
   try {
+    if (helpAsked(command.options, argv)) {
+      command.outputHelp();
+      return ExitCode.passed;
+    }
     await command.parseAsync([...argv], { from: 'user' });
     return code;
   } catch (error) {
