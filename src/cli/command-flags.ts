@@ -29,40 +29,6 @@ const INSPECT_FLAG: FlagSpec = {
   help: "Watch the run live in Stately's inspector (needs internet)",
 };
 
-/** The flags of `pge plan` of its own: where the plan goes, and the demo model. */
-const PLAN_COMMAND_FLAGS: readonly FlagSpec[] = [
-  ...inGroup('output', [
-    {
-      name: 'out',
-      kind: 'text',
-      value: '<file.json>',
-      help: 'Write the plan document to this file (an existing file is refused, unless --force)',
-    },
-    { name: 'force', kind: 'switch', help: 'With --out: replace the file if it exists' },
-    { name: 'json', kind: 'switch', help: 'Print the plan document as JSON on stdout instead of as text' },
-  ]),
-  {
-    name: 'demo',
-    kind: 'switch',
-    group: 'model',
-    help: 'Plan with the built-in demo model (not an AI): no key needed, nothing sent anywhere',
-  },
-];
-
-/**
- * The run flags `pge plan` takes besides the models': those that shape the plan and the thresholds
- * its rubric gets, the planner's deadline, and the config file.
- */
-const PLANNING_FLAGS: readonly string[] = [
-  'rubric',
-  'max-steps',
-  'threshold',
-  'fallback-threshold',
-  'call-timeout',
-  'max-task-bytes',
-  'config',
-];
-
 /** `--from-step` of `pge fork`: the step from which the fork calls models. */
 const FROM_STEP_FLAG: FlagSpec = {
   name: 'from-step',
@@ -294,11 +260,6 @@ export function flagsFor(command: Command): readonly FlagSpec[] {
         PLAN_FLAG,
         INSPECT_FLAG,
       ];
-    case 'plan':
-      return [
-        ...PLAN_COMMAND_FLAGS,
-        ...FLAGS.filter((f) => f.group === 'model' || PLANNING_FLAGS.includes(f.name)),
-      ];
     case 'resume':
       // The run's bounds, thresholds and budgets are the log's: only the models, the acting roles'
       // tools and validators, and the output are set here.
@@ -318,6 +279,7 @@ export function flagsFor(command: Command): readonly FlagSpec[] {
     case 'replay':
     case 'nats-config':
     case 'config':
+    case 'plan':
       // Declared whole, with their options, in their own files (graph-command.ts, …).
       return [];
     case 'runs':

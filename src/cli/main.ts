@@ -23,7 +23,6 @@ type RunsCommandLine = (line: CommandLine, io: CliIo) => Promise<number>;
 const COMMANDS: Record<Exclude<Command, DeclaredCommand>, () => Promise<RunsCommandLine>> = {
   run: async () => (await import('./run-command.js')).runCommand,
   demo: async () => (await import('./run-command.js')).demoCommand,
-  plan: async () => (await import('./plan-command.js')).planCommand,
   resume: async () => (await import('./resume-command.js')).resumeCommand,
   batch: async () => (await import('./batch-command.js')).batchCommand,
   fork: async () => (await import('./fork-command.js')).forkCommand,

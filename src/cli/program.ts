@@ -17,6 +17,7 @@ import { graphCommand } from './graph-command.js';
 import { AFTER_COMMANDS, afterFlags, COMMAND_HELP, INTRO } from './help.js';
 import { type CliIo, processIo } from './io.js';
 import { natsConfigCommand } from './nats-config-command.js';
+import { planCommand } from './plan-command.js';
 import { replayCommand } from './replay-command.js';
 import { formatDuration, formatSize } from './units.js';
 
@@ -90,7 +91,6 @@ const paragraphs = (text: string): string =>
 const ARGUMENTS: Partial<Record<Command, readonly string[]>> = {
   run: ['[task...]'],
   demo: ['[task...]'],
-  plan: ['<task...>'],
   resume: ['<log|runId>'],
   batch: ['<file>'],
   fork: ['<log|runId>'],
@@ -107,6 +107,7 @@ const ARGUMENTS: Partial<Record<Command, readonly string[]>> = {
  */
 const DECLARED = {
   config: configCommand,
+  plan: planCommand,
   graph: graphCommand,
   replay: replayCommand,
   'nats-config': natsConfigCommand,
