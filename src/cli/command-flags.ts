@@ -271,8 +271,6 @@ export function flagsFor(command: Command): readonly FlagSpec[] {
           RESUME_OUTPUT_FLAGS.includes(f.name) ||
           RESUME_ACTING_FLAGS.includes(f.name),
       );
-    case 'batch':
-      return FLAGS.filter((f) => f.group !== 'nats');
     case 'worker':
       return [...WORKER_FLAGS, ...DEPLOYMENT_FLAGS, ...FLAGS.filter((f) => f.group !== 'nats')];
     case 'graph':
@@ -280,6 +278,7 @@ export function flagsFor(command: Command): readonly FlagSpec[] {
     case 'nats-config':
     case 'config':
     case 'plan':
+    case 'batch':
       // Declared whole, with their options, in their own files (graph-command.ts, …).
       return [];
     case 'runs':

@@ -7,6 +7,7 @@ import {
 } from '@commander-js/extra-typings';
 import { ConfigurationError } from '../errors.js';
 import { OPTION_DEFAULTS } from '../schemas/setting-values.js';
+import { batchCommand } from './batch-command.js';
 import { flagsFor } from './command-flags.js';
 import { configCommand } from './config-command.js';
 import { CLI_DEFAULTS, ENV_VARS } from './defaults.js';
@@ -92,7 +93,6 @@ const ARGUMENTS: Partial<Record<Command, readonly string[]>> = {
   run: ['[task...]'],
   demo: ['[task...]'],
   resume: ['<log|runId>'],
-  batch: ['<file>'],
   fork: ['<log|runId>'],
   continue: ['<log|runId>'],
   approve: ['<runId>'],
@@ -108,6 +108,7 @@ const ARGUMENTS: Partial<Record<Command, readonly string[]>> = {
 const DECLARED = {
   config: configCommand,
   plan: planCommand,
+  batch: batchCommand,
   graph: graphCommand,
   replay: replayCommand,
   'nats-config': natsConfigCommand,
