@@ -6,8 +6,8 @@ import { ConfigurationError, InvalidOutputError } from '../errors.js';
 import { checkTask } from '../runtime/task.js';
 import { OPTION_DEFAULTS } from '../schemas/setting-values.js';
 import { ExitCode, errorMessage, exitCodeOfError, exitCodeOfResult } from './exit-codes.js';
-import { addTableFlags, configFileOption, optionsGiven } from './flag-options.js';
-import { FLAG_GROUPS, FLAGS } from './flag-table.js';
+import { addTableFlags, configFileOption, LOCAL_RUN_FLAGS, optionsGiven } from './flag-options.js';
+import { FLAG_GROUPS } from './flag-table.js';
 import type { CliIo } from './io.js';
 
 /**
@@ -20,10 +20,7 @@ import type { CliIo } from './io.js';
 /** `pge batch`, declared: it runs the file's tasks; `done` is given the batch's exit code. */
 export function batchCommand(io: CliIo, done: (code: ExitCode) => void) {
   const command = new Command('batch').argument('<file>');
-  addTableFlags(
-    command,
-    FLAGS.filter((f) => f.group !== 'nats' && f.name !== 'json' && f.name !== 'config'),
-  );
+  addTableFlags(command, LOCAL_RUN_FLAGS);
   return command
     .addOption(
       new Option(

@@ -1,7 +1,7 @@
 import { Command, Option } from '@commander-js/extra-typings';
 import { CONFIG_FILE_NAME, ENV_VARS } from './defaults.js';
-import { addTableFlags, configFileOption, optionsGiven } from './flag-options.js';
-import { FLAG_GROUPS, FLAGS } from './flag-table.js';
+import { addTableFlags, configFileOption, LOCAL_RUN_FLAGS, optionsGiven } from './flag-options.js';
+import { FLAG_GROUPS } from './flag-table.js';
 import type { CliIo } from './io.js';
 
 /**
@@ -14,10 +14,7 @@ import type { CliIo } from './io.js';
 /** `pge config`, declared: it writes the options and their sources to `io.stdout`. */
 export function configCommand(io: CliIo) {
   const command = new Command('config');
-  addTableFlags(
-    command,
-    FLAGS.filter((f) => f.group !== 'nats' && f.name !== 'json' && f.name !== 'config'),
-  );
+  addTableFlags(command, LOCAL_RUN_FLAGS);
   return command
     .addOption(
       new Option(

@@ -1,6 +1,6 @@
 import { type CommandUnknownOpts, Option } from '@commander-js/extra-typings';
 import { ConfigurationError } from '../errors.js';
-import { type ConfigKey, FLAG_GROUPS, type FlagSpec } from './flag-table.js';
+import { type ConfigKey, FLAG_GROUPS, FLAGS, type FlagSpec } from './flag-table.js';
 import { DECIMAL, flagValue } from './flag-values.js';
 
 /**
@@ -34,6 +34,14 @@ export function addTableFlags(command: CommandUnknownOpts, flags: readonly FlagS
   for (const flag of [...flags].sort((a, b) => groupIndex(a) - groupIndex(b)))
     command.addOption(new FlagOption(flag));
 }
+
+/**
+ * The flags of a run's options that a command run on this machine takes (`config`, `batch`): all
+ * but NATS's, and but `--json` and `--config`, which such a command declares typed.
+ */
+export const LOCAL_RUN_FLAGS: readonly FlagSpec[] = FLAGS.filter(
+  (f) => f.group !== 'nats' && f.name !== 'json' && f.name !== 'config',
+);
 
 /**
  * The options of a run that the table's flags given on `parsed`'s line set (`--rubric`'s the file
