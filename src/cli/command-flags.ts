@@ -233,21 +233,6 @@ const RUNS_FLAGS: readonly FlagSpec[] = [
   EMBEDDED_LOGS_FLAG,
 ];
 
-const FOLLOW_FLAGS: readonly FlagSpec[] = [
-  ...inGroup('nats', [
-    NATS_SERVERS_FLAG,
-    CREDS_FLAG,
-    {
-      name: 'from-seq',
-      kind: 'integer',
-      value: '<n>',
-      default: 1,
-      help: "Print the run's progress from its event <n> on (the events before still count)",
-    },
-  ]),
-  ...FLAGS.filter((f) => ['follow-timeout', 'json', 'verbose', 'config'].includes(f.name)),
-];
-
 /** The flags a command accepts, in help order. */
 export function flagsFor(command: Command): readonly FlagSpec[] {
   switch (command) {
@@ -279,6 +264,7 @@ export function flagsFor(command: Command): readonly FlagSpec[] {
     case 'config':
     case 'plan':
     case 'batch':
+    case 'follow':
       // Declared whole, with their options, in their own files (graph-command.ts, …).
       return [];
     case 'runs':
@@ -297,7 +283,5 @@ export function flagsFor(command: Command): readonly FlagSpec[] {
       return [FROM_STEP_FLAG, ...FLAGS.filter((f) => !PLAN_FLAGS.includes(f.name))];
     case 'dashboard':
       return [...DASHBOARD_FLAGS, ...FLAGS.filter((f) => DASHBOARD_RUN_FLAGS.includes(f.name))];
-    case 'follow':
-      return FOLLOW_FLAGS;
   }
 }

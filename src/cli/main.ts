@@ -32,7 +32,6 @@ const COMMANDS: Record<Exclude<Command, DeclaredCommand>, () => Promise<RunsComm
   cancel: async () => (await import('./approve-command.js')).cancelCommand,
   worker: async () => (await import('./worker-command.js')).workerCommand,
   dashboard: async () => (await import('./dashboard-command.js')).dashboardCommand,
-  follow: async () => (await import('./follow-command.js')).followCommand,
 };
 
 const isCommand = (name: string | undefined): name is Command =>
@@ -98,16 +97,18 @@ export async function main(argv: string[], io: CliIo = processIo()): Promise<num
     }
     return await (await COMMANDS[command]())(line, io);
   } catch (error) {
-    const code = exitCodeOfError(error);
     // A server that cannot be used is no usage error, whatever its exit code: say what to do instead.
-    const advice =
+    const advised =
       command !== null && line !== undefined
-        ? await (await import('./client-mistakes.js')).natsAdvice(error, command, line, io)
+        ? await (await import('./client-mistakes.js')).reportNatsFailure(
+            error,
+            command,
+            line.flags.values,
+            io,
+          )
         : null;
-    if (advice !== null) {
-      io.stderr.write(`pge: ${errorMessage(error)}\n${advice}\n`);
-      return code;
-    }
+    if (advised !== null) return advised;
+    const code = exitCodeOfError(error);
     if (code === ExitCode.usage) return usageError(io, errorMessage(error), command);
     // Not one of pge's named errors: a defect; its stack is what a bug report needs.
     const detail = error instanceof PgeError ? errorMessage(error) : String((error as Error)?.stack ?? error);

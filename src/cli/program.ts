@@ -14,6 +14,7 @@ import { CLI_DEFAULTS, ENV_VARS } from './defaults.js';
 import { ExitCode } from './exit-codes.js';
 import { addTableFlags, FlagOption, helpAsked } from './flag-options.js';
 import { type Command, FLAG_GROUPS, type FlagSpec } from './flag-table.js';
+import { followCommand } from './follow-command.js';
 import { graphCommand } from './graph-command.js';
 import { AFTER_COMMANDS, afterFlags, COMMAND_HELP, INTRO } from './help.js';
 import { type CliIo, processIo } from './io.js';
@@ -97,7 +98,6 @@ const ARGUMENTS: Partial<Record<Command, readonly string[]>> = {
   continue: ['<log|runId>'],
   approve: ['<runId>'],
   cancel: ['<runId>'],
-  follow: ['<runId>'],
   dashboard: ['[log...]'],
 };
 
@@ -109,11 +109,12 @@ const DECLARED = {
   config: configCommand,
   plan: planCommand,
   batch: batchCommand,
+  follow: followCommand,
   graph: graphCommand,
   replay: replayCommand,
   'nats-config': natsConfigCommand,
 } as const satisfies Partial<
-  Record<Command, (io: CliIo, done: (code: ExitCode) => void) => CommandUnknownOpts>
+  Record<Command, (io: CliIo, done: (code: number) => void) => CommandUnknownOpts>
 >;
 
 /** A command declared whole in its own file. */
@@ -125,7 +126,7 @@ export const declaredWhole = (name: Command): name is DeclaredCommand => Object.
 function declare(
   name: Command,
   io: CliIo = processIo(),
-  done: (code: ExitCode) => void = () => {},
+  done: (code: number) => void = () => {},
 ): CommandUnknownOpts {
   const { usage, about } = COMMAND_HELP[name];
   const declared: CommandUnknownOpts = declaredWhole(name)
@@ -168,7 +169,7 @@ export function topHelp(): string {
 }
 
 /** One command of `pge`, declared, under a `pge` of its own (whose name its usage starts with). */
-export function commandOf(name: Command, io?: CliIo, done?: (code: ExitCode) => void): CommandUnknownOpts {
+export function commandOf(name: Command, io?: CliIo, done?: (code: number) => void): CommandUnknownOpts {
   const command = declare(name, io, done);
   new CommanderCommand('pge').addCommand(command);
   return command;
@@ -198,7 +199,7 @@ function helpOf(command: CommandUnknownOpts): string {
  * usage errors (`ConfigurationError`, exit 2), in its own words.
  */
 export async function runDeclared(name: Command, argv: readonly string[], io: CliIo): Promise<number> {
-  let code: ExitCode = ExitCode.passed;
+  let code: number = ExitCode.passed;
   const command = commandOf(name, io, (done) => {
     code = done;
   }).configureOutput({
@@ -214,7 +215,13 @@ export async function runDeclared(name: Command, argv: readonly string[], io: Cl
     await command.parseAsync([...argv], { from: 'user' });
     return code;
   } catch (error) {
-    if (!(error instanceof CommanderError)) throw error;
+    if (!(error instanceof CommanderError)) {
+      // A server that cannot be used is no usage error, whatever its exit code: say what to do instead.
+      const { reportNatsFailure } = await import('./client-mistakes.js');
+      const advised = await reportNatsFailure(error, name, command.opts(), io);
+      if (advised !== null) return advised;
+      throw error;
+    }
     if (error.code === 'commander.helpDisplayed') return ExitCode.passed;
     throw new ConfigurationError(error.message.replace(/^error: /, ''), { cause: error });
   }

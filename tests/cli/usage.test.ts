@@ -227,7 +227,7 @@ describe('following a run on NATS', () => {
     expect(await usageError(['follow', 'run.1'])).toContain('"run.1" is not a run id');
     expect(await usageError(['follow', 'run-1', '--from-seq', '0'])).toContain('--from-seq must be >= 1');
     expect(await usageError(['follow', 'run-1', '--max-steps', '2'])).toContain(
-      'pge follow does not take --max-steps',
+      "unknown option '--max-steps'",
     );
   });
 
