@@ -265,12 +265,11 @@ export function flagsFor(command: Command): readonly FlagSpec[] {
     case 'plan':
     case 'batch':
     case 'follow':
+    case 'approvals':
       // Declared whole, with their options, in their own files (graph-command.ts, …).
       return [];
     case 'runs':
       return RUNS_FLAGS;
-    case 'approvals':
-      return [...DEPLOYMENT_CLIENT_FLAGS, EMBEDDED_LOGS_FLAG, ...FLAGS.filter((f) => f.name === 'json')];
     case 'approve':
       return [...APPROVE_FLAGS, ...FLAGS.filter((f) => f.name === 'json')];
     case 'cancel':

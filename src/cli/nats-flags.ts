@@ -3,7 +3,8 @@ import { CREDS_FLAG, FLAG_GROUPS } from './flag-table.js';
 
 /**
  * The typed options of the commands declared whole that reach a NATS deployment (`follow`, `runs`,
- * `approvals`, `approve`, `cancel`): its servers and the credential to connect with.
+ * `approvals`, `approve`, `cancel`): its servers and the credential to connect with, and where
+ * those that list runs read the embedded runs without one.
  */
 
 const NATS_GROUP = `${FLAG_GROUPS.nats}:`;
@@ -21,3 +22,10 @@ export const credsOption = () => new Option('--creds <file>', CREDS_FLAG.help).h
 
 /** The servers `--nats` gave, as nats.js and NATS_URL take them (comma-separated), else null. */
 export const serversGiven = (nats: readonly string[] | undefined): string | null => nats?.join(',') ?? null;
+
+/** `--working-dir <dir>` of `pge runs` and `pge approvals`: where they read the embedded runs. */
+export const embeddedLogsOption = () =>
+  new Option(
+    '--working-dir <dir>',
+    'Without --nats or NATS_URL: the directory whose logs hold the embedded runs (default: the current one)',
+  ).helpGroup(`${FLAG_GROUPS.output}:`);

@@ -7,6 +7,7 @@ import {
 } from '@commander-js/extra-typings';
 import { ConfigurationError } from '../errors.js';
 import { OPTION_DEFAULTS } from '../schemas/setting-values.js';
+import { approvalsCommand } from './approvals-command.js';
 import { batchCommand } from './batch-command.js';
 import { flagsFor } from './command-flags.js';
 import { configCommand } from './config-command.js';
@@ -110,6 +111,7 @@ const DECLARED = {
   plan: planCommand,
   batch: batchCommand,
   follow: followCommand,
+  approvals: approvalsCommand,
   graph: graphCommand,
   replay: replayCommand,
   'nats-config': natsConfigCommand,

@@ -2,10 +2,10 @@ import { ConfigurationError } from '../errors.js';
 import { listRuns, type RunListFilter, type RunSummary } from '../runtime/run-list.js';
 import { ID_PATTERN, RunStopReason } from '../schemas/index.js';
 import { runListStatuses } from '../schemas/run-status.js';
-import { openRecords } from './approve-command.js';
 import { ExitCode } from './exit-codes.js';
 import type { CommandLine } from './flags.js';
 import type { CliIo } from './io.js';
+import { openRecords } from './run-records.js';
 import { parseDuration } from './units.js';
 
 /** `pge runs`: the runs of a deployment, or of the embedded runs' logs, one line each (or as JSON). */
@@ -107,7 +107,16 @@ export async function runsCommand(line: CommandLine, io: CliIo): Promise<number>
   if (typeof values.status === 'string') filter.statuses = statusesOf(values.status);
   if (typeof values.since === 'string') filter.since = sinceOf(values.since, Date.now());
   if (typeof values.job === 'string') filter.job = jobIdOf(values.job);
-  const { records, close } = await openRecords(line, io, 'pge-runs');
+  const dir = values['working-dir'];
+  const { records, close } = await openRecords(
+    {
+      ...(line.flags.nats === null ? {} : { nats: [line.flags.nats] }),
+      ...(typeof values.creds === 'string' ? { creds: values.creds } : {}),
+      ...(typeof dir === 'string' ? { workingDir: dir } : {}),
+    },
+    io,
+    'pge-runs',
+  );
   try {
     const runs = await listRuns(records, filter);
     if (line.flags.json) io.stdout.write(`${JSON.stringify(runs)}\n`);
