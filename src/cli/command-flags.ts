@@ -1,9 +1,4 @@
-import {
-  APPROVAL_GATES,
-  DEFAULT_PUBLISH_RETRY_MS,
-  DEFAULT_WORKER_CONCURRENCY,
-  ROLES,
-} from '../schemas/setting-values.js';
+import { DEFAULT_PUBLISH_RETRY_MS, DEFAULT_WORKER_CONCURRENCY, ROLES } from '../schemas/setting-values.js';
 import {
   type Command,
   CREDS_FLAG,
@@ -175,25 +170,6 @@ const EMBEDDED_LOGS_FLAG: FlagSpec = {
 /** How `pge runs`, `pge approvals`, `pge approve` and `pge cancel` reach a deployment. */
 const DEPLOYMENT_CLIENT_FLAGS: readonly FlagSpec[] = inGroup('nats', [NATS_SERVERS_FLAG, CREDS_FLAG]);
 
-const APPROVE_FLAGS: readonly FlagSpec[] = [
-  ...inGroup('harness', [
-    {
-      name: 'gate',
-      kind: 'choice',
-      choices: APPROVAL_GATES,
-      help: 'The gate to decide (default: the one the run waits at)',
-    },
-    {
-      name: 'reject',
-      kind: 'text',
-      value: '<reason>',
-      help: 'Reject, with the reason the planner or the generator is told (default: approve)',
-    },
-    { name: 'by', kind: 'text', value: '<name>', help: 'Who decides, for the log (default: your user name)' },
-  ]),
-  ...DEPLOYMENT_CLIENT_FLAGS,
-];
-
 const CANCEL_FLAGS: readonly FlagSpec[] = [
   ...inGroup('harness', [
     { name: 'reason', kind: 'text', value: '<text>', help: "Why, for the run's closing event" },
@@ -266,12 +242,11 @@ export function flagsFor(command: Command): readonly FlagSpec[] {
     case 'batch':
     case 'follow':
     case 'approvals':
+    case 'approve':
       // Declared whole, with their options, in their own files (graph-command.ts, …).
       return [];
     case 'runs':
       return RUNS_FLAGS;
-    case 'approve':
-      return [...APPROVE_FLAGS, ...FLAGS.filter((f) => f.name === 'json')];
     case 'cancel':
       return [...CANCEL_FLAGS, ...FLAGS.filter((f) => f.name === 'json')];
     case 'continue':

@@ -27,8 +27,7 @@ const COMMANDS: Record<Exclude<Command, DeclaredCommand>, () => Promise<RunsComm
   fork: async () => (await import('./fork-command.js')).forkCommand,
   continue: async () => (await import('./continue-command.js')).continueCommand,
   runs: async () => (await import('./runs-command.js')).runsCommand,
-  approve: async () => (await import('./approve-command.js')).approveCommand,
-  cancel: async () => (await import('./approve-command.js')).cancelCommand,
+  cancel: async () => (await import('./cancel-command.js')).cancelCommand,
   worker: async () => (await import('./worker-command.js')).workerCommand,
   dashboard: async () => (await import('./dashboard-command.js')).dashboardCommand,
 };

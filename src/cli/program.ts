@@ -8,6 +8,7 @@ import {
 import { ConfigurationError } from '../errors.js';
 import { OPTION_DEFAULTS } from '../schemas/setting-values.js';
 import { approvalsCommand } from './approvals-command.js';
+import { approveCommand } from './approve-command.js';
 import { batchCommand } from './batch-command.js';
 import { flagsFor } from './command-flags.js';
 import { configCommand } from './config-command.js';
@@ -97,7 +98,6 @@ const ARGUMENTS: Partial<Record<Command, readonly string[]>> = {
   resume: ['<log|runId>'],
   fork: ['<log|runId>'],
   continue: ['<log|runId>'],
-  approve: ['<runId>'],
   cancel: ['<runId>'],
   dashboard: ['[log...]'],
 };
@@ -112,6 +112,7 @@ const DECLARED = {
   batch: batchCommand,
   follow: followCommand,
   approvals: approvalsCommand,
+  approve: approveCommand,
   graph: graphCommand,
   replay: replayCommand,
   'nats-config': natsConfigCommand,
