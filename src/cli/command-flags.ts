@@ -170,14 +170,6 @@ const EMBEDDED_LOGS_FLAG: FlagSpec = {
 /** How `pge runs`, `pge approvals`, `pge approve` and `pge cancel` reach a deployment. */
 const DEPLOYMENT_CLIENT_FLAGS: readonly FlagSpec[] = inGroup('nats', [NATS_SERVERS_FLAG, CREDS_FLAG]);
 
-const CANCEL_FLAGS: readonly FlagSpec[] = [
-  ...inGroup('harness', [
-    { name: 'reason', kind: 'text', value: '<text>', help: "Why, for the run's closing event" },
-    { name: 'by', kind: 'text', value: '<name>', help: 'Who cancels, for the log (default: your user name)' },
-  ]),
-  ...DEPLOYMENT_CLIENT_FLAGS,
-];
-
 /** What `pge runs` lists: every run, or those of some statuses, started since a time, of one job. */
 const RUNS_FLAGS: readonly FlagSpec[] = [
   ...inGroup('output', [
@@ -243,12 +235,11 @@ export function flagsFor(command: Command): readonly FlagSpec[] {
     case 'follow':
     case 'approvals':
     case 'approve':
+    case 'cancel':
       // Declared whole, with their options, in their own files (graph-command.ts, …).
       return [];
     case 'runs':
       return RUNS_FLAGS;
-    case 'cancel':
-      return [...CANCEL_FLAGS, ...FLAGS.filter((f) => f.name === 'json')];
     case 'continue':
       // The plan is the earlier run's, or --plan's edited one; the rubric may be fixed anew.
       return [...FLAGS.filter((f) => f.name !== 'max-steps'), PLAN_FLAG];

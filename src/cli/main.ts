@@ -27,7 +27,6 @@ const COMMANDS: Record<Exclude<Command, DeclaredCommand>, () => Promise<RunsComm
   fork: async () => (await import('./fork-command.js')).forkCommand,
   continue: async () => (await import('./continue-command.js')).continueCommand,
   runs: async () => (await import('./runs-command.js')).runsCommand,
-  cancel: async () => (await import('./cancel-command.js')).cancelCommand,
   worker: async () => (await import('./worker-command.js')).workerCommand,
   dashboard: async () => (await import('./dashboard-command.js')).dashboardCommand,
 };

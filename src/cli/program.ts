@@ -10,6 +10,7 @@ import { OPTION_DEFAULTS } from '../schemas/setting-values.js';
 import { approvalsCommand } from './approvals-command.js';
 import { approveCommand } from './approve-command.js';
 import { batchCommand } from './batch-command.js';
+import { cancelCommand } from './cancel-command.js';
 import { flagsFor } from './command-flags.js';
 import { configCommand } from './config-command.js';
 import { CLI_DEFAULTS, ENV_VARS } from './defaults.js';
@@ -98,7 +99,6 @@ const ARGUMENTS: Partial<Record<Command, readonly string[]>> = {
   resume: ['<log|runId>'],
   fork: ['<log|runId>'],
   continue: ['<log|runId>'],
-  cancel: ['<runId>'],
   dashboard: ['[log...]'],
 };
 
@@ -113,6 +113,7 @@ const DECLARED = {
   follow: followCommand,
   approvals: approvalsCommand,
   approve: approveCommand,
+  cancel: cancelCommand,
   graph: graphCommand,
   replay: replayCommand,
   'nats-config': natsConfigCommand,
