@@ -158,49 +158,6 @@ export const RESUME_ACTING_FLAGS: readonly string[] = [
   ...Object.keys(MCP_FLAG_ROLES),
 ];
 
-/** Where `pge runs` and `pge approvals` read embedded runs from, without a deployment. */
-const EMBEDDED_LOGS_FLAG: FlagSpec = {
-  name: 'working-dir',
-  kind: 'text',
-  value: '<dir>',
-  group: 'output',
-  help: 'Without --nats or NATS_URL: the directory whose logs hold the embedded runs (default: the current one)',
-};
-
-/** How `pge runs`, `pge approvals`, `pge approve` and `pge cancel` reach a deployment. */
-const DEPLOYMENT_CLIENT_FLAGS: readonly FlagSpec[] = inGroup('nats', [NATS_SERVERS_FLAG, CREDS_FLAG]);
-
-/** What `pge runs` lists: every run, or those of some statuses, started since a time, of one job. */
-const RUNS_FLAGS: readonly FlagSpec[] = [
-  ...inGroup('output', [
-    {
-      name: 'status',
-      kind: 'text',
-      value: '<s>[,<s>…]',
-      help: 'Only runs of these statuses, comma-separated: running, waiting (at a gate), passed, completed (not every step passed), or how a run stopped: aborted, stopped (a budget), failed (an error), interrupted, …',
-    },
-    {
-      name: 'since',
-      kind: 'text',
-      value: '<duration|time>',
-      help: 'Only runs started since: a duration back from now (30m, 1h, 7d) or an ISO time (2026-11-28T09:00:00Z)',
-    },
-    {
-      name: 'job',
-      kind: 'text',
-      value: '<id>',
-      help: "Only the runs of this job (pge continue): its id is its first run's id, which is listed too",
-    },
-    {
-      name: 'json',
-      kind: 'switch',
-      help: 'Print the runs as a JSON array on stdout: runId, job ({ id, run }), task, status, stepsPassed, stepsTotal, costUsd, startedAt, lastEventAt, lastEvent',
-    },
-  ]),
-  ...DEPLOYMENT_CLIENT_FLAGS,
-  EMBEDDED_LOGS_FLAG,
-];
-
 /** The flags a command accepts, in help order. */
 export function flagsFor(command: Command): readonly FlagSpec[] {
   switch (command) {
@@ -236,10 +193,9 @@ export function flagsFor(command: Command): readonly FlagSpec[] {
     case 'approvals':
     case 'approve':
     case 'cancel':
+    case 'runs':
       // Declared whole, with their options, in their own files (graph-command.ts, …).
       return [];
-    case 'runs':
-      return RUNS_FLAGS;
     case 'continue':
       // The plan is the earlier run's, or --plan's edited one; the rubric may be fixed anew.
       return [...FLAGS.filter((f) => f.name !== 'max-steps'), PLAN_FLAG];

@@ -24,6 +24,7 @@ import { type CliIo, processIo } from './io.js';
 import { natsConfigCommand } from './nats-config-command.js';
 import { planCommand } from './plan-command.js';
 import { replayCommand } from './replay-command.js';
+import { runsCommand } from './runs-command.js';
 import { formatDuration, formatSize } from './units.js';
 
 /**
@@ -114,6 +115,7 @@ const DECLARED = {
   approvals: approvalsCommand,
   approve: approveCommand,
   cancel: cancelCommand,
+  runs: runsCommand,
   graph: graphCommand,
   replay: replayCommand,
   'nats-config': natsConfigCommand,
