@@ -1,8 +1,6 @@
-import { DEFAULT_PUBLISH_RETRY_MS, DEFAULT_WORKER_CONCURRENCY, ROLES } from '../schemas/setting-values.js';
 import {
   type Command,
   CREDS_FLAG,
-  DEPLOYMENT_FLAGS,
   FLAGS,
   type FlagSpec,
   inGroup,
@@ -12,8 +10,8 @@ import {
 
 /**
  * The flag table's second half: the flags of single commands (`--inspect` of `run` and `demo`,
- * and those of `worker` and `dashboard`, which steer the command and set no option),
- * and the flags each command accepts.
+ * and those of `dashboard`, which steer the command and set no option), and the flags each
+ * command accepts.
  */
 
 /** `--inspect` of `run` and `demo`: it attaches a viewer and sets no option. */
@@ -39,53 +37,6 @@ const FROM_STEP_FLAG: FlagSpec = {
  * events it takes must come again in their order).
  */
 const PLAN_FLAGS: readonly string[] = ['max-steps', 'rubric', 'parallel'];
-
-/** The roles a `pge worker` process can take. */
-export const WORKER_ROLES = [...ROLES, 'persistence', 'coordinator'] as const;
-export type WorkerRole = (typeof WORKER_ROLES)[number];
-
-/** The servers of a deployment a command connects to: one flag each, or a comma-separated list. */
-const NATS_SERVERS_FLAG: FlagSpec = {
-  name: 'nats',
-  kind: 'text',
-  group: 'nats',
-  repeatable: true,
-  value: '<url>',
-  help: 'NATS server(s) of the deployment: repeatable, or comma-separated (default NATS_URL, else nats://127.0.0.1:4222)',
-};
-
-const WORKER_FLAGS = inGroup('nats', [
-  { name: 'role', kind: 'choice', choices: WORKER_ROLES, help: 'What this process does (required)' },
-  {
-    name: 'concurrency',
-    kind: 'integer',
-    value: '<n>',
-    default: DEFAULT_WORKER_CONCURRENCY,
-    help: 'Requests a role worker handles at once',
-  },
-  NATS_SERVERS_FLAG,
-  CREDS_FLAG,
-  {
-    name: 'publish-retry',
-    kind: 'duration',
-    value: '<ms>',
-    default: DEFAULT_PUBLISH_RETRY_MS,
-    help: 'How long an event, work item or result is sent again while NATS does not acknowledge it, before its publish fails; at most 118s',
-  },
-  { name: 'demo', kind: 'switch', help: 'Answer with the built-in demo model (not an AI): no key needed' },
-  {
-    name: 'worker-id',
-    kind: 'text',
-    value: '<id>',
-    help: 'Name reported in model-call events (default <role>-<pid>)',
-  },
-  {
-    name: 'workspaces',
-    kind: 'text',
-    value: '<dir>',
-    help: "Coordinator: the generators' workspaces directory (their <working-dir>/workspaces, on this machine or a shared volume), where a continued run's workspace is copied from the earlier run's (default: <working-dir>/workspaces)",
-  },
-]);
 
 /** The port of `pge dashboard`: stable, so that a bookmark keeps working. */
 const DEFAULT_DASHBOARD_PORT = 4780;
@@ -181,8 +132,6 @@ export function flagsFor(command: Command): readonly FlagSpec[] {
           RESUME_OUTPUT_FLAGS.includes(f.name) ||
           RESUME_ACTING_FLAGS.includes(f.name),
       );
-    case 'worker':
-      return [...WORKER_FLAGS, ...DEPLOYMENT_FLAGS, ...FLAGS.filter((f) => f.group !== 'nats')];
     case 'graph':
     case 'replay':
     case 'nats-config':
@@ -194,6 +143,7 @@ export function flagsFor(command: Command): readonly FlagSpec[] {
     case 'approve':
     case 'cancel':
     case 'runs':
+    case 'worker':
       // Declared whole, with their options, in their own files (graph-command.ts, …).
       return [];
     case 'continue':

@@ -30,6 +30,19 @@ export const integerArgument =
   (raw: string): number =>
     toNumber(flag, raw, true, min);
 
+/** A duration in ms, or with a unit: the value of a flag `--<flag> <ms>`. */
+function toDuration(flag: string, raw: string): number {
+  const ms = parseDuration(raw);
+  if (ms === undefined) throw bad(flag, 'a duration in ms (or with a unit: 500ms, 30s, 5m, 1h, 7d)', raw);
+  return ms;
+}
+
+/** The argument parser of a flag `--<flag> <ms>` that takes a duration (`toDuration`). */
+export const durationArgument =
+  (flag: string) =>
+  (raw: string): number =>
+    toDuration(flag, raw);
+
 /**
  * The argument parser of a flag `--<flag> <value>` that takes text: commander would take the flag
  * that follows as its value (`--dir --port 4223`), and no path or address of these flags starts
@@ -98,11 +111,8 @@ export function flagValue(spec: FlagSpec, raw: string, before: unknown): unknown
       return toNumber(name, raw, true, spec.min);
     case 'number':
       return toNumber(name, raw, false);
-    case 'duration': {
-      const ms = parseDuration(raw);
-      if (ms === undefined) throw bad(name, 'a duration in ms (or with a unit: 500ms, 30s, 5m, 1h, 7d)', raw);
-      return ms;
-    }
+    case 'duration':
+      return toDuration(name, raw);
     case 'size': {
       const bytes = parseSize(raw);
       if (bytes === undefined) throw bad(name, 'a size in bytes (or with a unit: 512K, 10MiB, 1G)', raw);

@@ -41,10 +41,8 @@ function suggestionIn(error: CommanderError): string | undefined {
 /** A flag the command does not take, in pge's words, with commander's guess at the one meant. */
 function unknownFlag(command: Command, error: CommanderError): ConfigurationError {
   const rawName = /unknown option '([^']+)'/.exec(error.message)?.[1] ?? '';
-  const name = rawName.replace(/^-+/, '');
-  const elsewhere = (['run', 'worker', 'dashboard', 'graph', 'follow'] as const).some((other) =>
-    flagsFor(other).some((f) => f.name === name),
-  );
+  // A flag another command takes is named as one this command does not.
+  const elsewhere = program().commands.some((other) => other.options.some((o) => o.long === rawName));
   const what = elsewhere ? `pge ${command} does not take ${rawName}` : `unknown flag ${rawName}`;
   const guess = suggestionIn(error);
   return new ConfigurationError(guess ? `${what}; did you mean ${guess}?` : what);

@@ -26,6 +26,7 @@ import { planCommand } from './plan-command.js';
 import { replayCommand } from './replay-command.js';
 import { runsCommand } from './runs-command.js';
 import { formatDuration, formatSize } from './units.js';
+import { workerCommand } from './worker-command.js';
 
 /**
  * The commands of `pge` as commander declares them. A command declared whole in its own file
@@ -65,7 +66,7 @@ const LAYOUT: Partial<Help> = {
     if (!(option instanceof FlagOption))
       return option.defaultValue === undefined
         ? option.description
-        : `${option.description} (default ${option.defaultValue})`;
+        : `${option.description} (default ${option.defaultValueDescription ?? option.defaultValue})`;
     const f = option.spec;
     return `${f.help}${defaultOf(f)}${envOf(f)}${f.option ? ` [${f.option}]` : ''}`;
   },
@@ -116,6 +117,7 @@ const DECLARED = {
   approve: approveCommand,
   cancel: cancelCommand,
   runs: runsCommand,
+  worker: workerCommand,
   graph: graphCommand,
   replay: replayCommand,
   'nats-config': natsConfigCommand,

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { COMMAND_HELP } from '../../src/cli/help.js';
-import { parseWorkerCommand } from '../../src/cli/worker-command.js';
+import { parseWorkerCommand } from '../../src/cli/worker-process.js';
 import { MACHINE_NAMES } from '../../src/graph/graph-choices.js';
 import { DEFAULT_WORKER_CONCURRENCY } from '../../src/schemas/index.js';
 import { runCli } from './run-cli.js';
@@ -149,9 +149,9 @@ describe('flag mistakes', () => {
 describe('pge worker', () => {
   it('parses its flags with the same table and messages as every command', async () => {
     const typo = await usageError(['worker', '--role', 'generator', '--concurency', '2']);
-    expect(typo).toContain('unknown flag --concurency; did you mean --concurrency?');
+    expect(typo).toContain("unknown option '--concurency'\n(Did you mean --concurrency?)");
     expect(await usageError(['worker', '--role', 'judge'])).toContain(
-      '--role expects one of planner, generator, evaluator, persistence, coordinator, got "judge"',
+      "option '--role <role>' argument 'judge' is invalid. Allowed choices are planner, generator, evaluator, persistence, coordinator.",
     );
     expect(await usageError(['worker', '--demo'])).toContain('pge worker needs --role');
     expect(await usageError(['worker', '--role', 'planner', 'extra'])).toContain(
