@@ -1,7 +1,7 @@
 import { Command, Option } from '@commander-js/extra-typings';
 import { APPROVAL_GATES } from '../schemas/setting-values.js';
 import { FLAG_GROUPS } from './flag-table.js';
-import type { CliIo } from './io.js';
+import { type CliIo, whoAmI } from './io.js';
 import { credsOption, natsServersOption } from './nats-flags.js';
 
 /**
@@ -40,7 +40,7 @@ export function approveCommand(io: CliIo) {
     )
     .action(async (runId, flags) => {
       // Loaded here: the help and a usage error load no NATS client.
-      const { connect, whoAmI } = await import('./run-records.js');
+      const { connect } = await import('./run-records.js');
       const { decide } = await import('../runtime/approvals.js');
       const reason = flags.reject ?? null;
       const by = flags.by ?? whoAmI(io);

@@ -1,7 +1,7 @@
 import { Command, Option } from '@commander-js/extra-typings';
 import { ExitCode } from './exit-codes.js';
 import { FLAG_GROUPS } from './flag-table.js';
-import type { CliIo } from './io.js';
+import { type CliIo, whoAmI } from './io.js';
 import { credsOption, natsServersOption } from './nats-flags.js';
 
 /**
@@ -30,7 +30,7 @@ export function cancelCommand(io: CliIo, done: (code: number) => void) {
     )
     .action(async (runId, flags) => {
       // Loaded here: the help and a usage error load no NATS client.
-      const { connect, whoAmI } = await import('./run-records.js');
+      const { connect } = await import('./run-records.js');
       const { cancelRun, endedAs } = await import('../runtime/run-cancel.js');
       const reason = flags.reason !== undefined && flags.reason.trim() !== '' ? flags.reason : null;
       const by = flags.by ?? whoAmI(io);

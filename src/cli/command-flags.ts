@@ -1,17 +1,9 @@
-import {
-  type Command,
-  CREDS_FLAG,
-  FLAGS,
-  type FlagSpec,
-  inGroup,
-  MCP_FLAG_ROLES,
-  PLAN_FLAG,
-} from './flag-table.js';
+import { type Command, FLAGS, type FlagSpec, MCP_FLAG_ROLES, PLAN_FLAG } from './flag-table.js';
 
 /**
  * The flag table's second half: the flags of single commands (`--inspect` of `run` and `demo`,
- * and those of `dashboard`, which steer the command and set no option), and the flags each
- * command accepts.
+ * `--from-step` of `fork`), and the flags each command of the table accepts; the others are
+ * declared whole in their own files.
  */
 
 /** `--inspect` of `run` and `demo`: it attaches a viewer and sets no option. */
@@ -37,60 +29,6 @@ const FROM_STEP_FLAG: FlagSpec = {
  * events it takes must come again in their order).
  */
 const PLAN_FLAGS: readonly string[] = ['max-steps', 'rubric', 'parallel'];
-
-/** The port of `pge dashboard`: stable, so that a bookmark keeps working. */
-const DEFAULT_DASHBOARD_PORT = 4780;
-
-const DASHBOARD_FLAGS = inGroup('cli', [
-  {
-    name: 'log',
-    kind: 'text',
-    value: '<file>',
-    repeatable: true,
-    help: 'Log file to follow as its run writes it; repeatable',
-  },
-  {
-    name: 'nats',
-    kind: 'text',
-    repeatable: true,
-    value: '<url>',
-    help: 'Follow every run on this NATS server; repeatable for the servers of a cluster (default: NATS_URL)',
-  },
-  CREDS_FLAG,
-  {
-    name: 'port',
-    kind: 'integer',
-    value: '<n>',
-    default: DEFAULT_DASHBOARD_PORT,
-    help: 'Port to serve on; 0 picks a free one',
-  },
-  {
-    name: 'host',
-    kind: 'text',
-    value: '<addr>',
-    default: '127.0.0.1',
-    help: 'Address to bind; the default is this machine only',
-  },
-  {
-    name: 'control',
-    kind: 'switch',
-    help: 'Let the page approve, reject, cancel, start and fork runs; prints a URL with a token made at each start',
-  },
-  {
-    name: 'operator',
-    kind: 'text',
-    value: '<name>',
-    help: "With --control: who acts, as the runs' logs record it (default: the OS user)",
-  },
-  {
-    name: 'demo',
-    kind: 'switch',
-    help: 'With --control, no --nats: runs started from the page use the built-in demo model (not an AI)',
-  },
-]);
-
-/** The flags of `pge dashboard --control` that set the options of the runs it starts itself. */
-const DASHBOARD_RUN_FLAGS = ['model', 'base-url', 'working-dir'];
 
 /** The output flags of `resume`: a resumed run keeps its log and its recorded settings. */
 const RESUME_OUTPUT_FLAGS: readonly string[] = ['output-type', 'json', 'verbose'];
@@ -144,6 +82,7 @@ export function flagsFor(command: Command): readonly FlagSpec[] {
     case 'cancel':
     case 'runs':
     case 'worker':
+    case 'dashboard':
       // Declared whole, with their options, in their own files (graph-command.ts, …).
       return [];
     case 'continue':
@@ -152,7 +91,5 @@ export function flagsFor(command: Command): readonly FlagSpec[] {
     case 'fork':
       // The plan is the parent's: the flags that shape a plan do not apply.
       return [FROM_STEP_FLAG, ...FLAGS.filter((f) => !PLAN_FLAGS.includes(f.name))];
-    case 'dashboard':
-      return [...DASHBOARD_FLAGS, ...FLAGS.filter((f) => DASHBOARD_RUN_FLAGS.includes(f.name))];
   }
 }

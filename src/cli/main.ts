@@ -26,7 +26,6 @@ const COMMANDS: Record<Exclude<Command, DeclaredCommand>, () => Promise<RunsComm
   resume: async () => (await import('./resume-command.js')).resumeCommand,
   fork: async () => (await import('./fork-command.js')).forkCommand,
   continue: async () => (await import('./continue-command.js')).continueCommand,
-  dashboard: async () => (await import('./dashboard-command.js')).dashboardCommand,
 };
 
 const isCommand = (name: string | undefined): name is Command =>

@@ -13,6 +13,7 @@ import { batchCommand } from './batch-command.js';
 import { cancelCommand } from './cancel-command.js';
 import { flagsFor } from './command-flags.js';
 import { configCommand } from './config-command.js';
+import { dashboardCommand } from './dashboard-command.js';
 import { CLI_DEFAULTS, ENV_VARS } from './defaults.js';
 import { ExitCode } from './exit-codes.js';
 import { addTableFlags, FlagOption, helpAsked } from './flag-options.js';
@@ -101,7 +102,6 @@ const ARGUMENTS: Partial<Record<Command, readonly string[]>> = {
   resume: ['<log|runId>'],
   fork: ['<log|runId>'],
   continue: ['<log|runId>'],
-  dashboard: ['[log...]'],
 };
 
 /**
@@ -118,6 +118,7 @@ const DECLARED = {
   cancel: cancelCommand,
   runs: runsCommand,
   worker: workerCommand,
+  dashboard: dashboardCommand,
   graph: graphCommand,
   replay: replayCommand,
   'nats-config': natsConfigCommand,

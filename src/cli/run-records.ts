@@ -1,4 +1,3 @@
-import { userInfo } from 'node:os';
 import { resolve } from 'node:path';
 import type { StoredMessages } from '../bus/bus.js';
 import { NatsBus } from '../bus/nats-bus.js';
@@ -44,13 +43,4 @@ export async function openRecords(
     io.stderr.write(`pge: ${problem}\n`),
   );
   return { records: store, close: async () => {} };
-}
-
-/** The user's name, for the log; a container's user may have none. */
-export function whoAmI(io: CliIo): string {
-  try {
-    return userInfo().username;
-  } catch {
-    return io.env.USER?.trim() || 'unknown';
-  }
 }
