@@ -23,7 +23,6 @@ export class FlagOption extends Option<string, undefined, unknown, unknown, fals
     // After `choices`, whose own parser would word a wrong choice in commander's terms (and cannot
     // take the comma-separated list of a `choices` flag).
     this.argParser((raw: string, before: unknown) => flagValue(spec, raw, before));
-    if (spec.default !== undefined) this.default(spec.default);
   }
 }
 

@@ -43,18 +43,6 @@ export const durationArgument =
   (raw: string): number =>
     toDuration(flag, raw);
 
-/**
- * The argument parser of a flag `--<flag> <value>` that takes text: commander would take the flag
- * that follows as its value (`--dir --port 4223`), and no path or address of these flags starts
- * with "-", so such a value says the flag's own is missing.
- */
-export const textArgument =
-  (flags: string) =>
-  (raw: string): string => {
-    if (raw.startsWith('-')) throw new ConfigurationError(`${flags.split(' ')[0]} needs a value: ${flags}`);
-    return raw;
-  };
-
 /** One `<key>=<value>` pair of a repeatable flag, added to the record of the pairs before it. */
 function withPair<V>(
   flag: string,

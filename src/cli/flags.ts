@@ -1,21 +1,21 @@
 import { CommanderError, type CommandUnknownOpts } from '@commander-js/extra-typings';
 import { ConfigurationError } from '../errors.js';
-import { flagsFor } from './command-flags.js';
 import { helpAsked, optionsGiven } from './flag-options.js';
-import type { Command, ConfigKey, FlagSpec } from './flag-table.js';
+import type { Command, ConfigKey } from './flag-table.js';
 import { commandOf, program } from './program.js';
 
 /**
- * Command lines, for every command: commander parses them against the command's declared options
- * (`program.ts`), and every problem becomes a `ConfigurationError` (exit code 2) that says what to
- * write instead, in pge's words rather than commander's.
+ * Command lines of the commands of the flag table (`run`, `demo`, `resume`, `continue`, `fork`; the
+ * others are declared whole and run by `runDeclared`): commander parses them against the options
+ * `program.ts` declares from the table, and every problem becomes a `ConfigurationError` (exit
+ * code 2) that says what to write instead.
  */
 
 /** What the flags of one command line say. */
 export interface ParsedFlags {
   /** Option values set by flags, already converted. */
   options: Partial<Record<ConfigKey, unknown>>;
-  /** Every flag's value by flag name, converted; flags that set no option take their `default`. */
+  /** The value of every flag given, by flag name, converted. */
   values: Readonly<Record<string, unknown>>;
   json: boolean;
   configPath: string | null;
@@ -49,14 +49,12 @@ function unknownFlag(command: Command, error: CommanderError): ConfigurationErro
 }
 
 /** What the parsed command says: each flag's value by name, and the options the flags given set. */
-function lineOf(parsed: CommandUnknownOpts, flags: readonly FlagSpec[]): CommandLine {
+function lineOf(parsed: CommandUnknownOpts): CommandLine {
   const values: Record<string, unknown> = {};
   for (const option of parsed.options) {
-    const spec = flags.find((f) => `--${f.name}` === option.long)!;
     const key = option.attributeName();
     // A switch not given has no value: commander's `true` for an unused `--no-…` is not one.
-    if (parsed.getOptionValueSource(key) === 'cli' || spec.default !== undefined)
-      values[spec.name] = parsed.getOptionValue(key);
+    if (parsed.getOptionValueSource(key) === 'cli') values[option.name()] = parsed.getOptionValue(key);
   }
   const text = (name: string) => (typeof values[name] === 'string' ? (values[name] as string) : null);
   // The servers of a cluster, given one flag each or comma-separated, as nats.js and NATS_URL take them.
@@ -93,7 +91,7 @@ export function parseCommandLine(command: Command, argv: readonly string[]): Com
     if (error.code === 'commander.unknownOption') throw unknownFlag(command, error);
     throw new ConfigurationError(error.message.replace(/^error: /, ''), { cause: error });
   }
-  return lineOf(parsed, flagsFor(command));
+  return lineOf(parsed);
 }
 
 /** What commander says of a command `pge` does not have, with its guess at the one meant. */

@@ -18,8 +18,9 @@ import { commandHelp, type DeclaredCommand, declaredWhole, runDeclared, topHelp 
 
 type RunsCommandLine = (line: CommandLine, io: CliIo) => Promise<number>;
 
-// Loaded on demand: help, version and usage errors answer without loading the harness and its SDKs.
-// The commands declared whole, with their action, run by `runDeclared`.
+// The commands of the flag table, loaded on demand: help, version and usage errors answer without
+// loading the harness and its SDKs. The commands declared whole, with their action, run by
+// `runDeclared`.
 const COMMANDS: Record<Exclude<Command, DeclaredCommand>, () => Promise<RunsCommandLine>> = {
   run: async () => (await import('./run-command.js')).runCommand,
   demo: async () => (await import('./run-command.js')).demoCommand,

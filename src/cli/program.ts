@@ -40,7 +40,7 @@ import { workerCommand } from './worker-command.js';
 
 /** The default a flag's help names: the CLI's and the library's when they differ. */
 function defaultOf(f: FlagSpec): string {
-  const library = f.option ? (OPTION_DEFAULTS as Record<string, unknown>)[f.option] : f.default;
+  const library = f.option ? (OPTION_DEFAULTS as Record<string, unknown>)[f.option] : undefined;
   const cli = f.option ? CLI_DEFAULTS[f.option] : undefined;
   if (cli !== undefined && cli !== library) return ` (default ${cli}; the library's: ${library})`;
   if (typeof library === 'number' && f.kind === 'duration') return ` (default ${formatDuration(library)})`;
