@@ -56,6 +56,25 @@ describe('flag mistakes', () => {
   it('says a flag needs its value rather than reading the next flag as one', async () => {
     const stderr = await usageError(['run', 'Write a haiku', '--model', '--json']);
     expect(stderr).toContain('--model needs a value: --model <name>');
+    // A command declared whole in its own file is checked the same, before commander reads the line.
+    expect(await usageError(['config', '--model', '--json'])).toContain(
+      '--model needs a value: --model <name>',
+    );
+    expect(await usageError(['approve', 'run-1', '--reject', '--by', 'ana'])).toContain(
+      '--reject needs a value: --reject <reason>',
+    );
+  });
+
+  it('prints the help when --help is anywhere on the line, before any value is checked', async () => {
+    for (const args of [
+      ['run', '--max-steps', 'many', '--help'],
+      ['config', '--max-steps', 'many', '--help'],
+      ['follow', 'run-1', '--from-seq', 'x', '-h'],
+    ]) {
+      const r = await pge(args);
+      expect(r.code, args.join(' ')).toBe(0);
+      expect(r.stdout, args.join(' ')).toMatch(new RegExp(`^Usage: pge ${args[0]} `));
+    }
   });
 
   it('asks for a base URL with a scheme and shows the one meant', async () => {
