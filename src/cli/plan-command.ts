@@ -34,8 +34,8 @@ const PLANNING_FLAGS: readonly string[] = [
 
 const OUTPUT = `${FLAG_GROUPS.output}:`;
 
-/** `pge plan`, declared: it asks the planner, prints the plan and writes it to `--out`. */
-export function planCommand(io: CliIo) {
+/** `pge plan`'s options, declared: the table's, then its own typed. */
+function planOptions() {
   const command = new Command('plan').argument('<task...>');
   addTableFlags(
     command,
@@ -58,23 +58,22 @@ export function planCommand(io: CliIo) {
     .addOption(
       new Option('--json', 'Print the plan document as JSON on stdout instead of as text').helpGroup(OUTPUT),
     )
-    .addOption(configFileOption())
-    .action(async (words, flags, parsed) => {
-      const task = words.join(' ').trim();
-      if (task === '')
-        throw new ConfigurationError('pge plan needs a task: pge plan "<task>" [--out plan.json]');
-      await plan(task, { ...flags, options: optionsGiven(parsed) }, io);
-    });
+    .addOption(configFileOption());
 }
 
-/** What `pge plan`'s flags say: its own, and the options of the run's flags given. */
-interface PlanFlags {
-  demo?: true;
-  out?: string;
-  force?: true;
-  json?: true;
-  config?: string;
+/** What `pge plan`'s flags say: its own typed, and the options of the run's flags given. */
+type PlanFlags = ReturnType<ReturnType<typeof planOptions>['opts']> & {
   options: ReturnType<typeof optionsGiven>;
+};
+
+/** `pge plan`, declared: it asks the planner, prints the plan and writes it to `--out`. */
+export function planCommand(io: CliIo) {
+  return planOptions().action(async (words, flags, parsed) => {
+    const task = words.join(' ').trim();
+    if (task === '')
+      throw new ConfigurationError('pge plan needs a task: pge plan "<task>" [--out plan.json]');
+    await plan(task, { ...flags, options: optionsGiven(parsed) }, io);
+  });
 }
 
 async function plan(task: string, flags: PlanFlags, io: CliIo): Promise<void> {
