@@ -1,25 +1,45 @@
 import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
+import { Command, Option } from '@commander-js/extra-typings';
 import type { HarnessResult } from '../api/result.js';
 import { ConfigurationError, InvalidOutputError } from '../errors.js';
 import { checkTask } from '../runtime/task.js';
 import { OPTION_DEFAULTS } from '../schemas/setting-values.js';
-import { resolveConfig } from './config.js';
 import { ExitCode, errorMessage, exitCodeOfError, exitCodeOfResult } from './exit-codes.js';
-import type { CommandLine } from './flags.js';
+import { addTableFlags, configFileOption, LOCAL_RUN_FLAGS, optionsGiven } from './flag-options.js';
+import { FLAG_GROUPS } from './flag-table.js';
 import type { CliIo } from './io.js';
-import { withSession } from './session.js';
 
 /**
  * `pge batch <file>`: one task per line, run one after another with `batchedRun`'s semantics (each
- * its own run id and log), one summary line per task on stdout as it finishes.
+ * its own run id and log), one summary line per task on stdout as it finishes. Declared here
+ * whole, as commander takes a command: a run's flags from the flag table (which `run` shares), its
+ * own typed, and its action; `program.ts` adds the help's prose.
  */
+
+/** `pge batch`, declared: it runs the file's tasks; `done` is given the batch's exit code. */
+export function batchCommand(io: CliIo, done: (code: ExitCode) => void) {
+  const command = new Command('batch').argument('<file>');
+  addTableFlags(command, LOCAL_RUN_FLAGS);
+  return command
+    .addOption(
+      new Option(
+        '--json',
+        "Print the tasks' outcomes as a JSON array on stdout, once all ended: task, status, exitCode, error, result",
+      ).helpGroup(`${FLAG_GROUPS.output}:`),
+    )
+    .addOption(configFileOption())
+    .action(async (file, { json, config }, parsed) => {
+      const flags = { options: optionsGiven(parsed), configPath: config ?? null };
+      done(await runBatch(resolve(io.cwd, file), flags, json === true, io));
+    });
+}
 
 /** How one task of a batch ended. */
 export interface BatchEntry {
   task: string;
   status: 'passed' | 'failed' | 'interrupted' | 'error' | 'skipped';
-  exitCode: number | null;
+  exitCode: ExitCode | null;
   error: string | null;
   result: HarnessResult | null;
 }
@@ -63,9 +83,13 @@ function statusOf(result: HarnessResult, interrupted: boolean): BatchEntry['stat
   return result.passed ? 'passed' : 'failed';
 }
 
-/** `pge batch <file> [flags]`. */
-export async function batchCommand(line: CommandLine, io: CliIo): Promise<number> {
-  const path = resolve(io.cwd, line.positionals[0]!);
+/** Runs the tasks of the file at `path`, with the options `flags` set; returns the exit code. */
+async function runBatch(
+  path: string,
+  flags: { options: ReturnType<typeof optionsGiven>; configPath: string | null },
+  json: boolean,
+  io: CliIo,
+): Promise<ExitCode> {
   let text: string;
   try {
     text = readFileSync(path, 'utf8');
@@ -74,7 +98,10 @@ export async function batchCommand(line: CommandLine, io: CliIo): Promise<number
   }
   const tasks = readTasks(text);
   if (tasks.length === 0) throw new ConfigurationError(`the task file ${path} holds no tasks`);
-  const config = resolveConfig({ flags: line.flags, env: io.env, cwd: io.cwd });
+  // Loaded once the line is known to be good: the help and a usage error load no harness.
+  const { resolveConfig } = await import('./config.js');
+  const { withSession } = await import('./session.js');
+  const config = resolveConfig({ flags, env: io.env, cwd: io.cwd });
   // Every task is checked before the first one runs, as `batchedRun` does.
   const maxTaskBytes = config.options.maxTaskBytes ?? OPTION_DEFAULTS.maxTaskBytes;
   for (const [i, task] of tasks.entries()) {
@@ -84,7 +111,6 @@ export async function batchCommand(line: CommandLine, io: CliIo): Promise<number
       throw new ConfigurationError(`task ${i + 1} of ${path}: ${errorMessage(cause)}`, { cause });
     }
   }
-  const json = line.flags.json;
 
   return withSession(config.options, io, async ({ pge, progress, interrupted }) => {
     const entries: BatchEntry[] = [];
@@ -127,8 +153,8 @@ function tally(entries: readonly BatchEntry[]): string {
 }
 
 /** The batch's exit code: an interrupt first, then the highest code of any task. */
-function worst(entries: readonly BatchEntry[]): number {
-  const codes = entries.map((e) => e.exitCode ?? 0);
+function worst(entries: readonly BatchEntry[]): ExitCode {
+  const codes = entries.map((e) => e.exitCode ?? ExitCode.passed);
   if (codes.includes(ExitCode.interrupted)) return ExitCode.interrupted;
-  return Math.max(0, ...codes);
+  return codes.reduce((highest, code) => (code > highest ? code : highest), ExitCode.passed);
 }

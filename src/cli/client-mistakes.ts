@@ -2,10 +2,10 @@ import { errors as natsErrors } from '@nats-io/transport-node';
 import { credentialNatsRole, isCredentialRefused, refusedPermission } from '../bus/nats-credentials.js';
 import { causeOf } from '../bus/nats-helpers.js';
 import type { NatsRole } from '../bus/permissions.js';
+import { errorMessage, exitCodeOfError } from './exit-codes.js';
 import type { Command } from './flag-table.js';
-import type { CommandLine } from './flags.js';
 import type { CliIo } from './io.js';
-import { natsOptionsOf } from './nats-options.js';
+import { natsConnection } from './nats-options.js';
 import { credentialNoLongerAccepted, credentialOfAnotherRole, permissionRefused } from './worker-mistakes.js';
 
 /**
@@ -19,8 +19,8 @@ import { credentialNoLongerAccepted, credentialOfAnotherRole, permissionRefused 
  * The credential of `pge nats-config` a command connects with: a worker its role's, a read-only
  * dashboard the observer's (it only reads events), every other command the client's.
  */
-function roleOf(command: Command, line: CommandLine): NatsRole {
-  const { role, control } = line.flags.values;
+function roleOf(command: Command, values: Readonly<Record<string, unknown>>): NatsRole {
+  const { role, control } = values;
   if (command === 'worker' && typeof role === 'string') return role as NatsRole;
   return command === 'dashboard' && control !== true ? 'observer' : 'client';
 }
@@ -28,17 +28,32 @@ function roleOf(command: Command, line: CommandLine): NatsRole {
 const capitalized = (text: string) => `${text.charAt(0).toUpperCase()}${text.slice(1)}.`;
 
 /**
- * The sentence that tells what to do about `error`, thrown by `pge <command>` with `line`, when it
- * is a NATS server refusing the connection or its credential; null for any other error.
+ * Says what to do about `error`, thrown by `pge <command>` whose flags held `values` (by name:
+ * `creds`, `role`, `control`), when it is a NATS server refusing the connection or its credential:
+ * writes the error and the advice to stderr and returns the exit code; null for any other error.
  */
-export async function natsAdvice(
+export async function reportNatsFailure(
   error: unknown,
   command: Command,
-  line: CommandLine,
+  values: Readonly<Record<string, unknown>>,
+  io: CliIo,
+): Promise<number | null> {
+  const advice = await natsAdvice(error, command, values, io);
+  if (advice === null) return null;
+  io.stderr.write(`pge: ${errorMessage(error)}\n${advice}\n`);
+  return exitCodeOfError(error);
+}
+
+/** The sentence of `reportNatsFailure` that tells what to do, or null. */
+async function natsAdvice(
+  error: unknown,
+  command: Command,
+  values: Readonly<Record<string, unknown>>,
   io: CliIo,
 ): Promise<string | null> {
-  const role = roleOf(command, line);
-  const { credsFile } = natsOptionsOf(line.flags, io.env);
+  const role = roleOf(command, values);
+  const { creds } = values;
+  const { credsFile } = natsConnection(typeof creds === 'string' ? creds : undefined, io.env);
   const giveIt = command === 'worker' ? `start the ${role} with` : `give pge ${command} --creds`;
   if (isCredentialRefused(error)) {
     if (credsFile !== undefined) {

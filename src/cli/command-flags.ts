@@ -1,24 +1,9 @@
-import {
-  APPROVAL_GATES,
-  DEFAULT_PUBLISH_RETRY_MS,
-  DEFAULT_WORKER_CONCURRENCY,
-  ROLES,
-} from '../schemas/setting-values.js';
-import {
-  type Command,
-  CREDS_FLAG,
-  DEPLOYMENT_FLAGS,
-  FLAGS,
-  type FlagSpec,
-  inGroup,
-  MCP_FLAG_ROLES,
-  PLAN_FLAG,
-} from './flag-table.js';
+import { type Command, FLAGS, type FlagSpec, MCP_FLAG_ROLES, PLAN_FLAG } from './flag-table.js';
 
 /**
  * The flag table's second half: the flags of single commands (`--inspect` of `run` and `demo`,
- * and those of `worker` and `dashboard`, which steer the command and set no option),
- * and the flags each command accepts.
+ * `--from-step` of `fork`), and the flags each command of the table accepts; the others are
+ * declared whole in their own files.
  */
 
 /** `--inspect` of `run` and `demo`: it attaches a viewer and sets no option. */
@@ -28,40 +13,6 @@ const INSPECT_FLAG: FlagSpec = {
   group: 'output',
   help: "Watch the run live in Stately's inspector (needs internet)",
 };
-
-/** The flags of `pge plan` of its own: where the plan goes, and the demo model. */
-const PLAN_COMMAND_FLAGS: readonly FlagSpec[] = [
-  ...inGroup('output', [
-    {
-      name: 'out',
-      kind: 'text',
-      value: '<file.json>',
-      help: 'Write the plan document to this file (an existing file is refused, unless --force)',
-    },
-    { name: 'force', kind: 'switch', help: 'With --out: replace the file if it exists' },
-    { name: 'json', kind: 'switch', help: 'Print the plan document as JSON on stdout instead of as text' },
-  ]),
-  {
-    name: 'demo',
-    kind: 'switch',
-    group: 'model',
-    help: 'Plan with the built-in demo model (not an AI): no key needed, nothing sent anywhere',
-  },
-];
-
-/**
- * The run flags `pge plan` takes besides the models': those that shape the plan and the thresholds
- * its rubric gets, the planner's deadline, and the config file.
- */
-const PLANNING_FLAGS: readonly string[] = [
-  'rubric',
-  'max-steps',
-  'threshold',
-  'fallback-threshold',
-  'call-timeout',
-  'max-task-bytes',
-  'config',
-];
 
 /** `--from-step` of `pge fork`: the step from which the fork calls models. */
 const FROM_STEP_FLAG: FlagSpec = {
@@ -78,107 +29,6 @@ const FROM_STEP_FLAG: FlagSpec = {
  * events it takes must come again in their order).
  */
 const PLAN_FLAGS: readonly string[] = ['max-steps', 'rubric', 'parallel'];
-
-/** The roles a `pge worker` process can take. */
-export const WORKER_ROLES = [...ROLES, 'persistence', 'coordinator'] as const;
-export type WorkerRole = (typeof WORKER_ROLES)[number];
-
-/** The servers of a deployment a command connects to: one flag each, or a comma-separated list. */
-const NATS_SERVERS_FLAG: FlagSpec = {
-  name: 'nats',
-  kind: 'text',
-  group: 'nats',
-  repeatable: true,
-  value: '<url>',
-  help: 'NATS server(s) of the deployment: repeatable, or comma-separated (default NATS_URL, else nats://127.0.0.1:4222)',
-};
-
-const WORKER_FLAGS = inGroup('nats', [
-  { name: 'role', kind: 'choice', choices: WORKER_ROLES, help: 'What this process does (required)' },
-  {
-    name: 'concurrency',
-    kind: 'integer',
-    value: '<n>',
-    default: DEFAULT_WORKER_CONCURRENCY,
-    help: 'Requests a role worker handles at once',
-  },
-  NATS_SERVERS_FLAG,
-  CREDS_FLAG,
-  {
-    name: 'publish-retry',
-    kind: 'duration',
-    value: '<ms>',
-    default: DEFAULT_PUBLISH_RETRY_MS,
-    help: 'How long an event, work item or result is sent again while NATS does not acknowledge it, before its publish fails; at most 118s',
-  },
-  { name: 'demo', kind: 'switch', help: 'Answer with the built-in demo model (not an AI): no key needed' },
-  {
-    name: 'worker-id',
-    kind: 'text',
-    value: '<id>',
-    help: 'Name reported in model-call events (default <role>-<pid>)',
-  },
-  {
-    name: 'workspaces',
-    kind: 'text',
-    value: '<dir>',
-    help: "Coordinator: the generators' workspaces directory (their <working-dir>/workspaces, on this machine or a shared volume), where a continued run's workspace is copied from the earlier run's (default: <working-dir>/workspaces)",
-  },
-]);
-
-/** The port of `pge dashboard`: stable, so that a bookmark keeps working. */
-const DEFAULT_DASHBOARD_PORT = 4780;
-
-const DASHBOARD_FLAGS = inGroup('cli', [
-  {
-    name: 'log',
-    kind: 'text',
-    value: '<file>',
-    repeatable: true,
-    help: 'Log file to follow as its run writes it; repeatable',
-  },
-  {
-    name: 'nats',
-    kind: 'text',
-    repeatable: true,
-    value: '<url>',
-    help: 'Follow every run on this NATS server; repeatable for the servers of a cluster (default: NATS_URL)',
-  },
-  CREDS_FLAG,
-  {
-    name: 'port',
-    kind: 'integer',
-    value: '<n>',
-    default: DEFAULT_DASHBOARD_PORT,
-    help: 'Port to serve on; 0 picks a free one',
-  },
-  {
-    name: 'host',
-    kind: 'text',
-    value: '<addr>',
-    default: '127.0.0.1',
-    help: 'Address to bind; the default is this machine only',
-  },
-  {
-    name: 'control',
-    kind: 'switch',
-    help: 'Let the page approve, reject, cancel, start and fork runs; prints a URL with a token made at each start',
-  },
-  {
-    name: 'operator',
-    kind: 'text',
-    value: '<name>',
-    help: "With --control: who acts, as the runs' logs record it (default: the OS user)",
-  },
-  {
-    name: 'demo',
-    kind: 'switch',
-    help: 'With --control, no --nats: runs started from the page use the built-in demo model (not an AI)',
-  },
-]);
-
-/** The flags of `pge dashboard --control` that set the options of the runs it starts itself. */
-const DASHBOARD_RUN_FLAGS = ['model', 'base-url', 'working-dir'];
 
 /** The output flags of `resume`: a resumed run keeps its log and its recorded settings. */
 const RESUME_OUTPUT_FLAGS: readonly string[] = ['output-type', 'json', 'verbose'];
@@ -197,91 +47,6 @@ export const RESUME_ACTING_FLAGS: readonly string[] = [
   ...Object.keys(MCP_FLAG_ROLES),
 ];
 
-/** Where `pge runs` and `pge approvals` read embedded runs from, without a deployment. */
-const EMBEDDED_LOGS_FLAG: FlagSpec = {
-  name: 'working-dir',
-  kind: 'text',
-  value: '<dir>',
-  group: 'output',
-  help: 'Without --nats or NATS_URL: the directory whose logs hold the embedded runs (default: the current one)',
-};
-
-/** How `pge runs`, `pge approvals`, `pge approve` and `pge cancel` reach a deployment. */
-const DEPLOYMENT_CLIENT_FLAGS: readonly FlagSpec[] = inGroup('nats', [NATS_SERVERS_FLAG, CREDS_FLAG]);
-
-const APPROVE_FLAGS: readonly FlagSpec[] = [
-  ...inGroup('harness', [
-    {
-      name: 'gate',
-      kind: 'choice',
-      choices: APPROVAL_GATES,
-      help: 'The gate to decide (default: the one the run waits at)',
-    },
-    {
-      name: 'reject',
-      kind: 'text',
-      value: '<reason>',
-      help: 'Reject, with the reason the planner or the generator is told (default: approve)',
-    },
-    { name: 'by', kind: 'text', value: '<name>', help: 'Who decides, for the log (default: your user name)' },
-  ]),
-  ...DEPLOYMENT_CLIENT_FLAGS,
-];
-
-const CANCEL_FLAGS: readonly FlagSpec[] = [
-  ...inGroup('harness', [
-    { name: 'reason', kind: 'text', value: '<text>', help: "Why, for the run's closing event" },
-    { name: 'by', kind: 'text', value: '<name>', help: 'Who cancels, for the log (default: your user name)' },
-  ]),
-  ...DEPLOYMENT_CLIENT_FLAGS,
-];
-
-/** What `pge runs` lists: every run, or those of some statuses, started since a time, of one job. */
-const RUNS_FLAGS: readonly FlagSpec[] = [
-  ...inGroup('output', [
-    {
-      name: 'status',
-      kind: 'text',
-      value: '<s>[,<s>…]',
-      help: 'Only runs of these statuses, comma-separated: running, waiting (at a gate), passed, completed (not every step passed), or how a run stopped: aborted, stopped (a budget), failed (an error), interrupted, …',
-    },
-    {
-      name: 'since',
-      kind: 'text',
-      value: '<duration|time>',
-      help: 'Only runs started since: a duration back from now (30m, 1h, 7d) or an ISO time (2026-11-28T09:00:00Z)',
-    },
-    {
-      name: 'job',
-      kind: 'text',
-      value: '<id>',
-      help: "Only the runs of this job (pge continue): its id is its first run's id, which is listed too",
-    },
-    {
-      name: 'json',
-      kind: 'switch',
-      help: 'Print the runs as a JSON array on stdout: runId, job ({ id, run }), task, status, stepsPassed, stepsTotal, costUsd, startedAt, lastEventAt, lastEvent',
-    },
-  ]),
-  ...DEPLOYMENT_CLIENT_FLAGS,
-  EMBEDDED_LOGS_FLAG,
-];
-
-const FOLLOW_FLAGS: readonly FlagSpec[] = [
-  ...inGroup('nats', [
-    NATS_SERVERS_FLAG,
-    CREDS_FLAG,
-    {
-      name: 'from-seq',
-      kind: 'integer',
-      value: '<n>',
-      default: 1,
-      help: "Print the run's progress from its event <n> on (the events before still count)",
-    },
-  ]),
-  ...FLAGS.filter((f) => ['follow-timeout', 'json', 'verbose', 'config'].includes(f.name)),
-];
-
 /** The flags a command accepts, in help order. */
 export function flagsFor(command: Command): readonly FlagSpec[] {
   switch (command) {
@@ -294,11 +59,6 @@ export function flagsFor(command: Command): readonly FlagSpec[] {
         PLAN_FLAG,
         INSPECT_FLAG,
       ];
-    case 'plan':
-      return [
-        ...PLAN_COMMAND_FLAGS,
-        ...FLAGS.filter((f) => f.group === 'model' || PLANNING_FLAGS.includes(f.name)),
-      ];
     case 'resume':
       // The run's bounds, thresholds and budgets are the log's: only the models, the acting roles'
       // tools and validators, and the output are set here.
@@ -310,33 +70,26 @@ export function flagsFor(command: Command): readonly FlagSpec[] {
           RESUME_OUTPUT_FLAGS.includes(f.name) ||
           RESUME_ACTING_FLAGS.includes(f.name),
       );
-    case 'batch':
-    case 'config':
-      return FLAGS.filter((f) => f.group !== 'nats');
-    case 'worker':
-      return [...WORKER_FLAGS, ...DEPLOYMENT_FLAGS, ...FLAGS.filter((f) => f.group !== 'nats')];
     case 'graph':
     case 'replay':
     case 'nats-config':
+    case 'config':
+    case 'plan':
+    case 'batch':
+    case 'follow':
+    case 'approvals':
+    case 'approve':
+    case 'cancel':
+    case 'runs':
+    case 'worker':
+    case 'dashboard':
       // Declared whole, with their options, in their own files (graph-command.ts, …).
       return [];
-    case 'runs':
-      return RUNS_FLAGS;
-    case 'approvals':
-      return [...DEPLOYMENT_CLIENT_FLAGS, EMBEDDED_LOGS_FLAG, ...FLAGS.filter((f) => f.name === 'json')];
-    case 'approve':
-      return [...APPROVE_FLAGS, ...FLAGS.filter((f) => f.name === 'json')];
-    case 'cancel':
-      return [...CANCEL_FLAGS, ...FLAGS.filter((f) => f.name === 'json')];
     case 'continue':
       // The plan is the earlier run's, or --plan's edited one; the rubric may be fixed anew.
       return [...FLAGS.filter((f) => f.name !== 'max-steps'), PLAN_FLAG];
     case 'fork':
       // The plan is the parent's: the flags that shape a plan do not apply.
       return [FROM_STEP_FLAG, ...FLAGS.filter((f) => !PLAN_FLAGS.includes(f.name))];
-    case 'dashboard':
-      return [...DASHBOARD_FLAGS, ...FLAGS.filter((f) => DASHBOARD_RUN_FLAGS.includes(f.name))];
-    case 'follow':
-      return FOLLOW_FLAGS;
   }
 }

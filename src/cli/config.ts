@@ -30,7 +30,8 @@ const PATH_KEYS = new Set<ConfigKey>(['workingDirectory', 'sharedStatePath', 'pl
 
 /** What to read besides the flags. */
 export interface ConfigInput {
-  flags: ParsedFlags;
+  /** The options the flags set, and the config file `--config` names. */
+  flags: Pick<ParsedFlags, 'options' | 'configPath'>;
   env: Readonly<Record<string, string | undefined>>;
   cwd: string;
   /** `pge demo`: flags and defaults only, so that it behaves the same in any directory and shell. */

@@ -1,13 +1,14 @@
-import { userInfo } from 'node:os';
 import { resolve } from 'node:path';
+import { Command, Option } from '@commander-js/extra-typings';
 import type { RunControl } from '../dashboard/run-control.js';
 import type { RunStore } from '../dashboard/run-store.js';
 import { ConfigurationError } from '../errors.js';
 import { isLoopback } from '../loopback.js';
-import { resolveConfig } from './config.js';
-import { ExitCode } from './exit-codes.js';
-import type { CommandLine } from './flags.js';
-import type { CliIo } from './io.js';
+import { addTableFlags, optionsGiven } from './flag-options.js';
+import { FLAG_GROUPS, FLAGS } from './flag-table.js';
+import { integerArgument } from './flag-values.js';
+import { type CliIo, whoAmI } from './io.js';
+import { credsOption, natsServersOption, serversGiven } from './nats-flags.js';
 
 /**
  * `pge dashboard [<file>…] [--log <file>]… [--nats <url>] [--port <n>] [--host <addr>] [--control]`: a local
@@ -15,8 +16,83 @@ import type { CliIo } from './io.js';
  * attempt's scores, the decisions, usage by phase and the timeline. It works with no network:
  * everything the page loads comes from this process. Read-only unless `--control` is given: then
  * the page approves, rejects, cancels, starts and forks runs, with a token printed once, in the
- * URL. It runs until SIGINT or SIGTERM.
+ * URL. It runs until SIGINT or SIGTERM. Declared here whole, as commander takes a command: its own
+ * flags typed, those that set the options of the runs it starts from the flag table (`run` shares
+ * them), and its action; `program.ts` adds the help's prose.
  */
+
+/** The port of `pge dashboard`: stable, so that a bookmark keeps working. */
+const DEFAULT_DASHBOARD_PORT = 4780;
+
+/** The flags of `pge dashboard --control` that set the options of the runs it starts itself. */
+const DASHBOARD_RUN_FLAGS = ['model', 'base-url', 'working-dir'];
+
+const CLI = `${FLAG_GROUPS.cli}:`;
+
+/** `pge dashboard`'s options, declared: its own typed, then the table's. */
+function dashboardOptions() {
+  const command = new Command('dashboard')
+    .argument('[log...]')
+    .addOption(
+      new Option('--log <file>', 'Log file to follow as its run writes it; repeatable')
+        .argParser((file: string, before: string[] | undefined) => [...(before ?? []), file])
+        .helpGroup(CLI),
+    )
+    .addOption(
+      natsServersOption(
+        'Follow every run on this NATS server; repeatable for the servers of a cluster (default: NATS_URL)',
+      ).helpGroup(CLI),
+    )
+    .addOption(credsOption().helpGroup(CLI))
+    .addOption(
+      new Option('--port <n>', 'Port to serve on; 0 picks a free one')
+        .argParser(integerArgument('port'))
+        .default(DEFAULT_DASHBOARD_PORT)
+        .helpGroup(CLI),
+    )
+    .addOption(
+      new Option('--host <addr>', 'Address to bind; the default is this machine only')
+        .default('127.0.0.1')
+        .helpGroup(CLI),
+    )
+    .addOption(
+      new Option(
+        '--control',
+        'Let the page approve, reject, cancel, start and fork runs; prints a URL with a token made at each start',
+      ).helpGroup(CLI),
+    )
+    .addOption(
+      new Option(
+        '--operator <name>',
+        "With --control: who acts, as the runs' logs record it (default: the OS user)",
+      ).helpGroup(CLI),
+    )
+    .addOption(
+      new Option(
+        '--demo',
+        'With --control, no --nats: runs started from the page use the built-in demo model (not an AI)',
+      ).helpGroup(CLI),
+    );
+  addTableFlags(
+    command,
+    FLAGS.filter((f) => DASHBOARD_RUN_FLAGS.includes(f.name)),
+  );
+  return command;
+}
+
+/** What the typed flags of `pge dashboard` say. */
+type DashboardFlags = ReturnType<ReturnType<typeof dashboardOptions>['opts']>;
+
+/** `pge dashboard`, declared: it serves until a signal. */
+export function dashboardCommand(io: CliIo) {
+  return dashboardOptions().action(async (logs, flags, parsed) => {
+    const given = optionsGiven(parsed);
+    await serve(dashboardOf(logs, flags, given, io), flags, given, io);
+  });
+}
+
+/** The options of the runs the page starts that the table's flags given set. */
+type RunOptionsGiven = ReturnType<typeof optionsGiven>;
 
 interface DashboardCommand {
   logs: string[];
@@ -30,47 +106,49 @@ interface DashboardCommand {
   demo: boolean;
 }
 
-/** The user's name, for the runs' logs; a container's user may have none. */
-function whoAmI(io: CliIo): string {
-  try {
-    return userInfo().username;
-  } catch {
-    return io.env.USER?.trim() || 'unknown';
-  }
-}
-
-/** The sources and address of a dashboard command line; the flag table supplies the defaults. */
-function dashboardOf(line: CommandLine, io: CliIo): DashboardCommand {
-  const values = line.flags.values;
-  const control = values.control === true;
+/** The sources and address of a dashboard command line; commander supplies the defaults. */
+function dashboardOf(
+  bare: readonly string[],
+  flags: DashboardFlags,
+  given: RunOptionsGiven,
+  io: CliIo,
+): DashboardCommand {
+  const control = flags.control === true;
   // A log given bare (`pge dashboard run.md`) is followed as one given with --log.
-  const logs = [...line.positionals, ...((values.log as string[] | undefined) ?? [])];
-  const nats = line.flags.nats ?? (logs.length === 0 && !control ? io.env.NATS_URL?.trim() : undefined);
+  const logs = [...bare, ...(flags.log ?? [])];
+  const nats =
+    serversGiven(flags.nats) ?? (logs.length === 0 && !control ? io.env.NATS_URL?.trim() : undefined);
   // No source named: the embedded runs of the working directory, every log there and to come.
-  const workingDir = typeof values['working-dir'] === 'string' ? values['working-dir'] : '.';
+  const workingDir = typeof given.workingDirectory === 'string' ? given.workingDirectory : '.';
   const dir = logs.length === 0 && !nats && !control ? resolve(io.cwd, workingDir) : null;
-  const port = values.port as number;
+  const { port } = flags;
   if (port > 65_535)
     throw new ConfigurationError(`--port expects a port number (0 for any free port), got "${port}"`);
-  for (const flag of ['operator', 'demo', 'model', 'base-url'])
-    if (values[flag] !== undefined && !control) throw new ConfigurationError(`--${flag} needs --control`);
-  if (values['working-dir'] !== undefined && !control && dir === null)
+  const needsControl = {
+    operator: flags.operator,
+    demo: flags.demo,
+    model: given.modelName,
+    'base-url': given.baseURL,
+  };
+  for (const [flag, value] of Object.entries(needsControl))
+    if (value !== undefined && !control) throw new ConfigurationError(`--${flag} needs --control`);
+  if (given.workingDirectory !== undefined && !control && dir === null)
     throw new ConfigurationError(
       '--working-dir needs --control, or no --log or --nats (its logs are then followed)',
     );
-  const demo = values.demo === true;
-  if (nats && (demo || values.model !== undefined || values['base-url'] !== undefined))
+  const demo = flags.demo === true;
+  if (nats && (demo || given.modelName !== undefined || given.baseURL !== undefined))
     throw new ConfigurationError(
       'with --nats the role workers of the deployment hold the models: --demo, --model and --base-url do not apply',
     );
-  const operator = typeof values.operator === 'string' ? values.operator.trim() : whoAmI(io);
+  const operator = flags.operator?.trim() ?? whoAmI(io);
   if (control && (operator === '' || operator.length > 200))
     throw new ConfigurationError('--operator needs a name of 1 to 200 characters');
   return {
     logs,
     dir,
     nats: nats || null,
-    host: values.host as string,
+    host: flags.host,
     port,
     operator: control ? operator : null,
     demo,
@@ -85,19 +163,20 @@ function dashboardOf(line: CommandLine, io: CliIo): DashboardCommand {
  */
 async function controlOf(
   command: DashboardCommand,
-  line: CommandLine,
+  flags: DashboardFlags,
+  given: RunOptionsGiven,
   io: CliIo,
   store: RunStore,
 ): Promise<RunControl> {
   const { embeddedHostControl, hostControl } = await import('../dashboard/host-control.js');
   if (command.nats) {
-    const [{ NatsBus }, { natsOptionsOf }, { runClient }] = await Promise.all([
+    const [{ NatsBus }, { natsConnection }, { runClient }] = await Promise.all([
       import('../bus/nats-bus.js'),
       import('./nats-options.js'),
       import('../runtime/run-client.js'),
     ]);
     const bus = await NatsBus.connect({
-      ...natsOptionsOf(line.flags, io.env),
+      ...natsConnection(flags.creds, io.env),
       servers: command.nats,
       name: 'pge-dashboard-control',
     });
@@ -106,7 +185,13 @@ async function controlOf(
       'nats',
     );
   }
-  const config = resolveConfig({ flags: line.flags, env: io.env, cwd: io.cwd, flagsOnly: command.demo });
+  const { resolveConfig } = await import('./config.js');
+  const config = resolveConfig({
+    flags: { options: given, configPath: null },
+    env: io.env,
+    cwd: io.cwd,
+    flagsOnly: command.demo,
+  });
   if (!command.demo) return embeddedHostControl(store, config.options);
   const { DemoModel, titledDeliverable } = await import('../roles/demo-model.js');
   const model = new DemoModel();
@@ -133,11 +218,15 @@ function untilSignal(): Promise<NodeJS.Signals> {
 }
 
 /**
- * `pge dashboard`: serves until a signal, then closes its sources and returns 0. Bad flags throw
- * (exit 2), as do a port that is taken and a NATS server that cannot be reached.
+ * `pge dashboard`: serves until a signal, then closes its sources. Bad flags throw (exit 2), as
+ * do a port that is taken and a NATS server that cannot be reached.
  */
-export async function dashboardCommand(line: CommandLine, io: CliIo): Promise<number> {
-  const command = dashboardOf(line, io);
+async function serve(
+  command: DashboardCommand,
+  flags: DashboardFlags,
+  given: RunOptionsGiven,
+  io: CliIo,
+): Promise<void> {
   const [{ RunStore }, { followLog, followLogDir }, { startDashboard }] = await Promise.all([
     import('../dashboard/run-store.js'),
     import('../dashboard/log-follower.js'),
@@ -155,18 +244,21 @@ export async function dashboardCommand(line: CommandLine, io: CliIo): Promise<nu
       closers.push(() => follower.close());
     }
     if (command.nats) {
-      const [{ followNats }, { natsOptionsOf }] = await Promise.all([
+      const [{ followNats }, { natsConnection }] = await Promise.all([
         import('../dashboard/nats-source.js'),
         import('./nats-options.js'),
       ]);
-      const source = await followNats({ ...natsOptionsOf(line.flags, io.env), servers: command.nats }, store);
+      const source = await followNats(
+        { ...natsConnection(flags.creds, io.env), servers: command.nats },
+        store,
+      );
       closers.push(() => source.close());
     }
     let control: { control: RunControl; token: string; operator: string } | undefined;
     if (command.operator !== null) {
       const [{ newToken }, runControl] = await Promise.all([
         import('../dashboard/control-http.js'),
-        controlOf(command, line, io, store),
+        controlOf(command, flags, given, io, store),
       ]);
       closers.push(() => runControl.close());
       control = { control: runControl, token: newToken(), operator: command.operator };
@@ -200,7 +292,6 @@ export async function dashboardCommand(line: CommandLine, io: CliIo): Promise<nu
     else io.stderr.write(`pge dashboard: ${dashboard.url} (read-only; Ctrl-C to stop)\n`);
     const signal = await untilSignal();
     io.stderr.write(`pge dashboard: ${signal}: stopping\n`);
-    return ExitCode.passed;
   } finally {
     for (const close of closers.reverse()) await close();
   }

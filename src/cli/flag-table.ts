@@ -82,10 +82,8 @@ export interface FlagSpec {
   /** The value's placeholder in the help. */
   readonly value?: string;
   readonly group: keyof typeof FLAG_GROUPS;
-  /** What it does. The help adds the default: the option's, or `default` for a flag without one. */
+  /** What it does. The help adds the option's default. */
   readonly help: string;
-  /** The value of a flag that sets no option when it is not given. */
-  readonly default?: string | number;
   /** Given more than once, it keeps every value (threshold and price flags always do). */
   readonly repeatable?: boolean;
   /** A switch that turns its option off (`--no-tools`) rather than on. */

@@ -30,17 +30,18 @@ export const integerArgument =
   (raw: string): number =>
     toNumber(flag, raw, true, min);
 
-/**
- * The argument parser of a flag `--<flag> <value>` that takes text: commander would take the flag
- * that follows as its value (`--dir --port 4223`), and no path or address of these flags starts
- * with "-", so such a value says the flag's own is missing.
- */
-export const textArgument =
-  (flags: string) =>
-  (raw: string): string => {
-    if (raw.startsWith('-')) throw new ConfigurationError(`${flags.split(' ')[0]} needs a value: ${flags}`);
-    return raw;
-  };
+/** A duration in ms, or with a unit: the value of a flag `--<flag> <ms>`. */
+function toDuration(flag: string, raw: string): number {
+  const ms = parseDuration(raw);
+  if (ms === undefined) throw bad(flag, 'a duration in ms (or with a unit: 500ms, 30s, 5m, 1h, 7d)', raw);
+  return ms;
+}
+
+/** The argument parser of a flag `--<flag> <ms>` that takes a duration (`toDuration`). */
+export const durationArgument =
+  (flag: string) =>
+  (raw: string): number =>
+    toDuration(flag, raw);
 
 /** One `<key>=<value>` pair of a repeatable flag, added to the record of the pairs before it. */
 function withPair<V>(
@@ -98,11 +99,8 @@ export function flagValue(spec: FlagSpec, raw: string, before: unknown): unknown
       return toNumber(name, raw, true, spec.min);
     case 'number':
       return toNumber(name, raw, false);
-    case 'duration': {
-      const ms = parseDuration(raw);
-      if (ms === undefined) throw bad(name, 'a duration in ms (or with a unit: 500ms, 30s, 5m, 1h, 7d)', raw);
-      return ms;
-    }
+    case 'duration':
+      return toDuration(name, raw);
     case 'size': {
       const bytes = parseSize(raw);
       if (bytes === undefined) throw bad(name, 'a size in bytes (or with a unit: 512K, 10MiB, 1G)', raw);

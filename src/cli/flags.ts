@@ -1,21 +1,21 @@
 import { CommanderError, type CommandUnknownOpts } from '@commander-js/extra-typings';
 import { ConfigurationError } from '../errors.js';
-import { flagsFor } from './command-flags.js';
-import type { Command, ConfigKey, FlagSpec } from './flag-table.js';
-import { DECIMAL } from './flag-values.js';
+import { helpAsked, optionsGiven } from './flag-options.js';
+import type { Command, ConfigKey } from './flag-table.js';
 import { commandOf, program } from './program.js';
 
 /**
- * Command lines, for every command: commander parses them against the command's declared options
- * (`program.ts`), and every problem becomes a `ConfigurationError` (exit code 2) that says what to
- * write instead, in pge's words rather than commander's.
+ * Command lines of the commands of the flag table (`run`, `demo`, `resume`, `continue`, `fork`; the
+ * others are declared whole and run by `runDeclared`): commander parses them against the options
+ * `program.ts` declares from the table, and every problem becomes a `ConfigurationError` (exit
+ * code 2) that says what to write instead.
  */
 
 /** What the flags of one command line say. */
 export interface ParsedFlags {
   /** Option values set by flags, already converted. */
   options: Partial<Record<ConfigKey, unknown>>;
-  /** Every flag's value by flag name, converted; flags that set no option take their `default`. */
+  /** The value of every flag given, by flag name, converted. */
   values: Readonly<Record<string, unknown>>;
   json: boolean;
   configPath: string | null;
@@ -38,66 +38,23 @@ function suggestionIn(error: CommanderError): string | undefined {
   return /\(Did you mean (.+)\?\)/.exec(error.message)?.[1];
 }
 
-/**
- * The first thing commander is not asked: `-h`/`--help` anywhere means help, whatever else the line
- * holds; and a flag that takes a value must not take the next flag as its value (commander would),
- * so `--model --json` says that `--model` needs one. Returns whether help was asked.
- */
-function helpAsked(flags: readonly FlagSpec[], argv: readonly string[]): boolean {
-  let problem: ConfigurationError | undefined;
-  for (let i = 0; i < argv.length; i++) {
-    const arg = argv[i]!;
-    if (arg === '--') break;
-    if (arg === '-h' || arg === '--help') return true;
-    const [name, inline] = arg.startsWith('--') ? [arg.slice(2).split('=', 1)[0]!, arg.includes('=')] : [];
-    const spec = flags.find((f) => f.name === name);
-    if (!spec) continue;
-    if (spec.kind === 'switch') {
-      if (inline) problem ??= new ConfigurationError(`--${spec.name} takes no value`);
-      continue;
-    }
-    if (inline) continue;
-    const value = argv[++i];
-    if (value === undefined || (value.startsWith('-') && !DECIMAL.test(value))) {
-      const placeholder = spec.value ?? `<${spec.choices?.join('|') ?? 'value'}>`;
-      const dash =
-        value === undefined ? '' : `; a value that starts with "-" goes after "=": --${spec.name}=${value}`;
-      problem ??= new ConfigurationError(
-        `--${spec.name} needs a value: --${spec.name} ${placeholder}${dash}`,
-      );
-    }
-  }
-  if (problem) throw problem;
-  return false;
-}
-
 /** A flag the command does not take, in pge's words, with commander's guess at the one meant. */
 function unknownFlag(command: Command, error: CommanderError): ConfigurationError {
   const rawName = /unknown option '([^']+)'/.exec(error.message)?.[1] ?? '';
-  const name = rawName.replace(/^-+/, '');
-  const elsewhere = (['run', 'worker', 'dashboard', 'graph', 'follow'] as const).some((other) =>
-    flagsFor(other).some((f) => f.name === name),
-  );
+  // A flag another command takes is named as one this command does not.
+  const elsewhere = program().commands.some((other) => other.options.some((o) => o.long === rawName));
   const what = elsewhere ? `pge ${command} does not take ${rawName}` : `unknown flag ${rawName}`;
   const guess = suggestionIn(error);
   return new ConfigurationError(guess ? `${what}; did you mean ${guess}?` : what);
 }
 
 /** What the parsed command says: each flag's value by name, and the options the flags given set. */
-function lineOf(parsed: CommandUnknownOpts, flags: readonly FlagSpec[]): CommandLine {
-  const options: Partial<Record<ConfigKey, unknown>> = {};
+function lineOf(parsed: CommandUnknownOpts): CommandLine {
   const values: Record<string, unknown> = {};
   for (const option of parsed.options) {
-    const spec = flags.find((f) => `--${f.name}` === option.long)!;
     const key = option.attributeName();
-    const given = parsed.getOptionValueSource(key) === 'cli';
     // A switch not given has no value: commander's `true` for an unused `--no-…` is not one.
-    if (!given && spec.default === undefined) continue;
-    const value = parsed.getOptionValue(key);
-    values[spec.name] = value;
-    // Flags that name MCP servers for one role and for both make one record.
-    if (spec.option && given)
-      options[spec.option] = spec.kind === 'mcp' ? Object.assign({}, options[spec.option], value) : value;
+    if (parsed.getOptionValueSource(key) === 'cli') values[option.name()] = parsed.getOptionValue(key);
   }
   const text = (name: string) => (typeof values[name] === 'string' ? (values[name] as string) : null);
   // The servers of a cluster, given one flag each or comma-separated, as nats.js and NATS_URL take them.
@@ -105,7 +62,13 @@ function lineOf(parsed: CommandUnknownOpts, flags: readonly FlagSpec[]): Command
   return {
     help: false,
     positionals: [...parsed.args],
-    flags: { options, values, json: values.json === true, configPath: text('config'), nats },
+    flags: {
+      options: optionsGiven(parsed),
+      values,
+      json: values.json === true,
+      configPath: text('config'),
+      nats,
+    },
   };
 }
 
@@ -116,12 +79,11 @@ function lineOf(parsed: CommandUnknownOpts, flags: readonly FlagSpec[]): Command
  * its flag cannot take; option values are checked against their option later (`config.ts`).
  */
 export function parseCommandLine(command: Command, argv: readonly string[]): CommandLine {
-  const flags = flagsFor(command);
-  if (helpAsked(flags, argv)) {
+  const parsed = commandOf(command);
+  if (helpAsked(parsed.options, argv)) {
     const none: ParsedFlags = { options: {}, values: {}, json: false, configPath: null, nats: null };
     return { help: true, positionals: [], flags: none };
   }
-  const parsed = commandOf(command);
   try {
     parsed.parse([...argv], { from: 'user' });
   } catch (error) {
@@ -129,7 +91,7 @@ export function parseCommandLine(command: Command, argv: readonly string[]): Com
     if (error.code === 'commander.unknownOption') throw unknownFlag(command, error);
     throw new ConfigurationError(error.message.replace(/^error: /, ''), { cause: error });
   }
-  return lineOf(parsed, flags);
+  return lineOf(parsed);
 }
 
 /** What commander says of a command `pge` does not have, with its guess at the one meant. */

@@ -1,205 +1,87 @@
-import type { OutputType } from '../api/output.js';
-import { NatsBus } from '../bus/nats-bus.js';
-import { describeNatsServers } from '../bus/nats-connection.js';
+import { Command, Option } from '@commander-js/extra-typings';
 import { ConfigurationError } from '../errors.js';
-import { type ClosingEvent, followRun } from '../runtime/follow-run.js';
-import { isForkPoint } from '../runtime/fork-log.js';
-import { isClosingEvent, type RunEvent } from '../schemas/index.js';
 import { ID_PATTERN, OPTION_DEFAULTS } from '../schemas/setting-values.js';
-import { resolveConfig } from './config.js';
-import { ExitCode, errorMessage } from './exit-codes.js';
-import type { CommandLine } from './flags.js';
+import { addTableFlags, configFileOption, optionsGiven } from './flag-options.js';
+import { FLAG_GROUPS, FLAGS } from './flag-table.js';
+import { integerArgument } from './flag-values.js';
 import type { CliIo } from './io.js';
-import { natsOptionsOf } from './nats-options.js';
-import { Progress } from './progress.js';
-import { reportFollowedRun } from './run-report.js';
+import { credsOption, natsServersOption, serversGiven } from './nats-flags.js';
 
 /**
  * `pge follow <runId> [--nats <url>]`: shows a run of a distributed deployment as `pge run --nats`
- * shows it, from its first event (read from the stream, so a run that ended long ago or a follower
- * that started late shows the same lines), and exits with the run's exit code when it ends. It is
- * also how `pge run --nats` hands over when it stops following: by interrupt, or after
- * `--follow-timeout` without progress (exit 3), it prints the `pge follow` command to go on.
+ * shows it (`followToEnd`), and exits with the run's exit code when it ends. It is also how
+ * `pge run --nats` hands over when it stops following. Declared here whole, as commander takes a
+ * command: its own flags typed, `--follow-timeout` and `--verbose` from the flag table (they set
+ * options, which `run` shares), and its action; `program.ts` adds the help's prose.
  */
 
-/** How a follower shows a run. */
-export interface FollowDisplay {
-  json: boolean;
-  verbose: boolean;
-  /** Milliseconds without a new event before giving up. */
-  timeoutMs: number;
-  /** Lines are printed from this event on; earlier ones only feed the status. */
-  fromSeq: number;
-  /**
-   * For a fork: the step it goes on from. The events it took from its parent, those before that
-   * step's start, only feed the status, as the embedded fork counts them (`Progress.resumeFrom`).
-   */
-  forkFromStep?: number | undefined;
-  /** The NATS servers as given, for the command that follows the run again. */
-  servers: string;
-  /** The credential file the follower connected with, if any: the command to follow again needs it too. */
-  credsFile?: string | undefined;
-  /** How the run's output is printed (option `outputType`; default `final`). */
-  outputType?: OutputType | undefined;
-  /** The harness id its result names (option `id`; default a new one, as a harness's). */
-  harnessId?: string | undefined;
-}
-
-/** The command that follows run `runId` again, with its servers (credentials in URLs masked) and credential file. */
-export function followAgain(runId: string, servers: string, credsFile?: string): string {
-  // Comma-separated without spaces, as --nats takes them.
-  const creds = credsFile === undefined ? '' : ` --creds ${credsFile}`;
-  return `pge follow ${runId} --nats ${describeNatsServers({ servers }, ',')}${creds}`;
-}
-
-/**
- * The progress display of a followed run: lines stamped with the time of each event (so a run
- * shown after the fact reads as it happened), and silent before `fromSeq`; and `events`, every
- * event it was shown, which the run's result is rebuilt from once it ends.
- */
-export function followProgress(
-  io: CliIo,
-  display: FollowDisplay,
-): { progress: Progress; onEvent: (e: RunEvent) => void; events: RunEvent[] } {
-  const events: RunEvent[] = [];
-  let current: number | null = null;
-  let quiet = display.fromSeq > 1;
-  const forkFrom = display.forkFromStep;
-  let taken = forkFrom !== undefined;
-  const progress = new Progress({
-    stream: {
-      write: (text: string) => (quiet ? undefined : io.stderr.write(text)),
-      columns: io.stderr.columns,
-    },
-    live: io.stderr.isTTY === true,
-    verbose: display.verbose,
-    now: () => current ?? Date.now(),
-  });
-  const onEvent = (event: RunEvent) => {
-    events.push(event);
-    if (taken && forkFrom !== undefined) taken = !(isForkPoint(event, forkFrom) || isClosingEvent(event));
-    quiet = taken || event.seq < display.fromSeq;
-    current = Date.parse(event.ts);
-    try {
-      progress.onEvent(event);
-    } finally {
-      current = null;
-    }
-  };
-  return { progress, onEvent, events };
-}
-
-/**
- * Ctrl-C or SIGTERM while following, from the moment this is called: `signalled` resolves, and the
- * process is not killed (the follower says how to follow again). `dispose` removes the handlers.
- */
-export function interruptions(): { signalled: Promise<null>; dispose: () => void } {
-  let onSignal: () => void = () => {};
-  const signalled = new Promise<null>((resolve) => {
-    onSignal = () => resolve(null);
-    process.once('SIGINT', onSignal);
-    process.once('SIGTERM', onSignal);
-  });
-  return {
-    signalled,
-    dispose: () => {
-      process.off('SIGINT', onSignal);
-      process.off('SIGTERM', onSignal);
-    },
-  };
-}
-
-/**
- * Waits for the run's closing event and prints the run as `pge run` does (`reportFollowedRun`,
- * from its `events`); returns the exit code. A follower that sees no progress in time
- * exits 3, and an interrupt (`signalled`) 130; both say how to follow again.
- */
-export async function showToEnd(
-  runId: string,
-  closing: Promise<ClosingEvent>,
-  signalled: Promise<null>,
-  progress: Progress,
-  display: FollowDisplay,
-  io: CliIo,
-  events: readonly RunEvent[],
-): Promise<number> {
-  const again = followAgain(runId, display.servers, display.credsFile);
-  let last: ClosingEvent | null;
-  try {
-    last = await Promise.race([closing, signalled]);
-  } catch (error) {
-    progress.stop();
-    io.stderr.write(
-      `pge: ${errorMessage(error)}; its coordinator may be gone, or a model call may be taking that long.\n`,
+/** `pge follow`, declared: it shows the run; `done` is given the run's exit code. */
+export function followCommand(io: CliIo, done: (code: number) => void) {
+  const command = new Command('follow')
+    .argument('<runId>')
+    .addOption(natsServersOption())
+    .addOption(credsOption())
+    .addOption(
+      new Option(
+        '--from-seq <n>',
+        "Print the run's progress from its event <n> on (the events before still count)",
+      )
+        .argParser(integerArgument('from-seq'))
+        .default(1)
+        .helpGroup(`${FLAG_GROUPS.nats}:`),
     );
-    io.stderr.write(`pge: the run is not stopped; to follow it again: ${again}\n`);
-    return ExitCode.model;
-  }
-  progress.stop();
-  if (last === null) {
-    io.stderr.write(`pge: interrupted: no longer following run ${runId}; it goes on in the deployment.\n`);
-    io.stderr.write(`pge: to follow it again: ${again}\n`);
-    return ExitCode.interrupted;
-  }
-  return reportFollowedRun(last, events, display, io);
-}
-
-/** `pge follow <runId> [flags]`. */
-export async function followCommand(line: CommandLine, io: CliIo): Promise<number> {
-  const runId = line.positionals[0]!;
-  if (!ID_PATTERN.test(runId))
-    throw new ConfigurationError(`"${runId}" is not a run id: run ids hold letters, digits, "-" and "_"`);
-  const fromSeq = line.flags.values['from-seq'] as number;
-  if (fromSeq < 1) throw new ConfigurationError('--from-seq must be >= 1');
-  const config = resolveConfig({ flags: line.flags, env: io.env, cwd: io.cwd });
-  const servers = line.flags.nats ?? io.env.NATS_URL?.trim() ?? '';
-  const connection = natsOptionsOf(line.flags, io.env);
-  const display: FollowDisplay = {
-    json: line.flags.json,
-    verbose: config.options.verbose === true,
-    timeoutMs: config.options.followTimeoutMs ?? OPTION_DEFAULTS.followTimeoutMs,
-    fromSeq,
-    servers: servers || 'nats://127.0.0.1:4222',
-    credsFile: connection.credsFile,
-    outputType: config.options.outputType,
-    harnessId: config.options.id,
-  };
-  const bus = await NatsBus.connect({
-    ...connection,
-    ...(servers ? { servers } : {}),
-    name: 'pge-follow',
-  });
-  try {
-    return await followToEnd(bus, runId, display, io);
-  } finally {
-    await bus.close();
-  }
-}
-
-/**
- * Shows run `runId` from its first event to its end (`showToEnd`) on `bus`; refuses a run id the
- * stream holds no event of.
- */
-export async function followToEnd(
-  bus: NatsBus,
-  runId: string,
-  display: FollowDisplay,
-  io: CliIo,
-): Promise<number> {
-  const { progress, onEvent, events } = followProgress(io, display);
-  const interrupt = interruptions();
-  const follower = followRun(bus, runId, { onEvent, idleTimeoutMs: display.timeoutMs });
-  try {
-    // Everything the stream holds on the run is read by now: none at all is a wrong id.
-    await bus.flush();
-    if (follower.received() === 0)
-      throw new ConfigurationError(
-        `the stream holds no event of run ${runId}: check the id (a run older than the stream's limits is gone)`,
-      );
-    return await showToEnd(runId, follower.closing, interrupt.signalled, progress, display, io, events);
-  } finally {
-    // Interrupted, it stops following: its watch for the run's next event must not hold the process.
-    follower.stop();
-    interrupt.dispose();
-  }
+  addTableFlags(
+    command,
+    FLAGS.filter((f) => f.name === 'follow-timeout' || f.name === 'verbose'),
+  );
+  return command
+    .addOption(
+      new Option('--json', 'Print the result object (lastResult) as JSON on stdout instead').helpGroup(
+        `${FLAG_GROUPS.output}:`,
+      ),
+    )
+    .addOption(configFileOption())
+    .action(async (runId, flags, parsed) => {
+      if (!ID_PATTERN.test(runId))
+        throw new ConfigurationError(`"${runId}" is not a run id: run ids hold letters, digits, "-" and "_"`);
+      if (flags.fromSeq < 1) throw new ConfigurationError('--from-seq must be >= 1');
+      // Loaded once the line is known to be good: the help and a usage error load no NATS client.
+      const { resolveConfig } = await import('./config.js');
+      const { natsConnection } = await import('./nats-options.js');
+      const { NatsBus } = await import('../bus/nats-bus.js');
+      const { followToEnd } = await import('./follower.js');
+      const config = resolveConfig({
+        flags: { options: optionsGiven(parsed), configPath: flags.config ?? null },
+        env: io.env,
+        cwd: io.cwd,
+      });
+      const servers = serversGiven(flags.nats) ?? io.env.NATS_URL?.trim() ?? '';
+      const connection = natsConnection(flags.creds, io.env);
+      const bus = await NatsBus.connect({
+        ...connection,
+        ...(servers ? { servers } : {}),
+        name: 'pge-follow',
+      });
+      try {
+        done(
+          await followToEnd(
+            bus,
+            runId,
+            {
+              json: flags.json === true,
+              verbose: config.options.verbose === true,
+              timeoutMs: config.options.followTimeoutMs ?? OPTION_DEFAULTS.followTimeoutMs,
+              fromSeq: flags.fromSeq,
+              servers: servers || 'nats://127.0.0.1:4222',
+              credsFile: connection.credsFile,
+              outputType: config.options.outputType,
+              harnessId: config.options.id,
+            },
+            io,
+          ),
+        );
+      } finally {
+        await bus.close();
+      }
+    });
 }

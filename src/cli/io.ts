@@ -1,3 +1,4 @@
+import { userInfo } from 'node:os';
 import type { ProgressStream } from './progress.js';
 
 /** The process as the CLI sees it, so that tests can run commands in-process with fakes. */
@@ -31,4 +32,13 @@ export function processIo(): CliIo {
     env: process.env,
     cwd: process.cwd(),
   };
+}
+
+/** The user's name, for the runs' logs; a container's user may have none. */
+export function whoAmI(io: Pick<CliIo, 'env'>): string {
+  try {
+    return userInfo().username;
+  } catch {
+    return io.env.USER?.trim() || 'unknown';
+  }
 }

@@ -18,24 +18,15 @@ import { commandHelp, type DeclaredCommand, declaredWhole, runDeclared, topHelp 
 
 type RunsCommandLine = (line: CommandLine, io: CliIo) => Promise<number>;
 
-// Loaded on demand: help, version and usage errors answer without loading the harness and its SDKs.
-// The commands declared whole, with their action, run by `runDeclared`.
+// The commands of the flag table, loaded on demand: help, version and usage errors answer without
+// loading the harness and its SDKs. The commands declared whole, with their action, run by
+// `runDeclared`.
 const COMMANDS: Record<Exclude<Command, DeclaredCommand>, () => Promise<RunsCommandLine>> = {
   run: async () => (await import('./run-command.js')).runCommand,
   demo: async () => (await import('./run-command.js')).demoCommand,
-  plan: async () => (await import('./plan-command.js')).planCommand,
   resume: async () => (await import('./resume-command.js')).resumeCommand,
-  batch: async () => (await import('./batch-command.js')).batchCommand,
-  config: async () => (await import('./config-command.js')).configCommand,
   fork: async () => (await import('./fork-command.js')).forkCommand,
   continue: async () => (await import('./continue-command.js')).continueCommand,
-  runs: async () => (await import('./runs-command.js')).runsCommand,
-  approvals: async () => (await import('./approve-command.js')).approvalsCommand,
-  approve: async () => (await import('./approve-command.js')).approveCommand,
-  cancel: async () => (await import('./approve-command.js')).cancelCommand,
-  worker: async () => (await import('./worker-command.js')).workerCommand,
-  dashboard: async () => (await import('./dashboard-command.js')).dashboardCommand,
-  follow: async () => (await import('./follow-command.js')).followCommand,
 };
 
 const isCommand = (name: string | undefined): name is Command =>
@@ -101,16 +92,18 @@ export async function main(argv: string[], io: CliIo = processIo()): Promise<num
     }
     return await (await COMMANDS[command]())(line, io);
   } catch (error) {
-    const code = exitCodeOfError(error);
     // A server that cannot be used is no usage error, whatever its exit code: say what to do instead.
-    const advice =
+    const advised =
       command !== null && line !== undefined
-        ? await (await import('./client-mistakes.js')).natsAdvice(error, command, line, io)
+        ? await (await import('./client-mistakes.js')).reportNatsFailure(
+            error,
+            command,
+            line.flags.values,
+            io,
+          )
         : null;
-    if (advice !== null) {
-      io.stderr.write(`pge: ${errorMessage(error)}\n${advice}\n`);
-      return code;
-    }
+    if (advised !== null) return advised;
+    const code = exitCodeOfError(error);
     if (code === ExitCode.usage) return usageError(io, errorMessage(error), command);
     // Not one of pge's named errors: a defect; its stack is what a bug report needs.
     const detail = error instanceof PgeError ? errorMessage(error) : String((error as Error)?.stack ?? error);

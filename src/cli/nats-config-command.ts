@@ -2,7 +2,7 @@ import { Command, Option } from '@commander-js/extra-typings';
 import { ConfigurationError } from '../errors.js';
 import type { ClusterServer } from '../runtime/nats-config.js';
 import { FLAG_GROUPS } from './flag-table.js';
-import { integerArgument, textArgument } from './flag-values.js';
+import { integerArgument } from './flag-values.js';
 import type { CliIo } from './io.js';
 
 /**
@@ -13,8 +13,10 @@ import type { CliIo } from './io.js';
  */
 
 const GROUP = `${FLAG_GROUPS.nats}:`;
+// A text flag needs no parser: that it does not take the next flag as its value is checked for
+// every command before commander reads the line (`helpAsked`).
 const text = <Flags extends string>(flags: Flags, description: string) =>
-  new Option(flags, description).argParser(textArgument(flags)).helpGroup(GROUP);
+  new Option(flags, description).helpGroup(GROUP);
 const integer = <Flags extends string>(flags: Flags, description: string) =>
   new Option(flags, description)
     .argParser(integerArgument(flags.slice(2, flags.indexOf(' '))))

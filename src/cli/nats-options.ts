@@ -7,9 +7,14 @@ import type { ParsedFlags } from './flags.js';
  * environment gives.
  */
 export function natsOptionsOf(flags: ParsedFlags, env: NodeJS.ProcessEnv): NatsConnectionOptions {
+  const { creds } = flags.values;
+  return natsConnection(typeof creds === 'string' ? creds : undefined, env);
+}
+
+/** How a command given `--creds <creds>` (or not) connects to NATS, as `natsOptionsOf` says. */
+export function natsConnection(creds: string | undefined, env: NodeJS.ProcessEnv): NatsConnectionOptions {
   const options = natsOptionsFromEnv(env);
-  const creds = flags.values.creds;
-  if (typeof creds === 'string' && creds !== '') {
+  if (creds !== undefined && creds !== '') {
     for (const key of ['user', 'pass', 'token', 'nkeyFile'] as const) delete options[key];
     options.credsFile = creds;
   }

@@ -7,17 +7,27 @@ import {
 } from '@commander-js/extra-typings';
 import { ConfigurationError } from '../errors.js';
 import { OPTION_DEFAULTS } from '../schemas/setting-values.js';
+import { approvalsCommand } from './approvals-command.js';
+import { approveCommand } from './approve-command.js';
+import { batchCommand } from './batch-command.js';
+import { cancelCommand } from './cancel-command.js';
 import { flagsFor } from './command-flags.js';
+import { configCommand } from './config-command.js';
+import { dashboardCommand } from './dashboard-command.js';
 import { CLI_DEFAULTS, ENV_VARS } from './defaults.js';
 import { ExitCode } from './exit-codes.js';
+import { addTableFlags, FlagOption, helpAsked } from './flag-options.js';
 import { type Command, FLAG_GROUPS, type FlagSpec } from './flag-table.js';
-import { flagValue } from './flag-values.js';
+import { followCommand } from './follow-command.js';
 import { graphCommand } from './graph-command.js';
 import { AFTER_COMMANDS, afterFlags, COMMAND_HELP, INTRO } from './help.js';
 import { type CliIo, processIo } from './io.js';
 import { natsConfigCommand } from './nats-config-command.js';
+import { planCommand } from './plan-command.js';
 import { replayCommand } from './replay-command.js';
+import { runsCommand } from './runs-command.js';
 import { formatDuration, formatSize } from './units.js';
+import { workerCommand } from './worker-command.js';
 
 /**
  * The commands of `pge` as commander declares them. A command declared whole in its own file
@@ -28,26 +38,9 @@ import { formatDuration, formatSize } from './units.js';
  * exits into errors, which `flags.ts` words as pge words them.
  */
 
-/** An option declared from a row of the flag table, which it keeps for the help. */
-class FlagOption extends Option<string, undefined, unknown, unknown, false, unknown> {
-  readonly spec: FlagSpec;
-  constructor(spec: FlagSpec) {
-    const placeholder = spec.value ?? `<${spec.choices?.join('|') ?? 'value'}>`;
-    super(`--${spec.name}${spec.kind === 'switch' ? '' : ` ${placeholder}`}`, spec.help);
-    this.spec = spec;
-    this.helpGroup(`${FLAG_GROUPS[spec.group]}:`);
-    if (spec.kind === 'switch') return;
-    if (spec.choices) this.choices(spec.choices);
-    // After `choices`, whose own parser would word a wrong choice in commander's terms (and cannot
-    // take the comma-separated list of a `choices` flag).
-    this.argParser((raw: string, before: unknown) => flagValue(spec, raw, before));
-    if (spec.default !== undefined) this.default(spec.default);
-  }
-}
-
 /** The default a flag's help names: the CLI's and the library's when they differ. */
 function defaultOf(f: FlagSpec): string {
-  const library = f.option ? (OPTION_DEFAULTS as Record<string, unknown>)[f.option] : f.default;
+  const library = f.option ? (OPTION_DEFAULTS as Record<string, unknown>)[f.option] : undefined;
   const cli = f.option ? CLI_DEFAULTS[f.option] : undefined;
   if (cli !== undefined && cli !== library) return ` (default ${cli}; the library's: ${library})`;
   if (typeof library === 'number' && f.kind === 'duration') return ` (default ${formatDuration(library)})`;
@@ -74,7 +67,7 @@ const LAYOUT: Partial<Help> = {
     if (!(option instanceof FlagOption))
       return option.defaultValue === undefined
         ? option.description
-        : `${option.description} (default ${option.defaultValue})`;
+        : `${option.description} (default ${option.defaultValueDescription ?? option.defaultValue})`;
     const f = option.spec;
     return `${f.help}${defaultOf(f)}${envOf(f)}${f.option ? ` [${f.option}]` : ''}`;
   },
@@ -87,8 +80,6 @@ const LAYOUT: Partial<Help> = {
   subcommandTerm: (command) =>
     `pge ${command.name()} ${COMMAND_HELP[command.name() as Command]?.synopsis ?? command.usage()}`,
 };
-
-const groupIndex = (f: FlagSpec) => Object.keys(FLAG_GROUPS).indexOf(f.group);
 
 /**
  * Prose whose lines commander wraps to the width of the help: a line break inside a paragraph is a
@@ -108,15 +99,9 @@ const paragraphs = (text: string): string =>
 const ARGUMENTS: Partial<Record<Command, readonly string[]>> = {
   run: ['[task...]'],
   demo: ['[task...]'],
-  plan: ['<task...>'],
   resume: ['<log|runId>'],
-  batch: ['<file>'],
   fork: ['<log|runId>'],
   continue: ['<log|runId>'],
-  approve: ['<runId>'],
-  cancel: ['<runId>'],
-  follow: ['<runId>'],
-  dashboard: ['[log...]'],
 };
 
 /**
@@ -124,11 +109,21 @@ const ARGUMENTS: Partial<Record<Command, readonly string[]>> = {
  * an action. The others are declared here from the flag table, and `main` runs them.
  */
 const DECLARED = {
+  config: configCommand,
+  plan: planCommand,
+  batch: batchCommand,
+  follow: followCommand,
+  approvals: approvalsCommand,
+  approve: approveCommand,
+  cancel: cancelCommand,
+  runs: runsCommand,
+  worker: workerCommand,
+  dashboard: dashboardCommand,
   graph: graphCommand,
   replay: replayCommand,
   'nats-config': natsConfigCommand,
 } as const satisfies Partial<
-  Record<Command, (io: CliIo, done: (code: ExitCode) => void) => CommandUnknownOpts>
+  Record<Command, (io: CliIo, done: (code: number) => void) => CommandUnknownOpts>
 >;
 
 /** A command declared whole in its own file. */
@@ -140,7 +135,7 @@ export const declaredWhole = (name: Command): name is DeclaredCommand => Object.
 function declare(
   name: Command,
   io: CliIo = processIo(),
-  done: (code: ExitCode) => void = () => {},
+  done: (code: number) => void = () => {},
 ): CommandUnknownOpts {
   const { usage, about } = COMMAND_HELP[name];
   const declared: CommandUnknownOpts = declaredWhole(name)
@@ -155,8 +150,7 @@ function declare(
     .configureHelp(LAYOUT)
     .addHelpText('after', `\n${afterFlags(name)}`);
   for (const argument of ARGUMENTS[name] ?? []) command.argument(argument);
-  const flags = [...flagsFor(name)].sort((a, b) => groupIndex(a) - groupIndex(b));
-  for (const flag of flags) command.addOption(new FlagOption(flag));
+  addTableFlags(command, flagsFor(name));
   command.addHelpOption(new Option('-h, --help', 'Show this help').helpGroup(`${FLAG_GROUPS.cli}:`));
   return command;
 }
@@ -184,7 +178,7 @@ export function topHelp(): string {
 }
 
 /** One command of `pge`, declared, under a `pge` of its own (whose name its usage starts with). */
-export function commandOf(name: Command, io?: CliIo, done?: (code: ExitCode) => void): CommandUnknownOpts {
+export function commandOf(name: Command, io?: CliIo, done?: (code: number) => void): CommandUnknownOpts {
   const command = declare(name, io, done);
   new CommanderCommand('pge').addCommand(command);
   return command;
@@ -214,7 +208,7 @@ function helpOf(command: CommandUnknownOpts): string {
  * usage errors (`ConfigurationError`, exit 2), in its own words.
  */
 export async function runDeclared(name: Command, argv: readonly string[], io: CliIo): Promise<number> {
-  let code: ExitCode = ExitCode.passed;
+  let code: number = ExitCode.passed;
   const command = commandOf(name, io, (done) => {
     code = done;
   }).configureOutput({
@@ -223,10 +217,20 @@ export async function runDeclared(name: Command, argv: readonly string[], io: Cl
     outputError: () => {},
   });
   try {
+    if (helpAsked(command.options, argv)) {
+      command.outputHelp();
+      return ExitCode.passed;
+    }
     await command.parseAsync([...argv], { from: 'user' });
     return code;
   } catch (error) {
-    if (!(error instanceof CommanderError)) throw error;
+    if (!(error instanceof CommanderError)) {
+      // A server that cannot be used is no usage error, whatever its exit code: say what to do instead.
+      const { reportNatsFailure } = await import('./client-mistakes.js');
+      const advised = await reportNatsFailure(error, name, command.opts(), io);
+      if (advised !== null) return advised;
+      throw error;
+    }
     if (error.code === 'commander.helpDisplayed') return ExitCode.passed;
     throw new ConfigurationError(error.message.replace(/^error: /, ''), { cause: error });
   }

@@ -8,7 +8,7 @@ import { OPTION_DEFAULTS } from '../schemas/setting-values.js';
 import { type RunSubmission, RunSubmissionOptions } from '../schemas/submission.js';
 import { flagsFor } from './command-flags.js';
 import type { ConfigKey, FlagSpec } from './flag-table.js';
-import { type FollowDisplay, followProgress, interruptions, showToEnd } from './follow-command.js';
+import { type FollowDisplay, followProgress, interruptions, showToEnd } from './follower.js';
 import type { CliIo } from './io.js';
 
 /**

@@ -12,7 +12,7 @@ import { RESUME_ACTING_FLAGS } from './command-flags.js';
 import { resolveConfig } from './config.js';
 import { FLAGS } from './flag-table.js';
 import type { CommandLine } from './flags.js';
-import { followToEnd } from './follow-command.js';
+import { followToEnd } from './follower.js';
 import type { CliIo } from './io.js';
 import { natsOptionsOf } from './nats-options.js';
 import { reportRun } from './run-command.js';

@@ -1,21 +1,80 @@
+import { Command, Option } from '@commander-js/extra-typings';
 import { ConfigurationError } from '../errors.js';
-import { listRuns, type RunListFilter, type RunSummary } from '../runtime/run-list.js';
-import { ID_PATTERN, RunStopReason } from '../schemas/index.js';
+import type { RunListFilter, RunSummary } from '../runtime/run-list.js';
+import type { RunStopReason } from '../schemas/index.js';
 import { runListStatuses } from '../schemas/run-status.js';
-import { openRecords } from './approve-command.js';
-import { ExitCode } from './exit-codes.js';
-import type { CommandLine } from './flags.js';
+import { ID_PATTERN } from '../schemas/setting-values.js';
+import { FLAG_GROUPS } from './flag-table.js';
 import type { CliIo } from './io.js';
+import { credsOption, embeddedLogsOption, natsServersOption } from './nats-flags.js';
 import { parseDuration } from './units.js';
 
-/** `pge runs`: the runs of a deployment, or of the embedded runs' logs, one line each (or as JSON). */
+/**
+ * `pge runs`: the runs of a deployment, or of the embedded runs' logs, one line each (or as JSON).
+ * Declared here whole, as commander takes a command: its typed options and its action;
+ * `program.ts` adds the help's prose.
+ */
+
+const OUTPUT = `${FLAG_GROUPS.output}:`;
+
+/** `pge runs`, declared: it lists the runs on `io.stdout`, oldest start first. */
+export function runsCommand(io: CliIo) {
+  return new Command('runs')
+    .addOption(
+      new Option(
+        '--status <s[,s…]>',
+        'Only runs of these statuses, comma-separated: running, waiting (at a gate), passed, completed (not every step passed), or how a run stopped: aborted, stopped (a budget), failed (an error), interrupted, …',
+      ).helpGroup(OUTPUT),
+    )
+    .addOption(
+      new Option(
+        '--since <duration|time>',
+        'Only runs started since: a duration back from now (30m, 1h, 7d) or an ISO time (2026-11-28T09:00:00Z)',
+      ).helpGroup(OUTPUT),
+    )
+    .addOption(
+      new Option(
+        '--job <id>',
+        "Only the runs of this job (pge continue): its id is its first run's id, which is listed too",
+      ).helpGroup(OUTPUT),
+    )
+    .addOption(
+      new Option(
+        '--json',
+        'Print the runs as a JSON array on stdout: runId, job ({ id, run }), task, status, stepsPassed, stepsTotal, costUsd, startedAt, lastEventAt, lastEvent',
+      ).helpGroup(OUTPUT),
+    )
+    .addOption(natsServersOption())
+    .addOption(credsOption())
+    .addOption(embeddedLogsOption())
+    .action(async (flags) => {
+      // Loaded here: the help and a usage error load no NATS client nor the event schemas.
+      const { RunStopReason } = await import('../schemas/index.js');
+      // The filters are checked before anything is read: a wrong one is a usage error at once.
+      const filter: RunListFilter = {};
+      if (flags.status !== undefined) filter.statuses = statusesOf(flags.status, RunStopReason.options);
+      if (flags.since !== undefined) filter.since = sinceOf(flags.since, Date.now());
+      if (flags.job !== undefined) filter.job = jobIdOf(flags.job);
+      const { openRecords } = await import('./run-records.js');
+      const { listRuns } = await import('../runtime/run-list.js');
+      const { records, close } = await openRecords(flags, io, 'pge-runs');
+      try {
+        const runs = await listRuns(records, filter);
+        if (flags.json) io.stdout.write(`${JSON.stringify(runs)}\n`);
+        else if (runs.length === 0) io.stdout.write('no runs\n');
+        else io.stdout.write(`${runsTable(runs)}\n`);
+      } finally {
+        await close();
+      }
+    });
+}
 
 /**
  * `--status a,b`: the statuses to keep. Checked against every status a run can have, the stop
- * reasons of this version's schema included, so a reason added to it is a status at once.
+ * `reasons` of this version's schema included, so a reason added to it is a status at once.
  */
-export function statusesOf(text: string): string[] {
-  const known: readonly string[] = runListStatuses(RunStopReason.options);
+export function statusesOf(text: string, reasons: readonly RunStopReason[]): string[] {
+  const known: readonly string[] = runListStatuses(reasons);
   const picked = text
     .split(',')
     .map((s) => s.trim())
@@ -98,23 +157,4 @@ export function runsTable(runs: readonly RunSummary[]): string {
         .trimEnd(),
     )
     .join('\n');
-}
-
-/** `pge runs [--status s,…] [--since 1h] [--job <id>] [--json]`: the deployment's runs, oldest start first. */
-export async function runsCommand(line: CommandLine, io: CliIo): Promise<number> {
-  const { values } = line.flags;
-  const filter: RunListFilter = {};
-  if (typeof values.status === 'string') filter.statuses = statusesOf(values.status);
-  if (typeof values.since === 'string') filter.since = sinceOf(values.since, Date.now());
-  if (typeof values.job === 'string') filter.job = jobIdOf(values.job);
-  const { records, close } = await openRecords(line, io, 'pge-runs');
-  try {
-    const runs = await listRuns(records, filter);
-    if (line.flags.json) io.stdout.write(`${JSON.stringify(runs)}\n`);
-    else if (runs.length === 0) io.stdout.write('no runs\n');
-    else io.stdout.write(`${runsTable(runs)}\n`);
-    return ExitCode.passed;
-  } finally {
-    await close();
-  }
 }

@@ -6,6 +6,7 @@ import { describeConfig, resolveConfig } from '../../src/cli/config.js';
 import { parseCommandLine } from '../../src/cli/flags.js';
 import type { CliIo } from '../../src/cli/io.js';
 import { main } from '../../src/cli/main.js';
+import { parseWorkerCommand } from '../../src/cli/worker-process.js';
 import { ConfigurationError } from '../../src/errors.js';
 
 /** Flags, environment and config file, resolved in-process: the rules behind `pge config` and `pge run`. */
@@ -80,16 +81,18 @@ describe('flag values', () => {
   it('reads sizes with a binary unit, durations in days, and gives the stream limits to pge worker only', () => {
     expect(flags('--max-task-bytes', '512K').options).toEqual({ maxTaskBytes: 512 * 1024 });
     expect(flags('--max-task-bytes=1000').options).toEqual({ maxTaskBytes: 1000 });
-    const worker = parseCommandLine('worker', ['--stream-max-age', '7d', '--stream-max-bytes', '1.5GiB']);
-    expect(worker.flags.options).toEqual({ streamMaxAgeMs: 7 * 86_400_000, streamMaxBytes: 1.5 * 1024 ** 3 });
+    const worker = (...argv: string[]) =>
+      parseWorkerCommand(['--role', 'coordinator', ...argv], { env: {}, cwd: dir }).options;
+    const limits = worker('--stream-max-age', '7d', '--stream-max-bytes', '1.5GiB');
+    expect({ streamMaxAgeMs: limits.streamMaxAgeMs, streamMaxBytes: limits.streamMaxBytes }).toEqual({
+      streamMaxAgeMs: 7 * 86_400_000,
+      streamMaxBytes: 1.5 * 1024 ** 3,
+    });
     expect(() => flags('--max-task-bytes', '1x')).toThrow(
       '--max-task-bytes expects a size in bytes (or with a unit: 512K, 10MiB, 1G), got "1x"',
     );
     expect(() => flags('--stream-max-age', '1d')).toThrow(/pge run does not take --stream-max-age/);
-    const resolved = resolveConfig({ flags: worker.flags, env: {}, cwd: dir });
-    expect(resolved.sources.streamMaxAgeMs).toBe('flag');
-    const bad = parseCommandLine('worker', ['--stream-max-age', '1m']).flags;
-    expect(() => resolveConfig({ flags: bad, env: {}, cwd: dir })).toThrow(
+    expect(() => worker('--stream-max-age', '1m')).toThrow(
       /--stream-max-age: streamMaxAgeMs must be 0 \(no limit\) or at least 120000 \(the duplicate window\), got 60000/,
     );
   });

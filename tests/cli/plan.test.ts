@@ -121,7 +121,7 @@ describe('pge plan', () => {
     expect(run.stdout).toMatch(/^ {2}--plan <file> +Run this plan instead of asking the planner/m);
     const batch = await pge(['batch', 'tasks.txt', '--plan', 'plan.json']);
     expect(batch.code).toBe(2);
-    expect(batch.stderr.split('\n')[0]).toBe('pge: pge batch does not take --plan');
+    expect(batch.stderr.split('\n')[0]).toBe("pge: unknown option '--plan'");
   });
 
   it("points the written $schema at the nearest installed pge's schema, relative to the file", async () => {

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { COMMAND_HELP } from '../../src/cli/help.js';
-import { parseWorkerCommand } from '../../src/cli/worker-command.js';
+import { parseWorkerCommand } from '../../src/cli/worker-process.js';
 import { MACHINE_NAMES } from '../../src/graph/graph-choices.js';
 import { DEFAULT_WORKER_CONCURRENCY } from '../../src/schemas/index.js';
 import { runCli } from './run-cli.js';
@@ -56,6 +56,25 @@ describe('flag mistakes', () => {
   it('says a flag needs its value rather than reading the next flag as one', async () => {
     const stderr = await usageError(['run', 'Write a haiku', '--model', '--json']);
     expect(stderr).toContain('--model needs a value: --model <name>');
+    // A command declared whole in its own file is checked the same, before commander reads the line.
+    expect(await usageError(['config', '--model', '--json'])).toContain(
+      '--model needs a value: --model <name>',
+    );
+    expect(await usageError(['approve', 'run-1', '--reject', '--by', 'ana'])).toContain(
+      '--reject needs a value: --reject <reason>',
+    );
+  });
+
+  it('prints the help when --help is anywhere on the line, before any value is checked', async () => {
+    for (const args of [
+      ['run', '--max-steps', 'many', '--help'],
+      ['config', '--max-steps', 'many', '--help'],
+      ['follow', 'run-1', '--from-seq', 'x', '-h'],
+    ]) {
+      const r = await pge(args);
+      expect(r.code, args.join(' ')).toBe(0);
+      expect(r.stdout, args.join(' ')).toMatch(new RegExp(`^Usage: pge ${args[0]} `));
+    }
   });
 
   it('asks for a base URL with a scheme and shows the one meant', async () => {
@@ -149,9 +168,9 @@ describe('flag mistakes', () => {
 describe('pge worker', () => {
   it('parses its flags with the same table and messages as every command', async () => {
     const typo = await usageError(['worker', '--role', 'generator', '--concurency', '2']);
-    expect(typo).toContain('unknown flag --concurency; did you mean --concurrency?');
+    expect(typo).toContain("unknown option '--concurency'\n(Did you mean --concurrency?)");
     expect(await usageError(['worker', '--role', 'judge'])).toContain(
-      '--role expects one of planner, generator, evaluator, persistence, coordinator, got "judge"',
+      "option '--role <role>' argument 'judge' is invalid. Allowed choices are planner, generator, evaluator, persistence, coordinator.",
     );
     expect(await usageError(['worker', '--demo'])).toContain('pge worker needs --role');
     expect(await usageError(['worker', '--role', 'planner', 'extra'])).toContain(
@@ -227,7 +246,7 @@ describe('following a run on NATS', () => {
     expect(await usageError(['follow', 'run.1'])).toContain('"run.1" is not a run id');
     expect(await usageError(['follow', 'run-1', '--from-seq', '0'])).toContain('--from-seq must be >= 1');
     expect(await usageError(['follow', 'run-1', '--max-steps', '2'])).toContain(
-      'pge follow does not take --max-steps',
+      "unknown option '--max-steps'",
     );
   });
 

@@ -4,7 +4,7 @@ import { join, resolve } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import type { NatsRole } from '../../src/bus/permissions.js';
-import { parseWorkerCommand } from '../../src/cli/worker-command.js';
+import { parseWorkerCommand } from '../../src/cli/worker-process.js';
 import { writeNatsConfig } from '../../src/runtime/nats-config.js';
 import { runCli } from '../cli/run-cli.js';
 
