@@ -1,6 +1,6 @@
 import { Command, Option } from '@commander-js/extra-typings';
 import { ConfigurationError } from '../errors.js';
-import { ID_PATTERN, OPTION_DEFAULTS } from '../schemas/setting-values.js';
+import { ID_PATTERN } from '../schemas/setting-values.js';
 import { addTableFlags, configFileOption, optionsGiven } from './flag-options.js';
 import { FLAG_GROUPS, FLAGS } from './flag-table.js';
 import { integerArgument } from './flag-values.js';
@@ -49,7 +49,7 @@ export function followCommand(io: CliIo, done: (code: number) => void) {
       const { resolveConfig } = await import('./config.js');
       const { natsConnection } = await import('./nats-options.js');
       const { NatsBus } = await import('../bus/nats-bus.js');
-      const { followToEnd } = await import('./follower.js');
+      const { followDisplayOf, followToEnd } = await import('./follower.js');
       const config = resolveConfig({
         flags: { options: optionsGiven(parsed), configPath: flags.config ?? null },
         env: io.env,
@@ -67,16 +67,12 @@ export function followCommand(io: CliIo, done: (code: number) => void) {
           await followToEnd(
             bus,
             runId,
-            {
+            followDisplayOf(config.options, {
               json: flags.json === true,
-              verbose: config.options.verbose === true,
-              timeoutMs: config.options.followTimeoutMs ?? OPTION_DEFAULTS.followTimeoutMs,
               fromSeq: flags.fromSeq,
               servers: servers || 'nats://127.0.0.1:4222',
               credsFile: connection.credsFile,
-              outputType: config.options.outputType,
-              harnessId: config.options.id,
-            },
+            }),
             io,
           ),
         );

@@ -1,3 +1,4 @@
+import type { PgeOptions } from '../api/options.js';
 import type { OutputType } from '../api/output.js';
 import type { NatsBus } from '../bus/nats-bus.js';
 import { describeNatsServers } from '../bus/nats-connection.js';
@@ -5,6 +6,7 @@ import { ConfigurationError } from '../errors.js';
 import { type ClosingEvent, followRun } from '../runtime/follow-run.js';
 import { isForkPoint } from '../runtime/fork-log.js';
 import { isClosingEvent, type RunEvent } from '../schemas/index.js';
+import { OPTION_DEFAULTS } from '../schemas/setting-values.js';
 import { ExitCode, errorMessage } from './exit-codes.js';
 import type { CliIo } from './io.js';
 import { Progress } from './progress.js';
@@ -39,6 +41,23 @@ export interface FollowDisplay {
   outputType?: OutputType | undefined;
   /** The harness id its result names (option `id`; default a new one, as a harness's). */
   harnessId?: string | undefined;
+}
+
+/**
+ * How a run followed from its stored events is shown, from the resolved options (`--json`, where
+ * lines start, the servers and the credential of the command that follows it again).
+ */
+export function followDisplayOf(
+  options: PgeOptions,
+  shown: { json: boolean; fromSeq: number; servers: string; credsFile?: string | undefined },
+): FollowDisplay {
+  return {
+    ...shown,
+    verbose: options.verbose === true,
+    timeoutMs: options.followTimeoutMs ?? OPTION_DEFAULTS.followTimeoutMs,
+    outputType: options.outputType,
+    harnessId: options.id,
+  };
 }
 
 /** The command that follows run `runId` again, with its servers (credentials in URLs masked) and credential file. */

@@ -7,12 +7,12 @@ import { DemoModel, titledDeliverable } from '../roles/demo-model.js';
 import { readCrashedLog } from '../runtime/crashed-log.js';
 import { runClient } from '../runtime/run-client.js';
 import type { Role, RunEvent, RunEventOf } from '../schemas/index.js';
-import { ID_PATTERN, OPTION_DEFAULTS } from '../schemas/setting-values.js';
+import { ID_PATTERN } from '../schemas/setting-values.js';
 import { RESUME_ACTING_FLAGS } from './command-flags.js';
 import { resolveConfig } from './config.js';
 import { FLAGS } from './flag-table.js';
 import type { CommandLine } from './flags.js';
-import { followToEnd } from './follower.js';
+import { followDisplayOf, followToEnd } from './follower.js';
 import type { CliIo } from './io.js';
 import { natsOptionsOf } from './nats-options.js';
 import { reportRun } from './run-command.js';
@@ -90,16 +90,12 @@ async function resumeRemote(runId: string, servers: string, line: CommandLine, i
     return await followToEnd(
       bus,
       runId,
-      {
+      followDisplayOf(config.options, {
         json: line.flags.json,
-        verbose: config.options.verbose === true,
-        timeoutMs: config.options.followTimeoutMs ?? OPTION_DEFAULTS.followTimeoutMs,
         fromSeq: 1,
         servers,
         credsFile: connection.credsFile,
-        outputType: config.options.outputType,
-        harnessId: config.options.id,
-      },
+      }),
       io,
     );
   } finally {
