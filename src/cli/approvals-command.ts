@@ -1,7 +1,7 @@
 import { Command, Option } from '@commander-js/extra-typings';
 import { FLAG_GROUPS } from './flag-table.js';
 import type { CliIo } from './io.js';
-import { credsOption, embeddedLogsOption, natsServersOption } from './nats-flags.js';
+import { credsOption, embeddedLogsOption, listingServersOption } from './nats-flags.js';
 
 /**
  * `pge approvals`: one line per gate a run waits at (or the list as JSON), of a deployment's runs
@@ -19,7 +19,7 @@ export function approvalsCommand(io: CliIo) {
         'Print the gates as a JSON array on stdout: runId, gate, requestId, stepNumber, attempt, summary, since',
       ).helpGroup(`${FLAG_GROUPS.output}:`),
     )
-    .addOption(natsServersOption())
+    .addOption(listingServersOption())
     .addOption(credsOption())
     .action(async (flags) => {
       // Loaded here: the help and a usage error load no NATS client.

@@ -23,6 +23,12 @@ export const credsOption = () => new Option('--creds <file>', CREDS_FLAG.help).h
 /** The servers `--nats` gave, as nats.js and NATS_URL take them (comma-separated), else null. */
 export const serversGiven = (nats: readonly string[] | undefined): string | null => nats?.join(',') ?? null;
 
+/** `--nats` of `pge runs` and `pge approvals`: without it (or NATS_URL), they read the embedded runs' logs. */
+export const listingServersOption = () =>
+  natsServersOption(
+    'NATS server(s) of the deployment: repeatable, or comma-separated (default NATS_URL, else the embedded runs of --working-dir)',
+  );
+
 /** `--working-dir <dir>` of `pge runs` and `pge approvals`: where they read the embedded runs. */
 export const embeddedLogsOption = () =>
   new Option(

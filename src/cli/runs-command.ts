@@ -6,7 +6,7 @@ import { runListStatuses } from '../schemas/run-status.js';
 import { ID_PATTERN } from '../schemas/setting-values.js';
 import { FLAG_GROUPS } from './flag-table.js';
 import type { CliIo } from './io.js';
-import { credsOption, embeddedLogsOption, natsServersOption } from './nats-flags.js';
+import { credsOption, embeddedLogsOption, listingServersOption } from './nats-flags.js';
 import { parseDuration } from './units.js';
 
 /**
@@ -44,7 +44,7 @@ export function runsCommand(io: CliIo) {
         'Print the runs as a JSON array on stdout: runId, job ({ id, run }), task, status, stepsPassed, stepsTotal, costUsd, startedAt, lastEventAt, lastEvent',
       ).helpGroup(OUTPUT),
     )
-    .addOption(natsServersOption())
+    .addOption(listingServersOption())
     .addOption(credsOption())
     .addOption(embeddedLogsOption())
     .action(async (flags) => {
