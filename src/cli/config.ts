@@ -5,9 +5,9 @@ import { type PgeOptions, PgeOptionsSchema } from '../api/options.js';
 import { readPlanFile } from '../api/plan-file.js';
 import { ConfigurationError } from '../errors.js';
 import { describeEndpoint } from '../roles/openai-model.js';
+import type { ParsedFlags } from './command-line.js';
 import { CLI_DEFAULTS, CONFIG_FILE_NAME, ENV_VARS } from './defaults.js';
 import { type ConfigKey, OPTION_FLAGS } from './flag-table.js';
-import type { ParsedFlags } from './flags.js';
 
 /**
  * Where the CLI's options come from, highest precedence first: flags, the environment, a config

@@ -1,7 +1,8 @@
 import { CommanderError, type CommandUnknownOpts } from '@commander-js/extra-typings';
 import { ConfigurationError } from '../errors.js';
+import type { CommandLine, ParsedFlags } from './command-line.js';
 import { helpAsked, optionsGiven } from './flag-options.js';
-import type { Command, ConfigKey } from './flag-table.js';
+import type { Command } from './flag-table.js';
 import { commandOf, program } from './program.js';
 
 /**
@@ -10,25 +11,6 @@ import { commandOf, program } from './program.js';
  * `program.ts` declares from the table, and every problem becomes a `ConfigurationError` (exit
  * code 2) that says what to write instead.
  */
-
-/** What the flags of one command line say. */
-export interface ParsedFlags {
-  /** Option values set by flags, already converted. */
-  options: Partial<Record<ConfigKey, unknown>>;
-  /** The value of every flag given, by flag name, converted. */
-  values: Readonly<Record<string, unknown>>;
-  json: boolean;
-  configPath: string | null;
-  /** `--nats <url>`: run through a distributed deployment (or, for `pge worker`, its server). */
-  nats: string | null;
-}
-
-/** A parsed command line. */
-export interface CommandLine {
-  help: boolean;
-  positionals: string[];
-  flags: ParsedFlags;
-}
 
 /**
  * Commander tells its suggestion only in its message: "(Did you mean --max-retries?)". Read there,

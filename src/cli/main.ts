@@ -1,8 +1,9 @@
 import { readFileSync } from 'node:fs';
 import { PgeError } from '../errors.js';
+import type { CommandLine } from './command-line.js';
 import { ExitCode, errorMessage, exitCodeOfError } from './exit-codes.js';
 import type { Command } from './flag-table.js';
-import { type CommandLine, parseCommandLine, unknownCommand } from './flags.js';
+import { parseCommandLine, unknownCommand } from './flags.js';
 import { COMMAND_HELP, helpHint } from './help.js';
 import { type CliIo, processIo } from './io.js';
 import { commandHelp, type DeclaredCommand, declaredWhole, runDeclared, topHelp } from './program.js';

@@ -1,5 +1,5 @@
 import { type NatsConnectionOptions, natsOptionsFromEnv } from '../bus/nats-connection.js';
-import type { ParsedFlags } from './flags.js';
+import type { ParsedFlags } from './command-line.js';
 
 /**
  * How a command connects to NATS: the environment's settings (`NATS_URL`, `NATS_CREDS`, …; see

@@ -4,11 +4,11 @@ import type { PlannerGeneratorEvaluator } from '../api/planner-generator-evaluat
 import { ConfigurationError } from '../errors.js';
 import { DemoModel, titledDeliverable } from '../roles/demo-model.js';
 import type { GivenPlan } from '../schemas/index.js';
+import type { CommandLine } from './command-line.js';
 import { resolveConfig } from './config.js';
 import { DEMO_TASK } from './defaults.js';
 import { ExitCode, errorMessage, exitCodeOfError, exitCodeOfResult } from './exit-codes.js';
 import type { Command } from './flag-table.js';
-import type { CommandLine } from './flags.js';
 import { helpHint } from './help.js';
 import type { CliIo } from './io.js';
 import { natsOptionsOf } from './nats-options.js';
